@@ -1,0 +1,377 @@
+// Package config parses broker configuration in Kafka's server.properties
+// syntax, with Kafka's key names and defaults, and resolves topic-level
+// overrides against the broker defaults.
+package config
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// Type is a config value's type.
+type Type int
+
+// The value types Kafka uses in its config definitions.
+const (
+	String Type = iota
+	Int
+	Long
+	Bool
+	List
+	Double
+)
+
+func (t Type) String() string {
+	return [...]string{"string", "int", "long", "boolean", "list", "double"}[t]
+}
+
+// Def defines one config key.
+type Def struct {
+	Name    string
+	Type    Type
+	Default string
+	// Min is the smallest accepted numeric value; nil means no lower bound.
+	Min *int64
+	// OneOf lists the accepted values of a string key; empty means any.
+	OneOf []string
+	Doc   string
+}
+
+// InvalidError reports a value that a key does not accept.
+type InvalidError struct {
+	Key, Value, Reason string
+}
+
+func (e *InvalidError) Error() string {
+	return fmt.Sprintf("invalid value %q for configuration %s: %s", e.Value, e.Key, e.Reason)
+}
+
+// ErrUnknownKey is returned by Set for a key no definition names.
+var ErrUnknownKey = errors.New("unknown configuration key")
+
+func min(v int64) *int64 { return &v }
+
+func (d Def) validate(v string) error {
+	bad := func(reason string) error { return &InvalidError{Key: d.Name, Value: v, Reason: reason} }
+	switch d.Type {
+	case Int, Long:
+		bits := 64
+		if d.Type == Int {
+			bits = 32
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, bits)
+		if err != nil {
+			return bad("not a " + d.Type.String())
+		}
+		if d.Min != nil && n < *d.Min {
+			return bad(fmt.Sprintf("value must be at least %d", *d.Min))
+		}
+	case Bool:
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "true", "false":
+		default:
+			return bad("expected true or false")
+		}
+	case Double:
+		if _, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
+			return bad("not a number")
+		}
+	case String:
+		if len(d.OneOf) > 0 {
+			for _, o := range d.OneOf {
+				if v == o {
+					return nil
+				}
+			}
+			return bad("expected one of " + strings.Join(d.OneOf, ", "))
+		}
+	}
+	return nil
+}
+
+// Config holds resolved values for a set of definitions. Values are
+// validated when set, so the typed getters never fail.
+type Config struct {
+	defs   map[string]Def
+	values map[string]string
+	set    map[string]bool
+}
+
+// New returns a Config with every key at its default.
+func New(defs []Def) *Config {
+	c := &Config{defs: map[string]Def{}, values: map[string]string{}, set: map[string]bool{}}
+	for _, d := range defs {
+		c.defs[d.Name] = d
+		c.values[d.Name] = d.Default
+	}
+	return c
+}
+
+// NewBroker returns a broker Config with Kafka's defaults.
+func NewBroker() *Config { return New(BrokerDefs) }
+
+// Clone returns an independent copy.
+func (c *Config) Clone() *Config {
+	n := &Config{defs: c.defs, values: map[string]string{}, set: map[string]bool{}}
+	for k, v := range c.values {
+		n.values[k] = v
+	}
+	for k, v := range c.set {
+		n.set[k] = v
+	}
+	return n
+}
+
+// Set validates and stores one value. An unknown key returns ErrUnknownKey
+// (wrapped with the key) and changes nothing.
+func (c *Config) Set(key, value string) error {
+	d, ok := c.defs[key]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownKey, key)
+	}
+	if err := d.validate(value); err != nil {
+		return err
+	}
+	c.values[key] = strings.TrimSpace(value)
+	c.set[key] = true
+	return nil
+}
+
+// IsSet reports whether key was set explicitly rather than defaulted.
+func (c *Config) IsSet(key string) bool { return c.set[key] }
+
+// Known reports whether key has a definition.
+func (c *Config) Known(key string) bool { _, ok := c.defs[key]; return ok }
+
+// Def returns key's definition.
+func (c *Config) Def(key string) (Def, bool) { d, ok := c.defs[key]; return d, ok }
+
+func (c *Config) raw(key string) string {
+	v, ok := c.values[key]
+	if !ok {
+		panic("config: undefined key " + key)
+	}
+	return v
+}
+
+// String returns a string value.
+func (c *Config) String(key string) string { return c.raw(key) }
+
+// Int returns an int or long value.
+func (c *Config) Int(key string) int { return int(c.Long(key)) }
+
+// Long returns an int or long value.
+func (c *Config) Long(key string) int64 {
+	n, _ := strconv.ParseInt(c.raw(key), 10, 64)
+	return n
+}
+
+// Bool returns a boolean value.
+func (c *Config) Bool(key string) bool { return strings.EqualFold(c.raw(key), "true") }
+
+// Double returns a double value.
+func (c *Config) Double(key string) float64 {
+	f, _ := strconv.ParseFloat(c.raw(key), 64)
+	return f
+}
+
+// List returns a comma-separated list value, trimmed, without empty items.
+func (c *Config) List(key string) []string {
+	var out []string
+	for _, s := range strings.Split(c.raw(key), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Keys returns every defined key, sorted.
+func (c *Config) Keys() []string {
+	keys := make([]string, 0, len(c.defs))
+	for k := range c.defs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// ParseProperties reads Java .properties syntax: key=value, key: value or
+// key value; # and ! comments; backslash line continuations and escapes.
+// Each pair keeps its line number for error messages.
+func ParseProperties(r io.Reader) ([]Property, error) {
+	var out []Property
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	lineNo := 0
+	var pending strings.Builder
+	start := 0
+	for sc.Scan() {
+		lineNo++
+		line := strings.TrimLeftFunc(sc.Text(), unicode.IsSpace)
+		if pending.Len() == 0 {
+			if line == "" || line[0] == '#' || line[0] == '!' {
+				continue
+			}
+			start = lineNo
+		}
+		if cont := trailingBackslashes(line)%2 == 1; cont {
+			pending.WriteString(line[:len(line)-1])
+			continue
+		}
+		pending.WriteString(line)
+		k, v := splitProperty(pending.String())
+		pending.Reset()
+		out = append(out, Property{Key: unescape(k), Value: unescape(v), Line: start})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if pending.Len() > 0 {
+		k, v := splitProperty(pending.String())
+		out = append(out, Property{Key: unescape(k), Value: unescape(v), Line: start})
+	}
+	return out, nil
+}
+
+// Property is one key/value pair read from a properties file.
+type Property struct {
+	Key, Value string
+	Line       int
+}
+
+func trailingBackslashes(s string) int {
+	n := 0
+	for i := len(s) - 1; i >= 0 && s[i] == '\\'; i-- {
+		n++
+	}
+	return n
+}
+
+func splitProperty(s string) (string, string) {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '=', ':':
+			return strings.TrimSpace(s[:i]), strings.TrimLeftFunc(s[i+1:], unicode.IsSpace)
+		case ' ', '\t', '\f':
+			rest := strings.TrimLeftFunc(s[i:], unicode.IsSpace)
+			if rest != "" && (rest[0] == '=' || rest[0] == ':') {
+				rest = rest[1:]
+			}
+			return s[:i], strings.TrimLeftFunc(rest, unicode.IsSpace)
+		}
+	}
+	return s, ""
+}
+
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return strings.TrimRightFunc(s, unicode.IsSpace)
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		i++
+		switch s[i] {
+		case 't':
+			b.WriteByte('\t')
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		case 'f':
+			b.WriteByte('\f')
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return strings.TrimRightFunc(b.String(), unicode.IsSpace)
+}
+
+// Warning is a non-fatal remark about the configuration (an unknown key).
+type Warning struct {
+	Key, Source string
+}
+
+func (w Warning) String() string {
+	return fmt.Sprintf("%s: unknown configuration key %q (ignored)", w.Source, w.Key)
+}
+
+// Load builds a broker config from a properties file (path may be empty)
+// and key=value overrides applied after it. Unknown keys become warnings;
+// an invalid value is an error naming the key and the value.
+func Load(path string, overrides []string) (*Config, []Warning, error) {
+	c := NewBroker()
+	var warns []Warning
+	if path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open config: %w", err)
+		}
+		props, err := ParseProperties(f)
+		f.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("read config %s: %w", path, err)
+		}
+		for _, p := range props {
+			src := fmt.Sprintf("%s:%d", path, p.Line)
+			if err := c.Set(p.Key, p.Value); err != nil {
+				if errors.Is(err, ErrUnknownKey) {
+					warns = append(warns, Warning{Key: p.Key, Source: src})
+					continue
+				}
+				return nil, nil, fmt.Errorf("%s: %w", src, err)
+			}
+		}
+	}
+	for _, o := range overrides {
+		k, v, ok := strings.Cut(o, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, nil, fmt.Errorf("override %q: expected key=value", o)
+		}
+		k = strings.TrimSpace(k)
+		if err := c.Set(k, v); err != nil {
+			if errors.Is(err, ErrUnknownKey) {
+				warns = append(warns, Warning{Key: k, Source: "--override"})
+				continue
+			}
+			return nil, nil, fmt.Errorf("--override: %w", err)
+		}
+	}
+	if err := c.check(); err != nil {
+		return nil, nil, err
+	}
+	return c, warns, nil
+}
+
+// check validates relations between keys.
+func (c *Config) check() error {
+	if len(c.List("log.dirs")) == 0 && len(c.List("log.dir")) == 0 {
+		return &InvalidError{Key: "log.dirs", Value: "", Reason: "at least one log directory is required"}
+	}
+	if c.Long("socket.request.max.bytes") > math.MaxInt32 {
+		return &InvalidError{Key: "socket.request.max.bytes", Value: c.String("socket.request.max.bytes"), Reason: "too large"}
+	}
+	return nil
+}
+
+// LogDirs returns log.dirs, falling back to log.dir as Kafka does.
+func (c *Config) LogDirs() []string {
+	if d := c.List("log.dirs"); len(d) > 0 {
+		return d
+	}
+	return c.List("log.dir")
+}

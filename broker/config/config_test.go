@@ -1,0 +1,115 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestLoadServerProperties(t *testing.T) {
+	c, warns, err := Load("testdata/server.properties", []string{"num.partitions=6"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Int("broker.id"); got != 3 {
+		t.Errorf("broker.id = %d, want 3", got)
+	}
+	if got := c.List("listeners"); !reflect.DeepEqual(got, []string{"PLAINTEXT://127.0.0.1:19092"}) {
+		t.Errorf("listeners = %v", got)
+	}
+	if got := c.LogDirs(); !reflect.DeepEqual(got, []string{"/var/lib/isrlab/a", "/var/lib/isrlab/b"}) {
+		t.Errorf("log.dirs = %v", got)
+	}
+	if got := c.Int("num.io.threads"); got != 4 {
+		t.Errorf("num.io.threads = %d", got)
+	}
+	if got := c.RetentionMs(); got != 90*60*1000 {
+		t.Errorf("retention ms = %d", got)
+	}
+	if got := c.Int("num.partitions"); got != 6 {
+		t.Errorf("num.partitions = %d", got)
+	}
+	if len(warns) != 1 || warns[0].Key != "no.such.key" || !strings.HasSuffix(warns[0].Source, ":9") {
+		t.Errorf("warnings = %v", warns)
+	}
+}
+
+func TestDefaultsAreKafkas(t *testing.T) {
+	c := NewBroker()
+	for key, want := range map[string]string{
+		"log.segment.bytes":               "1073741824",
+		"log.retention.hours":             "168",
+		"num.io.threads":                  "8",
+		"num.network.threads":             "3",
+		"queued.max.requests":             "500",
+		"socket.request.max.bytes":        "104857600",
+		"message.max.bytes":               "1048588",
+		"log.retention.check.interval.ms": "300000",
+		"replica.fetch.wait.max.ms":       "500",
+		"coordinator.session.timeout.ms":  "18000",
+		"offsets.topic.num.partitions":    "50",
+	} {
+		if got := c.String(key); got != want {
+			t.Errorf("%s default = %s, want %s", key, got, want)
+		}
+	}
+	if c.RetentionMs() != 168*3600*1000 {
+		t.Errorf("retention = %d", c.RetentionMs())
+	}
+}
+
+func TestInvalidValueNamesKeyAndValue(t *testing.T) {
+	for _, o := range []string{"num.io.threads=zero", "num.io.threads=0", "auto.create.topics.enable=maybe", "log.message.timestamp.type=Now"} {
+		_, _, err := Load("", append([]string{"log.dirs=/tmp/x"}, o))
+		var inv *InvalidError
+		if !errors.As(err, &inv) {
+			t.Fatalf("%s: err = %v, want InvalidError", o, err)
+		}
+		k, v, _ := strings.Cut(o, "=")
+		if inv.Key != k || inv.Value != v || !strings.Contains(err.Error(), k) || !strings.Contains(err.Error(), v) {
+			t.Errorf("%s: error %q does not name key and value", o, err)
+		}
+	}
+	if _, _, err := Load("", []string{"noequals"}); err == nil {
+		t.Error("override without = accepted")
+	}
+}
+
+func TestTopicOverrides(t *testing.T) {
+	c, _, err := Load("", []string{"log.dirs=/x", "log.segment.bytes=2048", "min.insync.replicas=2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := c.TopicConfig(map[string]string{"retention.ms": "1000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc.Long("segment.bytes") != 2048 || tc.Long("retention.ms") != 1000 || tc.Int("min.insync.replicas") != 2 {
+		t.Errorf("topic config: segment.bytes=%d retention.ms=%d min.isr=%d", tc.Long("segment.bytes"), tc.Long("retention.ms"), tc.Int("min.insync.replicas"))
+	}
+	if _, err := c.TopicConfig(map[string]string{"segment.bytes": "x"}); err == nil {
+		t.Error("invalid topic value accepted")
+	}
+	if _, err := c.TopicConfig(map[string]string{"bogus": "1"}); !errors.Is(err, ErrUnknownKey) {
+		t.Errorf("unknown topic key: %v", err)
+	}
+}
+
+func TestParsePropertiesEscapes(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "s.properties")
+	os.WriteFile(p, []byte("a\\ b=c\\td\nkey\n"), 0o644)
+	f, _ := os.Open(p)
+	defer f.Close()
+	props, err := ParseProperties(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Property{{Key: "a b", Value: "c\td", Line: 1}, {Key: "key", Value: "", Line: 2}}
+	if !reflect.DeepEqual(props, want) {
+		t.Errorf("got %+v", props)
+	}
+}

@@ -1,0 +1,177 @@
+package config
+
+import (
+	"math"
+	"strconv"
+)
+
+var maxLong = strconv.FormatInt(math.MaxInt64, 10)
+
+// BrokerDefs are the broker keys isrlab understands, with Kafka's defaults.
+var BrokerDefs = []Def{
+	{Name: "broker.id", Type: Int, Default: "0", Min: min(0), Doc: "The broker's id."},
+	{Name: "listeners", Type: List, Default: "PLAINTEXT://127.0.0.1:9092", Doc: "Listener URIs the broker binds to."},
+	{Name: "advertised.listeners", Type: List, Default: "", Doc: "Listener URIs published to clients; defaults to listeners."},
+	{Name: "log.dirs", Type: List, Default: "", Doc: "Directories holding the log data."},
+	{Name: "log.dir", Type: List, Default: "/tmp/kafka-logs", Doc: "Used when log.dirs is not set."},
+	{Name: "num.partitions", Type: Int, Default: "1", Min: min(1), Doc: "Default partition count of auto-created topics."},
+	{Name: "default.replication.factor", Type: Int, Default: "1", Min: min(1), Doc: "Default replication factor of auto-created topics."},
+	{Name: "auto.create.topics.enable", Type: Bool, Default: "true", Doc: "Create a topic on first metadata request or produce."},
+	{Name: "delete.topic.enable", Type: Bool, Default: "true", Doc: "Allow topic deletion."},
+	{Name: "log.segment.bytes", Type: Int, Default: "1073741824", Min: min(14), Doc: "Maximum size of one segment file."},
+	{Name: "log.roll.ms", Type: Long, Default: "", Doc: "Maximum age of a segment before it rolls (overrides log.roll.hours)."},
+	{Name: "log.roll.hours", Type: Int, Default: "168", Min: min(1), Doc: "Maximum age of a segment in hours."},
+	{Name: "log.retention.ms", Type: Long, Default: "", Doc: "Retention time (overrides minutes and hours); -1 keeps forever."},
+	{Name: "log.retention.minutes", Type: Int, Default: "", Doc: "Retention time in minutes (overrides hours)."},
+	{Name: "log.retention.hours", Type: Int, Default: "168", Doc: "Retention time in hours."},
+	{Name: "log.retention.bytes", Type: Long, Default: "-1", Doc: "Maximum partition size before old segments are deleted; -1 is no limit."},
+	{Name: "log.retention.check.interval.ms", Type: Long, Default: "300000", Min: min(1), Doc: "How often retention runs."},
+	{Name: "log.segment.delete.delay.ms", Type: Long, Default: "60000", Min: min(0), Doc: "Delay before a deleted segment's files are removed."},
+	{Name: "log.index.size.max.bytes", Type: Int, Default: "10485760", Min: min(4), Doc: "Preallocated size of an offset index."},
+	{Name: "log.index.interval.bytes", Type: Int, Default: "4096", Min: min(0), Doc: "Bytes between offset index entries."},
+	{Name: "log.flush.interval.messages", Type: Long, Default: maxLong, Min: min(1), Doc: "Messages accumulated before a forced fsync."},
+	{Name: "log.flush.interval.ms", Type: Long, Default: "", Doc: "Maximum time a message stays unflushed; unset means never by time."},
+	{Name: "log.flush.scheduler.interval.ms", Type: Long, Default: maxLong, Doc: "How often the flusher checks log.flush.interval.ms."},
+	{Name: "log.flush.offset.checkpoint.interval.ms", Type: Int, Default: "60000", Min: min(0), Doc: "How often the recovery point is checkpointed."},
+	{Name: "log.flush.start.offset.checkpoint.interval.ms", Type: Int, Default: "60000", Min: min(0), Doc: "How often the log start offset is checkpointed."},
+	{Name: "log.message.timestamp.type", Type: String, Default: "CreateTime", OneOf: []string{"CreateTime", "LogAppendTime"}, Doc: "Timestamp stored with each message."},
+	{Name: "num.network.threads", Type: Int, Default: "3", Min: min(1), Doc: "Threads accepting connections and reading requests."},
+	{Name: "num.io.threads", Type: Int, Default: "8", Min: min(1), Doc: "Request handler threads."},
+	{Name: "queued.max.requests", Type: Int, Default: "500", Min: min(1), Doc: "Requests queued for the handler threads before network threads block."},
+	{Name: "socket.request.max.bytes", Type: Int, Default: "104857600", Min: min(1), Doc: "Largest request frame accepted."},
+	{Name: "socket.send.buffer.bytes", Type: Int, Default: "102400", Doc: "SO_SNDBUF; -1 uses the OS default."},
+	{Name: "socket.receive.buffer.bytes", Type: Int, Default: "102400", Doc: "SO_RCVBUF; -1 uses the OS default."},
+	{Name: "message.max.bytes", Type: Int, Default: "1048588", Min: min(0), Doc: "Largest record batch accepted."},
+	{Name: "compression.type", Type: String, Default: "producer", OneOf: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}, Doc: "Final compression of a topic's data (only 'producer' is applied: batches are stored as sent)."},
+	{Name: "metrics.listen", Type: String, Default: "", Doc: "host:port of the Prometheus /metrics endpoint; empty disables it."},
+	{Name: "group.initial.rebalance.delay.ms", Type: Int, Default: "3000", Min: min(0), Doc: "Delay of the first rebalance of an empty group."},
+	{Name: "offsets.topic.num.partitions", Type: Int, Default: "50", Min: min(1), Doc: "Partitions of __consumer_offsets."},
+	{Name: "offsets.topic.replication.factor", Type: Int, Default: "3", Min: min(1), Doc: "Replication factor of __consumer_offsets."},
+	{Name: "offsets.commit.timeout.ms", Type: Int, Default: "5000", Min: min(1), Doc: "Timeout of an offset commit's replicated append."},
+	{Name: "transactional.id.expiration.ms", Type: Int, Default: "604800000", Min: min(1), Doc: "Producer id expiry."},
+	// Replication and the coordinator.
+	{Name: "coordinator.connect", Type: List, Default: "", Doc: "Coordinator client URLs; empty runs the broker standalone."},
+	{Name: "coordinator.session.timeout.ms", Type: Int, Default: "18000", Min: min(1), Doc: "Coordinator session timeout."},
+	{Name: "min.insync.replicas", Type: Int, Default: "1", Min: min(1), Doc: "Minimum ISR size for acks=all writes."},
+	{Name: "unclean.leader.election.enable", Type: Bool, Default: "false", Doc: "Allow out-of-sync replicas to become leader."},
+	{Name: "replica.lag.time.max.ms", Type: Long, Default: "30000", Min: min(1), Doc: "Time a follower may lag before it leaves the ISR."},
+	{Name: "replica.fetch.wait.max.ms", Type: Int, Default: "500", Min: min(0), Doc: "Follower fetch long-poll time."},
+	{Name: "replica.fetch.min.bytes", Type: Int, Default: "1", Min: min(1), Doc: "Follower fetch minimum bytes."},
+	{Name: "replica.fetch.max.bytes", Type: Int, Default: "1048576", Min: min(0), Doc: "Follower fetch bytes per partition."},
+	{Name: "replica.fetch.response.max.bytes", Type: Int, Default: "10485760", Min: min(0), Doc: "Follower fetch bytes per response."},
+	{Name: "replica.fetch.backoff.ms", Type: Int, Default: "1000", Min: min(0), Doc: "Back-off after a follower fetch error."},
+	{Name: "replica.high.watermark.checkpoint.interval.ms", Type: Long, Default: "5000", Min: min(1), Doc: "How often follower HWs are checkpointed."},
+	{Name: "num.replica.fetchers", Type: Int, Default: "1", Min: min(1), Doc: "Fetcher threads per source broker."},
+	{Name: "controlled.shutdown.enable", Type: Bool, Default: "true", Doc: "Move leaderships away before shutting down."},
+	{Name: "controlled.shutdown.max.retries", Type: Int, Default: "3", Min: min(0), Doc: "Controlled shutdown attempts."},
+	{Name: "controlled.shutdown.retry.backoff.ms", Type: Long, Default: "5000", Min: min(0), Doc: "Back-off between controlled shutdown attempts."},
+	{Name: "auto.leader.rebalance.enable", Type: Bool, Default: "true", Doc: "Move leadership back to preferred replicas."},
+	{Name: "leader.imbalance.per.broker.percentage", Type: Int, Default: "10", Min: min(0), Doc: "Imbalance that triggers a rebalance."},
+	{Name: "leader.imbalance.check.interval.seconds", Type: Long, Default: "300", Min: min(1), Doc: "How often imbalance is checked."},
+	{Name: "kafka.profile", Type: String, Default: "3.7", OneOf: []string{"0.10", "2.4", "2.6", "3.7"}, Doc: "Kafka era whose replication behaviour and defaults the broker reproduces."},
+	{Name: "replication.truncation", Type: String, Default: "", OneOf: []string{"", "hw", "epoch", "diverging-epoch-fetch"}, Doc: "Follower truncation rule (default from kafka.profile)."},
+	{Name: "isr.update", Type: String, Default: "", OneOf: []string{"", "sync-under-lock-always", "sync-under-lock-checked", "async-alter-partition"}, Doc: "How the leader writes ISR changes (default from kafka.profile)."},
+	{Name: "isr.expand-needs-epoch-start", Type: String, Default: "", OneOf: []string{"", "true", "false"}, Doc: "Expansion also needs the follower past the leader epoch start (default from kafka.profile)."},
+	{Name: "hw.requires-min-isr", Type: String, Default: "", OneOf: []string{"", "true", "false"}, Doc: "HW does not advance below min ISR (default from kafka.profile)."},
+}
+
+// TopicDefs are the topic-level keys. Each defaults to a broker key (see
+// TopicToBroker); their Default here is only used without a broker config.
+var TopicDefs = []Def{
+	{Name: "cleanup.policy", Type: String, Default: "delete", OneOf: []string{"delete"}, Doc: "Only delete is supported."},
+	{Name: "segment.bytes", Type: Int, Default: "1073741824", Min: min(14)},
+	{Name: "segment.ms", Type: Long, Default: "604800000", Min: min(1)},
+	{Name: "segment.index.bytes", Type: Int, Default: "10485760", Min: min(4)},
+	{Name: "index.interval.bytes", Type: Int, Default: "4096", Min: min(0)},
+	{Name: "retention.ms", Type: Long, Default: "604800000", Min: min(-1)},
+	{Name: "retention.bytes", Type: Long, Default: "-1"},
+	{Name: "flush.messages", Type: Long, Default: maxLong, Min: min(1)},
+	{Name: "flush.ms", Type: Long, Default: maxLong, Min: min(0)},
+	{Name: "file.delete.delay.ms", Type: Long, Default: "60000", Min: min(0)},
+	{Name: "max.message.bytes", Type: Int, Default: "1048588", Min: min(0)},
+	{Name: "min.insync.replicas", Type: Int, Default: "1", Min: min(1)},
+	{Name: "unclean.leader.election.enable", Type: Bool, Default: "false"},
+	{Name: "message.timestamp.type", Type: String, Default: "CreateTime", OneOf: []string{"CreateTime", "LogAppendTime"}},
+	{Name: "compression.type", Type: String, Default: "producer", OneOf: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}},
+}
+
+// TopicToBroker maps a topic key to the broker key holding its default.
+var TopicToBroker = map[string]string{
+	"segment.bytes":                  "log.segment.bytes",
+	"segment.ms":                     "log.roll.ms",
+	"segment.index.bytes":            "log.index.size.max.bytes",
+	"index.interval.bytes":           "log.index.interval.bytes",
+	"retention.ms":                   "log.retention.ms",
+	"retention.bytes":                "log.retention.bytes",
+	"flush.messages":                 "log.flush.interval.messages",
+	"flush.ms":                       "log.flush.interval.ms",
+	"file.delete.delay.ms":           "log.segment.delete.delay.ms",
+	"max.message.bytes":              "message.max.bytes",
+	"min.insync.replicas":            "min.insync.replicas",
+	"unclean.leader.election.enable": "unclean.leader.election.enable",
+	"message.timestamp.type":         "log.message.timestamp.type",
+	"compression.type":               "compression.type",
+}
+
+// RetentionMs resolves log.retention.ms > minutes > hours as Kafka does.
+func (c *Config) RetentionMs() int64 {
+	if c.String("log.retention.ms") != "" {
+		return c.Long("log.retention.ms")
+	}
+	if c.String("log.retention.minutes") != "" {
+		return c.Long("log.retention.minutes") * 60 * 1000
+	}
+	h := c.Long("log.retention.hours")
+	if h < 0 {
+		return -1
+	}
+	return h * 3600 * 1000
+}
+
+// RollMs resolves log.roll.ms > log.roll.hours.
+func (c *Config) RollMs() int64 {
+	if c.String("log.roll.ms") != "" {
+		return c.Long("log.roll.ms")
+	}
+	return c.Long("log.roll.hours") * 3600 * 1000
+}
+
+// FlushMs resolves log.flush.interval.ms, which defaults to never.
+func (c *Config) FlushMs() int64 {
+	if c.String("log.flush.interval.ms") != "" {
+		return c.Long("log.flush.interval.ms")
+	}
+	return math.MaxInt64
+}
+
+// TopicDefaults returns the topic-level config implied by the broker config.
+func (c *Config) TopicDefaults() *Config {
+	t := New(TopicDefs)
+	for tk, bk := range TopicToBroker {
+		var v string
+		switch bk {
+		case "log.retention.ms":
+			v = strconv.FormatInt(c.RetentionMs(), 10)
+		case "log.roll.ms":
+			v = strconv.FormatInt(c.RollMs(), 10)
+		case "log.flush.interval.ms":
+			v = strconv.FormatInt(c.FlushMs(), 10)
+		default:
+			v = c.String(bk)
+		}
+		t.values[tk] = v
+	}
+	return t
+}
+
+// TopicConfig applies topic-level overrides to the broker's topic defaults.
+// An unknown key or invalid value is an error naming it.
+func (c *Config) TopicConfig(overrides map[string]string) (*Config, error) {
+	t := c.TopicDefaults()
+	for k, v := range overrides {
+		if err := t.Set(k, v); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
