@@ -1,0 +1,173 @@
+package compose
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+)
+
+// ErrNotReady reports a node that did not answer its probe in time.
+var ErrNotReady = errors.New("node not ready")
+
+// probeTimeout bounds one probe attempt; Ready retries until its ctx ends.
+const probeTimeout = 2 * time.Second
+
+// Ready waits until every node of c answers its probe, dialing from the
+// client namespace. It polls and never sleeps a fixed time before the first
+// attempt. exited, if not nil, reports a node whose process died, which fails
+// the wait at once.
+func Ready(ctx context.Context, c *Cluster, exited func(*Node) error) error {
+	dial := c.Dial()
+	var brokerIDs []int
+	for _, b := range c.Of(RoleBroker) {
+		brokerIDs = append(brokerIDs, b.ID)
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	for _, n := range c.Nodes {
+		if n.Probe == ProbeNone {
+			continue
+		}
+		g.Go(func() error {
+			return poll(ctx, n, exited, func(ctx context.Context) error {
+				return ProbeNode(ctx, dial, n.NodeSpec, brokerIDs)
+			})
+		})
+	}
+	return g.Wait()
+}
+
+// poll runs try until it succeeds, backing off from 10 ms to 200 ms.
+func poll(ctx context.Context, n *Node, exited func(*Node) error, try func(context.Context) error) error {
+	wait := 10 * time.Millisecond
+	var last error
+	for {
+		if exited != nil {
+			if err := exited(n); err != nil {
+				return fmt.Errorf("%s: %w: %w", n.Name, ErrNotReady, err)
+			}
+		}
+		actx, cancel := context.WithTimeout(ctx, probeTimeout)
+		last = try(actx)
+		cancel()
+		if last == nil {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%s (%s probe): %w: %w (last: %v)", n.Name, n.Probe, ErrNotReady, ctx.Err(), last)
+		case <-t.C:
+		}
+		wait = min(wait*2, 200*time.Millisecond)
+	}
+}
+
+// ProbeNode checks once that node n answers its protocol.
+func ProbeNode(ctx context.Context, dial DialFunc, n NodeSpec, brokerIDs []int) error {
+	switch n.Probe {
+	case ProbeNone:
+		return nil
+	case ProbeTCP:
+		return probeTCP(ctx, dial, netip.AddrPortFrom(n.Addr, uint16(n.Port)).String())
+	case ProbeEtcd:
+		return probeEtcd(ctx, dial, "http://"+netip.AddrPortFrom(n.Addr, CoordinatorClientPort).String())
+	case ProbeKafka:
+		return probeKafka(ctx, dial, netip.AddrPortFrom(n.Addr, BrokerPort).String(), brokerIDs)
+	}
+	return fmt.Errorf("unknown probe %q", n.Probe)
+}
+
+func probeTCP(ctx context.Context, dial DialFunc, addr string) error {
+	c, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// probeEtcd asks the member for its status and requires a known leader and a
+// linearizable read to succeed.
+func probeEtcd(ctx context.Context, dial DialFunc, endpoint string) error {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{endpoint},
+		DialTimeout: probeTimeout,
+		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			if _, rest, ok := strings.Cut(addr, "://"); ok {
+				addr = rest
+			}
+			return dial(ctx, "tcp", addr)
+		})},
+	})
+	if err != nil {
+		return fmt.Errorf("etcd client: %w", err)
+	}
+	defer cli.Close()
+	st, err := cli.Status(ctx, endpoint)
+	if err != nil {
+		return fmt.Errorf("etcd status: %w", err)
+	}
+	if st.Leader == 0 {
+		return errors.New("etcd has no leader")
+	}
+	if _, err := cli.Get(ctx, "/isrlab-health"); err != nil {
+		return fmt.Errorf("etcd read: %w", err)
+	}
+	return nil
+}
+
+// probeKafka requires ApiVersions to answer and Metadata from this broker to
+// list every broker of the cluster.
+func probeKafka(ctx context.Context, dial DialFunc, addr string, want []int) error {
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(addr),
+		kgo.Dialer(dial),
+		kgo.RequestRetries(0),
+		kgo.WithLogger(kgo.BasicLogger(io.Discard, kgo.LogLevelNone, nil)),
+	)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	seed := cl.Broker(-2147483648) // the first seed broker
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.ClientSoftwareName = "isrlab-probe"
+	av.ClientSoftwareVersion = "1"
+	avr, err := seed.Request(ctx, av)
+	if err != nil {
+		return fmt.Errorf("kafka ApiVersions: %w", err)
+	}
+	if code := avr.(*kmsg.ApiVersionsResponse).ErrorCode; code != 0 {
+		return fmt.Errorf("kafka ApiVersions: error code %d", code)
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	md.Topics = []kmsg.MetadataRequestTopic{} // no topics: brokers only
+	mr, err := seed.Request(ctx, md)
+	if err != nil {
+		return fmt.Errorf("kafka Metadata: %w", err)
+	}
+	var got []int
+	for _, b := range mr.(*kmsg.MetadataResponse).Brokers {
+		got = append(got, int(b.NodeID))
+	}
+	for _, id := range want {
+		if !slices.Contains(got, id) {
+			return fmt.Errorf("kafka Metadata lists brokers %v, missing %d", got, id)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package compose
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrNoProcess is returned by process control on a node that runs nothing
+// (a client host) or whose process has exited.
+var ErrNoProcess = errors.New("no process")
+
+// ProcStart returns the start time of pid in clock ticks since boot (field 22
+// of /proc/PID/stat), which with the pid identifies a process across pid
+// reuse. ok is false if pid does not exist or is a zombie.
+func ProcStart(pid int) (start uint64, ok bool) {
+	if pid <= 0 {
+		return 0, false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// comm may hold spaces and parentheses: fields start after the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state), so field 22 is f[19].
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
+		return 0, false
+	}
+	start, err = strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return start, true
+}
+
+// Alive reports whether the process (pid, start) still runs. A zero start
+// matches any process with that pid.
+func Alive(pid int, start uint64) bool {
+	s, ok := ProcStart(pid)
+	return ok && (start == 0 || s == start)
+}
+
+// Signal sends sig to the process (pid, start) if it is still that process.
+func Signal(pid int, start uint64, sig syscall.Signal) error {
+	if !Alive(pid, start) {
+		return ErrNoProcess
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return ErrNoProcess
+		}
+		return fmt.Errorf("signal %d %s: %w", pid, sig, err)
+	}
+	return nil
+}
+
+// WaitGone polls until the process (pid, start) has exited or ctx ends.
+func WaitGone(ctx context.Context, pid int, start uint64) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for Alive(pid, start) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for pid %d to exit: %w", pid, ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// Terminate stops the process (pid, start): SIGTERM (and SIGCONT, in case it
+// is paused), then SIGKILL if it has not exited within grace. It returns once
+// the process is gone or ctx ends.
+func Terminate(ctx context.Context, pid int, start uint64, grace time.Duration) error {
+	if err := Signal(pid, start, syscall.SIGTERM); err != nil {
+		if errors.Is(err, ErrNoProcess) {
+			return nil
+		}
+		return err
+	}
+	_ = Signal(pid, start, syscall.SIGCONT)
+	gctx, cancel := context.WithTimeout(ctx, grace)
+	err := WaitGone(gctx, pid, start)
+	cancel()
+	if err == nil {
+		return nil
+	}
+	if err := Signal(pid, start, syscall.SIGKILL); err != nil && !errors.Is(err, ErrNoProcess) {
+		return err
+	}
+	return WaitGone(ctx, pid, start)
+}

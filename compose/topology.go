@@ -1,0 +1,319 @@
+// Package compose brings a cluster of coordinators, brokers and client hosts
+// up on a Backend and hands out Node handles: addresses, network namespaces,
+// process control, data directories and log files.
+//
+// A Topology is pure data: Build turns Options into node specs whose argv and
+// config files are produced by one function per role, so everything a node
+// runs can be checked without root. Backends (compose/netns, compose/docker)
+// place the nodes, start them and wait until they answer their protocol.
+package compose
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Role is what a node runs.
+type Role string
+
+const (
+	RoleCoordinator Role = "coordinator"
+	RoleBroker      Role = "broker"
+	RoleClient      Role = "client"
+)
+
+// Ports the roles listen on, on their own address.
+const (
+	CoordinatorClientPort = 2379
+	CoordinatorPeerPort   = 2380
+	BrokerPort            = 9092
+	MetricsPort           = 9404
+)
+
+// DefaultSubnet is the lab network when Options.Subnet is unset.
+var DefaultSubnet = netip.MustParsePrefix("10.213.0.0/24")
+
+// ErrBadTopology reports options that cannot describe a cluster.
+var ErrBadTopology = errors.New("bad topology")
+
+// Probe names how a backend decides that a node is ready.
+type Probe string
+
+const (
+	ProbeNone Probe = ""     // ready once started
+	ProbeEtcd Probe = "etcd" // etcd Status answers on the client port
+	// ProbeKafka: ApiVersions answers and Metadata lists every broker.
+	ProbeKafka Probe = "kafka"
+	// ProbeTCP: a TCP connection to NodeSpec.Port succeeds.
+	ProbeTCP Probe = "tcp"
+)
+
+// KV is one key=value config entry; order is kept so that files are stable.
+type KV struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// ParseKV parses "key=value".
+func ParseKV(s string) (KV, error) {
+	k, v, ok := strings.Cut(s, "=")
+	k = strings.TrimSpace(k)
+	if !ok || k == "" {
+		return KV{}, fmt.Errorf("%w: config %q is not key=value", ErrBadTopology, s)
+	}
+	return KV{Key: k, Value: strings.TrimSpace(v)}, nil
+}
+
+// Options describe a cluster to build.
+type Options struct {
+	Name         string       // cluster name; default "isrlab"
+	RunID        string       // run id; default random
+	Coordinators int          // default 3 (0 is allowed only with NoDefaults)
+	Brokers      int          // default 3
+	Clients      int          // client hosts; default 1
+	Subnet       netip.Prefix // default DefaultSubnet
+	BrokerConfig []KV         // user broker config, applied after the defaults
+	Binary       string       // the isrlab binary nodes run
+	RunDir       string       // node data and logs live under RunDir/<node>/
+	// NoDefaults keeps zero counts as zero (tests build clients-only nets).
+	NoDefaults bool
+}
+
+// NodeSpec is a node before it runs: everything a backend needs to place and
+// start it. Argv[0] is the program; Files are written before the start,
+// relative to Dir.
+type NodeSpec struct {
+	Name    string            `json:"name"`
+	Role    Role              `json:"role"`
+	ID      int               `json:"id"` // 1-based within the role; broker.id for brokers
+	Addr    netip.Addr        `json:"addr"`
+	Dir     string            `json:"dir"`
+	DataDir string            `json:"data_dir"`
+	LogFile string            `json:"log_file"`
+	Argv    []string          `json:"argv,omitempty"`
+	Env     []string          `json:"env,omitempty"`
+	Files   map[string]string `json:"files,omitempty"`
+	Probe   Probe             `json:"probe,omitempty"`
+	Port    int               `json:"port,omitempty"` // the port ProbeTCP dials
+}
+
+// Topology is a built cluster description.
+type Topology struct {
+	Name   string       `json:"name"`
+	RunID  string       `json:"run_id"`
+	Subnet netip.Prefix `json:"subnet"`
+	RunDir string       `json:"run_dir"`
+	Nodes  []NodeSpec   `json:"nodes"`
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,23}$`)
+
+// ValidName reports whether s can name a cluster (it becomes part of paths).
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// NewRunID returns a fresh run id: 8 lower-case hex digits.
+func NewRunID() string {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// Build lays out the nodes: addresses in order c1..cN, b1..bN, client1..clientN
+// from the first host address of the subnet, and each node's argv and files.
+func Build(o Options) (Topology, error) {
+	if o.Name == "" {
+		o.Name = "isrlab"
+	}
+	if !ValidName(o.Name) {
+		return Topology{}, fmt.Errorf("%w: cluster name %q: use 1-24 of a-z 0-9 -", ErrBadTopology, o.Name)
+	}
+	if o.RunID == "" {
+		o.RunID = NewRunID()
+	}
+	if !o.NoDefaults {
+		if o.Coordinators == 0 {
+			o.Coordinators = 3
+		}
+		if o.Brokers == 0 {
+			o.Brokers = 3
+		}
+		if o.Clients == 0 {
+			o.Clients = 1
+		}
+	}
+	if o.Coordinators < 0 || o.Brokers < 0 || o.Clients < 0 {
+		return Topology{}, fmt.Errorf("%w: negative node count", ErrBadTopology)
+	}
+	if o.Brokers > 0 && o.Coordinators == 0 {
+		return Topology{}, fmt.Errorf("%w: brokers need at least one coordinator", ErrBadTopology)
+	}
+	if !o.Subnet.IsValid() {
+		o.Subnet = DefaultSubnet
+	}
+	o.Subnet = o.Subnet.Masked()
+	if !o.Subnet.Addr().Is4() {
+		return Topology{}, fmt.Errorf("%w: subnet %s is not IPv4", ErrBadTopology, o.Subnet)
+	}
+	if o.Binary == "" {
+		o.Binary = "isrlab"
+	}
+	if o.RunDir == "" {
+		return Topology{}, fmt.Errorf("%w: no run directory", ErrBadTopology)
+	}
+	for _, kv := range o.BrokerConfig {
+		if reserved(kv.Key) {
+			return Topology{}, fmt.Errorf("%w: broker config %q is set by the topology", ErrBadTopology, kv.Key)
+		}
+	}
+	total := o.Coordinators + o.Brokers + o.Clients
+	hosts := 1<<(32-o.Subnet.Bits()) - 2 // minus network and broadcast
+	if total > hosts {
+		return Topology{}, fmt.Errorf("%w: %d nodes do not fit in %s", ErrBadTopology, total, o.Subnet)
+	}
+
+	t := Topology{Name: o.Name, RunID: o.RunID, Subnet: o.Subnet, RunDir: o.RunDir}
+	addr := o.Subnet.Addr()
+	add := func(role Role, prefix string, n int) {
+		for i := 1; i <= n; i++ {
+			addr = addr.Next()
+			name := prefix + strconv.Itoa(i)
+			dir := filepath.Join(o.RunDir, name)
+			t.Nodes = append(t.Nodes, NodeSpec{
+				Name: name, Role: role, ID: i, Addr: addr, Dir: dir,
+				DataDir: filepath.Join(dir, "data"),
+				LogFile: filepath.Join(dir, name+".log"),
+			})
+		}
+	}
+	add(RoleCoordinator, "c", o.Coordinators)
+	add(RoleBroker, "b", o.Brokers)
+	add(RoleClient, "client", o.Clients)
+
+	for i := range t.Nodes {
+		n := &t.Nodes[i]
+		switch n.Role {
+		case RoleCoordinator:
+			n.Argv = CoordinatorArgv(o.Binary, t, *n)
+			n.Probe = ProbeEtcd
+		case RoleBroker:
+			path := filepath.Join(n.Dir, "server.properties")
+			n.Files = map[string]string{"server.properties": BrokerProperties(t, *n, o.BrokerConfig)}
+			n.Argv = []string{o.Binary, "broker", "--config", path}
+			n.Probe = ProbeKafka
+		}
+	}
+	return t, nil
+}
+
+// reserved reports whether key is a per-node broker key the topology owns.
+func reserved(key string) bool {
+	switch key {
+	case "broker.id", "listeners", "advertised.listeners", "log.dirs", "coordinator.connect", "metrics.listen":
+		return true
+	}
+	return false
+}
+
+// Role returns the nodes of one role, in order.
+func (t Topology) Role(r Role) []NodeSpec {
+	var out []NodeSpec
+	for _, n := range t.Nodes {
+		if n.Role == r {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Bootstrap returns the brokers' host:port list.
+func (t Topology) Bootstrap() []string {
+	var out []string
+	for _, n := range t.Role(RoleBroker) {
+		out = append(out, netip.AddrPortFrom(n.Addr, BrokerPort).String())
+	}
+	return out
+}
+
+// CoordinatorEndpoints returns the coordinators' client URLs.
+func (t Topology) CoordinatorEndpoints() []string {
+	var out []string
+	for _, n := range t.Role(RoleCoordinator) {
+		out = append(out, "http://"+netip.AddrPortFrom(n.Addr, CoordinatorClientPort).String())
+	}
+	return out
+}
+
+// CoordinatorArgv is the command line of one embedded-etcd member.
+func CoordinatorArgv(bin string, t Topology, n NodeSpec) []string {
+	var initial []string
+	for _, c := range t.Role(RoleCoordinator) {
+		initial = append(initial, c.Name+"=http://"+netip.AddrPortFrom(c.Addr, CoordinatorPeerPort).String())
+	}
+	client := "http://" + netip.AddrPortFrom(n.Addr, CoordinatorClientPort).String()
+	peer := "http://" + netip.AddrPortFrom(n.Addr, CoordinatorPeerPort).String()
+	return []string{bin, "coordinator",
+		"--name", n.Name,
+		"--data-dir", n.DataDir,
+		"--listen-client-urls", client,
+		"--listen-peer-urls", peer,
+		"--advertise-client-urls", client,
+		"--advertise-peer-urls", peer,
+		"--initial-cluster", strings.Join(initial, ","),
+		"--log-file", n.LogFile,
+	}
+}
+
+// BrokerProperties is a broker's config file in server.properties syntax:
+// the topology's per-node keys, then the user's keys in the order given.
+func BrokerProperties(t Topology, n NodeSpec, user []KV) string {
+	listener := "PLAINTEXT://" + netip.AddrPortFrom(n.Addr, BrokerPort).String()
+	var b strings.Builder
+	fmt.Fprintf(&b, "# isrlab cluster %s run %s node %s\n", t.Name, t.RunID, n.Name)
+	kvs := []KV{
+		{"broker.id", strconv.Itoa(n.ID)},
+		{"listeners", listener},
+		{"advertised.listeners", listener},
+		{"log.dirs", n.DataDir},
+		{"coordinator.connect", strings.Join(t.CoordinatorEndpoints(), ",")},
+		{"metrics.listen", netip.AddrPortFrom(n.Addr, MetricsPort).String()},
+	}
+	kvs = append(kvs, user...)
+	for _, kv := range kvs {
+		fmt.Fprintf(&b, "%s=%s\n", kv.Key, escapeProperty(kv.Value))
+	}
+	return b.String()
+}
+
+// escapeProperty escapes what java.util.Properties would misread.
+func escapeProperty(v string) string {
+	r := strings.NewReplacer("\\", "\\\\", "\n", "\\n", "\r", "\\r")
+	return r.Replace(v)
+}
+
+// NodeNames returns the names of the nodes, in order.
+func (t Topology) NodeNames() []string {
+	out := make([]string, 0, len(t.Nodes))
+	for _, n := range t.Nodes {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+// Node returns the spec named name.
+func (t Topology) Node(name string) (NodeSpec, bool) {
+	i := slices.IndexFunc(t.Nodes, func(n NodeSpec) bool { return n.Name == name })
+	if i < 0 {
+		return NodeSpec{}, false
+	}
+	return t.Nodes[i], true
+}

@@ -1,0 +1,120 @@
+package compose
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	p := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(p, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("read golden (run with -update to create): %v", err)
+	}
+	if string(want) != string(got) {
+		t.Errorf("%s differs from golden file (run with -update to accept):\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func TestBuildGolden(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+	}{
+		{"default", Options{RunID: "0123abcd", RunDir: "/run-dir", Binary: "/bin/isrlab"}},
+		{"small-custom", Options{
+			Name: "lab-2", RunID: "feedf00d", RunDir: "/r", Binary: "isrlab",
+			Coordinators: 1, Brokers: 2, Clients: 2,
+			Subnet:       netip.MustParsePrefix("192.168.77.64/27"),
+			BrokerConfig: []KV{{"min.insync.replicas", "2"}, {"unclean.leader.election.enable", "false"}, {"odd", "a\nb"}},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			top, err := Build(tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := json.MarshalIndent(top, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, tt.name+".topology.json", append(b, '\n'))
+			for _, n := range top.Role(RoleBroker) {
+				golden(t, tt.name+"."+n.Name+".properties", []byte(n.Files["server.properties"]))
+			}
+		})
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no run dir", Options{}, "no run directory"},
+		{"bad name", Options{Name: "Has Space", RunDir: "/r"}, "cluster name"},
+		{"too many", Options{RunDir: "/r", Brokers: 20, Subnet: netip.MustParsePrefix("10.0.0.0/28")}, "do not fit"},
+		{"ipv6", Options{RunDir: "/r", Subnet: netip.MustParsePrefix("fd00::/64")}, "not IPv4"},
+		{"reserved key", Options{RunDir: "/r", BrokerConfig: []KV{{"broker.id", "7"}}}, "set by the topology"},
+		{"negative", Options{RunDir: "/r", Brokers: -1}, "negative"},
+		{"brokers without coordinators", Options{RunDir: "/r", Brokers: 1, NoDefaults: true}, "coordinator"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Build(tt.opts)
+			if !errors.Is(err, ErrBadTopology) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Build: got %v, want ErrBadTopology containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseKV(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    KV
+		wantErr bool
+	}{
+		{"acks=all", KV{"acks", "all"}, false},
+		{" a = b=c ", KV{"a", "b=c"}, false},
+		{"empty=", KV{"empty", ""}, false},
+		{"novalue", KV{}, true},
+		{"=v", KV{}, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseKV(tt.in)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("ParseKV(%q) = %v, %v; want %v, err=%v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func TestBootstrapAndEndpoints(t *testing.T) {
+	top, err := Build(Options{RunID: "x", RunDir: "/r", Coordinators: 2, Brokers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(top.Bootstrap(), ","), "10.213.0.3:9092,10.213.0.4:9092"; got != want {
+		t.Errorf("Bootstrap = %s, want %s", got, want)
+	}
+	if got, want := strings.Join(top.CoordinatorEndpoints(), ","), "http://10.213.0.1:2379,http://10.213.0.2:2379"; got != want {
+		t.Errorf("CoordinatorEndpoints = %s, want %s", got, want)
+	}
+}
