@@ -1,0 +1,399 @@
+package netns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/isrlab/isrlab/compose"
+)
+
+// Name is the backend's name in state files and on the command line.
+const Name = "netns"
+
+// ErrRunning reports that a live cluster already has the requested name.
+var ErrRunning = errors.New("cluster already running")
+
+// DefaultNSDir is where root binds namespaces, as `ip netns` does.
+const DefaultNSDir = "/run/netns"
+
+// Backend brings clusters up in network namespaces. The zero value is usable.
+type Backend struct {
+	StateDir string        // default compose.StateDir()
+	NSDir    string        // default DefaultNSDir, or StateDir/netns when rootless
+	Grace    time.Duration // SIGTERM grace for Stop and Down; default 3s
+	// ReadyTimeout bounds the wait for every probe; default 60s.
+	ReadyTimeout time.Duration
+	// Detach marks the run as living on after this process exits
+	// (`isrlab cluster up`); otherwise the run dies with its owner.
+	Detach   bool
+	KeepData bool // leave RunDir in place on Down
+	Log      *slog.Logger
+}
+
+var _ compose.Backend = (*Backend)(nil)
+
+func (b *Backend) defaults() Backend {
+	o := *b
+	if o.StateDir == "" {
+		o.StateDir = compose.StateDir()
+	}
+	if o.NSDir == "" {
+		o.NSDir = DefaultNSDir
+		if InUserNS() {
+			o.NSDir = filepath.Join(o.StateDir, "netns")
+		}
+	}
+	if o.Grace == 0 {
+		o.Grace = 3 * time.Second
+	}
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = 60 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// run is one cluster's resources, shared by Up, Attach and teardown.
+type run struct {
+	b     Backend
+	mu    sync.Mutex // guards st and its file
+	st    *compose.State
+	procs map[string]*proc
+}
+
+func (r *run) save() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return compose.WriteState(r.b.StateDir, r.st)
+}
+
+func (r *run) nsPath(node string) string {
+	return filepath.Join(r.st.NSDir, NSName(r.st.RunID, node))
+}
+
+// Up creates the switch and node namespaces, wires them, starts every node and
+// waits until each answers its probe. On any error, panic or cancellation
+// (SIGINT/SIGTERM reach it through ctx) it removes everything it created.
+func (b *Backend) Up(ctx context.Context, t compose.Topology) (c *compose.Cluster, err error) {
+	o := b.defaults()
+	log := o.Log.With("run", t.RunID, "cluster", t.Name)
+	unlock, err := compose.Lock(o.StateDir, t.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if old, err := compose.ReadState(o.StateDir, t.Name); err == nil {
+		if old.Live() {
+			return nil, fmt.Errorf("%w: %s (run %s, backend %s)", ErrRunning, t.Name, old.RunID, old.Backend)
+		}
+		if old.Backend != Name {
+			return nil, fmt.Errorf("%w: %s has leftovers of a dead %s run %s: run isrlab clean", ErrRunning, t.Name, old.Backend, old.RunID)
+		}
+		log.Info("removing dead run", "old_run", old.RunID)
+		if err := attach(o, old).teardown(ctx); err != nil {
+			return nil, fmt.Errorf("remove dead run %s: %w", old.RunID, err)
+		}
+	} else if !errors.Is(err, compose.ErrNotFound) {
+		return nil, err
+	}
+
+	st := &compose.State{
+		Name: t.Name, RunID: t.RunID, Backend: Name, Status: compose.StatusStarting,
+		Created: time.Now().UTC(), NSDir: o.NSDir, KeepData: o.KeepData,
+		Rootless: InUserNS(), Topology: t,
+	}
+	st.SetOwner()
+	if st.Rootless {
+		st.Holder, st.HolderStart = st.Owner, st.OwnerStart
+	}
+	r := &run{b: o, st: st, procs: map[string]*proc{}}
+	// The state goes to disk before anything exists, so that `clean` can tie
+	// every namespace and process of this run to a live or dead owner.
+	if err := r.save(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		p := recover()
+		if err != nil || p != nil {
+			// A fresh context: ctx may be the cancellation that got us here.
+			tctx, cancel := context.WithTimeout(context.Background(), o.Grace+10*time.Second)
+			if terr := r.teardown(tctx); terr != nil {
+				log.Error("teardown after failed up", "err", terr)
+			}
+			cancel()
+			c = nil
+		}
+		if p != nil {
+			panic(p)
+		}
+	}()
+
+	begin := time.Now()
+	if err := r.create(); err != nil {
+		return nil, err
+	}
+	log.Debug("network ready", "took", time.Since(begin))
+	c = r.cluster()
+	if err := r.startAll(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.save(); err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, o.ReadyTimeout)
+	defer cancel()
+	if err := compose.Ready(rctx, c, r.exited); err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", t.Name, err)
+	}
+	r.mu.Lock()
+	r.st.Status = compose.StatusUp
+	r.st.Detached = o.Detach
+	r.mu.Unlock()
+	if err := r.save(); err != nil {
+		return nil, err
+	}
+	log.Info("cluster up", "nodes", len(t.Nodes), "took", time.Since(begin))
+	return c, nil
+}
+
+// create makes the run directory, the namespaces and the wiring.
+func (r *run) create() error {
+	st := r.st
+	if err := os.MkdirAll(st.NSDir, 0o755); err != nil {
+		return fmt.Errorf("netns dir: %w", err)
+	}
+	for _, n := range st.Topology.Nodes {
+		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+			return fmt.Errorf("node dir %s: %w", n.Name, err)
+		}
+	}
+	st.SwitchNS = r.nsPath(SwitchName)
+	st.Bridge = BridgeName(st.RunID)
+	if err := createNS(st.SwitchNS); err != nil {
+		return err
+	}
+	var wn []wireNode
+	for _, n := range st.Topology.Nodes {
+		p := r.nsPath(n.Name)
+		if err := createNS(p); err != nil {
+			return err
+		}
+		st.Nodes = append(st.Nodes, compose.NodeState{Name: n.Name, NetNS: p, SwitchPort: PortName(n.Name), Iface: NodeIface})
+		wn = append(wn, wireNode{name: n.Name, ns: p, addr: n.Addr})
+	}
+	if err := r.save(); err != nil {
+		return err
+	}
+	return wire(st.SwitchNS, st.Bridge, st.Topology.Subnet, wn)
+}
+
+// cluster builds the handles; procs of nodes with a process are attached.
+func (r *run) cluster() *compose.Cluster {
+	st := r.st
+	var nodes []*compose.Node
+	for _, spec := range st.Topology.Nodes {
+		ns := st.Node(spec.Name)
+		n := &compose.Node{NodeSpec: spec}
+		if ns != nil {
+			n.NetNS, n.SwitchPort, n.Iface = ns.NetNS, ns.SwitchPort, ns.Iface
+		}
+		if len(spec.Argv) > 0 {
+			p := &proc{spec: spec, netns: n.NetNS, grace: r.b.Grace}
+			if ns != nil {
+				p.pid, p.start = ns.PID, ns.PIDStart
+			}
+			p.started = func(pid int, start uint64) {
+				r.mu.Lock()
+				if ns := r.st.Node(spec.Name); ns != nil {
+					ns.PID, ns.PIDStart = pid, start
+				}
+				r.mu.Unlock()
+				if err := r.save(); err != nil {
+					r.b.Log.Warn("record pid", "node", spec.Name, "err", err)
+				}
+			}
+			r.procs[spec.Name] = p
+			n.Proc = p
+		}
+		nodes = append(nodes, n)
+	}
+	c := compose.NewCluster(st.Topology, Name, nodes, r.teardown)
+	c.SwitchNS, c.Bridge = st.SwitchNS, st.Bridge
+	c.StateFile = compose.StatePath(r.b.StateDir, st.Name)
+	return c
+}
+
+// startAll starts coordinators first, then brokers: brokers need the
+// coordinators' addresses to answer, not their readiness.
+func (r *run) startAll(ctx context.Context) error {
+	for _, spec := range r.st.Topology.Nodes {
+		p := r.procs[spec.Name]
+		if p == nil {
+			continue
+		}
+		err := p.Start(ctx)
+		if err != nil {
+			return fmt.Errorf("start %s: %w", spec.Name, err)
+		}
+	}
+	return nil
+}
+
+// exited fails readiness as soon as a node's process is gone.
+func (r *run) exited(n *compose.Node) error {
+	if n.Proc == nil || n.Proc.Running() {
+		return nil
+	}
+	return fmt.Errorf("process exited (see %s)", n.LogFile)
+}
+
+// teardown stops every process of the run, removes its namespaces (their
+// links go with them), its run directory and finally its state file. It is
+// safe to call on a half-created run and more than once.
+func (r *run) teardown(ctx context.Context) error {
+	r.mu.Lock()
+	r.st.Status = compose.StatusStopping
+	r.mu.Unlock()
+	_ = r.save() // best effort: the state dir may be gone already
+	st := r.st
+	var errs []error
+
+	g, gctx := errgroup.WithContext(ctx)
+	for _, ns := range st.Nodes {
+		if ns.PID == 0 && r.procs[ns.Name] == nil {
+			continue
+		}
+		g.Go(func() error {
+			pid, start := ns.PID, ns.PIDStart
+			if p := r.procs[ns.Name]; p != nil {
+				pid, start = p.ident()
+			}
+			return compose.Terminate(gctx, pid, start, r.b.Grace)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		errs = append(errs, err)
+	}
+
+	// Whatever else runs in the run's namespaces (strays, `cluster exec`
+	// commands) is killed before the namespaces go.
+	paths := r.nsPaths()
+	inodes := map[uint64]bool{}
+	for _, p := range paths {
+		if ino := nsInode(p); ino != 0 {
+			inodes[ino] = true
+		}
+	}
+	if err := killAll(ctx, procsInNetNS(inodes)); err != nil {
+		errs = append(errs, err)
+	}
+	for _, p := range paths {
+		if err := removeNS(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if !st.KeepData && st.Topology.RunDir != "" {
+		if err := os.RemoveAll(st.Topology.RunDir); err != nil {
+			errs = append(errs, fmt.Errorf("remove run dir: %w", err))
+		}
+	}
+	if len(errs) == 0 {
+		if err := compose.RemoveState(r.b.StateDir, st.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// nsPaths lists every namespace file of the run: the ones recorded and any
+// other carrying its run id (a crash can happen before the state records them).
+func (r *run) nsPaths() []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(p string) {
+		if p != "" && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	for _, ns := range r.st.Nodes {
+		add(ns.NetNS)
+	}
+	if r.st.NSDir != "" {
+		for _, name := range listNS(r.st.NSDir) {
+			if run, ok := ParseNSName(name); ok && run == r.st.RunID {
+				add(filepath.Join(r.st.NSDir, name))
+			}
+		}
+	}
+	// The switch last: nothing runs there, and node veths go with their nodes.
+	add(r.st.SwitchNS)
+	return out
+}
+
+// killAll SIGKILLs pids (SIGCONT first is unnecessary: SIGKILL wakes stopped
+// processes) and waits for them to go.
+func killAll(ctx context.Context, pids []int) error {
+	var errs []error
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, fmt.Errorf("kill %d: %w", pid, err))
+		}
+	}
+	for _, pid := range pids {
+		wctx, cancel := context.WithTimeout(ctx, killWait)
+		err := compose.WaitGone(wctx, pid, 0)
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Attach returns a handle on the cluster recorded in st, started by this or
+// another process. Its Down removes the cluster.
+func (b *Backend) Attach(st *compose.State) (*compose.Cluster, error) {
+	if st.Backend != Name {
+		return nil, fmt.Errorf("cluster %s runs on backend %s, not %s", st.Name, st.Backend, Name)
+	}
+	return attach(b.defaults(), st).cluster(), nil
+}
+
+func attach(o Backend, st *compose.State) *run {
+	r := &run{b: o, st: st, procs: map[string]*proc{}}
+	if st.NSDir != "" {
+		r.b.NSDir = st.NSDir
+	}
+	r.b.KeepData = st.KeepData
+	return r
+}
+
+// Down removes the cluster recorded under name, whoever started it.
+func (b *Backend) Down(ctx context.Context, name string) error {
+	o := b.defaults()
+	unlock, err := compose.Lock(o.StateDir, name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := compose.ReadState(o.StateDir, name)
+	if err != nil {
+		return err
+	}
+	if st.Backend != Name {
+		return fmt.Errorf("cluster %s runs on backend %s, not %s", name, st.Backend, Name)
+	}
+	return attach(o, st).teardown(ctx)
+}
