@@ -1,0 +1,42 @@
+// Package coord is isrlab's coordinator: an embedded etcd server (Server) and
+// a small typed client (Client) that gives brokers and the controller the
+// ZooKeeper data model Kafka used up to 2.8 (KAFKA-SPEC §6).
+//
+// # Key layout
+//
+// Every key lives under a chroot, "/isrlab" by default (WithChroot changes
+// it), exactly as a Kafka cluster may live under a ZooKeeper chroot. Relative
+// to the chroot:
+//
+//	/brokers/ids/<id>                          BrokerInfo JSON, on the broker's lease
+//	/controller/<lease-hex>                    etcd election keys; the oldest leads
+//	/brokers/topics/<t>                        {"partitions":{"0":[1,2,3],...}}
+//	/brokers/topics/<t>/partitions/<p>/state   PartitionState JSON
+//	/config/topics/<t>                         topic-level configs, JSON map
+//	/admin/delete_topics/<t>                   pending topic deletion marker
+//	/isr_change_notification/isr_change_<seq>  partitions whose ISR a leader changed
+//
+// # Epochs and versions
+//
+// The broker epoch (KIP-380) is the CreateRevision of /brokers/ids/<id>; a
+// re-registration after a lost session always gets a larger one. The
+// controller epoch is the CreateRevision of the winning election key
+// (concurrency.Election.Rev). The version of a partition state (Kafka's
+// zkVersion) is the key's ModRevision. All three are etcd revisions: they
+// increase strictly over the life of a coordinator cluster.
+//
+// # Fencing
+//
+// Every write that takes a *Leadership is a Txn whose first condition is that
+// the controller's election key still exists with the create revision it
+// was elected with. A deposed controller's writes therefore fail with
+// ErrNotController even if it does not know yet that it was deposed.
+//
+// # Timeouts
+//
+// etcd reports a lost quorum only as a deadline, so every call applies the
+// client's call timeout (WithCallTimeout, 5 s by default) when ctx has no
+// deadline, and a missing leader or an expired deadline is reported as
+// ErrNoQuorum (which also matches context.DeadlineExceeded when that was the
+// cause). Campaign is the exception: it blocks until elected or ctx ends.
+package coord

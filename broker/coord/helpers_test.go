@@ -1,0 +1,177 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// freePorts reserves n loopback ports by listening and closing.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ls []net.Listener
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("reserve port: %v", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+// testCluster is n in-process members on loopback.
+type testCluster struct {
+	t       testing.TB
+	cfgs    []ServerConfig
+	mu      sync.Mutex
+	servers []*Server
+}
+
+// startCluster starts n members concurrently (a new cluster is ready only
+// once a quorum runs) with fsync off unless fsync is true.
+func startCluster(t testing.TB, n int, fsync bool) *testCluster {
+	t.Helper()
+	ports := freePorts(t, 2*n)
+	var initial []string
+	cfgs := make([]ServerConfig, n)
+	for i := range n {
+		name := fmt.Sprintf("c%d", i+1)
+		cfgs[i] = ServerConfig{
+			Name:             name,
+			DataDir:          t.TempDir(),
+			ListenClientURLs: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
+			ListenPeerURLs:   fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
+			UnsafeNoFsync:    !fsync,
+			ReadyTimeout:     30 * time.Second,
+		}
+		initial = append(initial, fmt.Sprintf("%s=http://127.0.0.1:%d", name, ports[2*i+1]))
+	}
+	for i := range cfgs {
+		cfgs[i].InitialCluster = strings.Join(initial, ",")
+	}
+	tc := &testCluster{t: t, cfgs: cfgs, servers: make([]*Server, n)}
+	t.Cleanup(tc.close)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { errs[i] = tc.start(i) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return tc
+}
+
+func (tc *testCluster) start(i int) error {
+	s, err := StartServer(context.Background(), tc.cfgs[i])
+	if err != nil {
+		return err
+	}
+	tc.mu.Lock()
+	tc.servers[i] = s
+	tc.mu.Unlock()
+	return nil
+}
+
+// stop closes member i (a clean stop; its data stays for a restart).
+func (tc *testCluster) stop(i int) {
+	tc.mu.Lock()
+	s := tc.servers[i]
+	tc.servers[i] = nil
+	tc.mu.Unlock()
+	if s != nil {
+		s.Close()
+	}
+}
+
+func (tc *testCluster) close() {
+	for i := range tc.servers {
+		tc.stop(i)
+	}
+}
+
+// leader returns the index of the member that is raft leader, or -1.
+func (tc *testCluster) leader() int {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	for i, s := range tc.servers {
+		if s != nil && s.IsLeader() {
+			return i
+		}
+	}
+	return -1
+}
+
+func (tc *testCluster) endpoints() []string {
+	var eps []string
+	for _, c := range tc.cfgs {
+		eps = append(eps, c.ListenClientURLs)
+	}
+	return eps
+}
+
+func (tc *testCluster) dial(t testing.TB, opts ...Option) *Client {
+	t.Helper()
+	c, err := Dial(context.Background(), tc.endpoints(), opts...)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// eventually polls cond every 20 ms until it returns nil or the deadline
+// passes, then fails with the last error.
+func eventually(t testing.TB, within time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v: %v", within, err)
+		}
+		<-tick.C
+	}
+}
+
+// recv waits for a value on ch or fails after within.
+func recv[T any](t testing.TB, ch <-chan T, within time.Duration) T {
+	t.Helper()
+	select {
+	case v, ok := <-ch:
+		if !ok {
+			t.Fatalf("channel closed")
+		}
+		return v
+	case <-time.After(within):
+		t.Fatalf("nothing received within %v", within)
+	}
+	panic("unreachable")
+}
+
+// closedWithin fails unless ch is closed within d.
+func closedWithin(t testing.TB, ch <-chan struct{}, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(d):
+		t.Fatalf("%s: not closed within %v", what, d)
+	}
+}

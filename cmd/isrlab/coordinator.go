@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/isrlab/isrlab/broker/coord"
+	"github.com/spf13/cobra"
+)
+
+func init() { rootCmd.AddCommand(newCoordinatorCmd()) }
+
+func newCoordinatorCmd() *cobra.Command {
+	var cfg coord.ServerConfig
+	cmd := &cobra.Command{
+		Use:   "coordinator",
+		Short: "Run one coordinator member (embedded etcd; the ZooKeeper role)",
+		Long: `Run one member of isrlab's coordinator cluster: an embedded etcd server
+that holds broker sessions, the controller election, topic assignments and
+partition state, as ZooKeeper does for Kafka.
+
+The command prints one line when the member has joined the cluster and a
+leader exists, then serves until SIGINT or SIGTERM and stops cleanly. etcd's
+own log goes to --log-file (default <data-dir>/etcd.log), not the terminal.
+A second member on the same --data-dir is refused at once.
+
+With only --data-dir it runs a single-member cluster on 127.0.0.1:2379
+(clients) and 127.0.0.1:2380 (peers). For a cluster, start every member with
+the same --initial-cluster listing all of them by name and peer URL.`,
+		Example: `  # single member on 127.0.0.1:2379
+  isrlab coordinator --data-dir /tmp/c1
+
+  # three members (run each in its own shell or namespace)
+  isrlab coordinator --name c1 --data-dir /var/lib/isrlab/c1 \
+    --listen-client-urls http://10.0.0.1:2379 --listen-peer-urls http://10.0.0.1:2380 \
+    --initial-cluster c1=http://10.0.0.1:2380,c2=http://10.0.0.2:2380,c3=http://10.0.0.3:2380`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.DataDir == "" {
+				return usageError("--data-dir is required")
+			}
+			switch cfg.InitialClusterState {
+			case "new", "existing":
+			default:
+				return usageError("--initial-cluster-state must be new or existing, not %q", cfg.InitialClusterState)
+			}
+			for flag, v := range map[string]string{
+				"--listen-client-urls": cfg.ListenClientURLs, "--listen-peer-urls": cfg.ListenPeerURLs,
+				"--advertise-client-urls": cfg.AdvertiseClientURLs, "--advertise-peer-urls": cfg.AdvertisePeerURLs,
+			} {
+				for _, u := range strings.Split(v, ",") {
+					if v != "" && !strings.HasPrefix(u, "http://") {
+						return usageError("%s: %q is not an http://host:port URL", flag, u)
+					}
+				}
+			}
+			if cfg.InitialCluster != "" {
+				for _, m := range strings.Split(cfg.InitialCluster, ",") {
+					if name, u, ok := strings.Cut(m, "="); !ok || name == "" || !strings.HasPrefix(u, "http://") {
+						return usageError("--initial-cluster: %q is not name=http://host:port", m)
+					}
+				}
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return coord.Run(ctx, cfg, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Name, "name", coord.DefaultName, "member name, as used in --initial-cluster")
+	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the member's data (required; created 0700)")
+	f.StringVar(&cfg.ListenClientURLs, "listen-client-urls", coord.DefaultListenClientURLs, "comma-separated URLs to serve clients on")
+	f.StringVar(&cfg.AdvertiseClientURLs, "advertise-client-urls", "", "client URLs to advertise (default: the listen URLs)")
+	f.StringVar(&cfg.ListenPeerURLs, "listen-peer-urls", coord.DefaultListenPeerURLs, "comma-separated URLs to serve peers on")
+	f.StringVar(&cfg.AdvertisePeerURLs, "advertise-peer-urls", "", "peer URLs to advertise (default: the listen URLs)")
+	f.StringVar(&cfg.InitialCluster, "initial-cluster", "", "all members as name=peerURL,... (default: this member alone)")
+	f.StringVar(&cfg.InitialClusterState, "initial-cluster-state", "new", "new, or existing to join a running cluster")
+	f.StringVar(&cfg.LogFile, "log-file", "", "file for etcd's own log (default <data-dir>/etcd.log)")
+	f.DurationVar(&cfg.ReadyTimeout, "ready-timeout", coord.DefaultReadyTimeout, "give up if the member has not joined a cluster with a leader by then")
+	return cmd
+}
