@@ -159,6 +159,13 @@ func (b *Backend) Up(ctx context.Context, t compose.Topology) (c *compose.Cluste
 	r.mu.Lock()
 	r.st.Status = compose.StatusUp
 	r.st.Detached = o.Detach
+	if r.st.Rootless && o.Detach {
+		// This process leaves; a node keeps the user and mount namespaces.
+		r.st.Holder, r.st.HolderStart = 0, 0
+		if h := Holder(r.st); h != 0 {
+			r.st.Holder, r.st.HolderStart = h, r.st.Node(nodeWithPID(r.st, h)).PIDStart
+		}
+	}
 	r.mu.Unlock()
 	if err := r.save(); err != nil {
 		return nil, err
@@ -396,4 +403,13 @@ func (b *Backend) Down(ctx context.Context, name string) error {
 		return fmt.Errorf("cluster %s runs on backend %s, not %s", name, st.Backend, Name)
 	}
 	return attach(o, st).teardown(ctx)
+}
+
+func nodeWithPID(st *compose.State, pid int) string {
+	for _, n := range st.Nodes {
+		if n.PID == pid {
+			return n.Name
+		}
+	}
+	return ""
 }

@@ -568,3 +568,102 @@ func TestParseNSName(t *testing.T) {
 		}
 	}
 }
+
+const envRootlessTest = "ISRLAB_TEST_ROOTLESS"
+
+// TestRootless runs TestRootlessInner as an unprivileged user (nobody): it
+// re-executes itself in a user+net+mount namespace and runs the backend there.
+func TestRootless(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch to an unprivileged user for the test (setpriv); CI runs as root")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("needs setpriv (util-linux) to run as an unprivileged user")
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" {
+		t.Skip("unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone=0)")
+	}
+	dir, err := os.MkdirTemp("", "isrlab-rootless-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "netns.test")
+	if err := os.WriteFile(bin, exe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+		bin, "-test.run=^TestRootlessInner$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), envRootlessTest+"=1", "TMPDIR="+dir, "HOME="+dir, "XDG_RUNTIME_DIR=")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	t.Logf("unprivileged run:\n%s", out)
+	if strings.Contains(string(out), "--- SKIP") {
+		t.Skipf("rootless backend cannot run on this kernel (see log above)")
+	}
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestRootlessInner") {
+		t.Fatalf("unprivileged run failed: %v", err)
+	}
+	if !strings.Contains(string(out), "rootless cluster echoed") {
+		t.Fatal("the inner test did not run the cluster")
+	}
+}
+
+// TestRootlessInner is TestRootless's unprivileged half.
+func TestRootlessInner(t *testing.T) {
+	if os.Getenv(envRootlessTest) == "" {
+		t.Skip("run by TestRootless as an unprivileged user")
+	}
+	if NeedUserNS() {
+		code, err := ReexecInUserNS(context.Background(), os.Args[0], os.Args[1:])
+		if err != nil {
+			t.Skipf("cannot create a user namespace as uid %d: %v", os.Getuid(), err)
+		}
+		if code != 0 {
+			t.Fatalf("run in user namespace exited %d", code)
+		}
+		return
+	}
+	if !InUserNS() {
+		t.Fatal("expected to run in a user namespace")
+	}
+	l := newLab(t)
+	b := l.backend()
+	b.NSDir = "" // the rootless default
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	top := echoTopology("rootless", l.runDir)
+	c, err := b.Up(ctx, top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Down(context.Background())
+	for _, n := range []string{"c1", "b1", "b2"} {
+		if err := echo(ctx, c, n); err != nil {
+			t.Fatalf("echo %s: %v", n, err)
+		}
+	}
+	st, err := compose.ReadState(l.stateDir, "rootless")
+	if err != nil || !st.Rootless {
+		t.Fatalf("state: %v rootless=%v", err, st != nil && st.Rootless)
+	}
+	pids := pidsOf(c)
+	if err := c.Down(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l.nsDir = filepath.Join(l.stateDir, "netns")
+	if left := l.leftovers(top.RunID, pids); len(left) > 0 {
+		t.Fatalf("leftovers: %v", left)
+	}
+	fmt.Println("rootless cluster echoed through", len(pids), "nodes")
+}
