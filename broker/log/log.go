@@ -1,0 +1,934 @@
+// Package log is the broker's segmented partition log (KAFKA-SPEC §8): raw
+// Kafka v2 record batches in .log segment files with sparse offset and time
+// indexes, the leader epoch cache (§5), recovery after an unclean shutdown,
+// retention, and the Manager that owns every partition log of a broker.
+//
+// Batches are stored exactly as the client sent them; the log only patches
+// baseOffset and partitionLeaderEpoch, which lie outside the CRC. Log data is
+// never kept in memory: reads are one pread after an index lookup, and
+// durability comes from the page cache plus the configured flush policy, as
+// in Kafka.
+package log
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Log is one partition's log in its own directory. Appends, truncation and
+// retention are serialized by one mutex; Read, OffsetForTimestamp and the
+// offset getters are lock-free against appends and see whole batches only.
+type Log struct {
+	dir    string
+	clock  func() time.Time
+	logger *slog.Logger
+	epochs *EpochCache
+
+	mu        sync.Mutex // appends, rolls, truncation, retention, config
+	cfg       Config
+	unflushed int64     // records appended since the last flush
+	lastFlush time.Time // clock at the last flush
+	truncGen  uint64    // bumped by every truncation, to discard stale flushes
+	pending   []pendingDelete
+
+	segs          atomic.Pointer[[]*segment] // sorted by base offset; last is active
+	leo           atomic.Int64
+	logStart      atomic.Int64
+	recoveryPoint atomic.Int64
+	closed        atomic.Bool
+
+	flushMu sync.Mutex     // one flush at a time
+	wg      sync.WaitGroup // background fsyncs of rolled segments
+
+	recoveredBytes int64 // bytes validated by recovery in Open
+}
+
+type pendingDelete struct {
+	segs []*segment
+	due  time.Time
+}
+
+// AppendResult describes an append.
+type AppendResult struct {
+	FirstOffset    int64       // base offset of the first batch
+	LastOffset     int64       // last offset of the last batch
+	MaxTimestamp   int64       // largest batch MaxTimestamp (CreateTime), -1 if none
+	OffsetOfMaxTs  int64       // base offset of the batch holding MaxTimestamp
+	LogStartOffset int64       // log start offset after the append
+	RecordCount    int64       // records appended
+	Batches        []BatchInfo // the appended batches, offsets as stored
+}
+
+// ReadResult is the outcome of a Read.
+type ReadResult struct {
+	// Records holds whole raw batches (possibly none), ready for a fetch
+	// response.
+	Records        []byte
+	LogStartOffset int64
+	LogEndOffset   int64
+}
+
+// Open opens the partition log in dir, creating it if needed. Unless
+// WithCleanShutdown(true) is given, every segment from the one holding the
+// recovery point (WithRecoveryPoint, default 0) is validated batch by batch:
+// indexes are rebuilt, the first torn or corrupt batch and everything after
+// it is truncated, later segments are deleted, and the epoch cache is rebuilt
+// from the recovered batches. Index files that fail a sanity check are
+// rebuilt, never fatal.
+func Open(dir string, cfg Config, opts ...Option) (*Log, error) {
+	o := buildOptions(opts)
+	l := &Log{dir: dir, clock: o.clock, logger: o.logger.With("dir", dir), cfg: cfg.normalized()}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open log: %w", err)
+	}
+	if err := l.load(o); err != nil {
+		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
+	l.lastFlush = l.clock()
+	return l, nil
+}
+
+func (l *Log) load(o options) error {
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return fmt.Errorf("list: %w", err)
+	}
+	var bases []int64
+	indexes := map[string]bool{}
+	for _, e := range entries {
+		name := e.Name()
+		switch {
+		case strings.HasSuffix(name, DeletedFileSuffix), strings.HasSuffix(name, ".tmp"):
+			// Left over from a deletion or checkpoint write that a crash interrupted.
+			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
+				return fmt.Errorf("remove leftover: %w", err)
+			}
+		case strings.HasSuffix(name, LogFileSuffix):
+			base, err := strconv.ParseInt(strings.TrimSuffix(name, LogFileSuffix), 10, 64)
+			if err != nil || base < 0 {
+				l.logger.Warn("ignoring file with unparsable name", "file", name)
+				continue
+			}
+			bases = append(bases, base)
+		case strings.HasSuffix(name, IndexFileSuffix), strings.HasSuffix(name, TimeIndexFileSuffix):
+			indexes[name] = true
+		}
+	}
+	slices.Sort(bases)
+	// Index files without a log file belong to nothing.
+	have := map[string]bool{}
+	for _, b := range bases {
+		have[segmentName(b)] = true
+	}
+	for name := range indexes {
+		if !have[strings.TrimSuffix(strings.TrimSuffix(name, TimeIndexFileSuffix), IndexFileSuffix)] {
+			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
+				return fmt.Errorf("remove orphan index: %w", err)
+			}
+		}
+	}
+
+	epochs, eerr := newEpochCache(l.dir)
+	l.epochs = epochs
+	rebuildEpochs := false
+	if eerr != nil {
+		l.logger.Warn("leader epoch checkpoint unreadable, rebuilding from the log", "err", eerr)
+		rebuildEpochs = true
+	}
+
+	var segs []*segment
+	cleanup := func() {
+		for _, s := range segs {
+			s.closeFiles()
+		}
+	}
+	if len(bases) == 0 {
+		base := max(o.logStartOffset, 0)
+		s, err := createSegment(l.dir, base, l.cfg)
+		if err != nil {
+			return err
+		}
+		segs = append(segs, s)
+		if err := epochs.clear(); err != nil {
+			cleanup()
+			return err
+		}
+		l.publish(segs, base, base, base)
+		return nil
+	}
+	for _, base := range bases {
+		s := newSegment(l.dir, base, l.cfg)
+		if s.log, err = os.OpenFile(s.path(LogFileSuffix), os.O_RDWR, 0o644); err != nil {
+			cleanup()
+			return fmt.Errorf("open segment: %w", err)
+		}
+		segs = append(segs, s)
+		if err := s.openIndexes(false); err != nil {
+			cleanup()
+			return err
+		}
+		fi, err := s.log.Stat()
+		if err != nil {
+			cleanup()
+			return fmt.Errorf("stat segment: %w", err)
+		}
+		ok, err := s.loadSealed(fi.Size())
+		if err != nil {
+			cleanup()
+			return err
+		}
+		if !ok {
+			l.logger.Info("rebuilding index", "segment", base)
+			if _, _, err := s.rebuild(l.cfg, false, nil); err != nil {
+				cleanup()
+				return err
+			}
+			if err := s.seal(); err != nil {
+				cleanup()
+				return err
+			}
+		}
+	}
+
+	// Recovery: validate from the segment holding the recovery point on.
+	if !o.clean {
+		first := sort.Search(len(segs), func(i int) bool { return segs[i].base > o.recoveryPoint }) - 1
+		first = max(first, 0)
+		if rebuildEpochs {
+			first = 0
+		}
+		for i := first; i < len(segs); i++ {
+			s := segs[i]
+			n, truncated, err := s.rebuild(l.cfg, true, func(b BatchInfo) {
+				if b.LeaderEpoch > epochs.LatestEpoch() {
+					if _, err := epochs.Assign(b.LeaderEpoch, b.BaseOffset); err != nil {
+						l.logger.Warn("persist epoch cache", "err", err)
+					}
+				}
+			})
+			l.recoveredBytes += n
+			if err != nil {
+				cleanup()
+				return fmt.Errorf("recover segment %d: %w", s.base, err)
+			}
+			if truncated || (i+1 < len(segs) && s.next > segs[i+1].base) {
+				l.logger.Warn("truncated corrupt or torn log tail", "segment", s.base, "valid_bytes", n, "deleted_segments", len(segs)-i-1)
+				for _, later := range segs[i+1:] {
+					later.closeFiles()
+					for _, suf := range []string{LogFileSuffix, IndexFileSuffix, TimeIndexFileSuffix} {
+						if err := os.Remove(later.path(suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
+							cleanup()
+							return fmt.Errorf("delete segment after corruption: %w", err)
+						}
+					}
+				}
+				segs = segs[:i+1]
+			}
+			if i < len(segs)-1 {
+				if err := s.seal(); err != nil {
+					cleanup()
+					return err
+				}
+			}
+			if err := s.sync(); err != nil {
+				cleanup()
+				return err
+			}
+		}
+		if first < len(segs) && !o.clean {
+			l.logger.Info("recovered log", "from_segment", segs[first].base, "bytes", l.recoveredBytes)
+		}
+	}
+	active := segs[len(segs)-1]
+	if active.sealed {
+		if _, err := active.activate(l.cfg); err != nil {
+			cleanup()
+			return err
+		}
+	}
+	leo := active.next
+	if rebuildEpochs && o.clean {
+		// The batches are trusted; only their epochs are needed.
+		if err := epochs.clear(); err != nil {
+			cleanup()
+			return err
+		}
+		for _, s := range segs {
+			size := s.size.Load()
+			for pos := int64(0); ; {
+				b, ok, err := s.readHeader(pos, size)
+				if err != nil {
+					cleanup()
+					return err
+				}
+				if !ok {
+					break
+				}
+				if b.LeaderEpoch > epochs.LatestEpoch() {
+					if _, err := epochs.Assign(b.LeaderEpoch, b.BaseOffset); err != nil {
+						cleanup()
+						return err
+					}
+				}
+				pos += int64(b.Size)
+			}
+		}
+	}
+	if err := epochs.TruncateFromEnd(leo); err != nil {
+		cleanup()
+		return err
+	}
+	start := min(max(o.logStartOffset, segs[0].base), leo)
+	if err := epochs.TruncateFromStart(start); err != nil {
+		cleanup()
+		return err
+	}
+	if err := syncDir(l.dir); err != nil {
+		cleanup()
+		return err
+	}
+	l.publish(segs, leo, start, leo)
+	return nil
+}
+
+// publish installs a new segment list and offsets. Readers load the LEO
+// before the segment list, so the list they see always covers it.
+func (l *Log) publish(segs []*segment, leo, logStart, recoveryPoint int64) {
+	l.segs.Store(&segs)
+	l.logStart.Store(logStart)
+	l.recoveryPoint.Store(recoveryPoint)
+	l.leo.Store(leo)
+}
+
+func (l *Log) segments() []*segment { return *l.segs.Load() }
+
+// Dir returns the partition directory.
+func (l *Log) Dir() string { return l.dir }
+
+// Config returns the log's configuration (after defaults were applied).
+func (l *Log) Config() Config {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cfg
+}
+
+// SetConfig replaces the configuration (topic-level overrides changed); it
+// applies to the next append, roll and retention check.
+func (l *Log) SetConfig(cfg Config) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cfg = cfg.normalized()
+}
+
+// LogStartOffset is the first offset a consumer may read.
+func (l *Log) LogStartOffset() int64 { return l.logStart.Load() }
+
+// LogEndOffset (LEO) is the offset the next appended record gets.
+func (l *Log) LogEndOffset() int64 { return l.leo.Load() }
+
+// RecoveryPoint is the offset below which the log is known to be fsynced.
+func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
+
+// Epochs returns the leader epoch cache.
+func (l *Log) Epochs() *EpochCache { return l.epochs }
+
+// Size is the total bytes of all segment files.
+func (l *Log) Size() int64 {
+	var n int64
+	for _, s := range l.segments() {
+		n += s.size.Load()
+	}
+	return n
+}
+
+// NumSegments is the number of segments, the active one included.
+func (l *Log) NumSegments() int { return len(l.segments()) }
+
+// AppendAsLeader validates data (one or more v2 batches), stamps each batch
+// with consecutive offsets from the LEO and with leaderEpoch, and appends it.
+// data is modified in place (only the fields outside the CRC) and is not
+// retained. A leaderEpoch newer than the cache's latest is recorded as
+// starting at the first appended offset.
+func (l *Log) AppendAsLeader(data []byte, leaderEpoch int32) (AppendResult, error) {
+	l.mu.Lock()
+	batches, err := ParseBatches(data, l.cfg.MaxMessageBytes)
+	if err != nil {
+		l.mu.Unlock()
+		return AppendResult{}, err
+	}
+	next := l.leo.Load()
+	pos := 0
+	for i := range batches {
+		b := &batches[i]
+		patchBatch(data[pos:], next, leaderEpoch)
+		b.LastOffset = next + (b.LastOffset - b.BaseOffset)
+		b.BaseOffset, b.LeaderEpoch = next, leaderEpoch
+		next = b.LastOffset + 1
+		pos += b.Size
+	}
+	res, flush, err := l.appendLocked(data, batches)
+	l.mu.Unlock()
+	if err == nil && flush {
+		err = l.Flush()
+	}
+	return res, err
+}
+
+// AppendAsFollower appends batches fetched from the leader as they are,
+// offsets and epochs included. The first batch must start at the LEO and the
+// batches must have increasing offsets, else ErrOffsetMismatch. Each epoch
+// newer than the cache's latest is recorded at its first batch.
+func (l *Log) AppendAsFollower(data []byte) (AppendResult, error) {
+	batches, err := ParseBatches(data, 0)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	l.mu.Lock()
+	next := l.leo.Load()
+	for i, b := range batches {
+		if i == 0 && b.BaseOffset != next || i > 0 && b.BaseOffset < next {
+			l.mu.Unlock()
+			return AppendResult{}, fmt.Errorf("batch %d at offset %d, expected %d: %w", i, b.BaseOffset, next, ErrOffsetMismatch)
+		}
+		next = b.NextOffset()
+	}
+	res, flush, err := l.appendLocked(data, batches)
+	l.mu.Unlock()
+	if err == nil && flush {
+		err = l.Flush()
+	}
+	return res, err
+}
+
+// appendLocked writes validated, offset-assigned batches; l.mu is held. It
+// reports whether the flush policy asks for a flush.
+func (l *Log) appendLocked(data []byte, batches []BatchInfo) (AppendResult, bool, error) {
+	if l.closed.Load() {
+		return AppendResult{}, false, ErrClosed
+	}
+	if int64(len(data)) > l.cfg.SegmentBytes {
+		return AppendResult{}, false, fmt.Errorf("%d bytes exceed segment size %d: %w", len(data), l.cfg.SegmentBytes, ErrRecordListTooLarge)
+	}
+	first, last := batches[0].BaseOffset, batches[len(batches)-1].LastOffset
+	now := l.clock()
+	segs := l.segments()
+	active := segs[len(segs)-1]
+	if l.shouldRoll(active, len(data), last, now) {
+		var err error
+		if active, err = l.roll(first); err != nil {
+			return AppendResult{}, false, err
+		}
+	}
+	pos := active.size.Load()
+	if _, err := active.log.WriteAt(data, pos); err != nil {
+		// Drop whatever part was written so the file ends on a batch boundary.
+		if terr := active.log.Truncate(pos); terr != nil {
+			l.logger.Error("cannot drop partial append", "segment", active.base, "err", terr)
+		}
+		return AppendResult{}, false, fmt.Errorf("append to segment %d: %w", active.base, err)
+	}
+	res := AppendResult{FirstOffset: first, LastOffset: last, MaxTimestamp: -1, OffsetOfMaxTs: first, Batches: batches}
+	active.imu.Lock()
+	p := pos
+	for _, b := range batches {
+		active.track(b, p, l.cfg.IndexIntervalBytes)
+		p += int64(b.Size)
+		res.RecordCount += int64(b.RecordCount)
+		if b.MaxTimestamp > res.MaxTimestamp {
+			res.MaxTimestamp, res.OffsetOfMaxTs = b.MaxTimestamp, b.BaseOffset
+		}
+	}
+	active.imu.Unlock()
+	if active.created.IsZero() {
+		active.created = now
+	}
+	for _, b := range batches {
+		if b.LeaderEpoch > l.epochs.LatestEpoch() {
+			if _, err := l.epochs.Assign(b.LeaderEpoch, b.BaseOffset); err != nil {
+				l.logger.Error("persist leader epoch checkpoint", "err", err)
+			}
+		}
+	}
+	active.size.Store(p)
+	l.leo.Store(last + 1)
+	res.LogStartOffset = l.logStart.Load()
+	l.unflushed += res.RecordCount
+	flush := l.unflushed >= l.cfg.FlushIntervalMessages || now.Sub(l.lastFlush).Milliseconds() >= l.cfg.FlushIntervalMs
+	return res, flush, nil
+}
+
+// shouldRoll applies KAFKA-SPEC §8.3 to a non-empty active segment.
+func (l *Log) shouldRoll(s *segment, n int, last int64, now time.Time) bool {
+	if s.size.Load() == 0 {
+		return false
+	}
+	return s.size.Load()+int64(n) > l.cfg.SegmentBytes ||
+		!s.created.IsZero() && now.Sub(s.created).Milliseconds() >= l.cfg.SegmentMs ||
+		s.indexFull() ||
+		!s.canHold(last)
+}
+
+// roll seals the active segment and starts a new one at base; l.mu is held.
+// The sealed segment is fsynced in the background, then the recovery point
+// moves to base.
+func (l *Log) roll(base int64) (*segment, error) {
+	segs := l.segments()
+	old := segs[len(segs)-1]
+	if err := old.seal(); err != nil {
+		return nil, fmt.Errorf("roll: %w", err)
+	}
+	s, err := createSegment(l.dir, base, l.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("roll: %w", err)
+	}
+	next := append(slices.Clip(segs), s)
+	l.segs.Store(&next)
+	l.logger.Debug("rolled segment", "segment", base)
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		if err := l.flushTo(base); err != nil {
+			l.logger.Error("flush rolled segment", "segment", old.base, "err", err)
+		}
+	}()
+	return s, nil
+}
+
+// Flush fsyncs the log up to the LEO and advances the recovery point.
+func (l *Log) Flush() error { return l.flushTo(l.leo.Load()) }
+
+// flushTo fsyncs every segment holding offsets in [recovery point, upTo) and
+// moves the recovery point to upTo, unless a truncation intervened.
+func (l *Log) flushTo(upTo int64) error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	rp := l.recoveryPoint.Load()
+	if upTo <= rp {
+		l.mu.Unlock()
+		return nil
+	}
+	gen := l.truncGen
+	segs := l.segments()
+	var todo []*segment
+	for i, s := range segs {
+		end := l.leo.Load()
+		if i+1 < len(segs) {
+			end = segs[i+1].base
+		}
+		if s.base < upTo && end > rp {
+			todo = append(todo, s)
+		}
+	}
+	if upTo >= l.leo.Load() {
+		l.unflushed = 0
+	}
+	l.lastFlush = l.clock()
+	l.mu.Unlock()
+	for _, s := range todo {
+		if err := s.sync(); err != nil {
+			return err
+		}
+	}
+	l.mu.Lock()
+	if gen == l.truncGen && upTo > l.recoveryPoint.Load() {
+		l.recoveryPoint.Store(upTo)
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// maybeFlush applies the time-based flush policy (log.flush.interval.ms).
+func (l *Log) maybeFlush(now time.Time) error {
+	l.mu.Lock()
+	due := l.unflushed > 0 && now.Sub(l.lastFlush).Milliseconds() >= l.cfg.FlushIntervalMs
+	l.mu.Unlock()
+	if !due {
+		return nil
+	}
+	return l.Flush()
+}
+
+// Read returns whole raw batches starting with the batch that holds offset:
+// only batches whose last offset is below maxOffset (the high watermark for
+// consumers, the LEO for followers), at most maxBytes of them, except that
+// with minOneBatch the first batch is returned whole even when larger
+// (KIP-74). An offset below the log start or above the LEO is
+// ErrOffsetOutOfRange; an offset at the LEO or at or past maxOffset reads
+// nothing. Reads come from one segment: a lookup in its sparse offset index,
+// a short header scan, then a single pread.
+func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (ReadResult, error) {
+	leo := l.leo.Load()
+	segs := l.segments()
+	res := ReadResult{LogStartOffset: l.logStart.Load(), LogEndOffset: leo}
+	if l.closed.Load() {
+		return res, ErrClosed
+	}
+	if offset < res.LogStartOffset || offset > leo {
+		return res, fmt.Errorf("offset %d outside [%d, %d]: %w", offset, res.LogStartOffset, leo, ErrOffsetOutOfRange)
+	}
+	maxOffset = min(maxOffset, leo)
+	if offset >= maxOffset || maxBytes <= 0 && !minOneBatch {
+		res.Records = []byte{}
+		return res, nil
+	}
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset }) - 1
+	for i = max(i, 0); i < len(segs); i++ {
+		data, found, err := segs[i].read(offset, maxBytes, maxOffset, minOneBatch)
+		if err != nil {
+			return res, fmt.Errorf("read segment %d: %w", segs[i].base, err)
+		}
+		if found {
+			res.Records = data
+			return res, nil
+		}
+	}
+	res.Records = []byte{}
+	return res, nil
+}
+
+// read finds the batch holding offset in this segment and reads from it.
+// found is false when the segment holds no batch at or after offset.
+func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) ([]byte, bool, error) {
+	size := s.size.Load()
+	pos, err := s.lookup(offset)
+	if err != nil {
+		return nil, false, err
+	}
+	var first BatchInfo
+	for {
+		b, ok, err := s.readHeader(pos, size)
+		if err != nil {
+			return nil, false, err
+		}
+		if !ok {
+			return nil, false, nil
+		}
+		if b.LastOffset >= offset {
+			first = b
+			break
+		}
+		pos += int64(b.Size)
+	}
+	if first.LastOffset >= maxOffset || first.Size > maxBytes && !minOneBatch {
+		return []byte{}, true, nil
+	}
+	n := min(int64(max(maxBytes, first.Size)), size-pos)
+	buf := make([]byte, n)
+	got, err := s.log.ReadAt(buf, pos)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, false, fmt.Errorf("read at %d: %w", pos, err)
+	}
+	buf = buf[:got]
+	// Keep whole batches below maxOffset only.
+	end := 0
+	for end+BatchHeaderSize <= len(buf) {
+		b, err := parseBatch(buf[end:], 0, false)
+		if err != nil || end+b.Size > len(buf) || b.LastOffset >= maxOffset {
+			break
+		}
+		end += b.Size
+	}
+	return buf[:end], true, nil
+}
+
+// OffsetForTimestamp finds the first batch whose MaxTimestamp is >= ts, via
+// the segments' largest timestamps and their time indexes, and returns its
+// base offset (at least the log start offset) and MaxTimestamp. found is
+// false when every batch is older. Bounding the answer by the high watermark
+// is the caller's business.
+func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, found bool) {
+	leo := l.leo.Load()
+	segs := l.segments()
+	start := l.logStart.Load()
+	for _, s := range segs {
+		s.imu.RLock()
+		maxTs := s.maxTs
+		s.imu.RUnlock()
+		if maxTs < ts {
+			continue
+		}
+		pos, err := s.timeLookup(ts)
+		if err != nil {
+			l.logger.Warn("time index lookup", "segment", s.base, "err", err)
+			pos = 0
+		}
+		size := s.size.Load()
+		for {
+			b, ok, err := s.readHeader(pos, size)
+			if err != nil || !ok || b.BaseOffset >= leo {
+				break
+			}
+			if b.MaxTimestamp >= ts && b.LastOffset >= start {
+				return max(b.BaseOffset, start), b.MaxTimestamp, true
+			}
+			pos += int64(b.Size)
+		}
+	}
+	return 0, 0, false
+}
+
+// TruncateTo removes every batch at or after offset (follower truncation),
+// with the index entries and epoch cache entries for them. A batch holding
+// offset is removed whole, so the LEO may end up below offset. Truncating
+// below the log start offset empties the log and restarts it at offset.
+func (l *Log) TruncateTo(offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	if offset < 0 {
+		return fmt.Errorf("truncate to %d: %w", offset, ErrOffsetOutOfRange)
+	}
+	if offset >= l.leo.Load() {
+		return nil
+	}
+	if offset < l.logStart.Load() {
+		return l.truncateFullyLocked(offset)
+	}
+	l.truncGen++
+	segs := l.segments()
+	i := max(sort.Search(len(segs), func(i int) bool { return segs[i].base > offset })-1, 0)
+	keep, drop := slices.Clip(segs[:i+1]), segs[i+1:]
+	// Publish the shorter list and LEO first so readers stop looking past it.
+	s := keep[i]
+	l.leo.Store(min(l.leo.Load(), offset))
+	l.segs.Store(&keep)
+	if s.sealed {
+		if _, err := s.activate(l.cfg); err != nil {
+			return fmt.Errorf("truncate: %w", err)
+		}
+	}
+	end, err := s.truncateAt(offset, l.cfg)
+	if err != nil {
+		return fmt.Errorf("truncate: %w", err)
+	}
+	s.created = time.Time{}
+	if s.size.Load() > 0 {
+		s.created = l.clock()
+	}
+	l.leo.Store(end)
+	if l.recoveryPoint.Load() > end {
+		l.recoveryPoint.Store(end)
+	}
+	l.scheduleDelete(drop)
+	if err := l.epochs.TruncateFromEnd(end); err != nil {
+		return fmt.Errorf("truncate epoch cache: %w", err)
+	}
+	l.logger.Info("truncated log", "offset", offset, "log_end_offset", end)
+	return nil
+}
+
+// TruncateFullyAndStartAt deletes every segment and restarts the empty log
+// at offset, which becomes the log start offset and LEO; the epoch cache is
+// cleared.
+func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	if offset < 0 {
+		return fmt.Errorf("truncate to %d: %w", offset, ErrOffsetOutOfRange)
+	}
+	return l.truncateFullyLocked(offset)
+}
+
+func (l *Log) truncateFullyLocked(offset int64) error {
+	l.truncGen++
+	old := l.segments()
+	empty := []*segment{}
+	l.segs.Store(&empty) // readers find nothing while files move
+	l.leo.Store(offset)
+	l.logStart.Store(offset)
+	l.scheduleDelete(old)
+	s, err := createSegment(l.dir, offset, l.cfg)
+	if err != nil {
+		return fmt.Errorf("truncate fully: %w", err)
+	}
+	l.publish([]*segment{s}, offset, offset, offset)
+	if err := l.epochs.clear(); err != nil {
+		return fmt.Errorf("truncate fully: %w", err)
+	}
+	l.logger.Info("truncated log fully", "offset", offset)
+	return nil
+}
+
+// IncrementLogStartOffset moves the log start offset forward (DeleteRecords,
+// or a follower following its leader's log start). Segments wholly below it
+// are deleted by the next DeleteOldSegments. An offset above the LEO is
+// ErrOffsetOutOfRange; one at or below the current start is a no-op.
+func (l *Log) IncrementLogStartOffset(offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if offset > l.leo.Load() {
+		return fmt.Errorf("log start %d above log end %d: %w", offset, l.leo.Load(), ErrOffsetOutOfRange)
+	}
+	if offset <= l.logStart.Load() {
+		return nil
+	}
+	l.logStart.Store(offset)
+	return l.epochs.TruncateFromStart(offset)
+}
+
+// DeleteOldSegments applies retention (KAFKA-SPEC §8.4) at time now: from the
+// oldest segment on, it deletes segments that end at or below highWatermark
+// and are wholly before the log start offset, or whose largest timestamp is
+// older than retention.ms, or whose removal keeps the log at least
+// retention.bytes big. The active segment is never deleted. Deleted segments
+// are renamed to .deleted and removed file.delete.delay.ms later (by a later
+// call, the Manager's tick or Close).
+func (l *Log) DeleteOldSegments(now time.Time, highWatermark int64) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return 0, ErrClosed
+	}
+	segs := l.segments()
+	total := int64(0)
+	for _, s := range segs {
+		total += s.size.Load()
+	}
+	nowMs := now.UnixMilli()
+	n := 0
+	for ; n < len(segs)-1; n++ {
+		s, end := segs[n], segs[n+1].base
+		if end > highWatermark {
+			break
+		}
+		size := s.size.Load()
+		expired := end <= l.logStart.Load() ||
+			l.cfg.RetentionMs >= 0 && nowMs-s.largestTimestamp() > l.cfg.RetentionMs ||
+			l.cfg.RetentionBytes >= 0 && total-size >= l.cfg.RetentionBytes
+		if !expired {
+			break
+		}
+		total -= size
+	}
+	if n > 0 {
+		keep := slices.Clip(segs[n:])
+		l.segs.Store(&keep)
+		if start := keep[0].base; start > l.logStart.Load() {
+			l.logStart.Store(start)
+			if err := l.epochs.TruncateFromStart(start); err != nil {
+				return n, err
+			}
+		}
+		l.scheduleDelete(segs[:n])
+		l.logger.Info("deleted old segments", "count", n, "log_start_offset", l.logStart.Load())
+	}
+	return n, l.removeExpiredLocked(now, false)
+}
+
+// scheduleDelete renames the segments' files to .deleted; they are removed
+// after file.delete.delay.ms so in-flight readers finish. l.mu is held.
+func (l *Log) scheduleDelete(segs []*segment) {
+	if len(segs) == 0 {
+		return
+	}
+	for _, s := range segs {
+		for _, suf := range []string{LogFileSuffix, IndexFileSuffix, TimeIndexFileSuffix} {
+			if err := os.Rename(s.path(suf), s.path(suf)+DeletedFileSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+				l.logger.Warn("rename deleted segment", "segment", s.base, "err", err)
+			}
+		}
+	}
+	l.pending = append(l.pending, pendingDelete{segs: segs, due: l.clock().Add(time.Duration(l.cfg.FileDeleteDelayMs) * time.Millisecond)})
+}
+
+// removeExpiredLocked closes and removes the files of deleted segments whose
+// delay has passed (all of them with force). l.mu is held.
+func (l *Log) removeExpiredLocked(now time.Time, force bool) error {
+	var errs []error
+	kept := l.pending[:0]
+	for _, p := range l.pending {
+		if !force && now.Before(p.due) {
+			kept = append(kept, p)
+			continue
+		}
+		for _, s := range p.segs {
+			s.closeFiles()
+			for _, suf := range []string{LogFileSuffix, IndexFileSuffix, TimeIndexFileSuffix} {
+				if err := os.Remove(s.path(suf) + DeletedFileSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+					errs = append(errs, fmt.Errorf("remove deleted segment: %w", err))
+				}
+			}
+		}
+	}
+	l.pending = kept
+	return errors.Join(errs...)
+}
+
+// RemoveDeletedFiles removes the files of deleted segments whose
+// file.delete.delay.ms has passed at now.
+func (l *Log) RemoveDeletedFiles(now time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.removeExpiredLocked(now, false)
+}
+
+// Close flushes the log, writes and trims the active segment's indexes,
+// removes pending deleted files and closes everything. It is idempotent.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed.Swap(true) {
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.Unlock()
+	l.wg.Wait()
+	var errs []error
+	l.flushMu.Lock()
+	l.mu.Lock()
+	segs := l.segments()
+	if err := segs[len(segs)-1].seal(); err != nil {
+		errs = append(errs, err)
+	}
+	for i, s := range segs {
+		if i+1 == len(segs) || segs[i+1].base > l.recoveryPoint.Load() {
+			if err := s.sync(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) == 0 {
+		l.recoveryPoint.Store(l.leo.Load())
+	}
+	for _, s := range segs {
+		s.closeFiles()
+	}
+	errs = append(errs, l.removeExpiredLocked(l.clock(), true))
+	l.mu.Unlock()
+	l.flushMu.Unlock()
+	return errors.Join(errs...)
+}
+
+// Delete closes the log without flushing and removes its directory.
+func (l *Log) Delete() error {
+	l.mu.Lock()
+	l.closed.Store(true)
+	l.mu.Unlock()
+	l.wg.Wait()
+	l.mu.Lock()
+	for _, s := range l.segments() {
+		s.closeFiles()
+	}
+	_ = l.removeExpiredLocked(l.clock(), true)
+	l.mu.Unlock()
+	if err := os.RemoveAll(l.dir); err != nil {
+		return fmt.Errorf("delete log: %w", err)
+	}
+	return nil
+}

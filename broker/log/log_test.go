@@ -1,0 +1,163 @@
+package log
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestAppendReadRoundTrip(t *testing.T) {
+	l := openTest(t, DefaultConfig())
+	var sent [][]byte
+	for i := 0; i < 5; i++ {
+		b := makeBatch(t, batchSpec{records: i + 1, valueSize: 20, ts: int64(1000 + i)})
+		res, err := l.AppendAsLeader(b, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, b) // patched in place: what the log stores
+		if res.RecordCount != int64(i+1) || res.LastOffset-res.FirstOffset != int64(i) {
+			t.Fatalf("append %d: %+v", i, res)
+		}
+	}
+	if got := l.LogEndOffset(); got != 15 {
+		t.Fatalf("LEO = %d, want 15", got)
+	}
+	all := bytes.Join(sent, nil)
+	res, err := l.Read(0, 1<<20, l.LogEndOffset(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(res.Records, all) {
+		t.Fatalf("read %d bytes, want the %d appended bytes", len(res.Records), len(all))
+	}
+	bs, err := ParseBatches(res.Records, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{0, 1, 3, 6, 10}
+	for i, b := range bs {
+		if b.BaseOffset != want[i] || b.LeaderEpoch != 3 {
+			t.Errorf("batch %d: base %d epoch %d, want base %d epoch 3", i, b.BaseOffset, b.LeaderEpoch, want[i])
+		}
+	}
+	if e := l.Epochs().Entries(); len(e) != 1 || e[0] != (EpochEntry{3, 0}) {
+		t.Errorf("epochs = %v", e)
+	}
+}
+
+func TestRead(t *testing.T) {
+	l := openTest(t, DefaultConfig())
+	var sizes []int
+	for i := 0; i < 4; i++ {
+		b := makeBatch(t, batchSpec{records: 2, valueSize: 100})
+		sizes = append(sizes, len(b))
+		if _, err := l.AppendAsLeader(b, 0); err != nil {
+			t.Fatal(err)
+		}
+	} // batches at 0,2,4,6; LEO 8
+	tests := []struct {
+		name      string
+		offset    int64
+		maxBytes  int
+		maxOffset int64
+		minOne    bool
+		wantBases []int64
+		wantErr   error
+	}{
+		{"all", 0, 1 << 20, 8, false, []int64{0, 2, 4, 6}, nil},
+		{"middle of a batch", 3, 1 << 20, 8, false, []int64{2, 4, 6}, nil},
+		{"bounded by high watermark", 0, 1 << 20, 5, false, []int64{0, 2}, nil},
+		{"batch straddling the high watermark", 2, 1 << 20, 3, false, nil, nil},
+		{"at high watermark", 4, 1 << 20, 4, false, nil, nil},
+		{"max bytes", 0, sizes[0] + sizes[1] + 1, 8, false, []int64{0, 2}, nil},
+		{"first batch larger than max", 0, 10, 8, false, nil, nil},
+		{"min one batch", 0, 10, 8, true, []int64{0}, nil},
+		{"at LEO", 8, 1 << 20, 8, false, nil, nil},
+		{"above LEO", 9, 1 << 20, 9, false, nil, ErrOffsetOutOfRange},
+		{"negative", -1, 1 << 20, 8, false, nil, ErrOffsetOutOfRange},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := l.Read(tt.offset, tt.maxBytes, tt.maxOffset, tt.minOne)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if res.Records == nil {
+				t.Fatal("Records is nil; fetch responses need an empty slice")
+			}
+			var bases []int64
+			if len(res.Records) > 0 {
+				bs, err := ParseBatches(res.Records, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, b := range bs {
+					bases = append(bases, b.BaseOffset)
+				}
+			}
+			if !equalInt64s(bases, tt.wantBases) {
+				t.Fatalf("bases = %v, want %v", bases, tt.wantBases)
+			}
+		})
+	}
+}
+
+func equalInt64s(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestReadAcrossSegments(t *testing.T) {
+	cfg := smallConfig()
+	l := openTest(t, cfg)
+	appendN(t, l, 60, 3, 100, 1, 1000) // ~420-byte batches, ~9 per segment
+	if n := l.NumSegments(); n < 5 {
+		t.Fatalf("%d segments, want several rolls", n)
+	}
+	// Every offset, from old sealed segments too, reads the batch holding it.
+	for off := int64(0); off < l.LogEndOffset(); off++ {
+		res, err := l.Read(off, 1, l.LogEndOffset(), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, err := ParseBatches(res.Records, 0)
+		if err != nil || len(bs) != 1 {
+			t.Fatalf("offset %d: %d batches, %v", off, len(bs), err)
+		}
+		if b := bs[0]; off < b.BaseOffset || off > b.LastOffset || b.BaseOffset != off/3*3 {
+			t.Fatalf("offset %d read batch [%d, %d]", off, b.BaseOffset, b.LastOffset)
+		}
+	}
+	if got := readAll(t, l, 0); len(got) != 60 {
+		t.Fatalf("read %d batches, want 60", len(got))
+	}
+	// Segment files are named by base offset and the sealed indexes trimmed.
+	entries, _ := os.ReadDir(l.Dir())
+	logs := 0
+	for _, e := range entries {
+		if filepath.Ext(e.Name()) == LogFileSuffix {
+			logs++
+		}
+	}
+	if logs != l.NumSegments() {
+		t.Fatalf("%d .log files for %d segments", logs, l.NumSegments())
+	}
+	first := l.segments()[0]
+	fi, err := os.Stat(first.path(IndexFileSuffix))
+	if err != nil || fi.Size() == int64(cfg.SegmentIndexBytes) || fi.Size()%indexEntrySize != 0 {
+		t.Fatalf("sealed index not trimmed: %v %v", fi.Size(), err)
+	}
+}
