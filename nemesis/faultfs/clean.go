@@ -1,0 +1,95 @@
+package faultfs
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// MountInfo is a faultfs mount listed in /proc/self/mountinfo.
+type MountInfo struct {
+	RunID      string
+	MountPoint string
+}
+
+// Mounts lists the faultfs mounts of this mount namespace: fstype FSType,
+// source FSNamePrefix+run id.
+func Mounts() ([]MountInfo, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("read mountinfo: %w", err)
+	}
+	defer f.Close()
+	return parseMountinfo(bufio.NewScanner(f))
+}
+
+func parseMountinfo(sc *bufio.Scanner) ([]MountInfo, error) {
+	var out []MountInfo
+	for sc.Scan() {
+		// id parent major:minor root mountpoint opts [optional...] - fstype source superopts
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, f := range fields {
+			if f == "-" && i >= 6 {
+				sep = i
+				break
+			}
+		}
+		if sep < 0 || sep+2 >= len(fields) {
+			continue
+		}
+		fstype, source := fields[sep+1], fields[sep+2]
+		if fstype != FSType || !strings.HasPrefix(source, FSNamePrefix) {
+			continue
+		}
+		out = append(out, MountInfo{RunID: strings.TrimPrefix(source, FSNamePrefix), MountPoint: unescapeMount(fields[4])})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read mountinfo: %w", err)
+	}
+	return out, nil
+}
+
+// unescapeMount undoes the kernel's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// CleanStale lazily unmounts every faultfs mount whose run is not alive
+// (runIDAlive returns false), typically left by a daemon that was killed.
+// Mount points deeper in the tree go first. It is safe to call twice.
+func CleanStale(runIDAlive func(string) bool) error {
+	ms, err := Mounts()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := len(ms) - 1; i >= 0; i-- {
+		m := ms[i]
+		if runIDAlive(m.RunID) {
+			continue
+		}
+		if err := syscall.Unmount(m.MountPoint, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmount stale faultfs %s (run %s): %w", m.MountPoint, m.RunID, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,283 @@
+package faultfs
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// Control protocol: one JSON object per line on a Unix stream socket, each
+// request answered by one response line, any number of requests per
+// connection.
+//
+//	{"cmd":"latency","op":"write","prefix":"topic-0/","latency":"20ms","jitter":"5ms"}
+//	{"cmd":"eio","op":"fsync","probability":0.5}
+//	{"cmd":"hang","op":"all"}
+//	{"cmd":"unhang"}
+//	{"cmd":"crash"}                 -> {"ok":true,"crash":{...}}
+//	{"cmd":"status"}                -> {"ok":true,"status":{...}}
+//	{"cmd":"heal"}
+//
+// op is read, write, fsync, meta or all (the default); prefix is a path
+// relative to the mount point. A latency, eio or hang command replaces an
+// active fault with the same op and prefix. Errors come back as
+// {"ok":false,"error":"..."}.
+
+// Commands of the control protocol.
+const (
+	CmdLatency = "latency"
+	CmdEIO     = "eio"
+	CmdHang    = "hang"
+	CmdUnhang  = "unhang"
+	CmdCrash   = "crash"
+	CmdStatus  = "status"
+	CmdHeal    = "heal"
+)
+
+// Request is one control command.
+type Request struct {
+	Cmd         string   `json:"cmd"`
+	Op          Op       `json:"op,omitempty"`
+	Prefix      string   `json:"prefix,omitempty"`
+	Latency     Duration `json:"latency,omitempty"`
+	Jitter      Duration `json:"jitter,omitempty"`
+	Probability float64  `json:"probability,omitempty"`
+}
+
+// Response answers a Request.
+type Response struct {
+	OK     bool         `json:"ok"`
+	Error  string       `json:"error,omitempty"`
+	Status *Status      `json:"status,omitempty"`
+	Crash  *CrashReport `json:"crash,omitempty"`
+}
+
+// Handle runs one control request against f.
+func (f *FS) Handle(req Request) Response {
+	fault := Fault{Op: req.Op, Prefix: req.Prefix, Latency: req.Latency, Jitter: req.Jitter, Probability: req.Probability}
+	var err error
+	switch req.Cmd {
+	case CmdLatency:
+		fault.Kind = KindLatency
+		err = f.Inject(fault)
+	case CmdEIO:
+		fault.Kind = KindEIO
+		err = f.Inject(fault)
+	case CmdHang:
+		fault.Kind = KindHang
+		err = f.Inject(fault)
+	case CmdUnhang:
+		f.Unhang()
+	case CmdHeal:
+		f.Heal()
+	case CmdCrash:
+		rep := f.Crash()
+		return Response{OK: true, Crash: &rep}
+	case CmdStatus:
+		st := f.Status()
+		return Response{OK: true, Status: &st}
+	default:
+		err = fmt.Errorf("unknown command %q", req.Cmd)
+	}
+	if err != nil {
+		return Response{Error: err.Error()}
+	}
+	return Response{OK: true}
+}
+
+// Listen creates the control socket at path (replacing a stale socket
+// file), readable by its owner only.
+func Listen(path string) (net.Listener, error) {
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("control socket %s: already in use", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale control socket %s: %w", path, err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on control socket %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("chmod control socket %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// Serve answers control requests on ln until ctx ends, then closes ln and
+// every connection and returns once their goroutines are done.
+func (f *FS) Serve(ctx context.Context, ln net.Listener) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := make(map[net.Conn]struct{})
+	stop := context.AfterFunc(ctx, func() {
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	defer stop()
+	defer wg.Wait()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("accept control connection: %w", err)
+		}
+		mu.Lock()
+		if ctx.Err() != nil {
+			mu.Unlock()
+			c.Close()
+			return nil
+		}
+		conns[c] = struct{}{}
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				mu.Lock()
+				delete(conns, c)
+				mu.Unlock()
+				c.Close()
+			}()
+			f.serveConn(c)
+		}()
+	}
+}
+
+func (f *FS) serveConn(c net.Conn) {
+	sc := bufio.NewScanner(c)
+	sc.Buffer(make([]byte, 4096), 1<<20)
+	enc := json.NewEncoder(c)
+	for sc.Scan() {
+		var req Request
+		var resp Response
+		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
+			resp = Response{Error: fmt.Sprintf("bad request: %v", err)}
+		} else {
+			resp = f.Handle(req)
+		}
+		if err := enc.Encode(resp); err != nil {
+			return
+		}
+	}
+}
+
+// Client talks to a faultfs daemon over its control socket. The zero
+// timeout means only the context bounds a call. A Client is safe for
+// concurrent use: each call uses its own connection.
+type Client struct {
+	Socket string
+}
+
+// NewClient returns a client for the control socket at path.
+func NewClient(path string) *Client { return &Client{Socket: path} }
+
+// RemoteError is an error the daemon reported.
+type RemoteError struct {
+	Cmd string
+	Msg string
+}
+
+func (e *RemoteError) Error() string { return fmt.Sprintf("faultfs %s: %s", e.Cmd, e.Msg) }
+
+// Do sends one request and waits for its response.
+func (c *Client) Do(ctx context.Context, req Request) (Response, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.Socket)
+	if err != nil {
+		return Response{}, fmt.Errorf("faultfs %s: dial %s: %w", req.Cmd, c.Socket, err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	b, err := json.Marshal(req)
+	if err != nil {
+		return Response{}, fmt.Errorf("faultfs %s: %w", req.Cmd, err)
+	}
+	if _, err := conn.Write(append(b, '\n')); err != nil {
+		return Response{}, fmt.Errorf("faultfs %s: send: %w", req.Cmd, ctxErr(ctx, err))
+	}
+	var resp Response
+	if err := json.NewDecoder(bufio.NewReader(conn)).Decode(&resp); err != nil {
+		return Response{}, fmt.Errorf("faultfs %s: read response: %w", req.Cmd, ctxErr(ctx, err))
+	}
+	if !resp.OK {
+		return resp, &RemoteError{Cmd: req.Cmd, Msg: resp.Error}
+	}
+	return resp, nil
+}
+
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// Latency delays matching operations by latency plus up to jitter.
+func (c *Client) Latency(ctx context.Context, op Op, prefix string, latency, jitter time.Duration) error {
+	_, err := c.Do(ctx, Request{Cmd: CmdLatency, Op: op, Prefix: prefix, Latency: Duration(latency), Jitter: Duration(jitter)})
+	return err
+}
+
+// EIO fails matching operations with probability p.
+func (c *Client) EIO(ctx context.Context, op Op, prefix string, p float64) error {
+	_, err := c.Do(ctx, Request{Cmd: CmdEIO, Op: op, Prefix: prefix, Probability: p})
+	return err
+}
+
+// Hang blocks matching operations until Unhang or Heal.
+func (c *Client) Hang(ctx context.Context, op Op, prefix string) error {
+	_, err := c.Do(ctx, Request{Cmd: CmdHang, Op: op, Prefix: prefix})
+	return err
+}
+
+// Unhang lifts every hang fault.
+func (c *Client) Unhang(ctx context.Context) error {
+	_, err := c.Do(ctx, Request{Cmd: CmdUnhang})
+	return err
+}
+
+// Heal removes every fault; it is idempotent.
+func (c *Client) Heal(ctx context.Context) error {
+	_, err := c.Do(ctx, Request{Cmd: CmdHeal})
+	return err
+}
+
+// Crash forgets every write not fsynced.
+func (c *Client) Crash(ctx context.Context) (CrashReport, error) {
+	resp, err := c.Do(ctx, Request{Cmd: CmdCrash})
+	if err != nil {
+		return CrashReport{}, err
+	}
+	if resp.Crash == nil {
+		return CrashReport{}, fmt.Errorf("faultfs crash: response without report")
+	}
+	return *resp.Crash, nil
+}
+
+// Status reports active faults and counters.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	resp, err := c.Do(ctx, Request{Cmd: CmdStatus})
+	if err != nil {
+		return Status{}, err
+	}
+	if resp.Status == nil {
+		return Status{}, fmt.Errorf("faultfs status: response without status")
+	}
+	return *resp.Status, nil
+}

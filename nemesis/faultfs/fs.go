@@ -1,0 +1,266 @@
+package faultfs
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// FSType is the filesystem type faultfs mounts show in /proc/self/mountinfo;
+// the source field is FSNamePrefix followed by the run id.
+const (
+	FSType       = "fuse.faultfs"
+	FSNamePrefix = "faultfs-"
+	trashPrefix  = ".faultfs-trash-"
+)
+
+var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// ValidRunID reports whether id can name a mount: letters, digits, dot,
+// underscore and dash, at most 64 characters.
+func ValidRunID(id string) bool { return runIDPattern.MatchString(id) }
+
+// Options configure a mount.
+type Options struct {
+	// Backing is the directory whose content the mount shows. One faultfs
+	// at a time per backing directory: mounting removes leftover trash.
+	Backing string
+	// Mount is the (existing, empty) mount point.
+	Mount string
+	// RunID tags the mount (see FSNamePrefix) so that CleanStale finds it.
+	RunID string
+	// Seed seeds jitter and EIO draws.
+	Seed int64
+	// Passthrough lets the kernel serve reads and O_APPEND writes of files
+	// opened while no fault is active straight from the backing file
+	// (FUSE passthrough; needs root and Linux 6.9+, silently off
+	// otherwise). Faults then still hit opens, fsyncs and metadata of those
+	// files, but not their reads and writes.
+	Passthrough bool
+	// Logger receives mount and crash events; nil discards them.
+	Logger *slog.Logger
+}
+
+// FS is a mounted faultfs.
+type FS struct {
+	opts      Options
+	log       *slog.Logger
+	server    *fuse.Server
+	eng       *engine
+	trk       *tracker
+	trashName string
+
+	// gate lets mutating operations run together (read lock) and a crash
+	// run alone (write lock). Fault delays happen before taking it.
+	gate sync.RWMutex
+
+	syncs, ptOpens, hookedOpens, crashes atomic.Uint64
+
+	mu        sync.Mutex
+	lastCrash *CrashReport
+	notes     sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Mount mounts a faultfs at opts.Mount that mirrors opts.Backing. It needs
+// root (or CAP_SYS_ADMIN) and /dev/fuse. Close unmounts it.
+func Mount(opts Options) (*FS, error) {
+	if !ValidRunID(opts.RunID) {
+		return nil, fmt.Errorf("run id %q: want 1-64 of [A-Za-z0-9._-]", opts.RunID)
+	}
+	var err error
+	if opts.Backing, err = filepath.Abs(opts.Backing); err != nil {
+		return nil, fmt.Errorf("backing dir: %w", err)
+	}
+	if opts.Mount, err = filepath.Abs(opts.Mount); err != nil {
+		return nil, fmt.Errorf("mount point: %w", err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(opts.Backing, &st); err != nil {
+		return nil, fmt.Errorf("backing dir %s: %w", opts.Backing, err)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return nil, fmt.Errorf("backing dir %s: not a directory", opts.Backing)
+	}
+	if fi, err := os.Stat(opts.Mount); err != nil {
+		return nil, fmt.Errorf("mount point %s: %w", opts.Mount, err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("mount point %s: not a directory", opts.Mount)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("run", opts.RunID, "fault", "faultfs")
+
+	// Trash left by a daemon that died holds files already unlinked.
+	if ents, err := os.ReadDir(opts.Backing); err == nil {
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), trashPrefix) {
+				os.RemoveAll(filepath.Join(opts.Backing, e.Name()))
+			}
+		}
+	}
+	trashName := trashPrefix + opts.RunID
+	trash := filepath.Join(opts.Backing, trashName)
+	if err := os.Mkdir(trash, 0o700); err != nil {
+		return nil, fmt.Errorf("create trash %s: %w", trash, err)
+	}
+
+	f := &FS{
+		opts:      opts,
+		log:       log,
+		eng:       newEngine(opts.Seed),
+		trk:       newTracker(trash),
+		trashName: trashName,
+	}
+	lr := &fs.LoopbackRoot{Path: opts.Backing, Dev: uint64(st.Dev)}
+	root := &node{LoopbackNode: fs.LoopbackNode{RootData: lr}, ffs: f}
+	lr.RootNode = root
+
+	sec := time.Second
+	zero := time.Duration(0)
+	server, err := fs.Mount(opts.Mount, root, &fs.Options{
+		MountOptions: fuse.MountOptions{
+			DirectMountStrict: true,
+			FsName:            FSNamePrefix + opts.RunID,
+			Name:              "faultfs",
+			DisableXAttrs:     true,
+			AllowOther:        true,
+			Options:           []string{"default_permissions"},
+			MaxWrite:          1 << 20,
+		},
+		EntryTimeout:    &sec,
+		AttrTimeout:     &sec,
+		NegativeTimeout: &zero,
+	})
+	if err != nil {
+		os.RemoveAll(trash)
+		return nil, fmt.Errorf("mount faultfs at %s: %w", opts.Mount, err)
+	}
+	f.server = server
+	log.Info("faultfs mounted", "mount", opts.Mount, "backing", opts.Backing, "passthrough", opts.Passthrough)
+	return f, nil
+}
+
+// Inject adds or replaces (same kind, op and prefix) an active fault.
+func (f *FS) Inject(flt Fault) error {
+	if err := f.eng.add(flt); err != nil {
+		return err
+	}
+	f.log.Info("fault injected", "kind", flt.Kind, "op", flt.Op, "prefix", flt.Prefix)
+	return nil
+}
+
+// Unhang lifts every hang fault and releases the operations it blocked.
+func (f *FS) Unhang() { f.eng.removeKind(KindHang) }
+
+// Heal removes every fault and releases blocked operations. It is safe to
+// call any number of times.
+func (f *FS) Heal() { f.eng.removeKind("") }
+
+// Crash forgets every write not made durable by an fsync, like a power
+// loss: files return to their last-fsynced content, and namespace changes
+// whose directory was not fsynced since are undone. Stop (kill) the
+// writers first, as a power loss would.
+func (f *FS) Crash() CrashReport {
+	f.gate.Lock()
+	rep, notes := f.trk.crash()
+	f.gate.Unlock()
+	f.crashes.Add(1)
+
+	// A notification can wait on a directory lock held by a hung
+	// operation: send them in the background and wait only briefly.
+	done := make(chan struct{})
+	f.notes.Add(1)
+	go func() {
+		defer f.notes.Done()
+		defer close(done)
+		for _, n := range notes {
+			n()
+		}
+	}()
+	t := time.NewTimer(2 * time.Second)
+	select {
+	case <-done:
+	case <-t.C:
+	}
+	t.Stop()
+
+	f.mu.Lock()
+	f.lastCrash = &rep
+	f.mu.Unlock()
+	f.log.Info("crash", "files", rep.Files, "bytes_lost", rep.BytesLost, "undone", rep.Undone, "errors", len(rep.Errors))
+	return rep
+}
+
+// Status is the state of a mount.
+type Status struct {
+	RunID   string `json:"run_id"`
+	Mount   string `json:"mount"`
+	Backing string `json:"backing"`
+	// Faults are the active faults; empty when healed.
+	Faults   []Fault         `json:"faults"`
+	Counters map[Op]Counters `json:"counters"`
+	// Passthrough says whether passthrough opens are enabled;
+	// PassthroughOpens and HookedOpens count opens of each kind.
+	Passthrough      bool   `json:"passthrough"`
+	PassthroughOpens uint64 `json:"passthrough_opens"`
+	HookedOpens      uint64 `json:"hooked_opens"`
+	Syncs            uint64 `json:"syncs"`
+	Crashes          uint64 `json:"crashes"`
+	// UnsyncedFiles and PendingOps are what a crash now would undo.
+	UnsyncedFiles int          `json:"unsynced_files"`
+	PendingOps    int          `json:"pending_ops"`
+	LastCrash     *CrashReport `json:"last_crash,omitempty"`
+}
+
+// Status reports active faults and counters.
+func (f *FS) Status() Status {
+	files, pops := f.trk.pending()
+	f.mu.Lock()
+	last := f.lastCrash
+	f.mu.Unlock()
+	return Status{
+		RunID: f.opts.RunID, Mount: f.opts.Mount, Backing: f.opts.Backing,
+		Faults: f.eng.list(), Counters: f.eng.counters(),
+		Passthrough: f.opts.Passthrough, PassthroughOpens: f.ptOpens.Load(), HookedOpens: f.hookedOpens.Load(),
+		Syncs: f.syncs.Load(), Crashes: f.crashes.Load(),
+		UnsyncedFiles: files, PendingOps: pops, LastCrash: last,
+	}
+}
+
+// Close heals, unmounts and makes every pending change durable, as a clean
+// unmount would. If files are still open it detaches the mount lazily
+// instead. It is idempotent.
+func (f *FS) Close() error {
+	f.closeOnce.Do(func() {
+		f.Heal()
+		err := f.server.Unmount()
+		if err != nil {
+			if derr := syscall.Unmount(f.opts.Mount, syscall.MNT_DETACH); derr != nil && !errors.Is(derr, syscall.EINVAL) {
+				f.closeErr = fmt.Errorf("unmount %s: %w (lazy: %v)", f.opts.Mount, err, derr)
+			}
+		} else {
+			f.server.Wait()
+		}
+		f.notes.Wait()
+		f.trk.close()
+		os.RemoveAll(f.trk.trash)
+		f.log.Info("faultfs unmounted", "mount", f.opts.Mount)
+	})
+	return f.closeErr
+}

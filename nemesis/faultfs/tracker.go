@@ -1,0 +1,550 @@
+package faultfs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"golang.org/x/sys/unix"
+)
+
+// The crash model, in short: the backing directory always holds the
+// newest content (writes go straight through), and the tracker keeps just
+// enough to go back to the last durable state:
+//
+//   - per inode written since its last fsync: the size at that fsync and the
+//     original bytes of every synced range overwritten since (copied on the
+//     first overwrite only); appends cost nothing beyond the synced size;
+//   - per namespace change (create, mkdir, unlink, rmdir, rename) that is
+//     not yet durable: how to undo it. An unlinked or replaced file is moved
+//     or linked into a hidden trash directory instead of being deleted.
+//
+// A change becomes durable when the directories it touched are fsynced
+// after it; a new file or directory also becomes durable when it is itself
+// fsynced (as on ext4). Crash undoes the pending namespace changes newest
+// first and then rolls every file back to its synced size and bytes.
+
+// extent is original content of [off, off+len(data)) saved before its first
+// overwrite since the last sync.
+type extent struct {
+	off  int64
+	data []byte
+}
+
+func (e extent) end() int64 { return e.off + int64(len(e.data)) }
+
+// fileState is the unsynced state of one backing inode.
+type fileState struct {
+	ino uint64
+
+	mu     sync.Mutex
+	fd     int // O_RDWR, no O_APPEND: used to capture and to roll back
+	inode  *fs.Inode
+	synced int64
+	undo   []extent // sorted, disjoint, inside [0, synced)
+	dirty  bool
+	// open counts writable handles; passthrough counts those whose writes
+	// the kernel sends straight to the backing file (we never see them).
+	open        int
+	passthrough int
+}
+
+// capture saves the bytes of [off, off+n) ∩ [0, synced) that are not saved
+// yet. Must hold s.mu.
+func (s *fileState) capture(off, n int64) error {
+	end := min(off+n, s.synced)
+	if off >= end {
+		return nil
+	}
+	var add []extent
+	pos := off
+	for _, e := range s.undo {
+		if e.end() <= pos {
+			continue
+		}
+		if e.off >= end {
+			break
+		}
+		if e.off > pos {
+			add = append(add, extent{off: pos, data: make([]byte, e.off-pos)})
+		}
+		pos = max(pos, e.end())
+		if pos >= end {
+			break
+		}
+	}
+	if pos < end {
+		add = append(add, extent{off: pos, data: make([]byte, end-pos)})
+	}
+	for _, e := range add {
+		// A short read means the file is shorter than its synced size; the
+		// missing tail was saved when it was truncated, so zeros are never
+		// restored over real data.
+		if _, err := readFull(s.fd, e.data, e.off); err != nil {
+			return fmt.Errorf("save original bytes at %d: %w", e.off, err)
+		}
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	s.undo = append(s.undo, add...)
+	sort.Slice(s.undo, func(i, j int) bool { return s.undo[i].off < s.undo[j].off })
+	// Merge neighbours so that sequential overwrites stay one extent.
+	merged := s.undo[:1]
+	for _, e := range s.undo[1:] {
+		last := &merged[len(merged)-1]
+		if last.end() == e.off {
+			last.data = append(last.data, e.data...)
+			continue
+		}
+		merged = append(merged, e)
+	}
+	s.undo = merged
+	return nil
+}
+
+func readFull(fd int, buf []byte, off int64) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := syscall.Pread(fd, buf[n:], off+int64(n))
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	return n, nil
+}
+
+func writeFull(fd int, buf []byte, off int64) error {
+	for len(buf) > 0 {
+		m, err := syscall.Pwrite(fd, buf, off)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		buf, off = buf[m:], off+int64(m)
+	}
+	return nil
+}
+
+func fileSize(fd int) (int64, error) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return 0, err
+	}
+	return st.Size, nil
+}
+
+// rollback returns the file to its synced size and bytes and reports how
+// many bytes differed in size. Must hold s.mu.
+func (s *fileState) rollback() (lost int64, err error) {
+	size, err := fileSize(s.fd)
+	if err != nil {
+		return 0, fmt.Errorf("stat inode %d: %w", s.ino, err)
+	}
+	if size > s.synced {
+		lost = size - s.synced
+	}
+	if size != s.synced {
+		if err := syscall.Ftruncate(s.fd, s.synced); err != nil {
+			return lost, fmt.Errorf("truncate inode %d to %d: %w", s.ino, s.synced, err)
+		}
+	}
+	for _, e := range s.undo {
+		if err := writeFull(s.fd, e.data, e.off); err != nil {
+			return lost, fmt.Errorf("restore inode %d at %d: %w", s.ino, e.off, err)
+		}
+		lost += int64(len(e.data))
+	}
+	s.undo, s.dirty = nil, false
+	return lost, nil
+}
+
+type opKind int
+
+const (
+	opCreate opKind = iota // a new name for a new inode: file, symlink, device
+	opLink                 // a new name for an existing inode
+	opMkdir
+	opUnlink
+	opRmdir
+	opRename
+	opExchange
+)
+
+// nsOp is a namespace change that is not durable yet, with what undoes it.
+// Paths are absolute backing paths as they were right after the change:
+// undoing newest first restores exactly that state before each undo.
+type nsOp struct {
+	kind          opKind
+	ino           uint64 // backing inode created (create, mkdir) or removed
+	dir, newDir   *fs.Inode
+	name, newName string
+	path, newPath string
+	trash         string // trash entry holding the unlinked or replaced inode
+	victimDir     bool   // a rename replaced an empty directory
+	mode          uint32 // of a removed directory
+	needs         map[uint64]bool
+	selfSync      bool // fsync of ino itself makes the change durable
+}
+
+// maxPendingOps bounds the pending namespace changes (and so the trash);
+// beyond it the oldest become durable, as a journal commit would make them.
+const maxPendingOps = 4096
+
+// tracker holds the crash state of one mount.
+type tracker struct {
+	trash string
+
+	mu     sync.Mutex
+	files  map[uint64]*fileState
+	ops    []*nsOp
+	seq    uint64
+	forced uint64
+}
+
+func newTracker(trash string) *tracker {
+	return &tracker{trash: trash, files: make(map[uint64]*fileState)}
+}
+
+// open registers a writable handle on backing inode ino whose descriptor is
+// fd and returns its state; the state keeps its own descriptor.
+func (t *tracker) open(ino uint64, fd int, inode *fs.Inode, passthrough bool) (*fileState, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.files[ino]
+	if s == nil {
+		// Reopen through /proc to get a descriptor of our own that has
+		// no O_APPEND (pwrite on an O_APPEND descriptor appends).
+		own, err := syscall.Open("/proc/self/fd/"+strconv.Itoa(fd), syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("reopen inode %d: %w", ino, err)
+		}
+		size, err := fileSize(own)
+		if err != nil {
+			syscall.Close(own)
+			return nil, fmt.Errorf("stat inode %d: %w", ino, err)
+		}
+		s = &fileState{ino: ino, fd: own, inode: inode, synced: size}
+		t.files[ino] = s
+	}
+	s.mu.Lock()
+	s.open++
+	if passthrough {
+		s.passthrough++
+	}
+	if s.inode == nil {
+		s.inode = inode
+	}
+	s.mu.Unlock()
+	return s, nil
+}
+
+// release drops a writable handle. A state with no handles and nothing
+// unsynced is forgotten.
+func (t *tracker) release(s *fileState, passthrough bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.open--
+	if passthrough {
+		s.passthrough--
+		// Appends we never saw: compare with the synced size.
+		if size, err := fileSize(s.fd); err != nil || size != s.synced {
+			s.dirty = true
+		}
+	}
+	if s.open == 0 && !s.dirty && t.files[s.ino] == s {
+		delete(t.files, s.ino)
+		syscall.Close(s.fd)
+		s.fd = -1
+	}
+}
+
+// beforeWrite saves what a write of n bytes at off would overwrite.
+func (s *fileState) beforeWrite(off, n int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dirty = true
+	return s.capture(off, n)
+}
+
+// beforeTruncate saves what truncating to size would drop.
+func (s *fileState) beforeTruncate(size int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dirty = true
+	if size >= s.synced {
+		return nil
+	}
+	return s.capture(size, s.synced-size)
+}
+
+// synced records that backing inode ino was fsynced: its current content is
+// durable, and so is its own creation.
+func (t *tracker) synced(ino uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.files[ino]; s != nil {
+		s.mu.Lock()
+		if size, err := fileSize(s.fd); err == nil {
+			s.synced = size
+			s.undo = nil
+			s.dirty = false
+		}
+		s.mu.Unlock()
+	}
+	t.settle(func(op *nsOp) bool {
+		if op.selfSync && op.ino == ino {
+			return true
+		}
+		delete(op.needs, ino) // a directory fsync
+		return len(op.needs) == 0
+	})
+}
+
+// settle makes durable every pending op for which durable returns true.
+// Must hold t.mu.
+func (t *tracker) settle(durable func(*nsOp) bool) {
+	keep := t.ops[:0]
+	for _, op := range t.ops {
+		if durable(op) {
+			t.commit(op)
+			continue
+		}
+		keep = append(keep, op)
+	}
+	clear(t.ops[len(keep):])
+	t.ops = keep
+}
+
+// commit forgets how to undo op. Must hold t.mu.
+func (t *tracker) commit(op *nsOp) {
+	if op.trash != "" {
+		removeTrash(op.trash)
+	}
+}
+
+func removeTrash(p string) {
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		os.RemoveAll(p)
+	}
+}
+
+// trashName reserves a fresh name in the trash directory.
+func (t *tracker) trashName() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.seq++
+	return filepath.Join(t.trash, strconv.FormatUint(t.seq, 10))
+}
+
+// record appends a namespace change that is not durable yet.
+func (t *tracker) record(op *nsOp) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ops = append(t.ops, op)
+	for len(t.ops) > maxPendingOps {
+		t.commit(t.ops[0])
+		t.ops[0] = nil
+		t.ops = t.ops[1:]
+		t.forced++
+	}
+}
+
+// pending reports the number of files with unsynced data and of namespace
+// changes not yet durable.
+func (t *tracker) pending() (files, ops int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.files {
+		s.mu.Lock()
+		if s.dirty || s.passthrough > 0 {
+			files++
+		}
+		s.mu.Unlock()
+	}
+	return files, len(t.ops)
+}
+
+// CrashReport says what a crash undid.
+type CrashReport struct {
+	// Files is the number of files rolled back to their synced content.
+	Files int `json:"files"`
+	// BytesLost counts appended bytes dropped plus overwritten bytes
+	// restored.
+	BytesLost int64 `json:"bytes_lost"`
+	// Undone counts namespace changes undone (creates, unlinks, renames…).
+	Undone int `json:"undone"`
+	// Errors lists undo steps that failed (for example a path a durable
+	// change reused); the rest of the crash still happened.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// crash undoes everything not durable. The caller blocks every mutating
+// operation while it runs. It returns the kernel notifications to send once
+// operations may run again (a notification can wait on a directory lock
+// that a blocked operation holds).
+func (t *tracker) crash() (CrashReport, []func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var rep CrashReport
+	var notes []func()
+	fail := func(format string, args ...any) { rep.Errors = append(rep.Errors, fmt.Sprintf(format, args...)) }
+	gone := make(map[uint64]bool)
+
+	for i := len(t.ops) - 1; i >= 0; i-- {
+		op := t.ops[i]
+		t.ops[i] = nil
+		rep.Undone++
+		switch op.kind {
+		case opCreate, opLink:
+			if err := syscall.Unlink(op.path); err != nil {
+				fail("undo create %s: %v", op.path, err)
+				continue
+			}
+			if op.kind == opCreate {
+				gone[op.ino] = true
+			}
+			notes = append(notes, forgetChild(op.dir, op.name))
+		case opMkdir:
+			if err := syscall.Rmdir(op.path); err != nil {
+				fail("undo mkdir %s: %v", op.path, err)
+				continue
+			}
+			notes = append(notes, forgetChild(op.dir, op.name))
+		case opUnlink:
+			if err := syscall.Rename(op.trash, op.path); err != nil {
+				fail("undo unlink %s: %v", op.path, err)
+				continue
+			}
+			notes = append(notes, notifyEntry(op.dir, op.name))
+		case opRmdir:
+			if err := syscall.Mkdir(op.path, op.mode&0o7777); err != nil {
+				fail("undo rmdir %s: %v", op.path, err)
+				continue
+			}
+			notes = append(notes, notifyEntry(op.dir, op.name))
+		case opRename:
+			if err := syscall.Rename(op.newPath, op.path); err != nil {
+				fail("undo rename %s: %v", op.newPath, err)
+				continue
+			}
+			switch {
+			case op.trash != "":
+				if err := syscall.Rename(op.trash, op.newPath); err != nil {
+					fail("restore %s: %v", op.newPath, err)
+				}
+			case op.victimDir:
+				if err := syscall.Mkdir(op.newPath, op.mode&0o7777); err != nil {
+					fail("restore %s: %v", op.newPath, err)
+				}
+			}
+			if op.newDir != nil && op.dir != nil {
+				op.newDir.MvChild(op.newName, op.dir, op.name, true)
+			}
+			notes = append(notes, notifyEntry(op.dir, op.name), notifyEntry(op.newDir, op.newName))
+		case opExchange:
+			if err := unix.Renameat2(unix.AT_FDCWD, op.path, unix.AT_FDCWD, op.newPath, unix.RENAME_EXCHANGE); err != nil {
+				fail("undo exchange %s: %v", op.path, err)
+				continue
+			}
+			if op.newDir != nil && op.dir != nil {
+				op.dir.ExchangeChild(op.name, op.newDir, op.newName)
+			}
+			notes = append(notes, notifyEntry(op.dir, op.name), notifyEntry(op.newDir, op.newName))
+		}
+	}
+	t.ops = nil
+
+	inos := make([]uint64, 0, len(t.files))
+	for ino := range t.files {
+		inos = append(inos, ino)
+	}
+	sort.Slice(inos, func(i, j int) bool { return inos[i] < inos[j] })
+	for _, ino := range inos {
+		s := t.files[ino]
+		s.mu.Lock()
+		if gone[ino] {
+			s.undo, s.dirty, s.synced = nil, false, 0
+		} else if s.dirty || s.passthrough > 0 {
+			lost, err := s.rollback()
+			if err != nil {
+				fail("%v", err)
+			}
+			if lost > 0 {
+				rep.Files++
+				rep.BytesLost += lost
+			}
+		}
+		if in := s.inode; in != nil {
+			notes = append(notes, func() { in.NotifyContent(0, 0) })
+		}
+		if s.open == 0 {
+			delete(t.files, ino)
+			syscall.Close(s.fd)
+			s.fd = -1
+		}
+		s.mu.Unlock()
+	}
+	return rep, notes
+}
+
+// forgetChild drops name from dir in the inode tree now and returns the
+// kernel notification for later.
+func forgetChild(dir *fs.Inode, name string) func() {
+	if dir == nil {
+		return func() {}
+	}
+	child := dir.GetChild(name)
+	dir.RmChild(name)
+	return func() {
+		if child != nil {
+			dir.NotifyDelete(name, child)
+		} else {
+			dir.NotifyEntry(name)
+		}
+	}
+}
+
+func notifyEntry(dir *fs.Inode, name string) func() {
+	if dir == nil {
+		return func() {}
+	}
+	return func() { dir.NotifyEntry(name) }
+}
+
+// close makes everything durable, as a clean unmount does, and empties the
+// trash.
+func (t *tracker) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, op := range t.ops {
+		t.commit(op)
+	}
+	t.ops = nil
+	for ino, s := range t.files {
+		s.mu.Lock()
+		if s.fd >= 0 {
+			syscall.Close(s.fd)
+			s.fd = -1
+		}
+		s.mu.Unlock()
+		delete(t.files, ino)
+	}
+}
