@@ -27,38 +27,70 @@ const probeTimeout = 2 * time.Second
 
 // Ready waits until every node of c answers its probe, dialing from the
 // client namespace. It polls and never sleeps a fixed time before the first
-// attempt. exited, if not nil, reports a node whose process died, which fails
-// the wait at once.
+// attempt. exited, if not nil, reports a node whose process died; that fails
+// the wait at once, even while a probe attempt is in flight.
 func Ready(ctx context.Context, c *Cluster, exited func(*Node) error) error {
 	dial := c.Dial()
 	var brokerIDs []int
 	for _, b := range c.Of(RoleBroker) {
 		brokerIDs = append(brokerIDs, b.ID)
 	}
-	g, ctx := errgroup.WithContext(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var probes errgroup.Group
 	for _, n := range c.Nodes {
 		if n.Probe == ProbeNone {
 			continue
 		}
-		g.Go(func() error {
-			return poll(ctx, n, exited, func(ctx context.Context) error {
+		probes.Go(func() error {
+			err := poll(ctx, n, func(ctx context.Context) error {
 				return ProbeNode(ctx, dial, n.NodeSpec, brokerIDs)
 			})
+			if err != nil {
+				cancel() // one failure fails the wait
+			}
+			return err
 		})
 	}
-	return g.Wait()
+	var watch errgroup.Group
+	var exitErr error
+	stop := make(chan struct{})
+	if exited != nil {
+		watch.Go(func() error {
+			tick := time.NewTicker(20 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return nil
+				case <-ctx.Done():
+					return nil
+				case <-tick.C:
+				}
+				for _, n := range c.Nodes {
+					if err := exited(n); err != nil {
+						exitErr = fmt.Errorf("%s: %w: %w", n.Name, ErrNotReady, err)
+						cancel()
+						return nil
+					}
+				}
+			}
+		})
+	}
+	err := probes.Wait()
+	close(stop)
+	watch.Wait() //nolint:errcheck // the watcher reports through exitErr
+	if exitErr != nil {
+		return exitErr
+	}
+	return err
 }
 
 // poll runs try until it succeeds, backing off from 10 ms to 200 ms.
-func poll(ctx context.Context, n *Node, exited func(*Node) error, try func(context.Context) error) error {
+func poll(ctx context.Context, n *Node, try func(context.Context) error) error {
 	wait := 10 * time.Millisecond
 	var last error
 	for {
-		if exited != nil {
-			if err := exited(n); err != nil {
-				return fmt.Errorf("%s: %w: %w", n.Name, ErrNotReady, err)
-			}
-		}
 		actx, cancel := context.WithTimeout(ctx, probeTimeout)
 		last = try(actx)
 		cancel()
@@ -133,6 +165,10 @@ func probeEtcd(ctx context.Context, dial DialFunc, endpoint string) error {
 // probeKafka requires ApiVersions to answer and Metadata from this broker to
 // list every broker of the cluster.
 func probeKafka(ctx context.Context, dial DialFunc, addr string, want []int) error {
+	// A plain connect fails fast while the port is closed; kgo would retry.
+	if err := probeTCP(ctx, dial, addr); err != nil {
+		return err
+	}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(addr),
 		kgo.Dialer(dial),

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -148,6 +149,7 @@ func (b *Backend) Up(ctx context.Context, t compose.Topology) (c *compose.Cluste
 	if err := r.startAll(ctx); err != nil {
 		return nil, err
 	}
+	log.Debug("nodes started", "took", time.Since(begin))
 	if err := r.save(); err != nil {
 		return nil, err
 	}
@@ -156,6 +158,7 @@ func (b *Backend) Up(ctx context.Context, t compose.Topology) (c *compose.Cluste
 	if err := compose.Ready(rctx, c, r.exited); err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", t.Name, err)
 	}
+	log.Debug("nodes ready", "took", time.Since(begin))
 	r.mu.Lock()
 	r.st.Status = compose.StatusUp
 	r.st.Detached = o.Detach
@@ -262,13 +265,30 @@ func (r *run) exited(n *compose.Node) error {
 	if n.Proc == nil || n.Proc.Running() {
 		return nil
 	}
-	return fmt.Errorf("process exited (see %s)", n.LogFile)
+	return fmt.Errorf("process exited; end of %s:\n%s", n.LogFile, tail(n.LogFile, 10))
 }
 
-// teardown stops every process of the run, removes its namespaces (their
+// tail returns the last lines of a file, indented, for error messages (the
+// run directory may be gone by the time the error is read).
+func tail(path string, lines int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "    (" + err.Error() + ")"
+	}
+	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(ls) > lines {
+		ls = ls[len(ls)-lines:]
+	}
+	return "    " + strings.Join(ls, "\n    ")
+}
+
+// teardown stops every process of the run (SIGKILL when its data goes too,
+// else SIGTERM with a grace period), removes its namespaces (their
 // links go with them), its run directory and finally its state file. It is
 // safe to call on a half-created run and more than once.
 func (r *run) teardown(ctx context.Context) error {
+	begin := time.Now()
+	defer func() { r.b.Log.Debug("teardown", "run", r.st.RunID, "took", time.Since(begin)) }()
 	r.mu.Lock()
 	r.st.Status = compose.StatusStopping
 	r.mu.Unlock()
@@ -285,6 +305,16 @@ func (r *run) teardown(ctx context.Context) error {
 			pid, start := ns.PID, ns.PIDStart
 			if p := r.procs[ns.Name]; p != nil {
 				pid, start = p.ident()
+			}
+			if !st.KeepData {
+				// Nothing of the node outlives Down: no need to let it
+				// shut down cleanly (etcd takes seconds to).
+				if err := compose.Signal(pid, start, syscall.SIGKILL); err != nil && !errors.Is(err, compose.ErrNoProcess) {
+					return err
+				}
+				wctx, cancel := context.WithTimeout(gctx, killWait)
+				defer cancel()
+				return compose.WaitGone(wctx, pid, start)
 			}
 			return compose.Terminate(gctx, pid, start, r.b.Grace)
 		})

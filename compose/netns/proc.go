@@ -66,7 +66,7 @@ func (p *proc) Start(ctx context.Context) error {
 	if len(s.Argv) == 0 {
 		return compose.ErrNoProcess
 	}
-	if err := os.MkdirAll(s.DataDir, 0o755); err != nil {
+	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	for name, content := range s.Files {

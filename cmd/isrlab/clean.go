@@ -1,0 +1,52 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/isrlab/isrlab/compose/netns"
+)
+
+func init() { rootCmd.AddCommand(newCleanCmd()) }
+
+func newCleanCmd() *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "clean",
+		Short: "Remove what dead runs left: processes, namespaces, links, mounts, state",
+		Long: `Remove every leftover of runs that are no longer alive: their node processes
+(and anything else running in their namespaces), network namespaces with their
+links and bind mounts, run directories and state files. A run is alive while
+the process that owns it runs, or, for "isrlab cluster up", until "isrlab
+cluster down". Live runs are left alone, so clean is safe to run at any time,
+including next to a running test. --all also takes down live clusters.`,
+		Example: `  isrlab clean
+  isrlab clean --all`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signalContext()
+			defer stop()
+			if handled, err := reexecRootless(ctx); handled {
+				return err
+			}
+			rep, err := (&netns.Backend{}).Clean(ctx, all)
+			w := cmd.OutOrStdout()
+			for _, r := range rep.Runs {
+				fmt.Fprintf(w, "removed run %s\n", r)
+			}
+			for _, n := range rep.Namespaces {
+				fmt.Fprintf(w, "removed orphan namespace %s\n", n)
+			}
+			for _, r := range rep.Live {
+				fmt.Fprintf(w, "left live run %s alone\n", r)
+			}
+			if len(rep.Runs)+len(rep.Namespaces) == 0 && err == nil {
+				fmt.Fprintln(w, "nothing to clean")
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "also take down live clusters")
+	return cmd
+}

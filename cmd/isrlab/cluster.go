@@ -1,0 +1,484 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/compose/netns"
+)
+
+func init() { rootCmd.AddCommand(newClusterCmd()) }
+
+const defaultClusterName = "isrlab"
+
+func newClusterCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Bring a lab cluster up, inspect it, run commands in it, take it down",
+		Long: `Manage a lab cluster: coordinators (embedded etcd), brokers (isrlab broker)
+and client hosts, each in its own network namespace, joined by a bridge in a
+dedicated switch namespace (never the root namespace).
+
+"cluster up" returns while the cluster keeps running; the other subcommands
+find it by name through its state file (/run/isrlab/<name>/state.json for
+root). Everything a run creates carries its run id, and "isrlab clean" removes
+whatever dead runs left.
+
+As a non-root user, isrlab re-executes itself inside a new user, network and
+mount namespace and runs the same backend there (rootless); later commands
+enter that namespace through nsenter(1).`,
+		Example: `  isrlab cluster up --brokers 3 --config min.insync.replicas=2
+  isrlab cluster exec -- kcat -L -b 10.213.0.4:9092
+  isrlab cluster status
+  isrlab cluster down`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usageError("missing subcommand: up, status, exec, list or down\nRun 'isrlab cluster --help' for usage.")
+		},
+	}
+	cmd.AddCommand(newClusterUpCmd(), newClusterDownCmd(), newClusterStatusCmd(), newClusterExecCmd(), newClusterListCmd())
+	return cmd
+}
+
+// signalContext is cancelled by SIGINT or SIGTERM, so that a command tears
+// down what it created.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// reexecRootless re-runs this command inside a fresh user namespace when the
+// caller is not root. handled reports that the re-execution ran.
+func reexecRootless(ctx context.Context) (handled bool, err error) {
+	if !netns.NeedUserNS() {
+		return false, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return true, fmt.Errorf("find isrlab binary: %w", err)
+	}
+	code, err := netns.ReexecInUserNS(ctx, exe, os.Args[1:])
+	if err != nil {
+		return true, err
+	}
+	if code != 0 {
+		return true, withCode(code, nil)
+	}
+	return true, nil
+}
+
+// enterRootless re-runs this command inside the user and mount namespaces of
+// a rootless run found in st, if this process is outside them.
+func enterRootless(ctx context.Context, st *compose.State) (handled bool, err error) {
+	if !st.Rootless || netns.InUserNS() {
+		return false, nil
+	}
+	holder := netns.Holder(st)
+	if holder == 0 {
+		return false, nil // every process is gone; what is left is files
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return true, fmt.Errorf("find isrlab binary: %w", err)
+	}
+	code, err := netns.EnterUserNS(ctx, holder, exe, os.Args[1:])
+	if err != nil {
+		return true, err
+	}
+	if code != 0 {
+		return true, withCode(code, nil)
+	}
+	return true, nil
+}
+
+func defaultRunDir(name, run string) string {
+	base := filepath.Join("/var/tmp", "isrlab")
+	if os.Geteuid() != 0 || netns.InUserNS() {
+		base = filepath.Join(os.TempDir(), "isrlab-"+strconv.Itoa(os.Getuid()))
+		if netns.InUserNS() {
+			// Inside the user namespace we are uid 0; keep the outer name.
+			base = filepath.Join(filepath.Dir(compose.StateDir()), filepath.Base(compose.StateDir())+"-runs")
+		}
+	}
+	return filepath.Join(base, name+"-"+run)
+}
+
+func newClusterUpCmd() *cobra.Command {
+	var (
+		o        compose.Options
+		backend  string
+		configs  []string
+		subnet   string
+		timeout  time.Duration
+		keepData bool
+		verbose  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Bring a cluster up and return while it keeps running",
+		Long: `Create the network (switch namespace, bridge, one namespace per node), start
+the coordinators and brokers inside their namespaces, wait until every
+coordinator answers etcd's status and every broker answers ApiVersions and
+lists every broker in Metadata, print the nodes and return. The node
+processes keep running, detached, until "isrlab cluster down".
+
+Addresses come from --subnet in node order c1..cN, b1..bN, client1..clientN.
+Each node has its own data directory and log file under --run-dir. Broker
+settings given with --config go to every broker's server.properties.
+
+On error, Ctrl-C or SIGTERM before the cluster is ready, everything created
+so far is removed.`,
+		Example: `  isrlab cluster up
+  isrlab cluster up --name lab2 --coordinators 1 --brokers 5 --subnet 10.99.0.0/24
+  isrlab cluster up --config min.insync.replicas=2 --config unclean.leader.election.enable=false`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if backend != netns.Name {
+				if backend == "docker" {
+					return usageError("--backend docker is not available yet; use --backend netns")
+				}
+				return usageError("--backend must be netns or docker, not %q", backend)
+			}
+			if o.Coordinators < 1 || o.Brokers < 1 || o.Clients < 1 {
+				return usageError("--coordinators, --brokers and --clients must be at least 1")
+			}
+			if !compose.ValidName(o.Name) {
+				return usageError("--name %q: use 1-24 characters of a-z, 0-9 and -", o.Name)
+			}
+			for _, c := range configs {
+				kv, err := compose.ParseKV(c)
+				if err != nil {
+					return usageError("--config: %v", err)
+				}
+				o.BrokerConfig = append(o.BrokerConfig, kv)
+			}
+			if subnet != "" {
+				p, err := netip.ParsePrefix(subnet)
+				if err != nil {
+					return usageError("--subnet: %v", err)
+				}
+				o.Subnet = p
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			if handled, err := reexecRootless(ctx); handled {
+				return err
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("find isrlab binary: %w", err)
+			}
+			o.Binary = exe
+			o.RunID = compose.NewRunID()
+			if o.RunDir == "" {
+				o.RunDir = defaultRunDir(o.Name, o.RunID)
+			}
+			top, err := compose.Build(o)
+			if err != nil {
+				return usageError("%v", err)
+			}
+			b := &netns.Backend{Detach: true, KeepData: keepData, ReadyTimeout: timeout, Log: cliLogger(cmd, verbose)}
+			begin := time.Now()
+			c, err := b.Up(ctx, top)
+			if errors.Is(err, netns.ErrRunning) {
+				return withCode(exitBadArgs, fmt.Errorf("%w: take it down first (isrlab cluster down --name %s) or pick another --name", err, o.Name))
+			}
+			if err != nil {
+				// Node logs may say "unknown command": not a usage error of ours.
+				return withCode(exitInternal, err)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "cluster %s (run %s, backend %s) is up after %.2fs\n", c.Name, c.RunID, c.Backend, time.Since(begin).Seconds())
+			printNodes(w, c, nil)
+			printEndpoints(w, c.Topology, c.StateFile)
+			fmt.Fprintf(w, "try:               isrlab cluster exec --name %s -- kcat -L -b %s\n", c.Name, strings.Join(c.Bootstrap(), ","))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&backend, "backend", netns.Name, "netns (network namespaces) or docker")
+	f.StringVar(&o.Name, "name", defaultClusterName, "cluster name")
+	f.IntVar(&o.Coordinators, "coordinators", 3, "number of coordinators (etcd members)")
+	f.IntVar(&o.Brokers, "brokers", 3, "number of brokers")
+	f.IntVar(&o.Clients, "clients", 1, "number of client hosts")
+	f.StringArrayVar(&configs, "config", nil, "broker setting key=value (repeatable), e.g. min.insync.replicas=2")
+	f.StringVar(&subnet, "subnet", compose.DefaultSubnet.String(), "IPv4 subnet of the lab network")
+	f.StringVar(&o.RunDir, "run-dir", "", "directory for node data and logs (default /var/tmp/isrlab/<name>-<run>)")
+	f.DurationVar(&timeout, "timeout", 60*time.Second, "how long to wait for every node to be ready")
+	f.BoolVar(&keepData, "keep-data", false, "keep the run directory when the cluster goes down")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log each step with its duration to stderr")
+	return cmd
+}
+
+// cliLogger logs to stderr at debug level when verbose, else only errors.
+func cliLogger(cmd *cobra.Command, verbose bool) *slog.Logger {
+	level := slog.LevelWarn
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+}
+
+func printEndpoints(w io.Writer, t compose.Topology, stateFile string) {
+	fmt.Fprintf(w, "bootstrap servers: %s\n", strings.Join(t.Bootstrap(), ","))
+	fmt.Fprintf(w, "coordinators:      %s\n", strings.Join(t.CoordinatorEndpoints(), ","))
+	fmt.Fprintf(w, "run dir:           %s\n", t.RunDir)
+	if stateFile != "" {
+		fmt.Fprintf(w, "state:             %s\n", stateFile)
+	}
+}
+
+// printNodes writes one line per node; up, if not nil, overrides liveness.
+func printNodes(w io.Writer, c *compose.Cluster, up map[string]string) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tROLE\tADDRESS\tPID\tSTATE\tNETNS\tLOG")
+	for _, n := range c.Nodes {
+		pid, state := "-", "-"
+		if n.Proc != nil {
+			pid = strconv.Itoa(n.PID())
+			state = "down"
+			if n.Proc.Running() {
+				state = "up"
+			}
+		}
+		if s, ok := up[n.Name]; ok {
+			state = s
+		}
+		logf := n.LogFile
+		if n.Proc == nil {
+			logf = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.Addr, pid, state, n.NetNS, logf)
+	}
+	tw.Flush()
+}
+
+// loadCluster finds cluster name and attaches to it.
+func loadCluster(name string) (*compose.State, *compose.Cluster, error) {
+	st, err := compose.ReadState(compose.StateDir(), name)
+	if errors.Is(err, compose.ErrNotFound) {
+		return nil, nil, withCode(exitBadArgs, fmt.Errorf("%w (is it up? see isrlab cluster list)", err))
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if st.Backend != netns.Name {
+		return st, nil, fmt.Errorf("cluster %s runs on backend %s, which this command does not handle yet", name, st.Backend)
+	}
+	c, err := (&netns.Backend{}).Attach(st)
+	return st, c, err
+}
+
+func newClusterDownCmd() *cobra.Command {
+	var name string
+	var grace time.Duration
+	cmd := &cobra.Command{
+		Use:   "down",
+		Short: "Stop every node and remove everything the cluster created",
+		Long: `Stop every node process (SIGTERM, then SIGKILL after --grace), kill anything
+else running in the cluster's namespaces, remove the namespaces (their links
+go with them), the run directory (unless the cluster was started with
+--keep-data) and the state file.`,
+		Example: `  isrlab cluster down
+  isrlab cluster down --name lab2 --grace 10s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signalContext()
+			defer stop()
+			st, err := compose.ReadState(compose.StateDir(), name)
+			if errors.Is(err, compose.ErrNotFound) {
+				return withCode(exitBadArgs, err)
+			}
+			if err != nil {
+				return err
+			}
+			if handled, err := enterRootless(ctx, st); handled {
+				return err
+			}
+			begin := time.Now()
+			if err := (&netns.Backend{Grace: grace}).Down(ctx, name); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "cluster %s (run %s) is down after %.2fs\n", name, st.RunID, time.Since(begin).Seconds())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", defaultClusterName, "cluster name")
+	cmd.Flags().DurationVar(&grace, "grace", 3*time.Second, "how long a node may take to exit after SIGTERM")
+	return cmd
+}
+
+func newClusterExecCmd() *cobra.Command {
+	var name, node string
+	cmd := &cobra.Command{
+		Use:   "exec [--name N] [--node client1] -- CMD [ARG...]",
+		Short: "Run a command inside a node's network namespace (default: the client host)",
+		Long: `Run CMD with its arguments (no shell) inside the network namespace of a node
+of the cluster, by default the first client host, with this terminal's
+standard input and output. The exit code is CMD's.`,
+		Example: `  isrlab cluster exec -- kcat -L -b 10.213.0.4:9092
+  isrlab cluster exec --node b1 -- ip addr
+  isrlab cluster exec -- sh -c 'echo hi | kcat -P -b 10.213.0.4:9092 -t t'`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError("missing command: isrlab cluster exec -- CMD [ARG...]")
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			st, c, err := loadCluster(name)
+			if err != nil {
+				return err
+			}
+			if handled, err := enterRootless(ctx, st); handled {
+				return err
+			}
+			if node == "" {
+				if cl := c.Client(); cl != nil {
+					node = cl.Name
+				}
+			}
+			n := c.Node(node)
+			if n == nil {
+				return usageError("--node %q: cluster %s has nodes %s", node, name, strings.Join(c.NodeNames(), ", "))
+			}
+			x := exec.Command(args[0], args[1:]...)
+			x.Stdin, x.Stdout, x.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if err := compose.InNetNS(n.NetNS, x.Start); err != nil {
+				return withCode(127, fmt.Errorf("run %s in %s: %w", args[0], node, err))
+			}
+			// The command gets Ctrl-C from the terminal itself; wait for it.
+			err = x.Wait()
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				return withCode(ee.ExitCode(), nil)
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", defaultClusterName, "cluster name")
+	cmd.Flags().StringVar(&node, "node", "", "node whose namespace to use (default: the first client host)")
+	// Everything after CMD belongs to CMD, even without "--".
+	cmd.Flags().SetInterspersed(false)
+	return cmd
+}
+
+func newClusterStatusCmd() *cobra.Command {
+	var name string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show nodes, pids, addresses, up/down and the leader of every partition",
+		Long: `Show each node with its process id and whether the process runs, then ask the
+brokers (from the client host's namespace) for metadata and list every
+partition with its leader, replicas and in-sync replicas. --json prints the
+cluster's state file instead.`,
+		Example: `  isrlab cluster status
+  isrlab cluster status --name lab2 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signalContext()
+			defer stop()
+			st, c, err := loadCluster(name)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			if handled, err := enterRootless(ctx, st); handled {
+				return err
+			}
+			fmt.Fprintf(w, "cluster %s (run %s, backend %s) %s since %s\n", c.Name, c.RunID, c.Backend, st.Status, st.Created.Format(time.RFC3339))
+			printNodes(w, c, nil)
+			printEndpoints(w, c.Topology, "")
+			fmt.Fprintln(w)
+			return printPartitions(ctx, w, c)
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", defaultClusterName, "cluster name")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the state file as JSON")
+	return cmd
+}
+
+// printPartitions lists leaders from a metadata request through the client
+// namespace; an unreachable cluster is reported, not an error.
+func printPartitions(ctx context.Context, w io.Writer, c *compose.Cluster) error {
+	if len(c.Bootstrap()) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...), kgo.Dialer(c.Dial()), kgo.RequestRetries(1))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	md, err := kadm.NewClient(cl).Metadata(mctx)
+	if err != nil {
+		fmt.Fprintf(w, "partitions: metadata unavailable: %v\n", err)
+		return nil
+	}
+	fmt.Fprintf(w, "controller: broker %d\n", md.Controller)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tLEADER\tEPOCH\tREPLICAS\tISR")
+	topics := md.Topics.Names()
+	slices.Sort(topics)
+	for _, t := range topics {
+		td := md.Topics[t]
+		for _, p := range td.Partitions.Sorted() {
+			leader := strconv.Itoa(int(p.Leader))
+			if p.Err != nil {
+				leader += " (" + p.Err.Error() + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%v\t%v\n", t, p.Partition, leader, p.LeaderEpoch, p.Replicas, p.ISR)
+		}
+	}
+	tw.Flush()
+	if len(topics) == 0 {
+		fmt.Fprintln(w, "no topics")
+	}
+	return nil
+}
+
+func newClusterListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Short:   "List clusters known on this machine (for this user)",
+		Long:    `List every cluster with a state file, its run id, backend, status and whether it is live (dead runs are removed by isrlab clean).`,
+		Example: `  isrlab cluster list`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			states, errs := compose.ListStates(compose.StateDir())
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tRUN\tBACKEND\tSTATUS\tLIVE\tNODES\tCREATED")
+			for _, s := range states {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%s\n", s.Name, s.RunID, s.Backend, s.Status, s.Live(), len(s.Nodes), s.Created.Format(time.RFC3339))
+			}
+			tw.Flush()
+			return errors.Join(errs...)
+		},
+	}
+}
