@@ -1,0 +1,543 @@
+package checker
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/isrlab/isrlab/history"
+)
+
+// Compact state keeps 10 million operations well under the memory budget:
+// one valueState per distinct value (values are dense int64s in isrlab's
+// workloads, so they index a slice), one int64 per partition offset.
+const (
+	denseValueLimit  = 1 << 27 // values in [0, limit) are indexed directly
+	denseOffsetLimit = 1 << 28 // offsets below it live in a slice
+	emptySlot        = math.MinInt64 + 1
+)
+
+type valueState struct {
+	inv  int64 // position of the send's invoke, -1 if never sent
+	done int64 // position of the send's completion, -1 if none
+	read int64 // position of the first poll that returned it, -1 if none
+	off  int64 // first offset it was seen at (ack or read), -1 if none
+	part int32 // partition of off, or of the send
+	st   history.Type
+	fl   uint8
+}
+
+const (
+	flRead uint8 = 1 << iota
+	flDupReported
+	flAcked
+)
+
+type partState struct {
+	slots   []int64
+	far     map[int64]int64
+	maxRead int64
+}
+
+func (p *partState) get(off int64) int64 {
+	if off < denseOffsetLimit {
+		if off < int64(len(p.slots)) {
+			return p.slots[off]
+		}
+		return emptySlot
+	}
+	if v, ok := p.far[off]; ok {
+		return v
+	}
+	return emptySlot
+}
+
+func (p *partState) set(off, v int64) {
+	if off < denseOffsetLimit {
+		for off >= int64(len(p.slots)) {
+			n := max(2*len(p.slots), 1024, int(off)+1)
+			grown := make([]int64, n)
+			copy(grown, p.slots)
+			for i := len(p.slots); i < n; i++ {
+				grown[i] = emptySlot
+			}
+			p.slots = grown
+		}
+		p.slots[off] = v
+		return
+	}
+	if p.far == nil {
+		p.far = map[int64]int64{}
+	}
+	p.far[off] = v
+}
+
+// anyBetween reports whether a known offset lies strictly between a and b.
+func (p *partState) anyBetween(a, b int64) (int64, bool) {
+	for o := a + 1; o < b && o < denseOffsetLimit; o++ {
+		if o >= int64(len(p.slots)) {
+			break
+		}
+		if p.slots[o] != emptySlot {
+			return o, true
+		}
+	}
+	if b > denseOffsetLimit {
+		best, found := int64(0), false
+		for o := range p.far {
+			if o > a && o < b && (!found || o < best) {
+				best, found = o, true
+			}
+		}
+		return best, found
+	}
+	return 0, false
+}
+
+type pending struct {
+	pos      int64
+	time     int64
+	f        string
+	value    int64
+	hasValue bool
+	part     int32
+}
+
+type mark struct {
+	off int64
+	pos int64
+}
+
+type procState struct {
+	pend     pending
+	hasPend  bool
+	lastPoll map[int32]mark
+	lastSend map[int32]mark
+}
+
+type skipCandidate struct {
+	part     int32
+	proc     int
+	from, to int64
+	pos1     int64
+	pos2     int64
+}
+
+type analysis struct {
+	opt Options
+
+	dense  []int32 // value -> index+1 into vals
+	sparse map[int64]int32
+	vals   []valueState
+	valIDs []int64 // index -> value
+
+	parts []*partState
+	procs map[int]*procState
+
+	skips []skipCandidate
+
+	anomalies map[string]int64
+	examples  map[string][]Example
+	reported  map[[2]int64]struct{} // inconsistent offsets already counted
+
+	stats Stats
+	avail availTracker
+	lat   map[string]*histogram
+	lin   *linCollector
+}
+
+func newAnalysis(opt Options) *analysis {
+	a := &analysis{
+		opt:       opt,
+		sparse:    map[int64]int32{},
+		procs:     map[int]*procState{},
+		anomalies: map[string]int64{},
+		examples:  map[string][]Example{},
+		reported:  map[[2]int64]struct{}{},
+		lat:       map[string]*histogram{},
+	}
+	if opt.Linearizable != LinOff {
+		a.lin = &linCollector{max: opt.LinMaxOps, force: opt.Linearizable == LinOn}
+	}
+	return a
+}
+
+func (a *analysis) value(v int64, create bool) *valueState {
+	if v >= 0 && v < denseValueLimit {
+		if v < int64(len(a.dense)) && a.dense[v] != 0 {
+			return &a.vals[a.dense[v]-1]
+		}
+		if !create {
+			return nil
+		}
+		if v >= int64(len(a.dense)) {
+			n := max(2*len(a.dense), 1<<16, int(v)+1)
+			n = min(n, denseValueLimit)
+			grown := make([]int32, n)
+			copy(grown, a.dense)
+			a.dense = grown
+		}
+		a.vals = append(a.vals, valueState{inv: -1, done: -1, read: -1, off: -1, part: -1})
+		a.valIDs = append(a.valIDs, v)
+		a.dense[v] = int32(len(a.vals))
+		return &a.vals[len(a.vals)-1]
+	}
+	if i, ok := a.sparse[v]; ok {
+		return &a.vals[i]
+	}
+	if !create {
+		return nil
+	}
+	a.vals = append(a.vals, valueState{inv: -1, done: -1, read: -1, off: -1, part: -1})
+	a.valIDs = append(a.valIDs, v)
+	a.sparse[v] = int32(len(a.vals) - 1)
+	return &a.vals[len(a.vals)-1]
+}
+
+func (a *analysis) part(p int32) *partState {
+	for int(p) >= len(a.parts) {
+		a.parts = append(a.parts, &partState{maxRead: -1})
+	}
+	return a.parts[p]
+}
+
+func (a *analysis) proc(id int) *procState {
+	ps := a.procs[id]
+	if ps == nil {
+		ps = &procState{lastPoll: map[int32]mark{}, lastSend: map[int32]mark{}}
+		a.procs[id] = ps
+	}
+	return ps
+}
+
+func (a *analysis) flag(kind string, ex Example) {
+	a.anomalies[kind]++
+	if len(a.examples[kind]) < a.opt.MaxExamples {
+		a.examples[kind] = append(a.examples[kind], ex)
+	}
+}
+
+func i64p(v int64) *int64 { return &v }
+
+// add processes the op at position pos (0-based among the history's ops).
+func (a *analysis) add(op *history.Op, pos int64) {
+	a.stats.Ops++
+	switch {
+	case op.Process == history.Nemesis:
+		a.stats.FaultOps++
+		a.avail.fault(op)
+		return
+	case op.Process == history.Cluster:
+		a.stats.StateEvents++
+		return
+	case op.Process < 0:
+		a.stats.Ignored++
+		return
+	}
+	a.stats.ClientOps++
+	ps := a.proc(op.Process)
+	if op.Type == history.Invoke {
+		ps.pend = pending{pos: pos, time: op.Time, f: op.F, value: op.Value, hasValue: op.HasValue, part: op.Partition}
+		ps.hasPend = true
+		if op.F == history.FSend && op.HasValue {
+			vs := a.value(op.Value, true)
+			if vs.inv < 0 {
+				vs.inv = pos
+			}
+			if vs.part < 0 && op.Partition >= 0 {
+				vs.part = op.Partition
+			}
+		}
+		return
+	}
+	var inv *pending
+	if ps.hasPend && ps.pend.f == op.F {
+		inv = &ps.pend
+	}
+	ps.hasPend = false
+	if inv != nil && (op.F == history.FSend || op.F == history.FPoll) {
+		a.avail.record(inv.time, op.Type == history.OK)
+		if op.Type == history.OK {
+			h := a.lat[op.F]
+			if h == nil {
+				h = &histogram{}
+				a.lat[op.F] = h
+			}
+			h.add(op.Time - inv.time)
+		}
+	}
+	switch op.F {
+	case history.FSend:
+		a.send(op, pos, inv, ps)
+	case history.FPoll, history.FDrain:
+		a.poll(op, pos, inv, ps)
+	case history.FAssign, history.FSubscribe, history.FRebalance:
+		if op.Type != history.Fail {
+			clear(ps.lastPoll)
+		}
+	case history.FCrash:
+		clear(ps.lastPoll)
+		clear(ps.lastSend)
+	default:
+		a.stats.Ignored++
+	}
+}
+
+func (a *analysis) send(op *history.Op, pos int64, inv *pending, ps *procState) {
+	a.stats.Sends++
+	value, has := op.Value, op.HasValue
+	part := op.Partition
+	if inv != nil {
+		if !has {
+			value, has = inv.value, inv.hasValue
+		}
+		if part < 0 {
+			part = inv.part
+		}
+	}
+	switch op.Type {
+	case history.OK:
+		a.stats.SendsOK++
+	case history.Fail:
+		a.stats.SendsFail++
+	case history.Info:
+		a.stats.SendsInfo++
+	}
+	if !has {
+		return
+	}
+	vs := a.value(value, true)
+	if vs.inv < 0 && inv != nil {
+		vs.inv = inv.pos
+	}
+	vs.done, vs.st = pos, op.Type
+	if part >= 0 && vs.part < 0 {
+		vs.part = part
+	}
+	if a.lin != nil {
+		callPos, call := pos, op.Time
+		if inv != nil {
+			callPos, call = inv.pos, inv.time
+		}
+		a.lin.send(op.Process, value, part, op.Type, op.Offset, call, op.Time, callPos, pos)
+	}
+	if op.Type != history.OK || op.Offset < 0 || part < 0 {
+		return
+	}
+	vs.fl |= flAcked
+	a.observe(value, part, op.Offset, pos, false)
+	if last, ok := ps.lastSend[part]; ok && op.Offset <= last.off {
+		p := op.Process
+		a.flag(NonmonotonicSend, Example{Partition: part, Offsets: []int64{last.off, op.Offset}, Process: &p,
+			Note: fmt.Sprintf("process %d's send acknowledged at offset %d after its earlier send at offset %d", p, op.Offset, last.off),
+			positions: []int64{last.pos, pos}})
+	}
+	ps.lastSend[part] = mark{off: op.Offset, pos: pos}
+}
+
+func (a *analysis) poll(op *history.Op, pos int64, inv *pending, ps *procState) {
+	a.stats.Polls++
+	if op.Type == history.OK {
+		a.stats.PollsOK++
+	}
+	if op.Type != history.OK && op.Type != history.Info {
+		return
+	}
+	call := op.Time
+	callPos := pos
+	if inv != nil {
+		call, callPos = inv.time, inv.pos
+	}
+	for _, pr := range op.Reads {
+		part := pr.Partition
+		for _, r := range pr.Records {
+			a.stats.Records++
+			a.observe(r.Value, part, r.Offset, pos, true)
+		}
+		if a.lin != nil && len(pr.Records) > 0 {
+			a.lin.poll(op.Process, part, pr.Records, call, op.Time, callPos, pos)
+		}
+		if op.Type != history.OK || len(pr.Records) == 0 {
+			continue
+		}
+		prev, had := ps.lastPoll[part]
+		for i, r := range pr.Records {
+			if i > 0 || had {
+				from, fromPos := prev.off, prev.pos
+				if i > 0 {
+					from, fromPos = pr.Records[i-1].Offset, pos
+				}
+				switch {
+				case r.Offset <= from:
+					p := op.Process
+					a.flag(NonmonotonicPoll, Example{Partition: part, Offsets: []int64{from, r.Offset}, Process: &p,
+						Note: fmt.Sprintf("process %d read offset %d after offset %d", p, r.Offset, from),
+						positions: uniq(fromPos, pos)})
+				case r.Offset > from+1:
+					a.skips = append(a.skips, skipCandidate{part: part, proc: op.Process, from: from, to: r.Offset, pos1: fromPos, pos2: pos})
+				}
+			}
+		}
+		last := pr.Records[len(pr.Records)-1]
+		ps.lastPoll[part] = mark{off: last.Offset, pos: pos}
+	}
+	_ = call
+	_ = callPos
+}
+
+func uniq(a, b int64) []int64 {
+	if a == b {
+		return []int64{a}
+	}
+	return []int64{a, b}
+}
+
+// observe records that value v is at offset off of partition part.
+func (a *analysis) observe(v int64, part int32, off int64, pos int64, read bool) {
+	ps := a.part(part)
+	vs := a.value(v, true)
+	if read {
+		if vs.fl&flRead == 0 {
+			vs.fl |= flRead
+			vs.read = pos
+			a.stats.ReadValues++
+		}
+		if off > ps.maxRead {
+			ps.maxRead = off
+		}
+	}
+	if off < 0 {
+		return
+	}
+	switch cur := ps.get(off); {
+	case cur == emptySlot:
+		ps.set(off, v)
+	case cur != v:
+		key := [2]int64{int64(part), off}
+		if _, done := a.reported[key]; !done {
+			a.reported[key] = struct{}{}
+			ex := Example{Partition: part, Offset: i64p(off), Values: []int64{cur, v},
+				Note: fmt.Sprintf("offset %d of partition %d seen holding %d and %d", off, part, cur, v)}
+			if other := a.value(cur, false); other != nil {
+				ex.positions = append(ex.positions, firstSeen(other)...)
+			}
+			ex.positions = append(ex.positions, pos)
+			a.flag(InconsistentOffsets, ex)
+		}
+	}
+	if vs.off < 0 {
+		vs.off, vs.part = off, part
+		return
+	}
+	if (vs.off != off || vs.part != part) && vs.fl&flDupReported == 0 {
+		vs.fl |= flDupReported
+		ex := Example{Partition: part, Value: i64p(v), Offsets: []int64{vs.off, off},
+			Note: fmt.Sprintf("value %d seen at offset %d of partition %d and at offset %d of partition %d", v, vs.off, vs.part, off, part)}
+		ex.positions = append(firstSeen(vs), pos)
+		a.flag(Duplicate, ex)
+	}
+}
+
+// firstSeen returns the position of the op that first placed vs at its
+// offset: its acknowledgement or its first read.
+func firstSeen(vs *valueState) []int64 {
+	if vs.fl&flAcked != 0 && vs.done >= 0 && (vs.read < 0 || vs.done < vs.read) {
+		return []int64{vs.done}
+	}
+	if vs.read >= 0 {
+		return []int64{vs.read}
+	}
+	return nil
+}
+
+// finish runs the end-of-history analyses and builds the verdict.
+func (a *analysis) finish() *Verdict {
+	for _, c := range a.skips {
+		if o, ok := a.part(c.part).anyBetween(c.from, c.to); ok {
+			p := c.proc
+			a.flag(PollSkip, Example{Partition: c.part, Offsets: []int64{c.from, c.to}, Process: &p,
+				Note: fmt.Sprintf("process %d read offset %d then %d, skipping offset %d which holds %d",
+					p, c.from, c.to, o, a.part(c.part).get(o)),
+				positions: uniq(c.pos1, c.pos2)})
+		}
+	}
+	a.skips = nil
+	for i := range a.vals {
+		vs := &a.vals[i]
+		v := a.valIDs[i]
+		read := vs.fl&flRead != 0
+		switch {
+		case read && vs.inv < 0:
+			a.flag(Unexpected, Example{Partition: vs.part, Value: i64p(v), Offset: i64p(vs.off),
+				Note: fmt.Sprintf("value %d was read but never sent", v), positions: []int64{vs.read}})
+		case read && vs.st == history.Fail:
+			a.flag(AbortedRead, Example{Partition: vs.part, Value: i64p(v), Offset: i64p(vs.off),
+				Note: fmt.Sprintf("value %d was read although its send failed", v), positions: sorted(vs.inv, vs.done, vs.read)})
+		case read && vs.st != history.OK:
+			a.stats.InfoRead++
+		case !read && vs.st == history.OK:
+			if vs.fl&flAcked != 0 && vs.part >= 0 && vs.off <= a.part(vs.part).maxRead {
+				a.flag(LostWrite, Example{Partition: vs.part, Value: i64p(v), Offset: i64p(vs.off),
+					Note: fmt.Sprintf("value %d acknowledged at offset %d was never read, though offset %d of partition %d was",
+						v, vs.off, a.part(vs.part).maxRead, vs.part),
+					positions: sorted(vs.inv, vs.done)})
+			} else {
+				a.flag(Unseen, Example{Partition: vs.part, Value: i64p(v), Offset: optOff(vs),
+					Note: fmt.Sprintf("value %d was acknowledged but never read", v), positions: sorted(vs.inv, vs.done)})
+			}
+		}
+		if vs.inv >= 0 && vs.done < 0 {
+			a.stats.SendsPending++
+		}
+	}
+	a.stats.Values = int64(len(a.vals))
+	a.stats.Partitions = len(a.parts)
+
+	v := &Verdict{
+		Anomalies:    a.anomalies,
+		Examples:     a.examples,
+		Stats:        a.stats,
+		Availability: a.avail.result(),
+		Latency:      map[string]Quantiles{},
+	}
+	for f, h := range a.lat {
+		v.Latency[f] = h.quantiles()
+	}
+	v.Valid = Valid
+	for _, n := range a.anomalies {
+		if n > 0 {
+			v.Valid = Invalid
+		}
+	}
+	return v
+}
+
+func optOff(vs *valueState) *int64 {
+	if vs.off < 0 {
+		return nil
+	}
+	return i64p(vs.off)
+}
+
+func sorted(ps ...int64) []int64 {
+	out := ps[:0]
+	for _, p := range ps {
+		if p >= 0 {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// summary returns a one-line description of anomaly counts, in a fixed order.
+func (v *Verdict) summary() string {
+	var parts []string
+	for _, n := range AnomalyNames {
+		if c := v.Anomalies[n]; c > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", n, c))
+		}
+	}
+	return strings.Join(parts, " ")
+}

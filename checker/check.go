@@ -1,0 +1,157 @@
+package checker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/isrlab/isrlab/history"
+)
+
+// Check reads the history that open returns, streaming, and returns the
+// verdict. A malformed line is an error naming the file and line; a torn
+// last line is not: the rest is checked and the verdict is marked
+// truncated (and is at best unknown). open is called a second time only when
+// examples need their operations.
+func Check(open OpenFunc, name string, opt Options) (*Verdict, error) {
+	opt = opt.withDefaults()
+	rc, err := open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	r, err := history.NewReader(rc, name)
+	if err != nil {
+		return nil, err
+	}
+	a := newAnalysis(opt)
+	var pos int64
+	var torn error
+	err = r.Scan(opt.Workers, func(op *history.Op) error {
+		a.add(op, pos)
+		pos++
+		return nil
+	})
+	if errors.Is(err, history.ErrTruncated) {
+		torn = err
+	} else if err != nil {
+		return nil, err
+	}
+	rc.Close()
+	v := a.verdict(torn)
+	if err := fillExamples(v, func(want []int64) (map[int64][]byte, error) {
+		return fetchOps(open, name, want)
+	}); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// CheckOps checks an in-memory history.
+func CheckOps(ops []history.Op, opt Options) *Verdict {
+	opt = opt.withDefaults()
+	a := newAnalysis(opt)
+	for i := range ops {
+		a.add(&ops[i], int64(i))
+	}
+	v := a.verdict(nil)
+	fillExamples(v, func(want []int64) (map[int64][]byte, error) {
+		got := map[int64][]byte{}
+		for _, p := range want {
+			if p >= 0 && p < int64(len(ops)) {
+				got[p] = history.AppendOp(nil, &ops[p])
+			}
+		}
+		return got, nil
+	})
+	return v
+}
+
+func (a *analysis) verdict(torn error) *Verdict {
+	v := a.finish()
+	v.Linearizable, v.lin = a.linearize()
+	switch v.Linearizable.Result {
+	case "illegal":
+		v.Valid = Invalid
+	case "unknown":
+		if v.Valid == Valid {
+			v.Valid = Unknown
+		}
+	}
+	if torn != nil {
+		v.TruncatedHistory = true
+		v.Truncation = torn.Error()
+		if v.Valid == Valid {
+			v.Valid = Unknown
+		}
+	}
+	return v
+}
+
+func fillExamples(v *Verdict, fetch func([]int64) (map[int64][]byte, error)) error {
+	var want []int64
+	for _, exs := range v.Examples {
+		for _, ex := range exs {
+			want = append(want, ex.positions...)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	sort.Slice(want, func(i, j int) bool { return want[i] < want[j] })
+	got, err := fetch(want)
+	if err != nil {
+		return fmt.Errorf("read example operations: %w", err)
+	}
+	for _, exs := range v.Examples {
+		for i := range exs {
+			exs[i].Ops = exs[i].Ops[:0]
+			for _, p := range exs[i].positions {
+				if b, ok := got[p]; ok {
+					exs[i].Ops = append(exs[i].Ops, json.RawMessage(b))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// fetchOps reads the history again and returns the encoded ops at the
+// wanted positions (sorted), decoding only those lines.
+func fetchOps(open OpenFunc, name string, want []int64) (map[int64][]byte, error) {
+	rc, err := open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	r, err := history.NewReader(rc, name)
+	if err != nil {
+		return nil, err
+	}
+	got := map[int64][]byte{}
+	var op history.Op
+	for pos := int64(0); len(want) > 0; pos++ {
+		if want[0] != pos {
+			if err := r.Skip(); err != nil {
+				if err == io.EOF {
+					break
+				}
+				return nil, err
+			}
+			continue
+		}
+		if err := r.Next(&op); err != nil {
+			if err == io.EOF || errors.Is(err, history.ErrTruncated) {
+				break
+			}
+			return nil, err
+		}
+		got[pos] = history.AppendOp(nil, &op)
+		for len(want) > 0 && want[0] == pos {
+			want = want[1:]
+		}
+	}
+	return got, nil
+}

@@ -1,0 +1,287 @@
+package checker
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/isrlab/isrlab/history"
+)
+
+// LinResult is the outcome of the linearizability check of each partition
+// against a log model: a send is appended at the next offset (offsets
+// increase in linearization order; gaps stand for unread writes), and a poll
+// returns records that are in the log at its linearization point.
+type LinResult struct {
+	// Result is "ok", "illegal", "unknown" (the search timed out) or
+	// "skipped" (see Reason).
+	Result     string `json:"result"`
+	Reason     string `json:"reason,omitempty"`
+	Ops        int    `json:"ops"`
+	Partitions int    `json:"partitions"`
+	// Visualization names the HTML file written for an illegal history, when
+	// the caller wrote one.
+	Visualization string `json:"visualization,omitempty"`
+}
+
+type linOp struct {
+	proc      int
+	part      int32
+	send      bool
+	typ       history.Type
+	value     int64
+	off       int64
+	call, ret int64
+	recs      []history.Record
+}
+
+type linCollector struct {
+	max   int
+	force bool
+	over  bool
+	ops   []linOp
+	arena []history.Record
+}
+
+func (c *linCollector) full() bool {
+	if c.over {
+		return true
+	}
+	if !c.force && len(c.ops) >= c.max {
+		c.over = true
+		c.ops, c.arena = nil, nil
+		return true
+	}
+	return false
+}
+
+func (c *linCollector) send(proc int, value int64, part int32, t history.Type, off, call, ret, _, _ int64) {
+	if t == history.Fail || c.full() {
+		return
+	}
+	c.ops = append(c.ops, linOp{proc: proc, part: part, send: true, typ: t, value: value, off: off, call: call, ret: ret})
+}
+
+func (c *linCollector) poll(proc int, part int32, recs []history.Record, call, ret, _, _ int64) {
+	if c.full() {
+		return
+	}
+	start := len(c.arena)
+	c.arena = append(c.arena, recs...)
+	c.ops = append(c.ops, linOp{proc: proc, part: part, recs: c.arena[start:len(c.arena):len(c.arena)], call: call, ret: ret})
+}
+
+// logNode is one entry of the model's log, a persistent list so that a send
+// is O(1) and states share their prefix.
+type logNode struct {
+	prev  *logNode
+	off   int64
+	value int64
+	hash  uint64
+}
+
+func (n *logNode) length() int64 {
+	if n == nil {
+		return 0
+	}
+	return n.off + 1
+}
+
+func mix(h uint64, a, b int64) uint64 {
+	h ^= uint64(a) * 0x9e3779b97f4a7c15
+	h = (h<<31 | h>>33) * 0xbf58476d1ce4e5b9
+	h ^= uint64(b) * 0x94d049bb133111eb
+	return (h<<29 | h>>35) * 0x9e3779b97f4a7c15
+}
+
+type linInput struct {
+	part  int32
+	send  bool
+	value int64
+	off   int64
+	recs  []history.Record
+}
+
+// lookup returns the value at off, walking back from n.
+func lookup(n *logNode, off int64) (int64, bool) {
+	for ; n != nil; n = n.prev {
+		if n.off == off {
+			return n.value, true
+		}
+		if n.off < off {
+			return 0, false
+		}
+	}
+	return 0, false
+}
+
+var logModel = porcupine.Model{
+	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+		by := map[int32][]porcupine.Operation{}
+		var keys []int32
+		for _, op := range h {
+			p := op.Input.(*linInput).part
+			if _, ok := by[p]; !ok {
+				keys = append(keys, p)
+			}
+			by[p] = append(by[p], op)
+		}
+		sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+		out := make([][]porcupine.Operation, 0, len(keys))
+		for _, k := range keys {
+			out = append(out, by[k])
+		}
+		return out
+	},
+	Init: func() any { return (*logNode)(nil) },
+	Step: func(state, input, _ any) (bool, any) {
+		n := state.(*logNode)
+		in := input.(*linInput)
+		if in.send {
+			if in.off < n.length() {
+				return false, n
+			}
+			var h uint64
+			if n != nil {
+				h = n.hash
+			}
+			return true, &logNode{prev: n, off: in.off, value: in.value, hash: mix(h, in.off, in.value)}
+		}
+		for _, r := range in.recs {
+			v, ok := lookup(n, r.Offset)
+			if !ok || v != r.Value {
+				return false, n
+			}
+		}
+		return true, n
+	},
+	Equal: func(a, b any) bool {
+		x, y := a.(*logNode), b.(*logNode)
+		for x != y {
+			if x == nil || y == nil || x.off != y.off || x.value != y.value || x.hash != y.hash {
+				return false
+			}
+			x, y = x.prev, y.prev
+		}
+		return true
+	},
+	Hash: func(s any) uint64 {
+		if n := s.(*logNode); n != nil {
+			return n.hash
+		}
+		return 0
+	},
+	DescribeOperation: func(input, _ any) string {
+		in := input.(*linInput)
+		if in.send {
+			return fmt.Sprintf("send(%d) -> %d", in.value, in.off)
+		}
+		var b strings.Builder
+		b.WriteString("poll -> [")
+		for i, r := range in.recs {
+			if i == 8 {
+				fmt.Fprintf(&b, " ... %d more", len(in.recs)-i)
+				break
+			}
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			fmt.Fprintf(&b, "%d:%d", r.Offset, r.Value)
+		}
+		b.WriteByte(']')
+		return b.String()
+	},
+	DescribeState: func(s any) string {
+		n := s.(*logNode)
+		var items []string
+		for i := 0; n != nil && i < 6; i, n = i+1, n.prev {
+			items = append(items, fmt.Sprintf("%d:%d", n.off, n.value))
+		}
+		if n != nil {
+			items = append(items, "...")
+		}
+		for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
+			items[i], items[j] = items[j], items[i]
+		}
+		return "[" + strings.Join(items, " ") + "]"
+	},
+}
+
+type linSearch struct {
+	info porcupine.LinearizationInfo
+}
+
+// linearize resolves unknown sends against the reads, runs porcupine and
+// returns the result.
+func (a *analysis) linearize() (LinResult, *linSearch) {
+	c := a.lin
+	if c == nil {
+		return LinResult{Result: "skipped", Reason: "disabled"}, nil
+	}
+	if c.over {
+		return LinResult{Result: "skipped", Reason: fmt.Sprintf("more than %d client operations; use --linearizable=on to force", c.max)}, nil
+	}
+	// Sends still pending at the end of the history are unknown.
+	procs := make([]int, 0, len(a.procs))
+	for id, ps := range a.procs {
+		if ps.hasPend && ps.pend.f == history.FSend && ps.pend.hasValue {
+			procs = append(procs, id)
+		}
+	}
+	sort.Ints(procs)
+	for _, id := range procs {
+		p := a.procs[id].pend
+		c.ops = append(c.ops, linOp{proc: id, part: p.part, send: true, typ: history.Info, value: p.value, off: -1, call: p.time, ret: math.MaxInt64})
+	}
+	ops := make([]porcupine.Operation, 0, len(c.ops))
+	parts := map[int32]bool{}
+	for _, o := range c.ops {
+		in := &linInput{part: o.part, send: o.send, value: o.value, off: o.off, recs: o.recs}
+		ret := o.ret
+		if o.send && (o.typ != history.OK || o.off < 0) {
+			vs := a.value(o.value, false)
+			if vs == nil || vs.fl&flRead == 0 || vs.off < 0 {
+				continue // never observed: it may or may not have happened
+			}
+			in.off, in.part = vs.off, vs.part
+			if o.typ != history.OK {
+				ret = math.MaxInt64
+			}
+		}
+		if in.part < 0 {
+			continue
+		}
+		parts[in.part] = true
+		ops = append(ops, porcupine.Operation{ClientId: o.proc, Input: in, Call: o.call, Output: nil, Return: ret})
+	}
+	res := LinResult{Ops: len(ops), Partitions: len(parts)}
+	out, info := porcupine.CheckOperationsVerbose(logModel, ops, a.opt.LinTimeout)
+	switch out {
+	case porcupine.Ok:
+		res.Result = "ok"
+		return res, nil
+	case porcupine.Illegal:
+		res.Result = "illegal"
+		return res, &linSearch{info: info}
+	}
+	res.Result = "unknown"
+	res.Reason = fmt.Sprintf("search did not finish within %s", a.opt.LinTimeout)
+	return res, nil
+}
+
+// HasVisualization reports whether the verdict can draw porcupine's HTML
+// visualization (linearizability was found illegal).
+func (v *Verdict) HasVisualization() bool { return v.lin != nil }
+
+// Visualize writes porcupine's HTML visualization of the illegal
+// linearizability search.
+func (v *Verdict) Visualize(w io.Writer) error {
+	if v.lin == nil {
+		return fmt.Errorf("no illegal linearizability result to visualize")
+	}
+	return porcupine.Visualize(logModel, v.lin.info, w)
+}

@@ -1,0 +1,202 @@
+package checker
+
+import (
+	"math"
+	"math/bits"
+	"strings"
+
+	"github.com/isrlab/isrlab/history"
+)
+
+// Availability is the ok fraction of send and poll operations.
+type Availability struct {
+	Overall      Ratio `json:"overall"`
+	DuringFaults Ratio `json:"during_faults"`
+	// AfterHeal counts operations invoked after the last fault was healed;
+	// it is empty when the history had no faults.
+	AfterHeal Ratio `json:"after_heal"`
+	Faults    int   `json:"faults"`
+}
+
+// Ratio is ok out of total.
+type Ratio struct {
+	OK       int64   `json:"ok"`
+	Total    int64   `json:"total"`
+	Fraction float64 `json:"fraction"`
+}
+
+func (r *Ratio) add(ok bool) {
+	r.Total++
+	if ok {
+		r.OK++
+	}
+}
+
+func (r Ratio) done() Ratio {
+	if r.Total > 0 {
+		r.Fraction = float64(r.OK) / float64(r.Total)
+	}
+	return r
+}
+
+// availTracker follows fault windows. A fault "start-X" is active from its
+// invocation until a "stop-X" (or "heal") completes; operations are placed
+// by their invocation time.
+type availTracker struct {
+	active    map[string]bool
+	faults    int
+	healed    bool
+	overall   Ratio
+	during    Ratio
+	sinceHeal Ratio
+	// windows of [start, end) times, for ops whose invoke preceded events
+	// recorded later (ops are placed at completion, by invoke time).
+	windows []window
+}
+
+type window struct{ start, end int64 }
+
+func (t *availTracker) fault(op *history.Op) {
+	if t.active == nil {
+		t.active = map[string]bool{}
+	}
+	switch {
+	case strings.HasPrefix(op.F, "start-") && op.Type == history.Invoke:
+		name := strings.TrimPrefix(op.F, "start-")
+		if !t.active[name] {
+			t.active[name] = true
+			t.faults++
+			if len(t.active) == 1 {
+				t.windows = append(t.windows, window{start: op.Time, end: math.MaxInt64})
+			}
+		}
+	case (strings.HasPrefix(op.F, "stop-") || op.F == history.FHeal) && op.Type != history.Invoke && op.Type != history.Fail:
+		if op.F == history.FHeal {
+			clear(t.active)
+		} else {
+			delete(t.active, strings.TrimPrefix(op.F, "stop-"))
+		}
+		if len(t.active) == 0 && len(t.windows) > 0 && t.windows[len(t.windows)-1].end == math.MaxInt64 {
+			t.windows[len(t.windows)-1].end = op.Time
+			t.sinceHeal = Ratio{}
+			t.healed = true
+		}
+	}
+}
+
+// record counts an operation invoked at time inv.
+func (t *availTracker) record(inv int64, ok bool) {
+	t.overall.add(ok)
+	if t.inFault(inv) {
+		t.during.add(ok)
+		return
+	}
+	if t.healed && inv >= t.windows[len(t.windows)-1].end {
+		t.sinceHeal.add(ok)
+	}
+}
+
+func (t *availTracker) inFault(at int64) bool {
+	// Windows are in time order; ops complete soon after invoking, so the
+	// last windows are the ones to look at.
+	for i := len(t.windows) - 1; i >= 0; i-- {
+		w := t.windows[i]
+		if at >= w.end {
+			return false
+		}
+		if at >= w.start {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *availTracker) result() Availability {
+	a := Availability{Overall: t.overall.done(), DuringFaults: t.during.done(), Faults: t.faults}
+	if t.healed && len(t.active) == 0 {
+		a.AfterHeal = t.sinceHeal.done()
+	}
+	return a
+}
+
+// histogram is a log-linear latency histogram: 16 sub-buckets per power of
+// two (about 6% resolution), fixed memory, deterministic.
+type histogram struct {
+	counts [64 * 16]int64
+	n      int64
+	sum    float64
+	min    int64
+	max    int64
+}
+
+func bucketOf(v int64) int {
+	if v < 16 {
+		if v < 0 {
+			return 0
+		}
+		return int(v)
+	}
+	e := bits.Len64(uint64(v)) - 1 // 4..62
+	sub := int(v>>(e-4)) & 15
+	return (e-3)*16 + sub
+}
+
+func bucketMid(b int) float64 {
+	if b < 16 {
+		return float64(b)
+	}
+	e := b/16 + 3
+	sub := b % 16
+	lo := float64(int64(16+sub) << (e - 4))
+	hi := float64(int64(17+sub) << (e - 4))
+	return (lo + hi) / 2
+}
+
+func (h *histogram) add(ns int64) {
+	if h.n == 0 || ns < h.min {
+		h.min = ns
+	}
+	if ns > h.max {
+		h.max = ns
+	}
+	h.n++
+	h.sum += float64(ns)
+	h.counts[bucketOf(ns)]++
+}
+
+// Quantiles of a latency distribution, in milliseconds.
+type Quantiles struct {
+	Count int64   `json:"count"`
+	Mean  float64 `json:"mean_ms"`
+	Min   float64 `json:"min_ms"`
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
+	P99   float64 `json:"p99_ms"`
+	P999  float64 `json:"p999_ms"`
+	Max   float64 `json:"max_ms"`
+}
+
+func (h *histogram) q(p float64) float64 {
+	rank := int64(math.Ceil(p * float64(h.n)))
+	if rank < 1 {
+		rank = 1
+	}
+	var seen int64
+	for b, c := range h.counts {
+		seen += c
+		if seen >= rank {
+			v := bucketMid(b)
+			v = math.Max(v, float64(h.min))
+			return math.Min(v, float64(h.max)) / 1e6
+		}
+	}
+	return float64(h.max) / 1e6
+}
+
+func (h *histogram) quantiles() Quantiles {
+	if h.n == 0 {
+		return Quantiles{}
+	}
+	return Quantiles{Count: h.n, Mean: h.sum / float64(h.n) / 1e6, Min: float64(h.min) / 1e6,
+		P50: h.q(0.5), P90: h.q(0.9), P99: h.q(0.99), P999: h.q(0.999), Max: float64(h.max) / 1e6}
+}

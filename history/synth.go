@@ -1,0 +1,331 @@
+package history
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+)
+
+// SynthOptions configures Synthesize.
+type SynthOptions struct {
+	// Ops is the number of lines to generate before the final drain (which
+	// adds a few more).
+	Ops        int64
+	Partitions int
+	Producers  int
+	Consumers  int
+	Seed       uint64
+	// InfoRate and FailRate are the fractions of sends that end info or
+	// fail. Half of the info sends are written.
+	InfoRate float64
+	FailRate float64
+	// Faults interleaves nemesis start/stop events and cluster-state events.
+	Faults bool
+	// Anomalies injects each anomaly kind at a low rate (about one per
+	// AnomalyEvery sends, at least once each); zero means a valid history.
+	AnomalyEvery int64
+}
+
+// SynthStats says what Synthesize wrote.
+type SynthStats struct {
+	Lines    int64            `json:"lines"`
+	Sends    int64            `json:"sends"`
+	Polls    int64            `json:"polls"`
+	Injected map[string]int64 `json:"injected,omitempty"`
+}
+
+// synthLost marks a log slot whose value was acknowledged but is never
+// returned to consumers.
+const synthLost int64 = -1 << 62
+
+type synthProc struct {
+	pending  bool
+	inv      Op
+	parts    []int32
+	pos      map[int32]int64
+	lastSent map[int32]int64
+}
+
+// Synthesize writes a history of a simulated, linearizable log to sink:
+// producers send unique values (0, 1, 2, ...) to random partitions,
+// consumers assign a fixed set of partitions and poll them in order, and a
+// final drain reads every partition to its end. The same options give the
+// same history. With AnomalyEvery > 0 it injects lost writes, duplicates,
+// aborted reads, unexpected values, inconsistent offsets, nonmonotonic polls
+// and sends, skips and unseen writes; the counts are in SynthStats.Injected.
+func Synthesize(sink Sink, o SynthOptions) (SynthStats, error) {
+	if o.Partitions <= 0 {
+		o.Partitions = 1
+	}
+	if o.Producers <= 0 {
+		o.Producers = 8
+	}
+	if o.Consumers <= 0 {
+		o.Consumers = min(4, o.Partitions)
+	}
+	s := &synth{o: o, sink: sink, rng: rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15)),
+		logs: make([][]int64, o.Partitions), stats: SynthStats{Injected: map[string]int64{}}}
+	s.procs = make([]synthProc, o.Producers+o.Consumers)
+	for c := 0; c < o.Consumers; c++ {
+		p := &s.procs[o.Producers+c]
+		for part := c % o.Partitions; part < o.Partitions; part += o.Consumers {
+			p.parts = append(p.parts, int32(part))
+		}
+		p.pos = map[int32]int64{}
+	}
+	for i := range s.procs[:o.Producers] {
+		s.procs[i].lastSent = map[int32]int64{}
+	}
+	faultOn := false
+	for s.stats.Lines < o.Ops && s.err == nil {
+		if o.Faults && s.rng.IntN(2000) == 0 {
+			s.fault(!faultOn)
+			faultOn = !faultOn
+			continue
+		}
+		if o.Faults && s.rng.IntN(5000) == 0 {
+			s.clusterState()
+			continue
+		}
+		s.step(s.rng.IntN(len(s.procs)))
+	}
+	if faultOn {
+		s.fault(false)
+	}
+	for i := range s.procs {
+		if s.procs[i].pending {
+			s.step(i)
+		}
+	}
+	if o.AnomalyEvery > 0 {
+		s.injectUnseen()
+	}
+	s.drain()
+	return s.stats, s.err
+}
+
+type synth struct {
+	o     SynthOptions
+	sink  Sink
+	rng   *rand.Rand
+	procs []synthProc
+	logs  [][]int64
+	now   int64
+	next  int64 // next send value
+	extra int64 // unexpected values
+	stats SynthStats
+	err   error
+	buf   Op
+}
+
+func (s *synth) emit(op *Op) {
+	if s.err != nil {
+		return
+	}
+	s.now += 1 + s.rng.Int64N(2000)
+	op.Index = s.stats.Lines
+	op.Time = s.now
+	s.stats.Lines++
+	s.err = s.sink.Write(op)
+}
+
+func (s *synth) inject(kind string) bool {
+	if s.o.AnomalyEvery <= 0 {
+		return false
+	}
+	// Early sends inject each kind once, so that short histories hold them all.
+	if s.stats.Injected[kind] == 0 && s.next > 50 || s.rng.Int64N(s.o.AnomalyEvery) == 0 {
+		s.stats.Injected[kind]++
+		return true
+	}
+	return false
+}
+
+func (s *synth) step(pi int) {
+	p := &s.procs[pi]
+	isProducer := pi < s.o.Producers
+	if !p.pending {
+		var op Op
+		switch {
+		case isProducer:
+			op = NewOp(pi, Invoke, FSend)
+			op.Value, op.HasValue = s.next, true
+			op.Partition = int32(s.rng.IntN(s.o.Partitions))
+			s.next++
+		case p.pos[-1] == 0: // not assigned yet
+			op = NewOp(pi, Invoke, FAssign)
+			op.Partitions = p.parts
+		default:
+			op = NewOp(pi, Invoke, FPoll)
+		}
+		s.emit(&op)
+		p.inv, p.pending = op, true
+		return
+	}
+	p.pending = false
+	inv := p.inv
+	switch inv.F {
+	case FSend:
+		s.completeSend(pi, &inv)
+	case FAssign:
+		op := inv
+		op.Type = OK
+		s.emit(&op)
+		p.pos[-1] = 1
+		for _, part := range p.parts {
+			p.pos[part] = 0
+		}
+	case FPoll:
+		s.completePoll(pi, &inv, 1+s.rng.IntN(10))
+	}
+}
+
+func (s *synth) completeSend(pi int, inv *Op) {
+	p := &s.procs[pi]
+	op := *inv
+	part := inv.Partition
+	log := &s.logs[part]
+	r := s.rng.Float64()
+	s.stats.Sends++
+	switch {
+	case r < s.o.FailRate:
+		op.Type, op.Error = Fail, "NOT_ENOUGH_REPLICAS"
+		if s.inject("aborted-read") {
+			*log = append(*log, inv.Value)
+		}
+	case r < s.o.FailRate+s.o.InfoRate:
+		op.Type, op.Error = Info, "REQUEST_TIMED_OUT"
+		if s.rng.IntN(2) == 0 {
+			*log = append(*log, inv.Value)
+		}
+	default:
+		op.Type = OK
+		op.Node = "n1"
+		switch {
+		case s.inject("lost-write"):
+			op.Offset = int64(len(*log))
+			*log = append(*log, synthLost)
+		case s.inject("duplicate"):
+			*log = append(*log, inv.Value)
+			op.Offset = int64(len(*log))
+			*log = append(*log, inv.Value)
+		case s.inject("unexpected"):
+			*log = append(*log, 1<<50+s.extra)
+			s.extra++
+			op.Offset = int64(len(*log))
+			*log = append(*log, inv.Value)
+		case len(*log) > 0 && s.inject("inconsistent-offsets"):
+			// The ack names an offset that holds another value.
+			*log = append(*log, inv.Value)
+			op.Offset = int64(len(*log)) - 2
+			if op.Offset < 0 {
+				op.Offset = 0
+			}
+		default:
+			op.Offset = int64(len(*log))
+			*log = append(*log, inv.Value)
+		}
+		if last, ok := p.lastSent[part]; ok && last >= op.Offset {
+			s.stats.Injected["nonmonotonic-send"]++ // a by-product of the above
+		}
+		p.lastSent[part] = op.Offset
+	}
+	s.emit(&op)
+}
+
+func (s *synth) completePoll(pi int, inv *Op, limit int) {
+	p := &s.procs[pi]
+	op := *inv
+	op.Type = OK
+	op.Reads = s.buf.Reads[:0]
+	for _, part := range p.parts {
+		pos := p.pos[part]
+		log := s.logs[part]
+		if pos > 1 && s.inject("nonmonotonic-poll") {
+			pos -= 2
+		}
+		if pos+1 < int64(len(log)) && s.inject("poll-skip") {
+			pos++
+		}
+		var recs []Record
+		n := len(op.Reads)
+		if n < cap(op.Reads) {
+			recs = op.Reads[:n+1][n].Records[:0]
+		}
+		for pos < int64(len(log)) && len(recs) < limit {
+			if v := log[pos]; v != synthLost {
+				recs = append(recs, Record{Offset: pos, Value: v})
+			}
+			pos++
+		}
+		p.pos[part] = pos
+		if len(recs) > 0 {
+			op.Reads = append(op.Reads[:n], PartitionRecords{Partition: part, Records: recs})
+		}
+	}
+	s.buf.Reads = op.Reads
+	s.stats.Polls++
+	s.emit(&op)
+}
+
+func (s *synth) fault(start bool) {
+	f := "stop-partition"
+	if start {
+		f = "start-partition"
+	}
+	targets, _ := json.Marshal([]string{fmt.Sprintf("n%d", 1+s.rng.IntN(3))})
+	for _, t := range []Type{Invoke, Info} {
+		op := NewOp(Nemesis, t, f)
+		if t == Info {
+			op.RawValue = targets
+		}
+		s.emit(&op)
+	}
+}
+
+func (s *synth) clusterState() {
+	op := NewOp(Cluster, Info, FState)
+	op.Partition = int32(s.rng.IntN(s.o.Partitions))
+	op.Leader = int32(1 + s.rng.IntN(3))
+	op.Epoch = int32(s.rng.IntN(10))
+	op.ISR = []int32{1, 2, 3}
+	op.HW = int64(len(s.logs[op.Partition]))
+	s.emit(&op)
+}
+
+// injectUnseen acknowledges one write that no consumer will ever read.
+func (s *synth) injectUnseen() {
+	op := NewOp(0, Invoke, FSend)
+	op.Value, op.HasValue, op.Partition = s.next, true, 0
+	s.next++
+	s.emit(&op)
+	op.Type, op.Offset = OK, int64(len(s.logs[0]))
+	s.emit(&op)
+	s.stats.Sends++
+	s.stats.Injected["unseen"]++
+}
+
+// drain polls every consumer until it has read its partitions to the end.
+func (s *synth) drain() {
+	for c := s.o.Producers; c < len(s.procs); c++ {
+		p := &s.procs[c]
+		if p.pos[-1] == 0 {
+			s.step(c) // invoke assign
+			s.step(c) // complete it
+		}
+		for s.err == nil {
+			behind := false
+			for _, part := range p.parts {
+				if p.pos[part] < int64(len(s.logs[part])) {
+					behind = true
+				}
+			}
+			if !behind {
+				break
+			}
+			inv := NewOp(c, Invoke, FPoll)
+			s.emit(&inv)
+			s.completePoll(c, &inv, 500)
+		}
+	}
+}
