@@ -495,10 +495,11 @@ func (l *Log) roll(base int64) (*segment, error) {
 	next := append(slices.Clip(segs), s)
 	l.segs.Store(&next)
 	l.logger.Debug("rolled segment", "segment", base)
+	gen := l.truncGen
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		if err := l.flushTo(base); err != nil {
+		if err := l.flushTo(base, gen); err != nil {
 			l.logger.Error("flush rolled segment", "segment", old.base, "err", err)
 		}
 	}()
@@ -506,20 +507,25 @@ func (l *Log) roll(base int64) (*segment, error) {
 }
 
 // Flush fsyncs the log up to the LEO and advances the recovery point.
-func (l *Log) Flush() error { return l.flushTo(l.leo.Load()) }
+func (l *Log) Flush() error {
+	l.mu.Lock()
+	leo, gen := l.leo.Load(), l.truncGen
+	l.mu.Unlock()
+	return l.flushTo(leo, gen)
+}
 
 // flushTo fsyncs every segment holding offsets in [recovery point, upTo) and
-// moves the recovery point to upTo, unless a truncation intervened.
-func (l *Log) flushTo(upTo int64) error {
+// moves the recovery point to upTo, unless a truncation happened since upTo
+// was taken (generation gen).
+func (l *Log) flushTo(upTo int64, gen uint64) error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	l.mu.Lock()
 	rp := l.recoveryPoint.Load()
-	if upTo <= rp {
+	if upTo <= rp || gen != l.truncGen {
 		l.mu.Unlock()
 		return nil
 	}
-	gen := l.truncGen
 	segs := l.segments()
 	var todo []*segment
 	for i, s := range segs {
@@ -611,6 +617,11 @@ func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch 
 		b, ok, err := s.readHeader(pos, size)
 		if err != nil {
 			return nil, false, err
+		}
+		if !ok && pos < size && pos > 0 {
+			// The index pointed at no batch: do not trust it, scan from the start.
+			pos = 0
+			continue
 		}
 		if !ok {
 			return nil, false, nil
@@ -913,6 +924,16 @@ func (l *Log) Close() error {
 	l.mu.Unlock()
 	l.flushMu.Unlock()
 	return errors.Join(errs...)
+}
+
+// abandon closes the files the way a crash would: nothing flushed, sealed
+// or trimmed. For tests.
+func (l *Log) abandon() {
+	l.closed.Store(true)
+	l.wg.Wait()
+	for _, s := range l.segments() {
+		s.closeFiles()
+	}
 }
 
 // Delete closes the log without flushing and removes its directory.
