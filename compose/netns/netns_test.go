@@ -36,7 +36,11 @@ func TestMain(m *testing.M) {
 	if cfg := os.Getenv(envOwner); cfg != "" {
 		os.Exit(owner(cfg))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if builtBin != "" {
+		os.RemoveAll(filepath.Dir(builtBin))
+	}
+	os.Exit(code)
 }
 
 func echoServer(addr string) int {

@@ -1,0 +1,149 @@
+package netns
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/isrlab/isrlab/compose"
+)
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// isrlabBinary builds cmd/isrlab once per test binary run.
+func isrlabBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		dir, err := osMkdirTemp()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "isrlab")
+		cmd := exec.Command("go", "build", "-o", builtBin, "./cmd/isrlab")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/isrlab: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
+
+// hasCommand reports whether the isrlab binary has subcommand name.
+func hasCommand(bin, name string) bool {
+	return exec.Command(bin, name, "--help").Run() == nil
+}
+
+// TestRealCluster brings up 3 coordinators and 3 brokers of the real isrlab
+// binary, produces and consumes through the client namespace with kgo, and
+// takes the cluster down without leftovers.
+func TestRealCluster(t *testing.T) {
+	requireNetns(t)
+	if testing.Short() {
+		t.Skip("builds and runs the isrlab binary; skipped with -short")
+	}
+	bin := isrlabBinary(t)
+	if !hasCommand(bin, "coordinator") {
+		t.Skip("isrlab has no coordinator command yet")
+	}
+	brokers := 3
+	if !hasCommand(bin, "broker") {
+		t.Log("isrlab has no broker command yet: coordinators only")
+		brokers = 0
+	}
+	l := newLab(t)
+	top, err := compose.Build(compose.Options{
+		Name: "real", RunDir: l.runDir, Binary: bin, NoDefaults: true,
+		Coordinators: 3, Brokers: brokers, Clients: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	b := l.backend()
+	b.ReadyTimeout = 60 * time.Second
+	begin := time.Now()
+	c, err := b.Up(ctx, top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Down(context.Background()) })
+	t.Logf("%d coordinators + %d brokers ready after %v", 3, brokers, time.Since(begin))
+	pids := pidsOf(c)
+
+	if brokers > 0 {
+		produceConsume(ctx, t, c)
+	}
+	begin = time.Now()
+	if err := c.Down(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("down after %v", time.Since(begin))
+	if left := l.leftovers(top.RunID, pids); len(left) > 0 {
+		t.Fatalf("leftovers: %v", left)
+	}
+}
+
+// produceConsume writes records with acks=all through the client namespace
+// and reads them back in order.
+func produceConsume(ctx context.Context, t *testing.T, c *compose.Cluster) {
+	t.Helper()
+	const topic, n = "compose-smoke", 50
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(c.Bootstrap()...),
+		kgo.Dialer(c.Dial()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	resp, err := adm.CreateTopic(ctx, 1, 3, nil, topic)
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	for i := range n {
+		r := &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "m%03d", i)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+	var got []string
+	for len(got) < n {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consume: got %d of %d: %v", len(got), n, err)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	for i, v := range got {
+		if want := fmt.Sprintf("m%03d", i); v != want {
+			t.Fatalf("record %d = %q, want %q", i, v, want)
+		}
+	}
+}
+
+func osMkdirTemp() (string, error) { return os.MkdirTemp("", "isrlab-bin-") }
