@@ -158,9 +158,10 @@ so far is removed.`,
 				}
 				return usageError("--backend must be netns or docker, not %q", backend)
 			}
-			if o.Coordinators < 1 || o.Brokers < 1 || o.Clients < 1 {
-				return usageError("--coordinators, --brokers and --clients must be at least 1")
+			if o.Coordinators < 0 || o.Brokers < 0 || o.Clients < 1 {
+				return usageError("--coordinators and --brokers must be at least 0, --clients at least 1")
 			}
+			o.NoDefaults = true // the flags carry the defaults
 			if !compose.ValidName(o.Name) {
 				return usageError("--name %q: use 1-24 characters of a-z, 0-9 and -", o.Name)
 			}
@@ -210,7 +211,9 @@ so far is removed.`,
 			fmt.Fprintf(w, "cluster %s (run %s, backend %s) is up after %.2fs\n", c.Name, c.RunID, c.Backend, time.Since(begin).Seconds())
 			printNodes(w, c, nil)
 			printEndpoints(w, c.Topology, c.StateFile)
-			fmt.Fprintf(w, "try:               isrlab cluster exec --name %s -- kcat -L -b %s\n", c.Name, strings.Join(c.Bootstrap(), ","))
+			if bs := c.Bootstrap(); len(bs) > 0 {
+				fmt.Fprintf(w, "try:               isrlab cluster exec --name %s -- kcat -L -b %s\n", c.Name, strings.Join(bs, ","))
+			}
 			return nil
 		},
 	}
@@ -239,8 +242,12 @@ func cliLogger(cmd *cobra.Command, verbose bool) *slog.Logger {
 }
 
 func printEndpoints(w io.Writer, t compose.Topology, stateFile string) {
-	fmt.Fprintf(w, "bootstrap servers: %s\n", strings.Join(t.Bootstrap(), ","))
-	fmt.Fprintf(w, "coordinators:      %s\n", strings.Join(t.CoordinatorEndpoints(), ","))
+	if bs := t.Bootstrap(); len(bs) > 0 {
+		fmt.Fprintf(w, "bootstrap servers: %s\n", strings.Join(bs, ","))
+	}
+	if cs := t.CoordinatorEndpoints(); len(cs) > 0 {
+		fmt.Fprintf(w, "coordinators:      %s\n", strings.Join(cs, ","))
+	}
 	fmt.Fprintf(w, "run dir:           %s\n", t.RunDir)
 	if stateFile != "" {
 		fmt.Fprintf(w, "state:             %s\n", stateFile)

@@ -52,15 +52,16 @@ func ReexecInUserNS(ctx context.Context, exe string, args []string) (int, error)
 	return runForCode(cmd)
 }
 
-// EnterUserNS runs exe with args inside the user and mount namespaces of a
-// rootless run, through nsenter(1), so that another isrlab process can reach
-// the namespaces that run created. holder is a process of that run.
+// EnterUserNS runs exe with args inside the user, mount and network
+// namespaces of holder, a process of a rootless run, through nsenter(1), so
+// that another isrlab process can reach the namespaces that run created (and
+// return to a namespace it may enter).
 func EnterUserNS(ctx context.Context, holder int, exe string, args []string) (int, error) {
 	nsenter, err := exec.LookPath("nsenter")
 	if err != nil {
 		return 0, fmt.Errorf("rootless cluster: need nsenter (util-linux): %w", err)
 	}
-	argv := append([]string{"--target", strconv.Itoa(holder), "--user", "--mount", "--preserve-credentials", "--", exe}, args...)
+	argv := append([]string{"--target", strconv.Itoa(holder), "--user", "--mount", "--net", "--preserve-credentials", "--", exe}, args...)
 	cmd := exec.CommandContext(ctx, nsenter, argv...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), "ISRLAB_STATE_DIR="+compose.StateDir(), envRootless+"=1")
