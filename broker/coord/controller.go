@@ -82,7 +82,9 @@ func (c *Client) campaign(ctx context.Context, s *concurrency.Session, brokerID 
 	resp, err := c.cli.Get(gctx, l.key)
 	gcancel()
 	if err != nil {
-		e.Resign(c.ctx)
+		rctx, rcancel := c.callCtx(context.Background())
+		e.Resign(rctx)
+		rcancel()
 		return nil, wrapErr(op, err)
 	}
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != l.rev {

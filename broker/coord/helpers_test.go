@@ -1,10 +1,13 @@
 package coord
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -174,4 +177,79 @@ func closedWithin(t testing.TB, ch <-chan struct{}, d time.Duration, what string
 	case <-time.After(d):
 		t.Fatalf("%s: not closed within %v", what, d)
 	}
+}
+
+// procMember is a coordinator member running as a child process (the test
+// binary in Run mode, see TestMain), so it can be SIGKILLed.
+type procMember struct {
+	cfg ServerConfig
+	cmd *exec.Cmd
+}
+
+// startProc starts m's process and waits for its ready line.
+func (m *procMember) start(t testing.TB) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(),
+		"COORD_TEST_RUN_DATADIR="+m.cfg.DataDir, "COORD_TEST_RUN_NAME="+m.cfg.Name,
+		"COORD_TEST_RUN_CLIENT="+m.cfg.ListenClientURLs, "COORD_TEST_RUN_PEER="+m.cfg.ListenPeerURLs,
+		"COORD_TEST_RUN_CLUSTER="+m.cfg.InitialCluster)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	m.cmd = cmd
+	lines := make(chan string, 1)
+	go func() {
+		l, _ := bufio.NewReader(out).ReadString('\n')
+		lines <- l
+	}()
+	if l := recv(t, lines, 30*time.Second); !strings.Contains(l, "ready") {
+		t.Fatalf("member %s: %q", m.cfg.Name, l)
+	}
+}
+
+// kill SIGKILLs the member and reaps it.
+func (m *procMember) kill() {
+	if m.cmd != nil && m.cmd.ProcessState == nil {
+		m.cmd.Process.Kill()
+		m.cmd.Wait()
+	}
+}
+
+// startProcCluster starts n member processes concurrently; cleanup kills
+// them.
+func startProcCluster(t testing.TB, n int) []*procMember {
+	t.Helper()
+	tc := &testCluster{} // only for its configs
+	ports := freePorts(t, 2*n)
+	var initial []string
+	for i := range n {
+		name := fmt.Sprintf("c%d", i+1)
+		tc.cfgs = append(tc.cfgs, ServerConfig{
+			Name: name, DataDir: t.TempDir(),
+			ListenClientURLs: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
+			ListenPeerURLs:   fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
+		})
+		initial = append(initial, fmt.Sprintf("%s=http://127.0.0.1:%d", name, ports[2*i+1]))
+	}
+	ms := make([]*procMember, n)
+	for i := range n {
+		tc.cfgs[i].InitialCluster = strings.Join(initial, ",")
+		ms[i] = &procMember{cfg: tc.cfgs[i]}
+	}
+	t.Cleanup(func() {
+		for _, m := range ms {
+			m.kill()
+		}
+	})
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Go(func() { m.start(t) })
+	}
+	wg.Wait()
+	return ms
 }

@@ -21,9 +21,11 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv("COORD_TEST_RUN_DATADIR"); dir != "" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err := Run(ctx, ServerConfig{
+			Name:             os.Getenv("COORD_TEST_RUN_NAME"),
 			DataDir:          dir,
 			ListenClientURLs: os.Getenv("COORD_TEST_RUN_CLIENT"),
 			ListenPeerURLs:   os.Getenv("COORD_TEST_RUN_PEER"),
+			InitialCluster:   os.Getenv("COORD_TEST_RUN_CLUSTER"),
 			UnsafeNoFsync:    true,
 		}, os.Stdout)
 		stop()
