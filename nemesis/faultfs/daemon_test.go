@@ -1,0 +1,174 @@
+package faultfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMain doubles as the faultfs daemon for the tests that kill it: with
+// FAULTFS_TEST_DAEMON set, the test binary runs Run until SIGTERM.
+func TestMain(m *testing.M) {
+	if os.Getenv("FAULTFS_TEST_DAEMON") == "" {
+		os.Exit(m.Run())
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	err := Run(ctx, Options{
+		Backing: os.Getenv("FAULTFS_BACKING"), Mount: os.Getenv("FAULTFS_MOUNT"),
+		RunID: os.Getenv("FAULTFS_RUN"), Passthrough: true,
+	}, os.Getenv("FAULTFS_CONTROL"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+type daemon struct {
+	cmd                   *exec.Cmd
+	run, mnt, ctl, backing string
+	exited                chan error
+}
+
+// startDaemon runs the faultfs daemon in a child process that dies with the
+// test, and waits until it serves its mount and socket.
+func startDaemon(t *testing.T, run string) *daemon {
+	t.Helper()
+	requireFUSE(t)
+	dir := t.TempDir()
+	d := &daemon{run: run, backing: filepath.Join(dir, "b"), mnt: filepath.Join(dir, "m"), ctl: filepath.Join(dir, "ctl.sock"), exited: make(chan error, 1)}
+	for _, p := range []string{d.backing, d.mnt} {
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	d.cmd.Env = append(os.Environ(), "FAULTFS_TEST_DAEMON=1", "FAULTFS_BACKING="+d.backing,
+		"FAULTFS_MOUNT="+d.mnt, "FAULTFS_RUN="+run, "FAULTFS_CONTROL="+d.ctl)
+	d.cmd.Stderr = os.Stderr
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.exited <- d.cmd.Wait() }()
+	t.Cleanup(func() {
+		d.cmd.Process.Kill()
+		<-d.exited
+		CleanStale(func(id string) bool { return id != run })
+	})
+	waitFor(t, "daemon to mount and listen", func() bool {
+		select {
+		case err := <-d.exited:
+			t.Fatalf("daemon exited early: %v", err)
+		default:
+		}
+		_, err := NewClient(d.ctl).Status(context.Background())
+		return err == nil && mounted(t, run)
+	})
+	return d
+}
+
+func mounted(t *testing.T, run string) bool {
+	t.Helper()
+	ms, err := Mounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.RunID == run {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *daemon) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-d.exited:
+		d.exited <- err // for the cleanup
+		return err
+	case <-time.After(20 * time.Second):
+		t.Fatal("daemon did not exit within 20s")
+		return nil
+	}
+}
+
+func TestDaemonStopsOnSIGTERM(t *testing.T) {
+	run := fmt.Sprintf("term-%d", os.Getpid())
+	d := startDaemon(t, run)
+	if err := os.WriteFile(filepath.Join(d.mnt, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A hung operation must not keep the daemon from stopping.
+	c := NewClient(d.ctl)
+	if err := c.Hang(context.Background(), OpFsync, ""); err != nil {
+		t.Fatal(err)
+	}
+	synced := make(chan error, 1)
+	go func() { synced <- actions[OpFsync](d.mnt, "f") }()
+	waitFor(t, "fsync to hang", func() bool {
+		st, err := c.Status(context.Background())
+		return err == nil && st.Counters[OpFsync].Hanging == 1
+	})
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.wait(t); err != nil {
+		t.Fatalf("daemon exit: %v", err)
+	}
+	if mounted(t, run) {
+		t.Error("mount still listed after SIGTERM")
+	}
+	select {
+	case err := <-synced:
+		t.Logf("hung fsync returned %v", err)
+	case <-time.After(20 * time.Second):
+		t.Error("hung fsync still blocked after the daemon stopped")
+	}
+	if _, err := os.Stat(d.ctl); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("control socket left behind: %v", err)
+	}
+	ents, err := os.ReadDir(d.backing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 1 || ents[0].Name() != "f" {
+		t.Errorf("backing dir holds %v, want just f (no trash)", ents)
+	}
+}
+
+func TestKilledDaemonCleaned(t *testing.T) {
+	run := fmt.Sprintf("kill-%d", os.Getpid())
+	d := startDaemon(t, run)
+	if err := d.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	d.wait(t)
+	if _, err := os.Stat(filepath.Join(d.mnt, "f")); !errors.Is(err, syscall.ENOTCONN) {
+		t.Errorf("stat in the mount of a killed daemon: %v, want ENOTCONN", err)
+	}
+	if !mounted(t, run) {
+		t.Fatal("stale mount not listed")
+	}
+	alive := func(id string) bool { return id != run }
+	for range 2 { // idempotent
+		if err := CleanStale(alive); err != nil {
+			t.Fatalf("clean: %v", err)
+		}
+	}
+	if mounted(t, run) {
+		t.Error("stale mount still listed after CleanStale")
+	}
+	if _, err := os.ReadDir(d.mnt); err != nil {
+		t.Errorf("mount point unusable after clean: %v", err)
+	}
+}
