@@ -33,9 +33,9 @@ func TestMain(m *testing.M) {
 }
 
 type daemon struct {
-	cmd                   *exec.Cmd
+	cmd                    *exec.Cmd
 	run, mnt, ctl, backing string
-	exited                chan error
+	exited                 chan error
 }
 
 // startDaemon runs the faultfs daemon in a child process that dies with the
