@@ -1,0 +1,207 @@
+package broker
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/config"
+)
+
+// Config sources in DescribeConfigs (Kafka's ConfigSource).
+const (
+	sourceTopic        = 1
+	sourceStaticBroker = 4
+	sourceDefault      = 5
+	resourceTypeTopic  = 2
+	resourceTypeBroker = 4
+)
+
+// handleDescribeConfigs describes topic and broker configs.
+func (b *Broker) handleDescribeConfigs(_ context.Context, rq *request) {
+	req := rq.req.(*kmsg.DescribeConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	for _, rr := range req.Resources {
+		sr := kmsg.NewDescribeConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		want := map[string]bool{}
+		for _, k := range rr.ConfigNames {
+			want[k] = true
+		}
+		add := func(c *config.Config, k string, source int8, readOnly bool) {
+			if len(want) > 0 && !want[k] {
+				return
+			}
+			e := kmsg.NewDescribeConfigsResponseResourceConfig()
+			e.Name = k
+			v := c.String(k)
+			e.Value = &v
+			e.ReadOnly = readOnly
+			e.Source = kmsg.ConfigSource(source)
+			e.IsDefault = source == sourceDefault
+			if d, ok := c.Def(k); ok {
+				e.ConfigType = configType(d.Type)
+				if req.IncludeDocumentation {
+					doc := d.Doc
+					e.Documentation = &doc
+				}
+			}
+			sr.Configs = append(sr.Configs, e)
+		}
+		switch rr.ResourceType {
+		case resourceTypeTopic:
+			t, ok := b.meta.topic(rr.ResourceName)
+			if !ok {
+				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				break
+			}
+			tc, err := b.cfg.TopicConfig(t.Configs)
+			if err != nil {
+				sr.ErrorCode = kerr.InvalidConfig.Code
+				break
+			}
+			for _, k := range tc.Keys() {
+				src := int8(sourceDefault)
+				if _, ok := t.Configs[k]; ok {
+					src = sourceTopic
+				} else if bk := config.TopicToBroker[k]; bk != "" && b.cfg.IsSet(bk) {
+					src = sourceStaticBroker
+				}
+				add(tc, k, src, false)
+			}
+		case resourceTypeBroker:
+			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(b.id)) {
+				sr.ErrorCode = kerr.InvalidRequest.Code
+				break
+			}
+			for _, k := range b.cfg.Keys() {
+				src := int8(sourceDefault)
+				if b.cfg.IsSet(k) {
+					src = sourceStaticBroker
+				}
+				add(b.cfg, k, src, true)
+			}
+		default:
+			sr.ErrorCode = kerr.InvalidRequest.Code
+		}
+		resp.Resources = append(resp.Resources, sr)
+	}
+	rq.respond(resp)
+}
+
+func configType(t config.Type) kmsg.ConfigType {
+	switch t {
+	case config.Bool:
+		return kmsg.ConfigTypeBoolean
+	case config.Int:
+		return kmsg.ConfigTypeInt
+	case config.Long:
+		return kmsg.ConfigTypeLong
+	case config.Double:
+		return kmsg.ConfigTypeDouble
+	case config.List:
+		return kmsg.ConfigTypeList
+	}
+	return kmsg.ConfigTypeString
+}
+
+// Incremental config operations (IncrementalAlterConfigs).
+const (
+	opSet    = 0
+	opDelete = 1
+)
+
+// handleIncrementalAlterConfigs sets or deletes topic-level overrides.
+// Broker configs are static (read-only) here.
+func (b *Broker) handleIncrementalAlterConfigs(_ context.Context, rq *request) {
+	req := rq.req.(*kmsg.IncrementalAlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	for _, rr := range req.Resources {
+		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		fail := func(e *kerr.Error, msg string) {
+			sr.ErrorCode = e.Code
+			sr.ErrorMessage = &msg
+		}
+		if rr.ResourceType != resourceTypeTopic {
+			fail(kerr.InvalidRequest, "only topic configs can be altered; broker configs are static")
+			resp.Resources = append(resp.Resources, sr)
+			continue
+		}
+		t, ok := b.meta.topic(rr.ResourceName)
+		if !ok {
+			fail(kerr.UnknownTopicOrPartition, "unknown topic "+rr.ResourceName)
+			resp.Resources = append(resp.Resources, sr)
+			continue
+		}
+		next := map[string]string{}
+		for k, v := range t.Configs {
+			next[k] = v
+		}
+		bad := ""
+		for _, c := range rr.Configs {
+			switch c.Op {
+			case opSet:
+				if c.Value == nil {
+					bad = "null value for " + c.Name
+				} else {
+					next[c.Name] = *c.Value
+				}
+			case opDelete:
+				delete(next, c.Name)
+			default:
+				bad = "unsupported operation on " + c.Name
+			}
+		}
+		if bad == "" {
+			if _, err := b.cfg.TopicConfig(next); err != nil {
+				bad = err.Error()
+			}
+		}
+		switch {
+		case bad != "":
+			fail(kerr.InvalidConfig, bad)
+		case req.ValidateOnly:
+		default:
+			if err := b.alterTopicConfig(rr.ResourceName, next); err != nil {
+				fail(kerr.UnknownServerError, err.Error())
+			}
+		}
+		resp.Resources = append(resp.Resources, sr)
+	}
+	rq.respond(resp)
+}
+
+// alterTopicConfig replaces a topic's overrides and applies them to its
+// partitions.
+func (b *Broker) alterTopicConfig(topic string, configs map[string]string) error {
+	tc, err := b.cfg.TopicConfig(configs)
+	if err != nil {
+		return err
+	}
+	m := b.meta
+	m.mu.Lock()
+	t, ok := m.topics[topic]
+	if !ok {
+		m.mu.Unlock()
+		return errUnknownTopic
+	}
+	old := t.Configs
+	t.Configs = configs
+	if err := m.persistLocked(); err != nil {
+		t.Configs = old
+		m.mu.Unlock()
+		return err
+	}
+	n := len(t.Partitions)
+	m.mu.Unlock()
+	for i := 0; i < n; i++ {
+		if p := b.partition(topic, int32(i)); p != nil {
+			p.SetConfig(partitionConfig(tc))
+			p.Log().SetConfig(b.logConfig(tc))
+		}
+	}
+	return nil
+}

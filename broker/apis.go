@@ -1,0 +1,74 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"regexp"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/config"
+	klog "github.com/isrlab/isrlab/broker/log"
+	"github.com/isrlab/isrlab/broker/partition"
+	"github.com/isrlab/isrlab/broker/wire"
+)
+
+// apiVersions is the one table that drives ApiVersions and is enforced on
+// every request. Versions start where record batches are v2 (magic 2) and
+// stop before topic IDs replace topic names.
+var apiVersions = wire.Table{
+	0:  {Min: 3, Max: 9},  // Produce
+	1:  {Min: 4, Max: 12}, // Fetch
+	2:  {Min: 1, Max: 6},  // ListOffsets
+	3:  {Min: 0, Max: 9},  // Metadata
+	18: {Min: 0, Max: 3},  // ApiVersions
+	19: {Min: 0, Max: 5},  // CreateTopics
+	20: {Min: 0, Max: 5},  // DeleteTopics
+	22: {Min: 0, Max: 4},  // InitProducerId
+	32: {Min: 0, Max: 4},  // DescribeConfigs
+	44: {Min: 0, Max: 1},  // IncrementalAlterConfigs
+}
+
+func (b *Broker) handlerTable() map[int16]handler {
+	return map[int16]handler{
+		0:  b.handleProduce,
+		1:  b.handleFetch,
+		2:  b.handleListOffsets,
+		3:  b.handleMetadata,
+		18: b.handleApiVersions,
+		19: b.handleCreateTopics,
+		20: b.handleDeleteTopics,
+		22: b.handleInitProducerID,
+		32: b.handleDescribeConfigs,
+		44: b.handleIncrementalAlterConfigs,
+	}
+}
+
+var (
+	errTopicExists  = errors.New("topic exists")
+	errUnknownTopic = errors.New("unknown topic")
+)
+
+var legalTopic = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+
+// validTopicName applies Kafka's topic name rules.
+func validTopicName(name string) bool {
+	return name != "" && name != "." && name != ".." && len(name) <= 249 && legalTopic.MatchString(name)
+}
+
+func partitionConfig(tc *config.Config) partition.Config {
+	return partition.Config{
+		MinInsyncReplicas: tc.Int("min.insync.replicas"),
+		MaxMessageBytes:   tc.Int("max.message.bytes"),
+	}
+}
+
+func tpKey(topic string, p int32) klog.TopicPartition {
+	return klog.TopicPartition{Topic: topic, Partition: p}
+}
+
+func (b *Broker) handleApiVersions(_ context.Context, rq *request) {
+	rq.respond(b.versions.ApiVersions(rq.hdr.Version))
+}
+
+var _ kmsg.Request = (*kmsg.ApiVersionsRequest)(nil)

@@ -1,0 +1,152 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The throughput benchmarks run the same kgo workload against an isrlab
+// broker (storing on disk) and franz-go's in-memory kfake, side by side:
+//
+//	go test ./broker -run '^$' -bench 'Produce|Consume' -benchtime 200000x
+//
+// 1 KiB records, acks=1, 8 partitions, one producer client.
+
+const (
+	benchPartitions = 8
+	benchRecordSize = 1024
+)
+
+type benchTarget struct {
+	name  string
+	start func(b *testing.B) (addr string, rss func() int64)
+}
+
+func benchTargets() []benchTarget {
+	return []benchTarget{
+		{"isrlab", func(b *testing.B) (string, func() int64) {
+			tb := startBroker(b, b.TempDir())
+			return tb.Addrs()[0], selfRSS
+		}},
+		{"kfake", func(b *testing.B) (string, func() int64) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(benchPartitions, "bench"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(c.Close)
+			return c.ListenAddrs()[0], selfRSS
+		}},
+	}
+}
+
+// selfRSS reads this process's resident set size in bytes.
+func selfRSS() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			f := strings.Fields(l)
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+func benchProduce(b *testing.B, addr string, n int) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
+		kgo.DefaultProduceTopic("bench"), kgo.ProducerLinger(time.Millisecond), kgo.MaxBufferedRecords(100000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	value := make([]byte, benchRecordSize)
+	for i := range value {
+		value[i] = byte(i * 7)
+	}
+	var wg sync.WaitGroup
+	var errOnce sync.Once
+	var firstErr error
+	wg.Add(n)
+	for i := 0; i < n; i++ {
+		cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				errOnce.Do(func() { firstErr = err })
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		b.Fatal(firstErr)
+	}
+}
+
+func ensureTopic(b *testing.B, addr string) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	createTopicIfMissing(b, cl, "bench", benchPartitions)
+}
+
+func BenchmarkProduce(b *testing.B) {
+	for _, tg := range benchTargets() {
+		b.Run(tg.name, func(b *testing.B) {
+			addr, rss := tg.start(b)
+			ensureTopic(b, addr)
+			runtime.GC()
+			before := rss()
+			b.SetBytes(benchRecordSize)
+			b.ResetTimer()
+			benchProduce(b, addr, b.N)
+			b.StopTimer()
+			b.ReportMetric(float64(rss()-before)/(1<<20), "MiB-rss-growth")
+		})
+	}
+}
+
+func BenchmarkConsume(b *testing.B) {
+	for _, tg := range benchTargets() {
+		b.Run(tg.name, func(b *testing.B) {
+			addr, _ := tg.start(b)
+			ensureTopic(b, addr)
+			benchProduce(b, addr, b.N)
+			cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("bench"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+				kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(8<<20))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cl.Close()
+			b.SetBytes(benchRecordSize)
+			b.ResetTimer()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			got := 0
+			for got < b.N {
+				fs := cl.PollFetches(ctx)
+				if ctx.Err() != nil {
+					b.Fatalf("consumed %d of %d", got, b.N)
+				}
+				fs.EachError(func(t string, p int32, err error) { b.Fatalf("%s/%d: %v", t, p, err) })
+				got += fs.NumRecords()
+			}
+		})
+	}
+}
+
+var _ = fmt.Sprint

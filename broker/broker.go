@@ -1,0 +1,284 @@
+// Package broker is isrlab's Kafka-wire-compatible broker, the system under
+// test. Requests are read per connection, queued (queued.max.requests) and
+// handled by num.io.threads goroutines, as in Kafka; partition data lives in
+// broker/log and per-partition replica state in broker/partition.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/isrlab/isrlab/broker/config"
+	klog "github.com/isrlab/isrlab/broker/log"
+	"github.com/isrlab/isrlab/broker/partition"
+	"github.com/isrlab/isrlab/broker/wire"
+)
+
+// Option configures a Broker.
+type Option interface{ apply(*Broker) }
+
+type optFunc func(*Broker)
+
+func (f optFunc) apply(b *Broker) { f(b) }
+
+// WithLogger sets the broker's logger.
+func WithLogger(l *slog.Logger) Option { return optFunc(func(b *Broker) { b.log = l }) }
+
+// WithClock injects the broker's clock.
+func WithClock(now func() time.Time) Option { return optFunc(func(b *Broker) { b.now = now }) }
+
+// Broker is one isrlab broker.
+type Broker struct {
+	cfg      *config.Config
+	id       int32
+	log      *slog.Logger
+	now      func() time.Time
+	versions wire.Table
+	handlers map[int16]handler
+	queue    chan *request
+	metrics  *metrics
+
+	logs *klog.Manager
+	meta *metadata
+
+	mu         sync.RWMutex
+	partitions map[tp]*partition.Partition
+
+	producerIDs *producerIDs
+
+	ready     chan struct{}
+	addrs     []string // bound listener addresses, set before ready closes
+	metricsAt string
+}
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+type handler func(ctx context.Context, rq *request)
+
+// New validates cfg and opens the broker's log directories (recovering
+// logs after an unclean shutdown). Run starts serving.
+func New(cfg *config.Config, opts ...Option) (*Broker, error) {
+	b := &Broker{
+		cfg:        cfg,
+		id:         int32(cfg.Int("broker.id")),
+		log:        slog.Default(),
+		now:        time.Now,
+		partitions: map[tp]*partition.Partition{},
+		ready:      make(chan struct{}),
+	}
+	for _, o := range opts {
+		o.apply(b)
+	}
+	b.log = b.log.With("node", "b"+strconv.Itoa(int(b.id)))
+	b.versions = apiVersions
+	b.handlers = b.handlerTable()
+	b.queue = make(chan *request, cfg.Int("queued.max.requests"))
+	b.metrics = newMetrics(b)
+
+	dirs := cfg.LogDirs()
+	logs, err := klog.OpenManager(dirs, b.logConfig(cfg.TopicDefaults()), klog.WithClock(b.now), klog.WithLogger(b.log))
+	if err != nil {
+		return nil, fmt.Errorf("open log dirs %s: %w", strings.Join(dirs, ","), err)
+	}
+	b.logs = logs
+	b.producerIDs, err = openProducerIDs(dirs[0])
+	if err != nil {
+		logs.Close()
+		return nil, err
+	}
+	b.meta, err = openStandaloneMetadata(b, dirs[0])
+	if err != nil {
+		logs.Close()
+		return nil, err
+	}
+	if err := b.loadPartitions(); err != nil {
+		logs.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// logConfig converts a resolved topic config into the log's config.
+func (b *Broker) logConfig(tc *config.Config) klog.Config {
+	lc := klog.DefaultConfig()
+	lc.SegmentBytes = tc.Long("segment.bytes")
+	lc.SegmentMs = tc.Long("segment.ms")
+	lc.SegmentIndexBytes = tc.Int("segment.index.bytes")
+	lc.IndexIntervalBytes = tc.Int("index.interval.bytes")
+	lc.RetentionMs = tc.Long("retention.ms")
+	lc.RetentionBytes = tc.Long("retention.bytes")
+	lc.FlushIntervalMessages = tc.Long("flush.messages")
+	lc.FlushIntervalMs = tc.Long("flush.ms")
+	lc.FileDeleteDelayMs = tc.Long("file.delete.delay.ms")
+	return lc
+}
+
+// listenerAddrs returns host:port of each configured listener.
+func listenerAddrs(list []string) ([]string, error) {
+	var out []string
+	for _, l := range list {
+		u, err := url.Parse(l)
+		if err != nil || u.Host == "" {
+			return nil, &config.InvalidError{Key: "listeners", Value: l, Reason: "expected PLAINTEXT://host:port"}
+		}
+		if !strings.EqualFold(u.Scheme, "PLAINTEXT") {
+			return nil, &config.InvalidError{Key: "listeners", Value: l, Reason: "only PLAINTEXT listeners are supported"}
+		}
+		out = append(out, u.Host)
+	}
+	if len(out) == 0 {
+		return nil, &config.InvalidError{Key: "listeners", Value: "", Reason: "no listener"}
+	}
+	return out, nil
+}
+
+// Run serves until ctx ends, then shuts down cleanly: connections close,
+// logs are flushed and the clean-shutdown marker is written.
+func (b *Broker) Run(ctx context.Context) error {
+	addrs, err := listenerAddrs(b.cfg.List("listeners"))
+	if err != nil {
+		return err
+	}
+	var lns []net.Listener
+	closeAll := func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("listen %s: %w", a, err)
+		}
+		lns = append(lns, ln)
+		b.addrs = append(b.addrs, ln.Addr().String())
+	}
+	var mln net.Listener
+	if ma := b.cfg.String("metrics.listen"); ma != "" {
+		if mln, err = net.Listen("tcp", ma); err != nil {
+			closeAll()
+			return fmt.Errorf("metrics.listen %s: %w", ma, err)
+		}
+		b.metricsAt = mln.Addr().String()
+	}
+	b.meta.setSelf(b.advertised())
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, gctx := errgroup.WithContext(ctx)
+	var conns sync.WaitGroup
+	for _, ln := range lns {
+		g.Go(func() error {
+			<-gctx.Done()
+			ln.Close()
+			return nil
+		})
+		g.Go(func() error { b.acceptLoop(gctx, ln, &conns); return nil })
+	}
+	for i := 0; i < b.cfg.Int("num.io.threads"); i++ {
+		clock := &b.metrics.handlerClock[i]
+		g.Go(func() error { b.handlerLoop(gctx, clock); return nil })
+	}
+	g.Go(func() error {
+		b.metrics.sampleLoop(gctx, b.cfg.Int("num.io.threads"), b.cfg.Int("num.network.threads"))
+		return nil
+	})
+	if mln != nil {
+		g.Go(func() error { return b.metrics.serve(gctx, mln) })
+	}
+	g.Go(func() error {
+		err := b.logs.Run(gctx, b.highWatermark)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("log manager: %w", err)
+		}
+		return nil
+	})
+	close(b.ready)
+	b.log.Info("broker started", "listeners", strings.Join(b.addrs, ","), "metrics", b.metricsAt, "log.dirs", strings.Join(b.cfg.LogDirs(), ","))
+	err = g.Wait()
+	conns.Wait()
+	if cerr := b.close(); err == nil {
+		err = cerr
+	}
+	b.log.Info("broker stopped")
+	return err
+}
+
+// close flushes and closes every log and marks the shutdown clean.
+func (b *Broker) close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	hws := map[klog.TopicPartition]int64{}
+	for k, p := range b.partitions {
+		hws[klog.TopicPartition{Topic: k.topic, Partition: k.partition}] = p.HighWatermark()
+	}
+	if err := b.logs.WriteReplicationOffsets(hws); err != nil {
+		b.log.Warn("write replication-offset-checkpoint", "err", err)
+	}
+	return b.logs.Close()
+}
+
+// Ready is closed once the broker listens.
+func (b *Broker) Ready() <-chan struct{} { return b.ready }
+
+// Addrs returns the bound listener addresses (valid after Ready).
+func (b *Broker) Addrs() []string { return b.addrs }
+
+// MetricsAddr returns the bound metrics address, if any (valid after Ready).
+func (b *Broker) MetricsAddr() string { return b.metricsAt }
+
+// advertised returns the host and port clients should use.
+func (b *Broker) advertised() (string, int32) {
+	list := b.cfg.List("advertised.listeners")
+	hostport := ""
+	if len(list) > 0 {
+		if a, err := listenerAddrs(list[:1]); err == nil {
+			hostport = a[0]
+		}
+	}
+	if hostport == "" {
+		hostport = b.addrs[0]
+	}
+	host, port, _ := net.SplitHostPort(hostport)
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	// A listener on port 0 advertises the port it got.
+	if port == "0" {
+		_, port, _ = net.SplitHostPort(b.addrs[0])
+	}
+	n, _ := strconv.Atoi(port)
+	return host, int32(n)
+}
+
+// highWatermark is the log manager's view of a partition's HW (retention
+// only deletes below it).
+func (b *Broker) highWatermark(k klog.TopicPartition) int64 {
+	b.mu.RLock()
+	p := b.partitions[tp{k.Topic, k.Partition}]
+	b.mu.RUnlock()
+	if p == nil {
+		return 0
+	}
+	return p.HighWatermark()
+}
+
+func (b *Broker) partition(topic string, p int32) *partition.Partition {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.partitions[tp{topic, p}]
+}

@@ -1,0 +1,282 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/config"
+	"github.com/isrlab/isrlab/broker/wire"
+)
+
+// testBroker runs a broker on a loopback port in dir until the test ends.
+type testBroker struct {
+	*Broker
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startBroker(t testing.TB, dir string, overrides ...string) *testBroker {
+	t.Helper()
+	ov := append([]string{"log.dirs=" + dir, "listeners=PLAINTEXT://127.0.0.1:0"}, overrides...)
+	cfg, _, err := config.Load("", ov)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(cfg, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tb := &testBroker{Broker: b, cancel: cancel, done: make(chan error, 1)}
+	go func() { tb.done <- b.Run(ctx) }()
+	select {
+	case <-b.Ready():
+	case err := <-tb.done:
+		t.Fatalf("broker exited: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("broker not ready after 10s")
+	}
+	t.Cleanup(func() { tb.stop(t) })
+	return tb
+}
+
+func (tb *testBroker) stop(t testing.TB) {
+	if tb.cancel == nil {
+		return
+	}
+	tb.cancel()
+	tb.cancel = nil
+	if err := <-tb.done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("broker run: %v", err)
+	}
+}
+
+func (tb *testBroker) client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(tb.Addrs()[0])}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func createTopic(t testing.TB, cl *kgo.Client, topic string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, configs, topic)
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create topic %s: %v %v", topic, err, resp.Err)
+	}
+}
+
+// produceValues sends n records "<prefix>-<i>" round robin over partitions.
+func produceValues(t testing.TB, cl *kgo.Client, topic string, partitions int32, prefix string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		r := &kgo.Record{Topic: topic, Partition: int32(i) % partitions, Value: []byte(fmt.Sprintf("%s-%d", prefix, i))}
+		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatalf("produce: %v", firstErr)
+	}
+}
+
+// consumeAll reads every partition from the start until n records arrived.
+func consumeAll(t testing.TB, addr, topic string, n int) map[int32][]string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got := map[int32][]string{}
+	count := 0
+	for count < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d records before timeout", count, n)
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", tp, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if int64(len(got[r.Partition])) != r.Offset {
+				t.Fatalf("partition %d: offset %d after %d records", r.Partition, r.Offset, len(got[r.Partition]))
+			}
+			got[r.Partition] = append(got[r.Partition], string(r.Value))
+			count++
+		})
+	}
+	return got
+}
+
+func TestProduceConsumeKgo(t *testing.T) {
+	b := startBroker(t, t.TempDir())
+	cl := b.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	createTopic(t, cl, "rt", 4, nil)
+	const n = 4000
+	produceValues(t, cl, "rt", 4, "v", n)
+	got := consumeAll(t, b.Addrs()[0], "rt", n)
+	for p := int32(0); p < 4; p++ {
+		if len(got[p]) != n/4 {
+			t.Fatalf("partition %d: %d records, want %d", p, len(got[p]), n/4)
+		}
+		for i, v := range got[p] {
+			if want := fmt.Sprintf("v-%d", i*4+int(p)); v != want {
+				t.Fatalf("partition %d offset %d = %q, want %q", p, i, v, want)
+			}
+		}
+	}
+}
+
+func TestRestartKeepsData(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir)
+	cl := b.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	createTopic(t, cl, "keep", 2, nil)
+	produceValues(t, cl, "keep", 2, "a", 100)
+	cl.Close()
+	b.stop(t)
+
+	b2 := startBroker(t, dir)
+	cl2 := b2.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produceValues(t, cl2, "keep", 2, "b", 100)
+	got := consumeAll(t, b2.Addrs()[0], "keep", 200)
+	if len(got[0]) != 100 || got[0][0] != "a-0" || got[0][50] != "b-0" {
+		t.Fatalf("after restart partition 0 = %d records starting %q, %q", len(got[0]), got[0][0], got[0][50])
+	}
+}
+
+func TestAcksAndErrors(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "message.max.bytes=2000", "auto.create.topics.enable=false")
+	cl := b.client(t)
+	createTopic(t, cl, "acks", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// acks=1 and acks=0 both write.
+	for _, acks := range []kgo.Acks{kgo.LeaderAck(), kgo.NoAck()} {
+		c := b.client(t, kgo.RequiredAcks(acks), kgo.DisableIdempotentWrite())
+		if err := c.ProduceSync(ctx, &kgo.Record{Topic: "acks", Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatalf("acks %v: %v", acks, err)
+		}
+		c.Flush(ctx)
+	}
+	// A record over message.max.bytes is refused with MESSAGE_TOO_LARGE.
+	big := make([]byte, 4000)
+	rand.Read(big) // incompressible: kgo compresses batches
+	err := cl.ProduceSync(ctx, &kgo.Record{Topic: "acks", Value: big}).FirstErr()
+	if !errors.Is(err, kerr.MessageTooLarge) {
+		t.Fatalf("big record: err = %v, want MESSAGE_TOO_LARGE", err)
+	}
+	// Raw requests: invalid acks and an unknown topic.
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = 2
+	req.TimeoutMillis = 1000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "acks"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = []byte{}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	req.SetVersion(9)
+	wc := wire.NewClient(b.Addrs()[0], "test", nil)
+	defer wc.Close()
+	raw, err := wc.Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := raw.(*kmsg.ProduceResponse)
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidRequiredAcks.Code {
+		t.Errorf("acks=2: error %d, want INVALID_REQUIRED_ACKS", code)
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	name := "nope"
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = &name
+	md.Topics = append(md.Topics, mt)
+	mresp, err := md.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := mresp.Topics[0].ErrorCode; code != kerr.UnknownTopicOrPartition.Code {
+		t.Errorf("unknown topic: error %d", code)
+	}
+}
+
+func TestListOffsets(t *testing.T) {
+	b := startBroker(t, t.TempDir())
+	cl := b.client(t)
+	createTopic(t, cl, "lo", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	base := time.UnixMilli(1_700_000_000_000)
+	for i := 0; i < 10; i++ {
+		r := &kgo.Record{Topic: "lo", Value: []byte("x"), Timestamp: base.Add(time.Duration(i) * time.Minute)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	adm := kadm.NewClient(cl)
+	start, err := adm.ListStartOffsets(ctx, "lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := adm.ListEndOffsets(ctx, "lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := adm.ListOffsetsAfterMilli(ctx, base.Add(4*time.Minute+time.Second).UnixMilli(), "lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := start.Lookup("lo", 0)
+	e, _ := end.Lookup("lo", 0)
+	a, _ := at.Lookup("lo", 0)
+	if s.Offset != 0 || e.Offset != 10 || a.Offset != 5 {
+		t.Fatalf("earliest %d latest %d by time %d; want 0 10 5", s.Offset, e.Offset, a.Offset)
+	}
+}
+
+func createTopicIfMissing(t testing.TB, cl *kgo.Client, topic string, partitions int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, nil, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Err != nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists) {
+		t.Fatal(resp.Err)
+	}
+}

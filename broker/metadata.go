@@ -1,0 +1,235 @@
+package broker
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/isrlab/isrlab/broker/partition"
+)
+
+// topicMeta is what the broker knows about one topic.
+type topicMeta struct {
+	Name       string            `json:"name"`
+	ID         [16]byte          `json:"id"`
+	Configs    map[string]string `json:"configs,omitempty"`
+	Partitions []partitionMeta   `json:"partitions"`
+}
+
+// partitionMeta is one partition's leadership as the broker last heard it.
+type partitionMeta struct {
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+	Replicas    []int32 `json:"replicas"`
+	ISR         []int32 `json:"isr"`
+}
+
+type brokerEndpoint struct {
+	ID   int32
+	Host string
+	Port int32
+	Rack *string
+}
+
+// metadata is the broker's metadata cache. Standalone (no
+// coordinator.connect) the broker is its own controller and persists the
+// topic list in log.dirs[0]/isrlab-topics.json.
+type metadata struct {
+	b    *Broker
+	path string
+
+	mu         sync.RWMutex
+	brokers    map[int32]brokerEndpoint
+	controller int32
+	topics     map[string]*topicMeta
+}
+
+const topicsFile = "isrlab-topics.json"
+
+func openStandaloneMetadata(b *Broker, dir string) (*metadata, error) {
+	m := &metadata{b: b, path: filepath.Join(dir, topicsFile), brokers: map[int32]brokerEndpoint{}, controller: b.id, topics: map[string]*topicMeta{}}
+	data, err := os.ReadFile(m.path)
+	switch {
+	case os.IsNotExist(err):
+		return m, nil
+	case err != nil:
+		return nil, fmt.Errorf("read topic metadata: %w", err)
+	}
+	var topics []*topicMeta
+	if err := json.Unmarshal(data, &topics); err != nil {
+		return nil, fmt.Errorf("topic metadata %s is corrupt (move it away to start empty): %w", m.path, err)
+	}
+	for _, t := range topics {
+		m.topics[t.Name] = t
+	}
+	return m, nil
+}
+
+func (m *metadata) setSelf(host string, port int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.brokers[m.b.id] = brokerEndpoint{ID: m.b.id, Host: host, Port: port}
+}
+
+// persistLocked writes the topic list atomically.
+func (m *metadata) persistLocked() error {
+	names := make([]string, 0, len(m.topics))
+	for n := range m.topics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	list := make([]*topicMeta, 0, len(names))
+	for _, n := range names {
+		list = append(list, m.topics[n])
+	}
+	data, err := json.MarshalIndent(list, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := m.path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, m.path)
+}
+
+func (m *metadata) topic(name string) (*topicMeta, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	t, ok := m.topics[name]
+	return t, ok
+}
+
+func (m *metadata) topicNames() []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	names := make([]string, 0, len(m.topics))
+	for n := range m.topics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (m *metadata) brokerList() []brokerEndpoint {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]brokerEndpoint, 0, len(m.brokers))
+	for _, b := range m.brokers {
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func newTopicID() [16]byte {
+	var id [16]byte
+	rand.Read(id[:])
+	return id
+}
+
+// createTopicStandalone creates a topic led entirely by this broker.
+func (b *Broker) createTopicStandalone(name string, partitions int32, configs map[string]string) error {
+	m := b.meta
+	m.mu.Lock()
+	if _, ok := m.topics[name]; ok {
+		m.mu.Unlock()
+		return errTopicExists
+	}
+	t := &topicMeta{Name: name, ID: newTopicID(), Configs: configs}
+	for i := int32(0); i < partitions; i++ {
+		t.Partitions = append(t.Partitions, partitionMeta{Leader: b.id, LeaderEpoch: 0, Replicas: []int32{b.id}, ISR: []int32{b.id}})
+	}
+	m.topics[name] = t
+	err := m.persistLocked()
+	if err != nil {
+		delete(m.topics, name)
+	}
+	m.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("persist topic %s: %w", name, err)
+	}
+	return b.openTopicPartitions(t)
+}
+
+// deleteTopicStandalone removes a topic and its data.
+func (b *Broker) deleteTopicStandalone(name string) error {
+	m := b.meta
+	m.mu.Lock()
+	t, ok := m.topics[name]
+	if !ok {
+		m.mu.Unlock()
+		return errUnknownTopic
+	}
+	delete(m.topics, name)
+	err := m.persistLocked()
+	m.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("persist topic deletion %s: %w", name, err)
+	}
+	for i := range t.Partitions {
+		k := tp{name, int32(i)}
+		b.mu.Lock()
+		delete(b.partitions, k)
+		b.mu.Unlock()
+		if err := b.logs.Delete(name, int32(i)); err != nil {
+			b.log.Warn("delete partition data", "topic", name, "partition", i, "err", err)
+		}
+	}
+	return nil
+}
+
+// loadPartitions opens every partition the metadata says this broker leads.
+func (b *Broker) loadPartitions() error {
+	for _, n := range b.meta.topicNames() {
+		t, _ := b.meta.topic(n)
+		if err := b.openTopicPartitions(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *Broker) openTopicPartitions(t *topicMeta) error {
+	tc, err := b.cfg.TopicConfig(t.Configs)
+	if err != nil {
+		return fmt.Errorf("topic %s config: %w", t.Name, err)
+	}
+	hws, err := b.logs.ReadReplicationOffsets()
+	if err != nil {
+		b.log.Warn("read replication-offset-checkpoint; high watermarks start at the log start", "err", err)
+	}
+	for i, pm := range t.Partitions {
+		idx := int32(i)
+		lg, err := b.logs.GetOrCreate(t.Name, idx, b.logConfig(tc))
+		if err != nil {
+			return fmt.Errorf("open %s-%d: %w", t.Name, idx, err)
+		}
+		p := partition.New(t.Name, idx, b.id, lg, partitionConfig(tc), b.now)
+		if pm.Leader == b.id {
+			if err := p.MakeLeader(pm.LeaderEpoch, pm.Replicas, pm.ISR, hws[tpKey(t.Name, idx)]); err != nil {
+				return fmt.Errorf("make leader %s-%d: %w", t.Name, idx, err)
+			}
+		}
+		b.mu.Lock()
+		b.partitions[tp{t.Name, idx}] = p
+		b.mu.Unlock()
+	}
+	return nil
+}

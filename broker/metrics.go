@@ -1,0 +1,122 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// metrics holds the broker's Prometheus metrics. Names follow Kafka's JMX
+// names (kafka_<domain>_<Name>); a *PerSec meter is a counter whose rate
+// Prometheus computes.
+type metrics struct {
+	reg *prometheus.Registry
+
+	bytesIn, bytesOut, messagesIn prometheus.Counter
+	badRequests                   prometheus.Counter
+	requestTime                   *prometheus.HistogramVec
+	requestTimeByKey              [128]prometheus.Observer
+
+	handlerBusy                        atomic.Int64 // ns the io threads spent handling requests
+	handlerClock                       []threadClock
+	networkBusy                        atomic.Int64 // ns the connections spent reading and writing
+	handlerIdleMeter, networkIdleMeter idleMeter
+}
+
+func newMetrics(b *Broker) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.bytesIn = prometheus.NewCounter(prometheus.CounterOpts{Name: "kafka_server_BytesInPerSec", Help: "Bytes received from clients (BrokerTopicMetrics)."})
+	m.bytesOut = prometheus.NewCounter(prometheus.CounterOpts{Name: "kafka_server_BytesOutPerSec", Help: "Bytes sent to clients (BrokerTopicMetrics)."})
+	m.messagesIn = prometheus.NewCounter(prometheus.CounterOpts{Name: "kafka_server_MessagesInPerSec", Help: "Records appended as leader (BrokerTopicMetrics)."})
+	m.badRequests = prometheus.NewCounter(prometheus.CounterOpts{Name: "kafka_network_BadRequestsTotal", Help: "Connections closed on an undecodable or unsupported request."})
+	m.requestTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kafka_network_RequestTotalTimeMs",
+		Help:    "Time from receiving a request to sending its response, per API (RequestMetrics).",
+		Buckets: []float64{0.1, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 5000, 30000},
+	}, []string{"request"})
+	for k := range m.requestTimeByKey {
+		if name := kmsg.NameForKey(int16(k)); name != "" {
+			m.requestTimeByKey[k] = m.requestTime.WithLabelValues(name)
+		}
+	}
+	m.handlerClock = make([]threadClock, b.cfg.Int("num.io.threads"))
+	handlerIdle := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kafka_server_RequestHandlerAvgIdlePercent",
+		Help: "Fraction of time the num.io.threads handlers were idle over the last second (KafkaRequestHandlerPool).",
+	}, func() float64 { return float64(m.handlerIdleMeter.percent.Load()) / 10000 })
+	netIdle := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kafka_network_NetworkProcessorAvgIdlePercent",
+		Help: "1 - time spent reading, decoding, encoding and writing requests / (num.network.threads x wall time), last second (SocketServer).",
+	}, func() float64 { return float64(m.networkIdleMeter.percent.Load()) / 10000 })
+	m.reg.MustRegister(m.bytesIn, m.bytesOut, m.messagesIn, m.badRequests, m.requestTime, handlerIdle, netIdle)
+	return m
+}
+
+func (m *metrics) observeRequest(key int16, d time.Duration) {
+	if key >= 0 && int(key) < len(m.requestTimeByKey) && m.requestTimeByKey[key] != nil {
+		m.requestTimeByKey[key].Observe(float64(d.Microseconds()) / 1000)
+	}
+}
+
+// sampleLoop updates the idle gauges once a second.
+func (m *metrics) sampleLoop(ctx context.Context, ioThreads, netThreads int) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	sample := func(now time.Time) {
+		for i := range m.handlerClock {
+			m.handlerClock[i].checkpoint(now.UnixNano(), &m.handlerBusy)
+		}
+		m.handlerIdleMeter.sample(m.handlerBusy.Load(), now, ioThreads)
+		m.networkIdleMeter.sample(m.networkBusy.Load(), now, netThreads)
+	}
+	sample(time.Now())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			sample(now)
+		}
+	}
+}
+
+// serveMetrics serves /metrics on addr until ctx ends.
+func (m *metrics) serve(ctx context.Context, ln net.Listener) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// threadClock measures one handler's busy time so that a request still
+// running at a sample is counted up to the sample, not only when it ends:
+// a handler stuck on a lock must read as busy.
+type threadClock struct{ since atomic.Int64 } // busy since (unix ns); 0 idle
+
+func (c *threadClock) begin(now int64) { c.since.Store(now) }
+
+func (c *threadClock) end(now int64, total *atomic.Int64) {
+	if s := c.since.Swap(0); s != 0 {
+		total.Add(now - s)
+	}
+}
+
+func (c *threadClock) checkpoint(now int64, total *atomic.Int64) {
+	if s := c.since.Load(); s != 0 && c.since.CompareAndSwap(s, now) {
+		total.Add(now - s)
+	}
+}
