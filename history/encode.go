@@ -23,6 +23,10 @@ func AppendOp(b []byte, op *Op) []byte {
 	case Cluster:
 		b = append(b, `"cluster"`...)
 	default:
+		if op.Process < 0 {
+			b = append(b, `"other"`...)
+			break
+		}
 		b = strconv.AppendInt(b, int64(op.Process), 10)
 	}
 	if op.Type != TypeNone {
@@ -149,7 +153,7 @@ func appendString(b []byte, s string) []byte {
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && size == 1 {
-			b = append(b, `\ufffd`...)
+			b = append(b, "\uFFFD"...)
 		} else {
 			b = append(b, s[i:i+size]...)
 		}

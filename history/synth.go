@@ -201,6 +201,7 @@ func (s *synth) completeSend(pi int, inv *Op) {
 	default:
 		op.Type = OK
 		op.Node = "n1"
+		prevOff, sentHere := p.lastSent[part]
 		switch {
 		case s.inject("lost-write"):
 			op.Offset = int64(len(*log))
@@ -214,6 +215,13 @@ func (s *synth) completeSend(pi int, inv *Op) {
 			s.extra++
 			op.Offset = int64(len(*log))
 			*log = append(*log, inv.Value)
+		case sentHere && prevOff == int64(len(*log))-1 && s.inject("nonmonotonic-send"):
+			// The new value lands before this process's previous one.
+			last := int64(len(*log)) - 1
+			prev := (*log)[last]
+			(*log)[last] = inv.Value
+			*log = append(*log, prev)
+			op.Offset = last
 		case len(*log) > 0 && s.inject("inconsistent-offsets"):
 			// The ack names an offset that holds another value.
 			*log = append(*log, inv.Value)
@@ -225,10 +233,9 @@ func (s *synth) completeSend(pi int, inv *Op) {
 			op.Offset = int64(len(*log))
 			*log = append(*log, inv.Value)
 		}
-		if last, ok := p.lastSent[part]; ok && last >= op.Offset {
-			s.stats.Injected["nonmonotonic-send"]++ // a by-product of the above
+		if _, ok := p.lastSent[part]; !ok || op.Offset > p.lastSent[part] {
+			p.lastSent[part] = op.Offset
 		}
-		p.lastSent[part] = op.Offset
 	}
 	s.emit(&op)
 }

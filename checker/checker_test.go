@@ -1,0 +1,281 @@
+package checker
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/isrlab/isrlab/history"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden verdicts in testdata/")
+
+func openFile(path string) OpenFunc {
+	return func() (io.ReadCloser, error) { return os.Open(path) }
+}
+
+// TestGolden checks one history per anomaly (and a few valid ones) from
+// testdata/: the anomaly counts must be exactly the expected ones, the first
+// example must name the expected value or offset and carry its operations,
+// and the whole verdict must match the golden <name>.verdict.json.
+func TestGolden(t *testing.T) {
+	tests := []struct {
+		name      string
+		valid     Validity
+		anomalies map[string]int64
+		lin       string
+		// exValue/exOffset: the first example of the (single) anomaly.
+		exValue  int64
+		exOffset int64
+		exOps    int
+	}{
+		{name: "clean", valid: Valid, lin: "ok"},
+		{name: "info-read", valid: Valid, lin: "ok"},
+		{name: "faults", valid: Valid, lin: "ok"},
+		{name: "lost-write", valid: Invalid, anomalies: map[string]int64{LostWrite: 1}, lin: "ok", exValue: 2, exOffset: 1, exOps: 2},
+		{name: "unseen", valid: Invalid, anomalies: map[string]int64{Unseen: 1}, lin: "ok", exValue: 2, exOffset: 1, exOps: 2},
+		{name: "duplicate", valid: Invalid, anomalies: map[string]int64{Duplicate: 1}, lin: "illegal", exValue: 1, exOffset: -1, exOps: 2},
+		{name: "inconsistent-offsets", valid: Invalid, anomalies: map[string]int64{InconsistentOffsets: 1}, lin: "illegal", exValue: -1, exOffset: 1, exOps: 2},
+		{name: "nonmonotonic-send", valid: Invalid, anomalies: map[string]int64{NonmonotonicSend: 1}, lin: "illegal", exValue: -1, exOffset: -1, exOps: 2},
+		{name: "nonmonotonic-poll", valid: Invalid, anomalies: map[string]int64{NonmonotonicPoll: 1}, lin: "ok", exValue: -1, exOffset: -1, exOps: 2},
+		{name: "poll-skip", valid: Invalid, anomalies: map[string]int64{PollSkip: 1}, lin: "ok", exValue: -1, exOffset: -1, exOps: 2},
+		{name: "aborted-read", valid: Invalid, anomalies: map[string]int64{AbortedRead: 1}, lin: "illegal", exValue: 2, exOffset: 1, exOps: 3},
+		{name: "unexpected", valid: Invalid, anomalies: map[string]int64{Unexpected: 1}, lin: "illegal", exValue: 99, exOffset: 1, exOps: 1},
+		{name: "nonlinearizable", valid: Invalid, lin: "illegal"},
+		{name: "torn", valid: Unknown, lin: "ok"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join("testdata", tc.name+".jsonl")
+			v, err := Check(openFile(path), path, Options{Linearizable: LinOn})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Valid != tc.valid {
+				t.Errorf("valid = %s, want %s (anomalies %v)", v.Valid, tc.valid, v.Anomalies)
+			}
+			want := tc.anomalies
+			if want == nil {
+				want = map[string]int64{}
+			}
+			if fmt.Sprint(v.Anomalies) != fmt.Sprint(want) {
+				t.Errorf("anomalies = %v, want %v", v.Anomalies, want)
+			}
+			if v.Linearizable.Result != tc.lin {
+				t.Errorf("linearizable = %q, want %q", v.Linearizable.Result, tc.lin)
+			}
+			if v.TruncatedHistory != (tc.name == "torn") {
+				t.Errorf("truncated = %v", v.TruncatedHistory)
+			}
+			for kind := range tc.anomalies {
+				exs := v.Examples[kind]
+				if len(exs) != 1 {
+					t.Fatalf("%s: %d examples, want 1", kind, len(exs))
+				}
+				ex := exs[0]
+				if tc.exValue >= 0 && (ex.Value == nil || *ex.Value != tc.exValue) {
+					t.Errorf("%s example value = %v, want %d", kind, ex.Value, tc.exValue)
+				}
+				if tc.exOffset >= 0 && (ex.Offset == nil || *ex.Offset != tc.exOffset) {
+					t.Errorf("%s example offset = %v, want %d", kind, ex.Offset, tc.exOffset)
+				}
+				if len(ex.Ops) != tc.exOps {
+					t.Errorf("%s example has %d ops, want %d: %s", kind, len(ex.Ops), tc.exOps, ex.Ops)
+				}
+			}
+			got, err := json.MarshalIndent(v, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", tc.name+".verdict.json")
+			if *update {
+				if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wantJSON, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(wantJSON)) {
+				t.Errorf("verdict differs from %s:\n%s", golden, got)
+			}
+		})
+	}
+}
+
+// TestCheckOpsMatchesCheck: the in-memory and streaming paths agree.
+func TestCheckOpsMatchesCheck(t *testing.T) {
+	for _, name := range []string{"clean", "lost-write", "poll-skip", "faults"} {
+		path := filepath.Join("testdata", name+".jsonl")
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ops, err := history.ReadAll(f, path)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := CheckOps(ops, Options{Linearizable: LinOn})
+		b, err := Check(openFile(path), path, Options{Linearizable: LinOn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ja, _ := json.Marshal(a)
+		jb, _ := json.Marshal(b)
+		if !bytes.Equal(ja, jb) {
+			t.Errorf("%s: CheckOps and Check differ:\n%s\n%s", name, ja, jb)
+		}
+	}
+}
+
+func TestMalformedLineIsAnError(t *testing.T) {
+	tests := []struct {
+		name string
+		text string
+		line string
+	}{
+		{"bad json mid-file", "{\"isrlab_history\":1}\n{\"index\":0,\"time\":1,\"process\":0,\"type\":\"invoke\",\"f\":\"send\",\"value\":1}\n{\"index\":1,oops}\n{\"index\":2,\"time\":3,\"process\":0,\"type\":\"ok\",\"f\":\"send\"}\n", "h.jsonl:3:"},
+		{"unknown type", "{\"isrlab_history\":1}\n{\"index\":0,\"time\":1,\"process\":0,\"type\":\"maybe\",\"f\":\"send\"}\n", "h.jsonl:2:"},
+		{"no header", "{\"index\":0,\"time\":1,\"process\":0,\"type\":\"ok\",\"f\":\"send\"}\n", "h.jsonl:1:"},
+		{"float offset", "{\"isrlab_history\":1}\n{\"index\":0,\"time\":1,\"process\":0,\"type\":\"ok\",\"f\":\"send\",\"offset\":1.5}\n", "h.jsonl:2:"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			open := func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(tc.text)), nil }
+			_, err := Check(open, "h.jsonl", Options{})
+			if err == nil || !strings.Contains(err.Error(), tc.line) {
+				t.Fatalf("err = %v, want one naming %s", err, tc.line)
+			}
+			if errors.Is(err, history.ErrTruncated) {
+				t.Errorf("a mid-file error must not be reported as truncation: %v", err)
+			}
+		})
+	}
+}
+
+// TestRandomValidHistoriesNeverFlag is the property test: simulated
+// linearizable logs, with fail and info outcomes (half of the info sends
+// written and later read), faults and cluster events, are always valid.
+func TestRandomValidHistoriesNeverFlag(t *testing.T) {
+	rng := rand.New(rand.NewPCG(42, 7))
+	for i := range 40 {
+		o := history.SynthOptions{
+			Ops:        int64(200 + rng.IntN(3000)),
+			Partitions: 1 + rng.IntN(5),
+			Producers:  1 + rng.IntN(6),
+			Consumers:  1 + rng.IntN(3),
+			Seed:       rng.Uint64(),
+			InfoRate:   rng.Float64() * 0.3,
+			FailRate:   rng.Float64() * 0.2,
+			Faults:     rng.IntN(2) == 0,
+		}
+		var m history.Memory
+		if _, err := history.Synthesize(&m, o); err != nil {
+			t.Fatal(err)
+		}
+		v := CheckOps(m.Ops, Options{Linearizable: LinOn})
+		if v.Valid != Valid || len(v.Anomalies) != 0 || v.Linearizable.Result != "ok" {
+			t.Fatalf("case %d (%+v): valid=%s anomalies=%v lin=%s examples=%v", i, o, v.Valid, v.Anomalies, v.Linearizable.Result, v.Examples)
+		}
+		if o.InfoRate > 0.05 && v.Stats.InfoRead == 0 && v.Stats.SendsInfo > 20 {
+			t.Errorf("case %d: no info send was read; the property is not exercised", i)
+		}
+	}
+}
+
+// TestInjectedAnomaliesAreFound: every kind the generator injects is found.
+func TestInjectedAnomaliesAreFound(t *testing.T) {
+	var m history.Memory
+	st, err := history.Synthesize(&m, history.SynthOptions{Ops: 20000, Partitions: 4, Seed: 9, InfoRate: 0.05, FailRate: 0.05, AnomalyEvery: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := CheckOps(m.Ops, Options{Linearizable: LinOff})
+	for _, kind := range AnomalyNames {
+		if st.Injected[kind] == 0 {
+			t.Errorf("generator injected no %s", kind)
+		}
+		if v.Anomalies[kind] == 0 {
+			t.Errorf("injected %d %s, found none", st.Injected[kind], kind)
+		}
+		for _, ex := range v.Examples[kind] {
+			if len(ex.Ops) == 0 {
+				t.Errorf("%s example without ops: %+v", kind, ex)
+			}
+		}
+	}
+	if v.Valid != Invalid {
+		t.Errorf("valid = %s", v.Valid)
+	}
+}
+
+func TestLinAutoSkipsLargeHistories(t *testing.T) {
+	var m history.Memory
+	if _, err := history.Synthesize(&m, history.SynthOptions{Ops: 3000, Partitions: 2, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	v := CheckOps(m.Ops, Options{LinMaxOps: 100})
+	if v.Linearizable.Result != "skipped" || v.Valid != Valid {
+		t.Errorf("lin = %+v, valid = %s", v.Linearizable, v.Valid)
+	}
+}
+
+func TestValidityJSON(t *testing.T) {
+	for _, v := range []Validity{Valid, Invalid, Unknown} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Validity
+		if err := json.Unmarshal(b, &back); err != nil || back != v {
+			t.Errorf("%s -> %s -> %s (%v)", v, b, back, err)
+		}
+	}
+}
+
+func TestVisualizeIllegal(t *testing.T) {
+	path := filepath.Join("testdata", "nonlinearizable.jsonl")
+	v, err := Check(openFile(path), path, Options{Linearizable: LinOn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !v.HasVisualization() {
+		t.Fatal("no visualization for an illegal history")
+	}
+	var buf bytes.Buffer
+	if err := v.Visualize(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "<html") {
+		t.Errorf("visualization is not HTML: %.200s", buf.String())
+	}
+}
+
+func TestHistogramQuantiles(t *testing.T) {
+	var h histogram
+	for i := int64(1); i <= 1000; i++ {
+		h.add(i * 1000) // 1 µs .. 1 ms
+	}
+	q := h.quantiles()
+	tests := []struct {
+		name      string
+		got, want float64
+	}{
+		{"p50", q.P50, 0.5}, {"p90", q.P90, 0.9}, {"p99", q.P99, 0.99}, {"max", q.Max, 1.0}, {"min", q.Min, 0.001},
+	}
+	for _, tc := range tests {
+		if tc.got < tc.want*0.93 || tc.got > tc.want*1.07 {
+			t.Errorf("%s = %g ms, want %g ± 7%%", tc.name, tc.got, tc.want)
+		}
+	}
+}
