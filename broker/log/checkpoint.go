@@ -65,12 +65,18 @@ func writeCheckpoint(path string, lines []string) error {
 		b.WriteString(l)
 		b.WriteByte('\n')
 	}
+	return writeFileAtomic(path, b.Bytes())
+}
+
+// writeFileAtomic replaces path with data: temporary file, fsync, rename,
+// directory fsync.
+func writeFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
-	if _, err := f.Write(b.Bytes()); err != nil {
+	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return fmt.Errorf("write checkpoint %s: %w", tmp, err)
 	}

@@ -538,9 +538,10 @@ func (l *Log) flushTo(upTo int64, gen uint64) error {
 		}
 	}
 	if upTo >= l.leo.Load() {
+		// Only a flush to the LEO resets the flush policy counters.
 		l.unflushed = 0
+		l.lastFlush = l.clock()
 	}
-	l.lastFlush = l.clock()
 	l.mu.Unlock()
 	for _, s := range todo {
 		if err := s.sync(); err != nil {
