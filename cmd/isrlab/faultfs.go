@@ -21,6 +21,7 @@ func newFaultfsCmd() *cobra.Command {
 	var (
 		opts    faultfs.Options
 		control string
+		pt      string
 		verbose bool
 	)
 	cmd := &cobra.Command{
@@ -46,7 +47,10 @@ object per line, for example {"cmd":"latency","op":"write","latency":"20ms"};
 While no fault is active, files opened read-only or with O_APPEND are served
 by FUSE passthrough (kernel to backing file, near plain-disk speed); faults
 injected later reach their opens, fsyncs and metadata but not their reads and
-writes. --passthrough=false routes all I/O through faultfs.
+writes, until every handle of the file is closed. --passthrough=off routes all
+I/O through faultfs; --passthrough=all also passes other writable opens
+through, and a crash then cannot undo their overwrites of synced bytes (it
+still drops everything past the synced size).
 
 The mount's source is faultfs-<run id> (fstype fuse.faultfs), so that
 "isrlab clean" can unmount what a killed daemon left. Needs root and /dev/fuse.`,
@@ -63,6 +67,10 @@ The mount's source is faultfs-<run id> (fstype fuse.faultfs), so that
 			}
 			if !faultfs.ValidRunID(opts.RunID) {
 				return usageError("--run-id %q: use 1-64 of letters, digits, '.', '_', '-'", opts.RunID)
+			}
+			var err error
+			if opts.Passthrough, err = faultfs.ParsePassthroughMode(pt); err != nil {
+				return usageError("--passthrough: %v", err)
 			}
 			if !cmd.Flags().Changed("seed") {
 				opts.Seed = time.Now().UnixNano()
@@ -83,7 +91,7 @@ The mount's source is faultfs-<run id> (fstype fuse.faultfs), so that
 	f.StringVar(&control, "control", "", "path of the control Unix socket")
 	f.StringVar(&opts.RunID, "run-id", "", "run id tagging the mount (default manual-<pid>)")
 	f.Int64Var(&opts.Seed, "seed", 0, "seed of jitter and EIO draws (default: time-based)")
-	f.BoolVar(&opts.Passthrough, "passthrough", true, "serve read-only and O_APPEND opens by FUSE passthrough while no fault is active")
+	f.StringVar(&pt, "passthrough", "append", "opens served by FUSE passthrough while no fault is active: off, append (read-only and O_APPEND) or all")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log mounts, faults and crashes")
 	cmd.AddCommand(newFaultfsCtlCmd())
 	return cmd

@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 	defer stop()
 	err := Run(ctx, Options{
 		Backing: os.Getenv("FAULTFS_BACKING"), Mount: os.Getenv("FAULTFS_MOUNT"),
-		RunID: os.Getenv("FAULTFS_RUN"), Passthrough: true,
+		RunID: os.Getenv("FAULTFS_RUN"), Passthrough: PassthroughAppend,
 	}, os.Getenv("FAULTFS_CONTROL"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -39,7 +39,11 @@ func mountT(t testing.TB, passthrough bool) (*FS, string, string) {
 			t.Fatal(err)
 		}
 	}
-	f, err := Mount(Options{Backing: backing, Mount: mnt, RunID: "test-" + strconv.Itoa(os.Getpid()), Seed: 1, Passthrough: passthrough})
+	mode := PassthroughOff
+	if passthrough {
+		mode = PassthroughAppend
+	}
+	f, err := Mount(Options{Backing: backing, Mount: mnt, RunID: "test-" + strconv.Itoa(os.Getpid()), Seed: 1, Passthrough: mode})
 	if err != nil {
 		t.Fatalf("mount: %v", err)
 	}

@@ -31,6 +31,43 @@ var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 // underscore and dash, at most 64 characters.
 func ValidRunID(id string) bool { return runIDPattern.MatchString(id) }
 
+// PassthroughMode says which opens faultfs lets the kernel serve by FUSE
+// passthrough: reads and writes go from the kernel straight to the backing
+// file at near plain-disk speed, and faultfs sees only the opens, fsyncs,
+// truncations and closes. Passthrough needs root and Linux 6.9+; elsewhere
+// such opens quietly go through faultfs.
+//
+// The kernel requires every open of an inode that is open by passthrough to
+// be a passthrough open too, so the choice is made per inode: the first open
+// decides (by the mode, and only while no fault is active), and later opens
+// follow it until all are closed. Faults injected later therefore delay or
+// fail the opens, fsyncs and metadata of such files but not their reads and
+// writes.
+type PassthroughMode string
+
+// Passthrough modes.
+const (
+	// PassthroughOff sends every read and write through faultfs.
+	PassthroughOff PassthroughMode = "off"
+	// PassthroughAppend uses passthrough for read-only and O_APPEND opens,
+	// whose effect a crash undoes exactly from the synced size.
+	PassthroughAppend PassthroughMode = "append"
+	// PassthroughAll also uses it for other writable opens. A crash still
+	// drops everything past the synced size and undoes truncations, but not
+	// overwrites of synced bytes made through such opens (CrashReport.Inexact
+	// counts the files concerned): a legal but not worst-case power loss.
+	PassthroughAll PassthroughMode = "all"
+)
+
+// ParsePassthroughMode parses off, append or all.
+func ParsePassthroughMode(s string) (PassthroughMode, error) {
+	switch m := PassthroughMode(s); m {
+	case PassthroughOff, PassthroughAppend, PassthroughAll:
+		return m, nil
+	}
+	return "", fmt.Errorf("passthrough mode %q: want off, append or all", s)
+}
+
 // Options configure a mount.
 type Options struct {
 	// Backing is the directory whose content the mount shows. One faultfs
@@ -42,12 +79,9 @@ type Options struct {
 	RunID string
 	// Seed seeds jitter and EIO draws.
 	Seed int64
-	// Passthrough lets the kernel serve reads and O_APPEND writes of files
-	// opened while no fault is active straight from the backing file
-	// (FUSE passthrough; needs root and Linux 6.9+, silently off
-	// otherwise). Faults then still hit opens, fsyncs and metadata of those
-	// files, but not their reads and writes.
-	Passthrough bool
+	// Passthrough chooses which opens the kernel may serve by FUSE
+	// passthrough (see PassthroughMode); the zero value is PassthroughOff.
+	Passthrough PassthroughMode
 	// Logger receives mount and crash events; nil discards them.
 	Logger *slog.Logger
 }
@@ -215,9 +249,9 @@ type Status struct {
 	// Faults are the active faults; empty when healed.
 	Faults   []Fault         `json:"faults"`
 	Counters map[Op]Counters `json:"counters"`
-	// Passthrough says whether passthrough opens are enabled;
-	// PassthroughOpens and HookedOpens count opens of each kind.
-	Passthrough      bool   `json:"passthrough"`
+	// Passthrough is the passthrough mode; PassthroughOpens and
+	// HookedOpens count opens of each kind.
+	Passthrough      PassthroughMode `json:"passthrough"`
 	PassthroughOpens uint64 `json:"passthrough_opens"`
 	HookedOpens      uint64 `json:"hooked_opens"`
 	Syncs            uint64 `json:"syncs"`

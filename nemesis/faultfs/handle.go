@@ -22,9 +22,7 @@ type handle struct {
 
 // ptHandle is a handle the kernel may serve by FUSE passthrough: reads and
 // writes go from the kernel straight to the backing file, and faultfs only
-// sees opens, fsyncs, attribute changes and closes. faultfs hands out
-// ptHandles only while no fault is active, and only for read-only or
-// O_APPEND opens, whose effect a crash can undo from the synced size alone.
+// sees opens, fsyncs, attribute changes and closes (see PassthroughMode).
 type ptHandle struct{ *handle }
 
 var (
@@ -65,13 +63,21 @@ func (f *FS) newHandle(n *node, fd int, flags uint32) (fs.FileHandle, uint32, sy
 // newHandleLocked is newHandle for a caller that holds the gate if the open
 // truncates.
 func (f *FS) newHandleLocked(n *node, fd int, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	acc := flags & syscall.O_ACCMODE
-	writable := acc != syscall.O_RDONLY
+	writable := flags&syscall.O_ACCMODE != syscall.O_RDONLY
 	h := &handle{n: n, fd: fd, append: flags&syscall.O_APPEND != 0}
-	h.pt = f.opts.Passthrough && !f.eng.active() && (!writable || h.append) && flags&syscall.O_TRUNC == 0
+	h.pt = n.chooseOpen(func() bool {
+		switch f.opts.Passthrough {
+		case PassthroughAppend:
+			return !f.eng.active() && (!writable || h.append)
+		case PassthroughAll:
+			return !f.eng.active()
+		}
+		return false
+	})
 	if writable {
-		st, err := f.trk.open(n.ino(), fd, n.EmbeddedInode(), h.pt)
+		st, err := f.trk.open(n.ino(), fd, n.EmbeddedInode(), h.pt, h.pt && !h.append)
 		if err != nil {
+			n.closeOpen(h.pt)
 			syscall.Close(fd)
 			return nil, 0, syscall.EIO
 		}
@@ -99,11 +105,8 @@ func (h *handle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResu
 	if errno := h.n.fault(ctx, OpRead, ""); errno != 0 {
 		return nil, errno
 	}
-	n, err := readFull(h.fd, buf, off)
-	if err != nil {
-		return nil, fs.ToErrno(err)
-	}
-	return fuse.ReadResultData(buf[:n]), 0
+	// The bridge keeps the handle (and fd) alive until the result is sent.
+	return fuse.ReadResultFd(uintptr(h.fd), off, len(buf)), 0
 }
 
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
@@ -159,12 +162,13 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno { return 0 }
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {
 	if h.st != nil {
-		h.n.ffs.trk.release(h.st, h.pt)
+		h.n.ffs.trk.release(h.st, h.pt, h.pt && !h.append)
 		h.st = nil
 	}
 	if h.fd >= 0 {
 		syscall.Close(h.fd)
 		h.fd = -1
+		h.n.closeOpen(h.pt)
 	}
 	return 0
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -19,6 +20,34 @@ import (
 type node struct {
 	fs.LoopbackNode
 	ffs *FS
+
+	mu             sync.Mutex
+	ptOpen, hooked int // open handles of each kind
+}
+
+// chooseOpen decides whether a new open of n is a passthrough open: the
+// kernel refuses non-passthrough opens of an inode open by passthrough, so
+// open handles decide, and policy only when there are none.
+func (n *node) chooseOpen(policy func() bool) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	pt := n.ptOpen > 0 || (n.hooked == 0 && policy())
+	if pt {
+		n.ptOpen++
+	} else {
+		n.hooked++
+	}
+	return pt
+}
+
+func (n *node) closeOpen(pt bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if pt {
+		n.ptOpen--
+	} else {
+		n.hooked--
+	}
 }
 
 var (
@@ -335,11 +364,11 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			}
 			defer syscall.Close(fd)
 		}
-		st, err := n.ffs.trk.open(n.ino(), fd, n.EmbeddedInode(), false)
+		st, err := n.ffs.trk.open(n.ino(), fd, n.EmbeddedInode(), false, false)
 		if err != nil {
 			return syscall.EIO
 		}
-		defer n.ffs.trk.release(st, false)
+		defer n.ffs.trk.release(st, false, false)
 		if err := st.beforeTruncate(int64(size)); err != nil {
 			return syscall.EIO
 		}

@@ -53,6 +53,10 @@ type fileState struct {
 	// the kernel sends straight to the backing file (we never see them).
 	open        int
 	passthrough int
+	// overwriters counts passthrough handles that may overwrite synced
+	// bytes unseen; inexact stays set until a sync with none open.
+	overwriters int
+	inexact     bool
 }
 
 // capture saves the bytes of [off, off+n) ∩ [0, synced) that are not saved
@@ -223,7 +227,7 @@ func newTracker(trash string) *tracker {
 
 // open registers a writable handle on backing inode ino whose descriptor is
 // fd and returns its state; the state keeps its own descriptor.
-func (t *tracker) open(ino uint64, fd int, inode *fs.Inode, passthrough bool) (*fileState, error) {
+func (t *tracker) open(ino uint64, fd int, inode *fs.Inode, passthrough, overwriter bool) (*fileState, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.files[ino]
@@ -247,6 +251,10 @@ func (t *tracker) open(ino uint64, fd int, inode *fs.Inode, passthrough bool) (*
 	if passthrough {
 		s.passthrough++
 	}
+	if overwriter {
+		s.overwriters++
+		s.inexact = true
+	}
 	if s.inode == nil {
 		s.inode = inode
 	}
@@ -256,12 +264,15 @@ func (t *tracker) open(ino uint64, fd int, inode *fs.Inode, passthrough bool) (*
 
 // release drops a writable handle. A state with no handles and nothing
 // unsynced is forgotten.
-func (t *tracker) release(s *fileState, passthrough bool) {
+func (t *tracker) release(s *fileState, passthrough, overwriter bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.open--
+	if overwriter {
+		s.overwriters--
+	}
 	if passthrough {
 		s.passthrough--
 		// Appends we never saw: compare with the synced size.
@@ -269,7 +280,7 @@ func (t *tracker) release(s *fileState, passthrough bool) {
 			s.dirty = true
 		}
 	}
-	if s.open == 0 && !s.dirty && t.files[s.ino] == s {
+	if s.open == 0 && !s.dirty && !s.inexact && t.files[s.ino] == s {
 		delete(t.files, s.ino)
 		syscall.Close(s.fd)
 		s.fd = -1
@@ -306,6 +317,7 @@ func (t *tracker) synced(ino uint64) {
 			s.synced = size
 			s.undo = nil
 			s.dirty = false
+			s.inexact = s.overwriters > 0
 		}
 		s.mu.Unlock()
 	}
@@ -374,7 +386,7 @@ func (t *tracker) pending() (files, ops int) {
 	defer t.mu.Unlock()
 	for _, s := range t.files {
 		s.mu.Lock()
-		if s.dirty || s.passthrough > 0 {
+		if s.dirty || s.passthrough > 0 || s.inexact {
 			files++
 		}
 		s.mu.Unlock()
@@ -391,6 +403,9 @@ type CrashReport struct {
 	BytesLost int64 `json:"bytes_lost"`
 	// Undone counts namespace changes undone (creates, unlinks, renames…).
 	Undone int `json:"undone"`
+	// Inexact counts files written through passthrough opens that can
+	// overwrite (PassthroughAll): their overwrites of synced bytes were kept.
+	Inexact int `json:"inexact,omitempty"`
 	// Errors lists undo steps that failed (for example a path a durable
 	// change reused); the rest of the crash still happened.
 	Errors []string `json:"errors,omitempty"`
@@ -482,7 +497,7 @@ func (t *tracker) crash() (CrashReport, []func()) {
 		s.mu.Lock()
 		if gone[ino] {
 			s.undo, s.dirty, s.synced = nil, false, 0
-		} else if s.dirty || s.passthrough > 0 {
+		} else if s.dirty || s.passthrough > 0 || s.inexact {
 			lost, err := s.rollback()
 			if err != nil {
 				fail("%v", err)
@@ -491,6 +506,10 @@ func (t *tracker) crash() (CrashReport, []func()) {
 				rep.Files++
 				rep.BytesLost += lost
 			}
+			if s.inexact {
+				rep.Inexact++
+			}
+			s.inexact = s.overwriters > 0
 		}
 		if in := s.inode; in != nil {
 			notes = append(notes, func() { in.NotifyContent(0, 0) })

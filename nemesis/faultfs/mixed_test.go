@@ -1,0 +1,99 @@
+package faultfs
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestMixedOpens opens one file for appending and for overwriting at the
+// same time. The kernel wants all opens of an inode to agree on passthrough,
+// so the first open decides; a crash is exact unless overwrites went
+// through passthrough, which it then reports as inexact.
+func TestMixedOpens(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		appendFirst bool
+		pt, hooked  uint64
+		lost        int64
+		inexact     int
+		after       string
+	}{
+		{name: "append-first", appendFirst: true, pt: 2, lost: 4, inexact: 1, after: "012AB56789"},
+		{name: "overwrite-first", hooked: 2, lost: 6, after: "0123456789"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, _, mnt := mountT(t, true)
+			p := filepath.Join(mnt, "seg")
+			open := []func() (*os.File, error){
+				func() (*os.File, error) { return os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644) },
+				func() (*os.File, error) { return os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644) },
+			}
+			if !tc.appendFirst {
+				open[0], open[1] = open[1], open[0]
+			}
+			var fhs []*os.File
+			for _, o := range open {
+				fh, err := o()
+				if err != nil {
+					t.Fatalf("open: %v", err)
+				}
+				defer fh.Close()
+				fhs = append(fhs, fh)
+			}
+			app, rw := fhs[0], fhs[1]
+			if !tc.appendFirst {
+				app, rw = rw, app
+			}
+			mustWrite(t, app, "0123456789")
+			if err := rw.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := rw.WriteAt([]byte("AB"), 3); err != nil {
+				t.Fatal(err)
+			}
+			mustWrite(t, app, "tail")
+			if st := f.Status(); st.PassthroughOpens != tc.pt || st.HookedOpens != tc.hooked {
+				t.Errorf("opens: %d passthrough, %d hooked; want %d, %d", st.PassthroughOpens, st.HookedOpens, tc.pt, tc.hooked)
+			}
+			got, err := os.ReadFile(p)
+			if err != nil || string(got) != "012AB56789tail" {
+				t.Fatalf("before crash: %q, %v", got, err)
+			}
+			rep := f.Crash()
+			if rep.BytesLost != tc.lost || rep.Inexact != tc.inexact {
+				t.Errorf("crash report %+v, want %d bytes lost, %d inexact", rep, tc.lost, tc.inexact)
+			}
+			buf := make([]byte, 32)
+			n, _ := rw.ReadAt(buf, 0)
+			if string(buf[:n]) != tc.after {
+				t.Errorf("after crash: %q, want %q", buf[:n], tc.after)
+			}
+		})
+	}
+}
+
+// TestFaultForcesHookedOpen checks that an open during a fault goes through
+// faultfs and that later opens of the same file follow it after the heal.
+func TestFaultForcesHookedOpen(t *testing.T) {
+	f, backing, mnt := mountT(t, true)
+	prepare(t, backing, "f")
+	if err := f.Inject(Fault{Kind: KindLatency, Op: OpRead, Latency: Duration(1)}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.Open(filepath.Join(mnt, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	f.Heal()
+	a, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	mustWrite(t, a, "+more")
+	if st := f.Status(); st.HookedOpens != 2 || st.PassthroughOpens != 0 || st.Counters[OpWrite].Ops != 1 {
+		t.Errorf("status %+v: want 2 hooked opens and the write seen by faultfs", st)
+	}
+}
