@@ -252,10 +252,10 @@ type Status struct {
 	// Passthrough is the passthrough mode; PassthroughOpens and
 	// HookedOpens count opens of each kind.
 	Passthrough      PassthroughMode `json:"passthrough"`
-	PassthroughOpens uint64 `json:"passthrough_opens"`
-	HookedOpens      uint64 `json:"hooked_opens"`
-	Syncs            uint64 `json:"syncs"`
-	Crashes          uint64 `json:"crashes"`
+	PassthroughOpens uint64          `json:"passthrough_opens"`
+	HookedOpens      uint64          `json:"hooked_opens"`
+	Syncs            uint64          `json:"syncs"`
+	Crashes          uint64          `json:"crashes"`
 	// UnsyncedFiles and PendingOps are what a crash now would undo.
 	UnsyncedFiles int          `json:"unsynced_files"`
 	PendingOps    int          `json:"pending_ops"`
