@@ -167,7 +167,16 @@ func (l *Log) load(o options) error {
 		l.publish(segs, base, base, base)
 		return nil
 	}
-	for _, base := range bases {
+	// Segments from the one holding the recovery point on are rebuilt by
+	// recovery below; the ones before it are trusted after a sanity check.
+	recoverFrom := len(bases)
+	if !o.clean {
+		recoverFrom = 0
+		if !rebuildEpochs {
+			recoverFrom = max(sort.Search(len(bases), func(i int) bool { return bases[i] > o.recoveryPoint })-1, 0)
+		}
+	}
+	for i, base := range bases {
 		s := newSegment(l.dir, base, l.cfg)
 		if s.log, err = os.OpenFile(s.path(LogFileSuffix), os.O_RDWR, 0o644); err != nil {
 			cleanup()
@@ -177,6 +186,9 @@ func (l *Log) load(o options) error {
 		if err := s.openIndexes(false); err != nil {
 			cleanup()
 			return err
+		}
+		if i >= recoverFrom {
+			continue
 		}
 		fi, err := s.log.Stat()
 		if err != nil {
@@ -203,11 +215,7 @@ func (l *Log) load(o options) error {
 
 	// Recovery: validate from the segment holding the recovery point on.
 	if !o.clean {
-		first := sort.Search(len(segs), func(i int) bool { return segs[i].base > o.recoveryPoint }) - 1
-		first = max(first, 0)
-		if rebuildEpochs {
-			first = 0
-		}
+		first := recoverFrom
 		for i := first; i < len(segs); i++ {
 			s := segs[i]
 			n, truncated, err := s.rebuild(l.cfg, true, func(b BatchInfo) {
@@ -362,11 +370,14 @@ func (l *Log) NumSegments() int { return len(l.segments()) }
 // starting at the first appended offset.
 func (l *Log) AppendAsLeader(data []byte, leaderEpoch int32) (AppendResult, error) {
 	l.mu.Lock()
-	batches, err := ParseBatches(data, l.cfg.MaxMessageBytes)
+	maxBytes := l.cfg.MaxMessageBytes
+	l.mu.Unlock()
+	// The CRC check is the expensive part: keep it outside the lock.
+	batches, err := ParseBatches(data, maxBytes)
 	if err != nil {
-		l.mu.Unlock()
 		return AppendResult{}, err
 	}
+	l.mu.Lock()
 	next := l.leo.Load()
 	pos := 0
 	for i := range batches {

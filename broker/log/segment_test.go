@@ -339,3 +339,35 @@ func TestDeleteDelay(t *testing.T) {
 		t.Fatalf(".deleted still there after the delay: %v", err)
 	}
 }
+
+func TestFlushPolicy(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  func(*Config)
+		// recovery point after each of four 3-record appends; the clock
+		// moves 600 ms before each append.
+		want []int64
+	}{
+		{"default never flushes", func(*Config) {}, []int64{0, 0, 0, 0}},
+		{"every message", func(c *Config) { c.FlushIntervalMessages = 1 }, []int64{3, 6, 9, 12}},
+		{"every 5 messages", func(c *Config) { c.FlushIntervalMessages = 5 }, []int64{0, 6, 6, 12}},
+		{"every second", func(c *Config) { c.FlushIntervalMs = 1000 }, []int64{0, 6, 6, 12}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			tt.cfg(&cfg)
+			clk := newFakeClock()
+			l := openTest(t, cfg, WithClock(clk.Now))
+			for i, want := range tt.want {
+				clk.Advance(600 * time.Millisecond)
+				if _, err := l.AppendAsLeader(makeBatch(t, batchSpec{records: 3}), 0); err != nil {
+					t.Fatal(err)
+				}
+				if got := l.RecoveryPoint(); got != want {
+					t.Fatalf("after append %d: recovery point %d, want %d", i, got, want)
+				}
+			}
+		})
+	}
+}
