@@ -1,6 +1,7 @@
 package faultfs
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,9 @@ import (
 // TestMain doubles as the faultfs daemon for the tests that kill it: with
 // FAULTFS_TEST_DAEMON set, the test binary runs Run until SIGTERM.
 func TestMain(m *testing.M) {
+	if p := os.Getenv("FAULTFS_TEST_WRITER"); p != "" {
+		writer(p)
+	}
 	if os.Getenv("FAULTFS_TEST_DAEMON") == "" {
 		os.Exit(m.Run())
 	}
@@ -170,5 +174,97 @@ func TestKilledDaemonCleaned(t *testing.T) {
 	}
 	if _, err := os.ReadDir(d.mnt); err != nil {
 		t.Errorf("mount point unusable after clean: %v", err)
+	}
+}
+
+// writer is a stand-in broker: it appends and fsyncs "synced|", appends
+// "unsynced|" without fsync, says ready and waits to be killed.
+func writer(p string) {
+	fh, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err == nil {
+		_, err = fh.WriteString("synced|")
+	}
+	if err == nil {
+		err = fh.Sync()
+	}
+	if err == nil {
+		_, err = fh.WriteString("unsynced|")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println("ready")
+	os.Stdin.Read(make([]byte, 1)) // until killed (or the test ends)
+	os.Exit(0)
+}
+
+func TestPowerLoss(t *testing.T) {
+	for _, nodes := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d-nodes", nodes), func(t *testing.T) {
+			var pids []int
+			var clients []*Client
+			var files []string
+			for i := range nodes {
+				f, _, mnt := mountT(t, true)
+				sock := filepath.Join(t.TempDir(), "ctl.sock")
+				ln, err := Listen(sock)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				served := make(chan error, 1)
+				go func() { served <- f.Serve(ctx, ln) }()
+				t.Cleanup(func() { cancel(); <-served })
+				clients = append(clients, NewClient(sock))
+
+				files = append(files, filepath.Join(mnt, fmt.Sprintf("seg-%d", i)))
+				cmd := exec.Command(os.Args[0], "-test.run=^$")
+				cmd.Env = append(os.Environ(), "FAULTFS_TEST_WRITER="+files[i])
+				cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+				stdin, err := cmd.StdinPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := cmd.StdoutPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				cmd.Stderr = os.Stderr
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+				line, err := bufio.NewReader(out).ReadString('\n')
+				if err != nil || line != "ready\n" {
+					t.Fatalf("writer: %q, %v", line, err)
+				}
+				pids = append(pids, cmd.Process.Pid)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			reps, err := PowerLoss(ctx, pids, clients)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, rep := range reps {
+				if rep.BytesLost != int64(len("unsynced|")) {
+					t.Errorf("node %d: crash report %+v, want %d bytes lost", i, rep, len("unsynced|"))
+				}
+				got, err := os.ReadFile(files[i])
+				if err != nil || string(got) != "synced|" {
+					t.Errorf("node %d after power loss: %q, %v; want %q", i, got, err, "synced|")
+				}
+			}
+			for _, pid := range pids {
+				if err := syscall.Kill(pid, 0); err == nil {
+					var st syscall.WaitStatus
+					// Still listed until reaped: it must be a zombie.
+					if wpid, _ := syscall.Wait4(pid, &st, syscall.WNOHANG, nil); wpid != pid || !st.Signaled() {
+						t.Errorf("process %d still running after power loss", pid)
+					}
+				}
+			}
+		})
 	}
 }

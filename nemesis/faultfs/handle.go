@@ -13,11 +13,12 @@ import (
 // kernel opens it with FOPEN_DIRECT_IO, so no page cache hides them); it
 // does not implement fs.FilePassthroughFder — see ptHandle.
 type handle struct {
-	n      *node
-	fd     int
-	append bool
-	pt     bool
-	st     *fileState // non-nil for writable handles
+	n        *node
+	fd       int
+	append   bool
+	pt       bool
+	writable bool
+	st       *fileState // crash state, for writable regular files
 }
 
 // ptHandle is a handle the kernel may serve by FUSE passthrough: reads and
@@ -64,7 +65,7 @@ func (f *FS) newHandle(n *node, fd int, flags uint32) (fs.FileHandle, uint32, sy
 // truncates.
 func (f *FS) newHandleLocked(n *node, fd int, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	writable := flags&syscall.O_ACCMODE != syscall.O_RDONLY
-	h := &handle{n: n, fd: fd, append: flags&syscall.O_APPEND != 0}
+	h := &handle{n: n, fd: fd, append: flags&syscall.O_APPEND != 0, writable: writable}
 	h.pt = n.chooseOpen(func() bool {
 		switch f.opts.Passthrough {
 		case PassthroughAppend:
@@ -74,7 +75,7 @@ func (f *FS) newHandleLocked(n *node, fd int, flags uint32) (fs.FileHandle, uint
 		}
 		return false
 	})
-	if writable {
+	if writable && n.Mode()&syscall.S_IFMT == syscall.S_IFREG {
 		st, err := f.trk.open(n.ino(), fd, n.EmbeddedInode(), h.pt, h.pt && !h.append)
 		if err != nil {
 			n.closeOpen(h.pt)
@@ -113,8 +114,12 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	if errno := h.n.fault(ctx, OpWrite, ""); errno != 0 {
 		return 0, errno
 	}
-	if h.st == nil {
+	if !h.writable {
 		return 0, syscall.EBADF
+	}
+	if h.st == nil { // not a regular file: nothing to undo
+		n, err := syscall.Pwrite(h.fd, data, off)
+		return uint32(max(n, 0)), fs.ToErrno(err)
 	}
 	g := &h.n.ffs.gate
 	g.RLock()
@@ -142,7 +147,7 @@ func (h *handle) Allocate(ctx context.Context, off uint64, size uint64, mode uin
 		return errno
 	}
 	if h.st == nil {
-		return syscall.EBADF
+		return syscall.EBADF // not writable, or not a regular file
 	}
 	g := &h.n.ffs.gate
 	g.RLock()

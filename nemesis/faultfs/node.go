@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -22,8 +23,15 @@ type node struct {
 	ffs *FS
 
 	mu             sync.Mutex
-	ptOpen, hooked int // open handles of each kind
+	released       *sync.Cond // signalled when a handle closes
+	ptOpen, hooked int        // open handles of each kind
 }
+
+// releaseWait bounds how long an open waits for the kernel's release of a
+// passthrough handle that the file's last user already closed: the kernel
+// sends RELEASE in the background, so a close followed by an open can reach
+// faultfs in either order.
+const releaseWait = 100 * time.Millisecond
 
 // chooseOpen decides whether a new open of n is a passthrough open: the
 // kernel refuses non-passthrough opens of an inode open by passthrough, so
@@ -31,6 +39,22 @@ type node struct {
 func (n *node) chooseOpen(policy func() bool) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.ptOpen > 0 && n.hooked == 0 && !policy() {
+		if n.released == nil {
+			n.released = sync.NewCond(&n.mu)
+		}
+		expired := false
+		t := time.AfterFunc(releaseWait, func() {
+			n.mu.Lock()
+			expired = true
+			n.mu.Unlock()
+			n.released.Broadcast()
+		})
+		for n.ptOpen > 0 && !expired {
+			n.released.Wait()
+		}
+		t.Stop()
+	}
 	pt := n.ptOpen > 0 || (n.hooked == 0 && policy())
 	if pt {
 		n.ptOpen++
@@ -47,6 +71,9 @@ func (n *node) closeOpen(pt bool) {
 		n.ptOpen--
 	} else {
 		n.hooked--
+	}
+	if n.released != nil {
+		n.released.Broadcast()
 	}
 }
 
