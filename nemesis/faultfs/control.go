@@ -12,23 +12,6 @@ import (
 	"time"
 )
 
-// Control protocol: one JSON object per line on a Unix stream socket, each
-// request answered by one response line, any number of requests per
-// connection.
-//
-//	{"cmd":"latency","op":"write","prefix":"topic-0/","latency":"20ms","jitter":"5ms"}
-//	{"cmd":"eio","op":"fsync","probability":0.5}
-//	{"cmd":"hang","op":"all"}
-//	{"cmd":"unhang"}
-//	{"cmd":"crash"}                 -> {"ok":true,"crash":{...}}
-//	{"cmd":"status"}                -> {"ok":true,"status":{...}}
-//	{"cmd":"heal"}
-//
-// op is read, write, fsync, meta or all (the default); prefix is a path
-// relative to the mount point. A latency, eio or hang command replaces an
-// active fault with the same op and prefix. Errors come back as
-// {"ok":false,"error":"..."}.
-
 // Commands of the control protocol.
 const (
 	CmdLatency = "latency"
