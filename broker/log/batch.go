@@ -182,3 +182,13 @@ func patchBatch(buf []byte, baseOffset int64, leaderEpoch int32) {
 }
 
 func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// stampLogAppendTime marks the batch at the start of buf as LogAppendTime
+// with MaxTimestamp ts and recomputes its CRC, as Kafka's leader does for
+// topics with message.timestamp.type=LogAppendTime.
+func stampLogAppendTime(buf []byte, size int, ts int64) {
+	attrs := binary.BigEndian.Uint16(buf[offAttributes:])
+	binary.BigEndian.PutUint16(buf[offAttributes:], attrs|0x08)
+	binary.BigEndian.PutUint64(buf[offMaxTimestamp:], uint64(ts))
+	binary.BigEndian.PutUint32(buf[offCRC:], crc32c(buf[offAttributes:size]))
+}

@@ -1,6 +1,7 @@
 package log
 
 import (
+	"runtime"
 	"testing"
 
 	"golang.org/x/sync/errgroup"
@@ -56,5 +57,37 @@ func TestConcurrentReadsDuringAppends(t *testing.T) {
 	}
 	if l.NumSegments() < 3 {
 		t.Fatalf("only %d segments: the test did not race with rolls", l.NumSegments())
+	}
+}
+
+// TestHeapFlatAsLogGrows checks that the log keeps no log data in memory:
+// writing 48 MiB through several segments grows the live heap by far less.
+func TestHeapFlatAsLogGrows(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 4 << 20
+	l := openTest(t, cfg)
+	batch := makeBatch(t, batchSpec{records: 16, valueSize: 1024})
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	appendN := func(bytes int64) {
+		for target := l.Size() + bytes; l.Size() < target; {
+			if _, err := l.AppendAsLeader(batch, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appendN(4 << 20) // warm up: first segment, buffers
+	before := heap()
+	appendN(48 << 20)
+	after := heap()
+	if l.NumSegments() < 10 {
+		t.Fatalf("%d segments", l.NumSegments())
+	}
+	if growth := int64(after) - int64(before); growth > 2<<20 {
+		t.Fatalf("heap grew by %d bytes while writing 48 MiB", growth)
 	}
 }

@@ -42,6 +42,10 @@ type Config struct {
 	// MaxMessageBytes: message.max.bytes / max.message.bytes. Largest batch
 	// accepted from a producer. Default 1048588.
 	MaxMessageBytes int
+	// LogAppendTime: message.timestamp.type=LogAppendTime. The leader sets
+	// each batch's MaxTimestamp to its clock and the timestamp-type bit, and
+	// recomputes the CRC (records are not touched). Default false (CreateTime).
+	LogAppendTime bool
 
 	// The following are broker-wide and used by Manager only.
 

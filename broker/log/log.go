@@ -67,6 +67,7 @@ type AppendResult struct {
 	OffsetOfMaxTs  int64       // base offset of the batch holding MaxTimestamp
 	LogStartOffset int64       // log start offset after the append
 	RecordCount    int64       // records appended
+	LogAppendTime  int64       // the stamped time with LogAppendTime, else -1
 	Batches        []BatchInfo // the appended batches, offsets as stored
 }
 
@@ -365,17 +366,29 @@ func (l *Log) NumSegments() int { return len(l.segments()) }
 
 // AppendAsLeader validates data (one or more v2 batches), stamps each batch
 // with consecutive offsets from the LEO and with leaderEpoch, and appends it.
-// data is modified in place (only the fields outside the CRC) and is not
+// data is modified in place (only the fields outside the CRC, plus
+// MaxTimestamp, attributes and CRC with Config.LogAppendTime) and is not
 // retained. A leaderEpoch newer than the cache's latest is recorded as
 // starting at the first appended offset.
 func (l *Log) AppendAsLeader(data []byte, leaderEpoch int32) (AppendResult, error) {
 	l.mu.Lock()
-	maxBytes := l.cfg.MaxMessageBytes
+	maxBytes, appendTime := l.cfg.MaxMessageBytes, l.cfg.LogAppendTime
 	l.mu.Unlock()
 	// The CRC check is the expensive part: keep it outside the lock.
 	batches, err := ParseBatches(data, maxBytes)
 	if err != nil {
 		return AppendResult{}, err
+	}
+	logAppendTime := int64(-1)
+	if appendTime {
+		logAppendTime = l.clock().UnixMilli()
+		pos := 0
+		for i := range batches {
+			stampLogAppendTime(data[pos:], batches[i].Size, logAppendTime)
+			batches[i].MaxTimestamp = logAppendTime
+			batches[i].Attributes |= 0x08
+			pos += batches[i].Size
+		}
 	}
 	l.mu.Lock()
 	next := l.leo.Load()
@@ -390,6 +403,7 @@ func (l *Log) AppendAsLeader(data []byte, leaderEpoch int32) (AppendResult, erro
 	}
 	res, flush, err := l.appendLocked(data, batches)
 	l.mu.Unlock()
+	res.LogAppendTime = logAppendTime
 	if err == nil && flush {
 		err = l.Flush()
 	}
@@ -449,7 +463,7 @@ func (l *Log) appendLocked(data []byte, batches []BatchInfo) (AppendResult, bool
 		}
 		return AppendResult{}, false, fmt.Errorf("append to segment %d: %w", active.base, err)
 	}
-	res := AppendResult{FirstOffset: first, LastOffset: last, MaxTimestamp: -1, OffsetOfMaxTs: first, Batches: batches}
+	res := AppendResult{FirstOffset: first, LastOffset: last, MaxTimestamp: -1, OffsetOfMaxTs: first, LogAppendTime: -1, Batches: batches}
 	active.imu.Lock()
 	p := pos
 	for _, b := range batches {

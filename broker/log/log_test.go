@@ -161,3 +161,33 @@ func TestReadAcrossSegments(t *testing.T) {
 		t.Fatalf("sealed index not trimmed: %v %v", fi.Size(), err)
 	}
 }
+
+func TestLogAppendTime(t *testing.T) {
+	for _, appendTime := range []bool{false, true} {
+		cfg := DefaultConfig()
+		cfg.LogAppendTime = appendTime
+		clk := newFakeClock()
+		l := openTest(t, cfg, WithClock(clk.Now))
+		res, err := l.AppendAsLeader(append(makeBatch(t, batchSpec{records: 2, ts: 5}), makeBatch(t, batchSpec{records: 1, ts: 7})...), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := l.Read(0, 1<<20, l.LogEndOffset(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, err := ParseBatches(r.Records, 0) // CRCs still valid
+		if err != nil || len(bs) != 2 {
+			t.Fatalf("LogAppendTime=%v: stored batches %v %v", appendTime, bs, err)
+		}
+		now := clk.Now().UnixMilli()
+		for _, b := range bs {
+			if appendTime && (b.MaxTimestamp != now || !b.LogAppendTime()) || !appendTime && (b.MaxTimestamp > 7 || b.LogAppendTime()) {
+				t.Fatalf("LogAppendTime=%v: batch %+v", appendTime, b)
+			}
+		}
+		if want := map[bool]int64{true: now, false: -1}[appendTime]; res.LogAppendTime != want {
+			t.Fatalf("LogAppendTime=%v: result %d, want %d", appendTime, res.LogAppendTime, want)
+		}
+	}
+}
