@@ -30,14 +30,20 @@ import (
 // fsynced (as on ext4). Crash undoes the pending namespace changes newest
 // first and then rolls every file back to its synced size and bytes.
 
-// extent is original content of [off, off+len(data)) saved before its first
-// overwrite since the last sync.
+// extent is original content of [off, off+n) saved before its first
+// overwrite since the last sync: in memory, or for large ranges in the
+// file's spill file at spill.
 type extent struct {
-	off  int64
-	data []byte
+	off, n int64
+	data   []byte // nil when spilled
+	spill  int64
 }
 
-func (e extent) end() int64 { return e.off + int64(len(e.data)) }
+func (e extent) end() int64 { return e.off + e.n }
+
+// spillThreshold is the size from which captured ranges (typically the
+// tail cut by a truncation) go to a spill file instead of memory.
+const spillThreshold = 1 << 20
 
 // fileState is the unsynced state of one backing inode.
 type fileState struct {
@@ -49,6 +55,11 @@ type fileState struct {
 	synced int64
 	undo   []extent // sorted, disjoint, inside [0, synced)
 	dirty  bool
+	// spill is an unnamed file (O_TMPFILE in spillDir) holding large
+	// extents, -1 until needed.
+	spill     int
+	spillDir  string
+	spillSize int64
 	// open counts writable handles; passthrough counts those whose writes
 	// the kernel sends straight to the backing file (we never see them).
 	open        int
@@ -76,7 +87,7 @@ func (s *fileState) capture(off, n int64) error {
 			break
 		}
 		if e.off > pos {
-			add = append(add, extent{off: pos, data: make([]byte, e.off-pos)})
+			add = append(add, extent{off: pos, n: e.off - pos})
 		}
 		pos = max(pos, e.end())
 		if pos >= end {
@@ -84,18 +95,38 @@ func (s *fileState) capture(off, n int64) error {
 		}
 	}
 	if pos < end {
-		add = append(add, extent{off: pos, data: make([]byte, end-pos)})
-	}
-	for _, e := range add {
-		// A short read means the file is shorter than its synced size; the
-		// missing tail was saved when it was truncated, so zeros are never
-		// restored over real data.
-		if _, err := readFull(s.fd, e.data, e.off); err != nil {
-			return fmt.Errorf("save original bytes at %d: %w", e.off, err)
-		}
+		add = append(add, extent{off: pos, n: end - pos})
 	}
 	if len(add) == 0 {
 		return nil
+	}
+	// A short read means the file is shorter than its synced size; the
+	// missing tail was saved when it was truncated, so the zeros saved
+	// instead are never restored over real data.
+	for i := range add {
+		e := &add[i]
+		if e.n < spillThreshold {
+			e.data = make([]byte, e.n)
+			if _, err := readFull(s.fd, e.data, e.off); err != nil {
+				return fmt.Errorf("save original bytes at %d: %w", e.off, err)
+			}
+			continue
+		}
+		if s.spill < 0 {
+			fd, err := unix.Open(s.spillDir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+			if err != nil {
+				return fmt.Errorf("create spill file in %s: %w", s.spillDir, err)
+			}
+			s.spill = fd
+		}
+		e.spill = s.spillSize
+		if err := copyRange(s.fd, e.off, s.spill, e.spill, e.n); err != nil {
+			return fmt.Errorf("spill original bytes at %d: %w", e.off, err)
+		}
+		s.spillSize += e.n
+		if err := unix.Ftruncate(s.spill, s.spillSize); err != nil {
+			return fmt.Errorf("size spill file: %w", err)
+		}
 	}
 	s.undo = append(s.undo, add...)
 	sort.Slice(s.undo, func(i, j int) bool { return s.undo[i].off < s.undo[j].off })
@@ -103,8 +134,9 @@ func (s *fileState) capture(off, n int64) error {
 	merged := s.undo[:1]
 	for _, e := range s.undo[1:] {
 		last := &merged[len(merged)-1]
-		if last.end() == e.off {
+		if last.end() == e.off && last.data != nil && e.data != nil {
 			last.data = append(last.data, e.data...)
+			last.n += e.n
 			continue
 		}
 		merged = append(merged, e)
@@ -145,6 +177,42 @@ func writeFull(fd int, buf []byte, off int64) error {
 	return nil
 }
 
+// copyRange copies n bytes in the kernel; past the source's end it stops.
+func copyRange(src int, srcOff int64, dst int, dstOff int64, n int64) error {
+	for n > 0 {
+		m, err := unix.CopyFileRange(src, &srcOff, dst, &dstOff, int(min(n, 1<<30)), 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if m == 0 {
+			return nil
+		}
+		n -= int64(m)
+	}
+	return nil
+}
+
+// resetUndo forgets the saved bytes. Must hold s.mu.
+func (s *fileState) resetUndo() {
+	s.undo = nil
+	if s.spill >= 0 {
+		unix.Close(s.spill)
+		s.spill, s.spillSize = -1, 0
+	}
+}
+
+// closeFd releases the state's descriptors. Must hold s.mu.
+func (s *fileState) closeFd() {
+	s.resetUndo()
+	if s.fd >= 0 {
+		syscall.Close(s.fd)
+		s.fd = -1
+	}
+}
+
 func fileSize(fd int) (int64, error) {
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {
@@ -169,12 +237,19 @@ func (s *fileState) rollback() (lost int64, err error) {
 		}
 	}
 	for _, e := range s.undo {
-		if err := writeFull(s.fd, e.data, e.off); err != nil {
+		var err error
+		if e.data != nil {
+			err = writeFull(s.fd, e.data, e.off)
+		} else {
+			err = copyRange(s.spill, e.spill, s.fd, e.off, e.n)
+		}
+		if err != nil {
 			return lost, fmt.Errorf("restore inode %d at %d: %w", s.ino, e.off, err)
 		}
-		lost += int64(len(e.data))
+		lost += e.n
 	}
-	s.undo, s.dirty = nil, false
+	s.resetUndo()
+	s.dirty = false
 	return lost, nil
 }
 
@@ -243,7 +318,7 @@ func (t *tracker) open(ino uint64, fd int, inode *fs.Inode, passthrough, overwri
 			syscall.Close(own)
 			return nil, fmt.Errorf("stat inode %d: %w", ino, err)
 		}
-		s = &fileState{ino: ino, fd: own, inode: inode, synced: size}
+		s = &fileState{ino: ino, fd: own, inode: inode, synced: size, spill: -1, spillDir: t.trash}
 		t.files[ino] = s
 	}
 	s.mu.Lock()
@@ -282,8 +357,7 @@ func (t *tracker) release(s *fileState, passthrough, overwriter bool) {
 	}
 	if s.open == 0 && !s.dirty && !s.inexact && t.files[s.ino] == s {
 		delete(t.files, s.ino)
-		syscall.Close(s.fd)
-		s.fd = -1
+		s.closeFd()
 	}
 }
 
@@ -315,7 +389,7 @@ func (t *tracker) synced(ino uint64) {
 		s.mu.Lock()
 		if size, err := fileSize(s.fd); err == nil {
 			s.synced = size
-			s.undo = nil
+			s.resetUndo()
 			s.dirty = false
 			s.inexact = s.overwriters > 0
 		}
@@ -496,7 +570,8 @@ func (t *tracker) crash() (CrashReport, []func()) {
 		s := t.files[ino]
 		s.mu.Lock()
 		if gone[ino] {
-			s.undo, s.dirty, s.synced = nil, false, 0
+			s.resetUndo()
+			s.dirty, s.synced = false, 0
 		} else if s.dirty || s.passthrough > 0 || s.inexact {
 			lost, err := s.rollback()
 			if err != nil {
@@ -516,8 +591,7 @@ func (t *tracker) crash() (CrashReport, []func()) {
 		}
 		if s.open == 0 {
 			delete(t.files, ino)
-			syscall.Close(s.fd)
-			s.fd = -1
+			s.closeFd()
 		}
 		s.mu.Unlock()
 	}
@@ -559,10 +633,7 @@ func (t *tracker) close() {
 	t.ops = nil
 	for ino, s := range t.files {
 		s.mu.Lock()
-		if s.fd >= 0 {
-			syscall.Close(s.fd)
-			s.fd = -1
-		}
+		s.closeFd()
 		s.mu.Unlock()
 		delete(t.files, ino)
 	}

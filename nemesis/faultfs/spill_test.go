@@ -1,0 +1,70 @@
+package faultfs
+
+import (
+	"bytes"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestLargeUndoSpills overwrites and truncates megabytes of synced data:
+// the saved bytes go to a spill file, not memory, and a crash restores them.
+func TestLargeUndoSpills(t *testing.T) {
+	for _, pt := range []bool{false, true} {
+		t.Run(map[bool]string{false: "hooked", true: "passthrough"}[pt], func(t *testing.T) {
+			f, _, mnt := mountT(t, pt)
+			p := filepath.Join(mnt, "big")
+			orig := make([]byte, 4<<20+123)
+			rand.New(rand.NewSource(7)).Read(orig)
+			if err := os.WriteFile(p, orig, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fh, err := os.OpenFile(p, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fh.Close()
+			if err := fh.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := fh.WriteAt(make([]byte, 2<<20), 4096); err != nil { // spilled
+				t.Fatal(err)
+			}
+			if _, err := fh.WriteAt([]byte("small"), 10); err != nil { // in memory
+				t.Fatal(err)
+			}
+			if err := fh.Truncate(100); err != nil { // the rest of the tail, spilled
+				t.Fatal(err)
+			}
+			var spilled, kept int64
+			f.trk.mu.Lock()
+			for _, s := range f.trk.files {
+				s.mu.Lock()
+				for _, e := range s.undo {
+					if e.data == nil {
+						spilled += e.n
+					} else {
+						kept += e.n
+					}
+				}
+				s.mu.Unlock()
+			}
+			f.trk.mu.Unlock()
+			if want := int64(len(orig) - 4096); spilled != want || kept != 4096-100+5 {
+				t.Errorf("saved %d bytes in the spill file and %d in memory; want %d and %d", spilled, kept, want, 4096-100+5)
+			}
+			rep := f.Crash()
+			if want := int64(len(orig) - 100 + 5); rep.BytesLost != want {
+				t.Errorf("crash report %+v, want %d bytes restored", rep, want)
+			}
+			got, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, orig) {
+				t.Errorf("after crash: %d bytes, equal to the synced content: false", len(got))
+			}
+		})
+	}
+}
