@@ -251,11 +251,13 @@ func (a *analysis) add(op *history.Op, pos int64) {
 		}
 		return
 	}
+	// Events such as a rebalance may land between a poll's invoke and its
+	// completion: only the completion of the same f closes the invocation.
 	var inv *pending
 	if ps.hasPend && ps.pend.f == op.F {
 		inv = &ps.pend
+		ps.hasPend = false
 	}
-	ps.hasPend = false
 	if inv != nil && (op.F == history.FSend || op.F == history.FPoll) {
 		a.avail.record(inv.time, op.Type == history.OK)
 		if op.Type == history.OK {
@@ -330,7 +332,7 @@ func (a *analysis) send(op *history.Op, pos int64, inv *pending, ps *procState) 
 	if last, ok := ps.lastSend[part]; ok && op.Offset <= last.off {
 		p := op.Process
 		a.flag(NonmonotonicSend, Example{Partition: part, Offsets: []int64{last.off, op.Offset}, Process: &p,
-			Note: fmt.Sprintf("process %d's send acknowledged at offset %d after its earlier send at offset %d", p, op.Offset, last.off),
+			Note:      fmt.Sprintf("process %d's send acknowledged at offset %d after its earlier send at offset %d", p, op.Offset, last.off),
 			positions: []int64{last.pos, pos}})
 	}
 	ps.lastSend[part] = mark{off: op.Offset, pos: pos}
@@ -372,7 +374,7 @@ func (a *analysis) poll(op *history.Op, pos int64, inv *pending, ps *procState) 
 				case r.Offset <= from:
 					p := op.Process
 					a.flag(NonmonotonicPoll, Example{Partition: part, Offsets: []int64{from, r.Offset}, Process: &p,
-						Note: fmt.Sprintf("process %d read offset %d after offset %d", p, r.Offset, from),
+						Note:      fmt.Sprintf("process %d read offset %d after offset %d", p, r.Offset, from),
 						positions: uniq(fromPos, pos)})
 				case r.Offset > from+1:
 					a.skips = append(a.skips, skipCandidate{part: part, proc: op.Process, from: from, to: r.Offset, pos1: fromPos, pos2: pos})

@@ -1,0 +1,382 @@
+package workloads
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/isrlab/isrlab/history"
+)
+
+// base is what Log and Queue share: producers, the value and process
+// counters, and the final drain.
+type base struct {
+	cfg   Config
+	rec   *history.Recorder
+	seeds []string
+	opts  []kgo.Opt
+	vals  values
+	procs processes
+}
+
+func newBase(cfg Config, rec *history.Recorder, seeds []string, opts []kgo.Opt) (*base, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if len(seeds) == 0 {
+		return nil, errors.New("no seed brokers")
+	}
+	cfg = cfg.withDefaults()
+	b := &base{cfg: cfg, rec: rec, seeds: seeds, opts: opts}
+	b.procs.next.Store(int64(cfg.FirstProcess))
+	return b, nil
+}
+
+func (b *base) client(opts ...kgo.Opt) (*kgo.Client, error) {
+	all := append([]kgo.Opt{kgo.SeedBrokers(b.seeds...)}, opts...)
+	all = append(all, b.opts...)
+	cl, err := kgo.NewClient(all...)
+	if err != nil {
+		return nil, fmt.Errorf("new kafka client: %w", err)
+	}
+	return cl, nil
+}
+
+// produce runs the producer processes until ctx is done or cfg.Sends values
+// were sent. They share one client, so linger and batching apply.
+func (b *base) produce(ctx context.Context) error {
+	cl, err := b.client(b.cfg.producerOpts()...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var g errgroup.Group
+	for i := 0; i < b.cfg.Producers; i++ {
+		proc := b.procs.take()
+		g.Go(func() error {
+			for ctx.Err() == nil {
+				v := b.vals.take()
+				if b.cfg.Sends > 0 && v >= b.cfg.Sends {
+					return nil
+				}
+				send(ctx, cl, b.rec, proc, &b.cfg, v)
+				if b.cfg.SendInterval > 0 {
+					pause(ctx, b.cfg.SendInterval)
+				}
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// pause paces a loop; it returns early when ctx is done.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// Drain reads every partition from its start to the end offsets it finds
+// when it begins, as a fresh process, and records every poll (f "drain").
+// Call it after the faults healed; ctx bounds it.
+func (b *base) Drain(ctx context.Context) error {
+	cl, err := b.client(kgo.ConsumePartitions(b.allFromStart()), kgo.FetchMaxWait(b.cfg.PollTimeout/2))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	proc := b.procs.take()
+	ends, err := endOffsets(ctx, kadm.NewClient(cl), b.cfg.Topic)
+	if err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
+	assign := history.NewOp(proc, history.Invoke, history.FAssign)
+	assign.Partitions = partitionList(b.cfg.Partitions)
+	b.rec.Record(assign)
+	assign.Type = history.OK
+	b.rec.Record(assign)
+	next := map[int32]int64{}
+	for ctx.Err() == nil {
+		behind := false
+		for p, end := range ends {
+			if next[p] < end {
+				behind = true
+			}
+		}
+		if !behind {
+			return nil
+		}
+		done, err := pollOnce(ctx, cl, b.rec, proc, b.cfg.PollTimeout, history.FDrain)
+		if err != nil {
+			return fmt.Errorf("drain: %w", err)
+		}
+		for _, pr := range done.Reads {
+			if n := len(pr.Records); n > 0 {
+				next[pr.Partition] = max(next[pr.Partition], pr.Records[n-1].Offset+1)
+			}
+		}
+	}
+	return fmt.Errorf("drain: %w", ctx.Err())
+}
+
+func (b *base) allFromStart() map[string]map[int32]kgo.Offset {
+	ps := map[int32]kgo.Offset{}
+	for p := int32(0); p < b.cfg.Partitions; p++ {
+		ps[p] = kgo.NewOffset().AtStart()
+	}
+	return map[string]map[int32]kgo.Offset{b.cfg.Topic: ps}
+}
+
+func partitionList(n int32) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(i)
+	}
+	return out
+}
+
+// endOffsets lists the topic's end offsets, retrying while the cluster
+// recovers.
+func endOffsets(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
+	var last error
+	for ctx.Err() == nil {
+		res, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			out := map[int32]int64{}
+			ok := true
+			res.Each(func(o kadm.ListedOffset) {
+				if o.Err != nil {
+					ok, last = false, o.Err
+					return
+				}
+				out[o.Partition] = o.Offset
+			})
+			if ok && len(out) > 0 {
+				return out, nil
+			}
+		} else {
+			last = err
+		}
+		pause(ctx, 100*time.Millisecond)
+	}
+	return nil, fmt.Errorf("list end offsets of %s: %w (last error: %v)", topic, ctx.Err(), last)
+}
+
+// Log is the log workload: producers send unique values, consumers poll
+// assigned (or subscribed) partitions, and Drain reads everything at the end.
+type Log struct{ *base }
+
+// NewLog returns a Log workload recording to rec. seeds are the bootstrap
+// brokers; opts are appended to every client's options (for example
+// kgo.Dialer to dial from another network namespace).
+func NewLog(cfg Config, rec *history.Recorder, seeds []string, opts ...kgo.Opt) (*Log, error) {
+	b, err := newBase(cfg, rec, seeds, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Log{b}, nil
+}
+
+// Run runs producers and consumers until ctx is done or cfg.Sends values
+// were sent; the consumers stop when the producers do.
+func (w *Log) Run(ctx context.Context) error {
+	cctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var consumers errgroup.Group
+	for i := 0; i < w.cfg.Consumers; i++ {
+		var parts []int32
+		for p := int32(i); p < w.cfg.Partitions; p += int32(w.cfg.Consumers) {
+			parts = append(parts, p)
+		}
+		if len(parts) == 0 && !w.cfg.Subscribe {
+			continue
+		}
+		proc := w.procs.take()
+		consumers.Go(func() error { return w.consume(cctx, proc, parts) })
+	}
+	err := w.produce(ctx)
+	stop()
+	if cerr := consumers.Wait(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (w *Log) consume(ctx context.Context, proc int, parts []int32) error {
+	var cl *kgo.Client
+	var err error
+	if w.cfg.Subscribe {
+		cl, err = w.subscriber(ctx, proc)
+	} else {
+		offs := map[int32]kgo.Offset{}
+		for _, p := range parts {
+			offs[p] = kgo.NewOffset().AtStart()
+		}
+		op := history.NewOp(proc, history.Invoke, history.FAssign)
+		op.Partitions = parts
+		w.rec.Record(op)
+		cl, err = w.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{w.cfg.Topic: offs}), kgo.FetchMaxWait(w.cfg.PollTimeout/2))
+		op.Type = history.OK
+		if err != nil {
+			op.Type, op.Error = history.Fail, err.Error()
+		}
+		w.rec.Record(op)
+	}
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for ctx.Err() == nil {
+		done, err := pollOnce(ctx, cl, w.rec, proc, w.cfg.PollTimeout, history.FPoll)
+		if err != nil {
+			return nil
+		}
+		if len(done.Reads) > 0 && w.cfg.Subscribe && w.cfg.ManualCommit {
+			commit(ctx, cl, w.rec, proc)
+		}
+	}
+	return nil
+}
+
+// subscriber joins the consumer group as process proc; rebalances are
+// recorded as f "rebalance" with the new assignment.
+func (b *base) subscriber(ctx context.Context, proc int) (*kgo.Client, error) {
+	var mu sync.Mutex
+	owned := map[int32]bool{}
+	note := func(add bool, ps map[string][]int32) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range ps[b.cfg.Topic] {
+			if add {
+				owned[p] = true
+			} else {
+				delete(owned, p)
+			}
+		}
+		op := history.NewOp(proc, history.Info, history.FRebalance)
+		op.Partitions = []int32{}
+		for p := range owned {
+			op.Partitions = append(op.Partitions, p)
+		}
+		sort.Slice(op.Partitions, func(i, j int) bool { return op.Partitions[i] < op.Partitions[j] })
+		b.rec.Record(op)
+	}
+	opts := []kgo.Opt{
+		kgo.ConsumeTopics(b.cfg.Topic),
+		kgo.ConsumerGroup(b.cfg.Group),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(b.cfg.PollTimeout / 2),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { note(true, ps) }),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { note(false, ps) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { note(false, ps) }),
+	}
+	if b.cfg.ManualCommit {
+		opts = append(opts, kgo.DisableAutoCommit())
+	}
+	op := history.NewOp(proc, history.Invoke, history.FSubscribe)
+	b.rec.Record(op)
+	cl, err := b.client(opts...)
+	op.Type = history.OK
+	if err != nil {
+		op.Type, op.Error = history.Fail, err.Error()
+	}
+	b.rec.Record(op)
+	return cl, err
+}
+
+// commit commits what the last poll returned and records the outcome.
+func commit(ctx context.Context, cl *kgo.Client, rec *history.Recorder, proc int) {
+	rec.Record(history.NewOp(proc, history.Invoke, history.FCommit))
+	err := cl.CommitUncommittedOffsets(ctx)
+	done := history.NewOp(proc, history.OK, history.FCommit)
+	if err != nil {
+		done.Type, done.Error = history.Info, errString(err)
+	}
+	rec.Record(done)
+}
+
+// Queue is the queue workload: consumer groups whose members crash and
+// restart, with auto or manual commit; every delivery is recorded.
+type Queue struct{ *base }
+
+// NewQueue returns a Queue workload; see NewLog for seeds and opts.
+func NewQueue(cfg Config, rec *history.Recorder, seeds []string, opts ...kgo.Opt) (*Queue, error) {
+	cfg.Subscribe = true
+	b, err := newBase(cfg, rec, seeds, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Queue{b}, nil
+}
+
+// Run runs producers and group consumers until ctx is done or cfg.Sends
+// values were sent. Every CrashEvery (on average, seeded) a consumer
+// crashes: it is closed without committing and restarts as a new process.
+func (w *Queue) Run(ctx context.Context) error {
+	cctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var consumers errgroup.Group
+	for i := 0; i < w.cfg.Consumers; i++ {
+		rng := rand.New(rand.NewPCG(uint64(w.cfg.Seed), uint64(i)))
+		consumers.Go(func() error { return w.member(cctx, rng) })
+	}
+	err := w.produce(ctx)
+	stop()
+	if cerr := consumers.Wait(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// member is one consumer slot: it runs a process until it crashes, then
+// starts the next one.
+func (w *Queue) member(ctx context.Context, rng *rand.Rand) error {
+	for ctx.Err() == nil {
+		proc := w.procs.take()
+		cl, err := w.subscriber(ctx, proc)
+		if err != nil {
+			return err
+		}
+		var crashAt <-chan time.Time
+		var timer *time.Timer
+		if w.cfg.CrashEvery > 0 {
+			timer = time.NewTimer(time.Duration(rng.ExpFloat64() * float64(w.cfg.CrashEvery)))
+			crashAt = timer.C
+		}
+		crashed := false
+		for ctx.Err() == nil && !crashed {
+			done, err := pollOnce(ctx, cl, w.rec, proc, w.cfg.PollTimeout, history.FPoll)
+			if err != nil {
+				break
+			}
+			if len(done.Reads) > 0 && w.cfg.ManualCommit {
+				commit(ctx, cl, w.rec, proc)
+			}
+			select {
+			case <-crashAt:
+				crashed = true
+			default:
+			}
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if crashed {
+			w.rec.Record(history.NewOp(proc, history.Info, history.FCrash))
+		}
+		cl.Close()
+	}
+	return nil
+}

@@ -1,0 +1,309 @@
+// Package workloads drives real, unmodified franz-go (kgo) clients against a
+// Kafka-compatible cluster and records every operation in a history.
+//
+// Two workloads, after Jepsen's Kafka workload:
+//
+//   - Log: producers send unique int64 values (decimal strings, keys spread
+//     over partitions); consumers poll assigned or subscribed partitions; a
+//     final Drain reads every partition to its end after the faults healed.
+//   - Queue: consumer groups with auto or manual commit whose members crash
+//     and restart; every delivery is recorded.
+//
+// Outcomes are classified the Jepsen way (Classify): ok when the broker
+// acknowledged, fail only when the record was definitely not written, info
+// when it is unknown. Seed brokers and extra kgo options (a kgo.Dialer that
+// dials inside a network namespace, for example) come from the caller.
+package workloads
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/isrlab/isrlab/history"
+)
+
+// Config holds a workload's knobs; Kafka's own names are in the comments.
+// Zero values take the defaults listed.
+type Config struct {
+	Topic      string // default "isrlab"
+	Partitions int32  // default 3
+	// Keys spread values over partitions: value v has key "k<v mod Keys>"
+	// and goes to partition fnv32a(key) mod Partitions (default 64 keys).
+	Keys int
+
+	Producers int // default 2
+	Consumers int // default 2
+	// Sends stops the producers after this many sends in all (0: until ctx
+	// is done).
+	Sends int64
+	// SendInterval is each producer's pause between sends (default 0).
+	SendInterval time.Duration
+
+	Acks       string // acks: "all" (default), "1" or "0"
+	Idempotent bool   // enable.idempotence (needs acks=all)
+	// Retries is retries: 0 (default) retries until DeliveryTimeout, n > 0
+	// retries n times, -1 sends each record once.
+	Retries         int
+	Linger          time.Duration // linger.ms
+	RequestTimeout  time.Duration // request.timeout.ms of produce requests (default 10 s)
+	DeliveryTimeout time.Duration // delivery.timeout.ms (default 30 s)
+
+	// Subscribe makes Log consumers join a consumer group instead of
+	// assigning partitions.
+	Subscribe bool
+	Group     string // group.id (default "isrlab-<topic>")
+	// ManualCommit commits after every poll instead of auto-committing
+	// (enable.auto.commit=false).
+	ManualCommit bool
+	// PollTimeout bounds one poll (default 500 ms).
+	PollTimeout time.Duration
+	// CrashEvery is the mean time between consumer crashes in Queue (0: no
+	// crashes). A crashed consumer restarts as a new process.
+	CrashEvery time.Duration
+
+	// FirstProcess numbers this workload's processes from here, so several
+	// workloads can share a history.
+	FirstProcess int
+	Seed         int64
+}
+
+func (c Config) withDefaults() Config {
+	if c.Topic == "" {
+		c.Topic = "isrlab"
+	}
+	if c.Partitions <= 0 {
+		c.Partitions = 3
+	}
+	if c.Keys <= 0 {
+		c.Keys = 64
+	}
+	if c.Producers <= 0 {
+		c.Producers = 2
+	}
+	if c.Consumers <= 0 {
+		c.Consumers = 2
+	}
+	if c.Acks == "" {
+		c.Acks = "all"
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 10 * time.Second
+	}
+	if c.DeliveryTimeout <= 0 {
+		c.DeliveryTimeout = 30 * time.Second
+	}
+	if c.Group == "" {
+		c.Group = "isrlab-" + c.Topic
+	}
+	if c.PollTimeout <= 0 {
+		c.PollTimeout = 500 * time.Millisecond
+	}
+	return c
+}
+
+// Validate reports a configuration kgo would refuse.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch c.Acks {
+	case "all", "-1", "1", "0":
+	default:
+		return fmt.Errorf("acks %q: want all, 1 or 0", c.Acks)
+	}
+	if c.Idempotent && c.Acks != "all" && c.Acks != "-1" {
+		return errors.New("enable.idempotence needs acks=all")
+	}
+	return nil
+}
+
+// producerOpts turns the config into kgo producer options.
+func (c Config) producerOpts() []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.DefaultProduceTopic(c.Topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProduceRequestTimeout(c.RequestTimeout),
+		kgo.RecordDeliveryTimeout(c.DeliveryTimeout),
+		kgo.ProducerLinger(c.Linger),
+	}
+	switch c.Acks {
+	case "1":
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()))
+	case "0":
+		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()))
+	default:
+		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+	}
+	if !c.Idempotent {
+		opts = append(opts, kgo.DisableIdempotentWrite())
+	}
+	switch {
+	case c.Retries < 0:
+		opts = append(opts, kgo.RecordRetries(0))
+	case c.Retries > 0:
+		opts = append(opts, kgo.RecordRetries(c.Retries))
+	}
+	return opts
+}
+
+// PartitionOf returns the partition of a key under the workload's spread.
+func PartitionOf(key string, partitions int32) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return int32(h.Sum32() % uint32(partitions))
+}
+
+// refusals are errors with which a broker refuses a produce request for a
+// reason that holds on every attempt, so nothing was appended, and errors
+// the client raises before the record left it.
+var refusals = []error{
+	kerr.InvalidRequiredAcks,
+	kerr.MessageTooLarge,
+	kerr.RecordListTooLarge,
+	kerr.InvalidRecord,
+	kerr.CorruptMessage,
+	kerr.InvalidTopicException,
+	kerr.TopicAuthorizationFailed,
+	kerr.ClusterAuthorizationFailed,
+	kerr.UnsupportedForMessageFormat,
+	kerr.UnsupportedCompressionType,
+	kgo.ErrMaxBuffered, // refused before it was buffered
+	kgo.ErrAborting,    // buffered records aborted before they were sent
+}
+
+// attemptRefusals say "not appended" for the attempt that got them only: an
+// earlier attempt that timed out may still have written the record.
+var attemptRefusals = []error{
+	kerr.NotEnoughReplicas,
+	kerr.UnknownTopicOrPartition,
+}
+
+// Classify maps a produce error to an outcome: ok for nil; fail only when
+// the record was definitely not written; info for everything else — a
+// timeout, a disconnect, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND
+// (already appended), NOT_LEADER_OR_FOLLOWER (a delayed produce is answered
+// so when leadership moves after the append) — because the record may have
+// been written. retried says whether the client may have sent the record
+// more than once (retries != 0): then NOT_ENOUGH_REPLICAS on the last
+// attempt says nothing about the earlier ones, and the outcome is info.
+func Classify(err error, retried bool) history.Type {
+	if err == nil {
+		return history.OK
+	}
+	// A retried or timed-out record may have been written by an earlier
+	// attempt, whatever the last error says.
+	if errors.Is(err, kgo.ErrRecordTimeout) || errors.Is(err, kgo.ErrRecordRetries) {
+		return history.Info
+	}
+	for _, d := range refusals {
+		if errors.Is(err, d) {
+			return history.Fail
+		}
+	}
+	if !retried {
+		for _, d := range attemptRefusals {
+			if errors.Is(err, d) {
+				return history.Fail
+			}
+		}
+	}
+	return history.Info
+}
+
+// errString names an error the way histories show it: the Kafka error code
+// name when there is one.
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) && err == error(ke) {
+		return ke.Message
+	}
+	return err.Error()
+}
+
+// values hands out unique values 0, 1, 2, ... across a workload's producers.
+type values struct{ next atomic.Int64 }
+
+func (v *values) take() int64 { return v.next.Add(1) - 1 }
+
+// processes hands out process numbers; a crashed process never comes back
+// under its old number.
+type processes struct{ next atomic.Int64 }
+
+func (p *processes) take() int { return int(p.next.Add(1) - 1) }
+
+func encodeValue(v int64) []byte { return strconv.AppendInt(nil, v, 10) }
+
+// send produces value v synchronously and records invoke and completion.
+func send(ctx context.Context, cl *kgo.Client, rec *history.Recorder, proc int, cfg *Config, v int64) history.Type {
+	key := "k" + strconv.FormatInt(v%int64(cfg.Keys), 10)
+	part := PartitionOf(key, cfg.Partitions)
+	inv := history.NewOp(proc, history.Invoke, history.FSend)
+	inv.Value, inv.HasValue, inv.Partition, inv.Key = v, true, part, key
+	rec.Record(inv)
+	r := &kgo.Record{Key: []byte(key), Value: encodeValue(v), Partition: part}
+	err := cl.ProduceSync(ctx, r).FirstErr()
+	done := inv
+	done.Type = Classify(err, cfg.Retries >= 0)
+	done.Error = errString(err)
+	if done.Type == history.OK && r.Offset >= 0 && cfg.Acks != "0" {
+		done.Offset = r.Offset
+	}
+	rec.Record(done)
+	return done.Type
+}
+
+// pollOnce polls cl once and records the records it returned; it returns
+// the recorded completion. The error is kgo.ErrClientClosed only.
+func pollOnce(ctx context.Context, cl *kgo.Client, rec *history.Recorder, proc int, timeout time.Duration, f string) (history.Op, error) {
+	rec.Record(history.NewOp(proc, history.Invoke, f))
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	fs := cl.PollFetches(pctx)
+	cancel()
+	done := history.NewOp(proc, history.OK, f)
+	n := 0
+	byPart := map[int32]int{}
+	fs.EachRecord(func(r *kgo.Record) {
+		i, ok := byPart[r.Partition]
+		if !ok {
+			i = len(done.Reads)
+			byPart[r.Partition] = i
+			done.Reads = append(done.Reads, history.PartitionRecords{Partition: r.Partition})
+		}
+		v, err := strconv.ParseInt(string(r.Value), 10, 64)
+		hr := history.Record{Offset: r.Offset, Value: v}
+		if err != nil || v == history.BadValue {
+			hr.Value, hr.Raw = history.BadValue, string(r.Value)
+		}
+		done.Reads[i].Records = append(done.Reads[i].Records, hr)
+		n++
+	})
+	var firstErr error
+	fs.EachError(func(_ string, _ int32, err error) {
+		if firstErr == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			firstErr = err
+		}
+	})
+	if done.Reads == nil {
+		done.Reads = []history.PartitionRecords{}
+	}
+	if firstErr != nil {
+		done.Error = errString(firstErr)
+		if n == 0 {
+			done.Type = history.Info
+		}
+	}
+	done = rec.Record(done)
+	if errors.Is(firstErr, kgo.ErrClientClosed) {
+		return done, firstErr
+	}
+	return done, nil
+}

@@ -1,0 +1,275 @@
+package workloads
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/checker"
+	"github.com/isrlab/isrlab/history"
+)
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		name    string
+		err     error
+		retried bool
+		want    history.Type
+	}{
+		{"success", nil, true, history.OK},
+		{"not enough replicas, one attempt", kerr.NotEnoughReplicas, false, history.Fail},
+		{"not enough replicas after retries", kerr.NotEnoughReplicas, true, history.Info},
+		{"invalid required acks", kerr.InvalidRequiredAcks, true, history.Fail},
+		{"message too large", fmt.Errorf("%w (uncompressed_bytes=1)", kerr.MessageTooLarge), true, history.Fail},
+		{"max buffered: never left the client", kgo.ErrMaxBuffered, true, history.Fail},
+		{"request timed out", kerr.RequestTimedOut, false, history.Info},
+		{"not enough replicas after append", kerr.NotEnoughReplicasAfterAppend, false, history.Info},
+		{"not leader after sending", kerr.NotLeaderForPartition, false, history.Info},
+		{"delivery timeout", kgo.ErrRecordTimeout, false, history.Info},
+		{"timeout whose last error was a refusal", fmt.Errorf("%w, last err: %w", kgo.ErrRecordTimeout, kerr.NotEnoughReplicas), false, history.Info},
+		{"retries exhausted", kgo.ErrRecordRetries, false, history.Info},
+		{"disconnect", io.ErrUnexpectedEOF, false, history.Info},
+		{"context deadline", context.DeadlineExceeded, false, history.Info},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Classify(tc.err, tc.retried); got != tc.want {
+				t.Errorf("Classify(%v, %v) = %s, want %s", tc.err, tc.retried, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		cfg Config
+		ok  bool
+	}{
+		{Config{}, true},
+		{Config{Acks: "1"}, true},
+		{Config{Acks: "2"}, false},
+		{Config{Acks: "1", Idempotent: true}, false},
+		{Config{Acks: "all", Idempotent: true}, true},
+	}
+	for _, tc := range tests {
+		if err := tc.cfg.Validate(); (err == nil) != tc.ok {
+			t.Errorf("Validate(%+v) = %v, want ok=%v", tc.cfg, err, tc.ok)
+		}
+	}
+}
+
+func fakeCluster(t *testing.T, partitions int32, topic string) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic))
+	if err != nil {
+		t.Fatalf("start kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func recorder() (*history.Memory, *history.Recorder) {
+	var m history.Memory
+	start := time.Now()
+	return &m, history.NewRecorder(&m, func() time.Duration { return time.Since(start) })
+}
+
+// runAndCheck runs a workload to completion, drains, and checks the history.
+func runAndCheck(t *testing.T, run func(context.Context) error, drain func(context.Context) error, m *history.Memory) *checker.Verdict {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := run(ctx); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	dctx, dcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer dcancel()
+	if err := drain(dctx); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	return checker.CheckOps(m.Ops, checker.Options{Linearizable: checker.LinOn, LinTimeout: 20 * time.Second})
+}
+
+func TestLogWorkloadAgainstKfake(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kfake cluster")
+	}
+	for _, sub := range []bool{false, true} {
+		t.Run(fmt.Sprintf("subscribe=%v", sub), func(t *testing.T) {
+			c := fakeCluster(t, 3, "log")
+			m, rec := recorder()
+			cfg := Config{Topic: "log", Partitions: 3, Producers: 3, Consumers: 2, Sends: 300, Subscribe: sub, ManualCommit: sub, Linger: time.Millisecond, Seed: 1}
+			w, err := NewLog(cfg, rec, c.ListenAddrs())
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := runAndCheck(t, w.Run, w.Drain, m)
+			if v.Valid != checker.Valid {
+				t.Fatalf("verdict %s: anomalies %v examples %v lin %+v", v.Valid, v.Anomalies, v.Examples, v.Linearizable)
+			}
+			if v.Stats.SendsOK != 300 || v.Stats.ReadValues != 300 {
+				t.Errorf("sends ok %d, values read %d; want 300 each", v.Stats.SendsOK, v.Stats.ReadValues)
+			}
+			if v.Linearizable.Result != "ok" {
+				t.Errorf("linearizable = %+v", v.Linearizable)
+			}
+			var subscribes, assigns, drains int
+			for _, op := range m.Ops {
+				switch {
+				case op.F == history.FSubscribe && op.Type == history.OK:
+					subscribes++
+				case op.F == history.FAssign && op.Type == history.OK:
+					assigns++
+				case op.F == history.FDrain && op.Type == history.OK:
+					drains++
+				}
+			}
+			if sub && subscribes != 2 || !sub && assigns != 3 || drains == 0 {
+				t.Errorf("subscribes %d, assigns %d (incl. drain), drain polls %d", subscribes, assigns, drains)
+			}
+		})
+	}
+}
+
+// TestDefiniteFailuresAreFail makes the broker refuse every other produce
+// with NOT_ENOUGH_REPLICAS: with one attempt per record those sends end
+// fail, and since nothing was appended the history stays valid.
+func TestDefiniteFailuresAreFail(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kfake cluster")
+	}
+	c := fakeCluster(t, 1, "refuse")
+	var n atomic.Int64
+	c.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if n.Add(1)%2 == 1 {
+			return nil, nil, false
+		}
+		req := kreq.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.NotEnoughReplicas.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	m, rec := recorder()
+	w, err := NewLog(Config{Topic: "refuse", Partitions: 1, Producers: 1, Consumers: 1, Sends: 20, Retries: -1}, rec, c.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := runAndCheck(t, w.Run, w.Drain, m)
+	for _, op := range m.Ops {
+		if op.F == history.FSend && op.Type == history.Info {
+			t.Logf("info: %s", op.Error)
+		}
+	}
+	if v.Stats.SendsFail == 0 || v.Stats.SendsOK == 0 {
+		t.Fatalf("sends ok %d fail %d info %d: want both ok and fail", v.Stats.SendsOK, v.Stats.SendsFail, v.Stats.SendsInfo)
+	}
+	for _, op := range m.Ops {
+		if op.F == history.FSend && op.Type == history.Fail && op.Error != kerr.NotEnoughReplicas.Message {
+			t.Errorf("fail with error %q", op.Error)
+		}
+	}
+	if v.Valid != checker.Valid {
+		t.Errorf("verdict %s: %v", v.Valid, v.Anomalies)
+	}
+}
+
+// TestUnreachableBrokerIsInfo: sends to a port where nothing listens time
+// out; the record's fate is unknown to the client, so they are info.
+func TestUnreachableBrokerIsInfo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kfake cluster")
+	}
+	c := fakeCluster(t, 1, "gone")
+	addrs := c.ListenAddrs()
+	m, rec := recorder()
+	w, err := NewLog(Config{Topic: "gone", Partitions: 1, Producers: 1, Consumers: 1, Sends: 2, DeliveryTimeout: time.Second, RequestTimeout: time.Second}, rec, addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := w.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sends := 0
+	for _, op := range m.Ops {
+		if op.F == history.FSend && op.Type != history.Invoke {
+			sends++
+			if op.Type != history.Info {
+				t.Errorf("send to a dead cluster ended %s (%s)", op.Type, op.Error)
+			}
+		}
+	}
+	if sends != 2 {
+		t.Errorf("%d send completions, want 2", sends)
+	}
+}
+
+func TestQueueWorkloadWithCrashes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kfake cluster")
+	}
+	for _, manual := range []bool{false, true} {
+		t.Run(fmt.Sprintf("manual-commit=%v", manual), func(t *testing.T) {
+			c := fakeCluster(t, 2, "queue")
+			m, rec := recorder()
+			cfg := Config{Topic: "queue", Partitions: 2, Producers: 2, Consumers: 2, Sends: 400, SendInterval: 2 * time.Millisecond,
+				ManualCommit: manual, CrashEvery: 150 * time.Millisecond, PollTimeout: 100 * time.Millisecond, Seed: 3}
+			w, err := NewQueue(cfg, rec, c.ListenAddrs())
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := runAndCheck(t, w.Run, w.Drain, m)
+			if v.Valid != checker.Valid {
+				t.Fatalf("verdict %s: anomalies %v examples %v lin %+v", v.Valid, v.Anomalies, v.Examples, v.Linearizable)
+			}
+			var crashes, rebalances int
+			for _, op := range m.Ops {
+				switch op.F {
+				case history.FCrash:
+					crashes++
+				case history.FRebalance:
+					rebalances++
+				}
+			}
+			if crashes == 0 || rebalances == 0 {
+				t.Errorf("crashes %d, rebalances %d: the workload did not exercise restarts", crashes, rebalances)
+			}
+			if v.Stats.ReadValues != 400 {
+				t.Errorf("read %d distinct values, want 400", v.Stats.ReadValues)
+			}
+		})
+	}
+}
+
+func TestNewLogRejectsBadConfig(t *testing.T) {
+	_, rec := recorder()
+	if _, err := NewLog(Config{Acks: "7"}, rec, []string{"127.0.0.1:1"}); err == nil {
+		t.Error("acks=7 accepted")
+	}
+	if _, err := NewLog(Config{}, rec, nil); err == nil {
+		t.Error("no seeds accepted")
+	}
+	_ = errors.New
+}
