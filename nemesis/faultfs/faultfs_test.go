@@ -28,8 +28,18 @@ func requireFUSE(t testing.TB) {
 	f.Close()
 }
 
-// mountT mounts a faultfs over a fresh backing dir for the test.
+// mountT mounts a faultfs over a fresh backing dir for the test, with
+// PassthroughAppend or PassthroughOff.
 func mountT(t testing.TB, passthrough bool) (*FS, string, string) {
+	t.Helper()
+	mode := PassthroughOff
+	if passthrough {
+		mode = PassthroughAppend
+	}
+	return mountMode(t, mode)
+}
+
+func mountMode(t testing.TB, mode PassthroughMode) (*FS, string, string) {
 	t.Helper()
 	requireFUSE(t)
 	dir := t.TempDir()
@@ -38,10 +48,6 @@ func mountT(t testing.TB, passthrough bool) (*FS, string, string) {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-	}
-	mode := PassthroughOff
-	if passthrough {
-		mode = PassthroughAppend
 	}
 	f, err := Mount(Options{Backing: backing, Mount: mnt, RunID: "test-" + strconv.Itoa(os.Getpid()), Seed: 1, Passthrough: mode})
 	if err != nil {

@@ -1,6 +1,7 @@
 package faultfs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -95,5 +96,65 @@ func TestFaultForcesHookedOpen(t *testing.T) {
 	mustWrite(t, a, "+more")
 	if st := f.Status(); st.HookedOpens != 2 || st.PassthroughOpens != 0 || st.Counters[OpWrite].Ops != 1 {
 		t.Errorf("status %+v: want 2 hooked opens and the write seen by faultfs", st)
+	}
+}
+
+// TestPassthroughModes checks which opens each mode passes through, that
+// passed-through writes bypass faultfs, and what a crash then undoes.
+func TestPassthroughModes(t *testing.T) {
+	for _, tc := range []struct {
+		mode    PassthroughMode
+		flags   int
+		pt      bool
+		after   string
+		inexact int
+	}{
+		{PassthroughOff, os.O_WRONLY | os.O_APPEND, false, "0123456789", 0},
+		{PassthroughOff, os.O_RDWR, false, "0123456789", 0},
+		{PassthroughAppend, os.O_WRONLY | os.O_APPEND, true, "0123456789", 0},
+		{PassthroughAppend, os.O_RDWR, false, "0123456789", 0},
+		{PassthroughAll, os.O_WRONLY | os.O_APPEND, true, "0123456789", 0},
+		{PassthroughAll, os.O_RDWR, true, "012AB56789", 1}, // overwrite kept, tail dropped
+	} {
+		name := map[bool]string{true: "o_append", false: "o_rdwr"}[tc.flags&os.O_APPEND != 0]
+		t.Run(fmt.Sprintf("%s/%s", tc.mode, name), func(t *testing.T) {
+			f, backing, mnt := mountMode(t, tc.mode)
+			if err := os.WriteFile(filepath.Join(backing, "f"), []byte("0123456789"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fh, err := os.OpenFile(filepath.Join(mnt, "f"), tc.flags, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fh.Close()
+			if tc.flags&os.O_APPEND == 0 {
+				if _, err := fh.WriteAt([]byte("AB"), 3); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := fh.WriteAt([]byte("tail"), 10); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				mustWrite(t, fh, "tail")
+			}
+			st := f.Status()
+			if tc.pt && st.Counters[OpWrite].Ops > 0 {
+				t.Skip("this kernel does not serve FUSE passthrough (Linux 6.9+ as root needed)")
+			}
+			if got := st.PassthroughOpens == 1; got != tc.pt {
+				t.Errorf("passthrough open: %v, want %v (status %+v)", got, tc.pt, st)
+			}
+			if !tc.pt && st.Counters[OpWrite].Ops == 0 {
+				t.Errorf("hooked writes not seen by faultfs")
+			}
+			rep := f.Crash()
+			if rep.Inexact != tc.inexact {
+				t.Errorf("crash report %+v, want %d inexact", rep, tc.inexact)
+			}
+			got, err := os.ReadFile(filepath.Join(mnt, "f"))
+			if err != nil || string(got) != tc.after {
+				t.Errorf("after crash: %q, %v; want %q", got, err, tc.after)
+			}
+		})
 	}
 }
