@@ -1,11 +1,13 @@
 package faultfs
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // benchTargets are the directories a benchmark writes to: the plain backing
@@ -96,4 +98,40 @@ func fdatasync(f *os.File) error {
 		return err
 	}
 	return serr
+}
+
+// BenchmarkControl measures a fault's inject plus heal round trip over the
+// control socket, per fault kind, as the nemesis sees it.
+func BenchmarkControl(b *testing.B) {
+	f, _, _ := mountT(b, true)
+	sock := filepath.Join(b.TempDir(), "ctl.sock")
+	ln, err := Listen(sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- f.Serve(ctx, ln) }()
+	b.Cleanup(func() { cancel(); <-served })
+	c := NewClient(sock)
+	for _, tc := range []struct {
+		kind   string
+		inject func() error
+	}{
+		{"latency", func() error { return c.Latency(ctx, OpWrite, "", time.Millisecond, 0) }},
+		{"eio", func() error { return c.EIO(ctx, OpFsync, "", 0.5) }},
+		{"hang", func() error { return c.Hang(ctx, OpAll, "") }},
+		{"crash", func() error { _, err := c.Crash(ctx); return err }},
+	} {
+		b.Run(tc.kind, func(b *testing.B) {
+			for range b.N {
+				if err := tc.inject(); err != nil {
+					b.Fatal(err)
+				}
+				if err := c.Heal(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -135,11 +135,15 @@ func step(f *FS, a []string, backing, mnt string) error {
 		return nil
 	}
 	switch a[0] {
-	case "append":
+	case "append", "append-dsync":
 		if err := want(3); err != nil {
 			return err
 		}
-		fh, err := os.OpenFile(p(1), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		flags := os.O_WRONLY | os.O_APPEND | os.O_CREATE
+		if a[0] == "append-dsync" {
+			flags |= syscall.O_DSYNC
+		}
+		fh, err := os.OpenFile(p(1), flags, 0o644)
 		if err != nil {
 			return err
 		}

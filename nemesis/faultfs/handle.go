@@ -18,6 +18,7 @@ type handle struct {
 	append   bool
 	pt       bool
 	writable bool
+	dsync    bool // O_SYNC or O_DSYNC: every write is durable when it returns
 	st       *fileState // crash state, for writable regular files
 }
 
@@ -65,8 +66,11 @@ func (f *FS) newHandle(n *node, fd int, flags uint32) (fs.FileHandle, uint32, sy
 // truncates.
 func (f *FS) newHandleLocked(n *node, fd int, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	writable := flags&syscall.O_ACCMODE != syscall.O_RDONLY
-	h := &handle{n: n, fd: fd, append: flags&syscall.O_APPEND != 0, writable: writable}
+	h := &handle{n: n, fd: fd, append: flags&syscall.O_APPEND != 0, writable: writable, dsync: flags&syscall.O_DSYNC != 0}
 	h.pt = n.chooseOpen(func() bool {
+		if h.dsync {
+			return false // the kernel would sync the backing file unseen
+		}
 		switch f.opts.Passthrough {
 		case PassthroughAppend:
 			return !f.eng.active() && (!writable || h.append)
@@ -76,7 +80,7 @@ func (f *FS) newHandleLocked(n *node, fd int, flags uint32) (fs.FileHandle, uint
 		return false
 	})
 	if writable && n.Mode()&syscall.S_IFMT == syscall.S_IFREG {
-		st, err := f.trk.open(n.ino(), fd, n.EmbeddedInode(), h.pt, h.pt && !h.append)
+		st, err := f.trk.open(n.ino(), fd, n.EmbeddedInode(), h.pt, h.unseen())
 		if err != nil {
 			n.closeOpen(h.pt)
 			syscall.Close(fd)
@@ -101,6 +105,11 @@ func (f *FS) newHandleLocked(n *node, fd int, flags uint32) (fs.FileHandle, uint
 	f.hookedOpens.Add(1)
 	return h, fuse.FOPEN_DIRECT_IO, 0
 }
+
+// unseen reports whether the handle's writes can change what a crash
+// should restore without faultfs seeing it: overwrites, or syncs by
+// O_DSYNC, through passthrough.
+func (h *handle) unseen() bool { return h.pt && (!h.append || h.dsync) }
 
 func (h *handle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if errno := h.n.fault(ctx, OpRead, ""); errno != 0 {
@@ -139,6 +148,12 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	if err := writeFull(h.fd, data, off); err != nil {
 		return 0, fs.ToErrno(err)
 	}
+	if h.dsync {
+		// The backing descriptor has O_DSYNC too. Count the whole file as
+		// synced: exact for a log written in order.
+		h.n.ffs.syncs.Add(1)
+		h.n.ffs.trk.synced(h.n.ino())
+	}
 	return uint32(len(data)), 0
 }
 
@@ -167,7 +182,7 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno { return 0 }
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {
 	if h.st != nil {
-		h.n.ffs.trk.release(h.st, h.pt, h.pt && !h.append)
+		h.n.ffs.trk.release(h.st, h.pt, h.unseen())
 		h.st = nil
 	}
 	if h.fd >= 0 {

@@ -530,3 +530,10 @@ func fstatID(r *fs.LoopbackRoot, fd int) (syscall.Stat_t, fs.StableAttr, error) 
 	swappedRootDev := (r.Dev << 32) | (r.Dev >> 32)
 	return st, fs.StableAttr{Mode: st.Mode, Gen: gen, Ino: (swapped ^ swappedRootDev) ^ st.Ino}, nil
 }
+
+func (n *node) Statx(ctx context.Context, f fs.FileHandle, flags uint32, mask uint32, out *fuse.StatxOut) syscall.Errno {
+	if errno := n.fault(ctx, OpMeta, ""); errno != 0 {
+		return errno
+	}
+	return n.LoopbackNode.Statx(ctx, f, flags, mask, out)
+}
