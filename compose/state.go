@@ -36,7 +36,8 @@ type NodeState struct {
 	Iface      string `json:"iface,omitempty"`
 	PID        int    `json:"pid,omitempty"`
 	PIDStart   uint64 `json:"pid_start,omitempty"`
-	Container  string `json:"container,omitempty"`
+	Container  string `json:"container,omitempty"` // Docker: the process container
+	Sandbox    string `json:"sandbox,omitempty"`   // Docker: the container holding the network namespace
 }
 
 // State is the JSON file that lets other processes (cluster status, exec,
