@@ -18,7 +18,7 @@ type handle struct {
 	append   bool
 	pt       bool
 	writable bool
-	dsync    bool // O_SYNC or O_DSYNC: every write is durable when it returns
+	dsync    bool       // O_SYNC or O_DSYNC: every write is durable when it returns
 	st       *fileState // crash state, for writable regular files
 }
 
