@@ -3,6 +3,8 @@ package log
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -36,25 +38,31 @@ type EpochCache struct {
 // caller rebuilds from the log.
 func newEpochCache(dir string) (*EpochCache, error) {
 	c := &EpochCache{path: filepath.Join(dir, EpochCheckpointFile)}
-	lines, err := readCheckpoint(c.path, 2)
-	if err != nil {
+	if err := c.load(); err != nil {
+		c.entries = nil
 		return c, err
 	}
+	return c, nil
+}
+
+func (c *EpochCache) load() error {
+	lines, err := readCheckpoint(c.path, 2)
+	if err != nil {
+		return err
+	}
 	for _, f := range lines {
-		var e EpochEntry
-		if _, err := fmt.Sscan(f[0], &e.Epoch); err != nil {
-			return c, fmt.Errorf("%s: epoch %q: %w", c.path, f[0], errBadCheckpoint)
+		epoch, err1 := strconv.ParseInt(f[0], 10, 32)
+		start, err2 := strconv.ParseInt(f[1], 10, 64)
+		if err1 != nil || err2 != nil {
+			return fmt.Errorf("%s: entry %q: %w", c.path, strings.Join(f, " "), errBadCheckpoint)
 		}
-		if _, err := fmt.Sscan(f[1], &e.StartOffset); err != nil {
-			return c, fmt.Errorf("%s: offset %q: %w", c.path, f[1], errBadCheckpoint)
-		}
+		e := EpochEntry{int32(epoch), start}
 		if n := len(c.entries); e.Epoch < 0 || e.StartOffset < 0 || n > 0 && (e.Epoch <= c.entries[n-1].Epoch || e.StartOffset < c.entries[n-1].StartOffset) {
-			c.entries = nil
-			return c, fmt.Errorf("%s: entries out of order: %w", c.path, errBadCheckpoint)
+			return fmt.Errorf("%s: entries out of order: %w", c.path, errBadCheckpoint)
 		}
 		c.entries = append(c.entries, e)
 	}
-	return c, nil
+	return nil
 }
 
 // Entries returns a copy of the epoch history, oldest first.

@@ -146,6 +146,9 @@ func (l *Log) load(o options) error {
 	if eerr != nil {
 		l.logger.Warn("leader epoch checkpoint unreadable, rebuilding from the log", "err", eerr)
 		rebuildEpochs = true
+		if err := epochs.clear(); err != nil {
+			return err
+		}
 	}
 
 	var segs []*segment
@@ -269,10 +272,6 @@ func (l *Log) load(o options) error {
 	leo := active.next
 	if rebuildEpochs && o.clean {
 		// The batches are trusted; only their epochs are needed.
-		if err := epochs.clear(); err != nil {
-			cleanup()
-			return err
-		}
 		for _, s := range segs {
 			size := s.size.Load()
 			for pos := int64(0); ; {

@@ -309,3 +309,27 @@ func FuzzRecovery(f *testing.F) {
 		}
 	})
 }
+
+func TestCorruptEpochCheckpointCleanOpen(t *testing.T) {
+	dir := t.TempDir()
+	cfg := smallConfig()
+	l, err := Open(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 5, 3, 100, 2, 0)
+	appendN(t, l, 5, 3, 100, 7, 0)
+	want := l.Epochs().Entries()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, EpochCheckpointFile), []byte("0\n3\n2 0\n1 5\n"), 0o644)
+	l, err = Open(dir, cfg, WithCleanShutdown(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got := l.Epochs().Entries(); !equalEpochs(got, want) || len(want) != 2 {
+		t.Fatalf("rebuilt epochs %v, want %v", got, want)
+	}
+}
