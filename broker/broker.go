@@ -123,6 +123,14 @@ func (b *Broker) logConfig(tc *config.Config) klog.Config {
 	lc.FlushIntervalMessages = tc.Long("flush.messages")
 	lc.FlushIntervalMs = tc.Long("flush.ms")
 	lc.FileDeleteDelayMs = tc.Long("file.delete.delay.ms")
+	lc.MaxMessageBytes = tc.Int("max.message.bytes")
+	lc.RetentionCheckIntervalMs = b.cfg.Long("log.retention.check.interval.ms")
+	lc.FlushOffsetCheckpointIntervalMs = b.cfg.Long("log.flush.offset.checkpoint.interval.ms")
+	// Kafka's scheduler default is "never"; checking once a second keeps
+	// log.flush.interval.ms meaningful unless the scheduler is set.
+	if b.cfg.IsSet("log.flush.scheduler.interval.ms") {
+		lc.FlushSchedulerIntervalMs = b.cfg.Long("log.flush.scheduler.interval.ms")
+	}
 	return lc
 }
 

@@ -71,12 +71,13 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 			return
 		}
 		busyStart := time.Now()
-		// Requests may alias the frame; keep a fresh buffer for the next
-		// frame whenever this one is large.
-		if cap(frame) > 64*1024 {
+		// The decoded request aliases the frame, but the connection is
+		// muted until the request completes, so the buffer is free again
+		// for the next frame; only very large buffers are let go.
+		if cap(frame) > 16<<20 {
 			buf = nil
 		} else {
-			buf = frame
+			buf = frame[:0]
 		}
 		hdr, req, err := b.versions.Decode(frame)
 		if err != nil {

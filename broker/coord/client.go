@@ -118,7 +118,7 @@ func Dial(ctx context.Context, endpoints []string, opts ...Option) (*Client, err
 		DialTimeout: o.dialTimeout,
 		// Keepalive settings measured to survive a paused etcd leader with an
 		// 18 s session (MACHINE-NOTES).
-		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTime: 0,
 		DialKeepAliveTimeout: 2 * time.Second,
 		PermitWithoutStream:  true,
 		Logger:               zap.NewNop(),
@@ -159,9 +159,11 @@ func Dial(ctx context.Context, endpoints []string, opts ...Option) (*Client, err
 func (c *Client) Close() error {
 	var err error
 	c.once.Do(func() {
+		// Stop our goroutines before the etcd client: its Close rewrites
+		// fields they read.
 		c.cancel()
-		err = c.cli.Close()
 		c.wg.Wait()
+		err = c.cli.Close()
 		if errors.Is(err, context.Canceled) {
 			err = nil
 		}

@@ -371,13 +371,30 @@ func (l *Log) NumSegments() int { return len(l.segments()) }
 // starting at the first appended offset.
 func (l *Log) AppendAsLeader(data []byte, leaderEpoch int32) (AppendResult, error) {
 	l.mu.Lock()
-	maxBytes, appendTime := l.cfg.MaxMessageBytes, l.cfg.LogAppendTime
+	maxBytes := l.cfg.MaxMessageBytes
 	l.mu.Unlock()
 	// The CRC check is the expensive part: keep it outside the lock.
 	batches, err := ParseBatches(data, maxBytes)
 	if err != nil {
 		return AppendResult{}, err
 	}
+	return l.AppendParsedAsLeader(data, batches, leaderEpoch)
+}
+
+// AppendParsedAsLeader is AppendAsLeader for a caller that already ran
+// ParseBatches(data, maxBatchBytes) (to check producer sequences, say):
+// batches must be exactly what it returned for data, and are not checked
+// again. The slice is updated in place with the assigned offsets.
+func (l *Log) AppendParsedAsLeader(data []byte, batches []BatchInfo, leaderEpoch int32) (AppendResult, error) {
+	if len(batches) == 0 {
+		return AppendResult{}, fmt.Errorf("no batches: %w", ErrCorruptMessage)
+	}
+	if total := batches[len(batches)-1].Size; total > len(data) {
+		return AppendResult{}, fmt.Errorf("batches do not match the data: %w", ErrCorruptMessage)
+	}
+	l.mu.Lock()
+	appendTime := l.cfg.LogAppendTime
+	l.mu.Unlock()
 	logAppendTime := int64(-1)
 	if appendTime {
 		logAppendTime = l.clock().UnixMilli()
