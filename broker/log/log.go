@@ -389,8 +389,12 @@ func (l *Log) AppendParsedAsLeader(data []byte, batches []BatchInfo, leaderEpoch
 	if len(batches) == 0 {
 		return AppendResult{}, fmt.Errorf("no batches: %w", ErrCorruptMessage)
 	}
-	if total := batches[len(batches)-1].Size; total > len(data) {
-		return AppendResult{}, fmt.Errorf("batches do not match the data: %w", ErrCorruptMessage)
+	total := 0
+	for _, b := range batches {
+		total += b.Size
+	}
+	if total != len(data) {
+		return AppendResult{}, fmt.Errorf("batches cover %d of %d bytes: %w", total, len(data), ErrCorruptMessage)
 	}
 	l.mu.Lock()
 	appendTime := l.cfg.LogAppendTime

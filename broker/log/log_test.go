@@ -191,3 +191,25 @@ func TestLogAppendTime(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendParsedAsLeader(t *testing.T) {
+	l := openTest(t, DefaultConfig())
+	data := append(makeBatch(t, batchSpec{records: 2}), makeBatch(t, batchSpec{records: 3})...)
+	bs, err := ParseBatches(data, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AppendParsedAsLeader(data, bs[:1], 0); !errors.Is(err, ErrCorruptMessage) {
+		t.Fatalf("mismatched batches: %v", err)
+	}
+	if _, err := l.AppendParsedAsLeader(data, nil, 0); !errors.Is(err, ErrCorruptMessage) {
+		t.Fatalf("no batches: %v", err)
+	}
+	res, err := l.AppendParsedAsLeader(data, bs, 4)
+	if err != nil || res.FirstOffset != 0 || res.LastOffset != 4 || bs[1].BaseOffset != 2 {
+		t.Fatalf("append: %+v %v", res, err)
+	}
+	if got := readAll(t, l, 0); len(got) != 2 || got[1].BaseOffset != 2 || got[1].LeaderEpoch != 4 {
+		t.Fatalf("stored %+v", got)
+	}
+}
