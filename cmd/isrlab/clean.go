@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
+	"github.com/isrlab/isrlab/compose/docker"
 	"github.com/isrlab/isrlab/compose/netns"
 )
 
@@ -17,7 +19,8 @@ func newCleanCmd() *cobra.Command {
 		Short: "Remove what dead runs left: processes, namespaces, links, mounts, state",
 		Long: `Remove every leftover of runs that are no longer alive: their node processes
 (and anything else running in their namespaces), network namespaces with their
-links and bind mounts, run directories and state files. A run is alive while
+links and bind mounts, Docker containers and networks labelled with a run id,
+run directories and state files. A run is alive while
 the process that owns it runs, or, for "isrlab cluster up", until "isrlab
 cluster down". Live runs are left alone, so clean is safe to run at any time,
 including next to a running test. --all also takes down live clusters.`,
@@ -32,6 +35,19 @@ including next to a running test. --all also takes down live clusters.`,
 			}
 			rep, err := (&netns.Backend{}).Clean(ctx, all)
 			w := cmd.OutOrStdout()
+			orphans := 0
+			if !netns.InUserNS() {
+				drep, derr := (&docker.Backend{}).Clean(ctx, all)
+				if !errors.Is(derr, docker.ErrNoDaemon) {
+					err = errors.Join(err, derr)
+				}
+				rep.Runs = append(rep.Runs, drep.Runs...)
+				rep.Live = append(rep.Live, drep.Live...)
+				if drep.Containers+drep.Networks > 0 {
+					fmt.Fprintf(w, "removed %d orphan containers and %d orphan networks\n", drep.Containers, drep.Networks)
+					orphans += drep.Containers + drep.Networks
+				}
+			}
 			for _, r := range rep.Runs {
 				fmt.Fprintf(w, "removed run %s\n", r)
 			}
@@ -41,7 +57,7 @@ including next to a running test. --all also takes down live clusters.`,
 			for _, r := range rep.Live {
 				fmt.Fprintf(w, "left live run %s alone\n", r)
 			}
-			if len(rep.Runs)+len(rep.Namespaces) == 0 && err == nil {
+			if len(rep.Runs)+len(rep.Namespaces)+orphans == 0 && err == nil {
 				fmt.Fprintln(w, "nothing to clean")
 			}
 			return err

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/compose/docker"
 	"github.com/isrlab/isrlab/compose/netns"
 )
 
@@ -56,7 +57,7 @@ enter that namespace through nsenter(1).`,
 			return usageError("missing subcommand: up, status, exec, list or down\nRun 'isrlab cluster --help' for usage.")
 		},
 	}
-	cmd.AddCommand(newClusterUpCmd(), newClusterDownCmd(), newClusterStatusCmd(), newClusterExecCmd(), newClusterListCmd())
+	cmd.AddCommand(newClusterUpCmd(), newClusterDownCmd(), newClusterStatusCmd(), newClusterExecCmd(), newClusterListCmd(), newClusterIdleCmd())
 	return cmd
 }
 
@@ -124,13 +125,15 @@ func defaultRunDir(name, run string) string {
 
 func newClusterUpCmd() *cobra.Command {
 	var (
-		o        compose.Options
-		backend  string
-		configs  []string
-		subnet   string
-		timeout  time.Duration
-		keepData bool
-		verbose  bool
+		o          compose.Options
+		backend    string
+		configs    []string
+		subnet     string
+		timeout    time.Duration
+		keepData   bool
+		verbose    bool
+		system     string
+		kafkaImage string
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -146,16 +149,33 @@ Each node has its own data directory and log file under --run-dir. Broker
 settings given with --config go to every broker's server.properties.
 
 On error, Ctrl-C or SIGTERM before the cluster is ready, everything created
-so far is removed.`,
+so far is removed.
+
+--backend docker runs each node as containers instead: an image imported from
+this isrlab binary (no registry), a labelled network on --subnet, and per node
+a sandbox container holding its address and network namespace plus a process
+container joining it (so a restarted node keeps its namespace). --system kafka
+runs apache/kafka in KRaft mode on the broker nodes (no coordinators).`,
 		Example: `  isrlab cluster up
   isrlab cluster up --name lab2 --coordinators 1 --brokers 5 --subnet 10.99.0.0/24
+  isrlab cluster up --backend docker --name dock --subnet 10.214.0.0/24
+  isrlab cluster up --backend docker --system kafka --kafka-image apache/kafka:3.9.1
   isrlab cluster up --config min.insync.replicas=2 --config unclean.leader.election.enable=false`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if backend != netns.Name {
-				if backend == "docker" {
-					return usageError("--backend docker is not available yet; use --backend netns")
+			switch backend {
+			case netns.Name:
+				if system != docker.SystemIsrlab {
+					return usageError("--system %s needs --backend docker", system)
 				}
+			case docker.Name:
+				if os.Geteuid() != 0 {
+					return usageError("--backend docker needs root (to reach the containers' namespaces)")
+				}
+				if system != docker.SystemIsrlab && system != docker.SystemKafka {
+					return usageError("--system must be isrlab or kafka, not %q", system)
+				}
+			default:
 				return usageError("--backend must be netns or docker, not %q", backend)
 			}
 			if o.Coordinators < 0 || o.Brokers < 0 || o.Clients < 1 {
@@ -181,8 +201,10 @@ so far is removed.`,
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			if handled, err := reexecRootless(ctx); handled {
-				return err
+			if backend == netns.Name {
+				if handled, err := reexecRootless(ctx); handled {
+					return err
+				}
 			}
 			exe, err := os.Executable()
 			if err != nil {
@@ -197,10 +219,14 @@ so far is removed.`,
 			if err != nil {
 				return usageError("%v", err)
 			}
-			b := &netns.Backend{Detach: true, KeepData: keepData, ReadyTimeout: timeout, Log: cliLogger(cmd, verbose)}
+			var b compose.Backend = &netns.Backend{Detach: true, KeepData: keepData, ReadyTimeout: timeout, Log: cliLogger(cmd, verbose)}
+			if backend == docker.Name {
+				b = &docker.Backend{Detach: true, KeepData: keepData, ReadyTimeout: timeout, Log: cliLogger(cmd, verbose),
+					System: system, KafkaImage: kafkaImage, KafkaConf: o.BrokerConfig}
+			}
 			begin := time.Now()
 			c, err := b.Up(ctx, top)
-			if errors.Is(err, netns.ErrRunning) {
+			if errors.Is(err, netns.ErrRunning) || errors.Is(err, docker.ErrRunning) {
 				return withCode(exitBadArgs, fmt.Errorf("%w: take it down first (isrlab cluster down --name %s) or pick another --name", err, o.Name))
 			}
 			if err != nil {
@@ -219,6 +245,8 @@ so far is removed.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&backend, "backend", netns.Name, "netns (network namespaces) or docker")
+	f.StringVar(&system, "system", docker.SystemIsrlab, "what the brokers run: isrlab, or kafka (apache/kafka KRaft image; docker backend only)")
+	f.StringVar(&kafkaImage, "kafka-image", docker.DefaultKafkaImage, "image for --system kafka (must already be present: no registry is used)")
 	f.StringVar(&o.Name, "name", defaultClusterName, "cluster name")
 	f.IntVar(&o.Coordinators, "coordinators", 3, "number of coordinators (etcd members)")
 	f.IntVar(&o.Brokers, "brokers", 3, "number of brokers")
@@ -288,11 +316,20 @@ func loadCluster(name string) (*compose.State, *compose.Cluster, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if st.Backend != netns.Name {
-		return st, nil, fmt.Errorf("cluster %s runs on backend %s, which this command does not handle yet", name, st.Backend)
+	switch st.Backend {
+	case netns.Name:
+		c, err := (&netns.Backend{}).Attach(st)
+		return st, c, err
+	case docker.Name:
+		// The client is left to process exit: commands are short-lived.
+		cli, err := docker.Connect(context.Background())
+		if err != nil {
+			return st, nil, err
+		}
+		c, err := (&docker.Backend{}).Attach(cli, st)
+		return st, c, err
 	}
-	c, err := (&netns.Backend{}).Attach(st)
-	return st, c, err
+	return st, nil, fmt.Errorf("cluster %s runs on unknown backend %q", name, st.Backend)
 }
 
 func newClusterDownCmd() *cobra.Command {
@@ -322,7 +359,12 @@ go with them), the run directory (unless the cluster was started with
 				return err
 			}
 			begin := time.Now()
-			if err := (&netns.Backend{Grace: grace}).Down(ctx, name); err != nil {
+			if st.Backend == docker.Name {
+				err = (&docker.Backend{Grace: grace}).Down(ctx, name)
+			} else {
+				err = (&netns.Backend{Grace: grace}).Down(ctx, name)
+			}
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "cluster %s (run %s) is down after %.2fs\n", name, st.RunID, time.Since(begin).Seconds())
@@ -486,6 +528,21 @@ func newClusterListCmd() *cobra.Command {
 			}
 			tw.Flush()
 			return errors.Join(errs...)
+		},
+	}
+}
+
+func newClusterIdleCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "idle",
+		Short:  "Block until SIGTERM or SIGINT (what a Docker node's sandbox container runs)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signalContext()
+			defer stop()
+			<-ctx.Done()
+			return nil
 		},
 	}
 }
