@@ -118,7 +118,7 @@ func Dial(ctx context.Context, endpoints []string, opts ...Option) (*Client, err
 		DialTimeout: o.dialTimeout,
 		// Keepalive settings measured to survive a paused etcd leader with an
 		// 18 s session (MACHINE-NOTES).
-		DialKeepAliveTime: 0,
+		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
 		PermitWithoutStream:  true,
 		Logger:               zap.NewNop(),
