@@ -681,7 +681,12 @@ func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch 
 	if first.LastOffset >= maxOffset || first.Size > maxBytes && !minOneBatch {
 		return []byte{}, true, nil
 	}
-	n := min(int64(max(maxBytes, first.Size)), size-pos)
+	// Bytes past the first batch at or after maxOffset are never returned.
+	limit, err := s.upperBound(maxOffset, size)
+	if err != nil {
+		return nil, false, err
+	}
+	n := min(int64(max(maxBytes, first.Size)), max(limit, pos+int64(first.Size))-pos)
 	buf := make([]byte, n)
 	got, err := s.log.ReadAt(buf, pos)
 	if err != nil && !errors.Is(err, io.EOF) {

@@ -144,6 +144,26 @@ func TestReadAcrossSegments(t *testing.T) {
 	if got := readAll(t, l, 0); len(got) != 60 {
 		t.Fatalf("read %d batches, want 60", len(got))
 	}
+	// A high watermark cuts reads at the last whole batch below it.
+	for _, s := range l.segments() {
+		for hw := s.base + 1; hw <= s.base+12 && hw <= l.LogEndOffset(); hw++ {
+			res, err := l.Read(s.base, 1<<20, hw, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last int64 = -1
+			if len(res.Records) > 0 {
+				bs, err := ParseBatches(res.Records, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				last = bs[len(bs)-1].LastOffset
+			}
+			if want := (hw/3)*3 - 1; last != want && !(last == -1 && want < s.base) {
+				t.Fatalf("read from %d below hw %d ends at %d, want %d", s.base, hw, last, want)
+			}
+		}
+	}
 	// Segment files are named by base offset and the sealed indexes trimmed.
 	entries, _ := os.ReadDir(l.Dir())
 	logs := 0

@@ -288,6 +288,32 @@ func (s *segment) lookupLocked(offset int64) (int64, error) {
 	return int64(e.pos), err
 }
 
+// upperBound returns a file position no batch ending below offset extends
+// past: the start of the first indexed batch whose base offset is >= offset,
+// or size when there is none.
+func (s *segment) upperBound(offset int64, size int64) (int64, error) {
+	s.imu.RLock()
+	defer s.imu.RUnlock()
+	target := offset - s.base
+	var err error
+	i := sort.Search(s.idxCount, func(i int) bool {
+		e, ierr := s.indexAt(i)
+		if ierr != nil {
+			err = ierr
+			return true
+		}
+		return int64(e.rel) >= target
+	})
+	if err != nil || i == s.idxCount {
+		return size, err
+	}
+	e, err := s.indexAt(i)
+	if err != nil {
+		return size, err
+	}
+	return min(int64(e.pos), size), nil
+}
+
 // timeLookup returns a file position from which scanning finds the first
 // batch with MaxTimestamp >= ts: the batch of the last time index entry with
 // a smaller timestamp (every earlier batch is smaller too).
