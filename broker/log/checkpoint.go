@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // errBadCheckpoint marks a checkpoint file that exists but cannot be parsed.
@@ -101,6 +102,10 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	if err := d.Sync(); err != nil {
+		// Some file systems (FUSE ones among them) cannot fsync a directory.
+		if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.ENOTSUP) {
+			return nil
+		}
 		return fmt.Errorf("sync dir %s: %w", dir, err)
 	}
 	return nil
