@@ -45,7 +45,9 @@ func TestMain(m *testing.M) {
 	case os.Getenv(envOwner) != "":
 		os.Exit(owner(os.Getenv(envOwner)))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	cleanupBinary()
+	os.Exit(code)
 }
 
 func echoServer(addr string) int {
