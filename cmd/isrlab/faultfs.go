@@ -63,7 +63,7 @@ The mount's source is faultfs-<run id> (fstype fuse.faultfs), so that
 				return usageError("--backing, --mount and --control are required")
 			}
 			if opts.RunID == "" {
-				opts.RunID = fmt.Sprintf("manual-%d", os.Getpid())
+				opts.RunID = faultfs.ManualRunID(os.Getpid())
 			}
 			if !faultfs.ValidRunID(opts.RunID) {
 				return usageError("--run-id %q: use 1-64 of letters, digits, '.', '_', '-'", opts.RunID)

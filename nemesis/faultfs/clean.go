@@ -73,9 +73,30 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-// CleanStale lazily unmounts every faultfs mount whose run is not alive
-// (runIDAlive returns false), typically left by a daemon that was killed.
-// Mount points deeper in the tree go first. It is safe to call twice.
+// ManualRunID is the run id of a daemon started by hand without one: it
+// names the daemon's pid, and CleanStale counts it alive while that pid is.
+func ManualRunID(pid int) string { return "manual-" + strconv.Itoa(pid) }
+
+// manualAlive reports whether id is a ManualRunID whose process runs.
+func manualAlive(id string) bool {
+	s, ok := strings.CutPrefix(id, "manual-")
+	if !ok {
+		return false
+	}
+	pid, err := strconv.Atoi(s)
+	if err != nil || pid <= 0 {
+		return false
+	}
+	err = syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// CleanStale lazily unmounts every faultfs mount whose run is not alive,
+// typically left by a daemon that was killed: runIDAlive decides, except
+// that a ManualRunID is alive while its process runs. Unmounting a live
+// run's mount would let its broker write to the directory underneath, so
+// when in doubt runIDAlive should say alive. Mount points deeper in the tree
+// go first. It is safe to call twice.
 func CleanStale(runIDAlive func(string) bool) error {
 	ms, err := Mounts()
 	if err != nil {
@@ -84,7 +105,7 @@ func CleanStale(runIDAlive func(string) bool) error {
 	var errs []error
 	for i := len(ms) - 1; i >= 0; i-- {
 		m := ms[i]
-		if runIDAlive(m.RunID) {
+		if manualAlive(m.RunID) || runIDAlive(m.RunID) {
 			continue
 		}
 		if err := syscall.Unmount(m.MountPoint, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {

@@ -559,6 +559,19 @@ func TestParseMountinfo(t *testing.T) {
 	}
 }
 
+func TestManualRunAlive(t *testing.T) {
+	for id, alive := range map[string]bool{
+		ManualRunID(os.Getpid()): true,
+		ManualRunID(1 << 30):     false, // above pid_max
+		"manual-x":               false,
+		"run-1":                  false,
+	} {
+		if got := manualAlive(id); got != alive {
+			t.Errorf("manualAlive(%q) = %v, want %v", id, got, alive)
+		}
+	}
+}
+
 func TestRunIDValidation(t *testing.T) {
 	for id, ok := range map[string]bool{"run-1": true, "2026.11.29_a": true, "": false, "a b": false, "a,b": false, "-x": false, strings.Repeat("a", 65): false} {
 		if ValidRunID(id) != ok {
