@@ -18,7 +18,10 @@ const (
 	emptySlot        = math.MinInt64 + 1
 )
 
+// Positions ("pos") locate ops: the byte offset of the op's line in a
+// history file, or the op's index in memory. They increase along the history.
 type valueState struct {
+	id   int64 // the value
 	inv  int64 // position of the send's invoke, -1 if never sent
 	done int64 // position of the send's completion, -1 if none
 	read int64 // position of the first poll that returned it, -1 if none
@@ -38,6 +41,8 @@ type partState struct {
 	slots   []int64
 	far     map[int64]int64
 	maxRead int64
+	// maxReadPos is the position of the first poll that read maxRead.
+	maxReadPos int64
 }
 
 func (p *partState) get(off int64) int64 {
@@ -129,8 +134,9 @@ type analysis struct {
 
 	dense  []int32 // value -> index+1 into vals
 	sparse map[int64]int32
-	vals   []valueState
-	valIDs []int64 // index -> value
+	// vals is chunked so that growing never copies (10M values).
+	vals  [][]valueState
+	nvals int
 
 	parts []*partState
 	procs map[int]*procState
@@ -163,36 +169,48 @@ func newAnalysis(opt Options) *analysis {
 	return a
 }
 
+const valChunk = 1 << 16
+
+func (a *analysis) val(i int32) *valueState { return &a.vals[i/valChunk][i%valChunk] }
+
+func (a *analysis) newValue(v int64) int32 {
+	if a.nvals%valChunk == 0 {
+		a.vals = append(a.vals, make([]valueState, 0, valChunk))
+	}
+	last := &a.vals[len(a.vals)-1]
+	*last = append(*last, valueState{id: v, inv: -1, done: -1, read: -1, off: -1, part: -1})
+	a.nvals++
+	return int32(a.nvals - 1)
+}
+
 func (a *analysis) value(v int64, create bool) *valueState {
 	if v >= 0 && v < denseValueLimit {
 		if v < int64(len(a.dense)) && a.dense[v] != 0 {
-			return &a.vals[a.dense[v]-1]
+			return a.val(a.dense[v] - 1)
 		}
 		if !create {
 			return nil
 		}
 		if v >= int64(len(a.dense)) {
-			n := max(2*len(a.dense), 1<<16, int(v)+1)
+			n := max(2*len(a.dense), 1<<20, int(v)+1)
 			n = min(n, denseValueLimit)
 			grown := make([]int32, n)
 			copy(grown, a.dense)
 			a.dense = grown
 		}
-		a.vals = append(a.vals, valueState{inv: -1, done: -1, read: -1, off: -1, part: -1})
-		a.valIDs = append(a.valIDs, v)
-		a.dense[v] = int32(len(a.vals))
-		return &a.vals[len(a.vals)-1]
+		i := a.newValue(v)
+		a.dense[v] = i + 1
+		return a.val(i)
 	}
 	if i, ok := a.sparse[v]; ok {
-		return &a.vals[i]
+		return a.val(i)
 	}
 	if !create {
 		return nil
 	}
-	a.vals = append(a.vals, valueState{inv: -1, done: -1, read: -1, off: -1, part: -1})
-	a.valIDs = append(a.valIDs, v)
-	a.sparse[v] = int32(len(a.vals) - 1)
-	return &a.vals[len(a.vals)-1]
+	i := a.newValue(v)
+	a.sparse[v] = i
+	return a.val(i)
 }
 
 func (a *analysis) part(p int32) *partState {
@@ -406,7 +424,7 @@ func (a *analysis) observe(v int64, part int32, off int64, pos int64, read bool)
 			a.stats.ReadValues++
 		}
 		if off > ps.maxRead {
-			ps.maxRead = off
+			ps.maxRead, ps.maxReadPos = off, pos
 		}
 	}
 	if off < 0 {
@@ -465,9 +483,9 @@ func (a *analysis) finish() *Verdict {
 		}
 	}
 	a.skips = nil
-	for i := range a.vals {
-		vs := &a.vals[i]
-		v := a.valIDs[i]
+	for i := 0; i < a.nvals; i++ {
+		vs := a.val(int32(i))
+		v := vs.id
 		read := vs.fl&flRead != 0
 		switch {
 		case read && vs.inv < 0:
@@ -483,7 +501,7 @@ func (a *analysis) finish() *Verdict {
 				a.flag(LostWrite, Example{Partition: vs.part, Value: i64p(v), Offset: i64p(vs.off),
 					Note: fmt.Sprintf("value %d acknowledged at offset %d was never read, though offset %d of partition %d was",
 						v, vs.off, a.part(vs.part).maxRead, vs.part),
-					positions: sorted(vs.inv, vs.done)})
+					positions: sorted(vs.inv, vs.done, a.part(vs.part).maxReadPos)})
 			} else {
 				a.flag(Unseen, Example{Partition: vs.part, Value: i64p(v), Offset: optOff(vs),
 					Note: fmt.Sprintf("value %d was acknowledged but never read", v), positions: sorted(vs.inv, vs.done)})
@@ -493,7 +511,7 @@ func (a *analysis) finish() *Verdict {
 			a.stats.SendsPending++
 		}
 	}
-	a.stats.Values = int64(len(a.vals))
+	a.stats.Values = int64(a.nvals)
 	a.stats.Partitions = len(a.parts)
 
 	v := &Verdict{

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,11 +28,11 @@ func Check(open OpenFunc, name string, opt Options) (*Verdict, error) {
 		return nil, err
 	}
 	a := newAnalysis(opt)
-	var pos int64
 	var torn error
-	err = r.Scan(opt.Workers, func(op *history.Op) error {
-		a.add(op, pos)
-		pos++
+	// Ops are located by the byte offset of their line, so that examples
+	// can be read back without a second pass over the whole file.
+	err = r.Scan(opt.Workers, func(op *history.Op, off int64) error {
+		a.add(op, off)
 		return nil
 	})
 	if errors.Is(err, history.ErrTruncated) {
@@ -118,38 +119,52 @@ func fillExamples(v *Verdict, fetch func([]int64) (map[int64][]byte, error)) err
 	return nil
 }
 
-// fetchOps reads the history again and returns the encoded ops at the
-// wanted positions (sorted), decoding only those lines.
+// fetchOps returns the encoded ops whose lines start at the wanted byte
+// offsets (sorted): with ReadAt when the history is a file, else with a
+// second pass that decodes only those lines.
 func fetchOps(open OpenFunc, name string, want []int64) (map[int64][]byte, error) {
 	rc, err := open()
 	if err != nil {
 		return nil, err
 	}
 	defer rc.Close()
+	got := map[int64][]byte{}
+	var op history.Op
+	if ra, ok := rc.(io.ReaderAt); ok {
+		for _, off := range want {
+			if _, done := got[off]; done {
+				continue
+			}
+			if err := history.ReadOpAt(ra, off, name, &op); err != nil {
+				return nil, err
+			}
+			got[off] = history.AppendOp(nil, &op)
+		}
+		return got, nil
+	}
 	r, err := history.NewReader(rc, name)
 	if err != nil {
 		return nil, err
 	}
-	got := map[int64][]byte{}
-	var op history.Op
-	for pos := int64(0); len(want) > 0; pos++ {
-		if want[0] != pos {
-			if err := r.Skip(); err != nil {
-				if err == io.EOF {
-					break
-				}
-				return nil, err
-			}
-			continue
-		}
-		if err := r.Next(&op); err != nil {
-			if err == io.EOF || errors.Is(err, history.ErrTruncated) {
+	for len(want) > 0 {
+		if err := r.Skip(); err != nil {
+			if err == io.EOF {
 				break
 			}
 			return nil, err
 		}
-		got[pos] = history.AppendOp(nil, &op)
-		for len(want) > 0 && want[0] == pos {
+		off := r.Offset()
+		for len(want) > 0 && want[0] < off {
+			want = want[1:]
+		}
+		if len(want) == 0 || want[0] != off {
+			continue
+		}
+		if err := history.ReadOpAt(bytes.NewReader(r.LastLine()), 0, name, &op); err != nil {
+			return nil, err
+		}
+		got[off] = history.AppendOp(nil, &op)
+		for len(want) > 0 && want[0] == off {
 			want = want[1:]
 		}
 	}

@@ -19,7 +19,13 @@ const OtherProcess = -3
 func DecodeOp(b []byte, op *Op) error {
 	op.Reset()
 	d := decoder{b: b}
-	if err := d.object(op); err != nil {
+	if ok, err := d.prefix(op); err != nil {
+		return err
+	} else if ok {
+		if err := d.rest(op); err != nil {
+			return err
+		}
+	} else if err := d.object(op); err != nil {
 		return err
 	}
 	d.ws()
@@ -97,6 +103,85 @@ func (d *decoder) more(closing byte) (bool, error) {
 	return false, d.errf("expected ',' or %q, found %q", closing, c)
 }
 
+// lit consumes s if the input continues with it.
+func (d *decoder) lit(s string) bool {
+	if len(d.b)-d.i >= len(s) && string(d.b[d.i:d.i+len(s)]) == s {
+		d.i += len(s)
+		return true
+	}
+	return false
+}
+
+// prefix decodes the members that the Writer always writes first, in its
+// order and without whitespace, skipping the key scan and dispatch for
+// them. It reports false (having consumed nothing) when the line starts
+// otherwise; the general decoder then reads it.
+func (d *decoder) prefix(op *Op) (bool, error) {
+	if !d.lit(`{"index":`) {
+		return false, nil
+	}
+	var err error
+	if op.Index, err = d.int(); err != nil {
+		return true, err
+	}
+	if !d.lit(`,"time":`) {
+		return true, nil
+	}
+	if op.Time, err = d.int(); err != nil {
+		return true, err
+	}
+	if !d.lit(`,"process":`) {
+		return true, nil
+	}
+	if err := d.process(op); err != nil {
+		return true, err
+	}
+	if d.lit(`,"type":"`) {
+		switch {
+		case d.lit(`invoke"`):
+			op.Type = Invoke
+		case d.lit(`ok"`):
+			op.Type = OK
+		case d.lit(`info"`):
+			op.Type = Info
+		case d.lit(`fail"`):
+			op.Type = Fail
+		default:
+			d.i -= len(`"`)
+			s, err := d.str()
+			if err != nil {
+				return true, err
+			}
+			return true, fmt.Errorf("field \"type\": unknown type %q", s)
+		}
+	}
+	if d.lit(`,"f":"`) {
+		switch {
+		case d.lit(`send"`):
+			op.F = FSend
+		case d.lit(`poll"`):
+			op.F = FPoll
+		default:
+			d.i -= len(`"`)
+			s, err := d.str()
+			if err != nil {
+				return true, fmt.Errorf("field \"f\": %w", err)
+			}
+			op.F = internF(s)
+		}
+	}
+	return true, nil
+}
+
+// rest decodes the members after the prefix.
+func (d *decoder) rest(op *Op) error {
+	more, err := d.more('}')
+	if err != nil || !more {
+		return err
+	}
+	return d.members(op)
+}
+
 func (d *decoder) object(op *Op) error {
 	if err := d.expect('{'); err != nil {
 		return err
@@ -107,6 +192,10 @@ func (d *decoder) object(op *Op) error {
 		d.i++
 		return nil
 	}
+	return d.members(op)
+}
+
+func (d *decoder) members(op *Op) error {
 	for {
 		key, err := d.str()
 		if err != nil {

@@ -91,7 +91,9 @@ func TestDecodeFields(t *testing.T) {
 		want func(op *Op) bool
 	}{
 		{"whitespace and unknown fields", ` { "index" : 4 , "extra": {"a":[1,2.5e3,true,null,"x\"y"]}, "time":9, "process": 2, "type":"ok", "f":"send", "value": 12 } `,
-			func(op *Op) bool { return op.Index == 4 && op.Time == 9 && op.Process == 2 && op.Type == OK && op.Value == 12 && op.HasValue }},
+			func(op *Op) bool {
+				return op.Index == 4 && op.Time == 9 && op.Process == 2 && op.Type == OK && op.Value == 12 && op.HasValue
+			}},
 		{"null value is absent", `{"process":0,"type":"ok","f":"send","value":null}`, func(op *Op) bool { return !op.HasValue && op.RawValue == nil }},
 		{"string value kept raw", `{"process":"nemesis","type":"info","f":"kill","value":"n1"}`, func(op *Op) bool { return string(op.RawValue) == `"n1"` && op.Process == Nemesis }},
 		{"unknown process name", `{"process":"clock","type":"info","f":"skew"}`, func(op *Op) bool { return op.Process == OtherProcess }},
@@ -157,7 +159,7 @@ func TestReaderErrorsNameTheLine(t *testing.T) {
 							n++
 						}
 					} else {
-						err = r.Scan(2, func(*Op) error { n++; return nil })
+						err = r.Scan(2, func(*Op, int64) error { n++; return nil })
 					}
 				}
 				var le *LineError
@@ -208,7 +210,14 @@ func TestScanMatchesNext(t *testing.T) {
 	}
 	r2, _ := NewReader(bytes.NewReader(data), "a")
 	i := 0
-	err = r2.Scan(3, func(op *Op) error {
+	err = r2.Scan(3, func(op *Op, off int64) error {
+		var at Op
+		if err := ReadOpAt(bytes.NewReader(data), off, "a", &at); err != nil {
+			t.Fatalf("op %d at byte %d: %v", i, off, err)
+		}
+		if string(AppendOp(nil, &at)) != string(AppendOp(nil, op)) {
+			t.Fatalf("op %d: ReadOpAt(%d) gave another op", i, off)
+		}
 		if got := string(AppendOp(nil, op)); i >= len(want) || got != want[i] {
 			t.Fatalf("op %d differs:\n got %s", i, got)
 		}
@@ -227,7 +236,7 @@ func TestScanStopsOnCallbackError(t *testing.T) {
 	r, _ := NewReader(bytes.NewReader(data), "a")
 	stop := errors.New("stop")
 	n := 0
-	err := r.Scan(2, func(*Op) error {
+	err := r.Scan(2, func(*Op, int64) error {
 		n++
 		if n == 100 {
 			return stop
@@ -295,4 +304,24 @@ func FuzzDecodeOp(f *testing.F) {
 			t.Fatalf("not stable: %s vs %s", enc, AppendOp(nil, &back))
 		}
 	})
+}
+
+func BenchmarkDecodeOp(b *testing.B) {
+	var m Memory
+	Synthesize(&m, SynthOptions{Ops: 10000, Partitions: 10, Seed: 1, InfoRate: 0.01, FailRate: 0.01})
+	var lines [][]byte
+	size := 0
+	for i := range m.Ops {
+		l := AppendOp(nil, &m.Ops[i])
+		lines = append(lines, l)
+		size += len(l) + 1
+	}
+	b.SetBytes(int64(size / len(lines)))
+	var op Op
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if err := DecodeOp(lines[i%len(lines)], &op); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -42,7 +42,12 @@ type Reader struct {
 	h    Header
 	line int64 // line number of the last line read
 	n    int64 // ops returned
+	// consumed is the number of bytes read; lineOff the byte offset of the
+	// last line read.
+	consumed int64
+	lineOff  int64
 	long []byte
+	last []byte
 	done bool
 }
 
@@ -75,6 +80,31 @@ func (r *Reader) Header() Header { return r.h }
 // line read.
 func (r *Reader) Line() int64 { return r.line }
 
+// Offset returns the byte offset in the file of the last line read.
+func (r *Reader) Offset() int64 { return r.lineOff }
+
+// ReadOpAt decodes the op on the line that starts at byte offset off of the
+// history in ra (an offset that Reader.Offset or Scan reported).
+func ReadOpAt(ra io.ReaderAt, off int64, name string, op *Op) error {
+	br := bufio.NewReaderSize(io.NewSectionReader(ra, off, 1<<62), 4096)
+	b, err := br.ReadSlice('\n')
+	var long []byte
+	for err == bufio.ErrBufferFull {
+		long = append(long, b...)
+		b, err = br.ReadSlice('\n')
+	}
+	if long != nil {
+		b = append(long, b...)
+	}
+	if err != nil && err != io.EOF {
+		return fmt.Errorf("%s: read at byte %d: %w", name, off, err)
+	}
+	if err := DecodeOp(bytes.TrimRight(b, "\n"), op); err != nil {
+		return fmt.Errorf("%s: line at byte %d: %w", name, off, err)
+	}
+	return nil
+}
+
 // Count returns the number of ops read so far; the op just returned by Next
 // is at position Count()-1.
 func (r *Reader) Count() int64 { return r.n }
@@ -83,6 +113,7 @@ func (r *Reader) Count() int64 { return r.n }
 // line had no newline (end of file).
 func (r *Reader) readLine() (b []byte, last bool, err error) {
 	r.line++
+	r.lineOff = r.consumed
 	b, err = r.r.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
 		r.long = append(r.long[:0], b...)
@@ -92,17 +123,20 @@ func (r *Reader) readLine() (b []byte, last bool, err error) {
 		}
 		b = r.long
 	}
+	r.consumed += int64(len(b))
 	if err == io.EOF {
 		if len(b) == 0 {
 			r.line--
 			return nil, false, io.EOF
 		}
+		r.last = b
 		return b, true, nil
 	}
 	if err != nil {
 		return nil, false, err
 	}
-	return b[:len(b)-1], false, nil
+	r.last = b[:len(b)-1]
+	return r.last, false, nil
 }
 
 // Next decodes the next op into op, reusing its slices. It returns io.EOF at
@@ -136,6 +170,10 @@ func (r *Reader) Next(op *Op) error {
 		return nil
 	}
 }
+
+// LastLine returns the last line read by Skip or Next; it is valid until
+// the next call.
+func (r *Reader) LastLine() []byte { return r.last }
 
 // Skip moves past the next op without decoding it (for a second pass that
 // wants only a few ops). It returns io.EOF at the end.

@@ -16,20 +16,23 @@ const chunkSize = 1 << 20
 type batch struct {
 	data      []byte
 	firstLine int64 // line number of data's first line
+	startOff  int64 // byte offset of data in the file
 	atEOF     bool  // data's last line had no newline
 	ops       []Op
+	offs      []int64 // byte offset of each op's line
 	n         int
 	err       error
 	done      chan struct{}
 }
 
 // Scan decodes the rest of the history with `workers` goroutines (0 means
-// GOMAXPROCS) and calls fn for every op, in order, on the calling goroutine.
-// The op passed to fn is reused after fn returns. Scan returns nil at the
+// GOMAXPROCS) and calls fn for every op, in order, on the calling goroutine,
+// with the byte offset of its line (for ReadOpAt). The op passed to fn is
+// reused after fn returns. Scan returns nil at the
 // end of the history, fn's first error, or the first *LineError in order
 // (a torn last line matches ErrTruncated); ops before a bad line are
 // delivered first. Memory is bounded by a few chunks per worker.
-func (r *Reader) Scan(workers int, fn func(op *Op) error) error {
+func (r *Reader) Scan(workers int, fn func(op *Op, off int64) error) error {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
@@ -70,7 +73,7 @@ func (r *Reader) Scan(workers int, fn func(op *Op) error) error {
 		if err == nil {
 			for i := 0; i < b.n; i++ {
 				r.n++
-				if err = fn(&b.ops[i]); err != nil {
+				if err = fn(&b.ops[i], b.offs[i]); err != nil {
 					break
 				}
 			}
@@ -96,6 +99,7 @@ func (r *Reader) Scan(workers int, fn func(op *Op) error) error {
 func (r *Reader) chunks(free, work, ordered chan *batch, stop chan struct{}) error {
 	var carry []byte
 	line := r.line + 1
+	off := r.consumed // byte offset of carry[0] / the next chunk
 	for {
 		var b *batch
 		select {
@@ -121,7 +125,8 @@ func (r *Reader) chunks(free, work, ordered chan *batch, stop chan struct{}) err
 				free <- b
 				return nil
 			}
-			b.data, b.firstLine, b.atEOF = buf, line, buf[len(buf)-1] != '\n'
+			b.data, b.firstLine, b.atEOF, b.startOff = buf, line, buf[len(buf)-1] != '\n', off
+			r.consumed = off + int64(len(buf))
 			r.line = line + int64(bytes.Count(buf, []byte{'\n'}))
 			if b.atEOF {
 				r.line++
@@ -141,7 +146,9 @@ func (r *Reader) chunks(free, work, ordered chan *batch, stop chan struct{}) err
 			continue
 		}
 		carry = append(carry[:0:0], buf[cut+1:]...)
-		b.data, b.firstLine, b.atEOF = buf[:cut+1], line, false
+		b.data, b.firstLine, b.atEOF, b.startOff = buf[:cut+1], line, false, off
+		off += int64(cut + 1)
+		r.consumed = off
 		line += int64(bytes.Count(b.data, []byte{'\n'}))
 		r.line = line - 1
 		work <- b
@@ -154,6 +161,7 @@ func (b *batch) decode(name string) {
 	data := b.data
 	line := b.firstLine
 	for len(data) > 0 {
+		lineOff := b.startOff + int64(len(b.data)-len(data))
 		i := bytes.IndexByte(data, '\n')
 		var l []byte
 		last := false
@@ -165,7 +173,9 @@ func (b *batch) decode(name string) {
 		if len(bytes.TrimSpace(l)) > 0 {
 			if b.n == len(b.ops) {
 				b.ops = append(b.ops, Op{})
+				b.offs = append(b.offs, 0)
 			}
+			b.offs[b.n] = lineOff
 			if err := DecodeOp(l, &b.ops[b.n]); err != nil {
 				b.err = &LineError{File: name, Line: line, Torn: last && len(data) == 0, Err: err}
 				return
