@@ -46,9 +46,9 @@ type Reader struct {
 	// last line read.
 	consumed int64
 	lineOff  int64
-	long []byte
-	last []byte
-	done bool
+	long     []byte
+	last     []byte
+	done     bool
 }
 
 // NewReader reads the header of the history in r; name is used in errors.
