@@ -13,6 +13,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
@@ -519,11 +520,12 @@ type CleanReport struct {
 	Runs       []string // "name/run" of dead runs removed with their state
 	Containers int      // orphan containers removed (no state at all)
 	Networks   int      // orphan networks removed
+	Images     int      // lab images removed (with all)
 	Live       []string
 }
 
-// Clean removes dead runs (or every run, with all) and any container or
-// network labelled with a run id that no state file knows. Live runs are
+// Clean removes dead runs (or every run and unused lab images, with all) and
+// any container or network labelled with a run id that no state file knows. Live runs are
 // left alone. Without a daemon it returns ErrNoDaemon.
 func (b *Backend) Clean(ctx context.Context, all bool) (CleanReport, error) {
 	o := b.defaults()
@@ -597,6 +599,19 @@ func (b *Backend) Clean(ctx context.Context, all bool) (CleanReport, error) {
 			continue
 		}
 		rep.Networks++
+	}
+	if all {
+		// Lab images are a cache keyed by binary content; with all, the ones
+		// no container uses go too.
+		imgs, err := cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list images: %w", err))
+		}
+		for _, im := range imgs {
+			if _, err := cli.ImageRemove(ctx, im.ID, image.RemoveOptions{Force: false, PruneChildren: true}); err == nil {
+				rep.Images++
+			}
+		}
 	}
 	return rep, errors.Join(errs...)
 }

@@ -692,3 +692,30 @@ func TestRootlessInner(t *testing.T) {
 	}
 	fmt.Println("rootless cluster echoed through", len(pids), "nodes")
 }
+
+func TestRunTearsDownAfterPanic(t *testing.T) {
+	requireNetns(t)
+	l := newLab(t)
+	top := echoTopology("panicky", l.runDir)
+	var pids []int
+	func() {
+		defer func() {
+			if p := recover(); p != "boom" {
+				t.Fatalf("recovered %v, want the panic to go on", p)
+			}
+		}()
+		compose.Run(context.Background(), l.backend(), top, func(ctx context.Context, c *compose.Cluster) error { //nolint:errcheck
+			pids = pidsOf(c)
+			if err := echo(ctx, c, "b1"); err != nil {
+				t.Errorf("echo: %v", err)
+			}
+			panic("boom")
+		})
+	}()
+	if len(pids) == 0 {
+		t.Fatal("fn did not run")
+	}
+	if left := l.leftovers(top.RunID, pids); len(left) > 0 {
+		t.Fatalf("leftovers after a panic: %v", left)
+	}
+}
