@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // requireFUSE skips t unless it can mount FUSE filesystems.
@@ -194,6 +196,8 @@ func step(f *FS, a []string, backing, mnt string) error {
 		return os.Rename(p(1), p(2))
 	case "unlink":
 		return syscall.Unlink(p(1))
+	case "exchange":
+		return unix.Renameat2(unix.AT_FDCWD, p(1), unix.AT_FDCWD, p(2), unix.RENAME_EXCHANGE)
 	case "crash":
 		rep := f.Crash()
 		if len(rep.Errors) > 0 {
@@ -414,6 +418,67 @@ func TestHang(t *testing.T) {
 	}
 	if n := f.Status().Counters[OpFsync].Hanging; n != 0 {
 		t.Errorf("hanging = %d after unhang", n)
+	}
+}
+
+// TestCrashDuringHang crashes while a write is hung: the crash must not
+// wait for it, and the write lands after the crash once released.
+func TestCrashDuringHang(t *testing.T) {
+	f, backing, mnt := mountT(t, true)
+	prepare(t, backing, "f")
+	if err := f.Inject(Fault{Kind: KindHang, Op: OpWrite}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- actions[OpWrite](mnt, "f") }()
+	waitFor(t, "write to hang", func() bool { return f.Status().Counters[OpWrite].Hanging == 1 })
+	crashed := make(chan CrashReport, 1)
+	go func() { crashed <- f.Crash() }()
+	select {
+	case <-crashed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("crash blocked by a hung write")
+	}
+	f.Unhang()
+	if err := <-done; err != nil {
+		t.Fatalf("write after unhang: %v", err)
+	}
+	got, err := os.ReadFile(filepath.Join(mnt, "f"))
+	if err != nil || string(got) != "xayload" {
+		t.Errorf("after crash and released write: %q, %v", got, err)
+	}
+}
+
+// TestEIOProbability draws with a fixed seed: about half of 400 writes
+// fail, and none once healed.
+func TestEIOProbability(t *testing.T) {
+	f, backing, mnt := mountT(t, true)
+	prepare(t, backing, "f")
+	fh, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	if err := f.Inject(Fault{Kind: KindEIO, Op: OpWrite, Probability: 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for range 400 {
+		if _, err := fh.WriteAt([]byte("x"), 0); errors.Is(err, syscall.EIO) {
+			failed++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Binomial(400, 0.5) lies in [140, 260] with probability 1 - 1e-9.
+	if failed < 140 || failed > 260 {
+		t.Errorf("%d of 400 writes failed with p=0.5", failed)
+	}
+	f.Heal()
+	for range 50 {
+		if _, err := fh.WriteAt([]byte("x"), 0); err != nil {
+			t.Fatalf("write after heal: %v", err)
+		}
 	}
 }
 

@@ -138,7 +138,7 @@ func Mount(opts Options) (*FS, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = log.With("run", opts.RunID, "fault", "faultfs")
+	log = log.With("run", opts.RunID)
 
 	// Trash left by a daemon that died holds files already unlinked.
 	if ents, err := os.ReadDir(opts.Backing); err == nil {
@@ -195,7 +195,7 @@ func (f *FS) Inject(flt Fault) error {
 	if err := f.eng.add(flt); err != nil {
 		return err
 	}
-	f.log.Info("fault injected", "kind", flt.Kind, "op", flt.Op, "prefix", flt.Prefix)
+	f.log.Info("faultfs fault injected", "fault", flt.Kind, "op", flt.Op, "prefix", flt.Prefix)
 	return nil
 }
 
@@ -237,7 +237,7 @@ func (f *FS) Crash() CrashReport {
 	f.mu.Lock()
 	f.lastCrash = &rep
 	f.mu.Unlock()
-	f.log.Info("crash", "files", rep.Files, "bytes_lost", rep.BytesLost, "undone", rep.Undone, "errors", len(rep.Errors))
+	f.log.Info("faultfs crash", "fault", "crash", "files", rep.Files, "bytes_lost", rep.BytesLost, "undone", rep.Undone, "errors", len(rep.Errors))
 	return rep
 }
 
