@@ -186,7 +186,7 @@ func Mount(opts Options) (*FS, error) {
 		return nil, fmt.Errorf("mount faultfs at %s: %w", opts.Mount, err)
 	}
 	f.server = server
-	log.Info("faultfs mounted", "mount", opts.Mount, "backing", opts.Backing, "passthrough", opts.Passthrough)
+	log.Info("faultfs mounted", "mount", opts.Mount, "backing", opts.Backing, "passthrough", opts.Passthrough, "seed", opts.Seed)
 	return f, nil
 }
 
@@ -200,11 +200,17 @@ func (f *FS) Inject(flt Fault) error {
 }
 
 // Unhang lifts every hang fault and releases the operations it blocked.
-func (f *FS) Unhang() { f.eng.removeKind(KindHang) }
+func (f *FS) Unhang() {
+	f.eng.removeKind(KindHang)
+	f.log.Info("faultfs unhang", "fault", KindHang)
+}
 
 // Heal removes every fault and releases blocked operations. It is safe to
 // call any number of times.
-func (f *FS) Heal() { f.eng.removeKind("") }
+func (f *FS) Heal() {
+	f.eng.removeKind("")
+	f.log.Info("faultfs healed")
+}
 
 // Crash forgets every write not made durable by an fsync, like a power
 // loss: files return to their last-fsynced content, and namespace changes
@@ -246,6 +252,8 @@ type Status struct {
 	RunID   string `json:"run_id"`
 	Mount   string `json:"mount"`
 	Backing string `json:"backing"`
+	// Seed seeds the jitter and EIO draws.
+	Seed int64 `json:"seed"`
 	// Faults are the active faults; empty when healed.
 	Faults   []Fault         `json:"faults"`
 	Counters map[Op]Counters `json:"counters"`
@@ -269,7 +277,7 @@ func (f *FS) Status() Status {
 	last := f.lastCrash
 	f.mu.Unlock()
 	return Status{
-		RunID: f.opts.RunID, Mount: f.opts.Mount, Backing: f.opts.Backing,
+		RunID: f.opts.RunID, Mount: f.opts.Mount, Backing: f.opts.Backing, Seed: f.opts.Seed,
 		Faults: f.eng.list(), Counters: f.eng.counters(),
 		Passthrough: f.opts.Passthrough, PassthroughOpens: f.ptOpens.Load(), HookedOpens: f.hookedOpens.Load(),
 		Syncs: f.syncs.Load(), Crashes: f.crashes.Load(),
