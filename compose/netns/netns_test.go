@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/isrlab/isrlab/compose"
 )
 
@@ -240,6 +242,13 @@ func (l lab) leftovers(run string, pids []int) []string {
 	if ents, _ := os.ReadDir(l.runDir); len(ents) > 0 {
 		out = append(out, "run dir "+l.runDir)
 	}
+	if links, err := netlink.LinkList(); err == nil {
+		for _, ln := range links {
+			if name := ln.Attrs().Name; name == BridgeName(run) || strings.HasPrefix(name, "p-") {
+				out = append(out, "link in the root namespace "+name)
+			}
+		}
+	}
 	if mounts, err := os.ReadFile("/proc/self/mountinfo"); err == nil && strings.Contains(string(mounts), Prefix+run) {
 		out = append(out, "mount of run "+run)
 	}
@@ -284,6 +293,16 @@ func TestUpControlDown(t *testing.T) {
 	}
 	if c.Node("client1").Proc != nil {
 		t.Error("client host has a process")
+	}
+	// Nothing of the lab network lives in the root namespace, even while up.
+	links, err := netlink.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ln := range links {
+		if name := ln.Attrs().Name; name == c.Bridge || strings.HasPrefix(name, "p-") {
+			t.Errorf("lab link %s in the root namespace", name)
+		}
 	}
 
 	// Kill, restart, pause, resume.
