@@ -277,45 +277,62 @@ func owner(cfgJSON string) int {
 	return 0
 }
 
-func TestDockerKillOwnerThenClean(t *testing.T) {
+func TestDockerInterruptOrKillOwner(t *testing.T) {
 	cli := requireDocker(t)
-	dir := t.TempDir()
-	cfg := ownerConfig{"dockown", filepath.Join(dir, "state"), filepath.Join(dir, "run")}
-	b, _ := json.Marshal(cfg)
-	cmd := exec.Command(exePath(), "-test.run=^$")
-	cmd.Env = append(os.Environ(), envOwner+"="+string(b))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name  string
+		sig   syscall.Signal
+		clean bool // leftovers expected until Clean
+	}{
+		{"ctrl-c", syscall.SIGINT, false},
+		{"sigkill then clean", syscall.SIGKILL, true},
 	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if line != "up\n" {
-		t.Fatalf("owner: %q %v", line, err)
-	}
-	st, err := compose.ReadState(cfg.StateDir, cfg.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait() //nolint:errcheck // killed on purpose
-	if left := leftovers(t, cli, cfg.StateDir, st.RunID); len(left) == 0 {
-		t.Fatal("a SIGKILLed owner left nothing: the test would not notice a broken Clean")
-	}
-	rep, err := testBackend(cfg.StateDir).Clean(context.Background(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Runs) != 1 {
-		t.Errorf("Clean removed runs %v, want the dead one", rep.Runs)
-	}
-	if left := leftovers(t, cli, cfg.StateDir, st.RunID); len(left) > 0 {
-		t.Fatalf("leftovers after Clean: %v", left)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := ownerConfig{"dockown", filepath.Join(dir, "state"), filepath.Join(dir, "run")}
+			b, _ := json.Marshal(cfg)
+			cmd := exec.Command(exePath(), "-test.run=^$")
+			cmd.Env = append(os.Environ(), envOwner+"="+string(b))
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			line, err := bufio.NewReader(out).ReadString('\n')
+			if line != "up\n" {
+				t.Fatalf("owner: %q %v", line, err)
+			}
+			st, err := compose.ReadState(cfg.StateDir, cfg.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Process.Signal(tt.sig); err != nil {
+				t.Fatal(err)
+			}
+			werr := cmd.Wait()
+			if !tt.clean && werr != nil {
+				t.Fatalf("owner after %v: %v", tt.sig, werr)
+			}
+			if tt.clean {
+				if left := leftovers(t, cli, cfg.StateDir, st.RunID); len(left) == 0 {
+					t.Fatal("a SIGKILLed owner left nothing: the test would not notice a broken Clean")
+				}
+				rep, err := testBackend(cfg.StateDir).Clean(context.Background(), false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(rep.Runs) != 1 {
+					t.Errorf("Clean removed runs %v, want the dead one", rep.Runs)
+				}
+			}
+			if left := leftovers(t, cli, cfg.StateDir, st.RunID); len(left) > 0 {
+				t.Fatalf("leftovers: %v", left)
+			}
+		})
 	}
 }
