@@ -23,7 +23,8 @@ links and bind mounts, Docker containers and networks labelled with a run id,
 run directories and state files. A run is alive while
 the process that owns it runs, or, for "isrlab cluster up", until "isrlab
 cluster down". Live runs are left alone, so clean is safe to run at any time,
-including next to a running test. --all also takes down live clusters.`,
+including next to a running test. --all also takes down live clusters and
+removes unused isrlab lab images from Docker.`,
 		Example: `  isrlab clean
   isrlab clean --all`,
 		Args: cobra.NoArgs,
@@ -47,6 +48,10 @@ including next to a running test. --all also takes down live clusters.`,
 					fmt.Fprintf(w, "removed %d orphan containers and %d orphan networks\n", drep.Containers, drep.Networks)
 					orphans += drep.Containers + drep.Networks
 				}
+				if drep.Images > 0 {
+					fmt.Fprintf(w, "removed %d unused lab images\n", drep.Images)
+					orphans += drep.Images
+				}
 			}
 			for _, r := range rep.Runs {
 				fmt.Fprintf(w, "removed run %s\n", r)
@@ -63,6 +68,6 @@ including next to a running test. --all also takes down live clusters.`,
 			return err
 		},
 	}
-	cmd.Flags().BoolVar(&all, "all", false, "also take down live clusters")
+	cmd.Flags().BoolVar(&all, "all", false, "also take down live clusters and remove unused lab images")
 	return cmd
 }
