@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -404,12 +405,34 @@ func (t *tracker) synced(ino uint64) {
 	})
 }
 
-// settle makes durable every pending op for which durable returns true.
-// Must hold t.mu.
+// settle makes durable every pending op for which durable returns true,
+// and with each every earlier pending op it depends on (one that touched
+// the same name or a name above or below it), so that the durable state
+// never holds a change without what it was made on. Must hold t.mu.
 func (t *tracker) settle(durable func(*nsOp) bool) {
-	keep := t.ops[:0]
-	for _, op := range t.ops {
+	mark := make([]bool, len(t.ops))
+	any := false
+	for i, op := range t.ops {
 		if durable(op) {
+			mark[i], any = true, true
+		}
+	}
+	if !any {
+		return
+	}
+	for i := len(t.ops) - 1; i > 0; i-- {
+		if !mark[i] {
+			continue
+		}
+		for j := i - 1; j >= 0; j-- {
+			if !mark[j] && t.ops[i].touches(t.ops[j]) {
+				mark[j] = true
+			}
+		}
+	}
+	keep := t.ops[:0]
+	for i, op := range t.ops {
+		if mark[i] {
 			t.commit(op)
 			continue
 		}
@@ -417,6 +440,27 @@ func (t *tracker) settle(durable func(*nsOp) bool) {
 	}
 	clear(t.ops[len(keep):])
 	t.ops = keep
+}
+
+// names are the directory entries op changed.
+func (op *nsOp) names() []string {
+	if op.kind == opRename || op.kind == opExchange {
+		return []string{op.path, op.newPath}
+	}
+	return []string{op.path}
+}
+
+// touches reports whether op and other changed the same entry, or one an
+// entry inside a directory the other changed.
+func (op *nsOp) touches(other *nsOp) bool {
+	for _, a := range op.names() {
+		for _, b := range other.names() {
+			if a == b || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // commit forgets how to undo op. Must hold t.mu.
