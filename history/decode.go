@@ -508,46 +508,43 @@ func (d *decoder) int() (int64, error) {
 	if d.i < len(d.b) && d.b[d.i] <= ' ' {
 		d.ws()
 	}
-	start := d.i
-	neg := false
-	if d.i < len(d.b) && d.b[d.i] == '-' {
-		neg = true
-		d.i++
+	b, i := d.b, d.i
+	neg := i < len(b) && b[i] == '-'
+	if neg {
+		i++
 	}
+	start := i
 	var u uint64
-	digits := 0
-	for d.i < len(d.b) {
-		c := d.b[d.i]
-		if c < '0' || c > '9' {
+	for ; i < len(b); i++ {
+		c := b[i] - '0'
+		if c > 9 {
 			break
 		}
-		if u > (1<<63)/10 {
-			return 0, d.errf("integer overflows int64")
-		}
-		u = u*10 + uint64(c-'0')
-		digits++
-		d.i++
+		u = u*10 + uint64(c)
 	}
-	if digits == 0 {
-		if d.i >= len(d.b) {
+	d.i = i
+	if i == start {
+		if i >= len(b) {
 			return 0, errEnd
 		}
-		return 0, d.errf("expected an integer, found %q", d.b[d.i])
+		return 0, d.errf("expected an integer, found %q", b[i])
 	}
-	if d.i < len(d.b) {
-		switch d.b[d.i] {
-		case '.', 'e', 'E':
-			return 0, d.errf("expected an integer, found %q", d.b[start:d.i+1])
+	if i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E') {
+		return 0, d.errf("expected an integer, found %q", b[start:i+1])
+	}
+	if i-start > 18 { // may have overflowed: let strconv decide
+		from := start
+		if neg {
+			from--
 		}
-	}
-	if neg {
-		if u > 1<<63 {
+		v, err := strconv.ParseInt(string(b[from:i]), 10, 64)
+		if err != nil {
 			return 0, d.errf("integer overflows int64")
 		}
-		return -int64(u), nil
+		return v, nil
 	}
-	if u > 1<<63-1 {
-		return 0, d.errf("integer overflows int64")
+	if neg {
+		return -int64(u), nil
 	}
 	return int64(u), nil
 }
