@@ -175,7 +175,9 @@ func Mount(opts Options) (*FS, error) {
 			DisableXAttrs:     true,
 			AllowOther:        true,
 			Options:           []string{"default_permissions"},
-			MaxWrite:          1 << 20,
+			// Reads of MaxWrite plus a header must fit the default
+			// maximum pipe size (1 MiB) that go-fuse splices through.
+			MaxWrite: 512 << 10,
 		},
 		EntryTimeout:    &sec,
 		AttrTimeout:     &sec,

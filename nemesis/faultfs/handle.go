@@ -115,21 +115,10 @@ func (h *handle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResu
 	if errno := h.n.fault(ctx, OpRead, ""); errno != 0 {
 		return nil, errno
 	}
-	if len(buf) <= maxSplice {
-		// Spliced from the fd; the bridge keeps the handle (and fd) alive
-		// until the result is sent.
-		return fuse.ReadResultFd(uintptr(h.fd), off, len(buf)), 0
-	}
-	n, err := readFull(h.fd, buf, off)
-	if err != nil {
-		return nil, fs.ToErrno(err)
-	}
-	return fuse.ReadResultData(buf[:n]), 0
+	// Spliced from the fd; the bridge keeps the handle (and fd) alive until
+	// the result is sent.
+	return fuse.ReadResultFd(uintptr(h.fd), off, len(buf)), 0
 }
-
-// maxSplice keeps spliced reads (data plus the reply header) within the
-// default maximum pipe size.
-const maxSplice = 1<<20 - 4096
 
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	if errno := h.n.fault(ctx, OpWrite, ""); errno != 0 {

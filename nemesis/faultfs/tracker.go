@@ -32,8 +32,8 @@ import (
 // first and then rolls every file back to its synced size and bytes.
 
 // extent is original content of [off, off+n) saved before its first
-// overwrite since the last sync: in memory, or for large ranges in the
-// file's spill file at spill.
+// overwrite since the last sync: in memory (up to memBudget per file), or
+// in the file's spill file at offset spill.
 type extent struct {
 	off, n int64
 	data   []byte // nil when spilled
@@ -42,9 +42,9 @@ type extent struct {
 
 func (e extent) end() int64 { return e.off + e.n }
 
-// spillThreshold is the size from which captured ranges (typically the
-// tail cut by a truncation) go to a spill file instead of memory.
-const spillThreshold = 1 << 20
+// memBudget bounds the saved bytes a file keeps in memory; beyond it (for
+// example the tail cut by a truncation) they go to its spill file.
+const memBudget = 1 << 20
 
 // fileState is the unsynced state of one backing inode.
 type fileState struct {
@@ -61,6 +61,7 @@ type fileState struct {
 	spill     int
 	spillDir  string
 	spillSize int64
+	memBytes  int64
 	// open counts writable handles; passthrough counts those whose writes
 	// the kernel sends straight to the backing file (we never see them).
 	open        int
@@ -106,7 +107,8 @@ func (s *fileState) capture(off, n int64) error {
 	// instead are never restored over real data.
 	for i := range add {
 		e := &add[i]
-		if e.n < spillThreshold {
+		if s.memBytes+e.n <= memBudget {
+			s.memBytes += e.n
 			e.data = make([]byte, e.n)
 			if _, err := readFull(s.fd, e.data, e.off); err != nil {
 				return fmt.Errorf("save original bytes at %d: %w", e.off, err)
@@ -198,7 +200,7 @@ func copyRange(src int, srcOff int64, dst int, dstOff int64, n int64) error {
 
 // resetUndo forgets the saved bytes. Must hold s.mu.
 func (s *fileState) resetUndo() {
-	s.undo = nil
+	s.undo, s.memBytes = nil, 0
 	if s.spill >= 0 {
 		unix.Close(s.spill)
 		s.spill, s.spillSize = -1, 0
