@@ -114,3 +114,21 @@ func CleanStale(runIDAlive func(string) bool) error {
 	}
 	return errors.Join(errs...)
 }
+
+// detachStale unmounts the dead faultfs mounted at mnt, and nothing else.
+func detachStale(mnt string) error {
+	ms, err := Mounts()
+	if err != nil {
+		return err
+	}
+	for i := len(ms) - 1; i >= 0; i-- {
+		if ms[i].MountPoint != mnt {
+			continue
+		}
+		if err := syscall.Unmount(mnt, syscall.MNT_DETACH); err != nil {
+			return fmt.Errorf("unmount stale faultfs %s (run %s): %w", mnt, ms[i].RunID, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("mount point %s: not connected, and not a faultfs mount", mnt)
+}

@@ -268,3 +268,32 @@ func TestPowerLoss(t *testing.T) {
 		})
 	}
 }
+
+// TestRemountOverStale mounts again where a killed daemon left its mount.
+func TestRemountOverStale(t *testing.T) {
+	run := fmt.Sprintf("stale-%d", os.Getpid())
+	d := startDaemon(t, run)
+	if err := os.WriteFile(filepath.Join(d.mnt, "kept"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	d.wait(t)
+	f, err := Mount(Options{Backing: d.backing, Mount: d.mnt, RunID: run + "-b"})
+	if err != nil {
+		t.Fatalf("mount over a stale mount: %v", err)
+	}
+	defer f.Close()
+	if mounted(t, run) {
+		t.Error("stale mount still listed")
+	}
+	got, err := os.ReadFile(filepath.Join(d.mnt, "kept"))
+	if err != nil || string(got) != "x" {
+		t.Errorf("file through the new mount: %q, %v", got, err)
+	}
+	ents, err := os.ReadDir(d.mnt)
+	if err != nil || len(ents) != 1 {
+		t.Errorf("listing %v, %v: want just kept (old trash removed, new one hidden)", ents, err)
+	}
+}

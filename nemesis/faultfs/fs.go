@@ -129,7 +129,15 @@ func Mount(opts Options) (*FS, error) {
 	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 		return nil, fmt.Errorf("backing dir %s: not a directory", opts.Backing)
 	}
-	if fi, err := os.Stat(opts.Mount); err != nil {
+	fi, err := os.Stat(opts.Mount)
+	if errors.Is(err, syscall.ENOTCONN) {
+		// A faultfs whose daemon died is still mounted there: replace it.
+		if derr := detachStale(opts.Mount); derr != nil {
+			return nil, derr
+		}
+		fi, err = os.Stat(opts.Mount)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("mount point %s: %w", opts.Mount, err)
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("mount point %s: not a directory", opts.Mount)
