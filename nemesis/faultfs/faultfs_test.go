@@ -624,6 +624,32 @@ func TestParseMountinfo(t *testing.T) {
 	}
 }
 
+func TestMountRejects(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"mount inside backing", Options{Backing: dir, Mount: sub, RunID: "r"}},
+		{"backing inside mount", Options{Backing: sub, Mount: dir, RunID: "r"}},
+		{"same dir", Options{Backing: dir, Mount: dir, RunID: "r"}},
+		{"bad run id", Options{Backing: dir, Mount: sub, RunID: "a b"}},
+		{"bad passthrough", Options{Backing: sub, Mount: t.TempDir(), RunID: "r", Passthrough: "some"}},
+		{"missing backing", Options{Backing: filepath.Join(dir, "nope"), Mount: t.TempDir(), RunID: "r"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if f, err := Mount(tc.opts); err == nil {
+				f.Close()
+				t.Errorf("Mount(%+v) succeeded", tc.opts)
+			}
+		})
+	}
+}
+
 func TestManualRunAlive(t *testing.T) {
 	for id, alive := range map[string]bool{
 		ManualRunID(os.Getpid()): true,

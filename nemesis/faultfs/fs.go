@@ -100,6 +100,7 @@ type FS struct {
 	gate sync.RWMutex
 
 	syncs, ptOpens, hookedOpens, crashes atomic.Uint64
+	ptOpenNow                            atomic.Int64
 
 	mu        sync.Mutex
 	lastCrash *CrashReport
@@ -121,6 +122,16 @@ func Mount(opts Options) (*FS, error) {
 	}
 	if opts.Mount, err = filepath.Abs(opts.Mount); err != nil {
 		return nil, fmt.Errorf("mount point: %w", err)
+	}
+	if within(opts.Mount, opts.Backing) || within(opts.Backing, opts.Mount) {
+		// The daemon would reach its own mount and deadlock.
+		return nil, fmt.Errorf("mount point %s and backing dir %s must not contain each other", opts.Mount, opts.Backing)
+	}
+	if opts.Passthrough == "" {
+		opts.Passthrough = PassthroughOff
+	}
+	if _, err := ParsePassthroughMode(string(opts.Passthrough)); err != nil {
+		return nil, err
 	}
 	var st syscall.Stat_t
 	if err := syscall.Stat(opts.Backing, &st); err != nil {
@@ -200,6 +211,12 @@ func Mount(opts Options) (*FS, error) {
 	return f, nil
 }
 
+// within reports whether path p is dir or lies under it.
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
 // Inject adds or replaces (same kind, op and prefix) an active fault.
 func (f *FS) Inject(flt Fault) error {
 	if err := f.eng.add(flt); err != nil {
@@ -271,9 +288,12 @@ type Status struct {
 	// HookedOpens count opens of each kind.
 	Passthrough      PassthroughMode `json:"passthrough"`
 	PassthroughOpens uint64          `json:"passthrough_opens"`
-	HookedOpens      uint64          `json:"hooked_opens"`
-	Syncs            uint64          `json:"syncs"`
-	Crashes          uint64          `json:"crashes"`
+	// PassthroughOpenNow counts passthrough handles open now: reads and
+	// writes through them escape read and write faults.
+	PassthroughOpenNow int64  `json:"passthrough_open_now"`
+	HookedOpens        uint64 `json:"hooked_opens"`
+	Syncs              uint64 `json:"syncs"`
+	Crashes            uint64 `json:"crashes"`
 	// UnsyncedFiles and PendingOps are what a crash now would undo.
 	UnsyncedFiles int          `json:"unsynced_files"`
 	PendingOps    int          `json:"pending_ops"`
@@ -289,7 +309,7 @@ func (f *FS) Status() Status {
 	return Status{
 		RunID: f.opts.RunID, Mount: f.opts.Mount, Backing: f.opts.Backing, Seed: f.opts.Seed,
 		Faults: f.eng.list(), Counters: f.eng.counters(),
-		Passthrough: f.opts.Passthrough, PassthroughOpens: f.ptOpens.Load(), HookedOpens: f.hookedOpens.Load(),
+		Passthrough: f.opts.Passthrough, PassthroughOpens: f.ptOpens.Load(), PassthroughOpenNow: f.ptOpenNow.Load(), HookedOpens: f.hookedOpens.Load(),
 		Syncs: f.syncs.Load(), Crashes: f.crashes.Load(),
 		UnsyncedFiles: files, PendingOps: pops, LastCrash: last,
 	}

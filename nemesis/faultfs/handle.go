@@ -100,6 +100,7 @@ func (f *FS) newHandleLocked(n *node, fd int, flags uint32) (fs.FileHandle, uint
 	}
 	if h.pt {
 		f.ptOpens.Add(1)
+		f.ptOpenNow.Add(1)
 		return &ptHandle{h}, 0, 0
 	}
 	f.hookedOpens.Add(1)
@@ -190,6 +191,9 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 		syscall.Close(h.fd)
 		h.fd = -1
 		h.n.closeOpen(h.pt)
+		if h.pt {
+			h.n.ffs.ptOpenNow.Add(-1)
+		}
 	}
 	return 0
 }

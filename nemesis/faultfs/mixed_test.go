@@ -54,8 +54,8 @@ func TestMixedOpens(t *testing.T) {
 				t.Fatal(err)
 			}
 			mustWrite(t, app, "tail")
-			if st := f.Status(); st.PassthroughOpens != tc.pt || st.HookedOpens != tc.hooked {
-				t.Errorf("opens: %d passthrough, %d hooked; want %d, %d", st.PassthroughOpens, st.HookedOpens, tc.pt, tc.hooked)
+			if st := f.Status(); st.PassthroughOpens != tc.pt || st.HookedOpens != tc.hooked || st.PassthroughOpenNow != int64(tc.pt) {
+				t.Errorf("opens: %d passthrough (%d open now), %d hooked; want %d, %d", st.PassthroughOpens, st.PassthroughOpenNow, st.HookedOpens, tc.pt, tc.hooked)
 			}
 			got, err := os.ReadFile(p)
 			if err != nil || string(got) != "012AB56789tail" {
