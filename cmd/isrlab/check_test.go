@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// runCheckCLI runs `isrlab <args>` in-process and returns the exit code and
+// what it printed.
+func runCheckCLI(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	// Flags keep their values between in-process runs: reset them.
+	for _, c := range rootCmd.Commands() {
+		if c.Name() != "check" {
+			continue
+		}
+		for _, cc := range append([]*cobra.Command{c}, c.Commands()...) {
+			cc.Flags().VisitAll(func(f *pflag.Flag) {
+				f.Value.Set(f.DefValue)
+				f.Changed = false
+			})
+		}
+	}
+	var out bytes.Buffer
+	rootCmd.SetOut(&out)
+	defer rootCmd.SetOut(nil)
+	code := run(args)
+	return code, out.String()
+}
+
+func TestCheckExitCodes(t *testing.T) {
+	golden := filepath.Join("..", "..", "checker", "testdata")
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"valid", []string{"check", filepath.Join(golden, "clean.jsonl")}, exitValid, "valid:        true"},
+		{"invalid", []string{"check", filepath.Join(golden, "lost-write.jsonl")}, exitInvalid, "lost-write"},
+		{"truncated is unknown", []string{"check", filepath.Join(golden, "torn.jsonl")}, exitUnknown, "truncated:"},
+		{"json", []string{"check", "--json", filepath.Join(golden, "unseen.jsonl")}, exitInvalid, `"unseen": 1`},
+		{"missing file", []string{"check", filepath.Join(golden, "no-such.jsonl")}, exitInternal, ""},
+		{"bad flag value", []string{"check", "--linearizable=maybe", filepath.Join(golden, "clean.jsonl")}, exitBadArgs, ""},
+		{"no argument", []string{"check"}, exitBadArgs, ""},
+		{"gen without --out", []string{"check", "gen", "--ops", "10"}, exitBadArgs, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := runCheckCLI(t, tc.args...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d; output:\n%s", code, tc.code, out)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("output lacks %q:\n%s", tc.want, out)
+			}
+		})
+	}
+}
+
+func TestCheckRunDirWritesVerdictAndVisualization(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.ReadFile(filepath.Join("..", "..", "checker", "testdata", "nonlinearizable.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "history.jsonl"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runCheckCLI(t, "check", dir)
+	if code != exitInvalid {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "verdict.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Valid        any `json:"valid"`
+		Linearizable struct {
+			Result        string `json:"result"`
+			Visualization string `json:"visualization"`
+		} `json:"linearizable"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Valid != false || v.Linearizable.Result != "illegal" || v.Linearizable.Visualization != "linearizability.html" {
+		t.Errorf("verdict.json = %s", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "linearizability.html")); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestCheckGenIsReproducible(t *testing.T) {
+	dir := t.TempDir()
+	var files [2][]byte
+	for i := range files {
+		path := filepath.Join(dir, "h.jsonl")
+		code, out := runCheckCLI(t, "check", "gen", "--ops", "2000", "--partitions", "3", "--seed", "4", "--anomaly-every", "500", "--out", path)
+		if code != 0 {
+			t.Fatalf("gen exit %d: %s", code, out)
+		}
+		files[i], _ = os.ReadFile(path)
+	}
+	if len(files[0]) == 0 || !bytes.Equal(files[0], files[1]) {
+		t.Fatal("gen is not deterministic")
+	}
+	code, out := runCheckCLI(t, "check", "--linearizable=off", filepath.Join(dir, "h.jsonl"))
+	if code != exitInvalid || !strings.Contains(out, "poll-skip") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+}
