@@ -516,10 +516,11 @@ func (t *tracker) pending() (files, ops int) {
 
 // CrashReport says what a crash undid.
 type CrashReport struct {
-	// Files is the number of files rolled back to their synced content.
+	// Files is the number of files that lost content: rolled back to
+	// their synced content, or removed as never durable.
 	Files int `json:"files"`
-	// BytesLost counts appended bytes dropped plus overwritten bytes
-	// restored.
+	// BytesLost counts appended bytes dropped, overwritten bytes restored
+	// and the content of removed files.
 	BytesLost int64 `json:"bytes_lost"`
 	// Undone counts namespace changes undone (creates, unlinks, renames…).
 	Undone int `json:"undone"`
@@ -549,9 +550,15 @@ func (t *tracker) crash() (CrashReport, []func()) {
 		rep.Undone++
 		switch op.kind {
 		case opCreate, opLink:
+			var st syscall.Stat_t
+			sized := op.kind == opCreate && syscall.Lstat(op.path, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG
 			if err := syscall.Unlink(op.path); err != nil {
 				fail("undo create %s: %v", op.path, err)
 				continue
+			}
+			if sized && st.Size > 0 {
+				rep.Files++
+				rep.BytesLost += st.Size
 			}
 			if op.kind == opCreate {
 				gone[op.ino] = true
