@@ -28,6 +28,11 @@ var (
 // removed by TestMain's caller (the OS temp dir; see cleanupBinary).
 func buildBinary() (string, error) {
 	buildOnce.Do(func() {
+		// ISRLAB_BIN names a prebuilt binary (make build's bin/isrlab).
+		if bin := os.Getenv("ISRLAB_BIN"); bin != "" {
+			builtBin, buildErr = filepath.Abs(bin)
+			return
+		}
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
 		dir, err := os.MkdirTemp("", "isrlab-bin-")
@@ -46,7 +51,7 @@ func buildBinary() (string, error) {
 }
 
 func cleanupBinary() {
-	if builtBin != "" {
+	if builtBin != "" && os.Getenv("ISRLAB_BIN") == "" {
 		os.RemoveAll(filepath.Dir(builtBin))
 	}
 }

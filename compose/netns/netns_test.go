@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 		os.Exit(owner(cfg))
 	}
 	code := m.Run()
-	if builtBin != "" {
+	if builtBin != "" && os.Getenv("ISRLAB_BIN") == "" {
 		os.RemoveAll(filepath.Dir(builtBin))
 	}
 	os.Exit(code)

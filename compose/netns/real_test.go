@@ -36,6 +36,11 @@ func isrlabBinary(t *testing.T) string {
 
 func buildBinary() (string, error) {
 	buildOnce.Do(func() {
+		// ISRLAB_BIN names a prebuilt binary (make build's bin/isrlab).
+		if bin := os.Getenv("ISRLAB_BIN"); bin != "" {
+			builtBin, buildErr = filepath.Abs(bin)
+			return
+		}
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
 		dir, err := osMkdirTemp()
