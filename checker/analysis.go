@@ -117,9 +117,33 @@ type mark struct {
 type procState struct {
 	pend     pending
 	hasPend  bool
-	lastPoll map[int32]mark
-	lastSend map[int32]mark
+	lastPoll marks
+	lastSend marks
 }
+
+// marks is a per-partition mark, indexed by partition (partitions are
+// small numbers), cheaper than a map on the hot path.
+type marks struct {
+	m   []mark
+	has []bool
+}
+
+func (ms *marks) get(p int32) (mark, bool) {
+	if int(p) < len(ms.has) && ms.has[p] {
+		return ms.m[p], true
+	}
+	return mark{}, false
+}
+
+func (ms *marks) set(p int32, m mark) {
+	for int(p) >= len(ms.has) {
+		ms.m = append(ms.m, mark{})
+		ms.has = append(ms.has, false)
+	}
+	ms.m[p], ms.has[p] = m, true
+}
+
+func (ms *marks) reset() { clear(ms.has) }
 
 type skipCandidate struct {
 	part     int32
@@ -140,6 +164,8 @@ type analysis struct {
 
 	parts []*partState
 	procs map[int]*procState
+	// procFast caches procs for small process numbers.
+	procFast []*procState
 
 	skips []skipCandidate
 
@@ -221,10 +247,19 @@ func (a *analysis) part(p int32) *partState {
 }
 
 func (a *analysis) proc(id int) *procState {
+	if id < len(a.procFast) && a.procFast[id] != nil {
+		return a.procFast[id]
+	}
 	ps := a.procs[id]
 	if ps == nil {
-		ps = &procState{lastPoll: map[int32]mark{}, lastSend: map[int32]mark{}}
+		ps = &procState{}
 		a.procs[id] = ps
+	}
+	if id < 1<<16 {
+		for id >= len(a.procFast) {
+			a.procFast = append(a.procFast, nil)
+		}
+		a.procFast[id] = ps
 	}
 	return ps
 }
@@ -294,11 +329,11 @@ func (a *analysis) add(op *history.Op, pos int64) {
 		a.poll(op, pos, inv, ps)
 	case history.FAssign, history.FSubscribe, history.FRebalance:
 		if op.Type != history.Fail {
-			clear(ps.lastPoll)
+			ps.lastPoll.reset()
 		}
 	case history.FCrash:
-		clear(ps.lastPoll)
-		clear(ps.lastSend)
+		ps.lastPoll.reset()
+		ps.lastSend.reset()
 	default:
 		a.stats.Ignored++
 	}
@@ -347,13 +382,13 @@ func (a *analysis) send(op *history.Op, pos int64, inv *pending, ps *procState) 
 	}
 	vs.fl |= flAcked
 	a.observe(value, part, op.Offset, pos, false)
-	if last, ok := ps.lastSend[part]; ok && op.Offset <= last.off {
+	if last, ok := ps.lastSend.get(part); ok && op.Offset <= last.off {
 		p := op.Process
 		a.flag(NonmonotonicSend, Example{Partition: part, Offsets: []int64{last.off, op.Offset}, Process: &p,
 			Note:      fmt.Sprintf("process %d's send acknowledged at offset %d after its earlier send at offset %d", p, op.Offset, last.off),
 			positions: []int64{last.pos, pos}})
 	}
-	ps.lastSend[part] = mark{off: op.Offset, pos: pos}
+	ps.lastSend.set(part, mark{off: op.Offset, pos: pos})
 }
 
 func (a *analysis) poll(op *history.Op, pos int64, inv *pending, ps *procState) {
@@ -381,7 +416,7 @@ func (a *analysis) poll(op *history.Op, pos int64, inv *pending, ps *procState) 
 		if op.Type != history.OK || len(pr.Records) == 0 {
 			continue
 		}
-		prev, had := ps.lastPoll[part]
+		prev, had := ps.lastPoll.get(part)
 		for i, r := range pr.Records {
 			if i > 0 || had {
 				from, fromPos := prev.off, prev.pos
@@ -400,7 +435,7 @@ func (a *analysis) poll(op *history.Op, pos int64, inv *pending, ps *procState) 
 			}
 		}
 		last := pr.Records[len(pr.Records)-1]
-		ps.lastPoll[part] = mark{off: last.Offset, pos: pos}
+		ps.lastPoll.set(part, mark{off: last.Offset, pos: pos})
 	}
 	_ = call
 	_ = callPos
