@@ -1,0 +1,81 @@
+package netns
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestCLI drives `isrlab cluster` and `isrlab clean` as a user would, with a
+// private state directory.
+func TestCLI(t *testing.T) {
+	requireNetns(t)
+	if testing.Short() {
+		t.Skip("builds and runs the isrlab binary; skipped with -short")
+	}
+	bin := isrlabBinary(t)
+	if !hasCommand(bin, "cluster") || !hasCommand(bin, "coordinator") || !hasCommand(bin, "broker") {
+		t.Skip("isrlab lacks the cluster, coordinator or broker command")
+	}
+	stateDir := t.TempDir()
+	runDir := t.TempDir()
+	isrlab := func(args ...string) (string, int) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "ISRLAB_STATE_DIR="+stateDir)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return out.String(), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), 0
+	}
+	name := "cli"
+	t.Cleanup(func() { isrlab("cluster", "down", "--name", name) })
+
+	steps := []struct {
+		args     []string
+		code     int
+		contains []string
+	}{
+		{[]string{"cluster", "up", "--brokers", "-1"}, 254, []string{"at least 0"}},
+		{[]string{"cluster", "up", "--backend", "lxc"}, 254, []string{"netns or docker"}},
+		{[]string{"cluster", "up", "--config", "novalue"}, 254, []string{"key=value"}},
+		{[]string{"cluster", "up", "--config", "broker.id=9"}, 254, []string{"set by the topology"}},
+		{[]string{"cluster", "status", "--name", name}, 254, []string{"not found"}},
+		{[]string{"cluster", "up", "--name", name, "--brokers", "1", "--subnet", "10.216.0.0/24", "--run-dir", runDir + "/r"}, 0,
+			[]string{"is up after", "bootstrap servers: 10.216.0.4:9092", "b1", "client1"}},
+		{[]string{"cluster", "up", "--name", name, "--brokers", "1"}, 254, []string{"already running"}},
+		{[]string{"cluster", "list"}, 0, []string{name, "true"}},
+		{[]string{"cluster", "status", "--name", name}, 0, []string{"c3", "up", "controller: broker 1"}},
+		{[]string{"cluster", "exec", "--name", name, "--", "cat", "/proc/net/dev"}, 0, []string{"eth0"}},
+		{[]string{"cluster", "exec", "--name", name, "--node", "b1", "sh", "-c", "exit 3"}, 3, nil},
+		{[]string{"cluster", "exec", "--name", name, "--node", "b9", "true"}, 254, []string{"b9"}},
+		{[]string{"cluster", "exec", "--name", name}, 254, []string{"missing command"}},
+		{[]string{"clean"}, 0, []string{"left live run " + name}},
+		{[]string{"cluster", "down", "--name", name}, 0, []string{"is down after"}},
+		{[]string{"cluster", "down", "--name", name}, 254, []string{"not found"}},
+		{[]string{"clean"}, 0, []string{"nothing to clean"}},
+	}
+	for _, s := range steps {
+		out, code := isrlab(s.args...)
+		if code != s.code {
+			t.Fatalf("isrlab %s: exit %d, want %d\n%s", strings.Join(s.args, " "), code, s.code, out)
+		}
+		for _, want := range s.contains {
+			if !strings.Contains(out, want) {
+				t.Fatalf("isrlab %s: output lacks %q:\n%s", strings.Join(s.args, " "), want, out)
+			}
+		}
+	}
+	if ents, _ := os.ReadDir(runDir); len(ents) > 0 {
+		t.Errorf("run dir not removed by down: %v", ents)
+	}
+}
