@@ -15,6 +15,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 )
 
 // FSType is the filesystem type faultfs mounts show in /proc/self/mountinfo;
@@ -172,12 +173,17 @@ func Mount(opts Options) (*FS, error) {
 	if err := os.Mkdir(trash, 0o700); err != nil {
 		return nil, fmt.Errorf("create trash %s: %w", trash, err)
 	}
+	rootFd, err := unix.Open(opts.Backing, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		os.RemoveAll(trash)
+		return nil, fmt.Errorf("open backing dir %s: %w", opts.Backing, err)
+	}
 
 	f := &FS{
 		opts:      opts,
 		log:       log,
 		eng:       newEngine(opts.Seed),
-		trk:       newTracker(trash),
+		trk:       newTracker(trash, rootFd),
 		trashName: trashName,
 	}
 	lr := &fs.LoopbackRoot{Path: opts.Backing, Dev: uint64(st.Dev)}
@@ -203,6 +209,7 @@ func Mount(opts Options) (*FS, error) {
 		NegativeTimeout: &zero,
 	})
 	if err != nil {
+		unix.Close(rootFd)
 		os.RemoveAll(trash)
 		return nil, fmt.Errorf("mount faultfs at %s: %w", opts.Mount, err)
 	}
@@ -331,6 +338,7 @@ func (f *FS) Close() error {
 		}
 		f.notes.Wait()
 		f.trk.close()
+		unix.Close(f.trk.root)
 		os.RemoveAll(f.trk.trash)
 		f.log.Info("faultfs unmounted", "mount", f.opts.Mount)
 	})

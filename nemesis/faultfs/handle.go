@@ -154,7 +154,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		// The backing descriptor has O_DSYNC too. Count the whole file as
 		// synced: exact for a log written in order.
 		h.n.ffs.syncs.Add(1)
-		h.n.ffs.trk.synced(h.n.ino())
+		h.n.ffs.trk.synced(h.n.ino(), h.fd)
 	}
 	return uint32(len(data)), 0
 }

@@ -415,25 +415,27 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall
 	}
 	n.ffs.gate.RLock()
 	defer n.ffs.gate.RUnlock()
-	var err error
-	if h := asHandle(f); h != nil {
+	sync := func(fd int) error {
 		if flags&1 != 0 {
-			err = syscall.Fdatasync(h.fd)
-		} else {
-			err = syscall.Fsync(h.fd)
+			return syscall.Fdatasync(fd)
 		}
-	} else {
-		var fd int
-		if fd, err = syscall.Open(n.backing(), syscall.O_RDONLY|syscall.O_CLOEXEC, 0); err == nil {
-			err = syscall.Fsync(fd)
-			syscall.Close(fd)
-		}
+		return syscall.Fsync(fd)
 	}
-	if err != nil {
+	fd := -1
+	if h := asHandle(f); h != nil {
+		fd = h.fd
+	} else {
+		var err error
+		if fd, err = syscall.Open(n.backing(), syscall.O_RDONLY|syscall.O_CLOEXEC, 0); err != nil {
+			return fs.ToErrno(err)
+		}
+		defer syscall.Close(fd)
+	}
+	if err := sync(fd); err != nil {
 		return fs.ToErrno(err)
 	}
 	n.ffs.syncs.Add(1)
-	n.ffs.trk.synced(n.ino())
+	n.ffs.trk.synced(n.ino(), fd)
 	return 0
 }
 

@@ -2,6 +2,7 @@ package faultfs
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -67,4 +68,53 @@ func TestLargeUndoSpills(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClosedDirtyFilesHoldNoDescriptors writes many files and closes them
+// unsynced: faultfs parks their crash state on file handles, not open
+// descriptors, and a crash still rolls every one back.
+func TestClosedDirtyFilesHoldNoDescriptors(t *testing.T) {
+	for _, pt := range []bool{false, true} {
+		t.Run(map[bool]string{false: "hooked", true: "passthrough"}[pt], func(t *testing.T) {
+			f, backing, mnt := mountT(t, pt)
+			const files = 64
+			for i := range files {
+				if err := os.WriteFile(filepath.Join(backing, fmt.Sprint(i)), []byte("synced"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			base := openFds(t)
+			for i := range files {
+				fh, err := os.OpenFile(filepath.Join(mnt, fmt.Sprint(i)), os.O_WRONLY|os.O_APPEND, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				mustWrite(t, fh, "+unsynced")
+				fh.Close()
+			}
+			waitFor(t, "descriptors to be released", func() bool { return openFds(t) <= base+4 })
+			if st := f.Status(); st.UnsyncedFiles != files {
+				t.Errorf("%d unsynced files, want %d", st.UnsyncedFiles, files)
+			}
+			rep := f.Crash()
+			if rep.Files != files || len(rep.Errors) > 0 {
+				t.Errorf("crash report %+v, want %d files", rep, files)
+			}
+			for i := range files {
+				got, err := os.ReadFile(filepath.Join(mnt, fmt.Sprint(i)))
+				if err != nil || string(got) != "synced" {
+					t.Fatalf("file %d after crash: %q, %v", i, got, err)
+				}
+			}
+		})
+	}
+}
+
+func openFds(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }

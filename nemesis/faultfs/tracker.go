@@ -56,6 +56,8 @@ type fileState struct {
 	synced int64
 	undo   []extent // sorted, disjoint, inside [0, synced)
 	dirty  bool
+	// fh names the inode while no handle is open and fd is -1 (parked).
+	fh *unix.FileHandle
 	// spill is an unnamed file (O_TMPFILE in spillDir) holding large
 	// extents, -1 until needed.
 	spill     int
@@ -291,6 +293,7 @@ const maxPendingOps = 4096
 // tracker holds the crash state of one mount.
 type tracker struct {
 	trash string
+	root  int // descriptor of the backing dir, for OpenByHandleAt
 
 	mu     sync.Mutex
 	files  map[uint64]*fileState
@@ -299,8 +302,8 @@ type tracker struct {
 	forced uint64
 }
 
-func newTracker(trash string) *tracker {
-	return &tracker{trash: trash, files: make(map[uint64]*fileState)}
+func newTracker(trash string, root int) *tracker {
+	return &tracker{trash: trash, root: root, files: make(map[uint64]*fileState)}
 }
 
 // open registers a writable handle on backing inode ino whose descriptor is
@@ -309,20 +312,26 @@ func (t *tracker) open(ino uint64, fd int, inode *fs.Inode, passthrough, overwri
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.files[ino]
-	if s == nil {
+	if s == nil || s.fd < 0 {
 		// Reopen through /proc to get a descriptor of our own that has
 		// no O_APPEND (pwrite on an O_APPEND descriptor appends).
 		own, err := syscall.Open("/proc/self/fd/"+strconv.Itoa(fd), syscall.O_RDWR|syscall.O_CLOEXEC, 0)
 		if err != nil {
 			return nil, fmt.Errorf("reopen inode %d: %w", ino, err)
 		}
-		size, err := fileSize(own)
-		if err != nil {
-			syscall.Close(own)
-			return nil, fmt.Errorf("stat inode %d: %w", ino, err)
+		if s != nil { // parked: unchanged since its last handle closed
+			s.mu.Lock()
+			s.fd, s.fh = own, nil
+			s.mu.Unlock()
+		} else {
+			size, err := fileSize(own)
+			if err != nil {
+				syscall.Close(own)
+				return nil, fmt.Errorf("stat inode %d: %w", ino, err)
+			}
+			s = &fileState{ino: ino, fd: own, inode: inode, synced: size, spill: -1, spillDir: t.trash}
+			t.files[ino] = s
 		}
-		s = &fileState{ino: ino, fd: own, inode: inode, synced: size, spill: -1, spillDir: t.trash}
-		t.files[ino] = s
 	}
 	s.mu.Lock()
 	s.open++
@@ -358,9 +367,21 @@ func (t *tracker) release(s *fileState, passthrough, overwriter bool) {
 			s.dirty = true
 		}
 	}
-	if s.open == 0 && !s.dirty && !s.inexact && t.files[s.ino] == s {
+	if s.open > 0 || t.files[s.ino] != s {
+		return
+	}
+	if !s.dirty && !s.inexact {
 		delete(t.files, s.ino)
 		s.closeFd()
+		return
+	}
+	// Still unsynced: park it on a file handle instead of a descriptor,
+	// so that files written and closed never fsynced (the rule for a
+	// Kafka log) do not pile up open descriptors.
+	if h, _, err := unix.NameToHandleAt(s.fd, "", unix.AT_EMPTY_PATH); err == nil {
+		s.fh = &h
+		syscall.Close(s.fd)
+		s.fd = -1
 	}
 }
 
@@ -383,18 +404,22 @@ func (s *fileState) beforeTruncate(size int64) error {
 	return s.capture(size, s.synced-size)
 }
 
-// synced records that backing inode ino was fsynced: its current content is
-// durable, and so is its own creation.
-func (t *tracker) synced(ino uint64) {
+// synced records that backing inode ino, open as fd, was fsynced: its
+// current content is durable, and so is its own creation.
+func (t *tracker) synced(ino uint64, fd int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s := t.files[ino]; s != nil {
 		s.mu.Lock()
-		if size, err := fileSize(s.fd); err == nil {
+		if size, err := fileSize(fd); err == nil {
 			s.synced = size
 			s.resetUndo()
 			s.dirty = false
 			s.inexact = s.overwriters > 0
+		}
+		if s.open == 0 && !s.inexact { // a parked state with nothing left
+			delete(t.files, ino)
+			s.closeFd()
 		}
 		s.mu.Unlock()
 	}
@@ -622,6 +647,18 @@ func (t *tracker) crash() (CrashReport, []func()) {
 	for _, ino := range inos {
 		s := t.files[ino]
 		s.mu.Lock()
+		if s.fd < 0 && s.fh != nil && !gone[ino] {
+			fd, err := unix.OpenByHandleAt(t.root, *s.fh, unix.O_RDWR|unix.O_CLOEXEC)
+			switch {
+			case err == nil:
+				s.fd = fd
+			case errors.Is(err, unix.ESTALE):
+				gone[ino] = true // deleted, durably
+			default:
+				fail("reopen inode %d: %v", ino, err)
+				gone[ino] = true
+			}
+		}
 		if gone[ino] {
 			s.resetUndo()
 			s.dirty, s.synced = false, 0
