@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"time"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -180,6 +181,12 @@ func (b *Broker) alterTopicConfig(topic string, configs map[string]string) error
 	tc, err := b.cfg.TopicConfig(configs)
 	if err != nil {
 		return err
+	}
+	if b.cluster != nil {
+		// Every broker picks the change up from the coordinator.
+		ctx, cancel := context.WithTimeout(b.runCtx, 10*time.Second)
+		defer cancel()
+		return b.cluster.coord.SetTopicConfig(ctx, nil, topic, configs)
 	}
 	m := b.meta
 	m.mu.Lock()

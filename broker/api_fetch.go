@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/partition"
 )
 
 // handleFetch reads every requested partition; when fewer than MinBytes
@@ -56,7 +58,6 @@ func (b *Broker) handleFetch(ctx context.Context, rq *request) {
 // no change is missed) and whether any partition had an error.
 func (b *Broker) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-chan struct{}, bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	replica := req.ReplicaID >= 0
 	budget := int(req.MaxBytes)
 	if budget <= 0 {
 		budget = 1 << 30
@@ -87,8 +88,15 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 			}
 			// KIP-74: the first non-empty partition returns at least one
 			// whole batch, whatever the limits, so a consumer never stalls.
-			res, err := p.Read(rp.FetchOffset, max, replica, rp.CurrentLeaderEpoch, total == 0)
+			res, err := p.Read(partition.FetchRequest{
+				ReplicaID: req.ReplicaID, Offset: rp.FetchOffset, MaxBytes: max,
+				CurrentLeaderEpoch: rp.CurrentLeaderEpoch, LastFetchedEpoch: rp.LastFetchedEpoch, MinOneBatch: total == 0,
+			})
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
+			if res.DivergingEpoch >= 0 {
+				sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = res.DivergingEpoch, res.DivergingEndOffset
+				anyErr = true // answer at once: the follower must truncate
+			}
 			if err != nil {
 				sp.ErrorCode = errCode(err)
 				anyErr = true

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -60,7 +61,10 @@ func (b *Broker) handleMetadata(_ context.Context, rq *request) {
 				rp.LeaderEpoch = pm.LeaderEpoch
 				rp.Replicas = pm.Replicas
 				rp.ISR = pm.ISR
-				rp.OfflineReplicas = []int32{}
+				rp.OfflineReplicas = pm.Offline
+				if rp.OfflineReplicas == nil {
+					rp.OfflineReplicas = []int32{}
+				}
 				if pm.Leader < 0 {
 					rp.ErrorCode = kerr.LeaderNotAvailable.Code
 				}
@@ -74,10 +78,23 @@ func (b *Broker) handleMetadata(_ context.Context, rq *request) {
 
 // createTopic creates a topic through whatever owns topic metadata.
 func (b *Broker) createTopic(name string, partitions int32, rf int16, configs map[string]string) error {
+	if b.cluster != nil {
+		ctx, cancel := context.WithTimeout(b.runCtx, 10*time.Second)
+		defer cancel()
+		return b.createTopicClustered(ctx, name, partitions, rf, configs)
+	}
 	return b.createTopicStandalone(name, partitions, configs)
 }
 
 // deleteTopic deletes a topic through whatever owns topic metadata.
 func (b *Broker) deleteTopic(name string) error {
+	if b.cluster != nil {
+		ctx, cancel := context.WithTimeout(b.runCtx, 10*time.Second)
+		defer cancel()
+		if _, ok := b.meta.topic(name); !ok {
+			return errUnknownTopic
+		}
+		return b.cluster.coord.MarkTopicForDeletion(ctx, name)
+	}
 	return b.deleteTopicStandalone(name)
 }

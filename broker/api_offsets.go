@@ -31,19 +31,23 @@ func (b *Broker) handleListOffsets(_ context.Context, rq *request) {
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			s := p.State()
+			s, err := p.ListOffsetsState(rp.CurrentLeaderEpoch)
 			switch {
-			case s.Leader != b.id && req.ReplicaID < 0:
-				sp.ErrorCode = kerr.NotLeaderForPartition.Code
-			case rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < s.LeaderEpoch:
-				sp.ErrorCode = kerr.FencedLeaderEpoch.Code
-			case rp.CurrentLeaderEpoch > s.LeaderEpoch:
-				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+			case err != nil:
+				sp.ErrorCode = errCode(err)
 			default:
 				sp.LeaderEpoch = s.LeaderEpoch
+				replica := req.ReplicaID >= 0
 				switch rp.Timestamp {
 				case latestTimestamp:
+					// Followers learn the leader's LEO; consumers the HW,
+					// not before it reaches this leader's epoch (KIP-207).
 					sp.Offset = s.HighWatermark
+					if replica {
+						sp.Offset = s.LogEndOffset
+					} else if s.HighWatermark < s.EpochStartOffset {
+						sp.ErrorCode, sp.Offset = kerr.OffsetNotAvailable.Code, -1
+					}
 				case earliestTimestamp:
 					sp.Offset = s.LogStartOffset
 				default:

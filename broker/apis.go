@@ -21,12 +21,19 @@ var apiVersions = wire.Table{
 	1:  {Min: 4, Max: 12}, // Fetch
 	2:  {Min: 1, Max: 6},  // ListOffsets
 	3:  {Min: 0, Max: 9},  // Metadata
+	4:  {Min: 1, Max: 4},  // LeaderAndIsr
+	5:  {Min: 1, Max: 3},  // StopReplica
+	6:  {Min: 1, Max: 6},  // UpdateMetadata
+	7:  {Min: 1, Max: 3},  // ControlledShutdown
 	18: {Min: 0, Max: 3},  // ApiVersions
 	19: {Min: 0, Max: 5},  // CreateTopics
 	20: {Min: 0, Max: 5},  // DeleteTopics
 	22: {Min: 0, Max: 4},  // InitProducerId
+	23: {Min: 0, Max: 4},  // OffsetForLeaderEpoch
 	32: {Min: 0, Max: 4},  // DescribeConfigs
+	43: {Min: 0, Max: 2},  // ElectLeaders
 	44: {Min: 0, Max: 1},  // IncrementalAlterConfigs
+	56: {Min: 0, Max: 1},  // AlterPartition
 }
 
 func (b *Broker) handlerTable() map[int16]handler {
@@ -35,12 +42,19 @@ func (b *Broker) handlerTable() map[int16]handler {
 		1:  b.handleFetch,
 		2:  b.handleListOffsets,
 		3:  b.handleMetadata,
+		4:  b.handleLeaderAndISR,
+		5:  b.handleStopReplica,
+		6:  b.handleUpdateMetadata,
+		7:  b.handleControlledShutdown,
 		18: b.handleApiVersions,
 		19: b.handleCreateTopics,
 		20: b.handleDeleteTopics,
 		22: b.handleInitProducerID,
+		23: b.handleOffsetForLeaderEpoch,
 		32: b.handleDescribeConfigs,
+		43: b.handleElectLeaders,
 		44: b.handleIncrementalAlterConfigs,
+		56: b.handleAlterPartition,
 	}
 }
 

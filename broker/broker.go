@@ -56,9 +56,30 @@ type Broker struct {
 
 	producerIDs *producerIDs
 
+	// Clustered mode (coordinator.connect set); nil standalone.
+	cluster       *cluster
+	newController ControllerFactory
+	fetchers      *fetchers
+	isrWriter     isrWriter
+	dialer        func(ctx context.Context, network, addr string) (net.Conn, error)
+	runCtx        context.Context // lives until the broker stops serving
+
+	hwMu         sync.Mutex
+	hwCheckpoint map[tpKeyT]int64
+
+	clientsMu sync.Mutex
+	clients   map[int32]*brokerClient
+
 	ready     chan struct{}
 	addrs     []string // bound listener addresses, set before ready closes
 	metricsAt string
+}
+
+type tpKeyT = klog.TopicPartition
+
+// WithDialer sets how the broker dials other brokers.
+func WithDialer(d func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
+	return optFunc(func(b *Broker) { b.dialer = d })
 }
 
 type tp struct {
@@ -77,8 +98,11 @@ func New(cfg *config.Config, opts ...Option) (*Broker, error) {
 		log:        slog.Default(),
 		now:        time.Now,
 		partitions: map[tp]*partition.Partition{},
+		clients:    map[int32]*brokerClient{},
 		ready:      make(chan struct{}),
+		runCtx:     context.Background(),
 	}
+	b.isrWriter = isrWriter{b: b}
 	for _, o := range opts {
 		o.apply(b)
 	}
@@ -99,6 +123,11 @@ func New(cfg *config.Config, opts ...Option) (*Broker, error) {
 		logs.Close()
 		return nil, err
 	}
+	if b.clustered() {
+		// Partitions come from the controller's LeaderAndIsr.
+		b.meta = newClusterMetadata(b)
+		return b, nil
+	}
 	b.meta, err = openStandaloneMetadata(b, dirs[0])
 	if err != nil {
 		logs.Close()
@@ -110,6 +139,9 @@ func New(cfg *config.Config, opts ...Option) (*Broker, error) {
 	}
 	return b, nil
 }
+
+// clustered reports whether the broker runs with a coordinator.
+func (b *Broker) clustered() bool { return len(b.cfg.List("coordinator.connect")) > 0 }
 
 // logConfig converts a resolved topic config into the log's config.
 func (b *Broker) logConfig(tc *config.Config) klog.Config {
@@ -185,9 +217,23 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	b.meta.setSelf(b.advertised())
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	g, gctx := errgroup.WithContext(ctx)
+	// The broker serves on serveCtx, which outlives ctx by the controlled
+	// shutdown: leadership moves away while the broker still answers.
+	serveCtx, stopServing := context.WithCancel(context.Background())
+	defer stopServing()
+	b.runCtx = serveCtx
+	if b.clustered() {
+		if err := b.dialCoord(serveCtx); err != nil {
+			closeAll()
+			if mln != nil {
+				mln.Close()
+			}
+			return err
+		}
+		defer b.cluster.coord.Close()
+	}
+	b.fetchers = newFetchers(serveCtx, b)
+	g, gctx := errgroup.WithContext(serveCtx)
 	var conns sync.WaitGroup
 	for _, ln := range lns {
 		g.Go(func() error {
@@ -201,10 +247,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		clock := &b.metrics.handlerClock[i]
 		g.Go(func() error { b.handlerLoop(gctx, clock); return nil })
 	}
-	g.Go(func() error {
-		b.metrics.sampleLoop(gctx, b.cfg.Int("num.io.threads"), b.cfg.Int("num.network.threads"))
-		return nil
-	})
+	g.Go(func() error { b.metrics.sampleLoop(gctx, b.cfg.Int("num.io.threads"), b.cfg.Int("num.network.threads")); return nil })
 	if mln != nil {
 		g.Go(func() error { return b.metrics.serve(gctx, mln) })
 	}
@@ -215,9 +258,27 @@ func (b *Broker) Run(ctx context.Context) error {
 		}
 		return nil
 	})
+	g.Go(func() error { b.replicaTasks(gctx); return nil })
+	if b.cluster != nil {
+		g.Go(func() error { return b.cluster.registrationLoop(gctx) })
+		g.Go(func() error { b.cluster.isrNotifyLoop(gctx); return nil })
+		g.Go(func() error { b.cluster.topicConfigLoop(gctx); return nil })
+	}
+	g.Go(func() error {
+		select {
+		case <-ctx.Done():
+			if b.cluster != nil && b.cfg.Bool("controlled.shutdown.enable") {
+				b.controlledShutdown()
+			}
+			stopServing()
+		case <-gctx.Done():
+		}
+		return nil
+	})
 	close(b.ready)
-	b.log.Info("broker started", "listeners", strings.Join(b.addrs, ","), "metrics", b.metricsAt, "log.dirs", strings.Join(b.cfg.LogDirs(), ","))
+	b.log.Info("broker started", "listeners", strings.Join(b.addrs, ","), "metrics", b.metricsAt, "log.dirs", strings.Join(b.cfg.LogDirs(), ","), "coordinator", strings.Join(b.cfg.List("coordinator.connect"), ","))
 	err = g.Wait()
+	b.fetchers.close()
 	conns.Wait()
 	if cerr := b.close(); err == nil {
 		err = cerr
@@ -232,7 +293,9 @@ func (b *Broker) close() error {
 	defer b.mu.Unlock()
 	hws := map[klog.TopicPartition]int64{}
 	for k, p := range b.partitions {
-		hws[klog.TopicPartition{Topic: k.topic, Partition: k.partition}] = p.HighWatermark()
+		if p.Role() != partition.None {
+			hws[klog.TopicPartition{Topic: k.topic, Partition: k.partition}] = p.HighWatermark()
+		}
 	}
 	if err := b.logs.WriteReplicationOffsets(hws); err != nil {
 		b.log.Warn("write replication-offset-checkpoint", "err", err)

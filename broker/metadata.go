@@ -4,10 +4,14 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"path/filepath"
 	"sort"
 	"sync"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/isrlab/isrlab/broker/partition"
 )
@@ -26,6 +30,7 @@ type partitionMeta struct {
 	LeaderEpoch int32   `json:"leader_epoch"`
 	Replicas    []int32 `json:"replicas"`
 	ISR         []int32 `json:"isr"`
+	Offline     []int32 `json:"-"`
 }
 
 type brokerEndpoint struct {
@@ -46,9 +51,17 @@ type metadata struct {
 	brokers    map[int32]brokerEndpoint
 	controller int32
 	topics     map[string]*topicMeta
+	configs    map[string]map[string]string // clustered: topic configs seen before the topic
 }
 
 const topicsFile = "isrlab-topics.json"
+
+// newClusterMetadata is the cache of a clustered broker: filled by the
+// controller's UpdateMetadata and LeaderAndIsr, and topic configs from the
+// coordinator.
+func newClusterMetadata(b *Broker) *metadata {
+	return &metadata{b: b, brokers: map[int32]brokerEndpoint{}, controller: -1, topics: map[string]*topicMeta{}}
+}
 
 func openStandaloneMetadata(b *Broker, dir string) (*metadata, error) {
 	m := &metadata{b: b, path: filepath.Join(dir, topicsFile), brokers: map[int32]brokerEndpoint{}, controller: b.id, topics: map[string]*topicMeta{}}
@@ -75,8 +88,11 @@ func (m *metadata) setSelf(host string, port int32) {
 	m.brokers[m.b.id] = brokerEndpoint{ID: m.b.id, Host: host, Port: port}
 }
 
-// persistLocked writes the topic list atomically.
+// persistLocked writes the topic list atomically (standalone only).
 func (m *metadata) persistLocked() error {
+	if m.path == "" {
+		return nil
+	}
 	names := make([]string, 0, len(m.topics))
 	for n := range m.topics {
 		names = append(names, n)
@@ -211,25 +227,129 @@ func (b *Broker) openTopicPartitions(t *topicMeta) error {
 	if err != nil {
 		return fmt.Errorf("topic %s config: %w", t.Name, err)
 	}
-	hws, err := b.logs.ReadReplicationOffsets()
-	if err != nil {
-		b.log.Warn("read replication-offset-checkpoint; high watermarks start at the log start", "err", err)
-	}
+	_ = tc
 	for i, pm := range t.Partitions {
 		idx := int32(i)
-		lg, err := b.logs.GetOrCreate(t.Name, idx, b.logConfig(tc))
+		p, err := b.ensurePartition(t.Name, idx, t.Configs)
 		if err != nil {
 			return fmt.Errorf("open %s-%d: %w", t.Name, idx, err)
 		}
-		p := partition.New(t.Name, idx, b.id, lg, partitionConfig(tc), b.now)
 		if pm.Leader == b.id {
-			if err := p.MakeLeader(pm.LeaderEpoch, pm.Replicas, pm.ISR, hws[tpKey(t.Name, idx)]); err != nil {
+			st := partition.LeaderAndISR{Leader: pm.Leader, LeaderEpoch: pm.LeaderEpoch, ISR: pm.ISR}
+			if err := p.MakeLeader(st, pm.Replicas, 0, b.checkpointHW(t.Name, idx)); err != nil {
 				return fmt.Errorf("make leader %s-%d: %w", t.Name, idx, err)
 			}
 		}
-		b.mu.Lock()
-		b.partitions[tp{t.Name, idx}] = p
-		b.mu.Unlock()
 	}
 	return nil
+}
+
+func (m *metadata) setBroker(e brokerEndpoint) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.brokers[e.ID] = e
+}
+
+func (m *metadata) brokerAddr(id int32) (string, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	e, ok := m.brokers[id]
+	if !ok {
+		return "", false
+	}
+	return net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))), true
+}
+
+func (m *metadata) controllerID() int32 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.controller
+}
+
+// topicLocked returns the topic entry, creating it with n partitions slots.
+func (m *metadata) topicLocked(name string, n int) *topicMeta {
+	t, ok := m.topics[name]
+	if !ok {
+		t = &topicMeta{Name: name}
+		m.topics[name] = t
+	}
+	for len(t.Partitions) < n {
+		t.Partitions = append(t.Partitions, partitionMeta{Leader: -1, LeaderEpoch: -1})
+	}
+	return t
+}
+
+func (m *metadata) setPartition(topic string, p int32, pm partitionMeta) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.topicLocked(topic, int(p)+1)
+	if pm.LeaderEpoch >= t.Partitions[p].LeaderEpoch {
+		t.Partitions[p] = pm
+	}
+}
+
+func (m *metadata) setTopicConfigs(topic string, configs map[string]string, partitions int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if configs == nil {
+		configs = map[string]string{}
+	}
+	if t, ok := m.topics[topic]; ok {
+		t.Configs = configs
+		return
+	}
+	m.pendingConfigs()[topic] = configs
+}
+
+func (m *metadata) pendingConfigs() map[string]map[string]string {
+	if m.configs == nil {
+		m.configs = map[string]map[string]string{}
+	}
+	return m.configs
+}
+
+func (m *metadata) topicConfigs(topic string) map[string]string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if t, ok := m.topics[topic]; ok && t.Configs != nil {
+		return t.Configs
+	}
+	return m.configs[topic]
+}
+
+// leaderDuringDelete in UpdateMetadata marks a partition of a deleted topic.
+const leaderDuringDelete = -2
+
+// applyUpdateMetadata merges an UpdateMetadata into the cache: live brokers
+// are replaced, partition states updated, deleted topics dropped.
+func (m *metadata) applyUpdateMetadata(req *kmsg.UpdateMetadataRequest) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.controller = req.ControllerID
+	m.brokers = map[int32]brokerEndpoint{}
+	for _, lb := range req.LiveBrokers {
+		e := brokerEndpoint{ID: lb.ID, Host: lb.Host, Port: lb.Port, Rack: lb.Rack}
+		if len(lb.Endpoints) > 0 {
+			e.Host, e.Port = lb.Endpoints[0].Host, lb.Endpoints[0].Port
+		}
+		m.brokers[lb.ID] = e
+	}
+	states := req.PartitionStates
+	for _, ts := range req.TopicStates {
+		for _, ps := range ts.PartitionStates {
+			ps.Topic = ts.Topic
+			states = append(states, ps)
+		}
+	}
+	for _, ps := range states {
+		if ps.Leader == leaderDuringDelete {
+			delete(m.topics, ps.Topic)
+			continue
+		}
+		t := m.topicLocked(ps.Topic, int(ps.Partition)+1)
+		if t.Configs == nil {
+			t.Configs = m.configs[ps.Topic]
+		}
+		t.Partitions[ps.Partition] = partitionMeta{Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, Replicas: ps.Replicas, ISR: ps.ISR, Offline: ps.OfflineReplicas}
+	}
 }

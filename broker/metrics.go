@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/partition"
 )
 
 // metrics holds the broker's Prometheus metrics. Names follow Kafka's JMX
@@ -28,6 +30,8 @@ type metrics struct {
 	handlerClock                       []threadClock
 	networkBusy                        atomic.Int64 // ns the connections spent reading and writing
 	handlerIdleMeter, networkIdleMeter idleMeter
+
+	replica replicaMetrics
 }
 
 func newMetrics(b *Broker) *metrics {
@@ -56,6 +60,7 @@ func newMetrics(b *Broker) *metrics {
 		Help: "1 - time spent reading, decoding, encoding and writing requests / (num.network.threads x wall time), last second (SocketServer).",
 	}, func() float64 { return float64(m.networkIdleMeter.percent.Load()) / 10000 })
 	m.reg.MustRegister(m.bytesIn, m.bytesOut, m.messagesIn, m.badRequests, m.requestTime, handlerIdle, netIdle)
+	m.registerReplica()
 	return m
 }
 
@@ -119,4 +124,55 @@ func (c *threadClock) checkpoint(now int64, total *atomic.Int64) {
 	if s := c.since.Load(); s != 0 && c.since.CompareAndSwap(s, now) {
 		total.Add(now - s)
 	}
+}
+
+// Replication metrics (ReplicaManager) and partition gauges.
+type replicaMetrics struct {
+	isrShrinks, isrExpands, failedIsrUpdates prometheus.Counter
+	underReplicated, underMinIsr, atMinIsr  prometheus.Gauge
+	leaderCount, partitionCount             prometheus.Gauge
+}
+
+func (m *metrics) registerReplica() {
+	r := &m.replica
+	r.isrShrinks = prometheus.NewCounter(prometheus.CounterOpts{Name: "kafka_server_IsrShrinksPerSec", Help: "ISR shrinks made by this broker as leader."})
+	r.isrExpands = prometheus.NewCounter(prometheus.CounterOpts{Name: "kafka_server_IsrExpandsPerSec", Help: "ISR expansions made by this broker as leader."})
+	r.failedIsrUpdates = prometheus.NewCounter(prometheus.CounterOpts{Name: "kafka_server_FailedIsrUpdatesPerSec", Help: "ISR updates skipped because the cached partition state was stale or rejected."})
+	r.underReplicated = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kafka_server_UnderReplicatedPartitions", Help: "Led partitions whose ISR is smaller than the replica set."})
+	r.underMinIsr = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kafka_cluster_UnderMinIsrPartitionCount", Help: "Led partitions whose ISR is below min.insync.replicas."})
+	r.atMinIsr = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kafka_cluster_AtMinIsrPartitionCount", Help: "Led partitions whose ISR equals min.insync.replicas."})
+	r.leaderCount = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kafka_server_LeaderCount", Help: "Partitions this broker leads."})
+	r.partitionCount = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kafka_server_PartitionCount", Help: "Partition replicas on this broker."})
+	m.reg.MustRegister(r.isrShrinks, r.isrExpands, r.failedIsrUpdates, r.underReplicated, r.underMinIsr, r.atMinIsr, r.leaderCount, r.partitionCount)
+}
+
+// IsrShrink, IsrExpand and FailedIsrUpdate implement partition.Stats.
+func (m *metrics) IsrShrink()       { m.replica.isrShrinks.Inc() }
+func (m *metrics) IsrExpand()       { m.replica.isrExpands.Inc() }
+func (m *metrics) FailedIsrUpdate() { m.replica.failedIsrUpdates.Inc() }
+
+func (m *metrics) updatePartitionGauges(ps []*partition.Partition) {
+	var under, belowMin, atMin, leaders float64
+	for _, p := range ps {
+		s := p.State()
+		if s.Role != partition.Leader {
+			continue
+		}
+		leaders++
+		if len(s.ISR) < len(s.Replicas) {
+			under++
+		}
+		minISR := p.MinInsyncReplicas()
+		switch {
+		case len(s.ISR) < minISR:
+			belowMin++
+		case len(s.ISR) == minISR:
+			atMin++
+		}
+	}
+	m.replica.underReplicated.Set(under)
+	m.replica.underMinIsr.Set(belowMin)
+	m.replica.atMinIsr.Set(atMin)
+	m.replica.leaderCount.Set(leaders)
+	m.replica.partitionCount.Set(float64(len(ps)))
 }

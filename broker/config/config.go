@@ -351,6 +351,7 @@ func Load(path string, overrides []string) (*Config, []Warning, error) {
 			return nil, nil, fmt.Errorf("--override: %w", err)
 		}
 	}
+	c.applyProfile()
 	if err := c.check(); err != nil {
 		return nil, nil, err
 	}

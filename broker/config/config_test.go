@@ -113,3 +113,35 @@ func TestParsePropertiesEscapes(t *testing.T) {
 		t.Errorf("got %+v", props)
 	}
 }
+
+func TestProfiles(t *testing.T) {
+	for _, tc := range []struct {
+		profile, truncation, isrUpdate, lag, unclean string
+	}{
+		{"0.10", "hw", "sync-under-lock-always", "10000", "true"},
+		{"2.4", "epoch", "sync-under-lock-always", "10000", "false"},
+		{"2.6", "epoch", "sync-under-lock-checked", "30000", "false"},
+		{"3.7", "diverging-epoch-fetch", "async-alter-partition", "30000", "false"},
+	} {
+		c, _, err := Load("", []string{"log.dirs=/x", "kafka.profile=" + tc.profile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := []string{c.String("replication.truncation"), c.String("isr.update"), c.String("replica.lag.time.max.ms"), c.String("unclean.leader.election.enable")}
+		want := []string{tc.truncation, tc.isrUpdate, tc.lag, tc.unclean}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("profile %s: %v, want %v", tc.profile, got, want)
+		}
+		if tc.profile == "0.10" && c.TopicDefaults().String("unclean.leader.election.enable") != "true" {
+			t.Error("0.10 topic default for unclean election is not true")
+		}
+	}
+	// A key set alone wins over the profile.
+	c, _, err := Load("", []string{"log.dirs=/x", "kafka.profile=0.10", "replication.truncation=epoch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.String("replication.truncation") != "epoch" || c.String("isr.update") != "sync-under-lock-always" {
+		t.Errorf("override lost: %s %s", c.String("replication.truncation"), c.String("isr.update"))
+	}
+}

@@ -1,10 +1,18 @@
 // Package partition holds one partition's replica state on a broker: its
-// log, leader epoch, ISR, high watermark, idempotent-producer table and the
+// log, role, leader epoch, ISR, high watermark, the followers' fetch state
+// (on the leader), the idempotent-producer table and the
 // leaderIsrUpdateLock that produce and fetch take for reading.
+//
+// It reproduces Kafka's replication rules (KAFKA-SPEC §1–§5, §7) and their
+// version-dependent variants behind Switches. The package does no network
+// I/O and starts no goroutines: time comes from an injected clock, ISR
+// writes go through the ISRWriter the broker provides, and periodic work
+// (MaybeShrinkISR) is driven by the caller.
 package partition
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,42 +27,160 @@ type Config struct {
 	MaxMessageBytes   int
 }
 
+// ISR update modes (switch isr.update, KAFKA-SPEC §1.6 and §7).
+const (
+	// ISRSyncAlways: <= 2.4. The shrink check takes the write lock on every
+	// tick and expansion on every fetch from a non-ISR follower; the
+	// coordinator write happens while the lock is held.
+	ISRSyncAlways = "sync-under-lock-always"
+	// ISRSyncChecked: 2.5–2.6 (KAFKA-7538). Checks run under the read lock;
+	// the write lock and the coordinator write only when the ISR changes.
+	ISRSyncChecked = "sync-under-lock-checked"
+	// ISRAsync: 2.7+. An AlterPartition request is queued to the controller;
+	// no coordinator round trip under the lock.
+	ISRAsync = "async-alter-partition"
+)
+
+// Truncation modes (switch replication.truncation, §5).
+const (
+	TruncateHW        = "hw"
+	TruncateEpoch     = "epoch"
+	TruncateDiverging = "diverging-epoch-fetch"
+)
+
+// Switches are the version-dependent replication behaviours.
+type Switches struct {
+	Truncation            string
+	ISRUpdate             string
+	ExpandNeedsEpochStart bool
+	HWRequiresMinISR      bool
+	ReplicaLagTimeMaxMs   int64
+}
+
+// LeaderAndISR is the partition state the coordinator stores.
+type LeaderAndISR struct {
+	Leader          int32
+	LeaderEpoch     int32
+	ISR             []int32
+	ControllerEpoch int32
+}
+
+// ErrVersionMismatch: a conditional ISR write found a newer partition state.
+var ErrVersionMismatch = errors.New("partition state version mismatch")
+
+// ISRWriter is the broker's side of ISR changes made by a leader.
+type ISRWriter interface {
+	// WriteISR conditionally writes the state at expectedVersion and returns
+	// the new version (sync modes). It blocks, retrying, until the
+	// coordinator answers: Kafka's leader did the same while holding the
+	// partition's write lock. ErrVersionMismatch when the state moved on.
+	WriteISR(topic string, partition int32, state LeaderAndISR, expectedVersion int64) (int64, error)
+	// NotifyISRChange queues the partition for the controller's lazy
+	// propagation of leader-made ISR changes (sync modes).
+	NotifyISRChange(topic string, partition int32)
+	// AlterPartition sends the proposal to the controller without blocking
+	// (async mode) and later calls p.CompleteAlterPartition with the result.
+	AlterPartition(p *Partition, leaderEpoch int32, isr []int32, partitionEpoch int64)
+}
+
+// Stats counts ISR events for the broker's metrics.
+type Stats interface {
+	IsrShrink()
+	IsrExpand()
+	FailedIsrUpdate()
+}
+
+// Role of this replica.
+type Role int
+
+// Roles.
+const (
+	None Role = iota
+	Leader
+	Follower
+)
+
+// remote is the leader's view of one follower (KAFKA-SPEC §1.1).
+type remote struct {
+	leo                int64 // -1: unknown since this replica became leader
+	lastFetchTimeMs    int64
+	lastFetchLeaderLEO int64
+	lastCaughtUpTimeMs int64
+}
+
+// pendingAlter is an AlterPartition in flight (async mode).
+type pendingAlter struct {
+	isr    []int32
+	expand bool
+}
+
 // Partition is one partition replica on this broker.
 type Partition struct {
 	Topic string
 	Index int32
 
-	self int32
-	log  *klog.Log
-	now  func() time.Time
+	self   int32
+	log    *klog.Log
+	now    func() time.Time
+	sw     Switches
+	writer ISRWriter
+	stats  Stats
 
 	// leaderIsrUpdateLock: produce and fetch hold it for reading; changes
-	// of leadership and ISR hold it for writing (KAFKA-SPEC §7).
+	// of leadership and ISR hold it for writing (§7).
 	lock sync.RWMutex
 	// appendMu orders appends with their producer-sequence checks.
 	appendMu sync.Mutex
 
-	mu          sync.Mutex
-	cfg         Config
-	leader      int32
-	leaderEpoch int32
-	replicas    []int32
-	isr         []int32
-	hw          int64
-	producers   *Producers
-	changed     chan struct{}
+	mu              sync.Mutex
+	cfg             Config
+	role            Role
+	leader          int32
+	leaderEpoch     int32
+	controllerEpoch int32
+	version         int64 // the partition state's version (zkVersion / partition epoch)
+	replicas        []int32
+	isr             []int32
+	pending         *pendingAlter
+	epochStart      int64 // LEO when this replica became leader
+	remotes         map[int32]*remote
+	hw              int64
+	producers       *Producers
+	changed         chan struct{}
 }
 
-// New wraps an open log as a replica of topic/index on broker self.
-func New(topic string, index int32, self int32, lg *klog.Log, cfg Config, now func() time.Time) *Partition {
+// Options are a partition's collaborators.
+type Options struct {
+	Switches Switches
+	Writer   ISRWriter
+	Stats    Stats
+}
+
+// New wraps an open log as a replica of topic/index on broker self. It
+// starts with no role; MakeLeader or MakeFollower gives it one.
+func New(topic string, index int32, self int32, lg *klog.Log, cfg Config, now func() time.Time, o Options) *Partition {
+	if o.Switches.ReplicaLagTimeMaxMs <= 0 {
+		o.Switches.ReplicaLagTimeMaxMs = 30000
+	}
+	if o.Switches.ISRUpdate == "" {
+		o.Switches.ISRUpdate = ISRAsync
+	}
+	if o.Switches.Truncation == "" {
+		o.Switches.Truncation = TruncateDiverging
+	}
 	return &Partition{
 		Topic: topic, Index: index, self: self, log: lg, now: now, cfg: cfg,
+		sw: o.Switches, writer: o.Writer, stats: o.Stats,
 		leader: -1, producers: NewProducers(), changed: make(chan struct{}),
+		remotes: map[int32]*remote{},
 	}
 }
 
 // Log returns the partition's log.
 func (p *Partition) Log() *klog.Log { return p.log }
+
+// Switches returns the replication switches.
+func (p *Partition) Switches() Switches { return p.sw }
 
 // SetConfig replaces the topic-level config.
 func (p *Partition) SetConfig(cfg Config) {
@@ -63,32 +189,20 @@ func (p *Partition) SetConfig(cfg Config) {
 	p.mu.Unlock()
 }
 
-// MakeLeader makes this replica the leader at epoch with the given
-// assignment and ISR. The HW starts at the checkpointed value, clamped to
-// the log, and (with no followers) moves to the LEO.
-func (p *Partition) MakeLeader(epoch int32, replicas, isr []int32, checkpointHW int64) error {
-	p.lock.Lock()
-	defer p.lock.Unlock()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.leader, p.leaderEpoch = p.self, epoch
-	p.replicas, p.isr = append([]int32(nil), replicas...), append([]int32(nil), isr...)
-	if _, err := p.log.Epochs().Assign(epoch, p.log.LogEndOffset()); err != nil {
-		return err
-	}
-	p.hw = clamp(checkpointHW, p.log.LogStartOffset(), p.log.LogEndOffset())
-	p.maybeIncrementHWLocked()
-	p.notifyLocked()
-	return nil
-}
+func (p *Partition) nowMs() int64 { return p.now().UnixMilli() }
 
-// State is a snapshot of the partition's leadership state.
+// State is a snapshot of the partition's replica state.
 type State struct {
+	Role                Role
 	Leader, LeaderEpoch int32
+	ControllerEpoch     int32
+	Version             int64
 	Replicas, ISR       []int32
+	MaximalISR          []int32
 	HighWatermark       int64
 	LogStartOffset      int64
 	LogEndOffset        int64
+	EpochStartOffset    int64
 }
 
 // State returns a snapshot.
@@ -96,9 +210,10 @@ func (p *Partition) State() State {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return State{
-		Leader: p.leader, LeaderEpoch: p.leaderEpoch,
-		Replicas: append([]int32(nil), p.replicas...), ISR: append([]int32(nil), p.isr...),
+		Role: p.role, Leader: p.leader, LeaderEpoch: p.leaderEpoch, ControllerEpoch: p.controllerEpoch, Version: p.version,
+		Replicas: slices.Clone(p.replicas), ISR: slices.Clone(p.isr), MaximalISR: p.maximalISRLocked(),
 		HighWatermark: p.hw, LogStartOffset: p.log.LogStartOffset(), LogEndOffset: p.log.LogEndOffset(),
+		EpochStartOffset: p.epochStart,
 	}
 }
 
@@ -109,7 +224,15 @@ func (p *Partition) HighWatermark() int64 {
 	return p.hw
 }
 
-// Changed returns a channel closed at the next change of the HW or LEO.
+// LeaderEpoch returns the current leader epoch.
+func (p *Partition) LeaderEpoch() int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leaderEpoch
+}
+
+// Changed returns a channel closed at the next change of the HW, the LEO or
+// the role.
 func (p *Partition) Changed() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -121,128 +244,27 @@ func (p *Partition) notifyLocked() {
 	p.changed = make(chan struct{})
 }
 
-// maybeIncrementHWLocked advances the HW to the smallest LEO among the ISR;
-// it never moves backwards (KAFKA-SPEC §2.1). With no followers tracked yet
-// the ISR's LEO is the leader's.
-func (p *Partition) maybeIncrementHWLocked() bool {
-	candidate := p.log.LogEndOffset()
-	if candidate > p.hw {
-		p.hw = candidate
-		return true
+// maximalISRLocked is the ISR used for the HW and acks=all: while an
+// expansion is in flight it already includes the new member; while a shrink
+// is in flight it is still the old ISR (§1.6b).
+func (p *Partition) maximalISRLocked() []int32 {
+	if p.pending != nil && p.pending.expand {
+		return slices.Clone(p.pending.isr)
 	}
-	return false
+	return slices.Clone(p.isr)
 }
 
-// AppendResult describes a leader append.
-type AppendResult struct {
-	FirstOffset, LastOffset int64
-	LogStartOffset          int64
-	Records                 int
-	Duplicate               bool
+// minISRLocked is the effective min.insync.replicas: from 3.7 (the
+// hw.requires-min-isr switch) it is capped at the replication factor.
+func (p *Partition) minISRLocked() int {
+	m := p.cfg.MinInsyncReplicas
+	if p.sw.HWRequiresMinISR && len(p.replicas) > 0 && m > len(p.replicas) {
+		m = len(p.replicas)
+	}
+	return m
 }
 
-// AppendAsLeader validates and appends a produce payload. Errors are
-// Kafka errors from kerr.
-func (p *Partition) AppendAsLeader(data []byte, requiredAcks int16) (AppendResult, error) {
-	p.lock.RLock()
-	defer p.lock.RUnlock()
-
-	p.mu.Lock()
-	leader, epoch, cfg, isrLen := p.leader, p.leaderEpoch, p.cfg, len(p.isr)
-	p.mu.Unlock()
-	if leader != p.self {
-		return AppendResult{}, kerr.NotLeaderForPartition
-	}
-	batches, err := klog.ParseBatches(data, cfg.MaxMessageBytes)
-	if err != nil {
-		return AppendResult{}, kafkaError(err)
-	}
-	if len(batches) == 0 {
-		return AppendResult{}, kerr.CorruptMessage
-	}
-	if requiredAcks == -1 && isrLen < cfg.MinInsyncReplicas {
-		return AppendResult{}, kerr.NotEnoughReplicas
-	}
-
-	p.appendMu.Lock()
-	defer p.appendMu.Unlock()
-	first := batches[0]
-	var records int
-	for _, bi := range batches {
-		records += int(bi.LastOffset-bi.BaseOffset) + 1
-	}
-	if first.ProducerID >= 0 && len(batches) == 1 {
-		lastSeq := first.BaseSequence + int32(first.LastOffset-first.BaseOffset)
-		df, dl, dup, err := p.producers.Check(first.ProducerID, first.ProducerEpoch, first.BaseSequence, lastSeq)
-		if err != nil {
-			return AppendResult{}, err
-		}
-		if dup {
-			return AppendResult{FirstOffset: df, LastOffset: dl, LogStartOffset: p.log.LogStartOffset(), Duplicate: true}, nil
-		}
-	}
-	res, err := p.log.AppendAsLeader(data, epoch)
-	if err != nil {
-		return AppendResult{}, kafkaError(err)
-	}
-	if first.ProducerID >= 0 && len(batches) == 1 {
-		lastSeq := first.BaseSequence + int32(first.LastOffset-first.BaseOffset)
-		p.producers.Record(first.ProducerID, first.ProducerEpoch, first.BaseSequence, lastSeq, res.FirstOffset, res.LastOffset)
-	}
-	p.mu.Lock()
-	p.maybeIncrementHWLocked()
-	p.notifyLocked()
-	p.mu.Unlock()
-	return AppendResult{FirstOffset: res.FirstOffset, LastOffset: res.LastOffset, LogStartOffset: p.log.LogStartOffset(), Records: records}, nil
-}
-
-// ReadResult is what a fetch gets from one partition.
-type ReadResult struct {
-	Records          []byte
-	HighWatermark    int64
-	LogStartOffset   int64
-	LastStableOffset int64
-	LogEndOffset     int64
-}
-
-// Read returns batches from offset. Consumers (replica=false) read up to
-// the HW, followers up to the LEO (KAFKA-SPEC §2.4). currentLeaderEpoch
-// (-1: not given) fences stale or future leaders (KIP-320).
-func (p *Partition) Read(offset int64, maxBytes int, replica bool, currentLeaderEpoch int32, minOneBatch bool) (ReadResult, error) {
-	p.lock.RLock()
-	defer p.lock.RUnlock()
-	p.mu.Lock()
-	leader, epoch, hw := p.leader, p.leaderEpoch, p.hw
-	p.mu.Unlock()
-	if err := checkEpoch(currentLeaderEpoch, epoch); err != nil {
-		return ReadResult{}, err
-	}
-	if leader != p.self {
-		return ReadResult{}, kerr.NotLeaderForPartition
-	}
-	res := ReadResult{HighWatermark: hw, LastStableOffset: hw, LogStartOffset: p.log.LogStartOffset(), LogEndOffset: p.log.LogEndOffset()}
-	max := hw
-	if replica {
-		max = res.LogEndOffset
-	}
-	if offset > res.LogEndOffset || offset < res.LogStartOffset {
-		return res, kerr.OffsetOutOfRange
-	}
-	if offset >= max {
-		res.Records = []byte{}
-		return res, nil
-	}
-	rr, err := p.log.Read(offset, maxBytes, max, minOneBatch)
-	if err != nil {
-		return res, kafkaError(err)
-	}
-	res.Records = rr.Records
-	if res.Records == nil {
-		res.Records = []byte{}
-	}
-	return res, nil
-}
-
+// checkEpoch fences requests by leader epoch (KIP-320).
 func checkEpoch(requested, current int32) error {
 	switch {
 	case requested < 0:
@@ -261,11 +283,7 @@ func kafkaError(err error) error {
 	switch {
 	case errors.As(err, &ke):
 		return ke
-	case errors.Is(err, klog.ErrRecordTooLarge):
-		return kerr.MessageTooLarge
-	case errors.Is(err, klog.ErrCorruptMessage), errors.Is(err, klog.ErrUnsupportedMagic):
-		return kerr.CorruptMessage
-	case errors.Is(err, klog.ErrOffsetOutOfRange):
+	case errors.Is(err, klog.ErrOffsetMismatch):
 		return kerr.OffsetOutOfRange
 	}
 	return kerr.KafkaStorageError
@@ -281,44 +299,9 @@ func clamp(v, lo, hi int64) int64 {
 	return v
 }
 
-// AcksAllStatus reports whether an acks=-1 append ending before
-// requiredOffset is complete: the HW covers it. A completed append whose
-// ISR has fallen below min.insync.replicas gets
-// NOT_ENOUGH_REPLICAS_AFTER_APPEND (the data stays committed); a lost
-// leadership gets NOT_LEADER_OR_FOLLOWER (KAFKA-SPEC §3.4).
-func (p *Partition) AcksAllStatus(requiredOffset int64) (bool, error) {
+// MinInsyncReplicas returns the effective min.insync.replicas.
+func (p *Partition) MinInsyncReplicas() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.leader != p.self {
-		return true, kerr.NotLeaderForPartition
-	}
-	if p.hw < requiredOffset {
-		return false, nil
-	}
-	if len(p.isr) < p.cfg.MinInsyncReplicas {
-		return true, kerr.NotEnoughReplicasAfterAppend
-	}
-	return true, nil
-}
-
-// TimestampOffset is the answer to a ListOffsets lookup by time.
-type TimestampOffset struct{ Offset, Timestamp int64 }
-
-// OffsetForTimestamp finds the first offset whose batch has a timestamp at
-// or after ts, below the HW, and the leader epoch of that offset.
-func (p *Partition) OffsetForTimestamp(ts int64) (TimestampOffset, bool, int32) {
-	p.lock.RLock()
-	defer p.lock.RUnlock()
-	hw := p.HighWatermark()
-	off, t, ok := p.log.OffsetForTimestamp(ts)
-	if !ok || off >= hw {
-		return TimestampOffset{}, false, -1
-	}
-	epoch := int32(-1)
-	for _, e := range p.log.Epochs().Entries() {
-		if e.StartOffset <= off {
-			epoch = e.Epoch
-		}
-	}
-	return TimestampOffset{Offset: off, Timestamp: t}, true, epoch
+	return p.minISRLocked()
 }

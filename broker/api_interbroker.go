@@ -1,0 +1,246 @@
+package broker
+
+import (
+	"context"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/partition"
+	"github.com/isrlab/isrlab/broker/wire"
+)
+
+type brokerClient = wire.Client
+
+var newBrokerClient = wire.NewClient
+
+func kerrFor(code int16) error { return kerr.ErrorForCode(code) }
+
+// checkControllerEpoch fences requests from a deposed controller (§6.3)
+// and from a broker epoch this broker no longer has (KIP-380).
+func (b *Broker) checkControllerEpoch(epoch int32, brokerEpoch int64) *kerr.Error {
+	if b.cluster == nil {
+		return kerr.StaleControllerEpoch
+	}
+	if brokerEpoch >= 0 && brokerEpoch < b.cluster.epoch.Load() {
+		return kerr.StaleBrokerEpoch
+	}
+	for {
+		cur := b.cluster.maxControllerEpoch.Load()
+		if epoch < cur {
+			return kerr.StaleControllerEpoch
+		}
+		if epoch == cur || b.cluster.maxControllerEpoch.CompareAndSwap(cur, epoch) {
+			return nil
+		}
+	}
+}
+
+// handleLeaderAndISR applies the controller's leadership decisions: per
+// partition only when its leader epoch is newer than ours (§6.3).
+func (b *Broker) handleLeaderAndISR(_ context.Context, rq *request) {
+	req := rq.req.(*kmsg.LeaderAndISRRequest)
+	resp := req.ResponseKind().(*kmsg.LeaderAndISRResponse)
+	if e := b.checkControllerEpoch(req.ControllerEpoch, req.BrokerEpoch); e != nil {
+		resp.ErrorCode = e.Code
+		rq.respond(resp)
+		return
+	}
+	for _, l := range req.LiveLeaders {
+		b.meta.setBroker(brokerEndpoint{ID: l.BrokerID, Host: l.Host, Port: l.Port})
+	}
+	states := req.PartitionStates
+	for _, ts := range req.TopicStates {
+		for _, ps := range ts.PartitionStates {
+			ps.Topic = ts.Topic
+			states = append(states, ps)
+		}
+	}
+	for _, ps := range states {
+		code := b.applyLeaderAndISR(req.ControllerEpoch, ps)
+		rp := kmsg.NewLeaderAndISRResponseTopicPartition()
+		rp.Topic, rp.Partition, rp.ErrorCode = ps.Topic, ps.Partition, code
+		resp.Partitions = append(resp.Partitions, rp)
+	}
+	rq.respond(resp)
+}
+
+func (b *Broker) applyLeaderAndISR(controllerEpoch int32, ps kmsg.LeaderAndISRRequestTopicPartition) int16 {
+	if !slices.Contains(ps.Replicas, b.id) {
+		return kerr.UnknownTopicOrPartition.Code
+	}
+	configs := b.meta.topicConfigs(ps.Topic)
+	if configs == nil && b.cluster != nil {
+		ctx, cancel := context.WithTimeout(b.runCtx, 5e9)
+		if c, err := b.cluster.coord.TopicConfig(ctx, ps.Topic); err == nil {
+			configs = c
+		}
+		cancel()
+	}
+	p, err := b.ensurePartition(ps.Topic, ps.Partition, configs)
+	if err != nil {
+		b.log.Error("create partition", "topic", ps.Topic, "partition", ps.Partition, "err", err)
+		return kerr.KafkaStorageError.Code
+	}
+	st := partition.LeaderAndISR{Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, ISR: ps.ISR, ControllerEpoch: ps.ControllerEpoch}
+	cur := p.State()
+	if cur.Role != partition.None && ps.LeaderEpoch <= cur.LeaderEpoch {
+		if ps.LeaderEpoch == cur.LeaderEpoch && cur.Role == partition.Leader && ps.Leader == b.id && int64(ps.ZKVersion) > cur.Version {
+			// Same epoch, newer state (the controller committed an ISR
+			// change): take it.
+			p.UpdateISRFromController(st, ps.Replicas, int64(ps.ZKVersion))
+			return 0
+		}
+		return kerr.StaleControllerEpoch.Code
+	}
+	b.meta.setPartition(ps.Topic, ps.Partition, partitionMeta{Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, Replicas: ps.Replicas, ISR: ps.ISR})
+	if ps.Leader == b.id {
+		b.fetchers.remove(tp{ps.Topic, ps.Partition})
+		if err := p.MakeLeader(st, ps.Replicas, int64(ps.ZKVersion), b.checkpointHW(ps.Topic, ps.Partition)); err != nil {
+			b.log.Error("become leader", "topic", ps.Topic, "partition", ps.Partition, "err", err)
+			return kerr.KafkaStorageError.Code
+		}
+		b.log.Info("became leader", "topic", ps.Topic, "partition", ps.Partition, "leader_epoch", ps.LeaderEpoch, "isr", fmtIDs(ps.ISR))
+		return 0
+	}
+	if ps.Leader < 0 {
+		p.Stop()
+		b.fetchers.remove(tp{ps.Topic, ps.Partition})
+		return 0
+	}
+	if p.MakeFollower(st, ps.Replicas, int64(ps.ZKVersion), b.checkpointHW(ps.Topic, ps.Partition)) {
+		b.fetchers.add(p, ps.Leader, ps.LeaderEpoch)
+		b.log.Info("became follower", "topic", ps.Topic, "partition", ps.Partition, "leader", ps.Leader, "leader_epoch", ps.LeaderEpoch)
+	}
+	return 0
+}
+
+// handleUpdateMetadata refreshes the metadata cache from the controller.
+func (b *Broker) handleUpdateMetadata(_ context.Context, rq *request) {
+	req := rq.req.(*kmsg.UpdateMetadataRequest)
+	resp := req.ResponseKind().(*kmsg.UpdateMetadataResponse)
+	if e := b.checkControllerEpoch(req.ControllerEpoch, req.BrokerEpoch); e != nil {
+		resp.ErrorCode = e.Code
+		rq.respond(resp)
+		return
+	}
+	b.meta.applyUpdateMetadata(req)
+	rq.respond(resp)
+}
+
+// handleStopReplica stops replicas and deletes their data when asked.
+func (b *Broker) handleStopReplica(_ context.Context, rq *request) {
+	req := rq.req.(*kmsg.StopReplicaRequest)
+	resp := req.ResponseKind().(*kmsg.StopReplicaResponse)
+	if e := b.checkControllerEpoch(req.ControllerEpoch, req.BrokerEpoch); e != nil {
+		resp.ErrorCode = e.Code
+		rq.respond(resp)
+		return
+	}
+	for _, t := range req.Topics {
+		type one struct {
+			p      int32
+			delete bool
+		}
+		var parts []one
+		for _, ps := range t.PartitionStates {
+			parts = append(parts, one{ps.Partition, ps.Delete})
+		}
+		for _, p := range t.Partitions {
+			parts = append(parts, one{p, req.DeletePartitions})
+		}
+		for _, o := range parts {
+			b.fetchers.remove(tp{t.Topic, o.p})
+			if p := b.partition(t.Topic, o.p); p != nil {
+				p.Stop()
+				if o.delete {
+					b.mu.Lock()
+					delete(b.partitions, tp{t.Topic, o.p})
+					b.mu.Unlock()
+					if err := b.logs.Delete(t.Topic, o.p); err != nil {
+						b.log.Warn("delete replica", "topic", t.Topic, "partition", o.p, "err", err)
+					}
+				}
+			}
+			rp := kmsg.NewStopReplicaResponsePartition()
+			rp.Topic, rp.Partition = t.Topic, o.p
+			resp.Partitions = append(resp.Partitions, rp)
+		}
+	}
+	rq.respond(resp)
+}
+
+// handleOffsetForLeaderEpoch answers a follower's (or client's) epoch
+// query from the leader's epoch cache (§5.2).
+func (b *Broker) handleOffsetForLeaderEpoch(_ context.Context, rq *request) {
+	req := rq.req.(*kmsg.OffsetForLeaderEpochRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LeaderEpoch, sp.EndOffset = -1, -1
+			p := b.partition(rt.Topic, rp.Partition)
+			if p == nil {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			} else if e, off, err := p.EndOffsetForEpoch(rp.LeaderEpoch, rp.CurrentLeaderEpoch, true); err != nil {
+				sp.ErrorCode = errCode(err)
+			} else {
+				sp.LeaderEpoch, sp.EndOffset = e, off
+				if req.Version == 0 {
+					sp.LeaderEpoch = -1
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	rq.respond(resp)
+}
+
+// activeController returns the controller if this broker runs it now.
+func (b *Broker) activeController() Controller {
+	if b.cluster == nil || b.cluster.ctrl == nil || !b.cluster.ctrl.Active() {
+		return nil
+	}
+	return b.cluster.ctrl
+}
+
+func (b *Broker) handleControlledShutdown(ctx context.Context, rq *request) {
+	req := rq.req.(*kmsg.ControlledShutdownRequest)
+	c := b.activeController()
+	if c == nil {
+		resp := req.ResponseKind().(*kmsg.ControlledShutdownResponse)
+		resp.ErrorCode = kerr.NotController.Code
+		rq.respond(resp)
+		return
+	}
+	go func() { rq.respond(c.ControlledShutdown(ctx, req)) }()
+}
+
+func (b *Broker) handleElectLeaders(ctx context.Context, rq *request) {
+	req := rq.req.(*kmsg.ElectLeadersRequest)
+	c := b.activeController()
+	if c == nil {
+		resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+		resp.ErrorCode = kerr.NotController.Code
+		rq.respond(resp)
+		return
+	}
+	go func() { rq.respond(c.ElectLeaders(ctx, req)) }()
+}
+
+func (b *Broker) handleAlterPartition(ctx context.Context, rq *request) {
+	req := rq.req.(*kmsg.AlterPartitionRequest)
+	c := b.activeController()
+	if c == nil {
+		resp := req.ResponseKind().(*kmsg.AlterPartitionResponse)
+		resp.ErrorCode = kerr.NotController.Code
+		rq.respond(resp)
+		return
+	}
+	go func() { rq.respond(c.AlterPartition(ctx, req)) }()
+}

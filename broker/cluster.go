@@ -1,0 +1,440 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/controller"
+	"github.com/isrlab/isrlab/broker/coord"
+	"github.com/isrlab/isrlab/broker/partition"
+)
+
+// Controller is the controller component a clustered broker runs while it
+// holds the coordinator's controller election (package controller).
+type Controller interface {
+	Run(ctx context.Context, l *coord.Leadership) error
+	Active() bool
+	ElectLeaders(ctx context.Context, req *kmsg.ElectLeadersRequest) *kmsg.ElectLeadersResponse
+	ControlledShutdown(ctx context.Context, req *kmsg.ControlledShutdownRequest) *kmsg.ControlledShutdownResponse
+	AlterPartition(ctx context.Context, req *kmsg.AlterPartitionRequest) *kmsg.AlterPartitionResponse
+}
+
+// ControllerFactory builds the broker's controller once the coordinator
+// client exists.
+type ControllerFactory func(b *Broker, c *coord.Client) Controller
+
+// WithController sets how a clustered broker builds its controller.
+func WithController(f ControllerFactory) Option {
+	return optFunc(func(b *Broker) { b.newController = f })
+}
+
+// cluster is a broker's link to the coordinator and the controller.
+type cluster struct {
+	b     *Broker
+	coord *coord.Client
+	ctrl  Controller
+
+	reg   atomic.Pointer[coord.Registration]
+	epoch atomic.Int64 // broker epoch (KIP-380)
+
+	maxControllerEpoch atomic.Int32
+
+	isrMu      sync.Mutex
+	isrChanged map[coord.TopicPartition]struct{}
+
+	alterMu sync.Mutex
+	alterTo *brokerClient // to the controller, for AlterPartition
+}
+
+// BrokerEpoch returns the broker's current registration epoch (-1 before
+// registration or standalone).
+func (b *Broker) BrokerEpoch() int64 {
+	if b.cluster == nil {
+		return -1
+	}
+	if e := b.cluster.epoch.Load(); e > 0 {
+		return e
+	}
+	return -1
+}
+
+// Coord returns the coordinator client (nil standalone).
+func (b *Broker) Coord() *coord.Client {
+	if b.cluster == nil {
+		return nil
+	}
+	return b.cluster.coord
+}
+
+// ID returns the broker id.
+func (b *Broker) ID() int32 { return b.id }
+
+// Config returns the broker configuration.
+func (b *Broker) ConfigSnapshot() map[string]string {
+	out := map[string]string{}
+	for _, k := range b.cfg.Keys() {
+		out[k] = b.cfg.String(k)
+	}
+	return out
+}
+
+// dialCoord connects to coordinator.connect.
+func (b *Broker) dialCoord(ctx context.Context) error {
+	endpoints := b.cfg.List("coordinator.connect")
+	session := time.Duration(b.cfg.Long("coordinator.session.timeout.ms")) * time.Millisecond
+	c, err := coord.Dial(ctx, endpoints, coord.WithSessionTimeout(session), coord.WithLogger(b.log), coord.WithoutConnectCheck())
+	if err != nil {
+		return fmt.Errorf("coordinator.connect %v: %w", endpoints, err)
+	}
+	b.cluster = &cluster{b: b, coord: c, isrChanged: map[coord.TopicPartition]struct{}{}}
+	if b.newController != nil {
+		b.cluster.ctrl = b.newController(b, c)
+	}
+	return nil
+}
+
+// register registers the broker, retrying while an earlier session of the
+// same id is still alive (after a crash it lasts until the session times
+// out). A live duplicate broker id is reported once as an error.
+func (c *cluster) register(ctx context.Context) (*coord.Registration, error) {
+	host, port := c.b.advertised()
+	info := coord.BrokerInfo{ID: c.b.id, Host: host, Port: port, Endpoints: []string{"PLAINTEXT://" + net.JoinHostPort(host, strconv.Itoa(int(port)))}, Timestamp: time.Now().UnixMilli()}
+	session := time.Duration(c.b.cfg.Long("coordinator.session.timeout.ms")) * time.Millisecond
+	warned := false
+	for {
+		reg, err := c.coord.RegisterBroker(ctx, info, session)
+		if err == nil {
+			return reg, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, coord.ErrBrokerIDInUse) && !warned {
+			c.b.log.Warn("broker id is registered by a live session; waiting for it to expire", "err", err)
+			warned = true
+		} else if !errors.Is(err, coord.ErrBrokerIDInUse) {
+			c.b.log.Warn("register with coordinator", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// registrationLoop keeps the broker registered: after a lost session it
+// re-registers and gets a new, larger epoch (§6.2). It runs the controller
+// election on each registration's session.
+func (c *cluster) registrationLoop(ctx context.Context) error {
+	for ctx.Err() == nil {
+		reg, err := c.register(ctx)
+		if err != nil {
+			return nil
+		}
+		c.reg.Store(reg)
+		c.epoch.Store(reg.Epoch())
+		c.b.log.Info("registered with coordinator", "broker_epoch", reg.Epoch())
+		rctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		if c.ctrl != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.campaignLoop(rctx, reg)
+			}()
+		}
+		select {
+		case <-ctx.Done():
+		case <-reg.Done():
+			c.b.log.Warn("coordinator session lost; re-registering")
+		}
+		cancel()
+		wg.Wait()
+		if ctx.Err() != nil {
+			closeCtx, cc := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = closeCtx
+			reg.Close()
+			cc()
+		}
+	}
+	return nil
+}
+
+// campaignLoop runs the controller whenever this broker wins the election.
+func (c *cluster) campaignLoop(ctx context.Context, reg *coord.Registration) {
+	for ctx.Err() == nil {
+		l, err := reg.Campaign(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.b.log.Warn("controller campaign", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		c.b.log.Info("elected controller", "controller_epoch", l.Epoch())
+		if err := c.ctrl.Run(ctx, l); err != nil && ctx.Err() == nil {
+			c.b.log.Warn("controller stopped", "err", err)
+		}
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		l.Resign(rctx)
+		cancel()
+	}
+}
+
+// isrNotifyLoop propagates leader-made ISR changes to the controller every
+// 2500 ms (Kafka's ZooKeeper-era isr-change-propagation).
+func (c *cluster) isrNotifyLoop(ctx context.Context) {
+	t := time.NewTicker(2500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.isrMu.Lock()
+		var list []coord.TopicPartition
+		for k := range c.isrChanged {
+			list = append(list, k)
+		}
+		c.isrChanged = map[coord.TopicPartition]struct{}{}
+		c.isrMu.Unlock()
+		if len(list) == 0 {
+			continue
+		}
+		if err := c.coord.NotifyISRChange(ctx, list); err != nil {
+			c.b.log.Warn("ISR change notification", "err", err)
+			c.isrMu.Lock()
+			for _, k := range list {
+				c.isrChanged[k] = struct{}{}
+			}
+			c.isrMu.Unlock()
+		}
+	}
+}
+
+// topicConfigLoop keeps topic configs current from the coordinator.
+func (c *cluster) topicConfigLoop(ctx context.Context) {
+	for ev := range c.coord.WatchTopics(ctx) {
+		for _, t := range ev.Topics {
+			c.b.meta.setTopicConfigs(t.Name, t.Configs, len(t.Assignment))
+			tc, err := c.b.cfg.TopicConfig(t.Configs)
+			if err != nil {
+				continue
+			}
+			for pi := range t.Assignment {
+				if p := c.b.partition(t.Name, pi); p != nil {
+					p.SetConfig(partitionConfig(tc))
+					p.Log().SetConfig(c.b.logConfig(tc))
+				}
+			}
+		}
+	}
+}
+
+// isrWriter implements partition.ISRWriter for the broker.
+type isrWriter struct{ b *Broker }
+
+// WriteISR conditionally writes a leader's ISR change, retrying while the
+// coordinator does not answer; the caller holds the partition's write lock.
+func (w isrWriter) WriteISR(topic string, p int32, st partition.LeaderAndISR, expected int64) (int64, error) {
+	c := w.b.cluster
+	if c == nil {
+		return expected, nil
+	}
+	ctx := w.b.runCtx
+	for {
+		vers, err := c.coord.SetPartitionStates(ctx, nil, []coord.PartitionStateUpdate{{
+			Topic: topic, Partition: p, ExpectedVersion: expected,
+			State: coord.PartitionState{ControllerEpoch: int64(st.ControllerEpoch), Leader: st.Leader, LeaderEpoch: st.LeaderEpoch, ISR: st.ISR},
+		}})
+		switch {
+		case err == nil:
+			w.b.log.Info("ISR updated", "topic", topic, "partition", p, "isr", fmt.Sprint(st.ISR), "version", vers[0])
+			return vers[0], nil
+		case errors.Is(err, coord.ErrVersionMismatch):
+			w.b.log.Info("cached partition state version not equal to the coordinator's; skip updating ISR", "topic", topic, "partition", p, "cached_version", expected)
+			return 0, partition.ErrVersionMismatch
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		w.b.log.Warn("ISR write waits for the coordinator", "topic", topic, "partition", p, "err", err)
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (w isrWriter) NotifyISRChange(topic string, p int32) {
+	c := w.b.cluster
+	if c == nil {
+		return
+	}
+	c.isrMu.Lock()
+	c.isrChanged[coord.TopicPartition{Topic: topic, Partition: p}] = struct{}{}
+	c.isrMu.Unlock()
+}
+
+// AlterPartition sends the proposal to the controller in the background.
+func (w isrWriter) AlterPartition(p *partition.Partition, leaderEpoch int32, isr []int32, partitionEpoch int64) {
+	b := w.b
+	go func() {
+		newISR, newEpoch, err := b.sendAlterPartition(p.Topic, p.Index, leaderEpoch, isr, partitionEpoch)
+		if err != nil {
+			b.log.Info("AlterPartition failed", "topic", p.Topic, "partition", p.Index, "isr", fmt.Sprint(isr), "err", err)
+		}
+		p.CompleteAlterPartition(leaderEpoch, newISR, newEpoch, err)
+	}()
+}
+
+func (b *Broker) sendAlterPartition(topic string, idx, leaderEpoch int32, isr []int32, partitionEpoch int64) ([]int32, int64, error) {
+	c := b.cluster
+	if c == nil {
+		return nil, 0, errors.New("standalone broker")
+	}
+	ctrlID := b.meta.controllerID()
+	if c.ctrl != nil && c.ctrl.Active() {
+		ctrlID = b.id
+	}
+	addr, ok := b.meta.brokerAddr(ctrlID)
+	if !ok {
+		return nil, 0, fmt.Errorf("controller %d unknown", ctrlID)
+	}
+	req := kmsg.NewPtrAlterPartitionRequest()
+	req.SetVersion(1)
+	req.BrokerID, req.BrokerEpoch = b.id, c.epoch.Load()
+	rt := kmsg.NewAlterPartitionRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewAlterPartitionRequestTopicPartition()
+	rp.Partition, rp.LeaderEpoch, rp.NewISR, rp.PartitionEpoch = idx, leaderEpoch, isr, int32(partitionEpoch)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(b.runCtx, 10*time.Second)
+	defer cancel()
+	cl := b.brokerClient(ctrlID, addr)
+	raw, err := cl.Request(ctx, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	resp := raw.(*kmsg.AlterPartitionResponse)
+	if err := kerrFor(resp.ErrorCode); err != nil {
+		return nil, 0, err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.Partition == idx {
+				if err := kerrFor(p.ErrorCode); err != nil {
+					return nil, 0, err
+				}
+				return p.ISR, int64(p.PartitionEpoch), nil
+			}
+		}
+	}
+	return nil, 0, errors.New("AlterPartition response without the partition")
+}
+
+// createTopicClustered writes a new topic's assignment to the coordinator;
+// the controller creates its partition states and tells the brokers.
+func (b *Broker) createTopicClustered(ctx context.Context, name string, partitions int32, rf int16, configs map[string]string) error {
+	c := b.cluster
+	brokers, err := c.coord.Brokers(ctx)
+	if err != nil {
+		return err
+	}
+	ids := make([]int32, 0, len(brokers))
+	for _, br := range brokers {
+		ids = append(ids, br.ID)
+	}
+	assign, err := controller.AssignReplicas(ids, partitions, rf, rand.New(rand.NewSource(time.Now().UnixNano())))
+	if err != nil {
+		return err
+	}
+	err = c.coord.CreateTopic(ctx, nil, coord.TopicSpec{Name: name, Assignment: assign, Configs: configs}, nil)
+	if errors.Is(err, coord.ErrTopicExists) {
+		return errTopicExists
+	}
+	return err
+}
+
+// brokerClient returns a cached connection to another broker.
+func (b *Broker) brokerClient(id int32, addr string) *brokerClient {
+	b.clientsMu.Lock()
+	defer b.clientsMu.Unlock()
+	if cl, ok := b.clients[id]; ok && cl.Addr() == addr {
+		return cl
+	}
+	cl := newBrokerClient(addr, "broker-"+strconv.Itoa(int(b.id)), b.dialer)
+	if old, ok := b.clients[id]; ok {
+		old.Close()
+	}
+	b.clients[id] = cl
+	return cl
+}
+
+func sortedIDs(ids []int32) []int32 {
+	out := slices.Clone(ids)
+	slices.Sort(out)
+	return out
+}
+
+func fmtIDs(ids []int32) string { return fmt.Sprint(ids) }
+
+// controlledShutdown asks the controller to move this broker's leaderships
+// away before it stops (§4.5), retrying controlled.shutdown.max.retries
+// times, then shuts down anyway.
+func (b *Broker) controlledShutdown() {
+	c := b.cluster
+	retries := b.cfg.Int("controlled.shutdown.max.retries")
+	backoff := time.Duration(b.cfg.Long("controlled.shutdown.retry.backoff.ms")) * time.Millisecond
+	for attempt := 0; attempt <= retries; attempt++ {
+		if attempt > 0 {
+			time.Sleep(backoff)
+		}
+		ctrlID := b.meta.controllerID()
+		addr, ok := b.meta.brokerAddr(ctrlID)
+		if !ok {
+			b.log.Warn("controlled shutdown: controller unknown", "attempt", attempt+1)
+			continue
+		}
+		req := kmsg.NewPtrControlledShutdownRequest()
+		req.SetVersion(3)
+		req.BrokerID, req.BrokerEpoch = b.id, c.epoch.Load()
+		ctx, cancel := context.WithTimeout(b.runCtx, 30*time.Second)
+		raw, err := b.brokerClient(ctrlID, addr).Request(ctx, req)
+		cancel()
+		if err != nil {
+			b.log.Warn("controlled shutdown", "attempt", attempt+1, "err", err)
+			continue
+		}
+		resp := raw.(*kmsg.ControlledShutdownResponse)
+		if err := kerrFor(resp.ErrorCode); err != nil {
+			b.log.Warn("controlled shutdown", "attempt", attempt+1, "err", err)
+			continue
+		}
+		if len(resp.PartitionsRemaining) == 0 {
+			b.log.Info("controlled shutdown complete")
+			return
+		}
+		b.log.Info("controlled shutdown: partitions still led here", "count", len(resp.PartitionsRemaining), "attempt", attempt+1)
+	}
+	b.log.Warn("controlled shutdown did not complete; shutting down anyway")
+}

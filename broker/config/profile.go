@@ -1,0 +1,62 @@
+package config
+
+// Profile is one Kafka era's replication behaviour and defaults
+// (KAFKA-SPEC, "Compatibility switches"). kafka.profile picks one; each key
+// can still be set alone and wins over the profile.
+type Profile struct {
+	Name     string
+	Defaults map[string]string
+}
+
+// Profiles are the eras isrlab reproduces.
+var Profiles = map[string]Profile{
+	"0.10": {Name: "0.10", Defaults: map[string]string{
+		"replication.truncation":         "hw",
+		"isr.update":                     "sync-under-lock-always",
+		"isr.expand-needs-epoch-start":   "false",
+		"hw.requires-min-isr":            "false",
+		"replica.lag.time.max.ms":        "10000",
+		"coordinator.session.timeout.ms": "6000",
+		"unclean.leader.election.enable": "true",
+	}},
+	"2.4": {Name: "2.4", Defaults: map[string]string{
+		"replication.truncation":         "epoch",
+		"isr.update":                     "sync-under-lock-always",
+		"isr.expand-needs-epoch-start":   "true",
+		"hw.requires-min-isr":            "false",
+		"replica.lag.time.max.ms":        "10000",
+		"coordinator.session.timeout.ms": "6000",
+		"unclean.leader.election.enable": "false",
+	}},
+	"2.6": {Name: "2.6", Defaults: map[string]string{
+		"replication.truncation":         "epoch",
+		"isr.update":                     "sync-under-lock-checked",
+		"isr.expand-needs-epoch-start":   "true",
+		"hw.requires-min-isr":            "false",
+		"replica.lag.time.max.ms":        "30000",
+		"coordinator.session.timeout.ms": "18000",
+		"unclean.leader.election.enable": "false",
+	}},
+	"3.7": {Name: "3.7", Defaults: map[string]string{
+		"replication.truncation":         "diverging-epoch-fetch",
+		"isr.update":                     "async-alter-partition",
+		"isr.expand-needs-epoch-start":   "true",
+		"hw.requires-min-isr":            "true",
+		"replica.lag.time.max.ms":        "30000",
+		"coordinator.session.timeout.ms": "18000",
+		"unclean.leader.election.enable": "false",
+	}},
+}
+
+// applyProfile fills every key the user did not set from kafka.profile.
+func (c *Config) applyProfile() {
+	p, ok := Profiles[c.String("kafka.profile")]
+	if !ok {
+		return
+	}
+	for k, v := range p.Defaults {
+		if !c.set[k] {
+			c.values[k] = v
+		}
+	}
+}

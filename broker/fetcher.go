@@ -1,0 +1,436 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/partition"
+	"github.com/isrlab/isrlab/broker/wire"
+)
+
+// fetcherKey names one replica fetcher: num.replica.fetchers of them per
+// source broker, partitions spread over them by hash.
+type fetcherKey struct {
+	leader int32
+	index  int
+}
+
+// fetchers owns the broker's replica fetchers.
+type fetchers struct {
+	b   *Broker
+	ctx context.Context
+
+	mu  sync.Mutex
+	all map[fetcherKey]*fetcher
+	wg  sync.WaitGroup
+}
+
+// fetchPart is one partition a fetcher replicates.
+type fetchPart struct {
+	p           *partition.Partition
+	leaderEpoch int32
+	truncating  bool  // truncate before fetching again
+	probeEpoch  int32 // epoch to ask about while truncating (KIP-279 iteration)
+	delayUntil  time.Time
+}
+
+// fetcher replicates a set of partitions from one leader.
+type fetcher struct {
+	f      *fetchers
+	key    fetcherKey
+	client *wire.Client
+	cancel context.CancelFunc
+
+	mu    sync.Mutex
+	parts map[tp]*fetchPart
+	wake  chan struct{}
+}
+
+func newFetchers(ctx context.Context, b *Broker) *fetchers {
+	return &fetchers{b: b, ctx: ctx, all: map[fetcherKey]*fetcher{}}
+}
+
+func (fs *fetchers) keyFor(leader int32, t tp) fetcherKey {
+	h := fnv.New32a()
+	h.Write([]byte(t.topic))
+	h.Write([]byte(strconv.Itoa(int(t.partition))))
+	return fetcherKey{leader: leader, index: int(h.Sum32() % uint32(fs.b.cfg.Int("num.replica.fetchers")))}
+}
+
+// add makes p fetch from leader at leaderEpoch, truncating first.
+func (fs *fetchers) add(p *partition.Partition, leader, leaderEpoch int32) {
+	t := tp{p.Topic, p.Index}
+	fs.remove(t)
+	addr, ok := fs.b.meta.brokerAddr(leader)
+	if !ok {
+		fs.b.log.Warn("no address for leader; fetch waits for metadata", "topic", p.Topic, "partition", p.Index, "leader", leader)
+	}
+	key := fs.keyFor(leader, t)
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	f := fs.all[key]
+	if f == nil || (ok && f.client.Addr() != addr) {
+		if f != nil {
+			f.stop()
+		}
+		f = fs.start(key, addr)
+	}
+	f.mu.Lock()
+	f.parts[t] = &fetchPart{p: p, leaderEpoch: leaderEpoch, truncating: true, probeEpoch: -1}
+	f.mu.Unlock()
+	f.poke()
+}
+
+func (fs *fetchers) start(key fetcherKey, addr string) *fetcher {
+	ctx, cancel := context.WithCancel(fs.ctx)
+	f := &fetcher{f: fs, key: key, cancel: cancel, parts: map[tp]*fetchPart{}, wake: make(chan struct{}, 1),
+		client: wire.NewClient(addr, "replica-fetcher-"+strconv.Itoa(int(fs.b.id)), fs.b.dialer)}
+	fs.all[key] = f
+	fs.wg.Add(1)
+	go func() {
+		defer fs.wg.Done()
+		f.run(ctx)
+	}()
+	return f
+}
+
+// remove stops fetching t wherever it was fetched.
+func (fs *fetchers) remove(t tp) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for _, f := range fs.all {
+		f.mu.Lock()
+		delete(f.parts, t)
+		f.mu.Unlock()
+	}
+}
+
+// close stops every fetcher and waits for them.
+func (fs *fetchers) close() {
+	fs.mu.Lock()
+	for _, f := range fs.all {
+		f.stop()
+	}
+	fs.mu.Unlock()
+	fs.wg.Wait()
+}
+
+func (f *fetcher) stop() {
+	f.cancel()
+	f.client.Close()
+}
+
+func (f *fetcher) poke() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (f *fetcher) snapshot() map[tp]*fetchPart {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[tp]*fetchPart, len(f.parts))
+	for k, v := range f.parts {
+		out[k] = v
+	}
+	return out
+}
+
+// current reports whether fp is still the fetch state of t (a LeaderAndIsr
+// may have replaced or removed it while a request was out).
+func (f *fetcher) current(t tp, fp *fetchPart) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.parts[t] == fp
+}
+
+func (f *fetcher) backoff(ctx context.Context) {
+	t := time.NewTimer(time.Duration(f.f.b.cfg.Int("replica.fetch.backoff.ms")) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// run is the fetcher's loop: truncate what needs it, then fetch.
+func (f *fetcher) run(ctx context.Context) {
+	b := f.f.b
+	for ctx.Err() == nil {
+		parts := f.snapshot()
+		if len(parts) == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-f.wake:
+			}
+			continue
+		}
+		if f.client.Addr() == "" {
+			f.backoff(ctx)
+			continue
+		}
+		for t, fp := range parts {
+			if fp.truncating {
+				if err := f.truncate(ctx, t, fp); err != nil {
+					b.log.Debug("truncation", "topic", t.topic, "partition", t.partition, "err", err)
+				}
+			}
+		}
+		if err := f.fetchOnce(ctx); err != nil && ctx.Err() == nil {
+			b.log.Debug("replica fetch", "leader", f.key.leader, "err", err)
+			f.backoff(ctx)
+		}
+	}
+}
+
+// truncate brings a follower's log to a prefix of the leader's (§5).
+func (f *fetcher) truncate(ctx context.Context, t tp, fp *fetchPart) error {
+	p := fp.p
+	sw := p.Switches()
+	switch {
+	case sw.Truncation == partition.TruncateHW:
+		// Before KIP-101: truncate to the local HW and fetch from there.
+		if err := p.TruncateTo(p.HighWatermark()); err != nil {
+			return err
+		}
+	case sw.Truncation == partition.TruncateDiverging && fp.probeEpoch < 0:
+		// From 2.8 the fetch itself carries the last fetched epoch; the
+		// leader answers with a diverging epoch when the logs differ.
+	default:
+		for i := 0; ; i++ {
+			epoch := fp.probeEpoch
+			if epoch < 0 {
+				epoch = p.LatestEpoch()
+			}
+			if epoch < 0 {
+				if err := p.TruncateTo(p.HighWatermark()); err != nil {
+					return err
+				}
+				break
+			}
+			le, end, err := f.offsetForLeaderEpoch(ctx, t, fp.leaderEpoch, epoch)
+			if err != nil {
+				return err
+			}
+			off, done, next := p.TruncationPoint(epoch, le, end)
+			if done {
+				if err := p.TruncateTo(off); err != nil {
+					return err
+				}
+				break
+			}
+			fp.probeEpoch = next
+			if i > 1000 {
+				return errors.New("truncation did not converge")
+			}
+		}
+	}
+	if f.current(t, fp) {
+		f.mu.Lock()
+		fp.truncating, fp.probeEpoch = false, -1
+		f.mu.Unlock()
+	}
+	return nil
+}
+
+func (f *fetcher) offsetForLeaderEpoch(ctx context.Context, t tp, current, epoch int32) (int32, int64, error) {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.SetVersion(4)
+	req.ReplicaID = f.f.b.id
+	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	rt.Topic = t.topic
+	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = t.partition, current, epoch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	raw, err := f.client.Request(cctx, req)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp := raw.(*kmsg.OffsetForLeaderEpochResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return 0, 0, errors.New("malformed OffsetForLeaderEpoch response")
+	}
+	sp := resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(sp.ErrorCode); err != nil {
+		return 0, 0, err
+	}
+	return sp.LeaderEpoch, sp.EndOffset, nil
+}
+
+// fetchOnce sends one Fetch for every partition that is ready and applies
+// the response.
+func (f *fetcher) fetchOnce(ctx context.Context) error {
+	b := f.f.b
+	parts := f.snapshot()
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(12)
+	req.ReplicaID = b.id
+	req.MaxWaitMillis = int32(b.cfg.Int("replica.fetch.wait.max.ms"))
+	req.MinBytes = int32(b.cfg.Int("replica.fetch.min.bytes"))
+	req.MaxBytes = int32(b.cfg.Int("replica.fetch.response.max.bytes"))
+	req.SessionEpoch = -1
+	byTopic := map[string]int{}
+	sent := map[tp]*fetchPart{}
+	now := time.Now()
+	for t, fp := range parts {
+		if fp.truncating || now.Before(fp.delayUntil) {
+			continue
+		}
+		i, ok := byTopic[t.topic]
+		if !ok {
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = t.topic
+			req.Topics = append(req.Topics, rt)
+			i = len(req.Topics) - 1
+			byTopic[t.topic] = i
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = t.partition
+		rp.FetchOffset = fp.p.Log().LogEndOffset()
+		rp.LogStartOffset = fp.p.Log().LogStartOffset()
+		rp.CurrentLeaderEpoch = fp.leaderEpoch
+		rp.PartitionMaxBytes = int32(b.cfg.Int("replica.fetch.max.bytes"))
+		rp.LastFetchedEpoch = -1
+		if fp.p.Switches().Truncation == partition.TruncateDiverging {
+			rp.LastFetchedEpoch = fp.p.LatestEpoch()
+		}
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		sent[t] = fp
+	}
+	if len(sent) == 0 {
+		// Everything is truncating or backing off.
+		select {
+		case <-ctx.Done():
+		case <-f.wake:
+		case <-time.After(time.Duration(b.cfg.Int("replica.fetch.backoff.ms")) * time.Millisecond):
+		}
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Duration(req.MaxWaitMillis)*time.Millisecond+30*time.Second)
+	defer cancel()
+	raw, err := f.client.Request(cctx, req)
+	if err != nil {
+		return err
+	}
+	resp := raw.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return err
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			t := tp{rt.Topic, rp.Partition}
+			fp := sent[t]
+			if fp == nil || !f.current(t, fp) {
+				continue
+			}
+			f.apply(ctx, t, fp, &rp)
+		}
+	}
+	return nil
+}
+
+// apply handles one partition of a follower fetch response.
+func (f *fetcher) apply(ctx context.Context, t tp, fp *fetchPart, rp *kmsg.FetchResponseTopicPartition) {
+	b := f.f.b
+	p := fp.p
+	switch err := kerr.ErrorForCode(rp.ErrorCode); {
+	case err == nil && rp.DivergingEpoch.Epoch >= 0:
+		off, done, next := p.TruncationPoint(p.LatestEpoch(), rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset)
+		if done {
+			if err := p.TruncateTo(off); err != nil {
+				b.log.Warn("truncate on diverging epoch", "topic", t.topic, "partition", t.partition, "err", err)
+			}
+			return
+		}
+		f.mu.Lock()
+		fp.truncating, fp.probeEpoch = true, next
+		f.mu.Unlock()
+	case err == nil:
+		if err := p.AppendAsFollower(rp.RecordBatches, rp.HighWatermark, rp.LogStartOffset, fp.leaderEpoch); err != nil {
+			b.log.Warn("follower append", "topic", t.topic, "partition", t.partition, "err", err)
+			f.delay(fp)
+		}
+	case errors.Is(err, kerr.OffsetOutOfRange):
+		f.outOfRange(ctx, t, fp)
+	case errors.Is(err, kerr.FencedLeaderEpoch), errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.UnknownTopicOrPartition):
+		// A newer leader exists: wait for the controller's LeaderAndIsr.
+		f.delay(fp)
+	default:
+		f.delay(fp)
+	}
+}
+
+func (f *fetcher) delay(fp *fetchPart) {
+	f.mu.Lock()
+	fp.delayUntil = time.Now().Add(time.Duration(f.f.b.cfg.Int("replica.fetch.backoff.ms")) * time.Millisecond)
+	f.mu.Unlock()
+}
+
+// outOfRange: the fetch offset is outside the leader's log (§5.4). Behind
+// the leader's LEO means we are below its log start: restart at it. Ahead
+// of it means the leader has less: truncate to its LEO (pre-KIP-101 data
+// loss lives here).
+func (f *fetcher) outOfRange(ctx context.Context, t tp, fp *fetchPart) {
+	p := fp.p
+	leaderLEO, leaderStart, err := f.leaderOffsets(ctx, t, fp.leaderEpoch)
+	if err != nil {
+		f.delay(fp)
+		return
+	}
+	if leaderLEO < p.Log().LogEndOffset() {
+		err = p.TruncateTo(leaderLEO)
+	} else {
+		err = p.TruncateFullyAndStartAt(leaderStart)
+	}
+	if err != nil {
+		f.f.b.log.Warn("out-of-range truncation", "topic", t.topic, "partition", t.partition, "err", err)
+		f.delay(fp)
+	}
+}
+
+func (f *fetcher) leaderOffsets(ctx context.Context, t tp, epoch int32) (int64, int64, error) {
+	ask := func(ts int64) (int64, error) {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.SetVersion(4)
+		req.ReplicaID = f.f.b.id
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = t.topic
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = t.partition, ts, epoch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		raw, err := f.client.Request(cctx, req)
+		if err != nil {
+			return 0, err
+		}
+		resp := raw.(*kmsg.ListOffsetsResponse)
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return 0, errors.New("malformed ListOffsets response")
+		}
+		sp := resp.Topics[0].Partitions[0]
+		if err := kerr.ErrorForCode(sp.ErrorCode); err != nil {
+			return 0, err
+		}
+		return sp.Offset, nil
+	}
+	leo, err := ask(latestTimestamp)
+	if err != nil {
+		return 0, 0, err
+	}
+	start, err := ask(earliestTimestamp)
+	return leo, start, err
+}

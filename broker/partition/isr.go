@@ -1,0 +1,227 @@
+package partition
+
+import (
+	"errors"
+	"slices"
+)
+
+// needsExpand decides whether follower id may join the ISR (§1.4): it has
+// reached the HW and, from 2.0.1 (KAFKA-7128), the start of the leader's
+// epoch.
+func (p *Partition) needsExpandLocked(id int32) bool {
+	if p.role != Leader || slices.Contains(p.isr, id) || (p.pending != nil && slices.Contains(p.pending.isr, id)) {
+		return false
+	}
+	r, ok := p.remotes[id]
+	if !ok || r.leo < 0 || r.leo < p.hw {
+		return false
+	}
+	if p.sw.ExpandNeedsEpochStart && r.leo < p.epochStart {
+		return false
+	}
+	return true
+}
+
+// maybeExpandISR adds a caught-up follower to the ISR, with the lock
+// discipline of the configured isr.update mode (§7).
+func (p *Partition) maybeExpandISR(id int32) {
+	switch p.sw.ISRUpdate {
+	case ISRSyncAlways:
+		// <= 2.4: the write lock on every fetch from a non-ISR follower.
+		p.lock.Lock()
+		defer p.lock.Unlock()
+		p.mu.Lock()
+		ok := p.needsExpandLocked(id)
+		isr := append(slices.Clone(p.isr), id)
+		p.mu.Unlock()
+		if ok {
+			p.writeISRLocked(isr, true)
+		}
+	case ISRSyncChecked:
+		p.mu.Lock()
+		ok := p.needsExpandLocked(id)
+		p.mu.Unlock()
+		if !ok {
+			return
+		}
+		p.lock.Lock()
+		defer p.lock.Unlock()
+		p.mu.Lock()
+		ok = p.needsExpandLocked(id)
+		isr := append(slices.Clone(p.isr), id)
+		p.mu.Unlock()
+		if ok {
+			p.writeISRLocked(isr, true)
+		}
+	default:
+		p.mu.Lock()
+		if !p.needsExpandLocked(id) || p.pending != nil {
+			p.mu.Unlock()
+			return
+		}
+		isr := append(slices.Clone(p.isr), id)
+		p.pending = &pendingAlter{isr: isr, expand: true}
+		epoch, version := p.leaderEpoch, p.version
+		// The maximal ISR now includes the new member (§1.6b).
+		p.maybeIncrementHWLocked(p.nowMs())
+		p.notifyLocked()
+		p.mu.Unlock()
+		p.writer.AlterPartition(p, epoch, isr, version)
+	}
+}
+
+// outOfSyncLocked lists ISR followers that are behind and have not caught
+// up within replica.lag.time.max.ms (§1.2).
+func (p *Partition) outOfSyncLocked(nowMs int64) []int32 {
+	var out []int32
+	leo := p.log.LogEndOffset()
+	for _, id := range p.isr {
+		if id == p.self {
+			continue
+		}
+		r, ok := p.remotes[id]
+		if !ok {
+			continue
+		}
+		if r.leo != leo && nowMs-r.lastCaughtUpTimeMs > p.sw.ReplicaLagTimeMaxMs {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func without(isr, drop []int32) []int32 {
+	out := make([]int32, 0, len(isr))
+	for _, id := range isr {
+		if !slices.Contains(drop, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// MaybeShrinkISR drops followers that fell out of sync. The broker calls it
+// every replica.lag.time.max.ms / 2 for every partition it leads (§1.3),
+// and it takes the partition lock the way the configured Kafka era did.
+func (p *Partition) MaybeShrinkISR() {
+	switch p.sw.ISRUpdate {
+	case ISRSyncAlways:
+		// <= 2.4: the write lock on every tick, changed or not.
+		p.lock.Lock()
+		defer p.lock.Unlock()
+		p.mu.Lock()
+		if p.role != Leader {
+			p.mu.Unlock()
+			return
+		}
+		drop := p.outOfSyncLocked(p.nowMs())
+		isr := without(p.isr, drop)
+		p.mu.Unlock()
+		if len(drop) > 0 {
+			p.writeISRLocked(isr, false)
+		}
+	case ISRSyncChecked:
+		p.lock.RLock()
+		p.mu.Lock()
+		need := p.role == Leader && len(p.outOfSyncLocked(p.nowMs())) > 0
+		p.mu.Unlock()
+		p.lock.RUnlock()
+		if !need {
+			return
+		}
+		p.lock.Lock()
+		defer p.lock.Unlock()
+		p.mu.Lock()
+		drop := p.outOfSyncLocked(p.nowMs())
+		isr := without(p.isr, drop)
+		ok := p.role == Leader && len(drop) > 0
+		p.mu.Unlock()
+		if ok {
+			p.writeISRLocked(isr, false)
+		}
+	default:
+		p.mu.Lock()
+		if p.role != Leader || p.pending != nil {
+			p.mu.Unlock()
+			return
+		}
+		drop := p.outOfSyncLocked(p.nowMs())
+		if len(drop) == 0 {
+			p.mu.Unlock()
+			return
+		}
+		isr := without(p.isr, drop)
+		// A pending shrink leaves the maximal ISR as it was until the
+		// controller commits it (§1.6b).
+		p.pending = &pendingAlter{isr: isr}
+		epoch, version := p.leaderEpoch, p.version
+		p.mu.Unlock()
+		p.writer.AlterPartition(p, epoch, isr, version)
+	}
+}
+
+// writeISRLocked writes a new ISR to the coordinator while the caller holds
+// the partition's write lock — the ZooKeeper-era behaviour behind the
+// seed 004 incident: produce and fetch wait for the coordinator round trip
+// (and for as long as the coordinator does not answer).
+func (p *Partition) writeISRLocked(isr []int32, expand bool) {
+	p.mu.Lock()
+	st := LeaderAndISR{Leader: p.self, LeaderEpoch: p.leaderEpoch, ISR: isr, ControllerEpoch: p.controllerEpoch}
+	version := p.version
+	p.mu.Unlock()
+	newVersion, err := p.writer.WriteISR(p.Topic, p.Index, st, version)
+	if err != nil {
+		if p.stats != nil && errors.Is(err, ErrVersionMismatch) {
+			p.stats.FailedIsrUpdate()
+		}
+		return
+	}
+	p.mu.Lock()
+	p.isr, p.version = isr, newVersion
+	p.maybeIncrementHWLocked(p.nowMs())
+	p.notifyLocked()
+	p.mu.Unlock()
+	p.countISRChange(expand)
+	p.writer.NotifyISRChange(p.Topic, p.Index)
+}
+
+func (p *Partition) countISRChange(expand bool) {
+	if p.stats == nil {
+		return
+	}
+	if expand {
+		p.stats.IsrExpand()
+	} else {
+		p.stats.IsrShrink()
+	}
+}
+
+// CompleteAlterPartition applies the controller's answer to an
+// AlterPartition (async mode). On success the committed ISR and partition
+// epoch replace the cached ones; on error the proposal is dropped and the
+// next fetch or shrink check proposes again.
+func (p *Partition) CompleteAlterPartition(leaderEpoch int32, isr []int32, partitionEpoch int64, err error) {
+	p.lock.Lock()
+	defer p.lock.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pending := p.pending
+	p.pending = nil
+	if err != nil || pending == nil || p.role != Leader || leaderEpoch != p.leaderEpoch {
+		if p.stats != nil && err != nil {
+			p.stats.FailedIsrUpdate()
+		}
+		p.notifyLocked()
+		return
+	}
+	p.isr, p.version = slices.Clone(isr), partitionEpoch
+	p.maybeIncrementHWLocked(p.nowMs())
+	p.notifyLocked()
+	if p.stats != nil {
+		if pending.expand {
+			p.stats.IsrExpand()
+		} else {
+			p.stats.IsrShrink()
+		}
+	}
+}

@@ -1,0 +1,333 @@
+package partition
+
+import (
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	klog "github.com/isrlab/isrlab/broker/log"
+)
+
+// MakeLeader applies a LeaderAndIsr that makes this replica the leader
+// (§1.5, §2.5): ISR followers count as caught up now, others not at all,
+// every follower LEO becomes unknown (so the HW holds until each has
+// fetched), the new epoch is recorded at the LEO, and the HW stays where it
+// was (from the checkpoint on a fresh start).
+func (p *Partition) MakeLeader(st LeaderAndISR, replicas []int32, version int64, checkpointHW int64) error {
+	p.lock.Lock()
+	defer p.lock.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	leo := p.log.LogEndOffset()
+	if _, err := p.log.Epochs().Assign(st.LeaderEpoch, leo); err != nil {
+		return err
+	}
+	wasLeader := p.role == Leader
+	p.role, p.leader, p.leaderEpoch, p.controllerEpoch = Leader, p.self, st.LeaderEpoch, st.ControllerEpoch
+	p.version = version
+	p.replicas, p.isr = slices.Clone(replicas), slices.Clone(st.ISR)
+	p.pending = nil
+	p.epochStart = leo
+	now := p.nowMs()
+	p.remotes = map[int32]*remote{}
+	for _, r := range replicas {
+		if r == p.self {
+			continue
+		}
+		rm := &remote{leo: -1}
+		if slices.Contains(st.ISR, r) {
+			rm.lastCaughtUpTimeMs = now
+		}
+		p.remotes[r] = rm
+	}
+	if !wasLeader {
+		p.hw = clamp(max(p.hw, checkpointHW), p.log.LogStartOffset(), leo)
+	}
+	p.maybeIncrementHWLocked(now)
+	p.notifyLocked()
+	return nil
+}
+
+// UpdateISRFromController applies a LeaderAndIsr that keeps this replica the
+// leader in the same epoch or an ISR/version change pushed by the
+// controller.
+func (p *Partition) UpdateISRFromController(st LeaderAndISR, replicas []int32, version int64) {
+	p.lock.Lock()
+	defer p.lock.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.isr, p.replicas, p.version, p.controllerEpoch = slices.Clone(st.ISR), slices.Clone(replicas), version, st.ControllerEpoch
+	p.pending = nil
+	for _, r := range replicas {
+		if _, ok := p.remotes[r]; !ok && r != p.self {
+			p.remotes[r] = &remote{leo: -1}
+		}
+	}
+	p.maybeIncrementHWLocked(p.nowMs())
+	p.notifyLocked()
+}
+
+// maybeIncrementHWLocked recomputes the HW (§2.1): the smallest LEO among the
+// leader and every follower that is in the maximal ISR or caught up within
+// replica.lag.time.max.ms. It never moves backwards; with the 3.7 switch it
+// does not move while the ISR is below min.insync.replicas (§2.2).
+func (p *Partition) maybeIncrementHWLocked(nowMs int64) bool {
+	if p.role != Leader {
+		return false
+	}
+	maximal := p.maximalISRLocked()
+	if p.sw.HWRequiresMinISR && len(maximal) < p.minISRLocked() {
+		return false
+	}
+	candidate := p.log.LogEndOffset()
+	for id, r := range p.remotes {
+		if slices.Contains(maximal, id) || nowMs-r.lastCaughtUpTimeMs <= p.sw.ReplicaLagTimeMaxMs {
+			if r.leo < candidate {
+				candidate = r.leo
+			}
+		}
+	}
+	if candidate > p.hw {
+		p.hw = candidate
+		return true
+	}
+	return false
+}
+
+// AppendResult describes a leader append.
+type AppendResult struct {
+	FirstOffset, LastOffset int64
+	LogStartOffset          int64
+	Records                 int
+	Duplicate               bool
+}
+
+// AppendAsLeader validates and appends a produce payload (§3.1–§3.3).
+// acks=-1 below min.insync.replicas is refused before anything is written.
+// Errors are Kafka errors from kerr.
+func (p *Partition) AppendAsLeader(data []byte, requiredAcks int16) (AppendResult, error) {
+	p.lock.RLock()
+	defer p.lock.RUnlock()
+
+	p.mu.Lock()
+	role, epoch, cfg, isrLen, minISR := p.role, p.leaderEpoch, p.cfg, len(p.isr), p.minISRLocked()
+	p.mu.Unlock()
+	if role != Leader {
+		return AppendResult{}, kerr.NotLeaderForPartition
+	}
+	batches, err := klog.ParseBatches(data, cfg.MaxMessageBytes)
+	if err != nil {
+		return AppendResult{}, kafkaError(err)
+	}
+	if len(batches) == 0 {
+		return AppendResult{}, kerr.CorruptMessage
+	}
+	if requiredAcks == -1 && isrLen < minISR {
+		return AppendResult{}, kerr.NotEnoughReplicas
+	}
+
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	first := batches[0]
+	records := 0
+	for _, bi := range batches {
+		records += int(bi.LastOffset-bi.BaseOffset) + 1
+	}
+	idem := first.ProducerID >= 0 && len(batches) == 1
+	lastSeq := first.BaseSequence + int32(first.LastOffset-first.BaseOffset)
+	if idem {
+		df, dl, dup, err := p.producers.Check(first.ProducerID, first.ProducerEpoch, first.BaseSequence, lastSeq)
+		if err != nil {
+			return AppendResult{}, err
+		}
+		if dup {
+			return AppendResult{FirstOffset: df, LastOffset: dl, LogStartOffset: p.log.LogStartOffset(), Duplicate: true}, nil
+		}
+	}
+	res, err := p.log.AppendAsLeader(data, epoch)
+	if err != nil {
+		return AppendResult{}, kafkaError(err)
+	}
+	if idem {
+		p.producers.Record(first.ProducerID, first.ProducerEpoch, first.BaseSequence, lastSeq, res.FirstOffset, res.LastOffset)
+	}
+	p.mu.Lock()
+	p.maybeIncrementHWLocked(p.nowMs())
+	p.notifyLocked()
+	p.mu.Unlock()
+	return AppendResult{FirstOffset: res.FirstOffset, LastOffset: res.LastOffset, LogStartOffset: p.log.LogStartOffset(), Records: records}, nil
+}
+
+// AcksAllStatus reports whether an acks=-1 append ending before
+// requiredOffset is complete (§3.4): the HW covers it. It then succeeds if
+// the maximal ISR still meets min.insync.replicas and otherwise gets
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND (the data stays committed); a lost
+// leadership gets NOT_LEADER_OR_FOLLOWER.
+func (p *Partition) AcksAllStatus(requiredOffset int64) (bool, error) {
+	p.lock.RLock()
+	defer p.lock.RUnlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role != Leader {
+		return true, kerr.NotLeaderForPartition
+	}
+	if p.hw < requiredOffset {
+		return false, nil
+	}
+	if len(p.maximalISRLocked()) < p.minISRLocked() {
+		return true, kerr.NotEnoughReplicasAfterAppend
+	}
+	return true, nil
+}
+
+// ReadResult is what a fetch gets from one partition.
+type ReadResult struct {
+	Records          []byte
+	HighWatermark    int64
+	LogStartOffset   int64
+	LastStableOffset int64
+	LogEndOffset     int64
+	// DivergingEpoch is set (Epoch >= 0) when a follower's last fetched
+	// epoch does not match the leader's log at its fetch offset (KIP-595).
+	DivergingEpoch    int32
+	DivergingEndOffset int64
+}
+
+// FetchRequest is one partition of a Fetch.
+type FetchRequest struct {
+	ReplicaID          int32 // -1 for consumers
+	Offset             int64
+	MaxBytes           int
+	CurrentLeaderEpoch int32 // -1: not given
+	LastFetchedEpoch   int32 // -1: not given
+	MinOneBatch        bool
+}
+
+// Read serves a fetch. Consumers read up to the HW, followers up to the
+// LEO (§2.4). A follower's fetch offset is its LEO: it updates the
+// follower's caught-up time, may expand the ISR and advance the HW.
+func (p *Partition) Read(req FetchRequest) (ReadResult, error) {
+	res, err, expand := p.read(req)
+	if expand {
+		p.maybeExpandISR(req.ReplicaID)
+	}
+	return res, err
+}
+
+func (p *Partition) read(req FetchRequest) (res ReadResult, err error, expand bool) {
+	follower := req.ReplicaID >= 0
+	res.DivergingEpoch = -1
+	p.lock.RLock()
+	defer p.lock.RUnlock()
+	p.mu.Lock()
+	role, epoch := p.role, p.leaderEpoch
+	if err := checkEpoch(req.CurrentLeaderEpoch, epoch); err != nil {
+		p.mu.Unlock()
+		return res, err, false
+	}
+	if role != Leader {
+		p.mu.Unlock()
+		return res, kerr.NotLeaderForPartition, false
+	}
+	if follower {
+		if _, ok := p.remotes[req.ReplicaID]; !ok {
+			p.mu.Unlock()
+			return res, kerr.NotLeaderForPartition, false
+		}
+		if p.updateFollowerLocked(req.ReplicaID, req.Offset) {
+			p.notifyLocked()
+		}
+		expand = !slices.Contains(p.isr, req.ReplicaID)
+	}
+	hw := p.hw
+	p.mu.Unlock()
+
+	res.HighWatermark, res.LastStableOffset = hw, hw
+	res.LogStartOffset, res.LogEndOffset = p.log.LogStartOffset(), p.log.LogEndOffset()
+	if follower && req.LastFetchedEpoch >= 0 && p.sw.Truncation == TruncateDiverging {
+		e, end := p.log.Epochs().EndOffsetForEpoch(req.LastFetchedEpoch, res.LogEndOffset)
+		if e != req.LastFetchedEpoch || end < req.Offset {
+			res.DivergingEpoch, res.DivergingEndOffset = e, end
+			res.Records = []byte{}
+			return res, nil, false
+		}
+	}
+	limit := hw
+	if follower {
+		limit = res.LogEndOffset
+	}
+	if req.Offset > res.LogEndOffset || req.Offset < res.LogStartOffset {
+		return res, kerr.OffsetOutOfRange, false
+	}
+	res.Records = []byte{}
+	if req.Offset >= limit {
+		return res, nil, expand
+	}
+	rr, err := p.log.Read(req.Offset, req.MaxBytes, limit, req.MinOneBatch)
+	if err != nil {
+		return res, kafkaError(err), expand
+	}
+	if rr.Records != nil {
+		res.Records = rr.Records
+	}
+	return res, nil, expand
+}
+
+// updateFollowerLocked records a follower fetch at fetchOffset (§1.1) and
+// recomputes the HW; it reports whether the HW moved.
+func (p *Partition) updateFollowerLocked(id int32, fetchOffset int64) bool {
+	r := p.remotes[id]
+	now := p.nowMs()
+	leaderLEO := p.log.LogEndOffset()
+	if fetchOffset >= leaderLEO {
+		r.lastCaughtUpTimeMs = max(r.lastCaughtUpTimeMs, now)
+	} else if fetchOffset >= r.lastFetchLeaderLEO {
+		r.lastCaughtUpTimeMs = max(r.lastCaughtUpTimeMs, r.lastFetchTimeMs)
+	}
+	r.lastFetchLeaderLEO, r.lastFetchTimeMs = leaderLEO, now
+	r.leo = fetchOffset
+	return p.maybeIncrementHWLocked(now)
+}
+
+// ErrStaleState: an ISR change was skipped because the cached partition
+// state version no longer matches the coordinator's (Kafka's "Cached
+// zkVersion ... not equal ... skip updating ISR").
+var ErrStaleState = kerr.InvalidUpdateVersion
+
+// TimestampOffset is the answer to a ListOffsets lookup by time.
+type TimestampOffset struct{ Offset, Timestamp int64 }
+
+// OffsetForTimestamp finds the first offset whose batch has a timestamp at
+// or after ts, below the HW, and the leader epoch of that offset.
+func (p *Partition) OffsetForTimestamp(ts int64) (TimestampOffset, bool, int32) {
+	p.lock.RLock()
+	defer p.lock.RUnlock()
+	hw := p.HighWatermark()
+	off, t, ok := p.log.OffsetForTimestamp(ts)
+	if !ok || off >= hw {
+		return TimestampOffset{}, false, -1
+	}
+	epoch := int32(-1)
+	for _, e := range p.log.Epochs().Entries() {
+		if e.StartOffset <= off {
+			epoch = e.Epoch
+		}
+	}
+	return TimestampOffset{Offset: off, Timestamp: t}, true, epoch
+}
+
+// ListOffsetsState returns what ListOffsets needs under the read lock
+// (Kafka's fetchOffsetForTimestamp holds it): a LATEST query before the HW
+// reaches the leader's epoch start gets OFFSET_NOT_AVAILABLE (KIP-207).
+func (p *Partition) ListOffsetsState(currentLeaderEpoch int32) (State, error) {
+	p.lock.RLock()
+	defer p.lock.RUnlock()
+	s := p.State()
+	if err := checkEpoch(currentLeaderEpoch, s.LeaderEpoch); err != nil {
+		return s, err
+	}
+	if s.Role != Leader {
+		return s, kerr.NotLeaderForPartition
+	}
+	return s, nil
+}

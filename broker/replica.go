@@ -1,0 +1,117 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/isrlab/isrlab/broker/config"
+	"github.com/isrlab/isrlab/broker/partition"
+)
+
+// switches resolves the replication switches from the broker config (the
+// kafka.profile values fill whatever was not set alone).
+func (b *Broker) switches() partition.Switches {
+	sw := partition.Switches{
+		Truncation:            b.cfg.String("replication.truncation"),
+		ISRUpdate:             b.cfg.String("isr.update"),
+		ExpandNeedsEpochStart: b.cfg.String("isr.expand-needs-epoch-start") != "false",
+		HWRequiresMinISR:      b.cfg.String("hw.requires-min-isr") == "true",
+		ReplicaLagTimeMaxMs:   b.cfg.Long("replica.lag.time.max.ms"),
+	}
+	return sw
+}
+
+// ensurePartition returns the local replica of topic/idx, creating its log
+// and state on first use with the topic's configs.
+func (b *Broker) ensurePartition(topic string, idx int32, configs map[string]string) (*partition.Partition, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p, ok := b.partitions[tp{topic, idx}]; ok {
+		return p, nil
+	}
+	tc, err := b.cfg.TopicConfig(configs)
+	if err != nil {
+		b.log.Warn("topic config invalid, using broker defaults", "topic", topic, "err", err)
+		tc = b.cfg.TopicDefaults()
+	}
+	lg, err := b.logs.GetOrCreate(topic, idx, b.logConfig(tc))
+	if err != nil {
+		return nil, err
+	}
+	p := partition.New(topic, idx, b.id, lg, partitionConfig(tc), b.now, partition.Options{
+		Switches: b.switches(),
+		Writer:   b.isrWriter,
+		Stats:    b.metrics,
+	})
+	b.partitions[tp{topic, idx}] = p
+	return p, nil
+}
+
+// checkpointHW returns the HW last checkpointed for topic/idx.
+func (b *Broker) checkpointHW(topic string, idx int32) int64 {
+	b.hwMu.Lock()
+	defer b.hwMu.Unlock()
+	if b.hwCheckpoint == nil {
+		hws, err := b.logs.ReadReplicationOffsets()
+		if err != nil {
+			b.log.Warn("read replication-offset-checkpoint; high watermarks start at the log start", "err", err)
+		}
+		b.hwCheckpoint = hws
+		if b.hwCheckpoint == nil {
+			b.hwCheckpoint = map[tpKeyT]int64{}
+		}
+	}
+	return b.hwCheckpoint[tpKey(topic, idx)]
+}
+
+// replicaTasks runs the broker's periodic replica work until ctx ends: the
+// isr-expiration check every replica.lag.time.max.ms/2 (§1.3) on one
+// goroutine, as Kafka's scheduler does (so a check stuck on the
+// coordinator delays the others), and the HW checkpoint.
+func (b *Broker) replicaTasks(ctx context.Context) {
+	lag := time.Duration(b.cfg.Long("replica.lag.time.max.ms")) * time.Millisecond
+	shrink := time.NewTicker(max(lag/2, 10*time.Millisecond))
+	defer shrink.Stop()
+	hwEvery := time.NewTicker(time.Duration(b.cfg.Long("replica.high.watermark.checkpoint.interval.ms")) * time.Millisecond)
+	defer hwEvery.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-shrink.C:
+			for _, p := range b.partitionList() {
+				if p.Role() == partition.Leader {
+					p.MaybeShrinkISR()
+				}
+			}
+			b.metrics.updatePartitionGauges(b.partitionList())
+		case <-hwEvery.C:
+			b.writeHWCheckpoint()
+		}
+	}
+}
+
+func (b *Broker) partitionList() []*partition.Partition {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	out := make([]*partition.Partition, 0, len(b.partitions))
+	for _, p := range b.partitions {
+		out = append(out, p)
+	}
+	return out
+}
+
+// writeHWCheckpoint writes replication-offset-checkpoint (§2.3).
+func (b *Broker) writeHWCheckpoint() {
+	hws := map[tpKeyT]int64{}
+	for _, p := range b.partitionList() {
+		if p.Role() != partition.None {
+			hws[tpKey(p.Topic, p.Index)] = p.HighWatermark()
+		}
+	}
+	if err := b.logs.WriteReplicationOffsets(hws); err != nil {
+		b.log.Warn("write replication-offset-checkpoint", "err", err)
+	}
+}
+
+var _ = config.NewBroker
