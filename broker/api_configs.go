@@ -2,8 +2,8 @@ package broker
 
 import (
 	"context"
-	"time"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"

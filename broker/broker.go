@@ -247,7 +247,10 @@ func (b *Broker) Run(ctx context.Context) error {
 		clock := &b.metrics.handlerClock[i]
 		g.Go(func() error { b.handlerLoop(gctx, clock); return nil })
 	}
-	g.Go(func() error { b.metrics.sampleLoop(gctx, b.cfg.Int("num.io.threads"), b.cfg.Int("num.network.threads")); return nil })
+	g.Go(func() error {
+		b.metrics.sampleLoop(gctx, b.cfg.Int("num.io.threads"), b.cfg.Int("num.network.threads"))
+		return nil
+	})
 	if mln != nil {
 		g.Go(func() error { return b.metrics.serve(gctx, mln) })
 	}

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strconv"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"

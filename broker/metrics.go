@@ -129,8 +129,8 @@ func (c *threadClock) checkpoint(now int64, total *atomic.Int64) {
 // Replication metrics (ReplicaManager) and partition gauges.
 type replicaMetrics struct {
 	isrShrinks, isrExpands, failedIsrUpdates prometheus.Counter
-	underReplicated, underMinIsr, atMinIsr  prometheus.Gauge
-	leaderCount, partitionCount             prometheus.Gauge
+	underReplicated, underMinIsr, atMinIsr   prometheus.Gauge
+	leaderCount, partitionCount              prometheus.Gauge
 }
 
 func (m *metrics) registerReplica() {

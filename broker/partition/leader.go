@@ -189,7 +189,7 @@ type ReadResult struct {
 	LogEndOffset     int64
 	// DivergingEpoch is set (Epoch >= 0) when a follower's last fetched
 	// epoch does not match the leader's log at its fetch offset (KIP-595).
-	DivergingEpoch    int32
+	DivergingEpoch     int32
 	DivergingEndOffset int64
 }
 
