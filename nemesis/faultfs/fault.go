@@ -290,6 +290,10 @@ func (e *engine) check(ctx context.Context, op Op, path func() string) syscall.E
 			return syscall.EINTR
 		}
 		c.hanging.Add(-1)
+		// Released: apply the faults active now, not those of before.
+		if rs = e.rules.Load(); rs == nil {
+			return 0
+		}
 		break
 	}
 	var delay time.Duration
