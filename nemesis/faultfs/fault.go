@@ -222,8 +222,13 @@ func (e *engine) removeKind(k Kind) {
 		}
 	}
 	if k == "" || k == KindHang {
-		close(e.unhang)
+		// Publish the new rules before waking the hung operations, which
+		// reload them.
+		old := e.unhang
 		e.unhang = make(chan struct{})
+		e.store(next)
+		close(old)
+		return
 	}
 	e.store(next)
 }

@@ -67,6 +67,7 @@ func mountMode(t testing.TB, mode PassthroughMode) (*FS, string, string) {
 // operation on the mount, "crash", or an expectation checked on both the
 // mount and the backing dir.
 func TestCrashScripts(t *testing.T) {
+	requireFUSE(t)
 	files, err := filepath.Glob("testdata/crash/*.txt")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no crash scripts: %v", err)
