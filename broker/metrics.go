@@ -176,3 +176,7 @@ func (m *metrics) updatePartitionGauges(ps []*partition.Partition) {
 	m.replica.leaderCount.Set(leaders)
 	m.replica.partitionCount.Set(float64(len(ps)))
 }
+
+// MetricsRegisterer returns the broker's Prometheus registry, for
+// components (the controller) that export their own metrics.
+func (b *Broker) MetricsRegisterer() prometheus.Registerer { return b.metrics.reg }

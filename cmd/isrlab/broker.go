@@ -13,7 +13,23 @@ import (
 
 	"github.com/isrlab/isrlab/broker"
 	"github.com/isrlab/isrlab/broker/config"
+	"github.com/isrlab/isrlab/broker/controller"
+	"github.com/isrlab/isrlab/broker/coord"
 )
+
+// controllerFactory builds the controller a clustered broker runs while
+// it holds the coordinator's controller election.
+func controllerFactory(cfg *config.Config, logger *slog.Logger) broker.ControllerFactory {
+	return func(b *broker.Broker, c *coord.Client) broker.Controller {
+		return controller.New(controller.Config{
+			BrokerID:   b.ID(),
+			Coord:      c,
+			Broker:     cfg,
+			Logger:     logger.With("component", "controller"),
+			Registerer: b.MetricsRegisterer(),
+		})
+	}
+}
 
 func init() { rootCmd.AddCommand(newBrokerCmd()) }
 
@@ -57,7 +73,7 @@ next start recovers the logs from their recovery points.`,
 			for _, w := range warns {
 				logger.Warn(w.String())
 			}
-			b, err := broker.New(cfg, broker.WithLogger(logger))
+			b, err := broker.New(cfg, broker.WithLogger(logger), broker.WithController(controllerFactory(cfg, logger)))
 			if err != nil {
 				var inv *config.InvalidError
 				if errors.As(err, &inv) {

@@ -1,0 +1,219 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/isrlab/isrlab/broker/config"
+	"github.com/isrlab/isrlab/broker/controller"
+	"github.com/isrlab/isrlab/broker/coord"
+	"github.com/isrlab/isrlab/broker/coord/coordtest"
+)
+
+// testCluster is a coordinator and n in-process brokers on loopback.
+type testCluster struct {
+	t       *testing.T
+	coord   *coord.Server
+	brokers map[int32]*testBroker
+	dirs    map[int32]string
+	ports   map[int32]int
+	extra   []string
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("ISRLAB_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func startCluster(t *testing.T, n int, overrides ...string) *testCluster {
+	t.Helper()
+	tc := &testCluster{t: t, coord: coordtest.Start(t), brokers: map[int32]*testBroker{}, dirs: map[int32]string{}, ports: map[int32]int{}, extra: overrides}
+	ports := coordtest.FreePorts(t, n)
+	for i := 1; i <= n; i++ {
+		id := int32(i)
+		tc.dirs[id] = t.TempDir()
+		tc.ports[id] = ports[i-1]
+		tc.start(id)
+	}
+	tc.waitBrokers(n)
+	return tc
+}
+
+// start (re)starts broker id on its directory and port.
+func (tc *testCluster) start(id int32) {
+	t := tc.t
+	ov := append([]string{
+		"broker.id=" + fmt.Sprint(id),
+		"log.dirs=" + tc.dirs[id],
+		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", tc.ports[id]),
+		"coordinator.connect=" + strings.Join(tc.coord.ClientURLs(), ","),
+		"coordinator.session.timeout.ms=3000",
+		"replica.fetch.wait.max.ms=100",
+		"replica.fetch.backoff.ms=100",
+		"controlled.shutdown.retry.backoff.ms=100",
+	}, tc.extra...)
+	cfg, _, err := config.Load("", ov)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := testLogger().With("broker", id)
+	b, err := New(cfg, WithLogger(logger), WithController(func(b *Broker, c *coord.Client) Controller {
+		return controller.New(controller.Config{BrokerID: b.ID(), Coord: c, Broker: cfg, Logger: logger, ImbalanceCheckInterval: 500 * time.Millisecond})
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tb := &testBroker{Broker: b, cancel: cancel, done: make(chan error, 1)}
+	go func() { tb.done <- b.Run(ctx) }()
+	select {
+	case <-b.Ready():
+	case err := <-tb.done:
+		t.Fatalf("broker %d exited: %v", id, err)
+	}
+	tc.brokers[id] = tb
+	t.Cleanup(func() { tb.stop(t) })
+}
+
+// stop shuts broker id down (controlled shutdown when enabled).
+func (tc *testCluster) stop(id int32) {
+	tc.brokers[id].stop(tc.t)
+}
+
+func (tc *testCluster) bootstrap() []string {
+	var out []string
+	for id, tb := range tc.brokers {
+		if tb.cancel != nil {
+			out = append(out, fmt.Sprintf("127.0.0.1:%d", tc.ports[id]))
+		}
+	}
+	return out
+}
+
+func (tc *testCluster) client(opts ...kgo.Opt) *kgo.Client {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(tc.bootstrap()...)}, opts...)...)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	tc.t.Cleanup(cl.Close)
+	return cl
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %v: %v", what, within, err)
+}
+
+func (tc *testCluster) waitBrokers(n int) {
+	waitFor(tc.t, 20*time.Second, "brokers in metadata", func() error {
+		cl := tc.client()
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		m, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+		if err != nil {
+			return err
+		}
+		if len(m.Brokers) != n {
+			return fmt.Errorf("%d brokers", len(m.Brokers))
+		}
+		return nil
+	})
+}
+
+// describe returns leader and ISR per partition of topic.
+func (tc *testCluster) describe(topic string) (map[int32]int32, map[int32][]int32, error) {
+	cl := tc.client()
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	tds, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	td, ok := tds[topic]
+	if !ok || td.Err != nil {
+		return nil, nil, fmt.Errorf("topic %s: %v", topic, td.Err)
+	}
+	leaders, isrs := map[int32]int32{}, map[int32][]int32{}
+	for p, pd := range td.Partitions {
+		leaders[p], isrs[p] = pd.Leader, slices.Sorted(slices.Values(pd.ISR))
+	}
+	return leaders, isrs, nil
+}
+
+func TestClusterReplicatesAndFailsOver(t *testing.T) {
+	tc := startCluster(t, 3)
+	cl := tc.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	min2 := "2"
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 3, map[string]*string{"min.insync.replicas": &min2}, "rep"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "full ISRs", func() error {
+		leaders, isrs, err := tc.describe("rep")
+		if err != nil {
+			return err
+		}
+		for p := int32(0); p < 2; p++ {
+			if leaders[p] < 0 || len(isrs[p]) != 3 {
+				return fmt.Errorf("partition %d leader %d isr %v", p, leaders[p], isrs[p])
+			}
+		}
+		return nil
+	})
+	produceValues(t, cl, "rep", 2, "a", 1000)
+	// Every replica holds the data: each broker's log reaches the LEO.
+	waitFor(t, 10*time.Second, "followers caught up", func() error {
+		for id, tb := range tc.brokers {
+			for p := int32(0); p < 2; p++ {
+				pp := tb.partition("rep", p)
+				if pp == nil || pp.Log().LogEndOffset() != 500 {
+					return fmt.Errorf("broker %d partition %d not at 500", id, p)
+				}
+			}
+		}
+		return nil
+	})
+	leaders, _, _ := tc.describe("rep")
+	victim := leaders[0]
+	tc.stop(victim)
+	waitFor(t, 20*time.Second, "new leader", func() error {
+		l, isrs, err := tc.describe("rep")
+		if err != nil {
+			return err
+		}
+		if l[0] == victim || l[0] < 0 || slices.Contains(isrs[0], victim) {
+			return fmt.Errorf("leader %d isr %v", l[0], isrs[0])
+		}
+		return nil
+	})
+	produceValues(t, cl, "rep", 2, "b", 200)
+	got := consumeAll(t, tc.bootstrap()[0], "rep", 1200)
+	for p := int32(0); p < 2; p++ {
+		if len(got[p]) != 600 {
+			t.Fatalf("partition %d has %d records after failover", p, len(got[p]))
+		}
+	}
+}
