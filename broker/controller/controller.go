@@ -1,0 +1,890 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/config"
+	"github.com/isrlab/isrlab/broker/coord"
+	"github.com/isrlab/isrlab/broker/wire"
+)
+
+// Defaults of the Config durations.
+const (
+	// DefaultISRChangeCheckInterval is how often pending ISR change
+	// notifications are propagated (Kafka's ZooKeeper-era 2500 ms).
+	DefaultISRChangeCheckInterval = 2500 * time.Millisecond
+	// DefaultRequestTimeout bounds one controller request to a broker
+	// (controller.socket.timeout.ms).
+	DefaultRequestTimeout = 30 * time.Second
+	// DefaultRetryBackoff is the first pause before a failed request or
+	// coordinator call is retried; it doubles up to 5 s.
+	DefaultRetryBackoff = 100 * time.Millisecond
+)
+
+// Config configures a Controller. Coord is required; everything else has a
+// default.
+type Config struct {
+	// BrokerID is the broker this controller runs in.
+	BrokerID int32
+	// Coord is the broker's coordinator client.
+	Coord *coord.Client
+	// Broker is the broker configuration: unclean.leader.election.enable
+	// (resolved per topic with the topic's overrides),
+	// auto.leader.rebalance.enable, leader.imbalance.per.broker.percentage
+	// and leader.imbalance.check.interval.seconds. nil means Kafka's
+	// defaults.
+	Broker *config.Config
+	// ImbalanceCheckInterval overrides leader.imbalance.check.interval.seconds
+	// when positive (tests use sub-second intervals).
+	ImbalanceCheckInterval time.Duration
+	// ISRChangeCheckInterval is DefaultISRChangeCheckInterval when zero.
+	ISRChangeCheckInterval time.Duration
+	// RequestTimeout is DefaultRequestTimeout when zero.
+	RequestTimeout time.Duration
+	// RetryBackoff is DefaultRetryBackoff when zero.
+	RetryBackoff time.Duration
+	// Dial connects to brokers; nil uses a net.Dialer.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Logger receives the controller's log; nil discards it.
+	Logger *slog.Logger
+	// Registerer receives the controller metrics when not nil.
+	Registerer prometheus.Registerer
+}
+
+// Controller is the controller runtime of one broker. It is idle until Run
+// is called with a won leadership; then one goroutine owns the cluster
+// state and processes coordinator watches, timers and the requests that
+// belong to the controller, one event at a time (Kafka's
+// ControllerEventManager). The methods are safe for concurrent use.
+type Controller struct {
+	cfg     Config
+	log     *slog.Logger
+	broker  *config.Config
+	metrics *metrics
+
+	active atomic.Bool
+	mu     sync.Mutex
+	cur    *term // the running term, nil when not controller
+}
+
+// New returns an idle controller.
+func New(cfg Config) *Controller {
+	if cfg.ISRChangeCheckInterval <= 0 {
+		cfg.ISRChangeCheckInterval = DefaultISRChangeCheckInterval
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.RetryBackoff <= 0 {
+		cfg.RetryBackoff = DefaultRetryBackoff
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	b := cfg.Broker
+	if b == nil {
+		b = config.NewBroker()
+	}
+	return &Controller{cfg: cfg, log: log.With("node", cfg.BrokerID), broker: b, metrics: newMetrics(cfg.Registerer)}
+}
+
+// Active reports whether this controller is running a term now. The broker
+// answers NOT_CONTROLLER for controller requests when it is not.
+func (c *Controller) Active() bool { return c.active.Load() }
+
+// Run does the controller's work for one term of leadership l. On entry it
+// reads the live brokers, topics and partition states, initializes new
+// partitions, elects leaders for offline ones and sends UpdateMetadata to
+// every live broker and LeaderAndIsr to every replica, as Kafka's
+// controller does on failover; then it reacts to events until l ends (nil),
+// ctx ends (ctx.Err()), or a fenced write fails (coord.ErrNotController).
+// Coordinator timeouts (coord.ErrNoQuorum) are retried with back-off.
+// The broker calls it in a loop: l := reg.Campaign(ctx); ctrl.Run(ctx, l).
+func (c *Controller) Run(ctx context.Context, l *coord.Leadership) error {
+	tctx, cancel := context.WithCancel(ctx)
+	t := &term{
+		c: c, l: l, epoch: l.Epoch(), log: c.log.With("controller_epoch", l.Epoch()),
+		calls: make(chan call), done: make(chan struct{}),
+		brokers: map[int32]coord.BrokerInfo{}, shuttingDown: map[int32]bool{},
+		topics: map[string]coord.TopicSpec{}, parts: map[coord.TopicPartition]*partition{},
+		senders: map[int32]*sender{},
+	}
+	c.mu.Lock()
+	if c.cur != nil {
+		c.mu.Unlock()
+		cancel()
+		return errors.New("controller: Run called while a term is running")
+	}
+	c.cur = t
+	c.mu.Unlock()
+	c.active.Store(true)
+	c.metrics.active.Set(1)
+	t.log.Info("became controller")
+	err := t.run(tctx)
+	c.active.Store(false)
+	c.metrics.active.Set(0)
+	c.metrics.offline.Set(0)
+	c.metrics.global.Set(0)
+	c.mu.Lock()
+	c.cur = nil
+	c.mu.Unlock()
+	close(t.done)
+	cancel()
+	t.stopSenders()
+	t.log.Info("controller term ended", "err", err)
+	return err
+}
+
+// call is a request method's work, run on the event loop.
+type call struct {
+	fn    func(ctx context.Context) error
+	reply chan struct{}
+}
+
+// submit runs fn on the running term's event loop and waits for it. ok is
+// false when no term is running or it ended first (NOT_CONTROLLER).
+func (c *Controller) submit(ctx context.Context, fn func(ctx context.Context, t *term) error) bool {
+	c.mu.Lock()
+	t := c.cur
+	c.mu.Unlock()
+	if t == nil {
+		return false
+	}
+	cl := call{reply: make(chan struct{})}
+	ran := false
+	cl.fn = func(lctx context.Context) error {
+		ran = true
+		return fn(lctx, t)
+	}
+	select {
+	case t.calls <- cl:
+	case <-t.done:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+	select {
+	case <-cl.reply:
+		return ran
+	case <-t.done:
+		return false
+	}
+}
+
+// term is the controller state of one leadership, owned by the event loop
+// goroutine (only the senders run elsewhere).
+type term struct {
+	c     *Controller
+	l     *coord.Leadership
+	epoch int64
+	log   *slog.Logger
+	calls chan call
+	done  chan struct{}
+
+	brokers      map[int32]coord.BrokerInfo // live registrations
+	shuttingDown map[int32]bool             // brokers in controlled shutdown
+	topics       map[string]coord.TopicSpec
+	parts        map[coord.TopicPartition]*partition
+
+	senders map[int32]*sender
+	wg      sync.WaitGroup
+
+	resync     bool // a coordinator call failed: re-read and reconcile
+	resyncWait time.Duration
+}
+
+func (t *term) run(ctx context.Context) error {
+	cc := t.c.cfg.Coord
+	brokersCh := cc.WatchBrokers(ctx)
+	topicsCh := cc.WatchTopics(ctx)
+
+	// The first snapshot of each watch is the starting point.
+	var bev coord.BrokersEvent
+	var tev coord.TopicsEvent
+	for gotB, gotT := false, false; !gotB || !gotT; {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.l.Done():
+			return nil
+		case ev, ok := <-brokersCh:
+			if !ok {
+				return t.closedErr(ctx)
+			}
+			bev, gotB = ev, true
+		case ev, ok := <-topicsCh:
+			if !ok {
+				return t.closedErr(ctx)
+			}
+			tev, gotT = ev, true
+		}
+	}
+	t.setBrokers(ctx, bev.Brokers)
+	t.setTopics(tev.Topics)
+	t.resync = true
+	t.resyncWait = 0
+
+	isrTick := time.NewTicker(t.c.cfg.ISRChangeCheckInterval)
+	defer isrTick.Stop()
+	var rebalance <-chan time.Time
+	if t.c.broker.Bool("auto.leader.rebalance.enable") {
+		iv := t.c.cfg.ImbalanceCheckInterval
+		if iv <= 0 {
+			iv = time.Duration(t.c.broker.Long("leader.imbalance.check.interval.seconds")) * time.Second
+		}
+		tk := time.NewTicker(iv)
+		defer tk.Stop()
+		rebalance = tk.C
+	}
+	resyncTimer := time.NewTimer(0)
+	defer resyncTimer.Stop()
+	backoff := t.c.cfg.RetryBackoff
+
+	for {
+		var err error
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.l.Done():
+			return nil
+		case <-resyncTimer.C:
+			if t.resync {
+				err = t.doResync(ctx)
+				if err == nil {
+					backoff = t.c.cfg.RetryBackoff
+				}
+			}
+		case ev, ok := <-brokersCh:
+			if !ok {
+				return t.closedErr(ctx)
+			}
+			err = t.onBrokers(ctx, ev.Brokers)
+		case ev, ok := <-topicsCh:
+			if !ok {
+				return t.closedErr(ctx)
+			}
+			err = t.onTopics(ctx, ev.Topics)
+		case <-isrTick.C:
+			err = t.onISRChanges(ctx)
+		case <-rebalance:
+			err = t.onRebalance(ctx)
+		case cl := <-t.calls:
+			err = cl.fn(ctx)
+			close(cl.reply)
+		}
+		if err != nil {
+			if errors.Is(err, coord.ErrNotController) {
+				return err
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			t.log.Warn("controller action failed; will re-read the coordinator and reconcile", "err", err, "retry_in", backoff)
+			t.resync = true
+			resyncTimer.Reset(backoff)
+			backoff = min(2*backoff, 5*time.Second)
+		}
+		t.updateGauges()
+	}
+}
+
+func (t *term) closedErr(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return errors.New("controller: coordinator client closed")
+}
+
+func (t *term) live(id int32) bool {
+	_, ok := t.brokers[id]
+	return ok && !t.shuttingDown[id]
+}
+
+func (t *term) unclean(topic string) bool {
+	tc, err := t.c.broker.TopicConfig(t.topics[topic].Configs)
+	if err != nil {
+		return t.c.broker.Bool("unclean.leader.election.enable")
+	}
+	return tc.Bool("unclean.leader.election.enable")
+}
+
+func (t *term) updateGauges() {
+	n, off := 0, 0
+	for _, p := range t.parts {
+		n++
+		if offline(p, t.live) {
+			off++
+		}
+	}
+	t.c.metrics.global.Set(float64(n))
+	t.c.metrics.offline.Set(float64(off))
+}
+
+// sortedParts returns the cached partitions in topic/partition order.
+func (t *term) sortedParts() []*partition {
+	tps := slices.Collect(maps.Keys(t.parts))
+	sortTPs(tps)
+	out := make([]*partition, len(tps))
+	for i, tp := range tps {
+		out[i] = t.parts[tp]
+	}
+	return out
+}
+
+func (t *term) allTPs() []coord.TopicPartition {
+	tps := slices.Collect(maps.Keys(t.parts))
+	sortTPs(tps)
+	return tps
+}
+
+// setBrokers replaces the live broker set and starts or stops senders so
+// there is exactly one per live incarnation.
+func (t *term) setBrokers(ctx context.Context, bs []coord.BrokerInfo) {
+	next := make(map[int32]coord.BrokerInfo, len(bs))
+	for _, b := range bs {
+		next[b.ID] = b
+	}
+	for id, s := range t.senders {
+		if b, ok := next[id]; !ok || b.Epoch != s.epoch || brokerAddr(b) != s.client.Addr() {
+			s.cancel()
+			delete(t.senders, id)
+		}
+	}
+	for id := range t.shuttingDown {
+		if b, ok := next[id]; !ok || b.Epoch != t.brokers[id].Epoch {
+			delete(t.shuttingDown, id)
+		}
+	}
+	t.brokers = next
+	for id, b := range next {
+		if _, ok := t.senders[id]; ok {
+			continue
+		}
+		sctx, cancel := context.WithCancel(ctx)
+		s := &sender{
+			id: id, epoch: b.Epoch, log: t.log, timeout: t.c.cfg.RequestTimeout, backoff: t.c.cfg.RetryBackoff,
+			client: wire.NewClient(brokerAddr(b), "isrlab-controller-"+strconv.Itoa(int(t.c.cfg.BrokerID)), t.c.cfg.Dial),
+			wake:   make(chan struct{}, 1), cancel: cancel, done: make(chan struct{}),
+		}
+		t.senders[id] = s
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			s.run(sctx)
+		}()
+	}
+}
+
+func (t *term) stopSenders() {
+	for id, s := range t.senders {
+		s.cancel()
+		delete(t.senders, id)
+	}
+	t.wg.Wait()
+}
+
+// setTopics replaces the topic cache, adding partitions (without state) for
+// new assignments and dropping partitions of topics that are gone.
+func (t *term) setTopics(ts []coord.TopicSpec) {
+	next := make(map[string]coord.TopicSpec, len(ts))
+	for _, s := range ts {
+		next[s.Name] = s
+	}
+	for tp := range t.parts {
+		s, ok := next[tp.Topic]
+		if !ok {
+			delete(t.parts, tp)
+			continue
+		}
+		if _, ok := s.Assignment[tp.Partition]; !ok {
+			delete(t.parts, tp)
+		}
+	}
+	for _, s := range ts {
+		for p, replicas := range s.Assignment {
+			tp := coord.TopicPartition{Topic: s.Name, Partition: p}
+			if cur, ok := t.parts[tp]; ok {
+				cur.replicas = slices.Clone(replicas)
+				continue
+			}
+			t.parts[tp] = &partition{tp: tp, replicas: slices.Clone(replicas)}
+		}
+	}
+	t.topics = next
+}
+
+// readStates refreshes the cached states of topics from the coordinator.
+func (t *term) readStates(ctx context.Context, topics []string) error {
+	for _, name := range topics {
+		states, err := t.c.cfg.Coord.PartitionStates(ctx, name)
+		if err != nil {
+			if errors.Is(err, coord.ErrTopicNotFound) {
+				continue
+			}
+			return err
+		}
+		for tp, p := range t.parts {
+			if tp.Topic != name {
+				continue
+			}
+			st, ok := states[tp.Partition]
+			p.state, p.hasState = st, ok
+		}
+	}
+	return nil
+}
+
+// doResync is the failover sequence, also used to recover after a failed
+// coordinator call: re-read every partition state, initialize and elect
+// where needed, then send full UpdateMetadata to every live broker and
+// LeaderAndIsr to every live replica.
+func (t *term) doResync(ctx context.Context) error {
+	if err := t.readStates(ctx, slices.Sorted(maps.Keys(t.topics))); err != nil {
+		return err
+	}
+	if err := t.processDeletions(ctx); err != nil {
+		return err
+	}
+	changes, err := t.apply(ctx, t.allTPs(), livenessDecision(t.live, t.unclean, t.epoch))
+	if err != nil {
+		return err
+	}
+	isNew := map[coord.TopicPartition]bool{}
+	for _, ch := range changes {
+		if ch.IsNew {
+			isNew[ch.TP] = true
+		}
+	}
+	t.sendLeaderAndISR(t.allTPs(), isNew, nil)
+	t.sendUpdateMetadata(t.allTPs(), nil)
+	t.resync = false
+	t.log.Info("controller state synchronized", "brokers", len(t.brokers), "partitions", len(t.parts), "changed", len(changes))
+	return nil
+}
+
+// apply decides and writes state changes for tps, fenced on the
+// leadership. A version mismatch (a leader changed its ISR meanwhile)
+// re-reads the partition and decides again, up to three rounds. The cache
+// holds the written states afterwards; the applied changes are returned.
+func (t *term) apply(ctx context.Context, tps []coord.TopicPartition, decide decision) ([]Change, error) {
+	var applied []Change
+	pending := tps
+	for round := 0; len(pending) > 0; round++ {
+		var changes []Change
+		for _, tp := range pending {
+			p, ok := t.parts[tp]
+			if !ok {
+				continue
+			}
+			if ch, ok := decide(p); ok {
+				changes = append(changes, ch)
+			}
+		}
+		if len(changes) == 0 {
+			break
+		}
+		ups := make([]coord.PartitionStateUpdate, len(changes))
+		for i, ch := range changes {
+			ups[i] = coord.PartitionStateUpdate{Topic: ch.TP.Topic, Partition: ch.TP.Partition, State: ch.New, ExpectedVersion: ch.Old.Version}
+		}
+		versions, err := t.c.cfg.Coord.SetPartitionStates(ctx, t.l, ups)
+		pending = nil
+		for i, ch := range changes {
+			if i < len(versions) && versions[i] != 0 {
+				ch.New.Version = versions[i]
+				p := t.parts[ch.TP]
+				p.state, p.hasState = ch.New, true
+				applied = append(applied, ch)
+				if ch.Unclean {
+					t.c.metrics.unclean.Inc()
+					t.log.Warn("unclean leader election", "topic", ch.TP.Topic, "partition", ch.TP.Partition, "leader", ch.New.Leader, "leader_epoch", ch.New.LeaderEpoch)
+				}
+				continue
+			}
+			pending = append(pending, ch.TP)
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, coord.ErrVersionMismatch) || round >= 2 {
+			return applied, err
+		}
+		for _, tp := range pending {
+			st, err := t.c.cfg.Coord.PartitionState(ctx, tp.Topic, tp.Partition)
+			p := t.parts[tp]
+			switch {
+			case err == nil:
+				p.state, p.hasState = st, true
+			case errors.Is(err, coord.ErrPartitionNotFound):
+				p.state, p.hasState = coord.PartitionState{}, false
+			default:
+				return applied, err
+			}
+		}
+	}
+	for _, ch := range applied {
+		t.log.Info("partition state changed", "topic", ch.TP.Topic, "partition", ch.TP.Partition,
+			"leader", ch.New.Leader, "leader_epoch", ch.New.LeaderEpoch, "isr", ch.New.ISR, "version", ch.New.Version)
+	}
+	return applied, nil
+}
+
+func changedTPs(chs []Change) []coord.TopicPartition {
+	out := make([]coord.TopicPartition, len(chs))
+	for i, ch := range chs {
+		out[i] = ch.TP
+	}
+	return out
+}
+
+// announce sends LeaderAndIsr for changed partitions to their live replicas
+// and UpdateMetadata for them to every live broker.
+func (t *term) announce(chs []Change) {
+	if len(chs) == 0 {
+		return
+	}
+	isNew := map[coord.TopicPartition]bool{}
+	for _, ch := range chs {
+		if ch.IsNew {
+			isNew[ch.TP] = true
+		}
+	}
+	tps := changedTPs(chs)
+	sortTPs(tps)
+	t.sendLeaderAndISR(tps, isNew, nil)
+	t.sendUpdateMetadata(tps, nil)
+}
+
+// sendLeaderAndISR sends the cached state of tps to their live replicas
+// (only to the brokers in only, when not nil).
+func (t *term) sendLeaderAndISR(tps []coord.TopicPartition, isNew map[coord.TopicPartition]bool, only map[int32]bool) {
+	per := map[int32][]kmsg.LeaderAndISRRequestTopicPartition{}
+	leaders := map[int32]map[int32]bool{}
+	for _, tp := range tps {
+		p, ok := t.parts[tp]
+		if !ok || !p.hasState {
+			continue
+		}
+		for _, r := range p.replicas {
+			if _, ok := t.brokers[r]; !ok || (only != nil && !only[r]) {
+				continue
+			}
+			per[r] = append(per[r], laiPartition(p, isNew[tp]))
+			if leaders[r] == nil {
+				leaders[r] = map[int32]bool{}
+			}
+			if p.state.Leader >= 0 {
+				leaders[r][p.state.Leader] = true
+			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(per)) {
+		b := t.brokers[id]
+		req := kmsg.NewPtrLeaderAndISRRequest()
+		req.SetVersion(leaderAndISRVersion)
+		req.ControllerID = t.c.cfg.BrokerID
+		req.ControllerEpoch = int32(t.epoch)
+		req.BrokerEpoch = b.Epoch
+		req.TopicStates = groupLAI(per[id])
+		for _, lid := range slices.Sorted(maps.Keys(leaders[id])) {
+			lb, ok := t.brokers[lid]
+			if !ok {
+				continue
+			}
+			ll := kmsg.NewLeaderAndISRRequestLiveLeader()
+			ll.BrokerID, ll.Host, ll.Port = lid, lb.Host, lb.Port
+			req.LiveLeaders = append(req.LiveLeaders, ll)
+		}
+		t.enqueue(id, req)
+	}
+}
+
+// sendUpdateMetadata sends the cached state of tps and the live brokers to
+// every live broker. deleted partitions go out with leader -2 so brokers
+// drop them.
+func (t *term) sendUpdateMetadata(tps []coord.TopicPartition, deleted []coord.TopicPartition) {
+	var ps []kmsg.UpdateMetadataRequestTopicPartition
+	for _, tp := range tps {
+		if p, ok := t.parts[tp]; ok && p.hasState {
+			ps = append(ps, umPartition(p, t.live))
+		}
+	}
+	for _, tp := range deleted {
+		d := kmsg.NewUpdateMetadataRequestTopicPartition()
+		d.Topic, d.Partition, d.Leader = tp.Topic, tp.Partition, leaderDuringDelete
+		d.ControllerEpoch = int32(t.epoch)
+		d.ISR, d.Replicas, d.OfflineReplicas = []int32{}, []int32{}, []int32{}
+		ps = append(ps, d)
+	}
+	var live []kmsg.UpdateMetadataRequestLiveBroker
+	for _, id := range slices.Sorted(maps.Keys(t.brokers)) {
+		b := t.brokers[id]
+		lb := kmsg.NewUpdateMetadataRequestLiveBroker()
+		lb.ID = id
+		lb.Endpoints = endpoints(b)
+		if b.Rack != "" {
+			rack := b.Rack
+			lb.Rack = &rack
+		}
+		live = append(live, lb)
+	}
+	topics := groupUM(ps)
+	for _, id := range slices.Sorted(maps.Keys(t.brokers)) {
+		req := kmsg.NewPtrUpdateMetadataRequest()
+		req.SetVersion(updateMetadataVersion)
+		req.ControllerID = t.c.cfg.BrokerID
+		req.ControllerEpoch = int32(t.epoch)
+		req.BrokerEpoch = t.brokers[id].Epoch
+		req.TopicStates = topics
+		req.LiveBrokers = live
+		t.enqueue(id, req)
+	}
+}
+
+// sendStopReplica tells broker id to stop its replicas of tps, deleting
+// them when del is set.
+func (t *term) sendStopReplica(id int32, tps []coord.TopicPartition, del bool) {
+	b, ok := t.brokers[id]
+	if !ok || len(tps) == 0 {
+		return
+	}
+	req := kmsg.NewPtrStopReplicaRequest()
+	req.SetVersion(stopReplicaVersion)
+	req.ControllerID = t.c.cfg.BrokerID
+	req.ControllerEpoch = int32(t.epoch)
+	req.BrokerEpoch = b.Epoch
+	for _, tp := range tps {
+		if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != tp.Topic {
+			rt := kmsg.NewStopReplicaRequestTopic()
+			rt.Topic = tp.Topic
+			req.Topics = append(req.Topics, rt)
+		}
+		ps := kmsg.NewStopReplicaRequestTopicPartitionState()
+		ps.Partition = tp.Partition
+		ps.Delete = del
+		ps.LeaderEpoch = epochDuringDelete
+		if p, ok := t.parts[tp]; ok && p.hasState && !del {
+			ps.LeaderEpoch = p.state.LeaderEpoch
+		}
+		req.Topics[len(req.Topics)-1].PartitionStates = append(req.Topics[len(req.Topics)-1].PartitionStates, ps)
+	}
+	t.enqueue(id, req)
+}
+
+func (t *term) enqueue(id int32, req kmsg.Request) {
+	if s, ok := t.senders[id]; ok {
+		s.enqueue(req)
+	}
+}
+
+// onBrokers handles a new live-broker snapshot: failures first (elections
+// and ISR removals without the dead and bounced brokers), then startups
+// (full metadata, LeaderAndIsr to the new incarnations, elections that the
+// returning brokers make possible).
+func (t *term) onBrokers(ctx context.Context, bs []coord.BrokerInfo) error {
+	prev := map[int32]int64{}
+	for id, b := range t.brokers {
+		prev[id] = b.Epoch
+	}
+	cur := map[int32]int64{}
+	for _, b := range bs {
+		cur[b.ID] = b.Epoch
+	}
+	dead, started := brokerDiff(prev, cur)
+	if len(dead) == 0 && len(started) == 0 {
+		t.setBrokers(ctx, bs)
+		return nil
+	}
+	t.log.Info("live brokers changed", "dead", dead, "started", started)
+	var failed []Change
+	if len(dead) > 0 {
+		gone := map[int32]bool{}
+		for _, id := range dead {
+			gone[id] = true
+		}
+		alive := func(id int32) bool { return t.live(id) && !gone[id] }
+		chs, err := t.apply(ctx, t.allTPs(), livenessDecision(alive, t.unclean, t.epoch))
+		failed = chs
+		if err != nil {
+			t.setBrokers(ctx, bs)
+			return fmt.Errorf("handle failure of brokers %v: %w", dead, err)
+		}
+	}
+	t.setBrokers(ctx, bs)
+	// Replicas on the brokers that (re)started learn every partition they
+	// host; everyone learns the new broker list and the failover changes.
+	if len(started) > 0 {
+		only := map[int32]bool{}
+		for _, id := range started {
+			only[id] = true
+		}
+		t.sendLeaderAndISR(t.allTPs(), nil, only)
+	}
+	if len(failed) > 0 {
+		t.sendLeaderAndISR(changedTPs(failed), nil, nil)
+	}
+	t.sendUpdateMetadata(t.allTPs(), nil)
+	if len(started) == 0 {
+		return nil
+	}
+	chs, err := t.apply(ctx, t.allTPs(), livenessDecision(t.live, t.unclean, t.epoch))
+	t.announce(chs)
+	if err != nil {
+		return fmt.Errorf("handle startup of brokers %v: %w", started, err)
+	}
+	return nil
+}
+
+// onTopics handles a new topic snapshot: states for new topics, deletions,
+// and elections when unclean election became allowed.
+func (t *term) onTopics(ctx context.Context, ts []coord.TopicSpec) error {
+	old := t.topics
+	t.setTopics(ts)
+	var added []string
+	var uncleanOn []string
+	var gone []coord.TopicPartition
+	for name, spec := range t.topics {
+		o, ok := old[name]
+		if !ok || len(o.Assignment) != len(spec.Assignment) {
+			added = append(added, name)
+			continue
+		}
+		before, _ := t.c.broker.TopicConfig(o.Configs)
+		if before != nil && !before.Bool("unclean.leader.election.enable") && t.unclean(name) {
+			uncleanOn = append(uncleanOn, name)
+		}
+	}
+	for name, o := range old {
+		if _, ok := t.topics[name]; !ok {
+			for _, p := range o.Partitions() {
+				gone = append(gone, coord.TopicPartition{Topic: name, Partition: p})
+			}
+		}
+	}
+	slices.Sort(added)
+	if len(gone) > 0 {
+		sortTPs(gone)
+		t.sendUpdateMetadata(nil, gone)
+	}
+	if err := t.readStates(ctx, added); err != nil {
+		return err
+	}
+	var tps []coord.TopicPartition
+	for _, tp := range t.allTPs() {
+		if slices.Contains(added, tp.Topic) || slices.Contains(uncleanOn, tp.Topic) {
+			tps = append(tps, tp)
+		}
+	}
+	chs, err := t.apply(ctx, tps, livenessDecision(t.live, t.unclean, t.epoch))
+	t.announce(chs)
+	if err != nil {
+		return err
+	}
+	// Partitions of new topics that already had state (written by an
+	// earlier controller) are announced too.
+	var known []coord.TopicPartition
+	for _, tp := range tps {
+		if slices.Contains(added, tp.Topic) && !slices.ContainsFunc(chs, func(c Change) bool { return c.TP == tp }) {
+			known = append(known, tp)
+		}
+	}
+	if len(known) > 0 {
+		t.sendLeaderAndISR(known, nil, nil)
+		t.sendUpdateMetadata(known, nil)
+	}
+	return t.processDeletions(ctx)
+}
+
+// processDeletions deletes the topics marked for deletion: StopReplica
+// (delete) to their live replicas, the coordinator entries, then
+// UpdateMetadata dropping the partitions.
+func (t *term) processDeletions(ctx context.Context) error {
+	for _, name := range slices.Sorted(maps.Keys(t.topics)) {
+		spec := t.topics[name]
+		if !spec.MarkedForDeletion {
+			continue
+		}
+		per := map[int32][]coord.TopicPartition{}
+		var tps []coord.TopicPartition
+		for _, p := range spec.Partitions() {
+			tp := coord.TopicPartition{Topic: name, Partition: p}
+			tps = append(tps, tp)
+			for _, r := range spec.Assignment[p] {
+				per[r] = append(per[r], tp)
+			}
+		}
+		for _, id := range slices.Sorted(maps.Keys(per)) {
+			t.sendStopReplica(id, per[id], true)
+		}
+		if err := t.c.cfg.Coord.DeleteTopic(ctx, t.l, name); err != nil && !errors.Is(err, coord.ErrTopicNotFound) {
+			return fmt.Errorf("delete topic %s: %w", name, err)
+		}
+		t.log.Info("topic deleted", "topic", name)
+		delete(t.topics, name)
+		for _, tp := range tps {
+			delete(t.parts, tp)
+		}
+		t.sendUpdateMetadata(nil, tps)
+	}
+	return nil
+}
+
+// onISRChanges propagates ISR changes that leaders wrote themselves
+// (Kafka's lazy isr_change_notification handling): re-read the notified
+// partitions, UpdateMetadata to all brokers, delete the notifications.
+func (t *term) onISRChanges(ctx context.Context) error {
+	ns, err := t.c.cfg.Coord.ISRChangeNotifications(ctx)
+	if err != nil || len(ns) == 0 {
+		return err
+	}
+	seen := map[coord.TopicPartition]bool{}
+	var tps []coord.TopicPartition
+	keys := make([]string, 0, len(ns))
+	for _, n := range ns {
+		keys = append(keys, n.Key)
+		for _, tp := range n.Partitions {
+			if p, ok := t.parts[tp]; ok && !seen[tp] {
+				seen[tp] = true
+				tps = append(tps, tp)
+				st, err := t.c.cfg.Coord.PartitionState(ctx, tp.Topic, tp.Partition)
+				if err != nil && !errors.Is(err, coord.ErrPartitionNotFound) {
+					return err
+				}
+				if err == nil {
+					p.state, p.hasState = st, true
+				}
+			}
+		}
+	}
+	sortTPs(tps)
+	t.sendUpdateMetadata(tps, nil)
+	return t.c.cfg.Coord.DeleteISRChangeNotifications(ctx, t.l, keys)
+}
+
+// onRebalance is the automatic preferred-leader rebalance (§4.4).
+func (t *term) onRebalance(ctx context.Context) error {
+	tps := imbalancedPartitions(t.sortedParts(), t.c.broker.Int("leader.imbalance.per.broker.percentage"))
+	if len(tps) == 0 {
+		return nil
+	}
+	chs, err := t.apply(ctx, tps, preferredDecision(t.live, t.epoch))
+	if len(chs) > 0 {
+		t.log.Info("auto leader rebalance", "moved", len(chs))
+	}
+	t.announce(chs)
+	return err
+}

@@ -1,0 +1,262 @@
+package controller
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/coord"
+	"github.com/isrlab/isrlab/broker/wire"
+)
+
+// Versions of the controller-to-broker requests (no topic IDs).
+const (
+	leaderAndISRVersion   = 4
+	updateMetadataVersion = 6
+	stopReplicaVersion    = 3
+)
+
+// leaderDuringDelete is the leader an UpdateMetadata carries for a deleted
+// partition (Kafka's LeaderAndIsr.LeaderDuringDelete); brokers drop it.
+const leaderDuringDelete = -2
+
+// epochDuringDelete is the leader epoch of a StopReplica that deletes a
+// topic (Kafka's LeaderAndIsr.EpochDuringDelete).
+const epochDuringDelete = -2
+
+// sender delivers requests to one incarnation of a broker in order, each
+// retried with back-off until it is answered (Kafka's
+// ControllerChannelManager). A slow or unreachable broker only delays its
+// own queue. It stops when the broker's registration changes or the term
+// ends; undelivered requests are dropped then.
+type sender struct {
+	id      int32
+	epoch   int64
+	client  *wire.Client
+	log     *slog.Logger
+	timeout time.Duration
+	backoff time.Duration
+
+	mu    sync.Mutex
+	queue []kmsg.Request
+	wake  chan struct{}
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (s *sender) enqueue(req kmsg.Request) {
+	s.mu.Lock()
+	s.queue = append(s.queue, req)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *sender) run(ctx context.Context) {
+	defer close(s.done)
+	defer s.client.Close()
+	for {
+		s.mu.Lock()
+		var req kmsg.Request
+		if len(s.queue) > 0 {
+			req = s.queue[0]
+			s.queue[0] = nil
+			s.queue = s.queue[1:]
+		}
+		s.mu.Unlock()
+		if req == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.wake:
+				continue
+			}
+		}
+		if !s.deliver(ctx, req) {
+			return
+		}
+	}
+}
+
+// deliver sends req until it is answered or ctx ends.
+func (s *sender) deliver(ctx context.Context, req kmsg.Request) bool {
+	back := s.backoff
+	for {
+		rctx, cancel := context.WithTimeout(ctx, s.timeout)
+		resp, err := s.client.Request(rctx, req)
+		cancel()
+		if err == nil {
+			s.logErrors(req, resp)
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		s.log.Debug("controller request failed, retrying", "node", s.id, "request", kmsg.NameForKey(req.Key()), "err", err)
+		t := time.NewTimer(back)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		back = min(2*back, 5*time.Second)
+	}
+}
+
+func (s *sender) logErrors(req kmsg.Request, resp kmsg.Response) {
+	name := kmsg.NameForKey(req.Key())
+	top := int16(0)
+	switch r := resp.(type) {
+	case *kmsg.LeaderAndISRResponse:
+		top = r.ErrorCode
+		for _, p := range r.Partitions {
+			if p.ErrorCode != 0 {
+				s.log.Warn("controller request partition error", "node", s.id, "request", name, "topic", p.Topic, "partition", p.Partition, "err", kerr.ErrorForCode(p.ErrorCode))
+			}
+		}
+	case *kmsg.UpdateMetadataResponse:
+		top = r.ErrorCode
+	case *kmsg.StopReplicaResponse:
+		top = r.ErrorCode
+		for _, p := range r.Partitions {
+			if p.ErrorCode != 0 {
+				s.log.Warn("controller request partition error", "node", s.id, "request", name, "topic", p.Topic, "partition", p.Partition, "err", kerr.ErrorForCode(p.ErrorCode))
+			}
+		}
+	}
+	if top != 0 {
+		s.log.Warn("controller request error", "node", s.id, "request", name, "err", kerr.ErrorForCode(top))
+	}
+}
+
+// brokerAddr is where the controller reaches a broker.
+func brokerAddr(b coord.BrokerInfo) string {
+	return net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+}
+
+// endpoints turns a registration's listener URLs into UpdateMetadata
+// endpoints; a registration without them gets one PLAINTEXT endpoint.
+func endpoints(b coord.BrokerInfo) []kmsg.UpdateMetadataRequestLiveBrokerEndpoint {
+	var out []kmsg.UpdateMetadataRequestLiveBrokerEndpoint
+	for _, u := range b.Endpoints {
+		name, hp, ok := strings.Cut(u, "://")
+		if !ok {
+			continue
+		}
+		host, port, err := net.SplitHostPort(hp)
+		if err != nil {
+			continue
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			continue
+		}
+		ep := kmsg.NewUpdateMetadataRequestLiveBrokerEndpoint()
+		ep.Host, ep.Port, ep.ListenerName = host, int32(p), name
+		ep.SecurityProtocol = securityProtocol(name)
+		out = append(out, ep)
+	}
+	if len(out) == 0 {
+		ep := kmsg.NewUpdateMetadataRequestLiveBrokerEndpoint()
+		ep.Host, ep.Port, ep.ListenerName = b.Host, b.Port, "PLAINTEXT"
+		out = append(out, ep)
+	}
+	return out
+}
+
+// securityProtocol maps a listener name to Kafka's protocol id; custom
+// listener names count as PLAINTEXT.
+func securityProtocol(listener string) int16 {
+	switch listener {
+	case "SSL":
+		return 1
+	case "SASL_PLAINTEXT":
+		return 2
+	case "SASL_SSL":
+		return 3
+	}
+	return 0
+}
+
+// umPartition is one partition of an UpdateMetadata.
+func umPartition(p *partition, live func(int32) bool) kmsg.UpdateMetadataRequestTopicPartition {
+	ps := kmsg.NewUpdateMetadataRequestTopicPartition()
+	ps.Topic = p.tp.Topic
+	ps.Partition = p.tp.Partition
+	ps.ControllerEpoch = int32(p.state.ControllerEpoch)
+	ps.Leader = p.state.Leader
+	ps.LeaderEpoch = p.state.LeaderEpoch
+	ps.ISR = nonNil(p.state.ISR)
+	ps.ZKVersion = int32(p.state.Version)
+	ps.Replicas = nonNil(p.replicas)
+	ps.OfflineReplicas = []int32{}
+	for _, r := range p.replicas {
+		if !live(r) {
+			ps.OfflineReplicas = append(ps.OfflineReplicas, r)
+		}
+	}
+	return ps
+}
+
+// laiPartition is one partition of a LeaderAndIsr.
+func laiPartition(p *partition, isNew bool) kmsg.LeaderAndISRRequestTopicPartition {
+	ps := kmsg.NewLeaderAndISRRequestTopicPartition()
+	ps.Topic = p.tp.Topic
+	ps.Partition = p.tp.Partition
+	ps.ControllerEpoch = int32(p.state.ControllerEpoch)
+	ps.Leader = p.state.Leader
+	ps.LeaderEpoch = p.state.LeaderEpoch
+	ps.ISR = nonNil(p.state.ISR)
+	ps.ZKVersion = int32(p.state.Version)
+	ps.Replicas = nonNil(p.replicas)
+	ps.AddingReplicas = []int32{}
+	ps.RemovingReplicas = []int32{}
+	ps.IsNew = isNew
+	return ps
+}
+
+func nonNil(s []int32) []int32 {
+	if s == nil {
+		return []int32{}
+	}
+	return append([]int32(nil), s...)
+}
+
+// groupUM groups UpdateMetadata partitions by topic, keeping order.
+func groupUM(ps []kmsg.UpdateMetadataRequestTopicPartition) []kmsg.UpdateMetadataRequestTopicState {
+	var out []kmsg.UpdateMetadataRequestTopicState
+	for _, p := range ps {
+		if n := len(out); n == 0 || out[n-1].Topic != p.Topic {
+			ts := kmsg.NewUpdateMetadataRequestTopicState()
+			ts.Topic = p.Topic
+			out = append(out, ts)
+		}
+		out[len(out)-1].PartitionStates = append(out[len(out)-1].PartitionStates, p)
+	}
+	return out
+}
+
+// groupLAI groups LeaderAndIsr partitions by topic, keeping order.
+func groupLAI(ps []kmsg.LeaderAndISRRequestTopicPartition) []kmsg.LeaderAndISRRequestTopicState {
+	var out []kmsg.LeaderAndISRRequestTopicState
+	for _, p := range ps {
+		if n := len(out); n == 0 || out[n-1].Topic != p.Topic {
+			ts := kmsg.NewLeaderAndISRRequestTopicState()
+			ts.Topic = p.Topic
+			out = append(out, ts)
+		}
+		out[len(out)-1].PartitionStates = append(out[len(out)-1].PartitionStates, p)
+	}
+	return out
+}

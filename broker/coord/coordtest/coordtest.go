@@ -1,0 +1,82 @@
+// Package coordtest starts an in-process coordinator for tests of packages
+// built on broker/coord: one embedded etcd member on loopback ports, fsync
+// off, stopped by t.Cleanup.
+package coordtest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/isrlab/isrlab/broker/coord"
+)
+
+// Start starts a one-member coordinator in a temporary directory.
+func Start(t testing.TB) *coord.Server {
+	t.Helper()
+	ports := FreePorts(t, 2)
+	s, err := coord.StartServer(context.Background(), coord.ServerConfig{
+		Name:             "c1",
+		DataDir:          t.TempDir(),
+		ListenClientURLs: fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+		ListenPeerURLs:   fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+		UnsafeNoFsync:    true,
+		ReadyTimeout:     30 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("start coordinator: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Dial connects a client to s; t.Cleanup closes it.
+func Dial(t testing.TB, s *coord.Server, opts ...coord.Option) *coord.Client {
+	t.Helper()
+	c, err := coord.Dial(context.Background(), s.ClientURLs(), opts...)
+	if err != nil {
+		t.Fatalf("dial coordinator: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// FreePorts reserves n loopback ports by listening and closing.
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ls []net.Listener
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("reserve port: %v", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+// Eventually polls cond every 20 ms until it returns nil, failing the test
+// with cond's last error once within has passed.
+func Eventually(t testing.TB, within time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v: %v", within, err)
+		}
+		<-tick.C
+	}
+}
