@@ -68,15 +68,14 @@ func startDaemon(t *testing.T, run string) *daemon {
 		<-d.exited
 		CleanStale(func(id string) bool { return id != run })
 	})
-	waitFor(t, "daemon to mount and listen", func() bool {
-		select {
-		case err := <-d.exited:
-			t.Fatalf("daemon exited early: %v", err)
-		default:
-		}
-		_, err := NewClient(d.ctl).Status(context.Background())
-		return err == nil && mounted(t, run)
-	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := NewClient(d.ctl).WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !mounted(t, run) {
+		t.Fatal("daemon answers but its mount is not listed")
+	}
 	return d
 }
 

@@ -651,6 +651,14 @@ func TestMountRejects(t *testing.T) {
 	}
 }
 
+func TestArgs(t *testing.T) {
+	got := Args(Options{Backing: "/b", Mount: "/m", RunID: "r1", Seed: 7, Passthrough: PassthroughAll}, "/s.sock")
+	want := []string{"faultfs", "--backing", "/b", "--mount", "/m", "--control", "/s.sock", "--run-id", "r1", "--seed", "7", "--passthrough", "all"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Args = %q, want %q", got, want)
+	}
+}
+
 func TestManualRunAlive(t *testing.T) {
 	for id, alive := range map[string]bool{
 		ManualRunID(os.Getpid()): true,

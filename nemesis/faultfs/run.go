@@ -3,7 +3,10 @@ package faultfs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"strconv"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -26,4 +29,33 @@ func Run(ctx context.Context, opts Options, control string) error {
 	<-gctx.Done()
 	err = g.Wait()
 	return errors.Join(err, f.Close())
+}
+
+// Args returns the arguments of "isrlab" that run a daemon for opts serving
+// its control socket at control (for exec, never a shell string).
+func Args(opts Options, control string) []string {
+	args := []string{"faultfs", "--backing", opts.Backing, "--mount", opts.Mount, "--control", control, "--run-id", opts.RunID,
+		"--seed", strconv.FormatInt(opts.Seed, 10)}
+	if opts.Passthrough != "" {
+		args = append(args, "--passthrough", string(opts.Passthrough))
+	}
+	return args
+}
+
+// WaitReady waits until the daemon answers on its control socket, which it
+// does only once mounted, and returns its status.
+func (c *Client) WaitReady(ctx context.Context) (Status, error) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		st, err := c.Status(ctx)
+		if err == nil {
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			return Status{}, fmt.Errorf("wait for faultfs at %s: %w (last: %v)", c.Socket, ctx.Err(), err)
+		case <-t.C:
+		}
+	}
 }
