@@ -25,6 +25,7 @@ type valueState struct {
 	inv  int64 // position of the send's invoke, -1 if never sent
 	done int64 // position of the send's completion, -1 if none
 	read int64 // position of the first poll that returned it, -1 if none
+	rt   int64 // completion time of that poll
 	off  int64 // first offset it was seen at (ack or read), -1 if none
 	part int32 // partition of off, or of the send
 	st   history.Type
@@ -381,7 +382,7 @@ func (a *analysis) send(op *history.Op, pos int64, inv *pending, ps *procState) 
 		return
 	}
 	vs.fl |= flAcked
-	a.observe(value, part, op.Offset, pos, false)
+	a.observe(value, part, op.Offset, pos, op.Time, false)
 	if last, ok := ps.lastSend.get(part); ok && op.Offset <= last.off {
 		p := op.Process
 		a.flag(NonmonotonicSend, Example{Partition: part, Offsets: []int64{last.off, op.Offset}, Process: &p,
@@ -408,7 +409,7 @@ func (a *analysis) poll(op *history.Op, pos int64, inv *pending, ps *procState) 
 		part := pr.Partition
 		for _, r := range pr.Records {
 			a.stats.Records++
-			a.observe(r.Value, part, r.Offset, pos, true)
+			a.observe(r.Value, part, r.Offset, pos, op.Time, true)
 		}
 		if a.lin != nil && len(pr.Records) > 0 {
 			a.lin.poll(op.Process, part, pr.Records, call, op.Time, callPos, pos)
@@ -449,13 +450,13 @@ func uniq(a, b int64) []int64 {
 }
 
 // observe records that value v is at offset off of partition part.
-func (a *analysis) observe(v int64, part int32, off int64, pos int64, read bool) {
+func (a *analysis) observe(v int64, part int32, off int64, pos, at int64, read bool) {
 	ps := a.part(part)
 	vs := a.value(v, true)
 	if read {
 		if vs.fl&flRead == 0 {
 			vs.fl |= flRead
-			vs.read = pos
+			vs.read, vs.rt = pos, at
 			a.stats.ReadValues++
 		}
 		if off > ps.maxRead {

@@ -13,9 +13,11 @@ import (
 )
 
 // LinResult is the outcome of the linearizability check of each partition
-// against a log model: a send is appended at the next offset (offsets
-// increase in linearization order; gaps stand for unread writes), and a poll
-// returns records that are in the log at its linearization point.
+// against a log model: a send is appended at the next offset, and a poll
+// returns records that are in the log at its linearization point. "Next"
+// counts only offsets that some operation observed (acknowledged or read):
+// offsets nobody observed belong to writes the history cannot place (an
+// info send never read) and are skipped.
 type LinResult struct {
 	// Result is "ok", "illegal", "unknown" (the search timed out) or
 	// "skipped" (see Reason).
@@ -80,15 +82,16 @@ func (c *linCollector) poll(proc int, part int32, recs []history.Record, call, r
 type logNode struct {
 	prev  *logNode
 	off   int64
+	rank  int32 // position of off among the partition's observed offsets
 	value int64
 	hash  uint64
 }
 
-func (n *logNode) length() int64 {
+func (n *logNode) nextRank() int32 {
 	if n == nil {
 		return 0
 	}
-	return n.off + 1
+	return n.rank + 1
 }
 
 func mix(h uint64, a, b int64) uint64 {
@@ -103,20 +106,8 @@ type linInput struct {
 	send  bool
 	value int64
 	off   int64
+	rank  int32
 	recs  []history.Record
-}
-
-// lookup returns the value at off, walking back from n.
-func lookup(n *logNode, off int64) (int64, bool) {
-	for ; n != nil; n = n.prev {
-		if n.off == off {
-			return n.value, true
-		}
-		if n.off < off {
-			return 0, false
-		}
-	}
-	return 0, false
 }
 
 var logModel = porcupine.Model{
@@ -142,18 +133,27 @@ var logModel = porcupine.Model{
 		n := state.(*logNode)
 		in := input.(*linInput)
 		if in.send {
-			if in.off < n.length() {
+			if in.rank != n.nextRank() {
 				return false, n
 			}
 			var h uint64
 			if n != nil {
 				h = n.hash
 			}
-			return true, &logNode{prev: n, off: in.off, value: in.value, hash: mix(h, in.off, in.value)}
+			return true, &logNode{prev: n, off: in.off, rank: in.rank, value: in.value, hash: mix(h, in.off, in.value)}
 		}
-		for _, r := range in.recs {
-			v, ok := lookup(n, r.Offset)
-			if !ok || v != r.Value {
+		// Records come in ascending offsets: match them from the last one,
+		// walking back once (a drain poll of a long log stays linear).
+		cur := n
+		for i := len(in.recs) - 1; i >= 0; i-- {
+			r := in.recs[i]
+			if i < len(in.recs)-1 && r.Offset >= in.recs[i+1].Offset {
+				cur = n // not ascending: start again from the head
+			}
+			for cur != nil && cur.off > r.Offset {
+				cur = cur.prev
+			}
+			if cur == nil || cur.off != r.Offset || cur.value != r.Value {
 				return false, n
 			}
 		}
@@ -239,6 +239,7 @@ func (a *analysis) linearize() (LinResult, *linSearch) {
 	}
 	ops := make([]porcupine.Operation, 0, len(c.ops))
 	parts := map[int32]bool{}
+	ranks := map[int32][]int64{}
 	for _, o := range c.ops {
 		in := &linInput{part: o.part, send: o.send, value: o.value, off: o.off, recs: o.recs}
 		ret := o.ret
@@ -249,11 +250,17 @@ func (a *analysis) linearize() (LinResult, *linSearch) {
 			}
 			in.off, in.part = vs.off, vs.part
 			if o.typ != history.OK {
-				ret = math.MaxInt64
+				// It took effect before the first poll that returned it
+				// completed: a bound much tighter than "any time later",
+				// which keeps the search small when many sends time out.
+				ret = max(vs.rt, o.call)
 			}
 		}
 		if in.part < 0 {
 			continue
+		}
+		if in.send {
+			in.rank = a.rank(in.part, in.off, ranks)
 		}
 		parts[in.part] = true
 		ops = append(ops, porcupine.Operation{ClientId: o.proc, Input: in, Call: o.call, Output: nil, Return: ret})
@@ -271,6 +278,28 @@ func (a *analysis) linearize() (LinResult, *linSearch) {
 	res.Result = "unknown"
 	res.Reason = fmt.Sprintf("search did not finish within %s", a.opt.LinTimeout)
 	return res, nil
+}
+
+// rank returns the position of off among the observed offsets of part
+// (sorted, computed once per partition into ranks).
+func (a *analysis) rank(part int32, off int64, ranks map[int32][]int64) int32 {
+	known, ok := ranks[part]
+	if !ok {
+		ps := a.part(part)
+		for o, v := range ps.slots {
+			if v != emptySlot {
+				known = append(known, int64(o))
+			}
+		}
+		far := make([]int64, 0, len(ps.far))
+		for o := range ps.far {
+			far = append(far, o)
+		}
+		sort.Slice(far, func(i, j int) bool { return far[i] < far[j] })
+		known = append(known, far...)
+		ranks[part] = known
+	}
+	return int32(sort.Search(len(known), func(i int) bool { return known[i] >= off }))
 }
 
 // HasVisualization reports whether the verdict can draw porcupine's HTML
