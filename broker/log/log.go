@@ -781,6 +781,11 @@ func (l *Log) TruncateTo(offset int64) error {
 	if s.size.Load() > 0 {
 		s.created = l.clock()
 	}
+	if l.logStart.Load() > end {
+		// The batch holding the log start went: as in Kafka, the log start
+		// follows the truncation point down.
+		l.logStart.Store(end)
+	}
 	l.leo.Store(end)
 	if l.recoveryPoint.Load() > end {
 		l.recoveryPoint.Store(end)
