@@ -29,6 +29,11 @@ import (
 // Log is one partition's log in its own directory. Appends, truncation and
 // retention are serialized by one mutex; Read, OffsetForTimestamp and the
 // offset getters are lock-free against appends and see whole batches only.
+// Truncation rewrites the tail in place, so reads of the truncated range must
+// not run concurrently with TruncateTo and the appends that follow it: the
+// caller excludes them with its partition lock, as Kafka does with
+// leaderIsrUpdateLock. Retention is safe against readers: deleted segment
+// files stay open until file.delete.delay.ms has passed.
 type Log struct {
 	dir    string
 	clock  func() time.Time
