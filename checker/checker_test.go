@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/isrlab/isrlab/history"
 )
@@ -287,5 +288,30 @@ func TestHistogramQuantiles(t *testing.T) {
 		if tc.got < tc.want*0.93 || tc.got > tc.want*1.07 {
 			t.Errorf("%s = %g ms, want %g ± 7%%", tc.name, tc.got, tc.want)
 		}
+	}
+}
+
+// TestLinTimeoutIsUnknown: a search cut short is unknown, never a pass.
+func TestLinTimeoutIsUnknown(t *testing.T) {
+	var m history.Memory
+	if _, err := history.Synthesize(&m, history.SynthOptions{Ops: 5000, Partitions: 2, Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	v := CheckOps(m.Ops, Options{Linearizable: LinOn, LinTimeout: time.Nanosecond})
+	if v.Linearizable.Result != "unknown" || v.Valid != Unknown {
+		t.Errorf("lin %+v, valid %s; want unknown", v.Linearizable, v.Valid)
+	}
+}
+
+// TestLinManyUnknownSends: many info sends (half of them written) and many
+// processes must neither flag nor blow up the search.
+func TestLinManyUnknownSends(t *testing.T) {
+	var m history.Memory
+	if _, err := history.Synthesize(&m, history.SynthOptions{Ops: 60000, Partitions: 1, Producers: 16, Consumers: 1, Seed: 8, InfoRate: 0.4, FailRate: 0.1}); err != nil {
+		t.Fatal(err)
+	}
+	v := CheckOps(m.Ops, Options{Linearizable: LinOn, LinTimeout: 2 * time.Minute})
+	if v.Linearizable.Result != "ok" || v.Valid != Valid {
+		t.Errorf("lin %+v, valid %s, anomalies %v", v.Linearizable, v.Valid, v.Anomalies)
 	}
 }

@@ -279,6 +279,17 @@ func TestRecorderStampsInOrder(t *testing.T) {
 	if r.Count() != 3 || len(m.Ops) != 3 || r.Err() != nil {
 		t.Errorf("count %d, kept %d, err %v", r.Count(), len(m.Ops), r.Err())
 	}
+	// Through a Writer, Flush makes the lines visible.
+	var buf bytes.Buffer
+	w, _ := NewWriter(&buf, Header{Run: "r"})
+	wr := NewRecorder(w, func() time.Duration { return 0 })
+	wr.Record(NewOp(0, Invoke, FPoll))
+	if err := wr.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ops, err := ReadAll(&buf, "r"); err != nil || len(ops) != 1 {
+		t.Errorf("after Flush: %d ops, %v", len(ops), err)
+	}
 }
 
 func FuzzDecodeOp(f *testing.F) {

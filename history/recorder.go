@@ -62,6 +62,19 @@ func (r *Recorder) Err() error {
 	return r.err
 }
 
+// Flush flushes the sink when it buffers (a Writer does): call it at the
+// end of a run, and periodically if a crash should lose little.
+func (r *Recorder) Flush() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.sink.(interface{ Flush() error }); ok {
+		if err := f.Flush(); err != nil && r.err == nil {
+			r.err = err
+		}
+	}
+	return r.err
+}
+
 // Count returns the number of ops recorded.
 func (r *Recorder) Count() int64 {
 	r.mu.Lock()
