@@ -48,6 +48,11 @@ func TestParseBatches(t *testing.T) {
 			binary.BigEndian.PutUint32(b[offLastOffsetDelta:], 0xfffffffe)
 			fixCRC(b)
 		}), 0, ErrCorruptMessage, nil},
+		{"compressed: more records than uncompressed bytes could hold", compressed(t), 0, nil, []BatchInfo{{BaseOffset: 0, LastOffset: 99, FirstTimestamp: 7, MaxTimestamp: 7, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: 100, Attributes: 4, Size: BatchHeaderSize + 20}}},
+		{"uncompressed: more records than bytes", mutate(compressed(t), func(b []byte) {
+			binary.BigEndian.PutUint16(b[offAttributes:], 0)
+			fixCRC(b)
+		}), 0, ErrCorruptMessage, nil},
 		{"negative base offset", mutate(one, func(b []byte) { patchBatch(b, -5, 0) }), 0, ErrCorruptMessage, nil},
 	}
 	for _, tt := range tests {
@@ -76,6 +81,24 @@ func TestParseBatches(t *testing.T) {
 			}
 		})
 	}
+}
+
+// compressed is a zstd-flagged batch of 100 records in 20 opaque bytes: the
+// log never decompresses, so only the header is checked.
+func compressed(t *testing.T) []byte {
+	b := make([]byte, BatchHeaderSize+20)
+	binary.BigEndian.PutUint32(b[offBatchLength:], uint32(len(b)-logOverhead))
+	b[offMagic] = 2
+	binary.BigEndian.PutUint16(b[offAttributes:], 4)
+	binary.BigEndian.PutUint32(b[offLastOffsetDelta:], 99)
+	binary.BigEndian.PutUint64(b[offFirstTimestamp:], 7)
+	binary.BigEndian.PutUint64(b[offMaxTimestamp:], 7)
+	binary.BigEndian.PutUint64(b[offProducerID:], ^uint64(0))
+	binary.BigEndian.PutUint16(b[offProducerEpoch:], 0xffff)
+	binary.BigEndian.PutUint32(b[offBaseSequence:], 0xffffffff)
+	binary.BigEndian.PutUint32(b[offRecordCount:], 100)
+	fixCRC(b)
+	return b
 }
 
 func fixCRC(b []byte) {

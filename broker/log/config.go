@@ -14,7 +14,8 @@ type Config struct {
 	// would grow the active segment past it. Default 1 GiB.
 	SegmentBytes int64
 	// SegmentMs: log.roll.ms (log.roll.hours) / segment.ms. Roll a segment
-	// this long after its first append. Default 168 h.
+	// this long (by the injected clock) after its first append since the log
+	// was opened. Default 168 h.
 	SegmentMs int64
 	// SegmentIndexBytes: log.index.size.max.bytes / segment.index.bytes. Size
 	// the index files are preallocated to; a full index rolls the segment.
