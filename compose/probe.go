@@ -163,7 +163,7 @@ func probeEtcd(ctx context.Context, dial DialFunc, endpoint string) error {
 }
 
 // probeKafka requires ApiVersions to answer and Metadata from this broker to
-// list every broker of the cluster.
+// list every broker of the cluster and name a controller.
 func probeKafka(ctx context.Context, dial DialFunc, addr string, want []int) error {
 	// A plain connect fails fast while the port is closed; kgo would retry.
 	if err := probeTCP(ctx, dial, addr); err != nil {
@@ -196,8 +196,13 @@ func probeKafka(ctx context.Context, dial DialFunc, addr string, want []int) err
 	if err != nil {
 		return fmt.Errorf("kafka Metadata: %w", err)
 	}
+	resp := mr.(*kmsg.MetadataResponse)
+	// Without a controller, the first CreateTopics of a client would fail.
+	if resp.ControllerID < 0 {
+		return errors.New("kafka Metadata names no controller")
+	}
 	var got []int
-	for _, b := range mr.(*kmsg.MetadataResponse).Brokers {
+	for _, b := range resp.Brokers {
 		got = append(got, int(b.NodeID))
 	}
 	for _, id := range want {

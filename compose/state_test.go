@@ -109,3 +109,36 @@ func TestProcStart(t *testing.T) {
 		t.Error("ProcStart of a reaped process succeeded")
 	}
 }
+
+func TestRegistry(t *testing.T) {
+	t.Setenv("ISRLAB_REGISTRY_DIR", t.TempDir())
+	dir := t.TempDir()
+	s := &State{Name: "x", RunID: "run1", Backend: "netns", Status: StatusUp}
+	if err := WriteState(dir, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := LookupRun("run1"); ok {
+		t.Fatal("unregistered run found")
+	}
+	if err := Register("run1", StatePath(dir, "x")); err != nil {
+		t.Fatal(err)
+	}
+	got, gotDir, ok := LookupRun("run1")
+	if !ok || got.Name != "x" || gotDir != dir {
+		t.Fatalf("LookupRun = %v, %q, %v", got, gotDir, ok)
+	}
+	// The name now belongs to another run: the registration is stale.
+	s.RunID = "run2"
+	if err := WriteState(dir, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := LookupRun("run1"); ok {
+		t.Error("stale registration resolved")
+	}
+	if err := Unregister("run1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Unregister("run1"); err != nil {
+		t.Errorf("second Unregister: %v", err)
+	}
+}

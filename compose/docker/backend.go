@@ -156,6 +156,9 @@ func (b *Backend) Up(ctx context.Context, t compose.Topology) (c *compose.Cluste
 		cli.Close()
 		return nil, err
 	}
+	if err := compose.Register(t.RunID, compose.StatePath(o.StateDir, t.Name)); err != nil {
+		log.Warn("register run", "err", err)
+	}
 	defer func() {
 		p := recover()
 		if err != nil || p != nil {
@@ -447,6 +450,11 @@ func (r *run) teardown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if len(errs) == 0 {
+		if err := compose.Unregister(st.RunID); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -579,8 +587,42 @@ func (b *Backend) Clean(ctx context.Context, all bool) (CleanReport, error) {
 		}
 		unlock()
 	}
+	// A run recorded in another state directory is judged by its state.
+	elsewhere := map[string]bool{}
+	for _, run := range runsOf(ctrs, nets) {
+		if known[run] {
+			continue
+		}
+		st, dir, ok := compose.LookupRun(run)
+		if !ok {
+			continue
+		}
+		elsewhere[run] = true
+		id := st.Name + "/" + run
+		if (st.Live() && !all) || st.Backend != Name {
+			rep.Live = append(rep.Live, id)
+			continue
+		}
+		unlock, err := compose.Lock(dir, st.Name)
+		if errors.Is(err, compose.ErrBusy) {
+			rep.Live = append(rep.Live, id)
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		other := o
+		other.StateDir = dir
+		if err := attach(other, cli, st).teardown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("clean %s: %w", id, err))
+		} else {
+			rep.Runs = append(rep.Runs, id)
+		}
+		unlock()
+	}
 	for _, c := range ctrs {
-		if known[c.Labels[LabelRun]] {
+		if known[c.Labels[LabelRun]] || elsewhere[c.Labels[LabelRun]] {
 			continue
 		}
 		err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
@@ -591,7 +633,7 @@ func (b *Backend) Clean(ctx context.Context, all bool) (CleanReport, error) {
 		rep.Containers++
 	}
 	for _, n := range nets {
-		if known[n.Labels[LabelRun]] {
+		if known[n.Labels[LabelRun]] || elsewhere[n.Labels[LabelRun]] {
 			continue
 		}
 		if err := cli.NetworkRemove(ctx, n.ID); err != nil && !client.IsErrNotFound(err) {
@@ -599,6 +641,9 @@ func (b *Backend) Clean(ctx context.Context, all bool) (CleanReport, error) {
 			continue
 		}
 		rep.Networks++
+		if err := compose.Unregister(n.Labels[LabelRun]); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if all {
 		// Lab images are a cache keyed by binary content; with all, the ones
@@ -618,3 +663,22 @@ func (b *Backend) Clean(ctx context.Context, all bool) (CleanReport, error) {
 
 // killWait bounds how long Kill waits for a SIGKILLed process to disappear.
 const killWait = 10 * time.Second
+
+// runsOf lists the run ids labelled on containers and networks.
+func runsOf(ctrs []container.Summary, nets []network.Summary) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(run string) {
+		if run != "" && !seen[run] {
+			seen[run] = true
+			out = append(out, run)
+		}
+	}
+	for _, c := range ctrs {
+		add(c.Labels[LabelRun])
+	}
+	for _, n := range nets {
+		add(n.Labels[LabelRun])
+	}
+	return out
+}

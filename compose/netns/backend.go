@@ -124,6 +124,9 @@ func (b *Backend) Up(ctx context.Context, t compose.Topology) (c *compose.Cluste
 	if err := r.save(); err != nil {
 		return nil, err
 	}
+	if err := compose.Register(t.RunID, compose.StatePath(o.StateDir, t.Name)); err != nil {
+		log.Warn("register run", "err", err)
+	}
 	defer func() {
 		p := recover()
 		if err != nil || p != nil {
@@ -347,6 +350,11 @@ func (r *run) teardown(ctx context.Context) error {
 	}
 	if len(errs) == 0 {
 		if err := compose.RemoveState(r.b.StateDir, st.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		if err := compose.Unregister(st.RunID); err != nil {
 			errs = append(errs, err)
 		}
 	}

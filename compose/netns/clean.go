@@ -19,7 +19,8 @@ type CleanReport struct {
 
 // Clean removes what dead runs left: runs whose state says their owner is
 // gone (or, with all, every run of this backend), and namespaces carrying a
-// run id that no state file knows. Live runs and runs whose lock is held are
+// run id that no state file knows. A run whose state lives in another state
+// directory is found through the run registry and judged the same way. Live runs and runs whose lock is held are
 // left alone, so it is safe to call at any time.
 func (b *Backend) Clean(ctx context.Context, all bool) (CleanReport, error) {
 	o := b.defaults()
@@ -77,6 +78,34 @@ func (b *Backend) Clean(ctx context.Context, all bool) (CleanReport, error) {
 		orphans[run] = append(orphans[run], filepath.Join(o.NSDir, name))
 	}
 	for run, paths := range orphans {
+		// A run recorded in another state directory is judged by its state.
+		if st, dir, ok := compose.LookupRun(run); ok {
+			id := st.Name + "/" + run
+			switch {
+			case st.Live() && !all:
+				rep.Live = append(rep.Live, id)
+			case st.Backend != Name:
+			default:
+				unlock, err := compose.Lock(dir, st.Name)
+				if errors.Is(err, compose.ErrBusy) {
+					rep.Live = append(rep.Live, id)
+					continue
+				}
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				other := o
+				other.StateDir = dir
+				if err := attach(other, st).teardown(ctx); err != nil {
+					errs = append(errs, fmt.Errorf("clean %s: %w", id, err))
+				} else {
+					rep.Runs = append(rep.Runs, id)
+				}
+				unlock()
+			}
+			continue
+		}
 		// The switch goes last, as in teardown.
 		slices.SortFunc(paths, func(a, b string) int {
 			return btoi(filepath.Base(a) == NSName(run, SwitchName)) - btoi(filepath.Base(b) == NSName(run, SwitchName))
@@ -96,6 +125,9 @@ func (b *Backend) Clean(ctx context.Context, all bool) (CleanReport, error) {
 				continue
 			}
 			rep.Namespaces = append(rep.Namespaces, p)
+		}
+		if err := compose.Unregister(run); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	slices.Sort(rep.Namespaces)

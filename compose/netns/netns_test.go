@@ -738,3 +738,51 @@ func TestRunTearsDownAfterPanic(t *testing.T) {
 		t.Fatalf("leftovers after a panic: %v", left)
 	}
 }
+
+// TestCleanFromAnotherStateDir: a clean working from one state directory
+// leaves a live run recorded in another alone, and removes a dead one.
+func TestCleanFromAnotherStateDir(t *testing.T) {
+	requireNetns(t)
+	l := newLab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	live, err := l.backend().Up(ctx, echoTopology("elsewhere", l.runDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Down(context.Background())
+
+	dead := lab{filepath.Join(t.TempDir(), "state"), l.nsDir, filepath.Join(t.TempDir(), "run")}
+	cmd, _ := startOwner(t, dead, ownerConfig{Name: "dead"})
+	st, err := compose.ReadState(dead.stateDir, "dead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait() //nolint:errcheck // killed on purpose
+
+	cleaner := &Backend{StateDir: t.TempDir(), NSDir: l.nsDir}
+	rep, err := cleaner.Clean(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "elsewhere/" + live.RunID; len(rep.Live) != 1 || rep.Live[0] != want {
+		t.Errorf("Clean reported live %v, want [%s]", rep.Live, want)
+	}
+	if want := "dead/" + st.RunID; len(rep.Runs) != 1 || rep.Runs[0] != want {
+		t.Errorf("Clean removed %v, want [%s]", rep.Runs, want)
+	}
+	if len(rep.Namespaces) != 0 {
+		t.Errorf("Clean removed namespaces as orphans: %v", rep.Namespaces)
+	}
+	if err := echo(ctx, live, "b2"); err != nil {
+		t.Fatalf("live run after Clean: %v", err)
+	}
+	var pids []int
+	for _, n := range st.Nodes {
+		pids = append(pids, n.PID)
+	}
+	if left := dead.leftovers(st.RunID, pids); len(left) > 0 {
+		t.Fatalf("dead run's leftovers: %v", left)
+	}
+}
