@@ -759,7 +759,9 @@ func (t *term) onTopics(ctx context.Context, ts []coord.TopicSpec) error {
 	var gone []coord.TopicPartition
 	for name, spec := range t.topics {
 		o, ok := old[name]
-		if !ok || len(o.Assignment) != len(spec.Assignment) {
+		// A new assignment version is a new topic (possibly deleted and
+		// recreated under the same name) or added partitions.
+		if !ok || o.Version != spec.Version || len(o.Assignment) != len(spec.Assignment) {
 			added = append(added, name)
 			continue
 		}
