@@ -17,8 +17,14 @@ const OtherProcess = -3
 // is several times slower, and checkers read millions of lines); unknown
 // fields are validated and skipped.
 func DecodeOp(b []byte, op *Op) error {
+	return decodeOp(b, op, nil)
+}
+
+// decodeOp decodes with an optional intern table for repeated strings
+// (node names, error names), which saves an allocation per op.
+func decodeOp(b []byte, op *Op, intern map[string]string) error {
 	op.Reset()
-	d := decoder{b: b}
+	d := decoder{b: b, intern: intern}
 	if ok, err := d.prefix(op); err != nil {
 		return err
 	} else if ok {
@@ -39,6 +45,21 @@ type decoder struct {
 	b       []byte
 	i       int
 	scratch []byte
+	intern  map[string]string
+}
+
+func (d *decoder) string(s []byte) string {
+	if d.intern == nil || len(s) > 64 {
+		return string(s)
+	}
+	if v, ok := d.intern[string(s)]; ok {
+		return v
+	}
+	v := string(s)
+	if len(d.intern) < 4096 {
+		d.intern[v] = v
+	}
+	return v
 }
 
 var errEnd = errors.New("unexpected end of line")
@@ -259,7 +280,7 @@ func (d *decoder) field(key string, op *Op) error {
 	case "error":
 		var s []byte
 		if s, err = d.str(); err == nil {
-			op.Error = string(s)
+			op.Error = d.string(s)
 		}
 	case "node":
 		var c byte
@@ -270,7 +291,7 @@ func (d *decoder) field(key string, op *Op) error {
 		} else if err == nil {
 			var s []byte
 			s, err = d.str()
-			op.Node = string(s)
+			op.Node = d.string(s)
 		}
 	case "leader":
 		var v int64

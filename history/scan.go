@@ -22,6 +22,7 @@ type batch struct {
 	offs      []int64 // byte offset of each op's line
 	n         int
 	err       error
+	intern    map[string]string
 	done      chan struct{}
 }
 
@@ -176,7 +177,10 @@ func (b *batch) decode(name string) {
 				b.offs = append(b.offs, 0)
 			}
 			b.offs[b.n] = lineOff
-			if err := DecodeOp(l, &b.ops[b.n]); err != nil {
+			if b.intern == nil {
+				b.intern = map[string]string{}
+			}
+			if err := decodeOp(l, &b.ops[b.n], b.intern); err != nil {
 				b.err = &LineError{File: name, Line: line, Torn: last && len(data) == 0, Err: err}
 				return
 			}
