@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 
@@ -25,6 +26,8 @@ type LinResult struct {
 	Reason     string `json:"reason,omitempty"`
 	Ops        int    `json:"ops"`
 	Partitions int    `json:"partitions"`
+	// IllegalPartitions lists the partitions found illegal on their own.
+	IllegalPartitions []int32 `json:"illegal_partitions,omitempty"`
 	// Visualization names the HTML file written for an illegal history, when
 	// the caller wrote one.
 	Visualization string `json:"visualization,omitempty"`
@@ -273,11 +276,23 @@ func (a *analysis) linearize() (LinResult, *linSearch) {
 		return res, nil
 	case porcupine.Illegal:
 		res.Result = "illegal"
+		res.IllegalPartitions = illegalPartitions(ops, a.opt.LinTimeout)
 		return res, &linSearch{info: info}
 	}
 	res.Result = "unknown"
 	res.Reason = fmt.Sprintf("search did not finish within %s", a.opt.LinTimeout)
 	return res, nil
+}
+
+// illegalPartitions checks each partition alone to name the illegal ones.
+func illegalPartitions(ops []porcupine.Operation, timeout time.Duration) []int32 {
+	var out []int32
+	for _, part := range logModel.Partition(ops) {
+		if porcupine.CheckOperationsTimeout(logModel, part, timeout) == porcupine.Illegal {
+			out = append(out, part[0].Input.(*linInput).part)
+		}
+	}
+	return out
 }
 
 // rank returns the position of off among the observed offsets of part

@@ -205,6 +205,9 @@ func printSummary(w io.Writer, file string, v *checker.Verdict, out, html string
 	} else if l.Result != "skipped" {
 		line += fmt.Sprintf(" (%d ops, %d partitions)", l.Ops, l.Partitions)
 	}
+	if len(l.IllegalPartitions) > 0 {
+		line += fmt.Sprintf("; illegal partitions %v", l.IllegalPartitions)
+	}
 	if l.Visualization != "" {
 		line += "; see " + html
 	}
