@@ -656,13 +656,78 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 }
 
 // read finds the batch holding offset in this segment and reads from it.
-// found is false when the segment holds no batch at or after offset.
+// found is false when the segment holds no batch at or after offset. One
+// pread normally covers both the short scan from the index entry to the
+// batch holding offset and the data returned.
 func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) ([]byte, bool, error) {
 	size := s.size.Load()
 	pos, err := s.lookup(offset)
 	if err != nil {
 		return nil, false, err
 	}
+	// Bytes past the first indexed batch at or after maxOffset are never
+	// returned.
+	limit, err := s.upperBound(maxOffset, size)
+	if err != nil {
+		return nil, false, err
+	}
+	want := min(int64(s.interval)+int64(max(maxBytes, 0)), limit-pos)
+	if want < BatchHeaderSize {
+		return s.readFrom(pos, size, limit, offset, maxBytes, maxOffset, minOneBatch)
+	}
+	buf := make([]byte, want)
+	got, err := s.log.ReadAt(buf, pos)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, false, fmt.Errorf("read at %d: %w", pos, err)
+	}
+	buf = buf[:got]
+	start := 0
+	var first BatchInfo
+	for {
+		if start+BatchHeaderSize > len(buf) {
+			return s.readFrom(pos+int64(start), size, limit, offset, maxBytes, maxOffset, minOneBatch)
+		}
+		b, perr := parseBatch(buf[start:], 0, false)
+		if perr != nil {
+			if pos+int64(start) > 0 {
+				// The index pointed at no batch: do not trust it.
+				return s.readFrom(0, size, limit, offset, maxBytes, maxOffset, minOneBatch)
+			}
+			return nil, false, nil
+		}
+		if b.LastOffset >= offset {
+			first = b
+			break
+		}
+		start += b.Size
+	}
+	if first.LastOffset >= maxOffset || first.Size > maxBytes && !minOneBatch {
+		return []byte{}, true, nil
+	}
+	if start+first.Size > len(buf) {
+		return s.readFrom(pos+int64(start), size, limit, offset, maxBytes, maxOffset, minOneBatch)
+	}
+	return buf[start:wholeBatches(buf, start, maxBytes, maxOffset)], true, nil
+}
+
+// wholeBatches returns the end of the run of whole batches in buf from start
+// (its first batch always included) that stay below maxOffset and within
+// maxBytes.
+func wholeBatches(buf []byte, start, maxBytes int, maxOffset int64) int {
+	end := start
+	for end+BatchHeaderSize <= len(buf) {
+		b, err := parseBatch(buf[end:], 0, false)
+		if err != nil || end+b.Size > len(buf) || b.LastOffset >= maxOffset || end > start && end+b.Size-start > maxBytes {
+			break
+		}
+		end += b.Size
+	}
+	return end
+}
+
+// readFrom is read's slow path: it scans batch headers from pos with small
+// preads, then reads the data.
+func (s *segment) readFrom(pos, size, limit, offset int64, maxBytes int, maxOffset int64, minOneBatch bool) ([]byte, bool, error) {
 	var first BatchInfo
 	for {
 		b, ok, err := s.readHeader(pos, size)
@@ -686,11 +751,6 @@ func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch 
 	if first.LastOffset >= maxOffset || first.Size > maxBytes && !minOneBatch {
 		return []byte{}, true, nil
 	}
-	// Bytes past the first batch at or after maxOffset are never returned.
-	limit, err := s.upperBound(maxOffset, size)
-	if err != nil {
-		return nil, false, err
-	}
 	n := min(int64(max(maxBytes, first.Size)), max(limit, pos+int64(first.Size))-pos)
 	buf := make([]byte, n)
 	got, err := s.log.ReadAt(buf, pos)
@@ -698,16 +758,7 @@ func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch 
 		return nil, false, fmt.Errorf("read at %d: %w", pos, err)
 	}
 	buf = buf[:got]
-	// Keep whole batches below maxOffset only.
-	end := 0
-	for end+BatchHeaderSize <= len(buf) {
-		b, err := parseBatch(buf[end:], 0, false)
-		if err != nil || end+b.Size > len(buf) || b.LastOffset >= maxOffset {
-			break
-		}
-		end += b.Size
-	}
-	return buf[:end], true, nil
+	return buf[:wholeBatches(buf, 0, maxBytes, maxOffset)], true, nil
 }
 
 // OffsetForTimestamp finds the first batch whose MaxTimestamp is >= ts, via

@@ -160,6 +160,19 @@ func TestRandomOperations(t *testing.T) {
 					if !bytes.HasPrefix(res.Records, model[i].data) {
 						fail("read(%d) does not start with the batch at %d", off, model[i].base)
 					}
+					// Whole consecutive batches, within maxBytes unless just one.
+					rest := res.Records
+					n := 0
+					for j := i; j < len(model) && len(rest) > 0; j++ {
+						if !bytes.HasPrefix(rest, model[j].data) {
+							fail("read(%d): batch %d of the result is not the batch at %d", off, n, model[j].base)
+						}
+						rest = rest[len(model[j].data):]
+						n++
+					}
+					if len(rest) > 0 || n > 1 && len(res.Records) > maxBytes {
+						fail("read(%d, %d bytes) returned %d bytes in %d batches", off, maxBytes, len(res.Records), n)
+					}
 				}
 				// The log matches the model.
 				if l.LogEndOffset() != leo() || l.LogStartOffset() != logStart {

@@ -71,6 +71,7 @@ type segment struct {
 	bytesSinceIndex int       // bytes appended since the last index entry
 	created         time.Time // clock at first append, for segment.ms
 	maxIdx, maxTidx int       // capacity from segment.index.bytes
+	interval        int       // index.interval.bytes when created: how far reads look ahead
 }
 
 func (s *segment) path(suffix string) string {
@@ -99,8 +100,9 @@ func newSegment(dir string, base int64, cfg Config) *segment {
 	return &segment{
 		base: base, dir: dir, next: base,
 		maxTs: -1, maxTsOff: base, lastTs: -1,
-		maxIdx:  cfg.SegmentIndexBytes / indexEntrySize,
-		maxTidx: cfg.SegmentIndexBytes / timeEntrySize,
+		maxIdx:   cfg.SegmentIndexBytes / indexEntrySize,
+		maxTidx:  cfg.SegmentIndexBytes / timeEntrySize,
+		interval: cfg.IndexIntervalBytes,
 	}
 }
 
