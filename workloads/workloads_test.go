@@ -273,3 +273,76 @@ func TestNewLogRejectsBadConfig(t *testing.T) {
 	}
 	_ = errors.New
 }
+
+// TestLogWorkloadSurvivesLeaderMoves moves partition leadership between
+// three fake brokers while the workload runs: clients see NOT_LEADER and
+// retry, and the history must still be valid with every send read.
+func TestLogWorkloadSurvivesLeaderMoves(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kfake cluster")
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(3, "moves"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	m, rec := recorder()
+	w, err := NewLog(Config{Topic: "moves", Partitions: 3, Producers: 3, Consumers: 3, Sends: 600, SendInterval: time.Millisecond, Idempotent: true}, rec, c.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	moved := make(chan int)
+	runCtx, stopMoving := context.WithCancel(ctx)
+	go func() {
+		n := 0
+		tick := time.NewTicker(15 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-runCtx.Done():
+				moved <- n
+				return
+			case <-tick.C:
+				if err := c.MoveTopicPartition("moves", int32(n%3), int32((n/3)%3)); err == nil {
+					n++
+				}
+			}
+		}
+	}()
+	err = w.Run(ctx)
+	stopMoving()
+	moves := <-moved
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctx, dcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer dcancel()
+	if err := w.Drain(dctx); err != nil {
+		t.Fatal(err)
+	}
+	v := checker.CheckOps(m.Ops, checker.Options{Linearizable: checker.LinOn})
+	if moves < 3 {
+		t.Fatalf("only %d leader moves happened", moves)
+	}
+	// kfake answers OffsetForLeaderEpoch for an epoch that wrote no batch
+	// with the log start offset, so a consumer may be told its log was
+	// truncated to 0 and read it again: a real rewind, which the checker
+	// rightly reports as nonmonotonic-poll. Nothing else may show up.
+	for kind, n := range v.Anomalies {
+		if kind != checker.NonmonotonicPoll {
+			t.Errorf("after %d moves: %d %s; examples %s", moves, n, kind, v.Examples[kind][0].Note)
+		}
+	}
+	if v.Linearizable.Result != "ok" {
+		t.Errorf("linearizable: %+v", v.Linearizable)
+	}
+	if n := v.Anomalies[checker.NonmonotonicPoll]; n > 0 {
+		t.Logf("%d consumer rewinds after kfake's truncation answers, e.g. %s", n, v.Examples[checker.NonmonotonicPoll][0].Note)
+	}
+	if v.Stats.SendsOK != 600 || v.Stats.ReadValues != 600 {
+		t.Errorf("sends ok %d (info %d), values read %d", v.Stats.SendsOK, v.Stats.SendsInfo, v.Stats.ReadValues)
+	}
+	t.Logf("%d leader moves, %d ops", moves, len(m.Ops))
+}
