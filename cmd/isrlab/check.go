@@ -196,7 +196,8 @@ func printSummary(w io.Writer, file string, v *checker.Verdict, out, html string
 	sort.Strings(fs)
 	for _, f := range fs {
 		q := v.Latency[f]
-		fmt.Fprintf(w, "latency %-5s p50 %.3g ms, p90 %.3g, p99 %.3g, p99.9 %.3g, max %.3g (%d ok)\n", f+":", q.P50, q.P90, q.P99, q.P999, q.Max, q.Count)
+		fmt.Fprintf(w, "latency %-5s p50 %s, p90 %s, p99 %s, p99.9 %s, max %s (%d ok)\n", f+":",
+			dur(q.P50), dur(q.P90), dur(q.P99), dur(q.P999), dur(q.Max), q.Count)
 	}
 	l := v.Linearizable
 	line := l.Result
@@ -215,6 +216,11 @@ func printSummary(w io.Writer, file string, v *checker.Verdict, out, html string
 	if out != "" {
 		fmt.Fprintf(w, "verdict:      %s\n", out)
 	}
+}
+
+// dur formats milliseconds with a unit that suits the size.
+func dur(ms float64) string {
+	return time.Duration(ms * float64(time.Millisecond)).Round(time.Microsecond / 10).String()
 }
 
 func pct(r checker.Ratio) string {
