@@ -192,3 +192,38 @@ func stampLogAppendTime(buf []byte, size int, ts int64) {
 	binary.BigEndian.PutUint64(buf[offMaxTimestamp:], uint64(ts))
 	binary.BigEndian.PutUint32(buf[offCRC:], crc32c(buf[offAttributes:size]))
 }
+
+// firstRecordAtOrAfter walks the records of an uncompressed batch (whole, in
+// buf) and returns the offset and timestamp of the first record with
+// offset >= minOffset and timestamp >= ts. ok is false when there is none or
+// the records cannot be parsed.
+func firstRecordAtOrAfter(buf []byte, b BatchInfo, ts, minOffset int64) (offset, timestamp int64, ok bool) {
+	if b.Compression() != 0 || len(buf) < b.Size {
+		return 0, 0, false
+	}
+	recs := buf[BatchHeaderSize:b.Size]
+	for i := int32(0); i < b.RecordCount && len(recs) > 0; i++ {
+		length, n := binary.Varint(recs)
+		if n <= 0 || length < 0 || int64(len(recs)-n) < length {
+			return 0, 0, false
+		}
+		rec := recs[n : n+int(length)]
+		recs = recs[n+int(length):]
+		if len(rec) < 1 {
+			return 0, 0, false
+		}
+		tsDelta, n1 := binary.Varint(rec[1:]) // after the attributes byte
+		if n1 <= 0 {
+			return 0, 0, false
+		}
+		offDelta, n2 := binary.Varint(rec[1+n1:])
+		if n2 <= 0 {
+			return 0, 0, false
+		}
+		recOffset, recTs := b.BaseOffset+offDelta, b.FirstTimestamp+tsDelta
+		if recOffset >= minOffset && recTs >= ts {
+			return recOffset, recTs, true
+		}
+	}
+	return 0, 0, false
+}

@@ -48,8 +48,8 @@ func TestParseBatches(t *testing.T) {
 			binary.BigEndian.PutUint32(b[offLastOffsetDelta:], 0xfffffffe)
 			fixCRC(b)
 		}), 0, ErrCorruptMessage, nil},
-		{"compressed: more records than uncompressed bytes could hold", compressed(t), 0, nil, []BatchInfo{{BaseOffset: 0, LastOffset: 99, FirstTimestamp: 7, MaxTimestamp: 7, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: 100, Attributes: 4, Size: BatchHeaderSize + 20}}},
-		{"uncompressed: more records than bytes", mutate(compressed(t), func(b []byte) {
+		{"compressed: more records than uncompressed bytes could hold", compressedBatch(t), 0, nil, []BatchInfo{{BaseOffset: 0, LastOffset: 99, FirstTimestamp: 7, MaxTimestamp: 7, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: 100, Attributes: 4, Size: BatchHeaderSize + 20}}},
+		{"uncompressed: more records than bytes", mutate(compressedBatch(t), func(b []byte) {
 			binary.BigEndian.PutUint16(b[offAttributes:], 0)
 			fixCRC(b)
 		}), 0, ErrCorruptMessage, nil},
@@ -83,9 +83,9 @@ func TestParseBatches(t *testing.T) {
 	}
 }
 
-// compressed is a zstd-flagged batch of 100 records in 20 opaque bytes: the
+// compressedBatch is a zstd-flagged batch of 100 records in 20 opaque bytes: the
 // log never decompresses, so only the header is checked.
-func compressed(t *testing.T) []byte {
+func compressedBatch(t *testing.T) []byte {
 	b := make([]byte, BatchHeaderSize+20)
 	binary.BigEndian.PutUint32(b[offBatchLength:], uint32(len(b)-logOverhead))
 	b[offMagic] = 2
@@ -118,6 +118,8 @@ func FuzzParseBatches(f *testing.F) {
 		// Anything accepted re-parses identically and covers the input exactly.
 		total := 0
 		for _, b := range got {
+			// Walking the records of any accepted batch must not panic either.
+			firstRecordAtOrAfter(data[total:], b, b.FirstTimestamp, b.BaseOffset)
 			total += b.Size
 			if b.LastOffset < b.BaseOffset || b.Size < BatchHeaderSize {
 				t.Fatalf("accepted nonsense batch %+v", b)

@@ -761,11 +761,14 @@ func (s *segment) readFrom(pos, size, limit, offset int64, maxBytes int, maxOffs
 	return buf[:wholeBatches(buf, 0, maxBytes, maxOffset)], true, nil
 }
 
-// OffsetForTimestamp finds the first batch whose MaxTimestamp is >= ts, via
-// the segments' largest timestamps and their time indexes, and returns its
-// base offset (at least the log start offset) and MaxTimestamp. found is
-// false when every batch is older. Bounding the answer by the high watermark
-// is the caller's business.
+// OffsetForTimestamp answers ListOffsets by timestamp: the first record at
+// or after the log start whose timestamp is >= ts, and that timestamp. The
+// segments' largest timestamps and time indexes find the first batch whose
+// MaxTimestamp is >= ts; in an uncompressed CreateTime batch the records are
+// walked for the exact one, otherwise (compressed, LogAppendTime) the answer
+// is the batch's base offset and MaxTimestamp, since the log never
+// decompresses. found is false when every record is older. Bounding the
+// answer by the high watermark is the caller's business.
 func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, found bool) {
 	leo := l.leo.Load()
 	segs := l.segments()
@@ -789,6 +792,9 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, found
 				break
 			}
 			if b.MaxTimestamp >= ts && b.LastOffset >= start {
+				if off, rts, ok := s.recordForTimestamp(b, pos, ts, start); ok {
+					return off, rts, true
+				}
 				return max(b.BaseOffset, start), b.MaxTimestamp, true
 			}
 			pos += int64(b.Size)

@@ -638,3 +638,16 @@ func (s *segment) truncateAt(offset int64, cfg Config) (int64, error) {
 	}
 	return s.next, nil
 }
+
+// recordForTimestamp reads the batch at pos and finds its first record at or
+// after minOffset with a timestamp >= ts (uncompressed CreateTime batches only).
+func (s *segment) recordForTimestamp(b BatchInfo, pos, ts, minOffset int64) (int64, int64, bool) {
+	if b.Compression() != 0 || b.LogAppendTime() {
+		return 0, 0, false
+	}
+	buf := make([]byte, b.Size)
+	if _, err := s.log.ReadAt(buf, pos); err != nil {
+		return 0, 0, false
+	}
+	return firstRecordAtOrAfter(buf, b, ts, minOffset)
+}

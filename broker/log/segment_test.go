@@ -204,12 +204,14 @@ func TestOffsetForTimestamp(t *testing.T) {
 		maxTs   int64
 		wantHit bool
 	}{
-		{0, 0, 1002, true},
-		{1000, 0, 1002, true},
-		{1002, 0, 1002, true},
-		{1003, 3, 1102, true},
-		{1550, 18, 1602, true}, // 1600..1602 is batch 6
-		{4902, 117, 4902, true},
+		{0, 0, 1000, true},
+		{1000, 0, 1000, true},
+		{1001, 1, 1001, true}, // record-level inside an uncompressed batch
+		{1002, 2, 1002, true},
+		{1003, 3, 1100, true},
+		{1450, 15, 1500, true},
+		{1550, 18, 1600, true}, // 1600..1602 is batch 6
+		{4902, 119, 4902, true},
 		{4903, 0, 0, false},
 	}
 	for _, tt := range tests {
@@ -217,6 +219,34 @@ func TestOffsetForTimestamp(t *testing.T) {
 		if ok != tt.wantHit || ok && (off != tt.off || ts != tt.maxTs) {
 			t.Errorf("OffsetForTimestamp(%d) = (%d, %d, %v), want (%d, %d, %v)", tt.ts, off, ts, ok, tt.off, tt.maxTs, tt.wantHit)
 		}
+	}
+	// Never below the log start, even inside a batch.
+	if err := l.IncrementLogStartOffset(16); err != nil {
+		t.Fatal(err)
+	}
+	if off, ts, ok := l.OffsetForTimestamp(1500); !ok || off != 16 || ts != 1501 {
+		t.Errorf("after log start 16: OffsetForTimestamp(1500) = (%d, %d, %v), want (16, 1501, true)", off, ts, ok)
+	}
+}
+
+func TestOffsetForTimestampWholeBatch(t *testing.T) {
+	// LogAppendTime and compressed batches answer with the batch's base
+	// offset and MaxTimestamp: records are not decompressed.
+	cfg := DefaultConfig()
+	cfg.LogAppendTime = true
+	clk := newFakeClock()
+	l := openTest(t, cfg, WithClock(clk.Now))
+	appendN(t, l, 2, 3, 10, 0, 5)
+	now := clk.Now().UnixMilli()
+	if off, ts, ok := l.OffsetForTimestamp(now); !ok || off != 0 || ts != now {
+		t.Errorf("LogAppendTime: (%d, %d, %v), want (0, %d, true)", off, ts, ok, now)
+	}
+	l2 := openTest(t, DefaultConfig())
+	if _, err := l2.AppendAsLeader(compressedBatch(t), 0); err != nil {
+		t.Fatal(err)
+	}
+	if off, ts, ok := l2.OffsetForTimestamp(3); !ok || off != 0 || ts != 7 {
+		t.Errorf("compressed: (%d, %d, %v), want (0, 7, true)", off, ts, ok)
 	}
 }
 
