@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -37,6 +38,17 @@ func Ready(ctx context.Context, c *Cluster, exited func(*Node) error) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The first failure is the cause; the probes it cancels report only that.
+	var firstMu sync.Mutex
+	var first error
+	fail := func(err error) {
+		firstMu.Lock()
+		if first == nil {
+			first = err
+		}
+		firstMu.Unlock()
+		cancel()
+	}
 	var probes errgroup.Group
 	for _, n := range c.Nodes {
 		if n.Probe == ProbeNone {
@@ -47,13 +59,12 @@ func Ready(ctx context.Context, c *Cluster, exited func(*Node) error) error {
 				return ProbeNode(ctx, dial, n.NodeSpec, brokerIDs)
 			})
 			if err != nil {
-				cancel() // one failure fails the wait
+				fail(err)
 			}
 			return err
 		})
 	}
 	var watch errgroup.Group
-	var exitErr error
 	stop := make(chan struct{})
 	if exited != nil {
 		watch.Go(func() error {
@@ -69,21 +80,17 @@ func Ready(ctx context.Context, c *Cluster, exited func(*Node) error) error {
 				}
 				for _, n := range c.Nodes {
 					if err := exited(n); err != nil {
-						exitErr = fmt.Errorf("%s: %w: %w", n.Name, ErrNotReady, err)
-						cancel()
+						fail(fmt.Errorf("%s: %w: %w", n.Name, ErrNotReady, err))
 						return nil
 					}
 				}
 			}
 		})
 	}
-	err := probes.Wait()
+	probes.Wait() //nolint:errcheck // the probes report through fail
 	close(stop)
-	watch.Wait() //nolint:errcheck // the watcher reports through exitErr
-	if exitErr != nil {
-		return exitErr
-	}
-	return err
+	watch.Wait() //nolint:errcheck // the watcher reports through fail
+	return first
 }
 
 // poll runs try until it succeeds, backing off from 10 ms to 200 ms.

@@ -44,8 +44,22 @@ func ProcStart(pid int) (start uint64, ok bool) {
 	return start, true
 }
 
+// Gone is the start time recorded for a process that exited before it could
+// be identified: it matches no process, so a reused pid is never signalled.
+const Gone = ^uint64(0)
+
+// Identify returns pid's start time, or Gone if pid has already exited.
+func Identify(pid int) uint64 {
+	start, ok := ProcStart(pid)
+	if !ok {
+		return Gone
+	}
+	return start
+}
+
 // Alive reports whether the process (pid, start) still runs. A zero start
-// matches any process with that pid.
+// matches any process with that pid: use it only for pids just read from
+// /proc.
 func Alive(pid int, start uint64) bool {
 	s, ok := ProcStart(pid)
 	return ok && (start == 0 || s == start)

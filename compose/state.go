@@ -92,7 +92,7 @@ func (s *State) Node(name string) *NodeState {
 // SetOwner records the calling process as the run's owner.
 func (s *State) SetOwner() {
 	s.Owner = os.Getpid()
-	s.OwnerStart, _ = ProcStart(s.Owner)
+	s.OwnerStart = Identify(s.Owner)
 }
 
 // StateDir is where state files live: $ISRLAB_STATE_DIR, else /run/isrlab for

@@ -341,7 +341,7 @@ func (r *run) createContainer(ctx context.Context, s ContainerSpec) error {
 	if err != nil {
 		return err
 	}
-	start, _ := compose.ProcStart(pid)
+	start := compose.Identify(pid)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s.Kind == KindSandbox {

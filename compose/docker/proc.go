@@ -56,7 +56,7 @@ func (p *proc) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	start, _ := compose.ProcStart(pid)
+	start := compose.Identify(pid)
 	p.mu.Lock()
 	p.pid, p.start = pid, start
 	p.mu.Unlock()

@@ -99,7 +99,7 @@ func (p *proc) Start(ctx context.Context) error {
 		return fmt.Errorf("exec %s: %w", s.Argv[0], err)
 	}
 	pid := cmd.Process.Pid
-	start, _ := compose.ProcStart(pid)
+	start := compose.Identify(pid)
 	// Reap the child so that it does not linger as a zombie. Nobody waits on
 	// this goroutine: it ends when the process does, and a process that
 	// outlives us is reparented.
