@@ -33,46 +33,46 @@ import (
 // Config holds a workload's knobs; Kafka's own names are in the comments.
 // Zero values take the defaults listed.
 type Config struct {
-	Topic      string // default "isrlab"
-	Partitions int32  // default 3
+	Topic      string `yaml:"topic" json:"topic"`           // default "isrlab"
+	Partitions int32  `yaml:"partitions" json:"partitions"` // default 3
 	// Keys spread values over partitions: value v has key "k<v mod Keys>"
 	// and goes to partition fnv32a(key) mod Partitions (default 64 keys).
-	Keys int
+	Keys int `yaml:"keys" json:"keys"`
 
-	Producers int // default 2
-	Consumers int // default 2
+	Producers int `yaml:"producers" json:"producers"` // default 2
+	Consumers int `yaml:"consumers" json:"consumers"` // default 2
 	// Sends stops the producers after this many sends in all (0: until ctx
 	// is done).
-	Sends int64
+	Sends int64 `yaml:"sends" json:"sends"`
 	// SendInterval is each producer's pause between sends (default 0).
-	SendInterval time.Duration
+	SendInterval time.Duration `yaml:"send.interval" json:"send.interval"`
 
-	Acks       string // acks: "all" (default), "1" or "0"
-	Idempotent bool   // enable.idempotence (needs acks=all)
+	Acks       string `yaml:"acks" json:"acks"`                             // "all" (default), "1" or "0"
+	Idempotent bool   `yaml:"enable.idempotence" json:"enable.idempotence"` // needs acks=all
 	// Retries is retries: 0 (default) retries until DeliveryTimeout, n > 0
 	// retries n times, -1 sends each record once.
-	Retries         int
-	Linger          time.Duration // linger.ms
-	RequestTimeout  time.Duration // request.timeout.ms of produce requests (default 10 s)
-	DeliveryTimeout time.Duration // delivery.timeout.ms (default 30 s)
+	Retries         int           `yaml:"retries" json:"retries"`
+	Linger          time.Duration `yaml:"linger" json:"linger"`                     // linger.ms
+	RequestTimeout  time.Duration `yaml:"request.timeout" json:"request.timeout"`   // request.timeout.ms of produce requests (default 10 s)
+	DeliveryTimeout time.Duration `yaml:"delivery.timeout" json:"delivery.timeout"` // delivery.timeout.ms (default 30 s)
 
 	// Subscribe makes Log consumers join a consumer group instead of
 	// assigning partitions.
-	Subscribe bool
-	Group     string // group.id (default "isrlab-<topic>")
+	Subscribe bool   `yaml:"subscribe" json:"subscribe"`
+	Group     string `yaml:"group.id" json:"group.id"` // default "isrlab-<topic>"
 	// ManualCommit commits after every poll instead of auto-committing
 	// (enable.auto.commit=false).
-	ManualCommit bool
+	ManualCommit bool `yaml:"manual.commit" json:"manual.commit"`
 	// PollTimeout bounds one poll (default 500 ms).
-	PollTimeout time.Duration
+	PollTimeout time.Duration `yaml:"poll.timeout" json:"poll.timeout"`
 	// CrashEvery is the mean time between consumer crashes in Queue (0: no
 	// crashes). A crashed consumer restarts as a new process.
-	CrashEvery time.Duration
+	CrashEvery time.Duration `yaml:"crash.every" json:"crash.every"`
 
 	// FirstProcess numbers this workload's processes from here, so several
 	// workloads can share a history.
-	FirstProcess int
-	Seed         int64
+	FirstProcess int   `yaml:"first.process" json:"first.process"`
+	Seed         int64 `yaml:"seed" json:"seed"`
 }
 
 func (c Config) withDefaults() Config {

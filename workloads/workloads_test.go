@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"gopkg.in/yaml.v3"
 
 	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/history"
@@ -345,4 +346,16 @@ func TestLogWorkloadSurvivesLeaderMoves(t *testing.T) {
 		t.Errorf("sends ok %d (info %d), values read %d", v.Stats.SendsOK, v.Stats.SendsInfo, v.Stats.ReadValues)
 	}
 	t.Logf("%d leader moves, %d ops", moves, len(m.Ops))
+}
+
+func TestConfigFromYAML(t *testing.T) {
+	var cfg Config
+	doc := "topic: t\npartitions: 6\nacks: \"1\"\nenable.idempotence: false\nretries: -1\nlinger: 5ms\ndelivery.timeout: 2s\ngroup.id: g\nmanual.commit: true\ncrash.every: 1s\n"
+	if err := yaml.Unmarshal([]byte(doc), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	want := Config{Topic: "t", Partitions: 6, Acks: "1", Retries: -1, Linger: 5 * time.Millisecond, DeliveryTimeout: 2 * time.Second, Group: "g", ManualCommit: true, CrashEvery: time.Second}
+	if cfg != want {
+		t.Errorf("got %+v\nwant %+v", cfg, want)
+	}
 }
