@@ -250,8 +250,11 @@ func (t *term) run(ctx context.Context) error {
 		defer tk.Stop()
 		rebalance = tk.C
 	}
+	// resyncTimer retries the failover sequence after a failed coordinator
+	// call; while a resync is pending the periodic work waits for it.
 	resyncTimer := time.NewTimer(0)
 	defer resyncTimer.Stop()
+	armed := true
 	backoff := t.c.cfg.RetryBackoff
 
 	for {
@@ -262,9 +265,9 @@ func (t *term) run(ctx context.Context) error {
 		case <-t.l.Done():
 			return nil
 		case <-resyncTimer.C:
+			armed = false
 			if t.resync {
-				err = t.doResync(ctx)
-				if err == nil {
+				if err = t.doResync(ctx); err == nil {
 					backoff = t.c.cfg.RetryBackoff
 				}
 			}
@@ -279,9 +282,13 @@ func (t *term) run(ctx context.Context) error {
 			}
 			err = t.onTopics(ctx, ev.Topics)
 		case <-isrTick.C:
-			err = t.onISRChanges(ctx)
+			if !t.resync {
+				err = t.onISRChanges(ctx)
+			}
 		case <-rebalance:
-			err = t.onRebalance(ctx)
+			if !t.resync {
+				err = t.onRebalance(ctx)
+			}
 		case cl := <-t.calls:
 			err = cl.fn(ctx)
 			close(cl.reply)
@@ -293,14 +300,23 @@ func (t *term) run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			t.log.Warn("controller action failed; will re-read the coordinator and reconcile", "err", err, "retry_in", backoff)
 			t.resync = true
-			resyncTimer.Reset(backoff)
-			backoff = min(2*backoff, 5*time.Second)
+			if !armed {
+				t.log.Warn("controller action failed; will re-read the coordinator and reconcile", "err", err, "retry_in", backoff)
+				resyncTimer.Reset(backoff)
+				armed = true
+				backoff = min(2*backoff, maxResyncBackoff)
+			} else {
+				t.log.Debug("controller action failed while a resync is pending", "err", err)
+			}
 		}
 		t.updateGauges()
 	}
 }
+
+// maxResyncBackoff caps the pause between resync attempts, which bounds how
+// long the controller stays idle after the coordinator is back.
+const maxResyncBackoff = 2 * time.Second
 
 func (t *term) closedErr(ctx context.Context) error {
 	if ctx.Err() != nil {

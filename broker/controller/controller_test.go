@@ -548,3 +548,59 @@ func TestNotControllerWhenIdle(t *testing.T) {
 		t.Errorf("ElectLeaders: %+v", resp)
 	}
 }
+
+// TestQuorumLoss stops the coordinator under a running controller: requests
+// that need a write fail with REQUEST_TIMED_OUT, nothing panics, the term
+// survives, and the controller acts again once the coordinator is back.
+func TestQuorumLoss(t *testing.T) {
+	e := newEnv(t, 1, 2, 3)
+	c := e.startController(100, nil, coord.WithCallTimeout(500*time.Millisecond))
+	e.createTopic("t", map[int32][]int32{0: {1, 2, 3}}, nil)
+	st := e.waitState(tp("t", 0), 1, ids(1, 2, 3), 0)
+
+	e.srv.Close()
+	req := kmsg.NewPtrAlterPartitionRequest()
+	req.SetVersion(1)
+	req.BrokerID, req.BrokerEpoch = 1, e.regs[1].Epoch()
+	rt := kmsg.NewAlterPartitionRequestTopic()
+	rt.Topic = "t"
+	rp := kmsg.NewAlterPartitionRequestTopicPartition()
+	rp.Partition, rp.LeaderEpoch, rp.NewISR, rp.PartitionEpoch = 0, 0, ids(1, 2), int32(st.Version)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := c.ctrl.AlterPartition(context.Background(), req)
+	if resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != kerr.RequestTimedOut.Code {
+		t.Fatalf("AlterPartition without quorum: %v / %v", kerr.ErrorForCode(resp.ErrorCode), kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
+	}
+	select {
+	case <-c.done:
+		t.Fatalf("controller stopped without quorum: %v", c.err)
+	default:
+	}
+	if !c.ctrl.Active() {
+		t.Fatal("controller inactive without quorum")
+	}
+
+	e.srv = coordtest.StartWith(t, e.cfg)
+	// Registrations end before the restarted member stops (cleanups run
+	// last-in first-out), or each would wait out a call timeout.
+	t.Cleanup(func() {
+		for _, r := range e.regs {
+			r.Close()
+		}
+	})
+	// Once the coordinator answers, the controller acts on events again.
+	coordtest.Eventually(t, 20*time.Second, func() error {
+		if err := e.regs[1].Close(); err != nil {
+			return err
+		}
+		return nil
+	})
+	e.waitState(tp("t", 0), 2, ids(2, 3), 1)
+	e.waitLAI(3, tp("t", 0), 2, ids(2, 3), 1)
+	select {
+	case <-c.done:
+		t.Fatalf("controller stopped: %v", c.err)
+	default:
+	}
+}

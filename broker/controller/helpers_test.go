@@ -155,6 +155,7 @@ func (fb *fakeBroker) lastUM(tp coord.TopicPartition) (kmsg.UpdateMetadataReques
 // env is a coordinator, fake brokers registered in it and an admin client.
 type env struct {
 	t       *testing.T
+	cfg     coord.ServerConfig
 	srv     *coord.Server
 	admin   *coord.Client
 	brokers map[int32]*fakeBroker
@@ -163,8 +164,9 @@ type env struct {
 
 func newEnv(t *testing.T, ids ...int32) *env {
 	t.Helper()
-	srv := coordtest.Start(t)
-	e := &env{t: t, srv: srv, admin: coordtest.Dial(t, srv), brokers: map[int32]*fakeBroker{}, regs: map[int32]*coord.Registration{}}
+	cfg := coordtest.NewConfig(t)
+	srv := coordtest.StartWith(t, cfg)
+	e := &env{t: t, cfg: cfg, srv: srv, admin: coordtest.Dial(t, srv), brokers: map[int32]*fakeBroker{}, regs: map[int32]*coord.Registration{}}
 	for _, id := range ids {
 		e.brokers[id] = startFakeBroker(t, id)
 		e.start(id)
@@ -202,9 +204,9 @@ type running struct {
 // startController elects a controller on its own client and session (id
 // is not one of the fake brokers, so killing them does not depose it) and
 // runs it until the test ends.
-func (e *env) startController(id int32, mutate func(*Config)) *running {
+func (e *env) startController(id int32, mutate func(*Config), opts ...coord.Option) *running {
 	e.t.Helper()
-	cl := coordtest.Dial(e.t, e.srv)
+	cl := coordtest.Dial(e.t, e.srv, opts...)
 	bc := config.NewBroker()
 	if err := bc.Set("auto.leader.rebalance.enable", "false"); err != nil {
 		e.t.Fatal(err)

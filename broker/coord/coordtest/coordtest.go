@@ -16,15 +16,30 @@ import (
 // Start starts a one-member coordinator in a temporary directory.
 func Start(t testing.TB) *coord.Server {
 	t.Helper()
+	return StartWith(t, NewConfig(t))
+}
+
+// NewConfig is a one-member configuration on free loopback ports with a
+// temporary data directory and fsync off.
+func NewConfig(t testing.TB) coord.ServerConfig {
+	t.Helper()
 	ports := FreePorts(t, 2)
-	s, err := coord.StartServer(context.Background(), coord.ServerConfig{
+	return coord.ServerConfig{
 		Name:             "c1",
 		DataDir:          t.TempDir(),
 		ListenClientURLs: fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
 		ListenPeerURLs:   fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
 		UnsafeNoFsync:    true,
 		ReadyTimeout:     30 * time.Second,
-	})
+	}
+}
+
+// StartWith starts a member from cfg; after Close, starting it again with
+// the same cfg models a coordinator outage and recovery. t.Cleanup closes
+// it.
+func StartWith(t testing.TB, cfg coord.ServerConfig) *coord.Server {
+	t.Helper()
+	s, err := coord.StartServer(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("start coordinator: %v", err)
 	}
