@@ -203,6 +203,8 @@ func Mount(opts Options) (*FS, error) {
 			// Reads of MaxWrite plus a header must fit the default
 			// maximum pipe size (1 MiB) that go-fuse splices through.
 			MaxWrite: 512 << 10,
+			// Direct-I/O (hooked) files may still be mmapped.
+			ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP,
 		},
 		EntryTimeout:    &sec,
 		AttrTimeout:     &sec,

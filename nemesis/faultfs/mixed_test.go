@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestMixedOpens opens one file for appending and for overwriting at the
@@ -154,6 +156,55 @@ func TestPassthroughModes(t *testing.T) {
 			got, err := os.ReadFile(filepath.Join(mnt, "f"))
 			if err != nil || string(got) != tc.after {
 				t.Errorf("after crash: %q, %v; want %q", got, err, tc.after)
+			}
+		})
+	}
+}
+
+// TestMmapHooked maps a file opened through faultfs: mapped writes reach
+// faultfs as writes when written back, so a crash undoes them, and msync
+// (MS_SYNC) makes them durable like fsync.
+func TestMmapHooked(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		msync bool
+		after string
+	}{
+		{"written-back", false, "\x00\x00\x00\x00\x00\x00"},
+		{"msynced", true, "mapped"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, backing, mnt := mountT(t, true)
+			if err := os.WriteFile(filepath.Join(backing, "idx"), make([]byte, 8192), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fh, err := os.OpenFile(filepath.Join(mnt, "idx"), os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := unix.Mmap(int(fh.Fd()), 0, 8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+			if err != nil {
+				fh.Close()
+				t.Fatalf("mmap of a hooked file: %v", err)
+			}
+			copy(m[100:], "mapped")
+			if tc.msync {
+				if err := unix.Msync(m, unix.MS_SYNC); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := unix.Munmap(m); err != nil {
+				t.Fatal(err)
+			}
+			fh.Close() // writes dirty pages back
+			got, err := os.ReadFile(filepath.Join(backing, "idx"))
+			if err != nil || string(got[100:106]) != "mapped" {
+				t.Fatalf("backing after close: %q, %v", got[100:106], err)
+			}
+			f.Crash()
+			got, err = os.ReadFile(filepath.Join(mnt, "idx"))
+			if err != nil || string(got[100:106]) != tc.after {
+				t.Errorf("after crash: %q, %v; want %q", got[100:106], err, tc.after)
 			}
 		})
 	}
