@@ -53,6 +53,9 @@ func TestManagerLifecycle(t *testing.T) {
 		}
 		appendN(t, l, 5+int(p)*5, 3, 100, 1, 1000)
 		leos[TopicPartition{"events", p}] = l.LogEndOffset()
+		if err := l.IncrementLogStartOffset(int64(p)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, bad := range []string{"", "a b", ".."} {
 		if _, err := m.GetOrCreate(bad, 0, cfg); err == nil {
@@ -102,6 +105,9 @@ func TestManagerLifecycle(t *testing.T) {
 		t.Fatalf("%d logs loaded", len(logs))
 	}
 	for tp, l := range logs {
+		if l.LogStartOffset() != int64(tp.Partition) {
+			t.Fatalf("%v: log start %d not restored from the checkpoint", tp, l.LogStartOffset())
+		}
 		if l.LogEndOffset() != leos[tp] || l.recoveredBytes != 0 {
 			t.Fatalf("%v: LEO %d want %d, recovery scanned %d bytes after a clean shutdown", tp, l.LogEndOffset(), leos[tp], l.recoveredBytes)
 		}
@@ -236,5 +242,39 @@ func TestManagerRun(t *testing.T) {
 	// Only segments wholly below the high watermark went.
 	if s := l.segments()[0]; s.base > hw || l.LogStartOffset() > hw {
 		t.Fatalf("retention passed the high watermark: first segment %d, start %d", s.base, l.LogStartOffset())
+	}
+}
+
+func TestManagerCorruptCheckpoints(t *testing.T) {
+	dir := t.TempDir()
+	cfg := smallConfig()
+	m, err := OpenManager([]string{dir}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.GetOrCreate("t", 0, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 20, 3, 100, 1, 1000)
+	if err := l.IncrementLogStartOffset(7); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A clean marker but an unreadable recovery point checkpoint: distrust
+	// both and recover every segment. A bad log start checkpoint only
+	// loses the log start (back to the first segment).
+	os.WriteFile(filepath.Join(dir, RecoveryPointCheckpointFile), []byte("0\n1\nt 0\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, LogStartOffsetCheckpointFile), []byte("zzz"), 0o644)
+	m, err = OpenManager([]string{dir}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	l, _ = m.Get("t", 0)
+	if l.LogEndOffset() != 60 || l.recoveredBytes != l.Size() || l.LogStartOffset() != 0 {
+		t.Fatalf("LEO %d, recovered %d of %d bytes, log start %d", l.LogEndOffset(), l.recoveredBytes, l.Size(), l.LogStartOffset())
 	}
 }
