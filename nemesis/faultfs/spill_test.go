@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -117,4 +118,67 @@ func openFds(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(ents)
+}
+
+// TestSparseUndo trims a synced, mostly sparse file (a preallocated index):
+// faultfs saves only its data, and a crash brings back data and holes.
+func TestSparseUndo(t *testing.T) {
+	f, _, mnt := mountT(t, false)
+	p := filepath.Join(mnt, "00.index")
+	fh, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	if err := fh.Truncate(64 << 20); err != nil { // preallocate, sparse
+		t.Fatal(err)
+	}
+	for _, off := range []int64{0, 8 << 20, 40 << 20} {
+		if _, err := fh.WriteAt([]byte("entry"), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fh.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fh.Truncate(5); err != nil { // trim, as when a segment is sealed
+		t.Fatal(err)
+	}
+	var kept, spilled, zero int64
+	f.trk.mu.Lock()
+	for _, s := range f.trk.files {
+		s.mu.Lock()
+		for _, e := range s.undo {
+			switch {
+			case e.zero:
+				zero += e.n
+			case e.data != nil:
+				kept += e.n
+			default:
+				spilled += e.n
+			}
+		}
+		s.mu.Unlock()
+	}
+	f.trk.mu.Unlock()
+	if spilled != 0 || kept > 1<<20 || zero < 60<<20 {
+		t.Errorf("saved %d bytes in memory, %d spilled, %d as holes; want holes not copied", kept, spilled, zero)
+	}
+	rep := f.Crash()
+	if rep.BytesLost > 1<<20 {
+		t.Errorf("crash report %+v counts holes as lost bytes", rep)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(fh.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != 64<<20 || st.Blocks*512 > 4<<20 {
+		t.Errorf("after crash: size %d, %d bytes allocated; want 64 MiB, still sparse", st.Size, st.Blocks*512)
+	}
+	for _, off := range []int64{0, 8 << 20, 40 << 20} {
+		buf := make([]byte, 5)
+		if _, err := fh.ReadAt(buf, off); err != nil || string(buf) != "entry" {
+			t.Errorf("at %d after crash: %q, %v", off, buf, err)
+		}
+	}
 }

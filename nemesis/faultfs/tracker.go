@@ -36,8 +36,9 @@ import (
 // in the file's spill file at offset spill.
 type extent struct {
 	off, n int64
-	data   []byte // nil when spilled
+	data   []byte // nil when spilled or zero
 	spill  int64
+	zero   bool // a hole in the synced content: nothing to save
 }
 
 func (e extent) end() int64 { return e.off + e.n }
@@ -104,11 +105,20 @@ func (s *fileState) capture(off, n int64) error {
 	if len(add) == 0 {
 		return nil
 	}
+	// Holes (a preallocated index, say) need no copy.
+	var split []extent
+	for _, e := range add {
+		split = append(split, splitHoles(s.fd, e.off, e.end())...)
+	}
+	add = split
 	// A short read means the file is shorter than its synced size; the
 	// missing tail was saved when it was truncated, so the zeros saved
 	// instead are never restored over real data.
 	for i := range add {
 		e := &add[i]
+		if e.zero {
+			continue
+		}
 		if s.memBytes+e.n <= memBudget {
 			s.memBytes += e.n
 			e.data = make([]byte, e.n)
@@ -144,9 +154,58 @@ func (s *fileState) capture(off, n int64) error {
 			last.n += e.n
 			continue
 		}
+		if last.end() == e.off && last.zero && e.zero {
+			last.n += e.n
+			continue
+		}
 		merged = append(merged, e)
 	}
 	s.undo = merged
+	return nil
+}
+
+// splitHoles splits [a, b) of fd into data and hole (zero) extents.
+func splitHoles(fd int, a, b int64) []extent {
+	var out []extent
+	for a < b {
+		d, err := unix.Seek(fd, a, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) { // no data from a to the end
+			return append(out, extent{off: a, n: b - a, zero: true})
+		}
+		if err != nil { // no hole support: all data
+			return append(out, extent{off: a, n: b - a})
+		}
+		if d > a {
+			h := min(d, b)
+			out = append(out, extent{off: a, n: h - a, zero: true})
+			a = h
+			continue
+		}
+		h, err := unix.Seek(fd, a, unix.SEEK_HOLE)
+		if err != nil {
+			return append(out, extent{off: a, n: b - a})
+		}
+		h = min(h, b)
+		out = append(out, extent{off: a, n: h - a})
+		a = h
+	}
+	return out
+}
+
+// zeroRange makes [off, off+n) of fd read as zeros again.
+func zeroRange(fd int, off, n int64) error {
+	err := unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+	if err == nil || !errors.Is(err, unix.EOPNOTSUPP) {
+		return err
+	}
+	buf := make([]byte, min(n, 1<<16))
+	for n > 0 {
+		m := min(n, int64(len(buf)))
+		if err := writeFull(fd, buf[:m], off); err != nil {
+			return err
+		}
+		off, n = off+m, n-m
+	}
 	return nil
 }
 
@@ -234,7 +293,11 @@ func (s *fileState) rollback() (lost int64, err error) {
 		return 0, fmt.Errorf("stat inode %d: %w", s.ino, err)
 	}
 	if size > s.synced {
-		lost = size - s.synced
+		for _, e := range splitHoles(s.fd, s.synced, size) {
+			if !e.zero {
+				lost += e.n // written data, not preallocated holes
+			}
+		}
 	}
 	if size != s.synced {
 		if err := syscall.Ftruncate(s.fd, s.synced); err != nil {
@@ -243,15 +306,20 @@ func (s *fileState) rollback() (lost int64, err error) {
 	}
 	for _, e := range s.undo {
 		var err error
-		if e.data != nil {
+		switch {
+		case e.zero:
+			err = zeroRange(s.fd, e.off, e.n)
+		case e.data != nil:
 			err = writeFull(s.fd, e.data, e.off)
-		} else {
+		default:
 			err = copyRange(s.spill, e.spill, s.fd, e.off, e.n)
 		}
 		if err != nil {
 			return lost, fmt.Errorf("restore inode %d at %d: %w", s.ino, e.off, err)
 		}
-		lost += e.n
+		if !e.zero {
+			lost += e.n
+		}
 	}
 	s.resetUndo()
 	s.dirty = false
@@ -583,7 +651,7 @@ func (t *tracker) crash() (CrashReport, []func()) {
 			}
 			if sized && st.Size > 0 {
 				rep.Files++
-				rep.BytesLost += st.Size
+				rep.BytesLost += min(st.Size, st.Blocks*512) // not holes
 			}
 			if op.kind == opCreate {
 				gone[op.ino] = true
