@@ -46,7 +46,7 @@ type fakeBroker struct {
 	wg  sync.WaitGroup
 }
 
-func startFakeBroker(t *testing.T, id int32) *fakeBroker {
+func startFakeBroker(t testing.TB, id int32) *fakeBroker {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -75,7 +75,7 @@ func startFakeBroker(t *testing.T, id int32) *fakeBroker {
 	return fb
 }
 
-func (fb *fakeBroker) serve(t *testing.T, c net.Conn) {
+func (fb *fakeBroker) serve(t testing.TB, c net.Conn) {
 	defer c.Close()
 	rd := bufio.NewReader(c)
 	for {
@@ -154,7 +154,7 @@ func (fb *fakeBroker) lastUM(tp coord.TopicPartition) (kmsg.UpdateMetadataReques
 
 // env is a coordinator, fake brokers registered in it and an admin client.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	cfg     coord.ServerConfig
 	srv     *coord.Server
 	admin   *coord.Client
@@ -162,7 +162,7 @@ type env struct {
 	regs    map[int32]*coord.Registration
 }
 
-func newEnv(t *testing.T, ids ...int32) *env {
+func newEnv(t testing.TB, ids ...int32) *env {
 	t.Helper()
 	cfg := coordtest.NewConfig(t)
 	srv := coordtest.StartWith(t, cfg)
