@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -14,23 +15,27 @@ import (
 	"time"
 )
 
-// freePorts reserves n loopback ports by listening and closing.
-func freePorts(t testing.TB, n int) []int {
+// freeURLs reserves n ports by listening and closing, on a loopback address
+// of its own (127.x.y.z), and returns them as http URLs. The own address
+// keeps a member's port free across a restart: other processes' outgoing
+// connections take their ephemeral ports on 127.0.0.1.
+func freeURLs(t testing.TB, n int) []string {
 	t.Helper()
+	ip := fmt.Sprintf("127.%d.%d.%d", 1+rand.IntN(254), rand.IntN(256), 1+rand.IntN(254))
 	var ls []net.Listener
-	var ports []int
+	var urls []string
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", ip+":0")
 		if err != nil {
 			t.Fatalf("reserve port: %v", err)
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		urls = append(urls, "http://"+l.Addr().String())
 	}
 	for _, l := range ls {
 		l.Close()
 	}
-	return ports
+	return urls
 }
 
 // testCluster is n in-process members on loopback.
@@ -45,7 +50,7 @@ type testCluster struct {
 // once a quorum runs) with fsync off unless fsync is true.
 func startCluster(t testing.TB, n int, fsync bool) *testCluster {
 	t.Helper()
-	ports := freePorts(t, 2*n)
+	urls := freeURLs(t, 2*n)
 	var initial []string
 	cfgs := make([]ServerConfig, n)
 	for i := range n {
@@ -53,12 +58,12 @@ func startCluster(t testing.TB, n int, fsync bool) *testCluster {
 		cfgs[i] = ServerConfig{
 			Name:             name,
 			DataDir:          t.TempDir(),
-			ListenClientURLs: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
-			ListenPeerURLs:   fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
+			ListenClientURLs: urls[2*i],
+			ListenPeerURLs:   urls[2*i+1],
 			UnsafeNoFsync:    !fsync,
 			ReadyTimeout:     30 * time.Second,
 		}
-		initial = append(initial, fmt.Sprintf("%s=http://127.0.0.1:%d", name, ports[2*i+1]))
+		initial = append(initial, name+"="+urls[2*i+1])
 	}
 	for i := range cfgs {
 		cfgs[i].InitialCluster = strings.Join(initial, ",")
@@ -225,16 +230,16 @@ func (m *procMember) kill() {
 func startProcCluster(t testing.TB, n int) []*procMember {
 	t.Helper()
 	tc := &testCluster{} // only for its configs
-	ports := freePorts(t, 2*n)
+	urls := freeURLs(t, 2*n)
 	var initial []string
 	for i := range n {
 		name := fmt.Sprintf("c%d", i+1)
 		tc.cfgs = append(tc.cfgs, ServerConfig{
 			Name: name, DataDir: t.TempDir(),
-			ListenClientURLs: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
-			ListenPeerURLs:   fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
+			ListenClientURLs: urls[2*i],
+			ListenPeerURLs:   urls[2*i+1],
 		})
-		initial = append(initial, fmt.Sprintf("%s=http://127.0.0.1:%d", name, ports[2*i+1]))
+		initial = append(initial, name+"="+urls[2*i+1])
 	}
 	ms := make([]*procMember, n)
 	for i := range n {

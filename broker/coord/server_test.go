@@ -39,13 +39,13 @@ func TestMain(m *testing.M) {
 }
 
 func TestRunProcess(t *testing.T) {
-	ports := freePorts(t, 2)
+	urls := freeURLs(t, 2)
 	dir := t.TempDir()
-	clientURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	clientURL := urls[0]
 	start := func() (*exec.Cmd, *bufio.Reader, *strings.Builder) {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "COORD_TEST_RUN_DATADIR="+dir, "COORD_TEST_RUN_CLIENT="+clientURL,
-			fmt.Sprintf("COORD_TEST_RUN_PEER=http://127.0.0.1:%d", ports[1]))
+			"COORD_TEST_RUN_PEER="+urls[1])
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -118,9 +118,8 @@ func TestRunProcess(t *testing.T) {
 func TestDataDirLock(t *testing.T) {
 	tc := startCluster(t, 1, false)
 	cfg := tc.cfgs[0]
-	ports := freePorts(t, 2)
-	cfg.ListenClientURLs = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	cfg.ListenPeerURLs = fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	urls := freeURLs(t, 2)
+	cfg.ListenClientURLs, cfg.ListenPeerURLs = urls[0], urls[1]
 	cfg.InitialCluster = ""
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
