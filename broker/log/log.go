@@ -761,6 +761,45 @@ func (s *segment) readFrom(pos, size, limit, offset int64, maxBytes int, maxOffs
 	return buf[:wholeBatches(buf, 0, maxBytes, maxOffset)], true, nil
 }
 
+// Batches calls fn with the header facts of every batch from the one holding
+// offset to the LEO, in order, until fn returns false. Only headers are read
+// (one small pread per batch), so rebuilding state such as the producers'
+// last sequences after a restart costs little. Like Read, it must not run
+// concurrently with TruncateTo.
+func (l *Log) Batches(offset int64, fn func(BatchInfo) bool) error {
+	leo := l.leo.Load()
+	segs := l.segments()
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	i := max(sort.Search(len(segs), func(i int) bool { return segs[i].base > offset })-1, 0)
+	for ; i < len(segs); i++ {
+		s := segs[i]
+		size := s.size.Load()
+		pos, err := s.lookup(offset)
+		if err != nil {
+			return fmt.Errorf("batches of segment %d: %w", s.base, err)
+		}
+		for {
+			b, ok, err := s.readHeader(pos, size)
+			if err != nil {
+				return fmt.Errorf("batches of segment %d: %w", s.base, err)
+			}
+			if !ok || b.BaseOffset >= leo {
+				break
+			}
+			pos += int64(b.Size)
+			if b.LastOffset < offset {
+				continue
+			}
+			if !fn(b) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
 // OffsetForTimestamp answers ListOffsets by timestamp: the first record at
 // or after the log start whose timestamp is >= ts, and that timestamp. The
 // segments' largest timestamps and time indexes find the first batch whose

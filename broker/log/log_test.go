@@ -233,3 +233,35 @@ func TestAppendParsedAsLeader(t *testing.T) {
 		t.Fatalf("stored %+v", got)
 	}
 }
+
+func TestBatches(t *testing.T) {
+	l := openTest(t, smallConfig())
+	appendN(t, l, 30, 3, 100, 2, 1000) // offsets 0..89 over several segments
+	tests := []struct {
+		from      int64
+		stopAfter int
+		want      []int64 // base offsets seen
+	}{
+		{0, 3, []int64{0, 3, 6}},
+		{4, 2, []int64{3, 6}},
+		{85, 100, []int64{84, 87}},
+		{90, 100, nil},
+	}
+	for _, tt := range tests {
+		var got []int64
+		err := l.Batches(tt.from, func(b BatchInfo) bool {
+			got = append(got, b.BaseOffset)
+			if b.LeaderEpoch != 2 || b.RecordCount != 3 {
+				t.Errorf("batch %+v", b)
+			}
+			return len(got) < tt.stopAfter
+		})
+		if err != nil || !equalInt64s(got, tt.want) {
+			t.Errorf("Batches(%d) = %v %v, want %v", tt.from, got, err, tt.want)
+		}
+	}
+	n := 0
+	if err := l.Batches(0, func(BatchInfo) bool { n++; return true }); err != nil || n != 30 {
+		t.Fatalf("walked %d batches: %v", n, err)
+	}
+}
