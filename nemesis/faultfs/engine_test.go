@@ -1,7 +1,10 @@
 package faultfs
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -96,5 +99,41 @@ func TestEngineHangInterrupted(t *testing.T) {
 	cancel()
 	if got := <-done; got != syscall.EINTR {
 		t.Errorf("interrupted hang returned %v, want EINTR", got)
+	}
+}
+
+// TestPendingBounds checks that the oldest pending changes become durable
+// (their trash freed) once too many are pending or their trash is too big.
+func TestPendingBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		maxOps          int
+		maxTrash        int64
+		pending, forced int
+	}{
+		{"within bounds", 10, 1 << 30, 5, 0},
+		{"too many", 3, 1 << 30, 3, 2},
+		{"too big", 10, 3 * 8192, 3, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			trk := newTracker(dir, -1)
+			trk.maxOps, trk.maxTrash = tc.maxOps, tc.maxTrash
+			for i := range 5 {
+				tn := trk.trashName()
+				if err := os.WriteFile(tn, bytes.Repeat([]byte{1}, 8192), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				trk.record(&nsOp{kind: opUnlink, path: fmt.Sprint(i), trash: tn})
+			}
+			_, ops, forced := trk.pending()
+			if ops != tc.pending || int(forced) != tc.forced {
+				t.Errorf("%d pending, %d forced; want %d, %d", ops, forced, tc.pending, tc.forced)
+			}
+			ents, err := os.ReadDir(dir)
+			if err != nil || len(ents) != tc.pending {
+				t.Errorf("trash holds %d entries (%v), want %d", len(ents), err, tc.pending)
+			}
+		})
 	}
 }

@@ -304,14 +304,17 @@ type Status struct {
 	Syncs              uint64 `json:"syncs"`
 	Crashes            uint64 `json:"crashes"`
 	// UnsyncedFiles and PendingOps are what a crash now would undo.
-	UnsyncedFiles int          `json:"unsynced_files"`
-	PendingOps    int          `json:"pending_ops"`
+	UnsyncedFiles int `json:"unsynced_files"`
+	PendingOps    int `json:"pending_ops"`
+	// ForcedDurable counts namespace changes made durable early because
+	// too many were pending (4096) or their trash held too much (1 GiB).
+	ForcedDurable uint64       `json:"forced_durable"`
 	LastCrash     *CrashReport `json:"last_crash,omitempty"`
 }
 
 // Status reports active faults and counters.
 func (f *FS) Status() Status {
-	files, pops := f.trk.pending()
+	files, pops, forced := f.trk.pending()
 	f.mu.Lock()
 	last := f.lastCrash
 	f.mu.Unlock()
@@ -320,7 +323,7 @@ func (f *FS) Status() Status {
 		Faults: f.eng.list(), Counters: f.eng.counters(),
 		Passthrough: f.opts.Passthrough, PassthroughOpens: f.ptOpens.Load(), PassthroughOpenNow: f.ptOpenNow.Load(), HookedOpens: f.hookedOpens.Load(),
 		Syncs: f.syncs.Load(), Crashes: f.crashes.Load(),
-		UnsyncedFiles: files, PendingOps: pops, LastCrash: last,
+		UnsyncedFiles: files, PendingOps: pops, ForcedDurable: forced, LastCrash: last,
 	}
 }
 

@@ -351,12 +351,17 @@ type nsOp struct {
 	victimDir     bool   // a rename replaced an empty directory
 	mode          uint32 // of a removed directory
 	needs         map[uint64]bool
-	selfSync      bool // fsync of ino itself makes the change durable
+	selfSync      bool  // fsync of ino itself makes the change durable
+	trashBytes    int64 // space the trash entry holds
 }
 
-// maxPendingOps bounds the pending namespace changes (and so the trash);
-// beyond it the oldest become durable, as a journal commit would make them.
-const maxPendingOps = 4096
+// maxPendingOps and maxTrashBytes bound the pending namespace changes and
+// the space their trash holds; beyond them the oldest changes become
+// durable, as a journal commit would make them (Status.ForcedDurable).
+const (
+	maxPendingOps = 4096
+	maxTrashBytes = 1 << 30
+)
 
 // tracker holds the crash state of one mount.
 type tracker struct {
@@ -368,10 +373,16 @@ type tracker struct {
 	ops    []*nsOp
 	seq    uint64
 	forced uint64
+	// trashBytes is the space held by the trash of pending changes.
+	trashBytes int64
+	// maxOps and maxTrash are maxPendingOps and maxTrashBytes (tests lower
+	// them).
+	maxOps   int
+	maxTrash int64
 }
 
 func newTracker(trash string, root int) *tracker {
-	return &tracker{trash: trash, root: root, files: make(map[uint64]*fileState)}
+	return &tracker{trash: trash, root: root, files: make(map[uint64]*fileState), maxOps: maxPendingOps, maxTrash: maxTrashBytes}
 }
 
 // open registers a writable handle on backing inode ino whose descriptor is
@@ -562,6 +573,7 @@ func (op *nsOp) touches(other *nsOp) bool {
 func (t *tracker) commit(op *nsOp) {
 	if op.trash != "" {
 		removeTrash(op.trash)
+		t.trashBytes -= op.trashBytes
 	}
 }
 
@@ -583,8 +595,13 @@ func (t *tracker) trashName() string {
 func (t *tracker) record(op *nsOp) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	var st syscall.Stat_t
+	if op.trash != "" && syscall.Lstat(op.trash, &st) == nil {
+		op.trashBytes = st.Blocks * 512
+		t.trashBytes += op.trashBytes
+	}
 	t.ops = append(t.ops, op)
-	for len(t.ops) > maxPendingOps {
+	for len(t.ops) > 0 && (len(t.ops) > t.maxOps || t.trashBytes > t.maxTrash) {
 		t.commit(t.ops[0])
 		t.ops[0] = nil
 		t.ops = t.ops[1:]
@@ -592,9 +609,9 @@ func (t *tracker) record(op *nsOp) {
 	}
 }
 
-// pending reports the number of files with unsynced data and of namespace
-// changes not yet durable.
-func (t *tracker) pending() (files, ops int) {
+// pending reports the number of files with unsynced data, of namespace
+// changes not yet durable, and of changes made durable by the bounds.
+func (t *tracker) pending() (files, ops int, forced uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, s := range t.files {
@@ -604,7 +621,7 @@ func (t *tracker) pending() (files, ops int) {
 		}
 		s.mu.Unlock()
 	}
-	return files, len(t.ops)
+	return files, len(t.ops), t.forced
 }
 
 // CrashReport says what a crash undid.
@@ -706,6 +723,7 @@ func (t *tracker) crash() (CrashReport, []func()) {
 		}
 	}
 	t.ops = nil
+	t.trashBytes = 0
 
 	inos := make([]uint64, 0, len(t.files))
 	for ino := range t.files {
