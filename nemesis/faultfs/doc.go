@@ -23,7 +23,11 @@
 //     is also durable once it is itself fsynced. Unlinked and replaced
 //     files wait in a hidden trash directory (.faultfs-trash-<run id> at the
 //     root of the backing directory) until then. Crash undoes the pending
-//     changes newest first.
+//     changes newest first. A change made durable also makes durable the
+//     pending changes it was made on (same name, or a name above or below
+//     it). At most 4096 changes and 1 GiB of trash stay pending; beyond
+//     that the oldest become durable (Status.ForcedDurable), as a journal
+//     commit would make them.
 //
 // Stop the writers before a crash (PowerLoss kills them, waits, then
 // crashes), as a real power loss stops them. Close (a clean unmount) makes
