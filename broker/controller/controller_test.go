@@ -604,3 +604,38 @@ func TestQuorumLoss(t *testing.T) {
 	default:
 	}
 }
+
+// TestSenders checks the per-broker channels: a broker that never answers
+// does not hold up the others, and a request whose connection breaks is
+// sent again until it is answered.
+func TestSenders(t *testing.T) {
+	e := newEnv(t, 1, 2, 3)
+	e.brokers[3].hang.Store(true)
+	e.brokers[2].drop.Store(2)
+	e.startController(100, func(cfg *Config) { cfg.RequestTimeout = time.Minute })
+	e.createTopic("t", map[int32][]int32{0: {1, 2, 3}}, nil)
+	e.waitLAI(1, tp("t", 0), 1, ids(1, 2, 3), 0)
+	e.waitLAI(2, tp("t", 0), 1, ids(1, 2, 3), 0)
+	e.waitUM(1, tp("t", 0), 1, ids(1, 2, 3))
+	e.waitUM(2, tp("t", 0), 1, ids(1, 2, 3))
+	// Broker 2 saw the failover UpdateMetadata three times: twice dropped.
+	coordtest.Eventually(t, 10*time.Second, func() error {
+		n := 0
+		for _, r := range e.brokers[2].requests() {
+			if _, ok := r.req.(*kmsg.UpdateMetadataRequest); ok {
+				n++
+			}
+		}
+		if n < 3 {
+			return fmt.Errorf("broker 2 received %d UpdateMetadata, want >= 3 (2 dropped, then answered)", n)
+		}
+		return nil
+	})
+	// Broker 3 got the first request and still waits on it.
+	coordtest.Eventually(t, 10*time.Second, func() error {
+		if n := len(e.brokers[3].requests()); n != 1 {
+			return fmt.Errorf("hanging broker 3 received %d requests, want 1", n)
+		}
+		return nil
+	})
+}

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,8 +40,12 @@ type received struct {
 // fakeBroker is a TCP server that records the controller's requests and
 // answers each with an empty successful response.
 type fakeBroker struct {
-	id  int32
-	ln  net.Listener
+	id int32
+	// drop > 0 closes the connection instead of answering, that many
+	// times; hang makes it record requests and never answer.
+	drop atomic.Int32
+	hang atomic.Bool
+	ln   net.Listener
 	mu  sync.Mutex
 	got []received
 	wg  sync.WaitGroup
@@ -91,6 +96,12 @@ func (fb *fakeBroker) serve(t testing.TB, c net.Conn) {
 		fb.mu.Lock()
 		fb.got = append(fb.got, received{req: req, at: time.Now()})
 		fb.mu.Unlock()
+		if fb.hang.Load() {
+			continue
+		}
+		if fb.drop.Add(-1) >= 0 {
+			return
+		}
 		resp := req.ResponseKind()
 		resp.SetVersion(h.Version)
 		if _, err := c.Write(wire.AppendResponse(nil, h, resp)); err != nil {
