@@ -46,9 +46,9 @@ type fakeBroker struct {
 	drop atomic.Int32
 	hang atomic.Bool
 	ln   net.Listener
-	mu  sync.Mutex
-	got []received
-	wg  sync.WaitGroup
+	mu   sync.Mutex
+	got  []received
+	wg   sync.WaitGroup
 }
 
 func startFakeBroker(t testing.TB, id int32) *fakeBroker {
