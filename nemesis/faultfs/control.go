@@ -23,7 +23,8 @@ const (
 	CmdHeal    = "heal"
 )
 
-// Request is one control command.
+// Request is one control command; the package documentation describes the
+// protocol.
 type Request struct {
 	Cmd         string   `json:"cmd"`
 	Op          Op       `json:"op,omitempty"`
@@ -74,9 +75,15 @@ func (f *FS) Handle(req Request) Response {
 	return Response{OK: true}
 }
 
+// maxSocketPath is the longest path a Unix socket address holds on Linux.
+const maxSocketPath = 107
+
 // Listen creates the control socket at path (replacing a stale socket
 // file), readable by its owner only.
 func Listen(path string) (net.Listener, error) {
+	if len(path) > maxSocketPath {
+		return nil, fmt.Errorf("control socket %s: path longer than %d bytes", path, maxSocketPath)
+	}
 	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 		c.Close()
 		return nil, fmt.Errorf("control socket %s: already in use", path)
