@@ -23,9 +23,10 @@ that holds broker sessions, the controller election, topic assignments and
 partition state, as ZooKeeper does for Kafka.
 
 The command prints one line when the member has joined the cluster and a
-leader exists, then serves until SIGINT or SIGTERM and stops cleanly. etcd's
-own log goes to --log-file (default <data-dir>/etcd.log), not the terminal.
-A second member on the same --data-dir is refused at once.
+leader exists, then serves until SIGINT or SIGTERM and stops cleanly (a
+second signal ends it at once). etcd's own log goes to --log-file (default
+<data-dir>/etcd.log), not the terminal. A second member on the same
+--data-dir is refused at once.
 
 With only --data-dir it runs a single-member cluster on 127.0.0.1:2379
 (clients) and 127.0.0.1:2380 (peers). For a cluster, start every member with
@@ -66,6 +67,10 @@ the same --initial-cluster listing all of them by name and peer URL.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// A clean stop can wait up to ~7 s handing etcd leadership to a peer
+			// that is going away too; after the first signal a second one
+			// kills the process at once (the default action).
+			context.AfterFunc(ctx, stop)
 			return coord.Run(ctx, cfg, cmd.OutOrStdout())
 		},
 	}
