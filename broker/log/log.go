@@ -924,6 +924,8 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.scheduleDelete(old)
 	s, err := createSegment(l.dir, offset, l.cfg)
 	if err != nil {
+		// No segment to append to: the log is unusable until reopened.
+		l.closed.Store(true)
 		return fmt.Errorf("truncate fully: %w", err)
 	}
 	l.publish([]*segment{s}, offset, offset, offset)
@@ -1061,8 +1063,10 @@ func (l *Log) Close() error {
 	l.flushMu.Lock()
 	l.mu.Lock()
 	segs := l.segments()
-	if err := segs[len(segs)-1].seal(); err != nil {
-		errs = append(errs, err)
+	if len(segs) > 0 {
+		if err := segs[len(segs)-1].seal(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for i, s := range segs {
 		if i+1 == len(segs) || segs[i+1].base > l.recoveryPoint.Load() {

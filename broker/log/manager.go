@@ -390,8 +390,8 @@ func (m *Manager) Run(ctx context.Context, hw func(TopicPartition) int64) error 
 }
 
 // Close flushes and closes every log, writes the checkpoints and, when all
-// of that succeeded, the .kafka_cleanshutdown marker in each log dir. It is
-// idempotent.
+// of that succeeded, the .kafka_cleanshutdown marker in each log dir. Stop
+// Run first. It is idempotent.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {
