@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -108,7 +109,11 @@ func poll(ctx context.Context, n *Node, try func(context.Context) error) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%s (%s probe): %w: %w (last: %v)", n.Name, n.Probe, ErrNotReady, ctx.Err(), last)
+			err := fmt.Errorf("%s (%s probe): %w: %w (last: %v)", n.Name, n.Probe, ErrNotReady, ctx.Err(), last)
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) && n.LogFile != "" {
+				err = fmt.Errorf("%w; end of %s:\n%s", err, n.LogFile, LogTail(n.LogFile, 8))
+			}
+			return err
 		case <-t.C:
 		}
 		wait = min(wait*2, 200*time.Millisecond)
@@ -218,4 +223,18 @@ func probeKafka(ctx context.Context, dial DialFunc, addr string, want []int) err
 		}
 	}
 	return nil
+}
+
+// LogTail returns the last lines of a log file, indented, for error messages
+// (the run directory may be gone by the time the error is read).
+func LogTail(path string, lines int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "    (" + err.Error() + ")"
+	}
+	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(ls) > lines {
+		ls = ls[len(ls)-lines:]
+	}
+	return "    " + strings.Join(ls, "\n    ")
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -268,21 +267,7 @@ func (r *run) exited(n *compose.Node) error {
 	if n.Proc == nil || n.Proc.Running() {
 		return nil
 	}
-	return fmt.Errorf("process exited; end of %s:\n%s", n.LogFile, tail(n.LogFile, 10))
-}
-
-// tail returns the last lines of a file, indented, for error messages (the
-// run directory may be gone by the time the error is read).
-func tail(path string, lines int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "    (" + err.Error() + ")"
-	}
-	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(ls) > lines {
-		ls = ls[len(ls)-lines:]
-	}
-	return "    " + strings.Join(ls, "\n    ")
+	return fmt.Errorf("process exited; end of %s:\n%s", n.LogFile, compose.LogTail(n.LogFile, 10))
 }
 
 // teardown stops every process of the run (SIGKILL when its data goes too,
