@@ -35,7 +35,8 @@ then heals and unmounts. A broker whose data dir is the mount point sees:
   hang      matching operations block until unhang (or heal)
   crash     a power loss: every write not fsynced is forgotten; files go back
             to their last-fsynced content, and creates, unlinks and renames
-            whose directory was not fsynced since are undone
+            whose directory was not fsynced since are undone; with "torn" a
+            random page-aligned part of each file's unsynced appends stays
   status    active faults and counters; heal removes every fault
 
 Faults apply per operation kind (read, write, fsync, meta, all) and optionally
@@ -114,6 +115,7 @@ heal; --op and --prefix select the operations a fault applies to.`,
 		Example: `  isrlab faultfs ctl --control b1.sock latency --op write --latency 20ms --jitter 5ms
   isrlab faultfs ctl --control b1.sock eio --op fsync --probability 0.1
   isrlab faultfs ctl --control b1.sock hang --prefix topic-0/
+  isrlab faultfs ctl --control b1.sock crash --torn
   isrlab faultfs ctl --control b1.sock status`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -145,6 +147,7 @@ heal; --op and --prefix select the operations a fault applies to.`,
 	f.DurationVar(&latency, "latency", 0, "latency: delay per operation")
 	f.DurationVar(&jitter, "jitter", 0, "latency: extra random delay in [0, jitter)")
 	f.Float64Var(&req.Probability, "probability", 0, "eio: chance in (0, 1] that an operation fails")
+	f.BoolVar(&req.Torn, "torn", false, "crash: keep a random page-aligned part of each file's unsynced appends (a torn tail)")
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
 	return cmd
 }

@@ -32,6 +32,8 @@ type Request struct {
 	Latency     Duration `json:"latency,omitempty"`
 	Jitter      Duration `json:"jitter,omitempty"`
 	Probability float64  `json:"probability,omitempty"`
+	// Torn makes a crash keep a random part of unsynced appends (see Torn).
+	Torn bool `json:"torn,omitempty"`
 }
 
 // Response answers a Request.
@@ -61,7 +63,11 @@ func (f *FS) Handle(req Request) Response {
 	case CmdHeal:
 		f.Heal()
 	case CmdCrash:
-		rep := f.Crash()
+		var opts []CrashOpt
+		if req.Torn {
+			opts = append(opts, Torn())
+		}
+		rep := f.Crash(opts...)
 		return Response{OK: true, Crash: &rep}
 	case CmdStatus:
 		st := f.Status()
@@ -248,9 +254,13 @@ func (c *Client) Heal(ctx context.Context) error {
 	return err
 }
 
-// Crash forgets every write not fsynced.
-func (c *Client) Crash(ctx context.Context) (CrashReport, error) {
-	resp, err := c.Do(ctx, Request{Cmd: CmdCrash})
+// Crash forgets every write not fsynced (see FS.Crash and Torn).
+func (c *Client) Crash(ctx context.Context, opts ...CrashOpt) (CrashReport, error) {
+	var cfg crashConfig
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	resp, err := c.Do(ctx, Request{Cmd: CmdCrash, Torn: cfg.torn})
 	if err != nil {
 		return CrashReport{}, err
 	}

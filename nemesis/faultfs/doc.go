@@ -29,8 +29,11 @@
 //     that the oldest become durable (Status.ForcedDurable), as a journal
 //     commit would make them.
 //
-// Stop the writers before a crash (PowerLoss kills them, waits, then
-// crashes), as a real power loss stops them. Close (a clean unmount) makes
+// A torn crash (Torn) keeps a random, page-aligned part of each file's
+// unsynced appends instead, so that a log's tail is cut inside a batch and
+// its recovery has to find the tear. Stop the writers before a crash
+// (PowerLoss kills them, waits, then crashes), as a real power loss stops
+// them. Close (a clean unmount) makes
 // everything durable and empties the trash.
 //
 // # Control
@@ -44,6 +47,7 @@
 //	{"cmd":"hang","op":"all"}
 //	{"cmd":"unhang"}
 //	{"cmd":"crash"}     -> {"ok":true,"crash":{"files":1,"bytes_lost":4096,"undone":2}}
+//	{"cmd":"crash","torn":true}
 //	{"cmd":"status"}    -> {"ok":true,"status":{"faults":[...],"counters":{...},...}}
 //	{"cmd":"heal"}      -> {"ok":true}
 //

@@ -349,3 +349,19 @@ func (e *engine) counters() map[Op]Counters {
 	}
 	return out
 }
+
+// pageSize is the granularity at which a torn crash keeps appended bytes.
+const pageSize = 4096
+
+// tornCut draws how many of the n bytes appended after synced survive a
+// torn crash: up to a page boundary, or all of them.
+func (e *engine) tornCut(synced, n int64) int64 {
+	e.mu.Lock()
+	r := e.rng.Int63n(n + 1)
+	e.mu.Unlock()
+	if r == n {
+		return n
+	}
+	end := (synced + r) / pageSize * pageSize
+	return max(end, synced) - synced
+}

@@ -252,9 +252,17 @@ func (f *FS) Heal() {
 // loss: files return to their last-fsynced content, and namespace changes
 // whose directory was not fsynced since are undone. Stop (kill) the
 // writers first, as a power loss would.
-func (f *FS) Crash() CrashReport {
+func (f *FS) Crash(opts ...CrashOpt) CrashReport {
+	var cfg crashConfig
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	var torn func(synced, n int64) int64
+	if cfg.torn {
+		torn = f.eng.tornCut
+	}
 	f.gate.Lock()
-	rep, notes := f.trk.crash()
+	rep, notes := f.trk.crash(torn)
 	f.gate.Unlock()
 	f.crashes.Add(1)
 
@@ -279,9 +287,25 @@ func (f *FS) Crash() CrashReport {
 	f.mu.Lock()
 	f.lastCrash = &rep
 	f.mu.Unlock()
-	f.log.Info("faultfs crash", "fault", "crash", "files", rep.Files, "bytes_lost", rep.BytesLost, "undone", rep.Undone, "errors", len(rep.Errors))
+	f.log.Info("faultfs crash", "fault", "crash", "torn", cfg.torn, "files", rep.Files, "bytes_lost", rep.BytesLost, "undone", rep.Undone, "errors", len(rep.Errors))
 	return rep
 }
+
+// CrashOpt configures a crash.
+type CrashOpt interface{ apply(*crashConfig) }
+
+type crashConfig struct{ torn bool }
+
+type crashOpt func(*crashConfig)
+
+func (o crashOpt) apply(c *crashConfig) { o(c) }
+
+// Torn makes a crash keep a random part of each file's unsynced appends
+// (from none to all, cut at a page boundary, drawn from the seeded
+// generator), as when the page cache had written some pages back before
+// the power went: the tail of a log is then torn inside a batch. Overwrites
+// of synced bytes and namespace changes are still all undone.
+func Torn() CrashOpt { return crashOpt(func(c *crashConfig) { c.torn = true }) }
 
 // Status is the state of a mount.
 type Status struct {

@@ -13,9 +13,10 @@ import (
 // PowerLoss cuts the power of one or more nodes at the same instant: it
 // SIGKILLs every process in pids, waits until all of them are gone (so that
 // none writes after the cut), then crashes every faultfs behind clients
-// concurrently, losing their unsynced writes. Reports come back in the
-// order of clients. Processes already gone are fine.
-func PowerLoss(ctx context.Context, pids []int, clients []*Client) ([]CrashReport, error) {
+// concurrently, losing their unsynced writes (opts as for FS.Crash).
+// Reports come back in the order of clients. Processes already gone are
+// fine.
+func PowerLoss(ctx context.Context, pids []int, clients []*Client, opts ...CrashOpt) ([]CrashReport, error) {
 	if err := KillAndWait(ctx, pids); err != nil {
 		return nil, fmt.Errorf("power loss: %w", err)
 	}
@@ -26,7 +27,7 @@ func PowerLoss(ctx context.Context, pids []int, clients []*Client) ([]CrashRepor
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reps[i], errs[i] = c.Crash(ctx)
+			reps[i], errs[i] = c.Crash(ctx, opts...)
 		}()
 	}
 	wg.Wait()

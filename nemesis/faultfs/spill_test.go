@@ -182,3 +182,59 @@ func TestSparseUndo(t *testing.T) {
 		}
 	}
 }
+
+// TestTornCrash keeps a random page-aligned part of unsynced appends: every
+// file ends up with its synced bytes plus a prefix of what followed.
+func TestTornCrash(t *testing.T) {
+	for _, pt := range []bool{false, true} {
+		t.Run(map[bool]string{false: "hooked", true: "passthrough"}[pt], func(t *testing.T) {
+			f, _, mnt := mountT(t, pt)
+			const files, synced, total = 16, 1000, 21000
+			data := make([]byte, total)
+			rand.New(rand.NewSource(3)).Read(data)
+			for i := range files {
+				fh, err := os.OpenFile(filepath.Join(mnt, fmt.Sprint(i)), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := fh.Write(data[:synced]); err != nil {
+					t.Fatal(err)
+				}
+				if err := fh.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				for off := synced; off < total; off += 1500 { // batches across pages
+					if _, err := fh.Write(data[off:min(off+1500, total)]); err != nil {
+						t.Fatal(err)
+					}
+				}
+				fh.Close()
+			}
+			rep := f.Crash(Torn())
+			var kept int64
+			some, torn := false, false
+			for i := range files {
+				got, err := os.ReadFile(filepath.Join(mnt, fmt.Sprint(i)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := len(got)
+				if n < synced || n > total || !bytes.Equal(got, data[:n]) {
+					t.Fatalf("file %d: %d bytes, not the synced bytes plus a prefix of the rest", i, n)
+				}
+				if n != synced && n != total && n%4096 != 0 {
+					t.Errorf("file %d cut at %d, not at a page boundary", i, n)
+				}
+				some = some || n > synced
+				torn = torn || n < total
+				kept += int64(n - synced)
+			}
+			if !some || !torn {
+				t.Errorf("with seed 1, want some files to keep part of their tail and some to lose part of it")
+			}
+			if rep.Kept != kept || rep.BytesLost != files*(total-synced)-kept {
+				t.Errorf("crash report %+v: want %d kept, %d lost", rep, kept, files*(total-synced)-int(kept))
+			}
+		})
+	}
+}

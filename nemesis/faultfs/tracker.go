@@ -285,23 +285,30 @@ func fileSize(fd int) (int64, error) {
 	return st.Size, nil
 }
 
-// rollback returns the file to its synced size and bytes and reports how
-// many bytes differed in size. Must hold s.mu.
-func (s *fileState) rollback() (lost int64, err error) {
+// rollback returns the file to its synced bytes. Its size goes back to the
+// synced size, or, if keep is not nil, to the synced size plus keep(n) of
+// the n bytes appended since. It reports the bytes lost and kept. Must hold
+// s.mu.
+func (s *fileState) rollback(keep func(n int64) int64) (lost, kept int64, err error) {
 	size, err := fileSize(s.fd)
 	if err != nil {
-		return 0, fmt.Errorf("stat inode %d: %w", s.ino, err)
+		return 0, 0, fmt.Errorf("stat inode %d: %w", s.ino, err)
 	}
-	if size > s.synced {
-		for _, e := range splitHoles(s.fd, s.synced, size) {
+	cut := s.synced
+	if size > s.synced && keep != nil {
+		kept = keep(size - s.synced)
+		cut += kept
+	}
+	if size > cut {
+		for _, e := range splitHoles(s.fd, cut, size) {
 			if !e.zero {
 				lost += e.n // written data, not preallocated holes
 			}
 		}
 	}
-	if size != s.synced {
-		if err := syscall.Ftruncate(s.fd, s.synced); err != nil {
-			return lost, fmt.Errorf("truncate inode %d to %d: %w", s.ino, s.synced, err)
+	if size != cut {
+		if err := syscall.Ftruncate(s.fd, cut); err != nil {
+			return lost, kept, fmt.Errorf("truncate inode %d to %d: %w", s.ino, cut, err)
 		}
 	}
 	for _, e := range s.undo {
@@ -315,7 +322,7 @@ func (s *fileState) rollback() (lost int64, err error) {
 			err = copyRange(s.spill, e.spill, s.fd, e.off, e.n)
 		}
 		if err != nil {
-			return lost, fmt.Errorf("restore inode %d at %d: %w", s.ino, e.off, err)
+			return lost, kept, fmt.Errorf("restore inode %d at %d: %w", s.ino, e.off, err)
 		}
 		if !e.zero {
 			lost += e.n
@@ -323,7 +330,7 @@ func (s *fileState) rollback() (lost int64, err error) {
 	}
 	s.resetUndo()
 	s.dirty = false
-	return lost, nil
+	return lost, kept, nil
 }
 
 type opKind int
@@ -634,6 +641,8 @@ type CrashReport struct {
 	BytesLost int64 `json:"bytes_lost"`
 	// Undone counts namespace changes undone (creates, unlinks, renames…).
 	Undone int `json:"undone"`
+	// Kept counts unsynced appended bytes a torn crash kept.
+	Kept int64 `json:"kept,omitempty"`
 	// Inexact counts files written through passthrough opens that can
 	// overwrite (PassthroughAll): their overwrites of synced bytes were kept.
 	Inexact int `json:"inexact,omitempty"`
@@ -642,11 +651,12 @@ type CrashReport struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
-// crash undoes everything not durable. The caller blocks every mutating
+// crash undoes everything not durable; torn, if not nil, says how many of
+// the n bytes appended to a file since its synced size survive. The caller blocks every mutating
 // operation while it runs. It returns the kernel notifications to send once
 // operations may run again (a notification can wait on a directory lock
 // that a blocked operation holds).
-func (t *tracker) crash() (CrashReport, []func()) {
+func (t *tracker) crash(torn func(synced, n int64) int64) (CrashReport, []func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var rep CrashReport
@@ -749,10 +759,16 @@ func (t *tracker) crash() (CrashReport, []func()) {
 			s.resetUndo()
 			s.dirty, s.synced = false, 0
 		} else if s.dirty || s.passthrough > 0 || s.inexact {
-			lost, err := s.rollback()
+			var keep func(int64) int64
+			if torn != nil {
+				synced := s.synced
+				keep = func(n int64) int64 { return torn(synced, n) }
+			}
+			lost, kept, err := s.rollback(keep)
 			if err != nil {
 				fail("%v", err)
 			}
+			rep.Kept += kept
 			if lost > 0 {
 				rep.Files++
 				rep.BytesLost += lost
