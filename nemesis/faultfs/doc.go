@@ -33,8 +33,8 @@
 // unsynced appends instead, so that a log's tail is cut inside a batch and
 // its recovery has to find the tear. Stop the writers before a crash
 // (PowerLoss kills them, waits, then crashes), as a real power loss stops
-// them. Close (a clean unmount) makes
-// everything durable and empties the trash.
+// them. Close (a clean unmount) makes everything durable and empties the
+// trash.
 //
 // # Control
 //
