@@ -473,6 +473,9 @@ func (l *Log) appendLocked(data []byte, batches []BatchInfo) (AppendResult, bool
 	first, last := batches[0].BaseOffset, batches[len(batches)-1].LastOffset
 	now := l.clock()
 	segs := l.segments()
+	if len(segs) == 0 {
+		return AppendResult{}, false, errors.New("no active segment: a full truncation failed, reopen the log")
+	}
 	active := segs[len(segs)-1]
 	if l.shouldRoll(active, len(data), last, now) {
 		var err error
@@ -858,11 +861,11 @@ func (l *Log) TruncateTo(offset int64) error {
 	if offset >= l.leo.Load() {
 		return nil
 	}
-	if offset < l.logStart.Load() {
+	segs := l.segments()
+	if offset < l.logStart.Load() || len(segs) == 0 {
 		return l.truncateFullyLocked(offset)
 	}
 	l.truncGen++
-	segs := l.segments()
 	i := max(sort.Search(len(segs), func(i int) bool { return segs[i].base > offset })-1, 0)
 	keep, drop := slices.Clip(segs[:i+1]), segs[i+1:]
 	// Publish the shorter list and LEO first so readers stop looking past it.
@@ -924,8 +927,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.scheduleDelete(old)
 	s, err := createSegment(l.dir, offset, l.cfg)
 	if err != nil {
-		// No segment to append to: the log is unusable until reopened.
-		l.closed.Store(true)
+		// No segment to append to: appends fail until the log is reopened.
 		return fmt.Errorf("truncate fully: %w", err)
 	}
 	l.publish([]*segment{s}, offset, offset, offset)
