@@ -47,11 +47,8 @@ type partState struct {
 }
 
 func (p *partState) get(off int64) int64 {
-	if off < denseOffsetLimit {
-		if off < int64(len(p.slots)) {
-			return p.slots[off]
-		}
-		return emptySlot
+	if off < int64(len(p.slots)) {
+		return p.slots[off]
 	}
 	if v, ok := p.far[off]; ok {
 		return v
@@ -59,17 +56,28 @@ func (p *partState) get(off int64) int64 {
 	return emptySlot
 }
 
+// set stores v at off: in the slice while offsets grow steadily, in a map
+// for offsets far beyond what was seen (a corrupt or sparse history must not
+// allocate gigabytes).
 func (p *partState) set(off, v int64) {
-	if off < denseOffsetLimit {
-		for off >= int64(len(p.slots)) {
-			n := max(2*len(p.slots), 1024, int(off)+1)
-			grown := make([]int64, n)
-			copy(grown, p.slots)
-			for i := len(p.slots); i < n; i++ {
-				grown[i] = emptySlot
-			}
-			p.slots = grown
+	if off < int64(len(p.slots)) {
+		p.slots[off] = v
+		return
+	}
+	if off < denseOffsetLimit && off <= 2*int64(len(p.slots))+1<<20 {
+		n := min(max(2*len(p.slots), 1024, int(off)+1), denseOffsetLimit)
+		grown := make([]int64, n)
+		copy(grown, p.slots)
+		for i := len(p.slots); i < n; i++ {
+			grown[i] = emptySlot
 		}
+		for o, fv := range p.far {
+			if o < int64(n) {
+				grown[o] = fv
+				delete(p.far, o)
+			}
+		}
+		p.slots = grown
 		p.slots[off] = v
 		return
 	}
@@ -79,26 +87,20 @@ func (p *partState) set(off, v int64) {
 	p.far[off] = v
 }
 
-// anyBetween reports whether a known offset lies strictly between a and b.
+// anyBetween returns the lowest known offset strictly between a and b.
 func (p *partState) anyBetween(a, b int64) (int64, bool) {
-	for o := a + 1; o < b && o < denseOffsetLimit; o++ {
-		if o >= int64(len(p.slots)) {
-			break
-		}
+	for o := a + 1; o < b && o < int64(len(p.slots)); o++ {
 		if p.slots[o] != emptySlot {
 			return o, true
 		}
 	}
-	if b > denseOffsetLimit {
-		best, found := int64(0), false
-		for o := range p.far {
-			if o > a && o < b && (!found || o < best) {
-				best, found = o, true
-			}
+	best, found := int64(0), false
+	for o := range p.far {
+		if o > a && o < b && (!found || o < best) {
+			best, found = o, true
 		}
-		return best, found
 	}
-	return 0, false
+	return best, found
 }
 
 type pending struct {
@@ -127,9 +129,14 @@ type procState struct {
 type marks struct {
 	m   []mark
 	has []bool
+	far map[int32]mark // partitions >= 1<<16
 }
 
 func (ms *marks) get(p int32) (mark, bool) {
+	if p >= 1<<16 {
+		m, ok := ms.far[p]
+		return m, ok
+	}
 	if int(p) < len(ms.has) && ms.has[p] {
 		return ms.m[p], true
 	}
@@ -137,6 +144,13 @@ func (ms *marks) get(p int32) (mark, bool) {
 }
 
 func (ms *marks) set(p int32, m mark) {
+	if p >= 1<<16 {
+		if ms.far == nil {
+			ms.far = map[int32]mark{}
+		}
+		ms.far[p] = m
+		return
+	}
 	for int(p) >= len(ms.has) {
 		ms.m = append(ms.m, mark{})
 		ms.has = append(ms.has, false)
@@ -144,7 +158,10 @@ func (ms *marks) set(p int32, m mark) {
 	ms.m[p], ms.has[p] = m, true
 }
 
-func (ms *marks) reset() { clear(ms.has) }
+func (ms *marks) reset() {
+	clear(ms.has)
+	clear(ms.far)
+}
 
 type skipCandidate struct {
 	part     int32
@@ -163,7 +180,8 @@ type analysis struct {
 	vals  [][]valueState
 	nvals int
 
-	parts []*partState
+	parts    []*partState
+	farParts map[int32]*partState // partition numbers too large for the slice
 	procs map[int]*procState
 	// procFast caches procs for small process numbers.
 	procFast []*procState
@@ -210,17 +228,24 @@ func (a *analysis) newValue(v int64) int32 {
 	return int32(a.nvals - 1)
 }
 
+// value returns the state of value v. Values that grow steadily from zero
+// (isrlab's workloads send 0, 1, 2, ...) index a slice; others, and absurd
+// ones from a corrupt history, go to a map.
 func (a *analysis) value(v int64, create bool) *valueState {
-	if v >= 0 && v < denseValueLimit {
-		if v < int64(len(a.dense)) && a.dense[v] != 0 {
-			return a.val(a.dense[v] - 1)
+	if v >= 0 && v < int64(len(a.dense)) && a.dense[v] != 0 {
+		return a.val(a.dense[v] - 1)
+	}
+	if len(a.sparse) > 0 {
+		if i, ok := a.sparse[v]; ok {
+			return a.val(i)
 		}
-		if !create {
-			return nil
-		}
+	}
+	if !create {
+		return nil
+	}
+	if v >= 0 && v < denseValueLimit && v <= 2*int64(len(a.dense))+1<<20 {
 		if v >= int64(len(a.dense)) {
-			n := max(2*len(a.dense), 1<<20, int(v)+1)
-			n = min(n, denseValueLimit)
+			n := min(max(2*len(a.dense), 1<<20, int(v)+1), denseValueLimit)
 			grown := make([]int32, n)
 			copy(grown, a.dense)
 			a.dense = grown
@@ -229,18 +254,25 @@ func (a *analysis) value(v int64, create bool) *valueState {
 		a.dense[v] = i + 1
 		return a.val(i)
 	}
-	if i, ok := a.sparse[v]; ok {
-		return a.val(i)
-	}
-	if !create {
-		return nil
-	}
 	i := a.newValue(v)
 	a.sparse[v] = i
 	return a.val(i)
 }
 
 func (a *analysis) part(p int32) *partState {
+	if p >= 1<<16 {
+		// A corrupt history must not make the checker allocate billions of
+		// partitions.
+		ps := a.farParts[p]
+		if ps == nil {
+			if a.farParts == nil {
+				a.farParts = map[int32]*partState{}
+			}
+			ps = &partState{maxRead: -1}
+			a.farParts[p] = ps
+		}
+		return ps
+	}
 	for int(p) >= len(a.parts) {
 		a.parts = append(a.parts, &partState{maxRead: -1})
 	}
@@ -548,7 +580,12 @@ func (a *analysis) finish() *Verdict {
 		}
 	}
 	a.stats.Values = int64(a.nvals)
-	a.stats.Partitions = len(a.parts)
+	for _, ps := range a.parts {
+		if ps.maxRead >= 0 || len(ps.slots) > 0 {
+			a.stats.Partitions++
+		}
+	}
+	a.stats.Partitions += len(a.farParts)
 
 	v := &Verdict{
 		Anomalies:    a.anomalies,

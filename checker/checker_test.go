@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -313,5 +314,51 @@ func TestLinManyUnknownSends(t *testing.T) {
 	v := CheckOps(m.Ops, Options{Linearizable: LinOn, LinTimeout: 2 * time.Minute})
 	if v.Linearizable.Result != "ok" || v.Valid != Valid {
 		t.Errorf("lin %+v, valid %s, anomalies %v", v.Linearizable, v.Valid, v.Anomalies)
+	}
+}
+
+// FuzzCheck: whatever a history file holds, the checker returns a verdict
+// or an error, never panics, and never allocates for absurd numbers.
+func FuzzCheck(f *testing.F) {
+	for _, name := range []string{"clean", "lost-write", "poll-skip", "faults", "torn", "duplicate"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name+".jsonl"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("{\"isrlab_history\":1}\n{\"process\":1,\"type\":\"ok\",\"f\":\"poll\",\"offsets\":{\"2147483647\":[[268435455,1],[9223372036854775807,-9223372036854775808]]}}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+		v, err := Check(open, "fuzz.jsonl", Options{Linearizable: LinOn, LinTimeout: 200 * time.Millisecond})
+		if err != nil {
+			return
+		}
+		if _, err := json.Marshal(v); err != nil {
+			t.Fatalf("verdict does not encode: %v", err)
+		}
+		if len(v.Anomalies) > 0 && v.Valid == Valid {
+			t.Fatalf("anomalies %v but valid", v.Anomalies)
+		}
+	})
+}
+
+// TestAbsurdNumbersStaySmall: huge values, offsets, partitions and process
+// numbers from a corrupt history must not allocate their size.
+func TestAbsurdNumbersStaySmall(t *testing.T) {
+	send := history.NewOp(1<<30, history.OK, history.FSend)
+	send.Value, send.HasValue, send.Partition, send.Offset = 1<<26+5, true, 1<<30, 1<<27+3
+	poll := history.NewOp(1<<30, history.OK, history.FPoll)
+	poll.Reads = []history.PartitionRecords{{Partition: 1<<31 - 1, Records: []history.Record{{Offset: 1<<28 - 1, Value: 1<<27 - 1}, {Offset: 1 << 62, Value: -5}}}}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	v := CheckOps([]history.Op{send, poll}, Options{Linearizable: LinOn})
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+		t.Errorf("checking two ops allocated %d MB", grew>>20)
+	}
+	if v.Anomalies[Unexpected] != 2 || v.Anomalies[Unseen] != 1 {
+		t.Errorf("anomalies %v", v.Anomalies)
 	}
 }
