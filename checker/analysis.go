@@ -182,7 +182,7 @@ type analysis struct {
 
 	parts    []*partState
 	farParts map[int32]*partState // partition numbers too large for the slice
-	procs map[int]*procState
+	procs    map[int]*procState
 	// procFast caches procs for small process numbers.
 	procFast []*procState
 
