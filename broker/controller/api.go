@@ -59,7 +59,7 @@ func (c *Controller) ElectLeaders(ctx context.Context, req *kmsg.ElectLeadersReq
 		}
 		var decide decision
 		if req.ElectionType == ElectUnclean {
-			decide = uncleanDecision(t.live, t.epoch)
+			decide = uncleanDecision(t.live, t.up, t.epoch)
 		} else {
 			decide = preferredDecision(t.live, t.epoch)
 		}
@@ -75,7 +75,7 @@ func (c *Controller) ElectLeaders(ctx context.Context, req *kmsg.ElectLeadersReq
 				results[tp] = 0
 			case err != nil:
 				results[tp] = errCode(err)
-			case req.ElectionType == ElectUnclean && p.state.Leader != NoLeader && t.live(p.state.Leader):
+			case req.ElectionType == ElectUnclean && p.state.Leader != NoLeader && t.up(p.state.Leader):
 				results[tp] = kerr.ElectionNotNeeded.Code
 			case req.ElectionType == ElectUnclean:
 				results[tp] = kerr.EligibleLeadersNotAvailable.Code

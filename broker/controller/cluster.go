@@ -30,6 +30,18 @@ type Change struct {
 // decision computes a partition's next state, or false for no change.
 type decision func(p *partition) (Change, bool)
 
+// plan applies decide to every partition and returns the changes, in the
+// order of parts.
+func plan(parts []*partition, decide decision) []Change {
+	var out []Change
+	for _, p := range parts {
+		if ch, ok := decide(p); ok {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
 func toLAI(s coord.PartitionState) LeaderAndISR {
 	return LeaderAndISR{Leader: s.Leader, LeaderEpoch: s.LeaderEpoch, ISR: slices.Clone(s.ISR)}
 }
@@ -58,11 +70,14 @@ func InitialState(replicas []int32, live func(int32) bool, ctrlEpoch int64) (coo
 	return coord.PartitionState{ControllerEpoch: ctrlEpoch, Leader: isr[0], LeaderEpoch: 0, ISR: isr}, true
 }
 
-// livenessDecision brings a partition in line with the live brokers: a
-// partition without state is initialized, a partition whose leader is not
-// live gets an offline election (§4.1), a live leader's ISR loses its dead
-// members (§1.7, epoch bump).
-func livenessDecision(live func(int32) bool, unclean func(topic string) bool, ctrlEpoch int64) decision {
+// livenessDecision brings a partition in line with the brokers: a
+// partition without state is initialized, a partition whose leader is down
+// gets an offline election (§4.1), a running leader's ISR loses its down
+// members (§1.7, epoch bump). up reports registered brokers; live, the ones
+// that may be elected (up and not in controlled shutdown). A leader that is
+// up but shutting down keeps its partitions until its session ends, as in
+// Kafka, where only a dead replica's removal writes leader -1.
+func livenessDecision(live, up func(int32) bool, unclean func(topic string) bool, ctrlEpoch int64) decision {
 	return func(p *partition) (Change, bool) {
 		if !p.hasState {
 			st, ok := InitialState(p.replicas, live, ctrlEpoch)
@@ -73,10 +88,10 @@ func livenessDecision(live func(int32) bool, unclean func(topic string) bool, ct
 		}
 		cur := toLAI(p.state)
 		var r ElectionResult
-		if cur.Leader == NoLeader || !live(cur.Leader) {
+		if cur.Leader == NoLeader || !up(cur.Leader) {
 			r = OfflineElection(p.replicas, cur, live, unclean(p.tp.Topic))
 		} else {
-			r = RemoveFromISR(cur, live)
+			r = RemoveFromISR(cur, up)
 		}
 		if !r.Changed {
 			return Change{}, false
@@ -100,10 +115,10 @@ func preferredDecision(live func(int32) bool, ctrlEpoch int64) decision {
 }
 
 // uncleanDecision is ElectLeaders(UNCLEAN): an offline partition gets a
-// leader even from outside the ISR; a partition with a live leader is left.
-func uncleanDecision(live func(int32) bool, ctrlEpoch int64) decision {
+// leader even from outside the ISR; a partition whose leader is up is left.
+func uncleanDecision(live, up func(int32) bool, ctrlEpoch int64) decision {
 	return func(p *partition) (Change, bool) {
-		if !p.hasState || (p.state.Leader != NoLeader && live(p.state.Leader)) {
+		if !p.hasState || (p.state.Leader != NoLeader && up(p.state.Leader)) {
 			return Change{}, false
 		}
 		r := OfflineElection(p.replicas, toLAI(p.state), live, true)
@@ -172,10 +187,10 @@ func imbalancedPartitions(parts []*partition, percentage int) []coord.TopicParti
 	return out
 }
 
-// offline reports whether a partition has no live leader
+// offline reports whether a partition's leader is missing or down
 // (OfflinePartitionsCount).
-func offline(p *partition, live func(int32) bool) bool {
-	return p.hasState && (p.state.Leader == NoLeader || !live(p.state.Leader))
+func offline(p *partition, up func(int32) bool) bool {
+	return p.hasState && (p.state.Leader == NoLeader || !up(p.state.Leader))
 }
 
 func sortTPs(tps []coord.TopicPartition) {

@@ -325,10 +325,15 @@ func (t *term) closedErr(ctx context.Context) error {
 	return errors.New("controller: coordinator client closed")
 }
 
-func (t *term) live(id int32) bool {
+// up reports whether a broker is registered.
+func (t *term) up(id int32) bool {
 	_, ok := t.brokers[id]
-	return ok && !t.shuttingDown[id]
+	return ok
 }
+
+// live reports whether a broker may be elected: registered and not in
+// controlled shutdown.
+func (t *term) live(id int32) bool { return t.up(id) && !t.shuttingDown[id] }
 
 func (t *term) unclean(topic string) bool {
 	tc, err := t.c.broker.TopicConfig(t.topics[topic].Configs)
@@ -342,7 +347,7 @@ func (t *term) updateGauges() {
 	n, off := 0, 0
 	for _, p := range t.parts {
 		n++
-		if offline(p, t.live) {
+		if offline(p, t.up) {
 			off++
 		}
 	}
@@ -475,7 +480,7 @@ func (t *term) doResync(ctx context.Context) error {
 	if err := t.processDeletions(ctx); err != nil {
 		return err
 	}
-	changes, err := t.apply(ctx, t.allTPs(), livenessDecision(t.live, t.unclean, t.epoch))
+	changes, err := t.apply(ctx, t.allTPs(), livenessDecision(t.live, t.up, t.unclean, t.epoch))
 	if err != nil {
 		return err
 	}
@@ -500,16 +505,13 @@ func (t *term) apply(ctx context.Context, tps []coord.TopicPartition, decide dec
 	var applied []Change
 	pending := tps
 	for round := 0; len(pending) > 0; round++ {
-		var changes []Change
+		var parts []*partition
 		for _, tp := range pending {
-			p, ok := t.parts[tp]
-			if !ok {
-				continue
-			}
-			if ch, ok := decide(p); ok {
-				changes = append(changes, ch)
+			if p, ok := t.parts[tp]; ok {
+				parts = append(parts, p)
 			}
 		}
+		changes := plan(parts, decide)
 		if len(changes) == 0 {
 			break
 		}
@@ -733,7 +735,8 @@ func (t *term) onBrokers(ctx context.Context, bs []coord.BrokerInfo) error {
 			gone[id] = true
 		}
 		alive := func(id int32) bool { return t.live(id) && !gone[id] }
-		chs, err := t.apply(ctx, t.allTPs(), livenessDecision(alive, t.unclean, t.epoch))
+		up := func(id int32) bool { return t.up(id) && !gone[id] }
+		chs, err := t.apply(ctx, t.allTPs(), livenessDecision(alive, up, t.unclean, t.epoch))
 		failed = chs
 		if err != nil {
 			t.setBrokers(ctx, bs)
@@ -757,7 +760,7 @@ func (t *term) onBrokers(ctx context.Context, bs []coord.BrokerInfo) error {
 	if len(started) == 0 {
 		return nil
 	}
-	chs, err := t.apply(ctx, t.allTPs(), livenessDecision(t.live, t.unclean, t.epoch))
+	chs, err := t.apply(ctx, t.allTPs(), livenessDecision(t.live, t.up, t.unclean, t.epoch))
 	t.announce(chs)
 	if err != nil {
 		return fmt.Errorf("handle startup of brokers %v: %w", started, err)
@@ -807,7 +810,7 @@ func (t *term) onTopics(ctx context.Context, ts []coord.TopicSpec) error {
 			tps = append(tps, tp)
 		}
 	}
-	chs, err := t.apply(ctx, tps, livenessDecision(t.live, t.unclean, t.epoch))
+	chs, err := t.apply(ctx, tps, livenessDecision(t.live, t.up, t.unclean, t.epoch))
 	t.announce(chs)
 	if err != nil {
 		return err

@@ -1,0 +1,265 @@
+package controller
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/isrlab/isrlab/broker/coord"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testdata/*.txt")
+
+// scriptCluster is the controller's decision layer without I/O: the state a
+// term caches, changed only through the same decisions and plan the term
+// uses. Every write gets the next version, as a coordinator revision would.
+type scriptCluster struct {
+	parts        map[coord.TopicPartition]*partition
+	live         map[int32]bool
+	shuttingDown map[int32]bool
+	unclean      map[string]bool
+	version      int64
+}
+
+const scriptControllerEpoch = 9
+
+func (c *scriptCluster) isUp(id int32) bool   { return c.live[id] }
+func (c *scriptCluster) isLive(id int32) bool { return c.live[id] && !c.shuttingDown[id] }
+
+func (c *scriptCluster) sorted(filter func(*partition) bool) []*partition {
+	var out []*partition
+	for _, p := range c.parts {
+		if filter == nil || filter(p) {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b *partition) int {
+		if a.tp.Topic != b.tp.Topic {
+			return strings.Compare(a.tp.Topic, b.tp.Topic)
+		}
+		return int(a.tp.Partition - b.tp.Partition)
+	})
+	return out
+}
+
+// run applies decide to the partitions and describes the changes.
+func (c *scriptCluster) run(parts []*partition, decide decision) string {
+	var b strings.Builder
+	for _, ch := range plan(parts, decide) {
+		c.version++
+		ch.New.Version = c.version
+		p := c.parts[ch.TP]
+		p.state, p.hasState = ch.New, true
+		fmt.Fprintf(&b, "%s-%d: ", ch.TP.Topic, ch.TP.Partition)
+		if ch.IsNew {
+			fmt.Fprintf(&b, "new leader %d epoch %d isr %v", ch.New.Leader, ch.New.LeaderEpoch, ch.New.ISR)
+		} else {
+			fmt.Fprintf(&b, "leader %d -> %d, epoch %d -> %d, isr %v -> %v", ch.Old.Leader, ch.New.Leader, ch.Old.LeaderEpoch, ch.New.LeaderEpoch, ch.Old.ISR, ch.New.ISR)
+		}
+		if ch.Unclean {
+			b.WriteString(" (unclean)")
+		}
+		b.WriteString("\n")
+	}
+	if b.Len() == 0 {
+		return "no change\n"
+	}
+	return b.String()
+}
+
+func parseIDs(s string) ([]int32, error) {
+	var out []int32
+	if s == "" || s == "-" {
+		return out, nil
+	}
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, int32(n))
+	}
+	return out, nil
+}
+
+func parseTP(s string) (coord.TopicPartition, error) {
+	i := strings.LastIndex(s, "-")
+	if i < 0 {
+		return coord.TopicPartition{}, fmt.Errorf("partition %q: want topic-partition", s)
+	}
+	n, err := strconv.Atoi(s[i+1:])
+	return coord.TopicPartition{Topic: s[:i], Partition: int32(n)}, err
+}
+
+// exec runs one command line:
+//
+//	topic T P=R,R,R ...   assignment of a new topic (no state yet)
+//	live R,R,...          the live brokers; then the liveness decisions
+//	unclean T             unclean election allowed for T; liveness on T
+//	preferred [T-P ...]   preferred elections (all partitions by default)
+//	rebalance PCT         auto rebalance at leader.imbalance.per.broker.percentage
+//	shutdown R            controlled shutdown of R
+//	isr T-P R,R,...       the leader changes its ISR itself (no epoch bump)
+//	state                 print every partition
+func (c *scriptCluster) exec(line string) (string, error) {
+	f := strings.Fields(line)
+	switch f[0] {
+	case "topic":
+		for _, a := range f[2:] {
+			ps, rs, ok := strings.Cut(a, "=")
+			if !ok {
+				return "", fmt.Errorf("assignment %q: want P=R,R", a)
+			}
+			p, err := strconv.Atoi(ps)
+			if err != nil {
+				return "", err
+			}
+			replicas, err := parseIDs(rs)
+			if err != nil {
+				return "", err
+			}
+			tp := coord.TopicPartition{Topic: f[1], Partition: int32(p)}
+			c.parts[tp] = &partition{tp: tp, replicas: replicas}
+		}
+		return "ok\n", nil
+	case "live":
+		ids, err := parseIDs(f[1])
+		if err != nil {
+			return "", err
+		}
+		c.live = map[int32]bool{}
+		for _, id := range ids {
+			c.live[id] = true
+		}
+		for id := range c.shuttingDown {
+			if !c.live[id] {
+				delete(c.shuttingDown, id)
+			}
+		}
+		return c.run(c.sorted(nil), livenessDecision(c.isLive, c.isUp, func(t string) bool { return c.unclean[t] }, scriptControllerEpoch)), nil
+	case "unclean":
+		c.unclean[f[1]] = true
+		return c.run(c.sorted(func(p *partition) bool { return p.tp.Topic == f[1] }),
+			livenessDecision(c.isLive, c.isUp, func(t string) bool { return c.unclean[t] }, scriptControllerEpoch)), nil
+	case "preferred":
+		want := map[coord.TopicPartition]bool{}
+		for _, s := range f[1:] {
+			tp, err := parseTP(s)
+			if err != nil {
+				return "", err
+			}
+			want[tp] = true
+		}
+		return c.run(c.sorted(func(p *partition) bool { return len(want) == 0 || want[p.tp] }), preferredDecision(c.isLive, scriptControllerEpoch)), nil
+	case "rebalance":
+		pct, err := strconv.Atoi(f[1])
+		if err != nil {
+			return "", err
+		}
+		tps := imbalancedPartitions(c.sorted(nil), pct)
+		return c.run(c.sorted(func(p *partition) bool { return slices.Contains(tps, p.tp) }), preferredDecision(c.isLive, scriptControllerEpoch)), nil
+	case "shutdown":
+		id, err := strconv.Atoi(f[1])
+		if err != nil {
+			return "", err
+		}
+		c.shuttingDown[int32(id)] = true
+		out := c.run(c.sorted(func(p *partition) bool { return slices.Contains(p.replicas, int32(id)) }),
+			shutdownDecision(c.isLive, func(r int32) bool { return c.shuttingDown[r] }, scriptControllerEpoch))
+		var still []string
+		for _, p := range c.sorted(nil) {
+			if p.hasState && p.state.Leader == int32(id) {
+				still = append(still, fmt.Sprintf("%s-%d", p.tp.Topic, p.tp.Partition))
+			}
+		}
+		return out + fmt.Sprintf("still led by %d: %v\n", id, still), nil
+	case "isr":
+		tp, err := parseTP(f[1])
+		if err != nil {
+			return "", err
+		}
+		isr, err := parseIDs(f[2])
+		if err != nil {
+			return "", err
+		}
+		p, ok := c.parts[tp]
+		if !ok || !p.hasState {
+			return "", fmt.Errorf("no state for %s", f[1])
+		}
+		c.version++
+		p.state.ISR, p.state.Version = isr, c.version
+		return "ok\n", nil
+	case "state":
+		var b strings.Builder
+		for _, p := range c.sorted(nil) {
+			if !p.hasState {
+				fmt.Fprintf(&b, "%s-%d: no state, replicas %v\n", p.tp.Topic, p.tp.Partition, p.replicas)
+				continue
+			}
+			fmt.Fprintf(&b, "%s-%d: leader %d epoch %d isr %v replicas %v\n", p.tp.Topic, p.tp.Partition, p.state.Leader, p.state.LeaderEpoch, p.state.ISR, p.replicas)
+		}
+		return b.String(), nil
+	}
+	return "", fmt.Errorf("unknown command %q", f[0])
+}
+
+// TestScripts runs the scripts in testdata/*.txt: blocks of commands, each
+// followed by "----" and the expected output. go test -run TestScripts
+// -rewrite regenerates the expected output.
+func TestScripts(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts: %v", err)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &scriptCluster{parts: map[coord.TopicPartition]*partition{}, live: map[int32]bool{},
+				shuttingDown: map[int32]bool{}, unclean: map[string]bool{}}
+			var out strings.Builder
+			lines := strings.Split(string(data), "\n")
+			for i := 0; i < len(lines); i++ {
+				line := lines[i]
+				out.WriteString(line + "\n")
+				if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+					continue
+				}
+				got, err := c.exec(line)
+				if err != nil {
+					t.Fatalf("%s:%d: %v", file, i+1, err)
+				}
+				// Skip the old expected output: up to the blank line after
+				// the "----" separator.
+				want := ""
+				if i+1 < len(lines) && lines[i+1] == "----" {
+					j := i + 2
+					for j < len(lines) && lines[j] != "" {
+						j++
+					}
+					want = strings.Join(lines[i+2:j], "\n") + "\n"
+					i = j - 1
+				}
+				out.WriteString("----\n" + got)
+				if i+1 < len(lines) && lines[i+1] != "" {
+					out.WriteString("\n") // every command is its own block
+				}
+				if !*rewrite && got != want {
+					t.Errorf("%s:%d: %s\ngot:\n%swant:\n%s", file, i+1, line, got, want)
+				}
+			}
+			if *rewrite {
+				if err := os.WriteFile(file, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
