@@ -131,6 +131,7 @@ func Dial(ctx context.Context, endpoints []string, opts ...Option) (*Client, err
 		cli.Watcher = namespace.NewWatcher(cli.Watcher, chroot)
 		cli.Lease = namespace.NewLease(cli.Lease, chroot)
 	}
+	cli.KV = retryKV{cli.KV}
 	cctx, cancel := context.WithCancel(context.Background())
 	c := &Client{
 		cli:            cli,
