@@ -131,8 +131,10 @@ type Cluster struct {
 	Topology
 	Backend string // "netns" or "docker"
 	// SwitchNS names the namespace holding the lab bridge (Bridge), whose
-	// ports are the nodes' SwitchPort. For Docker it is empty: the bridge
-	// lives in the host's namespace and faults go through node namespaces.
+	// ports are the nodes' SwitchPort. For Docker the bridge is Docker's, in
+	// the host's namespace (/proc/1/ns/net), and SwitchPort is the host end
+	// of the node's veth; faults are better applied inside node namespaces,
+	// which works the same for both backends.
 	SwitchNS string
 	Bridge   string
 	Nodes    []*Node

@@ -242,6 +242,14 @@ func (r *run) specs(ctx context.Context, t compose.Topology) ([]ContainerSpec, e
 	if err != nil {
 		return nil, err
 	}
+	if r.b.System == SystemKafka {
+		if _, err := r.cli.ImageInspect(ctx, r.b.KafkaImage); err != nil {
+			if client.IsErrNotFound(err) {
+				return nil, fmt.Errorf("image %s is not present: load it first (docker load -i kafka.tar); isrlab never pulls", r.b.KafkaImage)
+			}
+			return nil, fmt.Errorf("inspect image %s: %w", r.b.KafkaImage, err)
+		}
+	}
 	idle := append([]string{BinaryPath}, r.b.Idle...)
 	if r.b.System == SystemKafka {
 		return KafkaSpecs(t, r.b.KafkaImage, img, idle, r.b.IdleEnv, r.b.KafkaConf), nil

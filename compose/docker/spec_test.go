@@ -1,8 +1,12 @@
 package docker
 
 import (
+	"archive/tar"
+	"bytes"
+	"debug/elf"
 	"encoding/json"
 	"flag"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -85,5 +89,70 @@ func TestKafkaClusterID(t *testing.T) {
 	id := KafkaClusterID("0123abcd")
 	if len(id) != 22 || id != KafkaClusterID("0123abcd") || id == KafkaClusterID("0123abce") {
 		t.Errorf("KafkaClusterID = %q: want 22 characters, stable per run, distinct across runs", id)
+	}
+}
+
+func TestRootfsFiles(t *testing.T) {
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := rootfsFiles(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files[BinaryPath] != bin {
+		t.Fatalf("binary at %s = %q, want %s", BinaryPath, files[BinaryPath], bin)
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	libs, _ := f.ImportedLibraries()
+	for _, lib := range libs {
+		found := false
+		for p := range files {
+			if filepath.Base(p) == lib {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("library %s missing from the image files %v", lib, files)
+		}
+	}
+	var buf bytes.Buffer
+	sum1, err := rootfsTar(&buf, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum2, err := rootfsTar(io.Discard, files)
+	if err != nil || sum1 != sum2 {
+		t.Errorf("rootfs tar is not reproducible: %s vs %s (%v)", sum1, sum2, err)
+	}
+	names := map[string]bool{}
+	tr := tar.NewReader(&buf)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names[h.Name] = true
+	}
+	if !names["isrlab"] || !names["tmp/"] {
+		t.Errorf("tar lacks isrlab or tmp/: %v", names)
+	}
+}
+
+func TestRootfsFilesNotELF(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "script")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rootfsFiles(p); err == nil {
+		t.Fatal("rootfsFiles accepted a shell script")
 	}
 }
