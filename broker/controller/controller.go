@@ -139,6 +139,7 @@ func (c *Controller) Run(ctx context.Context, l *coord.Leadership) error {
 	c.metrics.active.Set(0)
 	c.metrics.offline.Set(0)
 	c.metrics.global.Set(0)
+	c.metrics.imbalance.Set(0)
 	c.mu.Lock()
 	c.cur = nil
 	c.mu.Unlock()
@@ -344,15 +345,19 @@ func (t *term) unclean(topic string) bool {
 }
 
 func (t *term) updateGauges() {
-	n, off := 0, 0
+	n, off, imb := 0, 0, 0
 	for _, p := range t.parts {
 		n++
 		if offline(p, t.up) {
 			off++
 		}
+		if p.hasState && len(p.replicas) > 0 && p.state.Leader != p.replicas[0] {
+			imb++
+		}
 	}
 	t.c.metrics.global.Set(float64(n))
 	t.c.metrics.offline.Set(float64(off))
+	t.c.metrics.imbalance.Set(float64(imb))
 }
 
 // sortedParts returns the cached partitions in topic/partition order.

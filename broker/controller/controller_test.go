@@ -85,6 +85,17 @@ func TestBrokerDeath(t *testing.T) {
 	if got := metricValue(c.ctrl.metrics.active); got != 1 {
 		t.Errorf("ActiveControllerCount %v", got)
 	}
+	coordtest.Eventually(t, 5*time.Second, func() error {
+		if got := metricValue(c.ctrl.metrics.imbalance); got != 1 {
+			return fmt.Errorf("PreferredReplicaImbalanceCount %v, want 1 (t-0 led by 2)", got)
+		}
+		return nil
+	})
+	// A second controller on the same registry (brokers in one process)
+	// shares the collectors instead of panicking.
+	if other := New(Config{BrokerID: 7, Registerer: reg}); other.metrics.global != c.ctrl.metrics.global {
+		t.Error("second controller did not share the registered collectors")
+	}
 
 	// Losing every replica leaves the partition offline with its last ISR.
 	e.kill(2)
