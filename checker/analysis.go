@@ -192,10 +192,11 @@ type analysis struct {
 	examples  map[string][]Example
 	reported  map[[2]int64]struct{} // inconsistent offsets already counted
 
-	stats Stats
-	avail availTracker
-	lat   map[string]*histogram
-	lin   *linCollector
+	stats   Stats
+	cluster clusterTracker
+	avail   availTracker
+	lat     map[string]*histogram
+	lin     *linCollector
 }
 
 func newAnalysis(opt Options) *analysis {
@@ -316,6 +317,9 @@ func (a *analysis) add(op *history.Op, pos int64) {
 		return
 	case op.Process == history.Cluster:
 		a.stats.StateEvents++
+		if op.F == history.FState {
+			a.cluster.add(op)
+		}
 		return
 	case op.Process < 0:
 		a.stats.Ignored++
@@ -592,6 +596,7 @@ func (a *analysis) finish() *Verdict {
 		Examples:     a.examples,
 		Stats:        a.stats,
 		Availability: a.avail.result(),
+		Cluster:      a.cluster.result(),
 		Latency:      map[string]Quantiles{},
 	}
 	for f, h := range a.lat {

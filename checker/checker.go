@@ -147,6 +147,8 @@ type Verdict struct {
 	// Latency has quantiles per operation (f) over ok completions.
 	Latency      map[string]Quantiles `json:"latency"`
 	Linearizable LinResult            `json:"linearizable"`
+	// Cluster summarizes the cluster-state timeline (process "cluster").
+	Cluster ClusterSummary `json:"cluster"`
 	// TruncatedHistory is set when the history ended in a torn line; the
 	// verdict then is at best unknown.
 	TruncatedHistory bool   `json:"truncated_history"`

@@ -362,3 +362,27 @@ func TestAbsurdNumbersStaySmall(t *testing.T) {
 		t.Errorf("anomalies %v", v.Anomalies)
 	}
 }
+
+func TestClusterSummary(t *testing.T) {
+	state := func(part, leader, epoch int32, hw int64, isr ...int32) history.Op {
+		op := history.NewOp(history.Cluster, history.Info, history.FState)
+		op.Partition, op.Leader, op.Epoch, op.HW, op.ISR = part, leader, epoch, hw, isr
+		return op
+	}
+	ops := []history.Op{
+		state(0, 1, 0, 0, 1, 2, 3),
+		state(0, 1, 0, 5, 1, 2),    // shrink
+		state(0, 2, 1, 5, 2),       // leader change, shrink
+		state(0, 2, 1, 9, 2, 1, 3), // expand
+		state(1, 3, 0, 1, 3, 1),
+		state(1, 3, 0, 2, 1, 3), // same ISR, reordered
+	}
+	got := CheckOps(ops, Options{}).Cluster
+	want := ClusterSummary{Events: 6, LeaderChanges: 1, ISRShrinks: 2, ISRExpands: 1, Partitions: map[string]PartitionFlux{
+		"0": {LeaderChanges: 1, ISRShrinks: 2, ISRExpands: 1, MaxEpoch: 1, MaxHW: 9},
+		"1": {MaxEpoch: 0, MaxHW: 2},
+	}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+}

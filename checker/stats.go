@@ -3,6 +3,7 @@ package checker
 import (
 	"math"
 	"math/bits"
+	"strconv"
 	"strings"
 
 	"github.com/isrlab/isrlab/history"
@@ -199,4 +200,95 @@ func (h *histogram) quantiles() Quantiles {
 	}
 	return Quantiles{Count: h.n, Mean: h.sum / float64(h.n) / 1e6, Min: float64(h.min) / 1e6,
 		P50: h.q(0.5), P90: h.q(0.9), P99: h.q(0.99), P999: h.q(0.999), Max: float64(h.max) / 1e6}
+}
+
+// ClusterSummary counts changes in the observed cluster state: leader
+// changes, ISR shrinks and expands, and the highest leader epoch, in all
+// and per partition.
+type ClusterSummary struct {
+	Events        int64                    `json:"events"`
+	LeaderChanges int64                    `json:"leader_changes"`
+	ISRShrinks    int64                    `json:"isr_shrinks"`
+	ISRExpands    int64                    `json:"isr_expands"`
+	Partitions    map[string]PartitionFlux `json:"partitions,omitempty"`
+}
+
+// PartitionFlux is one partition's share of a ClusterSummary.
+type PartitionFlux struct {
+	LeaderChanges int64 `json:"leader_changes"`
+	ISRShrinks    int64 `json:"isr_shrinks"`
+	ISRExpands    int64 `json:"isr_expands"`
+	MaxEpoch      int32 `json:"max_epoch"`
+	MaxHW         int64 `json:"max_hw"`
+}
+
+type partView struct {
+	seen   bool
+	leader int32
+	isr    map[int32]bool
+	flux   PartitionFlux
+}
+
+type clusterTracker struct {
+	events int64
+	parts  map[int32]*partView
+}
+
+func (c *clusterTracker) add(op *history.Op) {
+	if op.Partition < 0 {
+		return
+	}
+	c.events++
+	if c.parts == nil {
+		c.parts = map[int32]*partView{}
+	}
+	pv := c.parts[op.Partition]
+	if pv == nil {
+		pv = &partView{flux: PartitionFlux{MaxEpoch: -1, MaxHW: -1}}
+		c.parts[op.Partition] = pv
+	}
+	if op.Leader >= 0 {
+		if pv.seen && op.Leader != pv.leader {
+			pv.flux.LeaderChanges++
+		}
+		pv.leader, pv.seen = op.Leader, true
+	}
+	if op.ISR != nil {
+		next := make(map[int32]bool, len(op.ISR))
+		for _, r := range op.ISR {
+			next[r] = true
+		}
+		if pv.isr != nil {
+			for r := range pv.isr {
+				if !next[r] {
+					pv.flux.ISRShrinks++
+					break
+				}
+			}
+			for r := range next {
+				if !pv.isr[r] {
+					pv.flux.ISRExpands++
+					break
+				}
+			}
+		}
+		pv.isr = next
+	}
+	pv.flux.MaxEpoch = max(pv.flux.MaxEpoch, op.Epoch)
+	pv.flux.MaxHW = max(pv.flux.MaxHW, op.HW)
+}
+
+func (c *clusterTracker) result() ClusterSummary {
+	s := ClusterSummary{Events: c.events}
+	if len(c.parts) == 0 {
+		return s
+	}
+	s.Partitions = map[string]PartitionFlux{}
+	for p, pv := range c.parts {
+		s.LeaderChanges += pv.flux.LeaderChanges
+		s.ISRShrinks += pv.flux.ISRShrinks
+		s.ISRExpands += pv.flux.ISRExpands
+		s.Partitions[strconv.Itoa(int(p))] = pv.flux
+	}
+	return s
 }

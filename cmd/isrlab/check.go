@@ -189,6 +189,9 @@ func printSummary(w io.Writer, file string, v *checker.Verdict, out, html string
 		fmt.Fprintf(w, ", during faults %s, after heal %s (%d faults)", pct(a.DuringFaults), pct(a.AfterHeal), a.Faults)
 	}
 	fmt.Fprintln(w)
+	if c := v.Cluster; c.Events > 0 {
+		fmt.Fprintf(w, "cluster:      %d state events, %d leader changes, %d ISR shrinks, %d ISR expands\n", c.Events, c.LeaderChanges, c.ISRShrinks, c.ISRExpands)
+	}
 	fs := make([]string, 0, len(v.Latency))
 	for f := range v.Latency {
 		fs = append(fs, f)
