@@ -3,9 +3,11 @@ package faultfs
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -145,4 +147,87 @@ func firstDiff(a, b []byte) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// TestNamespaceModel runs seeded random creates, unlinks, renames (also
+// over existing files) and directory fsyncs in one directory, crashing now
+// and then: after a crash the directory must list exactly the names of its
+// last fsync, each with its file's content as of that file's last fsync
+// (empty for files created since the start).
+func TestNamespaceModel(t *testing.T) {
+	for seed := int64(1); seed <= 8; seed++ {
+		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
+			f, backing, mnt := mountT(t, seed%2 == 0)
+			rng := rand.New(rand.NewSource(seed))
+			names := []string{"a", "b", "c", "d", "e"}
+			content := map[int]string{} // inode -> durable content
+			cur := map[string]int{}     // name -> inode
+			for i, n := range names[:3] {
+				content[i] = "initial-" + n
+				cur[n] = i
+				if err := os.WriteFile(filepath.Join(backing, n), []byte(content[i]), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			next := 3
+			durable := maps.Clone(cur)
+			for step := range 300 {
+				a, b := names[rng.Intn(len(names))], names[rng.Intn(len(names))]
+				_, aExists := cur[a]
+				switch r := rng.Intn(10); {
+				case r < 3 && !aExists:
+					if err := os.WriteFile(filepath.Join(mnt, a), []byte("unsynced"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					content[next] = "" // never fsynced
+					cur[a] = next
+					next++
+				case r < 5 && aExists:
+					if err := os.Remove(filepath.Join(mnt, a)); err != nil {
+						t.Fatal(err)
+					}
+					delete(cur, a)
+				case r < 8 && aExists && a != b:
+					if err := os.Rename(filepath.Join(mnt, a), filepath.Join(mnt, b)); err != nil {
+						t.Fatal(err)
+					}
+					cur[b] = cur[a]
+					delete(cur, a)
+				case r == 8:
+					fh, err := os.Open(mnt)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := fh.Sync(); err != nil {
+						t.Fatal(err)
+					}
+					fh.Close()
+					durable = maps.Clone(cur)
+				case r == 9:
+					if rep := f.Crash(); len(rep.Errors) > 0 {
+						t.Fatalf("step %d: crash errors %v", step, rep.Errors)
+					}
+					cur = maps.Clone(durable)
+					ents, err := os.ReadDir(mnt)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var got []string
+					for _, e := range ents {
+						got = append(got, e.Name())
+					}
+					want := slices.Sorted(maps.Keys(durable))
+					if !slices.Equal(got, want) {
+						t.Fatalf("step %d: after crash the directory lists %q, want %q", step, got, want)
+					}
+					for n, ino := range durable {
+						data, err := os.ReadFile(filepath.Join(mnt, n))
+						if err != nil || string(data) != content[ino] {
+							t.Fatalf("step %d: %s holds %q (%v), want %q", step, n, data, err, content[ino])
+						}
+					}
+				}
+			}
+		})
+	}
 }
