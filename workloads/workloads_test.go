@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -357,5 +359,50 @@ func TestConfigFromYAML(t *testing.T) {
 	want := Config{Topic: "t", Partitions: 6, Acks: "1", Retries: -1, Linger: 5 * time.Millisecond, DeliveryTimeout: 2 * time.Second, Group: "g", ManualCommit: true, CrashEvery: time.Second}
 	if cfg != want {
 		t.Errorf("got %+v\nwant %+v", cfg, want)
+	}
+}
+
+// TestHistoryFileEndToEnd records a run to a history file the way the lab
+// does (Writer behind a Recorder), then checks the file.
+func TestHistoryFileEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kfake cluster")
+	}
+	c := fakeCluster(t, 2, "e2e")
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw, err := history.NewWriter(f, history.Header{Run: "e2e", Seed: 1, Topic: "e2e", Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	rec := history.NewRecorder(hw, func() time.Duration { return time.Since(start) })
+	w, err := NewLog(Config{Topic: "e2e", Partitions: 2, Sends: 100}, rec, c.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := w.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := checker.Check(func() (io.ReadCloser, error) { return os.Open(path) }, path, checker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Valid != checker.Valid || v.Stats.Ops != rec.Count() || v.Stats.SendsOK != 100 || v.Linearizable.Result != "ok" {
+		t.Errorf("valid %s, %d ops in file, %d recorded, %d sends ok, lin %s", v.Valid, v.Stats.Ops, rec.Count(), v.Stats.SendsOK, v.Linearizable.Result)
 	}
 }
