@@ -20,7 +20,7 @@
 // Fields: index (position in the history), time (nanoseconds since the run's
 // monotonic start), process (an int for clients; "nemesis" for faults,
 // "cluster" for observed cluster state), type (invoke|ok|fail|info), f (send,
-// poll, assign, subscribe, crash, rebalance, drain, start-<fault>,
+// poll, assign, subscribe, rebalance, commit, crash, drain, start-<fault>,
 // stop-<fault>, heal, state, ...), key (record key), value (for sends: the
 // record value, a unique int64; for faults: the resolved targets, any JSON),
 // partition, offset (the acknowledged offset of a send), offsets (a poll's
@@ -28,7 +28,15 @@
 // of assign or rebalance), error, node.
 //
 // Cluster-state events (process "cluster", type "info", f "state") carry
-// partition, leader, epoch (leader epoch), isr and hw.
+// partition, leader, epoch (leader epoch), isr and hw. Fault events (process
+// "nemesis") come as an invoke and a completion: "start-<fault>" with value
+// = the resolved targets, then "stop-<fault>" (or "heal" for all faults);
+// a fault is in effect from its start's invocation to its stop's completion.
+//
+// A drain poll (f "drain") is a poll by a fresh process after the faults
+// healed; "rebalance" (type info) records a consumer group member's new
+// assignment in partitions; "crash" (type info) ends a process, which never
+// comes back under its number.
 //
 // Outcomes follow Jepsen: ok means the operation happened, fail means it
 // definitely did not, info means it is unknown (a timeout, a disconnect).
