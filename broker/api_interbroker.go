@@ -121,10 +121,12 @@ func (b *Broker) handleUpdateMetadata(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.UpdateMetadataRequest)
 	resp := req.ResponseKind().(*kmsg.UpdateMetadataResponse)
 	if e := b.checkControllerEpoch(req.ControllerEpoch, req.BrokerEpoch); e != nil {
+		b.log.Info("rejected UpdateMetadata", "controller", req.ControllerID, "controller_epoch", req.ControllerEpoch, "broker_epoch", req.BrokerEpoch, "err", e)
 		resp.ErrorCode = e.Code
 		rq.respond(resp)
 		return
 	}
+	b.log.Debug("UpdateMetadata", "controller", req.ControllerID, "controller_epoch", req.ControllerEpoch, "brokers", len(req.LiveBrokers), "topics", len(req.TopicStates))
 	b.meta.applyUpdateMetadata(req)
 	rq.respond(resp)
 }

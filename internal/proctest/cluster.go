@@ -1,0 +1,234 @@
+package proctest
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/wire"
+)
+
+// Cluster is a multi-process isrlab cluster on loopback: coordinator
+// members and brokers, each its own process with its own directory.
+type Cluster struct {
+	t            testing.TB
+	Dir          string
+	Coordinators []*Proc
+	Brokers      map[int32]*Proc
+	BrokerAddrs  map[int32]string
+	ClientURLs   []string
+}
+
+// ClusterOptions sizes a cluster.
+type ClusterOptions struct {
+	Coordinators int      // default 1
+	Brokers      int      // default 3
+	Overrides    []string // broker config key=value for every broker
+}
+
+// StartCluster starts the coordinators, then the brokers, and waits until
+// every broker appears in the metadata.
+func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
+	t.Helper()
+	if o.Coordinators <= 0 {
+		o.Coordinators = 1
+	}
+	if o.Brokers <= 0 {
+		o.Brokers = 3
+	}
+	c := &Cluster{t: t, Dir: t.TempDir(), Brokers: map[int32]*Proc{}, BrokerAddrs: map[int32]string{}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.DumpLogs(30)
+		}
+	})
+	ports := FreePorts(t, 2*o.Coordinators+o.Brokers)
+	var initial []string
+	for i := 0; i < o.Coordinators; i++ {
+		initial = append(initial, fmt.Sprintf("c%d=http://127.0.0.1:%d", i+1, ports[2*i+1]))
+		c.ClientURLs = append(c.ClientURLs, fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]))
+	}
+	for i := 0; i < o.Coordinators; i++ {
+		name := fmt.Sprintf("c%d", i+1)
+		p := Start(t, c.Dir, name, "coordinator", "--name", name,
+			"--data-dir", filepath.Join(c.Dir, name),
+			"--listen-client-urls", c.ClientURLs[i],
+			"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
+			"--initial-cluster", strings.Join(initial, ","))
+		c.Coordinators = append(c.Coordinators, p)
+	}
+	for i := 0; i < o.Brokers; i++ {
+		id := int32(i + 1)
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[2*o.Coordinators+i])
+		c.BrokerAddrs[id] = addr
+		args := []string{"broker",
+			"--override", fmt.Sprintf("broker.id=%d", id),
+			"--override", "log.dirs=" + filepath.Join(c.Dir, fmt.Sprintf("b%d", id)),
+			"--override", "listeners=PLAINTEXT://" + addr,
+			"--override", "coordinator.connect=" + strings.Join(c.ClientURLs, ","),
+		}
+		for _, ov := range o.Overrides {
+			args = append(args, "--override", ov)
+		}
+		c.Brokers[id] = Start(t, c.Dir, fmt.Sprintf("b%d", id), args...)
+	}
+	c.WaitBrokers(o.Brokers, 60*time.Second)
+	return c
+}
+
+// Bootstrap lists the addresses of running brokers.
+func (c *Cluster) Bootstrap() []string {
+	var out []string
+	for id, p := range c.Brokers {
+		if p.Running() {
+			out = append(out, c.BrokerAddrs[id])
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Client returns a kgo client bootstrapped from every broker; the test
+// closes it.
+func (c *Cluster) Client(opts ...kgo.Opt) *kgo.Client {
+	all := make([]string, 0, len(c.BrokerAddrs))
+	for _, a := range c.BrokerAddrs {
+		all = append(all, a)
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(all...)}, opts...)...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(cl.Close)
+	return cl
+}
+
+// WaitBrokers waits until the metadata lists n brokers.
+func (c *Cluster) WaitBrokers(n int, within time.Duration) {
+	c.t.Helper()
+	Eventually(c.t, within, fmt.Sprintf("%d brokers in metadata", n), func() error {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		m, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+		if err != nil {
+			return err
+		}
+		if len(m.Brokers) != n {
+			return fmt.Errorf("%d brokers: %v", len(m.Brokers), m.Brokers.NodeIDs())
+		}
+		return nil
+	})
+}
+
+// PartitionState is one partition as the metadata shows it.
+type PartitionState struct {
+	Leader, LeaderEpoch int32
+	Replicas, ISR       []int32
+}
+
+// Describe returns the metadata of topic's partitions as the active
+// controller's broker sees it: other brokers' caches may lag (a paused
+// broker's cache is as old as the pause).
+func (c *Cluster) Describe(topic string) (map[int32]PartitionState, error) {
+	var lastErr error = fmt.Errorf("no broker claims to be the controller")
+	for id, p := range c.Brokers {
+		if !p.Running() {
+			continue
+		}
+		st, ctrl, err := describeAt(c.BrokerAddrs[id], topic)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		if ctrl == id {
+			return st, nil
+		}
+	}
+	return nil, lastErr
+}
+
+func describeAt(addr, topic string) (map[int32]PartitionState, int32, error) {
+	cl := wire.NewClient(addr, "proctest", nil)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(9)
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = &topic
+	req.Topics = append(req.Topics, rt)
+	raw, err := cl.Request(ctx, req)
+	if err != nil {
+		return nil, -1, err
+	}
+	resp := raw.(*kmsg.MetadataResponse)
+	if len(resp.Topics) != 1 {
+		return nil, resp.ControllerID, fmt.Errorf("topic %s not in metadata", topic)
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+		return nil, resp.ControllerID, err
+	}
+	out := map[int32]PartitionState{}
+	for _, pd := range resp.Topics[0].Partitions {
+		out[pd.Partition] = PartitionState{Leader: pd.Leader, LeaderEpoch: pd.LeaderEpoch, Replicas: pd.Replicas, ISR: slices.Sorted(slices.Values(pd.ISR))}
+	}
+	return out, resp.ControllerID, nil
+}
+
+// CreateTopic creates a topic and waits until every partition has a
+// leader and a full ISR.
+func (c *Cluster) CreateTopic(topic string, partitions int32, rf int16, configs map[string]string) {
+	c.t.Helper()
+	cl := c.Client()
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cfg := map[string]*string{}
+	for k, v := range configs {
+		cfg[k] = &v
+	}
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, rf, cfg, topic); err != nil {
+		c.t.Fatalf("create topic %s: %v", topic, err)
+	}
+	Eventually(c.t, 30*time.Second, "topic "+topic+" online with full ISRs", func() error {
+		st, err := c.Describe(topic)
+		if err != nil {
+			return err
+		}
+		if len(st) != int(partitions) {
+			return fmt.Errorf("%d partitions", len(st))
+		}
+		for p, s := range st {
+			if s.Leader < 0 || len(s.ISR) != int(rf) {
+				return fmt.Errorf("partition %d: leader %d isr %v", p, s.Leader, s.ISR)
+			}
+		}
+		return nil
+	})
+}
+
+// DumpLogs writes the last n lines of every process's output to the test log.
+func (c *Cluster) DumpLogs(n int) {
+	for _, p := range c.Coordinators {
+		c.t.Logf("--- %s ---\n%s", p.Name, Tail(p.Log(), n))
+	}
+	for id := int32(1); int(id) <= len(c.Brokers); id++ {
+		if p, ok := c.Brokers[id]; ok {
+			c.t.Logf("--- %s ---\n%s", p.Name, Tail(p.Log(), n))
+		}
+	}
+}
