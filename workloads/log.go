@@ -53,7 +53,8 @@ func (b *base) client(opts ...kgo.Opt) (*kgo.Client, error) {
 // produce runs the producer processes until ctx is done or cfg.Sends values
 // were sent. They share one client, so linger and batching apply.
 func (b *base) produce(ctx context.Context) error {
-	cl, err := b.client(b.cfg.producerOpts()...)
+	writes := &produceWrites{}
+	cl, err := b.client(append(b.cfg.producerOpts(), kgo.WithHooks(writes))...)
 	if err != nil {
 		return err
 	}
@@ -67,7 +68,7 @@ func (b *base) produce(ctx context.Context) error {
 				if b.cfg.Sends > 0 && v >= b.cfg.Sends {
 					return nil
 				}
-				send(ctx, cl, b.rec, proc, &b.cfg, v)
+				send(ctx, cl, writes, b.rec, proc, &b.cfg, v)
 				if b.cfg.SendInterval > 0 {
 					pause(ctx, b.cfg.SendInterval)
 				}

@@ -242,18 +242,36 @@ func (p *processes) take() int { return int(p.next.Add(1) - 1) }
 
 func encodeValue(v int64) []byte { return strconv.AppendInt(nil, v, 10) }
 
+// produceWrites counts Produce requests a client wrote, even partly, to any
+// broker (a kgo.HookBrokerWrite). If the count did not move while a record
+// was in the client, no request carried it: it never reached a broker.
+type produceWrites struct{ n atomic.Int64 }
+
+func (p *produceWrites) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, bytesWritten int, _, _ time.Duration, _ error) {
+	if key == 0 && bytesWritten > 0 { // 0 is Produce
+		p.n.Add(1)
+	}
+}
+
 // send produces value v synchronously and records invoke and completion.
-func send(ctx context.Context, cl *kgo.Client, rec *history.Recorder, proc int, cfg *Config, v int64) history.Type {
+// A failed send is fail when Classify says so or when no Produce request
+// left the client while the record was in it; otherwise info.
+func send(ctx context.Context, cl *kgo.Client, writes *produceWrites, rec *history.Recorder, proc int, cfg *Config, v int64) history.Type {
 	key := "k" + strconv.FormatInt(v%int64(cfg.Keys), 10)
 	part := PartitionOf(key, cfg.Partitions)
 	inv := history.NewOp(proc, history.Invoke, history.FSend)
 	inv.Value, inv.HasValue, inv.Partition, inv.Key = v, true, part, key
 	rec.Record(inv)
 	r := &kgo.Record{Key: []byte(key), Value: encodeValue(v), Partition: part}
+	before := writes.n.Load()
 	err := cl.ProduceSync(ctx, r).FirstErr()
 	done := inv
 	done.Type = Classify(err, cfg.Retries >= 0)
 	done.Error = errString(err)
+	if done.Type == history.Info && writes.n.Load() == before {
+		done.Type = history.Fail
+		done.Error = "never sent: " + done.Error
+	}
 	if done.Type == history.OK && r.Offset >= 0 && cfg.Acks != "0" {
 		done.Offset = r.Offset
 	}

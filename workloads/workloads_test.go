@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -196,9 +197,9 @@ func TestDefiniteFailuresAreFail(t *testing.T) {
 	}
 }
 
-// TestUnreachableBrokerIsInfo: sends to a port where nothing listens time
-// out; the record's fate is unknown to the client, so they are info.
-func TestUnreachableBrokerIsInfo(t *testing.T) {
+// TestUnreachableBrokerIsFail: sends to a cluster that is gone never reach
+// a broker (no Produce request is written), so they definitely failed.
+func TestUnreachableBrokerIsFail(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a kfake cluster")
 	}
@@ -219,7 +220,7 @@ func TestUnreachableBrokerIsInfo(t *testing.T) {
 	for _, op := range m.Ops {
 		if op.F == history.FSend && op.Type != history.Invoke {
 			sends++
-			if op.Type != history.Info {
+			if op.Type != history.Fail || !strings.HasPrefix(op.Error, "never sent: ") {
 				t.Errorf("send to a dead cluster ended %s (%s)", op.Type, op.Error)
 			}
 		}
@@ -404,5 +405,41 @@ func TestHistoryFileEndToEnd(t *testing.T) {
 	}
 	if v.Valid != checker.Valid || v.Stats.Ops != rec.Count() || v.Stats.SendsOK != 100 || v.Linearizable.Result != "ok" {
 		t.Errorf("valid %s, %d ops in file, %d recorded, %d sends ok, lin %s", v.Valid, v.Stats.Ops, rec.Count(), v.Stats.SendsOK, v.Linearizable.Result)
+	}
+}
+
+// TestDisconnectAfterSendingIsInfo: the broker drops the connection after
+// reading every Produce request; the record may or may not have been
+// written, so the send is info, never fail.
+func TestDisconnectAfterSendingIsInfo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kfake cluster")
+	}
+	c := fakeCluster(t, 1, "drop")
+	c.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		return nil, errors.New("drop the connection"), true
+	})
+	m, rec := recorder()
+	w, err := NewLog(Config{Topic: "drop", Partitions: 1, Producers: 1, Consumers: 1, Sends: 2, Retries: -1, DeliveryTimeout: time.Second, RequestTimeout: time.Second}, rec, c.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := w.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, op := range m.Ops {
+		if op.F == history.FSend && op.Type != history.Invoke {
+			n++
+			if op.Type != history.Info {
+				t.Errorf("send over a dropped connection ended %s (%s)", op.Type, op.Error)
+			}
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d send completions, want 2", n)
 	}
 }
