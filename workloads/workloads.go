@@ -10,8 +10,9 @@
 //     and restart; every delivery is recorded.
 //
 // Outcomes are classified the Jepsen way (Classify): ok when the broker
-// acknowledged, fail only when the record was definitely not written, info
-// when it is unknown. Seed brokers and extra kgo options (a kgo.Dialer that
+// acknowledged, fail only when the record was definitely not written (a
+// refusal that holds on every attempt, or no Produce request left the client
+// while the record was in it), info when it is unknown. Seed brokers and extra kgo options (a kgo.Dialer that
 // dials inside a network namespace, for example) come from the caller.
 package workloads
 
