@@ -538,11 +538,16 @@ func (l *Log) shouldRoll(s *segment, n int, last int64, now time.Time) bool {
 func (l *Log) roll(base int64) (*segment, error) {
 	segs := l.segments()
 	old := segs[len(segs)-1]
-	if err := old.seal(); err != nil {
-		return nil, fmt.Errorf("roll: %w", err)
-	}
+	// Create first: if that fails the old segment stays active and whole.
 	s, err := createSegment(l.dir, base, l.cfg)
 	if err != nil {
+		return nil, fmt.Errorf("roll: %w", err)
+	}
+	if err := old.seal(); err != nil {
+		s.closeFiles()
+		for _, suf := range []string{LogFileSuffix, IndexFileSuffix, TimeIndexFileSuffix} {
+			os.Remove(s.path(suf))
+		}
 		return nil, fmt.Errorf("roll: %w", err)
 	}
 	next := append(slices.Clip(segs), s)
