@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -347,7 +350,8 @@ func (r *run) createContainer(ctx context.Context, s ContainerSpec) error {
 	}
 	pid, err := r.pidOf(ctx, resp.ID)
 	if err != nil {
-		return err
+		// It exited already: say why, while the container still exists.
+		return fmt.Errorf("%s: %w: container %s exited; its last output:\n%s", s.Node, compose.ErrNotReady, s.Name, r.logTail(s.Node, 10))
 	}
 	start := compose.Identify(pid)
 	r.mu.Lock()
@@ -405,7 +409,33 @@ func (r *run) exited(n *compose.Node) error {
 	if n.Proc == nil || n.Proc.Running() {
 		return nil
 	}
-	return fmt.Errorf("container exited; see docker logs %s", ContainerName(r.st.RunID, n.Name, KindProcess))
+	return fmt.Errorf("container %s exited; its last output:\n%s", ContainerName(r.st.RunID, n.Name, KindProcess), r.logTail(n.Name, 10))
+}
+
+// logTail returns the last lines a node's process container wrote, indented
+// (the container is removed by the teardown that follows a failed Up).
+func (r *run) logTail(node string, lines int) string {
+	r.mu.Lock()
+	id := ""
+	if ns := r.st.Node(node); ns != nil {
+		id = ns.Container
+	}
+	r.mu.Unlock()
+	if id == "" {
+		return "    (no container)"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rc, err := r.cli.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: strconv.Itoa(lines)})
+	if err != nil {
+		return "    (" + err.Error() + ")"
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	if _, err := stdcopy.StdCopy(&buf, &buf, rc); err != nil {
+		return "    (" + err.Error() + ")"
+	}
+	return "    " + strings.Join(strings.Split(strings.TrimRight(buf.String(), "\n"), "\n"), "\n    ")
 }
 
 // teardown removes every container and network labelled with the run id,

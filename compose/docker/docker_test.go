@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -334,5 +336,32 @@ func TestDockerInterruptOrKillOwner(t *testing.T) {
 				t.Fatalf("leftovers: %v", left)
 			}
 		})
+	}
+}
+
+// TestDockerNodeExitFailsUp: a node that exits fails Up at once, with its
+// output in the error, and leaves nothing.
+func TestDockerNodeExitFailsUp(t *testing.T) {
+	cli := requireDocker(t)
+	dir := t.TempDir()
+	stateDir := filepath.Join(dir, "state")
+	top := echoTopology("dexit", filepath.Join(dir, "run"))
+	for i := range top.Nodes {
+		if top.Nodes[i].Name == "b2" {
+			top.Nodes[i].Env = []string{envEcho + "=not-an-address"}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := testBackend(stateDir).Up(ctx, top)
+	if err == nil {
+		c.Down(ctx)
+		t.Fatal("Up succeeded with a node that exits")
+	}
+	if !errors.Is(err, compose.ErrNotReady) || !strings.Contains(err.Error(), "b2") || !strings.Contains(err.Error(), "echo:") {
+		t.Fatalf("Up error lacks the node or its output: %v", err)
+	}
+	if left := leftovers(t, cli, stateDir, top.RunID); len(left) > 0 {
+		t.Fatalf("leftovers: %v", left)
 	}
 }

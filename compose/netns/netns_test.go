@@ -786,3 +786,29 @@ func TestCleanFromAnotherStateDir(t *testing.T) {
 		t.Fatalf("dead run's leftovers: %v", left)
 	}
 }
+
+// TestNodeExitFailsUp: a node that exits fails Up at once, with the end of
+// its log in the error, and leaves nothing.
+func TestNodeExitFailsUp(t *testing.T) {
+	requireNetns(t)
+	l := newLab(t)
+	top := echoTopology("exit", l.runDir)
+	for i := range top.Nodes {
+		if top.Nodes[i].Name == "b2" {
+			top.Nodes[i].Env = []string{envEcho + "=not-an-address"}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := l.backend().Up(ctx, top)
+	if err == nil {
+		c.Down(ctx)
+		t.Fatal("Up succeeded with a node that exits")
+	}
+	if !errors.Is(err, compose.ErrNotReady) || !strings.Contains(err.Error(), "b2") || !strings.Contains(err.Error(), "echo:") {
+		t.Fatalf("Up error lacks the node or its log: %v", err)
+	}
+	if left := l.leftovers(top.RunID, nil); len(left) > 0 {
+		t.Fatalf("leftovers: %v", left)
+	}
+}
