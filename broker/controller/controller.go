@@ -546,17 +546,22 @@ func (t *term) apply(ctx context.Context, tps []coord.TopicPartition, decide dec
 		if !errors.Is(err, coord.ErrVersionMismatch) || round >= 2 {
 			return applied, err
 		}
+		// Re-read the rest with one range read per topic, as Kafka reads
+		// the current states before an election batch.
+		fresh := map[string]map[int32]coord.PartitionState{}
 		for _, tp := range pending {
-			st, err := t.c.cfg.Coord.PartitionState(ctx, tp.Topic, tp.Partition)
-			p := t.parts[tp]
-			switch {
-			case err == nil:
-				p.state, p.hasState = st, true
-			case errors.Is(err, coord.ErrPartitionNotFound):
-				p.state, p.hasState = coord.PartitionState{}, false
-			default:
-				return applied, err
+			states, ok := fresh[tp.Topic]
+			if !ok {
+				var err error
+				states, err = t.c.cfg.Coord.PartitionStates(ctx, tp.Topic)
+				if err != nil && !errors.Is(err, coord.ErrTopicNotFound) {
+					return applied, err
+				}
+				fresh[tp.Topic] = states
 			}
+			st, ok := states[tp.Partition]
+			p := t.parts[tp]
+			p.state, p.hasState = st, ok
 		}
 	}
 	for _, ch := range applied {
