@@ -192,11 +192,12 @@ type analysis struct {
 	examples  map[string][]Example
 	reported  map[[2]int64]struct{} // inconsistent offsets already counted
 
-	stats   Stats
-	cluster clusterTracker
-	avail   availTracker
-	lat     map[string]*histogram
-	lin     *linCollector
+	stats    Stats
+	cluster  clusterTracker
+	timeline timeline
+	avail    availTracker
+	lat      map[string]*histogram
+	lin      *linCollector
 }
 
 func newAnalysis(opt Options) *analysis {
@@ -350,6 +351,11 @@ func (a *analysis) add(op *history.Op, pos int64) {
 	}
 	if inv != nil && (op.F == history.FSend || op.F == history.FPoll) {
 		a.avail.record(inv.time, op.Type == history.OK)
+		n := 0
+		for _, pr := range op.Reads {
+			n += len(pr.Records)
+		}
+		a.timeline.add(op, n)
 		if op.Type == history.OK {
 			h := a.lat[op.F]
 			if h == nil {
@@ -597,6 +603,7 @@ func (a *analysis) finish() *Verdict {
 		Stats:        a.stats,
 		Availability: a.avail.result(),
 		Cluster:      a.cluster.result(),
+		Timeline:     a.timeline.result(a.avail.faultWindows()),
 		Latency:      map[string]Quantiles{},
 	}
 	for f, h := range a.lat {

@@ -149,6 +149,8 @@ type Verdict struct {
 	Linearizable LinResult            `json:"linearizable"`
 	// Cluster summarizes the cluster-state timeline (process "cluster").
 	Cluster ClusterSummary `json:"cluster"`
+	// Timeline has outcomes per second and the fault windows, for plots.
+	Timeline Timeline `json:"timeline"`
 	// TruncatedHistory is set when the history ended in a torn line; the
 	// verdict then is at best unknown.
 	TruncatedHistory bool   `json:"truncated_history"`

@@ -386,3 +386,44 @@ func TestClusterSummary(t *testing.T) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
 }
+
+func TestTimelineAndFaultWindows(t *testing.T) {
+	fault := func(f string, typ history.Type, at int64) history.Op {
+		op := history.NewOp(history.Nemesis, typ, f)
+		op.Time = at
+		return op
+	}
+	send := func(at int64, typ history.Type) []history.Op {
+		inv := history.NewOp(0, history.Invoke, history.FSend)
+		inv.Time, inv.Value, inv.HasValue = at, at, true
+		done := inv
+		done.Type, done.Time = typ, at+1
+		return []history.Op{inv, done}
+	}
+	var ops []history.Op
+	ops = append(ops, fault("start-partition", history.Invoke, 2e9), fault("start-kill", history.Invoke, 3e9))
+	ops = append(ops, send(2.5e9, history.Info)...)
+	ops = append(ops, fault("heal", history.Info, 4e9))
+	ops = append(ops, fault("start-pause", history.Invoke, 5e9))
+	// Three hours of one send per second: 10800 buckets merge into 6 s ones.
+	for s := int64(0); s < 3*3600; s++ {
+		ops = append(ops, send(s*1e9+5e8, history.OK)...)
+	}
+	v := CheckOps(ops, Options{Linearizable: LinOff})
+	tl := v.Timeline
+	if tl.BucketSeconds != 6 || len(tl.Buckets) != 1800 {
+		t.Fatalf("bucket %v s, %d buckets", tl.BucketSeconds, len(tl.Buckets))
+	}
+	var ok, info int64
+	for _, b := range tl.Buckets {
+		ok += b.SendOK
+		info += b.SendInfo
+	}
+	if ok != 3*3600 || info != 1 || tl.Buckets[1].T != 6 {
+		t.Errorf("ok %d info %d, second bucket at %v", ok, info, tl.Buckets[1].T)
+	}
+	want := []FaultWindow{{"kill", 3, 4}, {"partition", 2, 4}, {"pause", 5, -1}}
+	if fmt.Sprint(tl.Faults) != fmt.Sprint(want) {
+		t.Errorf("faults %v, want %v", tl.Faults, want)
+	}
+}

@@ -3,6 +3,7 @@ package checker
 import (
 	"math"
 	"math/bits"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -44,7 +45,7 @@ func (r Ratio) done() Ratio {
 // invocation until a "stop-X" (or "heal") completes; operations are placed
 // by their invocation time.
 type availTracker struct {
-	active    map[string]bool
+	active    map[string]int64 // fault name -> start time
 	faults    int
 	healed    bool
 	overall   Ratio
@@ -53,29 +54,60 @@ type availTracker struct {
 	// windows of [start, end) times, for ops whose invoke preceded events
 	// recorded later (ops are placed at completion, by invoke time).
 	windows []window
+	named   []FaultWindow
+}
+
+// maxFaultWindows bounds the fault windows kept for the timeline.
+const maxFaultWindows = 10000
+
+// FaultWindow is one fault's time in effect, in seconds from the run's
+// start; End is -1 when it was never healed.
+type FaultWindow struct {
+	Name  string  `json:"name"`
+	Start float64 `json:"start_s"`
+	End   float64 `json:"end_s"`
+}
+
+func secs(ns int64) float64 { return float64(ns) / 1e9 }
+
+func sortedKeys(m map[string]int64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 type window struct{ start, end int64 }
 
 func (t *availTracker) fault(op *history.Op) {
 	if t.active == nil {
-		t.active = map[string]bool{}
+		t.active = map[string]int64{}
 	}
 	switch {
 	case strings.HasPrefix(op.F, "start-") && op.Type == history.Invoke:
 		name := strings.TrimPrefix(op.F, "start-")
-		if !t.active[name] {
-			t.active[name] = true
+		if _, on := t.active[name]; !on {
+			t.active[name] = op.Time
 			t.faults++
 			if len(t.active) == 1 {
 				t.windows = append(t.windows, window{start: op.Time, end: math.MaxInt64})
 			}
 		}
 	case (strings.HasPrefix(op.F, "stop-") || op.F == history.FHeal) && op.Type != history.Invoke && op.Type != history.Fail:
+		stop := func(name string, start int64) {
+			if len(t.named) < maxFaultWindows {
+				t.named = append(t.named, FaultWindow{Name: name, Start: secs(start), End: secs(op.Time)})
+			}
+			delete(t.active, name)
+		}
 		if op.F == history.FHeal {
-			clear(t.active)
-		} else {
-			delete(t.active, strings.TrimPrefix(op.F, "stop-"))
+			for _, name := range sortedKeys(t.active) {
+				stop(name, t.active[name])
+			}
+		} else if start, on := t.active[strings.TrimPrefix(op.F, "stop-")]; on {
+			stop(strings.TrimPrefix(op.F, "stop-"), start)
 		}
 		if len(t.active) == 0 && len(t.windows) > 0 && t.windows[len(t.windows)-1].end == math.MaxInt64 {
 			t.windows[len(t.windows)-1].end = op.Time
@@ -110,6 +142,95 @@ func (t *availTracker) inFault(at int64) bool {
 		}
 	}
 	return false
+}
+
+// faultWindows returns the windows of every fault, still-active ones open.
+func (t *availTracker) faultWindows() []FaultWindow {
+	out := append([]FaultWindow(nil), t.named...)
+	for _, name := range sortedKeys(t.active) {
+		out = append(out, FaultWindow{Name: name, Start: secs(t.active[name]), End: -1})
+	}
+	return out
+}
+
+// Timeline is what happened per time bucket, for plots: outcomes of sends
+// and polls by completion time, and the fault windows.
+type Timeline struct {
+	BucketSeconds float64       `json:"bucket_s"`
+	Buckets       []TimeBucket  `json:"buckets"`
+	Faults        []FaultWindow `json:"faults,omitempty"`
+}
+
+// TimeBucket counts completions in [T, T+BucketSeconds).
+type TimeBucket struct {
+	T         float64 `json:"t_s"`
+	SendOK    int64   `json:"send_ok"`
+	SendFail  int64   `json:"send_fail"`
+	SendInfo  int64   `json:"send_info"`
+	PollOK    int64   `json:"poll_ok"`
+	PollOther int64   `json:"poll_other"`
+	Records   int64   `json:"records"`
+}
+
+// timeline buckets completions by second; result() merges buckets so that
+// a long run has at most maxBuckets.
+type timeline struct {
+	buckets []TimeBucket
+}
+
+const (
+	bucketNanos = int64(1e9)
+	maxBuckets  = 2000
+	// maxTimeline stops bucketing past 30 days, against corrupt times.
+	maxTimeline = 30 * 24 * 3600
+)
+
+func (tl *timeline) add(op *history.Op, records int) {
+	if op.Time < 0 {
+		return
+	}
+	i := op.Time / bucketNanos
+	if i >= maxTimeline {
+		return
+	}
+	for int64(len(tl.buckets)) <= i {
+		tl.buckets = append(tl.buckets, TimeBucket{T: float64(len(tl.buckets))})
+	}
+	b := &tl.buckets[i]
+	switch {
+	case op.F == history.FSend && op.Type == history.OK:
+		b.SendOK++
+	case op.F == history.FSend && op.Type == history.Fail:
+		b.SendFail++
+	case op.F == history.FSend:
+		b.SendInfo++
+	case op.Type == history.OK:
+		b.PollOK++
+	default:
+		b.PollOther++
+	}
+	b.Records += int64(records)
+}
+
+func (tl *timeline) result(faults []FaultWindow) Timeline {
+	k := (len(tl.buckets) + maxBuckets - 1) / maxBuckets
+	if k < 1 {
+		k = 1
+	}
+	out := Timeline{BucketSeconds: float64(k), Faults: faults, Buckets: []TimeBucket{}}
+	for i, b := range tl.buckets {
+		if i%k == 0 {
+			out.Buckets = append(out.Buckets, TimeBucket{T: float64(i)})
+		}
+		m := &out.Buckets[len(out.Buckets)-1]
+		m.SendOK += b.SendOK
+		m.SendFail += b.SendFail
+		m.SendInfo += b.SendInfo
+		m.PollOK += b.PollOK
+		m.PollOther += b.PollOther
+		m.Records += b.Records
+	}
+	return out
 }
 
 func (t *availTracker) result() Availability {
