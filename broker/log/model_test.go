@@ -143,6 +143,25 @@ func TestRandomOperations(t *testing.T) {
 					if l, err = Open(dir, cfg, WithClock(clk.Now), WithRecoveryPoint(rp), WithLogStartOffset(logStart)); err != nil {
 						fail("recover: %v", err)
 					}
+				case op < 17: // ListOffsets by timestamp
+					target := clk.Now().UnixMilli() - rnd.Int63n(40000)
+					wantOff, wantTs, wantOK := int64(0), int64(0), false
+				search:
+					for _, b := range model {
+						bi, _ := ParseBatches(b.data, 0)
+						for r := int64(0); r <= bi[0].LastOffset-bi[0].BaseOffset; r++ {
+							// makeBatch: record r has timestamp first+r.
+							if b.base+r >= logStart && bi[0].FirstTimestamp+r >= target {
+								wantOff, wantTs, wantOK = b.base+r, bi[0].FirstTimestamp+r, true
+								break search
+							}
+						}
+					}
+					trace = append(trace, fmt.Sprintf("offsetForTimestamp(%d)", target))
+					off, ts, ok := l.OffsetForTimestamp(target)
+					if ok != wantOK || off != wantOff || ts != wantTs {
+						fail("OffsetForTimestamp(%d) = (%d, %d, %v), model (%d, %d, %v)", target, off, ts, ok, wantOff, wantTs, wantOK)
+					}
 				default: // a random read
 					if leo() == logStart {
 						continue
