@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 )
 
@@ -14,7 +13,7 @@ import (
 // never takes another directory's live run (a test's, say) for an orphan.
 
 // RegistryDir is /run/isrlab-runs where it can be created (root), else
-// $TMPDIR/isrlab-runs-<uid>.
+// .runs in the state directory.
 func RegistryDir() string {
 	if d := os.Getenv("ISRLAB_REGISTRY_DIR"); d != "" {
 		return d
@@ -27,7 +26,9 @@ func RegistryDir() string {
 			return global
 		}
 	}
-	return filepath.Join(os.TempDir(), "isrlab-runs-"+strconv.Itoa(os.Getuid()))
+	// Per user (inside a rootless user namespace every user is uid 0, but
+	// the state directory is still the outer user's).
+	return filepath.Join(StateDir(), ".runs")
 }
 
 // Register records that run's state lives at statePath.
