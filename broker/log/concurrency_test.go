@@ -1,6 +1,8 @@
 package log
 
 import (
+	"context"
+	"errors"
 	"runtime"
 	"testing"
 
@@ -89,5 +91,67 @@ func TestHeapFlatAsLogGrows(t *testing.T) {
 	}
 	if growth := int64(after) - int64(before); growth > 2<<20 {
 		t.Fatalf("heap grew by %d bytes while writing 48 MiB", growth)
+	}
+}
+
+// TestManagerRunConcurrently exercises the background loop against appends,
+// reads, partition creation and deletion (run it with -race).
+func TestManagerRunConcurrently(t *testing.T) {
+	cfg := smallConfig()
+	cfg.RetentionBytes = 6000
+	cfg.RetentionCheckIntervalMs = 1
+	cfg.FlushSchedulerIntervalMs = 1
+	cfg.FlushOffsetCheckpointIntervalMs = 1
+	cfg.FlushIntervalMs = 1
+	m, err := OpenManager([]string{t.TempDir(), t.TempDir()}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var g errgroup.Group
+	g.Go(func() error { return m.Run(ctx, nil) })
+	var work errgroup.Group
+	for p := int32(0); p < 3; p++ {
+		work.Go(func() error {
+			for round := 0; round < 3; round++ {
+				l, err := m.GetOrCreate("c", p, cfg)
+				if err != nil {
+					return err
+				}
+				for i := 0; i < 40; i++ {
+					if _, err := l.AppendAsLeader(makeBatch(t, batchSpec{records: 2, valueSize: 150}), int32(round)); err != nil {
+						return err
+					}
+					if _, err := l.Read(l.LogStartOffset(), 1000, l.LogEndOffset(), true); err != nil && !errors.Is(err, ErrOffsetOutOfRange) {
+						return err
+					}
+				}
+				if p == 0 {
+					if err := m.Delete("c", p); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+	}
+	if err := work.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Get("c", 0); ok {
+		t.Fatal("deleted partition still listed")
+	}
+	for p := int32(1); p < 3; p++ {
+		l, ok := m.Get("c", p)
+		if !ok || l.LogEndOffset() != 240 {
+			t.Fatalf("partition %d: %v", p, ok)
+		}
 	}
 }

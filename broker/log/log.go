@@ -652,6 +652,14 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 	for i = max(i, 0); i < len(segs); i++ {
 		data, found, err := segs[i].read(offset, maxBytes, maxOffset, minOneBatch)
 		if err != nil {
+			switch {
+			case l.closed.Load():
+				return res, ErrClosed
+			case errors.Is(err, os.ErrClosed):
+				// Retention removed the segment under us (file.delete.delay.ms
+				// is 0): the offset is below the log start now.
+				return res, fmt.Errorf("offset %d: segment deleted: %w", offset, ErrOffsetOutOfRange)
+			}
 			return res, fmt.Errorf("read segment %d: %w", segs[i].base, err)
 		}
 		if found {
