@@ -183,3 +183,41 @@ func BenchmarkLeaderKill(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/failover")
 }
+
+// BenchmarkSessionExpiry measures how long a crashed broker stays
+// registered: from its client closing without revoking (a SIGKILL) until a
+// WatchBrokers snapshot no longer lists it, with a 2 s session. etcd
+// expires leases on a 500 ms tick, so expect the TTL plus up to that.
+func BenchmarkSessionExpiry(b *testing.B) {
+	tc := startCluster(b, 1, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watcher := tc.dial(b)
+	events := watcher.WatchBrokers(ctx)
+	var total time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		c, err := Dial(ctx, tc.endpoints())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.RegisterBroker(ctx, BrokerInfo{ID: 1, Host: "h", Port: 1}, 2*time.Second); err != nil {
+			b.Fatal(err)
+		}
+		for ev := range events {
+			if len(ev.Brokers) == 1 {
+				break
+			}
+		}
+		b.StartTimer()
+		start := time.Now()
+		c.Close()
+		for ev := range events {
+			if len(ev.Brokers) == 0 {
+				break
+			}
+		}
+		total += time.Since(start)
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/expiry")
+}
