@@ -634,6 +634,8 @@ func (l *Log) maybeFlush(now time.Time) error {
 // nothing. Reads come from one segment: a lookup in its sparse offset index,
 // a short header scan, then a single pread.
 func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (ReadResult, error) {
+	// Order matters: writers publish the log start before a shorter
+	// segment list and the segment list before a longer LEO.
 	leo := l.leo.Load()
 	segs := l.segments()
 	res := ReadResult{LogStartOffset: l.logStart.Load(), LogEndOffset: leo}
@@ -1004,14 +1006,17 @@ func (l *Log) DeleteOldSegments(now time.Time, highWatermark int64) (int, error)
 	}
 	if n > 0 {
 		keep := slices.Clip(segs[n:])
-		l.segs.Store(&keep)
-		if start := keep[0].base; start > l.logStart.Load() {
+		// Log start first: a reader that sees the shorter list (loaded
+		// after it) also sees the new start and answers OFFSET_OUT_OF_RANGE.
+		start := keep[0].base
+		if start > l.logStart.Load() {
 			l.logStart.Store(start)
-			if err := l.epochs.TruncateFromStart(start); err != nil {
-				return n, err
-			}
 		}
+		l.segs.Store(&keep)
 		l.scheduleDelete(segs[:n])
+		if err := l.epochs.TruncateFromStart(l.logStart.Load()); err != nil {
+			return n, err
+		}
 		l.logger.Info("deleted old segments", "count", n, "log_start_offset", l.logStart.Load())
 	}
 	return n, l.removeExpiredLocked(now, false)
