@@ -49,8 +49,9 @@ type synthProc struct {
 // Synthesize writes a history of a simulated, linearizable log to sink:
 // producers send unique values (0, 1, 2, ...) to random partitions,
 // consumers assign a fixed set of partitions and poll them in order, and a
-// final drain reads every partition to its end. The same options give the
-// same history. With AnomalyEvery > 0 it injects lost writes, duplicates,
+// final drain reads every partition to its end; now and then a consumer is
+// rebalanced and rewinds a little, as a group member may. The same options
+// give the same history. With AnomalyEvery > 0 it injects lost writes, duplicates,
 // aborted reads, unexpected values, inconsistent offsets, nonmonotonic polls
 // and sends, skips and unseen writes; the counts are in SynthStats.Injected.
 func Synthesize(sink Sink, o SynthOptions) (SynthStats, error) {
@@ -155,6 +156,16 @@ func (s *synth) step(pi int) {
 		case p.pos[-1] == 0: // not assigned yet
 			op = NewOp(pi, Invoke, FAssign)
 			op.Partitions = p.parts
+		case s.rng.IntN(400) == 0:
+			// A group rebalance: the consumer goes back to an earlier
+			// (committed) offset, which is legal after it.
+			op = NewOp(pi, Info, FRebalance)
+			op.Partitions = p.parts
+			s.emit(&op)
+			for _, part := range p.parts {
+				p.pos[part] = max(0, p.pos[part]-s.rng.Int64N(20))
+			}
+			return
 		default:
 			op = NewOp(pi, Invoke, FPoll)
 		}
