@@ -193,6 +193,7 @@ type analysis struct {
 	reported  map[[2]int64]struct{} // inconsistent offsets already counted
 
 	stats    Stats
+	drained  bool // an ok drain poll was seen
 	cluster  clusterTracker
 	timeline timeline
 	avail    availTracker
@@ -370,6 +371,9 @@ func (a *analysis) add(op *history.Op, pos int64) {
 		a.send(op, pos, inv, ps)
 	case history.FPoll, history.FDrain:
 		a.poll(op, pos, inv, ps)
+		if op.F == history.FDrain && op.Type == history.OK {
+			a.drained = true
+		}
 	case history.FAssign, history.FSubscribe, history.FRebalance:
 		if op.Type != history.Fail {
 			ps.lastPoll.reset()
@@ -610,9 +614,19 @@ func (a *analysis) finish() *Verdict {
 		v.Latency[f] = h.quantiles()
 	}
 	v.Valid = Valid
-	for _, n := range a.anomalies {
-		if n > 0 {
+	for kind, n := range a.anomalies {
+		if n > 0 && kind != Unseen {
 			v.Valid = Invalid
+		}
+	}
+	if v.Valid == Valid && a.anomalies[Unseen] > 0 {
+		// Without a final drain an acknowledged value may simply not have
+		// been read yet: unseen proves nothing then.
+		if a.drained {
+			v.Valid = Invalid
+		} else {
+			v.Valid = Unknown
+			v.Notes = append(v.Notes, "acknowledged values were not read and the history has no final drain (f \"drain\"): lost or not yet read cannot be told apart")
 		}
 	}
 	return v

@@ -8,7 +8,9 @@
 //   - lost-write: an acknowledged send that no poll returned, although some
 //     poll returned a later (or the same) offset of its partition.
 //   - unseen: an acknowledged send that no poll returned, with no later
-//     offset of its partition read either.
+//     offset of its partition read either. It makes the verdict invalid only
+//     when the history has a final drain (f "drain"); without one it is
+//     unknown, since the value may just not have been read yet.
 //   - duplicate: one value observed at more than one offset (reads and
 //     acknowledged offsets together).
 //   - inconsistent-offsets: one offset observed with different values.
@@ -155,6 +157,9 @@ type Verdict struct {
 	// verdict then is at best unknown.
 	TruncatedHistory bool   `json:"truncated_history"`
 	Truncation       string `json:"truncation,omitempty"`
+	// Notes explain a verdict that is unknown for a reason other than the
+	// above.
+	Notes []string `json:"notes,omitempty"`
 
 	lin *linSearch
 }

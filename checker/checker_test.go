@@ -44,6 +44,7 @@ func TestGolden(t *testing.T) {
 		{name: "faults", valid: Valid, lin: "ok"},
 		{name: "lost-write", valid: Invalid, anomalies: map[string]int64{LostWrite: 1}, lin: "ok", exValue: 2, exOffset: 1, exOps: 3},
 		{name: "unseen", valid: Invalid, anomalies: map[string]int64{Unseen: 1}, lin: "ok", exValue: 2, exOffset: 1, exOps: 2},
+		{name: "unseen-no-drain", valid: Unknown, anomalies: map[string]int64{Unseen: 1}, lin: "ok", exValue: 2, exOffset: 1, exOps: 2},
 		{name: "duplicate", valid: Invalid, anomalies: map[string]int64{Duplicate: 1}, lin: "illegal", exValue: 1, exOffset: -1, exOps: 2},
 		{name: "inconsistent-offsets", valid: Invalid, anomalies: map[string]int64{InconsistentOffsets: 1}, lin: "illegal", exValue: -1, exOffset: 1, exOps: 2},
 		{name: "nonmonotonic-send", valid: Invalid, anomalies: map[string]int64{NonmonotonicSend: 1}, lin: "illegal", exValue: -1, exOffset: -1, exOps: 2},

@@ -341,7 +341,7 @@ func (s *synth) drain() {
 			if !behind {
 				break
 			}
-			inv := NewOp(c, Invoke, FPoll)
+			inv := NewOp(c, Invoke, FDrain)
 			s.emit(&inv)
 			s.completePoll(c, &inv, 500)
 		}

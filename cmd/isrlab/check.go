@@ -164,6 +164,9 @@ func printSummary(w io.Writer, file string, v *checker.Verdict, out, html string
 		fmt.Fprintf(w, "truncated:    %s\n", v.Truncation)
 	}
 	fmt.Fprintf(w, "valid:        %s\n", v.Valid)
+	for _, n := range v.Notes {
+		fmt.Fprintf(w, "note:         %s\n", n)
+	}
 	fmt.Fprintf(w, "sends:        %d (ok %d, fail %d, info %d, pending %d; %d info sends were read)\n",
 		v.Stats.Sends, v.Stats.SendsOK, v.Stats.SendsFail, v.Stats.SendsInfo, v.Stats.SendsPending, v.Stats.InfoRead)
 	fmt.Fprintf(w, "polls:        %d (ok %d), %d records, %d distinct values read\n", v.Stats.Polls, v.Stats.PollsOK, v.Stats.Records, v.Stats.ReadValues)
