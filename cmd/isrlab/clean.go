@@ -1,13 +1,11 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
-	"github.com/isrlab/isrlab/compose/docker"
-	"github.com/isrlab/isrlab/compose/netns"
+	"github.com/isrlab/isrlab/compose/backends"
 )
 
 func init() { rootCmd.AddCommand(newCleanCmd()) }
@@ -34,35 +32,24 @@ removes unused isrlab lab images from Docker.`,
 			if handled, err := reexecRootless(ctx); handled {
 				return err
 			}
-			rep, err := (&netns.Backend{}).Clean(ctx, all)
+			rep, err := backends.Clean(ctx, "", all)
 			w := cmd.OutOrStdout()
-			orphans := 0
-			if !netns.InUserNS() {
-				drep, derr := (&docker.Backend{}).Clean(ctx, all)
-				if !errors.Is(derr, docker.ErrNoDaemon) {
-					err = errors.Join(err, derr)
-				}
-				rep.Runs = append(rep.Runs, drep.Runs...)
-				rep.Live = append(rep.Live, drep.Live...)
-				if drep.Containers+drep.Networks > 0 {
-					fmt.Fprintf(w, "removed %d orphan containers and %d orphan networks\n", drep.Containers, drep.Networks)
-					orphans += drep.Containers + drep.Networks
-				}
-				if drep.Images > 0 {
-					fmt.Fprintf(w, "removed %d unused lab images\n", drep.Images)
-					orphans += drep.Images
-				}
-			}
 			for _, r := range rep.Runs {
 				fmt.Fprintf(w, "removed run %s\n", r)
 			}
 			for _, n := range rep.Namespaces {
 				fmt.Fprintf(w, "removed orphan namespace %s\n", n)
 			}
+			if rep.Containers+rep.Networks > 0 {
+				fmt.Fprintf(w, "removed %d orphan containers and %d orphan networks\n", rep.Containers, rep.Networks)
+			}
+			if rep.Images > 0 {
+				fmt.Fprintf(w, "removed %d unused lab images\n", rep.Images)
+			}
 			for _, r := range rep.Live {
 				fmt.Fprintf(w, "left live run %s alone\n", r)
 			}
-			if len(rep.Runs)+len(rep.Namespaces)+orphans == 0 && err == nil {
+			if rep.Removed() == 0 && err == nil {
 				fmt.Fprintln(w, "nothing to clean")
 			}
 			return err

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/compose/backends"
 	"github.com/isrlab/isrlab/compose/docker"
 	"github.com/isrlab/isrlab/compose/netns"
 )
@@ -219,10 +220,10 @@ runs apache/kafka in KRaft mode on the broker nodes (no coordinators).`,
 			if err != nil {
 				return usageError("%v", err)
 			}
-			var b compose.Backend = &netns.Backend{Detach: true, KeepData: keepData, ReadyTimeout: timeout, Log: cliLogger(cmd, verbose)}
-			if backend == docker.Name {
-				b = &docker.Backend{Detach: true, KeepData: keepData, ReadyTimeout: timeout, Log: cliLogger(cmd, verbose),
-					System: system, KafkaImage: kafkaImage, KafkaConf: o.BrokerConfig}
+			b, err := backends.New(backend, backends.Options{Detach: true, KeepData: keepData, ReadyTimeout: timeout,
+				Log: cliLogger(cmd, verbose), System: system, KafkaImage: kafkaImage, KafkaConf: o.BrokerConfig})
+			if err != nil {
+				return usageError("%v", err)
 			}
 			begin := time.Now()
 			c, err := b.Up(ctx, top)
@@ -307,29 +308,14 @@ func printNodes(w io.Writer, c *compose.Cluster, up map[string]string) {
 	tw.Flush()
 }
 
-// loadCluster finds cluster name and attaches to it.
+// loadCluster finds cluster name and attaches to it; other subcommands
+// (faults) use it too. The handle lives until the process exits.
 func loadCluster(name string) (*compose.State, *compose.Cluster, error) {
-	st, err := compose.ReadState(compose.StateDir(), name)
+	st, c, _, err := backends.Open(context.Background(), "", name)
 	if errors.Is(err, compose.ErrNotFound) {
 		return nil, nil, withCode(exitBadArgs, fmt.Errorf("%w (is it up? see isrlab cluster list)", err))
 	}
-	if err != nil {
-		return nil, nil, err
-	}
-	switch st.Backend {
-	case netns.Name:
-		c, err := (&netns.Backend{}).Attach(st)
-		return st, c, err
-	case docker.Name:
-		// The client is left to process exit: commands are short-lived.
-		cli, err := docker.Connect(context.Background())
-		if err != nil {
-			return st, nil, err
-		}
-		c, err := (&docker.Backend{}).Attach(cli, st)
-		return st, c, err
-	}
-	return st, nil, fmt.Errorf("cluster %s runs on unknown backend %q", name, st.Backend)
+	return st, c, err
 }
 
 func newClusterDownCmd() *cobra.Command {
@@ -359,12 +345,7 @@ go with them), the run directory (unless the cluster was started with
 				return err
 			}
 			begin := time.Now()
-			if st.Backend == docker.Name {
-				err = (&docker.Backend{Grace: grace}).Down(ctx, name)
-			} else {
-				err = (&netns.Backend{Grace: grace}).Down(ctx, name)
-			}
-			if err != nil {
+			if err := backends.Down(ctx, "", name, grace); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "cluster %s (run %s) is down after %.2fs\n", name, st.RunID, time.Since(begin).Seconds())

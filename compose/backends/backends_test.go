@@ -1,0 +1,55 @@
+package backends
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/compose/docker"
+	"github.com/isrlab/isrlab/compose/netns"
+)
+
+func TestNew(t *testing.T) {
+	tests := []struct {
+		name    string
+		opts    Options
+		want    string // type name, "" for an error
+		wantErr error
+	}{
+		{"", Options{}, "netns", nil},
+		{"netns", Options{}, "netns", nil},
+		{"docker", Options{System: docker.SystemKafka}, "docker", nil},
+		{"netns", Options{System: docker.SystemKafka}, "", nil},
+		{"lxc", Options{}, "", ErrUnknown},
+	}
+	for _, tt := range tests {
+		b, err := New(tt.name, tt.opts)
+		got := ""
+		switch b.(type) {
+		case *netns.Backend:
+			got = "netns"
+		case *docker.Backend:
+			got = "docker"
+		}
+		if got != tt.want || (tt.want == "" && err == nil) || (tt.wantErr != nil && !errors.Is(err, tt.wantErr)) {
+			t.Errorf("New(%q, %+v) = %T, %v; want %s", tt.name, tt.opts, b, err, tt.want)
+		}
+	}
+}
+
+func TestOpenAndDownMissing(t *testing.T) {
+	dir := t.TempDir()
+	if _, _, _, err := Open(context.Background(), dir, "nope"); !errors.Is(err, compose.ErrNotFound) {
+		t.Errorf("Open: %v, want ErrNotFound", err)
+	}
+	if err := Down(context.Background(), dir, "nope", 0); !errors.Is(err, compose.ErrNotFound) {
+		t.Errorf("Down: %v, want ErrNotFound", err)
+	}
+	if err := compose.WriteState(dir, &compose.State{Name: "odd", RunID: "r", Backend: "lxc"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := Open(context.Background(), dir, "odd"); !errors.Is(err, ErrUnknown) {
+		t.Errorf("Open of an unknown backend's state: %v, want ErrUnknown", err)
+	}
+}
