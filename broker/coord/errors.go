@@ -30,7 +30,7 @@ var (
 	ErrPartitionNotFound = errors.New("partition state not found")
 	// ErrNoQuorum: the coordinator cluster did not answer in time or has no
 	// leader. Wraps context.DeadlineExceeded when that was the cause.
-	ErrNoQuorum = errors.New("coordinator has no quorum")
+	ErrNoQuorum = errors.New("coordinator unavailable (no quorum or unreachable)")
 	// ErrSessionLost: the lease behind a registration or leadership expired
 	// or was revoked.
 	ErrSessionLost = errors.New("coordinator session lost")

@@ -23,10 +23,10 @@ type TopicPartition struct {
 // whose ISR a leader changed (Kafka <= 2.6 propagates these lazily).
 type ISRChangeNotification struct {
 	// Key identifies the entry for DeleteISRChangeNotifications.
-	Key        string
-	Partitions []TopicPartition
+	Key        string           `json:"key"`
+	Partitions []TopicPartition `json:"partitions"`
 	// Revision is the entry's CreateRevision; entries list in this order.
-	Revision int64
+	Revision int64 `json:"revision"`
 }
 
 type isrChangeJSON struct {

@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -217,15 +218,33 @@ func TestLayoutGolden(t *testing.T) {
 	}
 	var b strings.Builder
 	lease := regexp.MustCompile(`^(/isrlab/controller/)[0-9a-f]+$`)
-	seq := regexp.MustCompile(`^(/isrlab/isr_change_notification/isr_change_)[0-9a-f]+$`)
+	seq := regexp.MustCompile(`((?:/isrlab)?/isr_change_notification/isr_change_)[0-9a-f]{16}`)
 	for _, kv := range resp.Kvs {
 		k := lease.ReplaceAllString(string(kv.Key), "${1}<lease>")
 		k = seq.ReplaceAllString(k, "${1}<seq>")
 		fmt.Fprintf(&b, "%s\t%s\n", k, kv.Value)
 	}
-	golden := filepath.Join("testdata", "layout.golden")
+	checkGolden(t, "layout.golden", b.String())
+
+	// The snapshot of the same state, as `isrlab coordinator dump --json`
+	// prints it.
+	snap, err := c.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := json.MarshalIndent(snap, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "snapshot.golden.json", seq.ReplaceAllString(string(js), "${1}<seq>")+"\n")
+}
+
+// checkGolden compares got with testdata/name; -update rewrites the file.
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	golden := filepath.Join("testdata", name)
 	if *update {
-		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -233,8 +252,8 @@ func TestLayoutGolden(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (run with -update to create it)", err)
 	}
-	if b.String() != string(want) {
-		t.Fatalf("layout differs from %s (-update rewrites it):\n got:\n%s\nwant:\n%s", golden, b.String(), want)
+	if got != string(want) {
+		t.Fatalf("differs from %s (-update rewrites it):\n got:\n%s\nwant:\n%s", golden, got, want)
 	}
 }
 

@@ -2,10 +2,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/signal"
+	"sort"
+	"strconv"
 	"strings"
 	"syscall"
+	"text/tabwriter"
+	"time"
 
 	"github.com/isrlab/isrlab/broker/coord"
 	"github.com/spf13/cobra"
@@ -85,5 +93,105 @@ the same --initial-cluster listing all of them by name and peer URL.`,
 	f.StringVar(&cfg.InitialClusterState, "initial-cluster-state", "new", "new, or existing to join a running cluster")
 	f.StringVar(&cfg.LogFile, "log-file", "", "file for etcd's own log (default <data-dir>/etcd.log)")
 	f.DurationVar(&cfg.ReadyTimeout, "ready-timeout", coord.DefaultReadyTimeout, "give up if the member has not joined a cluster with a leader by then")
+	cmd.AddCommand(newCoordinatorDumpCmd())
 	return cmd
+}
+
+func newCoordinatorDumpCmd() *cobra.Command {
+	var (
+		endpoints string
+		chroot    string
+		asJSON    bool
+		timeout   time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "dump",
+		Short: "Print the coordinator's state: controller, brokers, topics, partition states",
+		Long: `Print everything isrlab keeps in the coordinator, read at one revision: the
+controller and its epoch, the live brokers with their epochs, every topic with
+its configs, replica assignment and partition state (leader, leader epoch,
+ISR, version), pending topic deletions and unprocessed ISR change
+notifications. With --json the same as one JSON object.
+
+Exit status 255 if the coordinator does not answer within --timeout (for
+example without a quorum).`,
+		Example: `  isrlab coordinator dump
+  isrlab coordinator dump --endpoints http://10.0.0.1:2379,http://10.0.0.2:2379 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			eps := strings.Split(endpoints, ",")
+			for _, e := range eps {
+				if !strings.HasPrefix(e, "http://") {
+					return usageError("--endpoints: %q is not an http://host:port URL", e)
+				}
+			}
+			if timeout <= 0 {
+				return usageError("--timeout must be positive")
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			c, err := coord.Dial(ctx, eps, coord.WithChroot(chroot), coord.WithCallTimeout(timeout))
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			snap, err := c.Snapshot(ctx)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(snap)
+			}
+			printSnapshot(out, snap)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&endpoints, "endpoints", coord.DefaultListenClientURLs, "comma-separated client URLs of the coordinator members")
+	f.StringVar(&chroot, "chroot", coord.DefaultChroot, "key prefix isrlab's data lives under")
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.DurationVar(&timeout, "timeout", 5*time.Second, "give up after this long")
+	return cmd
+}
+
+// printSnapshot writes the snapshot as aligned text.
+func printSnapshot(w io.Writer, s coord.Snapshot) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "revision\t%d\n", s.Revision)
+	if s.Controller != nil {
+		fmt.Fprintf(tw, "controller\tbroker %d, epoch %d\n", s.Controller.BrokerID, s.Controller.Epoch)
+	} else {
+		fmt.Fprintf(tw, "controller\tnone\n")
+	}
+	fmt.Fprintf(tw, "\nbroker\tepoch\thost:port\track\n")
+	for _, b := range s.Brokers {
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", b.ID, b.Epoch, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), b.Rack)
+	}
+	for _, t := range s.Topics {
+		fmt.Fprintf(tw, "\ntopic %s", t.Name)
+		if t.MarkedForDeletion {
+			fmt.Fprint(tw, " (marked for deletion)")
+		}
+		keys := make([]string, 0, len(t.Configs))
+		for k := range t.Configs {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(tw, " %s=%s", k, t.Configs[k])
+		}
+		fmt.Fprintf(tw, "\npartition\treplicas\tleader\tleader epoch\tisr\tversion\tcontroller epoch\n")
+		for _, p := range t.Partitions {
+			if p.State == nil {
+				fmt.Fprintf(tw, "%d\t%v\t-\t-\t-\t-\t-\n", p.Partition, p.Replicas)
+				continue
+			}
+			fmt.Fprintf(tw, "%d\t%v\t%d\t%d\t%v\t%d\t%d\n", p.Partition, p.Replicas, p.State.Leader, p.State.LeaderEpoch, p.State.ISR, p.State.Version, p.State.ControllerEpoch)
+		}
+	}
+	fmt.Fprintf(tw, "\nisr change notifications\t%d pending\n", len(s.ISRChangeNotifications))
+	tw.Flush()
 }
