@@ -90,8 +90,11 @@ func pause(ctx context.Context, d time.Duration) {
 }
 
 // Drain reads every partition from its start to the end offsets it finds
-// when it begins, as a fresh process, and records every poll (f "drain").
-// Call it after the faults healed; ctx bounds it.
+// when it begins, as a fresh process, and records every poll (f "drain"); it
+// polls at least once, so the history shows that a drain ran even when the
+// topic is empty. Call it after the faults healed; ctx bounds it, and if the
+// ends are not reached in time it returns ctx's error, having recorded what
+// it read.
 func (b *base) Drain(ctx context.Context) error {
 	cl, err := b.client(kgo.ConsumePartitions(b.allFromStart()), kgo.FetchMaxWait(b.cfg.PollTimeout/2))
 	if err != nil {
@@ -109,14 +112,14 @@ func (b *base) Drain(ctx context.Context) error {
 	assign.Type = history.OK
 	b.rec.Record(assign)
 	next := map[int32]int64{}
-	for ctx.Err() == nil {
+	for polled := false; ctx.Err() == nil; polled = true {
 		behind := false
 		for p, end := range ends {
 			if next[p] < end {
 				behind = true
 			}
 		}
-		if !behind {
+		if !behind && polled {
 			return nil
 		}
 		done, err := pollOnce(ctx, cl, b.rec, proc, b.cfg.PollTimeout, history.FDrain)

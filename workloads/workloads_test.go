@@ -443,3 +443,31 @@ func TestDisconnectAfterSendingIsInfo(t *testing.T) {
 		t.Errorf("%d send completions, want 2", n)
 	}
 }
+
+// TestDrainOfEmptyTopicIsRecorded: a drain that finds nothing still leaves a
+// drain poll in the history, so unseen values count against the verdict.
+func TestDrainOfEmptyTopicIsRecorded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kfake cluster")
+	}
+	c := fakeCluster(t, 2, "empty")
+	m, rec := recorder()
+	w, err := NewLog(Config{Topic: "empty", Partitions: 2, PollTimeout: 100 * time.Millisecond}, rec, c.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	drains := 0
+	for _, op := range m.Ops {
+		if op.F == history.FDrain && op.Type == history.OK {
+			drains++
+		}
+	}
+	if drains != 1 {
+		t.Errorf("%d drain polls, want 1", drains)
+	}
+}
