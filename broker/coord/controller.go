@@ -112,7 +112,9 @@ func (l *Leadership) monitor(ctx context.Context, rev int64) {
 	defer stop()
 	b := newBackoff()
 	for ctx.Err() == nil {
-		wch := l.c.cli.Watch(ctx, l.key, clientv3.WithRev(rev))
+		// RequireLeader: a member cut off from the quorum ends the watch
+		// instead of keeping it silent; the key is then checked elsewhere.
+		wch := l.c.cli.Watch(clientv3.WithRequireLeader(ctx), l.key, clientv3.WithRev(rev))
 		for resp := range wch {
 			if resp.Err() != nil {
 				break

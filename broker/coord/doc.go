@@ -39,4 +39,19 @@
 // deadline, and a missing leader or an expired deadline is reported as
 // ErrNoQuorum (which also matches context.DeadlineExceeded when that was the
 // cause). Campaign is the exception: it blocks until elected or ctx ends.
+//
+// # Failover between members
+//
+// Dial with every member's URL. Requests carry WithRequireLeader, so a
+// member cut off from the quorum refuses them at once; reads are retried by
+// etcd's client and writes by this package (a refused write was never
+// proposed, so retrying is safe) on the next member, round robin. Watches
+// on such a member end and are reopened. Leases (sessions) survive as long
+// as one renewal per session timeout reaches the quorum.
+//
+// # Background work
+//
+// Watch* methods and a Leadership each run one goroutine owned by the
+// Client: it ends with its ctx (or Resign) and Client.Close waits for it.
+// Snapshot reads everything at one revision for tools and run records.
 package coord

@@ -197,6 +197,12 @@ func TestIsolatedMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Watches keep delivering: a registration made now shows up.
+	watch := c.WatchBrokers(ctx)
+	if _, err := c.RegisterBroker(ctx, BrokerInfo{ID: 5, Host: "h", Port: 1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitBrokers(t, watch, []int32{5})
 	if err := c.CreateTopic(ctx, l, TopicSpec{Name: "t", Assignment: map[int32][]int32{0: {1}}}, map[int32]PartitionState{0: {Leader: 1, ISR: []int32{1}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -211,6 +217,12 @@ func TestIsolatedMember(t *testing.T) {
 			t.Fatalf("write %d with a member cut off: %v", i, err)
 		}
 		st.Version = vs[0]
+	}
+
+	select {
+	case <-l.Done():
+		t.Fatal("leadership lost while a quorum was reachable")
+	default:
 	}
 
 	// Healing brings the member back: it answers writes again.
