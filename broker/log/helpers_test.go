@@ -132,3 +132,12 @@ func readAll(t *testing.T, l *Log, from int64) []BatchInfo {
 	}
 	return out
 }
+
+// crash stops the manager the way a killed broker stops: logs abandoned
+// without flushing or sealing, no clean shutdown marker, dir locks released.
+func (m *Manager) crash() {
+	for _, l := range m.Logs() {
+		l.abandon()
+	}
+	m.unlock()
+}

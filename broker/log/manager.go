@@ -11,12 +11,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
 // Files in each log.dirs directory.
 const (
 	CleanShutdownFile               = ".kafka_cleanshutdown"
+	LockFile                        = ".lock"
 	RecoveryPointCheckpointFile     = "recovery-point-offset-checkpoint"
 	LogStartOffsetCheckpointFile    = "log-start-offset-checkpoint"
 	ReplicationOffsetCheckpointFile = "replication-offset-checkpoint"
@@ -70,6 +72,8 @@ type Manager struct {
 	clock  func() time.Time
 	logger *slog.Logger
 
+	locks []*os.File // flock'ed .lock file of each log dir
+
 	mu     sync.Mutex
 	logs   map[TopicPartition]*Log
 	dirOf  map[TopicPartition]string // log dir holding the partition
@@ -91,6 +95,12 @@ func OpenManager(dirs []string, cfg Config, opts ...Option) (*Manager, error) {
 		logs: map[TopicPartition]*Log{}, dirOf: map[TopicPartition]string{},
 	}
 	for _, dir := range dirs {
+		if err := m.lockDir(dir); err != nil {
+			m.closeLogs()
+			return nil, fmt.Errorf("open log manager: %w", err)
+		}
+	}
+	for _, dir := range dirs {
 		if err := m.loadDir(dir); err != nil {
 			m.closeLogs()
 			return nil, fmt.Errorf("open log manager: %w", err)
@@ -108,6 +118,30 @@ func OpenManager(dirs []string, cfg Config, opts ...Option) (*Manager, error) {
 	}
 	return m, nil
 }
+
+// lockDir takes Kafka's .lock on a log dir without blocking, so a second
+// broker on the same directory fails at once instead of corrupting it.
+func (m *Manager) lockDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create log dir: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("open lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("log dir %s is in use by another process: %w", dir, ErrDirLocked)
+		}
+		return fmt.Errorf("lock log dir %s: %w", dir, err)
+	}
+	m.locks = append(m.locks, f)
+	return nil
+}
+
+// ErrDirLocked: another process holds the log dir's .lock.
+var ErrDirLocked = errors.New("log dir locked")
 
 func (m *Manager) loadDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -413,8 +447,10 @@ func (m *Manager) Close() error {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
+		m.unlock()
 		return errors.Join(errs...)
 	}
+	defer m.unlock()
 	for _, dir := range m.dirs {
 		if err := writeFileAtomic(filepath.Join(dir, CleanShutdownFile), nil); err != nil {
 			errs = append(errs, fmt.Errorf("write clean shutdown marker: %w", err))
@@ -427,6 +463,15 @@ func (m *Manager) closeLogs() {
 	for _, l := range m.logs {
 		l.Close()
 	}
+	m.unlock()
+}
+
+// unlock releases the log dir locks (closing the file drops the flock).
+func (m *Manager) unlock() {
+	for _, f := range m.locks {
+		f.Close()
+	}
+	m.locks = nil
 }
 
 // readOffsets reads a "topic partition offset" checkpoint file.

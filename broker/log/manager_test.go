@@ -2,6 +2,7 @@ package log
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -172,9 +173,7 @@ func TestManagerUncleanRecovery(t *testing.T) {
 	leo := l.LogEndOffset()
 	segs := l.segments()
 	active := segs[len(segs)-1].path(LogFileSuffix)
-	for _, l := range m.Logs() {
-		l.abandon() // crash: no Close, no marker
-	}
+	m.crash() // no Close, no marker
 	appendToFile(t, active, []byte("torn write torn write torn write torn write torn write torn write"))
 
 	m, err = OpenManager([]string{dir}, cfg)
@@ -277,4 +276,23 @@ func TestManagerCorruptCheckpoints(t *testing.T) {
 	if l.LogEndOffset() != 60 || l.recoveredBytes != l.Size() || l.LogStartOffset() != 0 {
 		t.Fatalf("LEO %d, recovered %d of %d bytes, log start %d", l.LogEndOffset(), l.recoveredBytes, l.Size(), l.LogStartOffset())
 	}
+}
+
+func TestManagerDirLock(t *testing.T) {
+	dir := t.TempDir()
+	m, err := OpenManager([]string{dir}, smallConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenManager([]string{t.TempDir(), dir}, smallConfig()); !errors.Is(err, ErrDirLocked) {
+		t.Fatalf("second manager on a locked dir: %v", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m, err = OpenManager([]string{dir}, smallConfig())
+	if err != nil {
+		t.Fatalf("reopen after Close: %v", err)
+	}
+	m.Close()
 }

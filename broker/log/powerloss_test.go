@@ -72,9 +72,7 @@ func TestPowerLoss(t *testing.T) {
 			}
 			appendN(t, l, 70, 3, 100, 2, 2000) // page cache only
 			written := l.LogEndOffset()
-			for _, lg := range m.Logs() {
-				lg.abandon() // the broker dies: no Close, no clean shutdown marker
-			}
+			m.crash() // the broker dies: no Close, no clean shutdown marker
 			rep := fs.Crash(tc.opts...)
 			if rep.BytesLost == 0 {
 				t.Fatalf("the crash lost nothing (%+v): the test did not exercise recovery", rep)
