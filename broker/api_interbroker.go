@@ -160,6 +160,7 @@ func (b *Broker) handleStopReplica(_ context.Context, rq *request) {
 					b.mu.Lock()
 					delete(b.partitions, tp{t.Topic, o.p})
 					b.mu.Unlock()
+					b.forgetHW(t.Topic, o.p)
 					if err := b.logs.Delete(t.Topic, o.p); err != nil {
 						b.log.Warn("delete replica", "topic", t.Topic, "partition", o.p, "err", err)
 					}

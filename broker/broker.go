@@ -118,6 +118,7 @@ func New(cfg *config.Config, opts ...Option) (*Broker, error) {
 		return nil, fmt.Errorf("open log dirs %s: %w", strings.Join(dirs, ","), err)
 	}
 	b.logs = logs
+	b.loadHWCheckpoint()
 	b.producerIDs, err = openProducerIDs(dirs[0])
 	if err != nil {
 		logs.Close()
@@ -295,6 +296,11 @@ func (b *Broker) close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	hws := map[klog.TopicPartition]int64{}
+	b.hwMu.Lock()
+	for k, v := range b.hwCheckpoint {
+		hws[k] = v
+	}
+	b.hwMu.Unlock()
 	for k, p := range b.partitions {
 		if p.Role() != partition.None {
 			hws[klog.TopicPartition{Topic: k.topic, Partition: k.partition}] = p.HighWatermark()

@@ -204,6 +204,7 @@ func (b *Broker) deleteTopicStandalone(name string) error {
 		b.mu.Lock()
 		delete(b.partitions, k)
 		b.mu.Unlock()
+		b.forgetHW(name, int32(i))
 		if err := b.logs.Delete(name, int32(i)); err != nil {
 			b.log.Warn("delete partition data", "topic", name, "partition", i, "err", err)
 		}

@@ -47,20 +47,25 @@ func (b *Broker) ensurePartition(topic string, idx int32, configs map[string]str
 	return p, nil
 }
 
+// loadHWCheckpoint reads replication-offset-checkpoint once at start,
+// before anything rewrites it.
+func (b *Broker) loadHWCheckpoint() {
+	hws, err := b.logs.ReadReplicationOffsets()
+	if err != nil {
+		b.log.Warn("read replication-offset-checkpoint; high watermarks start at the log start", "err", err)
+	}
+	if hws == nil {
+		hws = map[tpKeyT]int64{}
+	}
+	b.hwMu.Lock()
+	b.hwCheckpoint = hws
+	b.hwMu.Unlock()
+}
+
 // checkpointHW returns the HW last checkpointed for topic/idx.
 func (b *Broker) checkpointHW(topic string, idx int32) int64 {
 	b.hwMu.Lock()
 	defer b.hwMu.Unlock()
-	if b.hwCheckpoint == nil {
-		hws, err := b.logs.ReadReplicationOffsets()
-		if err != nil {
-			b.log.Warn("read replication-offset-checkpoint; high watermarks start at the log start", "err", err)
-		}
-		b.hwCheckpoint = hws
-		if b.hwCheckpoint == nil {
-			b.hwCheckpoint = map[tpKeyT]int64{}
-		}
-	}
 	return b.hwCheckpoint[tpKey(topic, idx)]
 }
 
@@ -101,9 +106,16 @@ func (b *Broker) partitionList() []*partition.Partition {
 	return out
 }
 
-// writeHWCheckpoint writes replication-offset-checkpoint (§2.3).
+// writeHWCheckpoint writes replication-offset-checkpoint (§2.3). Entries
+// read at start for partitions the controller has not assigned a role yet
+// are kept, so a restart does not forget them.
 func (b *Broker) writeHWCheckpoint() {
 	hws := map[tpKeyT]int64{}
+	b.hwMu.Lock()
+	for k, v := range b.hwCheckpoint {
+		hws[k] = v
+	}
+	b.hwMu.Unlock()
 	for _, p := range b.partitionList() {
 		if p.Role() != partition.None {
 			hws[tpKey(p.Topic, p.Index)] = p.HighWatermark()
@@ -115,3 +127,10 @@ func (b *Broker) writeHWCheckpoint() {
 }
 
 var _ = config.NewBroker
+
+// forgetHW drops a deleted partition's checkpointed HW.
+func (b *Broker) forgetHW(topic string, idx int32) {
+	b.hwMu.Lock()
+	delete(b.hwCheckpoint, tpKey(topic, idx))
+	b.hwMu.Unlock()
+}
