@@ -48,6 +48,12 @@ type ServerConfig struct {
 	LogFile string
 	// UnsafeNoFsync skips fsync in etcd's WAL and backend: tests only.
 	UnsafeNoFsync bool
+	// HeartbeatInterval and ElectionTimeout are raft's timing (etcd's
+	// defaults, 100 ms and 1000 ms, when 0). Every member of a cluster must
+	// use the same values; the election timeout must be at least 5 times
+	// the heartbeat interval.
+	HeartbeatInterval time.Duration
+	ElectionTimeout   time.Duration
 	// ReadyTimeout bounds the wait for readiness; DefaultReadyTimeout when 0.
 	ReadyTimeout time.Duration
 	// Logger receives isrlab's own lines about the member (not etcd's).
@@ -148,6 +154,15 @@ func (c ServerConfig) etcdConfig() (*embed.Config, error) {
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
 	ec.AutoCompactionRetention = "1h"
 	ec.UnsafeNoFsync = c.UnsafeNoFsync
+	if c.HeartbeatInterval > 0 {
+		ec.TickMs = uint(c.HeartbeatInterval.Milliseconds())
+	}
+	if c.ElectionTimeout > 0 {
+		ec.ElectionMs = uint(c.ElectionTimeout.Milliseconds())
+	}
+	if ec.TickMs == 0 || ec.ElectionMs < 5*ec.TickMs {
+		return nil, fmt.Errorf("election timeout %d ms must be at least 5 times the heartbeat interval %d ms", ec.ElectionMs, ec.TickMs)
+	}
 	ec.Logger = "zap"
 	ec.LogOutputs = []string{c.LogFile}
 	ec.LogLevel = "info"

@@ -147,6 +147,8 @@ func TestServerConfigErrors(t *testing.T) {
 		{"bad client url", ServerConfig{DataDir: "d", ListenClientURLs: "127.0.0.1:2379"}, "listen-client-urls"},
 		{"bad peer url", ServerConfig{DataDir: "d", ListenPeerURLs: "tcp://x:1"}, "listen-peer-urls"},
 		{"bad state", ServerConfig{DataDir: "d", InitialClusterState: "old"}, "initial-cluster-state"},
+		{"election too short", ServerConfig{DataDir: "d", HeartbeatInterval: 100 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond}, "election timeout"},
+		{"heartbeat under 1 ms", ServerConfig{DataDir: "d", HeartbeatInterval: time.Microsecond}, "heartbeat"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -66,6 +66,9 @@ the same --initial-cluster listing all of them by name and peer URL.`,
 					}
 				}
 			}
+			if cfg.HeartbeatInterval < time.Millisecond || cfg.ElectionTimeout < 5*cfg.HeartbeatInterval {
+				return usageError("--election-timeout (%v) must be at least 5 times --heartbeat-interval (%v), which must be at least 1ms", cfg.ElectionTimeout, cfg.HeartbeatInterval)
+			}
 			if cfg.InitialCluster != "" {
 				for _, m := range strings.Split(cfg.InitialCluster, ",") {
 					if name, u, ok := strings.Cut(m, "="); !ok || name == "" || !strings.HasPrefix(u, "http://") {
@@ -93,6 +96,8 @@ the same --initial-cluster listing all of them by name and peer URL.`,
 	f.StringVar(&cfg.InitialClusterState, "initial-cluster-state", "new", "new, or existing to join a running cluster")
 	f.StringVar(&cfg.LogFile, "log-file", "", "file for etcd's own log (default <data-dir>/etcd.log)")
 	f.DurationVar(&cfg.ReadyTimeout, "ready-timeout", coord.DefaultReadyTimeout, "give up if the member has not joined a cluster with a leader by then")
+	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", 100*time.Millisecond, "raft heartbeat interval (the same on every member)")
+	f.DurationVar(&cfg.ElectionTimeout, "election-timeout", time.Second, "raft election timeout, at least 5 heartbeats (the same on every member)")
 	cmd.AddCommand(newCoordinatorDumpCmd())
 	return cmd
 }
