@@ -336,3 +336,39 @@ func BenchmarkDecodeOp(b *testing.B) {
 		}
 	}
 }
+
+// TestScanLinesLongerThanAChunk: a poll of 200k records is one line of
+// several MiB, longer than a decoding chunk.
+func TestScanLinesLongerThanAChunk(t *testing.T) {
+	big := NewOp(1, OK, FPoll)
+	recs := make([]Record, 200000)
+	for i := range recs {
+		recs[i] = Record{Offset: int64(i), Value: int64(i) * 1000003}
+	}
+	big.Reads = []PartitionRecords{{Partition: 0, Records: recs}}
+	small := NewOp(2, Invoke, FPoll)
+	ops := []Op{small, big, small, big, small}
+	data := writeHistory(t, ops, Header{})
+	if len(data) < 2*chunkSize {
+		t.Fatalf("only %d bytes", len(data))
+	}
+	r, err := NewReader(bytes.NewReader(data), "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	err = r.Scan(2, func(op *Op, off int64) error {
+		if want := AppendOp(nil, &ops[i]); string(AppendOp(nil, op)) != string(want) {
+			t.Fatalf("op %d differs", i)
+		}
+		var at Op
+		if err := ReadOpAt(bytes.NewReader(data), off, "big", &at); err != nil || at.Process != ops[i].Process {
+			t.Fatalf("op %d at byte %d: %v", i, off, err)
+		}
+		i++
+		return nil
+	})
+	if err != nil || i != len(ops) {
+		t.Fatalf("err %v after %d ops", err, i)
+	}
+}
