@@ -652,7 +652,9 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 	}
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset }) - 1
 	for i = max(i, 0); i < len(segs); i++ {
-		data, found, err := segs[i].read(offset, maxBytes, maxOffset, minOneBatch)
+		// A segment that ends below maxOffset needs no upper bound search.
+		whole := i+1 < len(segs) && segs[i+1].base <= maxOffset
+		data, found, err := segs[i].read(offset, maxBytes, maxOffset, minOneBatch, whole)
 		if err != nil {
 			switch {
 			case l.closed.Load():
@@ -677,7 +679,7 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 // found is false when the segment holds no batch at or after offset. One
 // pread normally covers both the short scan from the index entry to the
 // batch holding offset and the data returned.
-func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) ([]byte, bool, error) {
+func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch, whole bool) ([]byte, bool, error) {
 	size := s.size.Load()
 	pos, err := s.lookup(offset)
 	if err != nil {
@@ -685,9 +687,11 @@ func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch 
 	}
 	// Bytes past the first indexed batch at or after maxOffset are never
 	// returned.
-	limit, err := s.upperBound(maxOffset, size)
-	if err != nil {
-		return nil, false, err
+	limit := size
+	if !whole {
+		if limit, err = s.upperBound(maxOffset, size); err != nil {
+			return nil, false, err
+		}
 	}
 	want := min(int64(s.interval)+int64(max(maxBytes, 0)), limit-pos)
 	if want < BatchHeaderSize {
