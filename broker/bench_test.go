@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -69,7 +70,11 @@ func selfRSS() int64 {
 }
 
 func benchProduce(b *testing.B, addr string, n int) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
+	benchProduceAcks(b, addr, n, kgo.LeaderAck())
+}
+
+func benchProduceAcks(b *testing.B, addr string, n int, acks kgo.Acks) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequiredAcks(acks), kgo.DisableIdempotentWrite(),
 		kgo.DefaultProduceTopic("bench"), kgo.ProducerLinger(time.Millisecond), kgo.MaxBufferedRecords(100000),
 		kgo.ProducerBatchCompression(kgo.NoCompression()))
 	if err != nil {
@@ -148,6 +153,44 @@ func BenchmarkConsume(b *testing.B) {
 				fs.EachError(func(t string, p int32, err error) { b.Fatalf("%s/%d: %v", t, p, err) })
 				got += fs.NumRecords()
 			}
+		})
+	}
+}
+
+// BenchmarkReplication compares acks=all produce to 3 brokers with
+// replication factor 3 against 1 broker with factor 1, same client and
+// records, side by side (all in this process, on this machine's 2 cores):
+//
+//	go test ./broker -run '^$' -bench Replication -benchtime 100000x
+func BenchmarkReplication(b *testing.B) {
+	for _, tg := range []struct {
+		name    string
+		brokers int
+	}{{"rf1-1broker", 1}, {"rf3-3brokers", 3}} {
+		b.Run(tg.name, func(b *testing.B) {
+			var addr string
+			if tg.brokers == 1 {
+				addr = startBroker(b, b.TempDir()).Addrs()[0]
+			} else {
+				tc := startClusterB(b, tg.brokers)
+				addr = tc.bootstrap()[0]
+			}
+			cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := kadm.NewClient(cl).CreateTopic(ctx, benchPartitions, int16(tg.brokers), nil, "bench"); err != nil {
+				b.Fatal(err)
+			}
+			cl.Close()
+			waitISR(b, addr, "bench", tg.brokers)
+			b.SetBytes(benchRecordSize)
+			b.ResetTimer()
+			benchProduceAcks(b, addr, b.N, kgo.AllISRAcks())
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)*benchRecordSize/b.Elapsed().Seconds()/1e6/float64(tg.brokers), "MB/s/broker")
 		})
 	}
 }

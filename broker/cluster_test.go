@@ -22,7 +22,7 @@ import (
 
 // testCluster is a coordinator and n in-process brokers on loopback.
 type testCluster struct {
-	t       *testing.T
+	t       testing.TB
 	coord   *coord.Server
 	brokers map[int32]*testBroker
 	dirs    map[int32]string
@@ -38,6 +38,10 @@ func testLogger() *slog.Logger {
 }
 
 func startCluster(t *testing.T, n int, overrides ...string) *testCluster {
+	return startClusterB(t, n, overrides...)
+}
+
+func startClusterB(t testing.TB, n int, overrides ...string) *testCluster {
 	t.Helper()
 	tc := &testCluster{t: t, coord: coordtest.Start(t), brokers: map[int32]*testBroker{}, dirs: map[int32]string{}, ports: map[int32]int{}, extra: overrides}
 	ports := coordtest.FreePorts(t, n)
@@ -111,7 +115,7 @@ func (tc *testCluster) client(opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-func waitFor(t *testing.T, within time.Duration, what string, cond func() error) {
+func waitFor(t testing.TB, within time.Duration, what string, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	var err error
@@ -216,4 +220,27 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 			t.Fatalf("partition %d has %d records after failover", p, len(got[p]))
 		}
 	}
+}
+
+// waitISR waits until every partition of topic has an ISR of n.
+func waitISR(t testing.TB, addr, topic string, n int) {
+	waitFor(t, 30*time.Second, "full ISRs", func() error {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		tds, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+		if err != nil {
+			return err
+		}
+		for p, pd := range tds[topic].Partitions {
+			if pd.Leader < 0 || len(pd.ISR) != n {
+				return fmt.Errorf("partition %d leader %d isr %v", p, pd.Leader, pd.ISR)
+			}
+		}
+		return nil
+	})
 }

@@ -72,9 +72,10 @@ func (c *Client) roundTrip(ctx context.Context, req kmsg.Request) (kmsg.Response
 	if !ok {
 		deadline = time.Now().Add(30 * time.Second)
 	}
-	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Now()) })
+	conn := c.conn
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
-	c.conn.SetDeadline(deadline)
+	conn.SetDeadline(deadline)
 	c.corr++
 	b := c.buf[:0]
 	b = append(b, 0, 0, 0, 0)
