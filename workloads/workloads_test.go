@@ -239,7 +239,7 @@ func TestQueueWorkloadWithCrashes(t *testing.T) {
 			c := fakeCluster(t, 2, "queue")
 			m, rec := recorder()
 			cfg := Config{Topic: "queue", Partitions: 2, Producers: 2, Consumers: 2, Sends: 400, SendInterval: 2 * time.Millisecond,
-				ManualCommit: manual, CrashEvery: 150 * time.Millisecond, PollTimeout: 100 * time.Millisecond, Seed: 3}
+				ManualCommit: manual, CrashEvery: 80 * time.Millisecond, PollTimeout: 100 * time.Millisecond, Seed: 3}
 			w, err := NewQueue(cfg, rec, c.ListenAddrs())
 			if err != nil {
 				t.Fatal(err)
