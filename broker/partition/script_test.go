@@ -1,0 +1,398 @@
+package partition
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	klog "github.com/isrlab/isrlab/broker/log"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata scripts")
+
+// The scripts in testdata drive one Partition through Kafka's replication
+// rules with a fake clock and a fake ISR writer. Each command is followed
+// by "----" and the expected output, ending at a blank line:
+//
+//	make-leader epoch=0 replicas=1,2,3 isr=1,2,3
+//	----
+//	leader epoch=0 isr=[1 2 3] hw=0 leo=0
+//
+// go test ./broker/partition -rewrite regenerates the expected output.
+func TestScripts(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*.txt")
+	if len(files) == 0 {
+		t.Fatal("no scripts in testdata")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) { runScript(t, f) })
+	}
+}
+
+// fakeWriter plays the coordinator (sync modes) and the controller (async).
+type fakeWriter struct {
+	version  int64
+	writes   []string
+	pending  []alterCall
+	mismatch bool // the next sync write finds a newer version
+}
+
+type alterCall struct {
+	p     *Partition
+	epoch int32
+	isr   []int32
+	ver   int64
+}
+
+func (w *fakeWriter) WriteISR(topic string, p int32, st LeaderAndISR, expected int64) (int64, error) {
+	if w.mismatch || expected != w.version {
+		w.mismatch = false
+		w.writes = append(w.writes, fmt.Sprintf("write isr=%v expected=%d -> version mismatch", st.ISR, expected))
+		return 0, ErrVersionMismatch
+	}
+	w.version++
+	w.writes = append(w.writes, fmt.Sprintf("write isr=%v version=%d", st.ISR, w.version))
+	return w.version, nil
+}
+
+func (w *fakeWriter) NotifyISRChange(string, int32) {}
+
+func (w *fakeWriter) AlterPartition(p *Partition, epoch int32, isr []int32, ver int64) {
+	w.pending = append(w.pending, alterCall{p, epoch, slices.Clone(isr), ver})
+	w.writes = append(w.writes, fmt.Sprintf("alter-partition isr=%v partition-epoch=%d", isr, ver))
+}
+
+type counts struct{ shrinks, expands, failed int }
+
+func (c *counts) IsrShrink()       { c.shrinks++ }
+func (c *counts) IsrExpand()       { c.expands++ }
+func (c *counts) FailedIsrUpdate() { c.failed++ }
+
+// scriptEnv is one script's world.
+type scriptEnv struct {
+	t      *testing.T
+	dir    string
+	now    time.Time
+	p      *Partition
+	w      *fakeWriter
+	stats  *counts
+	sw     Switches
+	cfg    Config
+	self   int32
+	nextTS int64
+}
+
+func runScript(t *testing.T, path string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &scriptEnv{t: t, dir: t.TempDir(), now: time.UnixMilli(1_000_000), w: &fakeWriter{}, stats: &counts{}, self: 1,
+		sw: Switches{Truncation: TruncateEpoch, ISRUpdate: ISRAsync, ExpandNeedsEpochStart: true, ReplicaLagTimeMaxMs: 10000},
+		cfg: Config{MinInsyncReplicas: 1, MaxMessageBytes: 1 << 20}}
+	var out strings.Builder
+	sc := bufio.NewScanner(strings.NewReader(string(data)))
+	var cmd string
+	inExpect := false
+	flush := func() {
+		if cmd == "" {
+			return
+		}
+		fmt.Fprintf(&out, "%s\n----\n%s\n", cmd, env.run(cmd))
+		cmd = ""
+	}
+	var expected strings.Builder
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case inExpect:
+			if line == "" {
+				inExpect = false
+			}
+			expected.WriteString(line + "\n")
+		case strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "":
+			flush()
+			out.WriteString(line + "\n")
+			expected.WriteString(line + "\n")
+		case line == "----":
+			inExpect = true
+			expected.WriteString(line + "\n")
+		default:
+			flush()
+			cmd = line
+			expected.WriteString(line + "\n")
+		}
+	}
+	flush()
+	got := strings.TrimRight(out.String(), "\n") + "\n"
+	if *rewrite {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if want := strings.TrimRight(string(data), "\n") + "\n"; got != want {
+		t.Errorf("%s: output differs (run with -rewrite to update, then review the diff):\n%s", path, diffLines(want, got))
+	}
+}
+
+func diffLines(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var b strings.Builder
+	for i := 0; i < max(len(w), len(g)); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			fmt.Fprintf(&b, "line %d:\n  want: %s\n  got:  %s\n", i+1, wl, gl)
+		}
+	}
+	return b.String()
+}
+
+func args(fields []string) map[string]string {
+	m := map[string]string{}
+	for _, f := range fields {
+		k, v, _ := strings.Cut(f, "=")
+		m[k] = v
+	}
+	return m
+}
+
+func ids(s string) []int32 {
+	if s == "" {
+		return nil
+	}
+	var out []int32
+	for _, x := range strings.Split(s, ",") {
+		n, _ := strconv.Atoi(x)
+		out = append(out, int32(n))
+	}
+	return out
+}
+
+func num(s string, def int64) int64 {
+	if s == "" {
+		return def
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+func (e *scriptEnv) ensure() {
+	if e.p != nil {
+		return
+	}
+	lg, err := klog.Open(e.dir, klog.DefaultConfig(), klog.WithClock(func() time.Time { return e.now }))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { lg.Close() })
+	e.p = New("t", 0, e.self, lg, e.cfg, func() time.Time { return e.now }, Options{Switches: e.sw, Writer: e.w, Stats: e.stats})
+}
+
+// run executes one command and returns its output.
+func (e *scriptEnv) run(line string) (res string) {
+	defer func() {
+		if r := recover(); r != nil {
+			res = fmt.Sprintf("panic: %v", r)
+		}
+	}()
+	f := strings.Fields(line)
+	a := args(f[1:])
+	switch f[0] {
+	case "switches":
+		if v, ok := a["isr.update"]; ok {
+			e.sw.ISRUpdate = v
+		}
+		if v, ok := a["truncation"]; ok {
+			e.sw.Truncation = v
+		}
+		if v, ok := a["lag"]; ok {
+			e.sw.ReplicaLagTimeMaxMs = num(v, 0)
+		}
+		if v, ok := a["hw-requires-min-isr"]; ok {
+			e.sw.HWRequiresMinISR = v == "true"
+		}
+		if v, ok := a["expand-needs-epoch-start"]; ok {
+			e.sw.ExpandNeedsEpochStart = v == "true"
+		}
+		if v, ok := a["min.insync.replicas"]; ok {
+			e.cfg.MinInsyncReplicas = int(num(v, 1))
+		}
+		if e.p != nil {
+			e.p.sw = e.sw
+			e.p.SetConfig(e.cfg)
+		}
+		return "ok"
+	case "make-leader":
+		e.ensure()
+		st := LeaderAndISR{Leader: e.self, LeaderEpoch: int32(num(a["epoch"], 0)), ISR: ids(a["isr"])}
+		if err := e.p.MakeLeader(st, ids(a["replicas"]), num(a["version"], e.w.version), num(a["checkpoint-hw"], 0)); err != nil {
+			return "error: " + err.Error()
+		}
+		return e.state()
+	case "make-follower":
+		e.ensure()
+		st := LeaderAndISR{Leader: int32(num(a["leader"], 2)), LeaderEpoch: int32(num(a["epoch"], 0)), ISR: ids(a["isr"])}
+		changed := e.p.MakeFollower(st, ids(a["replicas"]), num(a["version"], 0), num(a["checkpoint-hw"], 0))
+		return fmt.Sprintf("changed=%v %s", changed, e.state())
+	case "append":
+		n := int(num(a["records"], 1))
+		acks := int16(num(a["acks"], -1))
+		r, err := e.p.AppendAsLeader(e.batch(n), acks)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return fmt.Sprintf("offsets %d..%d %s", r.FirstOffset, r.LastOffset, e.state())
+	case "follower-append":
+		// A follower appends batches it fetched: offsets from=..records=..epoch=..
+		n := int(num(a["records"], 1))
+		b := e.batch(n)
+		binary.BigEndian.PutUint64(b[0:], uint64(num(a["from"], 0)))
+		binary.BigEndian.PutUint32(b[12:], uint32(num(a["batch-epoch"], 0)))
+		err := e.p.AppendAsFollower(b, num(a["leader-hw"], 0), 0, int32(num(a["epoch"], 0)))
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return e.state()
+	case "fetch":
+		// A follower fetch at its LEO.
+		r, err := e.p.Read(FetchRequest{ReplicaID: int32(num(a["replica"], 2)), Offset: num(a["offset"], 0), MaxBytes: 1 << 20,
+			CurrentLeaderEpoch: int32(num(a["current-epoch"], -1)), LastFetchedEpoch: int32(num(a["last-fetched-epoch"], -1))})
+		var errs string
+		if err != nil {
+			errs = " error: " + err.Error()
+		}
+		div := ""
+		if r.DivergingEpoch >= 0 {
+			div = fmt.Sprintf(" diverging=(%d,%d)", r.DivergingEpoch, r.DivergingEndOffset)
+		}
+		return fmt.Sprintf("bytes=%d response-hw=%d%s%s %s", len(r.Records), r.HighWatermark, div, errs, e.state())
+	case "consume":
+		r, err := e.p.Read(FetchRequest{ReplicaID: -1, Offset: num(a["offset"], 0), MaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1})
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		n := 0
+		for rest := r.Records; len(rest) >= 61; {
+			sz := int(binary.BigEndian.Uint32(rest[8:])) + 12
+			n += int(binary.BigEndian.Uint32(rest[23:])) + 1
+			rest = rest[sz:]
+		}
+		return fmt.Sprintf("records=%d hw=%d", n, r.HighWatermark)
+	case "tick":
+		e.now = e.now.Add(time.Duration(num(a["ms"], 0)) * time.Millisecond)
+		return fmt.Sprintf("now=+%dms", e.now.UnixMilli()-1_000_000)
+	case "shrink":
+		e.p.MaybeShrinkISR()
+		return e.state()
+	case "acks-all":
+		done, err := e.p.AcksAllStatus(num(a["offset"], 0))
+		if err != nil {
+			return fmt.Sprintf("complete=%v error: %v", done, err)
+		}
+		return fmt.Sprintf("complete=%v", done)
+	case "complete-alter":
+		if len(e.w.pending) == 0 {
+			return "no AlterPartition in flight"
+		}
+		c := e.w.pending[0]
+		e.w.pending = e.w.pending[1:]
+		if a["error"] != "" {
+			c.p.CompleteAlterPartition(c.epoch, nil, 0, errors.New(a["error"]))
+		} else {
+			e.w.version++
+			c.p.CompleteAlterPartition(c.epoch, c.isr, e.w.version, nil)
+		}
+		return e.state()
+	case "coordinator-moves":
+		// The coordinator's state changes under the leader (the controller
+		// wrote it): the next conditional write fails.
+		e.w.mismatch = true
+		return "ok"
+	case "writes":
+		out := strings.Join(e.w.writes, "\n")
+		e.w.writes = nil
+		if out == "" {
+			return "none"
+		}
+		return out
+	case "stats":
+		return fmt.Sprintf("shrinks=%d expands=%d failed=%d", e.stats.shrinks, e.stats.expands, e.stats.failed)
+	case "offset-for-epoch":
+		ep, off, err := e.p.EndOffsetForEpoch(int32(num(a["epoch"], 0)), -1, true)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return fmt.Sprintf("epoch=%d end=%d", ep, off)
+	case "truncation-point":
+		off, done, next := e.p.TruncationPoint(int32(num(a["requested"], 0)), int32(num(a["leader-epoch"], 0)), num(a["leader-end"], 0))
+		if !done {
+			return fmt.Sprintf("ask again about epoch %d", next)
+		}
+		return fmt.Sprintf("truncate to %d", off)
+	case "truncate":
+		if err := e.p.TruncateTo(num(a["offset"], 0)); err != nil {
+			return "error: " + err.Error()
+		}
+		return e.state()
+	case "epochs":
+		var parts []string
+		for _, en := range e.p.Log().Epochs().Entries() {
+			parts = append(parts, fmt.Sprintf("%d@%d", en.Epoch, en.StartOffset))
+		}
+		return "epochs " + strings.Join(parts, " ")
+	case "state":
+		return e.state()
+	}
+	return "unknown command " + f[0]
+}
+
+func (e *scriptEnv) state() string {
+	s := e.p.State()
+	role := map[Role]string{None: "none", Leader: "leader", Follower: "follower"}[s.Role]
+	out := fmt.Sprintf("%s epoch=%d isr=%v hw=%d leo=%d", role, s.LeaderEpoch, s.ISR, s.HighWatermark, s.LogEndOffset)
+	if !slices.Equal(s.ISR, s.MaximalISR) {
+		out += fmt.Sprintf(" maximal-isr=%v", s.MaximalISR)
+	}
+	return out
+}
+
+// batch builds a v2 record batch of n records (offsets from 0, no epoch).
+func (e *scriptEnv) batch(n int) []byte {
+	var recs []byte
+	for i := 0; i < n; i++ {
+		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte("v" + strconv.Itoa(i))}
+		body := r.AppendTo(nil)
+		r.Length = int32(len(body) - 1)
+		recs = r.AppendTo(recs)
+	}
+	e.nextTS++
+	ts := e.now.UnixMilli()
+	rb := kmsg.RecordBatch{PartitionLeaderEpoch: -1, Magic: 2, LastOffsetDelta: int32(n - 1), FirstTimestamp: ts, MaxTimestamp: ts,
+		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(n), Records: recs}
+	raw := rb.AppendTo(nil)
+	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return raw
+}
