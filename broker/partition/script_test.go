@@ -100,7 +100,7 @@ func runScript(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	env := &scriptEnv{t: t, dir: t.TempDir(), now: time.UnixMilli(1_000_000), w: &fakeWriter{}, stats: &counts{}, self: 1,
-		sw: Switches{Truncation: TruncateEpoch, ISRUpdate: ISRAsync, ExpandNeedsEpochStart: true, ReplicaLagTimeMaxMs: 10000},
+		sw:  Switches{Truncation: TruncateEpoch, ISRUpdate: ISRAsync, ExpandNeedsEpochStart: true, ReplicaLagTimeMaxMs: 10000},
 		cfg: Config{MinInsyncReplicas: 1, MaxMessageBytes: 1 << 20}}
 	var out strings.Builder
 	sc := bufio.NewScanner(strings.NewReader(string(data)))
@@ -120,6 +120,8 @@ func runScript(t *testing.T, path string) {
 		case inExpect:
 			if line == "" {
 				inExpect = false
+				flush()
+				out.WriteString("\n")
 			}
 			expected.WriteString(line + "\n")
 		case strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "":
