@@ -71,7 +71,7 @@ func (c *Controller) ElectLeaders(ctx context.Context, req *kmsg.ElectLeadersReq
 			}
 			p := t.parts[tp]
 			switch {
-			case slices.ContainsFunc(chs, func(ch Change) bool { return ch.TP == tp }):
+			case slices.ContainsFunc(chs, func(ch stateChange) bool { return ch.TP == tp }):
 				results[tp] = 0
 			case err != nil:
 				results[tp] = errCode(err)

@@ -14,11 +14,11 @@ type partition struct {
 	hasState bool // false until the partition state exists on the coordinator
 }
 
-// Change is one partition state transition decided by the controller.
+// stateChange is one partition state transition decided by the controller.
 // Old.Version is the expected version of the compare-and-swap (0 for a
 // partition that has no state yet); after a successful write New.Version
 // holds the new version.
-type Change struct {
+type stateChange struct {
 	TP       coord.TopicPartition
 	Replicas []int32
 	Old      coord.PartitionState
@@ -28,12 +28,12 @@ type Change struct {
 }
 
 // decision computes a partition's next state, or false for no change.
-type decision func(p *partition) (Change, bool)
+type decision func(p *partition) (stateChange, bool)
 
 // plan applies decide to every partition and returns the changes, in the
 // order of parts.
-func plan(parts []*partition, decide decision) []Change {
-	var out []Change
+func plan(parts []*partition, decide decision) []stateChange {
+	var out []stateChange
 	for _, p := range parts {
 		if ch, ok := decide(p); ok {
 			out = append(out, ch)
@@ -46,8 +46,8 @@ func toLAI(s coord.PartitionState) LeaderAndISR {
 	return LeaderAndISR{Leader: s.Leader, LeaderEpoch: s.LeaderEpoch, ISR: slices.Clone(s.ISR)}
 }
 
-func change(p *partition, r ElectionResult, ctrlEpoch int64) Change {
-	return Change{
+func change(p *partition, r ElectionResult, ctrlEpoch int64) stateChange {
+	return stateChange{
 		TP: p.tp, Replicas: p.replicas, Old: p.state, Unclean: r.Unclean,
 		New: coord.PartitionState{ControllerEpoch: ctrlEpoch, Leader: r.State.Leader, LeaderEpoch: r.State.LeaderEpoch, ISR: r.State.ISR},
 	}
@@ -78,13 +78,13 @@ func InitialState(replicas []int32, live func(int32) bool, ctrlEpoch int64) (coo
 // up but shutting down keeps its partitions until its session ends, as in
 // Kafka, where only a dead replica's removal writes leader -1.
 func livenessDecision(live, up func(int32) bool, unclean func(topic string) bool, ctrlEpoch int64) decision {
-	return func(p *partition) (Change, bool) {
+	return func(p *partition) (stateChange, bool) {
 		if !p.hasState {
 			st, ok := InitialState(p.replicas, live, ctrlEpoch)
 			if !ok {
-				return Change{}, false
+				return stateChange{}, false
 			}
-			return Change{TP: p.tp, Replicas: p.replicas, New: st, IsNew: true}, true
+			return stateChange{TP: p.tp, Replicas: p.replicas, New: st, IsNew: true}, true
 		}
 		cur := toLAI(p.state)
 		var r ElectionResult
@@ -94,7 +94,7 @@ func livenessDecision(live, up func(int32) bool, unclean func(topic string) bool
 			r = RemoveFromISR(cur, up)
 		}
 		if !r.Changed {
-			return Change{}, false
+			return stateChange{}, false
 		}
 		return change(p, r, ctrlEpoch), true
 	}
@@ -102,13 +102,13 @@ func livenessDecision(live, up func(int32) bool, unclean func(topic string) bool
 
 // preferredDecision moves leadership to the preferred replica (§4.3).
 func preferredDecision(live func(int32) bool, ctrlEpoch int64) decision {
-	return func(p *partition) (Change, bool) {
+	return func(p *partition) (stateChange, bool) {
 		if !p.hasState {
-			return Change{}, false
+			return stateChange{}, false
 		}
 		r := PreferredElection(p.replicas, toLAI(p.state), live)
 		if !r.Changed {
-			return Change{}, false
+			return stateChange{}, false
 		}
 		return change(p, r, ctrlEpoch), true
 	}
@@ -117,13 +117,13 @@ func preferredDecision(live func(int32) bool, ctrlEpoch int64) decision {
 // uncleanDecision is ElectLeaders(UNCLEAN): an offline partition gets a
 // leader even from outside the ISR; a partition whose leader is up is left.
 func uncleanDecision(live, up func(int32) bool, ctrlEpoch int64) decision {
-	return func(p *partition) (Change, bool) {
+	return func(p *partition) (stateChange, bool) {
 		if !p.hasState || (p.state.Leader != NoLeader && up(p.state.Leader)) {
-			return Change{}, false
+			return stateChange{}, false
 		}
 		r := OfflineElection(p.replicas, toLAI(p.state), live, true)
 		if !r.Changed || r.State.Leader == NoLeader {
-			return Change{}, false
+			return stateChange{}, false
 		}
 		return change(p, r, ctrlEpoch), true
 	}
@@ -133,13 +133,13 @@ func uncleanDecision(live, up func(int32) bool, ctrlEpoch int64) decision {
 // controlled shutdown (§4.5). Partitions with one replica are left alone,
 // as Kafka does.
 func shutdownDecision(live, shuttingDown func(int32) bool, ctrlEpoch int64) decision {
-	return func(p *partition) (Change, bool) {
+	return func(p *partition) (stateChange, bool) {
 		if !p.hasState || len(p.replicas) < 2 {
-			return Change{}, false
+			return stateChange{}, false
 		}
 		r := ControlledShutdownElection(p.replicas, toLAI(p.state), live, shuttingDown)
 		if !r.Changed {
-			return Change{}, false
+			return stateChange{}, false
 		}
 		return change(p, r, ctrlEpoch), true
 	}

@@ -506,8 +506,8 @@ func (t *term) doResync(ctx context.Context) error {
 // leadership. A version mismatch (a leader changed its ISR meanwhile)
 // re-reads the partition and decides again, up to three rounds. The cache
 // holds the written states afterwards; the applied changes are returned.
-func (t *term) apply(ctx context.Context, tps []coord.TopicPartition, decide decision) ([]Change, error) {
-	var applied []Change
+func (t *term) apply(ctx context.Context, tps []coord.TopicPartition, decide decision) ([]stateChange, error) {
+	var applied []stateChange
 	pending := tps
 	for round := 0; len(pending) > 0; round++ {
 		var parts []*partition
@@ -571,7 +571,7 @@ func (t *term) apply(ctx context.Context, tps []coord.TopicPartition, decide dec
 	return applied, nil
 }
 
-func changedTPs(chs []Change) []coord.TopicPartition {
+func changedTPs(chs []stateChange) []coord.TopicPartition {
 	out := make([]coord.TopicPartition, len(chs))
 	for i, ch := range chs {
 		out[i] = ch.TP
@@ -581,7 +581,7 @@ func changedTPs(chs []Change) []coord.TopicPartition {
 
 // announce sends LeaderAndIsr for changed partitions to their live replicas
 // and UpdateMetadata for them to every live broker.
-func (t *term) announce(chs []Change) {
+func (t *term) announce(chs []stateChange) {
 	if len(chs) == 0 {
 		return
 	}
@@ -738,7 +738,7 @@ func (t *term) onBrokers(ctx context.Context, bs []coord.BrokerInfo) error {
 		return nil
 	}
 	t.log.Info("live brokers changed", "dead", dead, "started", started)
-	var failed []Change
+	var failed []stateChange
 	if len(dead) > 0 {
 		gone := map[int32]bool{}
 		for _, id := range dead {
@@ -829,7 +829,7 @@ func (t *term) onTopics(ctx context.Context, ts []coord.TopicSpec) error {
 	// earlier controller) are announced too.
 	var known []coord.TopicPartition
 	for _, tp := range tps {
-		if slices.Contains(added, tp.Topic) && !slices.ContainsFunc(chs, func(c Change) bool { return c.TP == tp }) {
+		if slices.Contains(added, tp.Topic) && !slices.ContainsFunc(chs, func(c stateChange) bool { return c.TP == tp }) {
 			known = append(known, tp)
 		}
 	}

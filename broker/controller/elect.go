@@ -1,9 +1,3 @@
-// Package controller is the cluster controller: the one broker that won
-// the coordinator election assigns replicas, elects partition leaders,
-// fences stale state with compare-and-swap on the coordinator, and tells
-// brokers with LeaderAndIsr, UpdateMetadata and StopReplica. The pure
-// decisions (assignment, elections, rebalance) live in this file and
-// assign.go; they take their randomness and inputs as arguments.
 package controller
 
 import "slices"
