@@ -53,7 +53,7 @@ var (
 	// ErrOffsetOutOfRange: a read below the log start offset or above the log end offset.
 	ErrOffsetOutOfRange error = kerr.OffsetOutOfRange
 	// ErrOffsetMismatch: a follower append does not start at the log end
-	// offset, or its batches are not in increasing offset order.
+	// offset, or its batches do not follow each other without gaps.
 	ErrOffsetMismatch = errors.New("append offset does not match the log end offset")
 	// ErrClosed: the log or manager was closed.
 	ErrClosed = errors.New("log closed")

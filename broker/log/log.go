@@ -436,8 +436,9 @@ func (l *Log) AppendParsedAsLeader(data []byte, batches []BatchInfo, leaderEpoch
 }
 
 // AppendAsFollower appends batches fetched from the leader as they are,
-// offsets and epochs included. The first batch must start at the LEO and the
-// batches must have increasing offsets, else ErrOffsetMismatch. Each epoch
+// offsets and epochs included. The batches must continue the log exactly:
+// the first starts at the LEO and each next one right after the previous
+// one (the log has no compaction gaps), else ErrOffsetMismatch. Each epoch
 // newer than the cache's latest is recorded at its first batch.
 func (l *Log) AppendAsFollower(data []byte) (AppendResult, error) {
 	batches, err := ParseBatches(data, 0)
@@ -447,7 +448,7 @@ func (l *Log) AppendAsFollower(data []byte) (AppendResult, error) {
 	l.mu.Lock()
 	next := l.leo.Load()
 	for i, b := range batches {
-		if i == 0 && b.BaseOffset != next || i > 0 && b.BaseOffset < next {
+		if b.BaseOffset != next {
 			l.mu.Unlock()
 			return AppendResult{}, fmt.Errorf("batch %d at offset %d, expected %d: %w", i, b.BaseOffset, next, ErrOffsetMismatch)
 		}

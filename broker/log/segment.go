@@ -445,8 +445,9 @@ func (sc *scanner) bytes(pos int64, n int) ([]byte, error) {
 
 // rebuild rescans the log file from the start, recreating the indexes in
 // memory (the segment becomes active-style) and rewriting the index files.
-// With validate, batches are CRC-checked and must have increasing offsets
-// within the segment's range; the file is truncated at the first bad batch.
+// With validate, batches are CRC-checked and must continue each other's
+// offsets from the segment's base; the file is truncated at the first bad
+// batch.
 // onBatch sees every valid batch. It returns the bytes scanned and whether
 // the file was truncated.
 func (s *segment) rebuild(cfg Config, validate bool, onBatch func(BatchInfo)) (scanned int64, truncated bool, err error) {
@@ -468,7 +469,9 @@ func (s *segment) rebuild(cfg Config, validate bool, onBatch func(BatchInfo)) (s
 		if err != nil {
 			return sc.pos, false, err
 		}
-		if ok && validate && (b.BaseOffset < s.next || !s.canHold(b.LastOffset)) {
+		// Batches are contiguous (there is no compaction), and baseOffset
+		// lies outside the CRC: a gap or overlap is corruption too.
+		if ok && validate && (b.BaseOffset != s.next || !s.canHold(b.LastOffset)) {
 			ok, sc.pos = false, pos
 		}
 		if !ok {

@@ -107,6 +107,7 @@ func TestAppendAsFollower(t *testing.T) {
 		{b(4, 1, 4), ErrOffsetMismatch, 5},
 		{b(6, 1, 4), ErrOffsetMismatch, 5},
 		{append(b(5, 2, 4), b(6, 1, 4)...), ErrOffsetMismatch, 5},
+		{append(b(5, 1, 4), b(7, 1, 4)...), ErrOffsetMismatch, 5},
 		{b(5, 1, 5), nil, 6},
 	}
 	for i, s := range steps {
