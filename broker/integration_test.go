@@ -69,10 +69,16 @@ func readAll(t *testing.T, addr, topic string) []string {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Metadata may still name a dead leader for a moment: retry.
+	var ends kadm.ListedOffsets
+	proctest.Eventually(t, 30*time.Second, "end offsets of "+topic, func() error {
+		var err error
+		ends, err = kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		return err
+	})
 	want := map[int32]int64{}
 	total := int64(0)
 	ends.Each(func(o kadm.ListedOffset) { want[o.Partition] = o.Offset; total += o.Offset })
