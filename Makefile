@@ -5,7 +5,7 @@ PKGS    := ./...
 # Fuzz targets run briefly in every test run; FUZZTIME raises it locally.
 FUZZTIME ?= 10s
 
-.PHONY: all build test run bench deps fuzz vet clean
+.PHONY: all build test run bench soak deps fuzz vet clean
 
 all: build
 
@@ -30,6 +30,11 @@ run: deps build
 
 bench: deps build
 	@scripts/bench.sh
+
+# soak repeats the leader-kill experiment (acks=1 vs acks=all) SOAK times.
+SOAK ?= 20
+soak: build
+	ISRLAB_SOAK=$(SOAK) $(GO) test ./broker -run TestSoakLeaderKill -v -count=1 -timeout 60m | grep -E '^soak|^(ok|FAIL|---)'
 
 clean:
 	rm -rf bin

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# bench.sh is `make bench`: every benchmark docs/PERFORMANCE.md quotes, with
+# the same commands, side by side where there is a peer to compare with.
+# BENCH_QUICK=1 runs each once (fewer iterations) for a smoke check.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export ISRLAB_BIN=${ISRLAB_BIN:-$PWD/bin/isrlab}
+count=3
+[ "${BENCH_QUICK:-}" = 1 ] && count=1
+run() { echo; echo "\$ $*"; "$@"; }
+
+echo "# broker vs franz-go kfake (1 KiB random records, acks=1, 8 partitions)"
+run go test ./broker -run '^$' -bench 'Produce|Consume' -benchtime 200000x -count "$count"
+echo "# replication: RF 3 acks=all on 3 brokers vs RF 1 on 1 broker"
+run go test ./broker -run '^$' -bench Replication -benchtime 100000x -count "$count"
+echo "# leader and controller failover after SIGKILL"
+run go test ./broker -run '^$' -bench 'LeaderFailover|ControllerFailover' -benchtime 1x -timeout 20m
+echo "# log storage"
+run go test ./broker/log -run '^$' -bench . -benchtime 2s -count "$count"
+echo "# coordinator"
+run go test ./broker/coord -run '^$' -bench CAS -benchtime 2s -count 2
+run go test ./broker/coord -run '^$' -bench Leader -benchtime 10x
+echo "# controller"
+run go test ./broker/controller -run '^$' -bench 'ControllerFailover|BrokerFailover' -benchtime 20x -count 1
+echo "# checkers: 10M-line history, every anomaly, then linearizability on 100k operations"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+run "$ISRLAB_BIN" check gen --ops 10000000 --partitions 10 --seed 1 --anomaly-every 1000000 --faults --out "$tmp/h10m.jsonl"
+run /usr/bin/time -f "%e s wall, %U user, %S sys, %M KB maxrss" "$ISRLAB_BIN" check --linearizable=off "$tmp/h10m.jsonl" || true
+run "$ISRLAB_BIN" check gen --ops 200000 --partitions 10 --seed 1 --out "$tmp/h100k.jsonl"
+run /usr/bin/time -f "%e s wall, %U user, %S sys, %M KB maxrss" "$ISRLAB_BIN" check --linearizable=on "$tmp/h100k.jsonl" || true
+echo "# cluster composition (root)"
+run go test ./compose/netns ./compose/docker -run '^$' -bench UpDown -benchtime 5x || true
+echo "# faultfs vs plain disk (root, /dev/fuse)"
+run go test ./nemesis/faultfs -run '^$' -bench 'Append|FsyncHeavy' -benchtime 1s -count "$count" || true
