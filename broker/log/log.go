@@ -897,7 +897,7 @@ func (l *Log) TruncateTo(offset int64) error {
 			return fmt.Errorf("truncate: %w", err)
 		}
 	}
-	end, err := s.truncateAt(offset, l.cfg)
+	end, err := s.truncateAt(offset)
 	if err != nil {
 		return fmt.Errorf("truncate: %w", err)
 	}

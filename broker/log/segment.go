@@ -612,34 +612,82 @@ func (s *segment) activate(cfg Config) (int64, error) {
 	return pos - start, nil
 }
 
-// truncateAt cuts the segment before the first batch whose last offset is
-// >= offset and rebuilds its indexes. It returns the new end offset.
-func (s *segment) truncateAt(offset int64, cfg Config) (int64, error) {
+// truncateAt cuts the active (in-memory indexed) segment before the first
+// batch whose last offset is >= offset and drops the index entries past the
+// cut, without rescanning the segment: only the batches after the last kept
+// index entry are read again. It returns the new end offset.
+func (s *segment) truncateAt(offset int64) (int64, error) {
 	size := s.size.Load()
 	pos, err := s.lookup(offset)
 	if err != nil {
 		return 0, err
 	}
+	end := s.next
 	for {
 		b, ok, err := s.readHeader(pos, size)
 		if err != nil {
 			return 0, err
 		}
-		if !ok || b.LastOffset >= offset {
+		if !ok && pos < size && pos > 0 {
+			pos = 0 // the index pointed at no batch: scan from the start
+			continue
+		}
+		if !ok {
+			break
+		}
+		if b.LastOffset >= offset {
+			end = b.BaseOffset
 			break
 		}
 		pos += int64(b.Size)
 	}
-	if pos < size {
-		s.size.Store(pos)
-		if err := s.log.Truncate(pos); err != nil {
-			return 0, fmt.Errorf("truncate segment: %w", err)
+	if pos >= size {
+		return s.next, nil
+	}
+	s.size.Store(pos)
+	if err := s.log.Truncate(pos); err != nil {
+		return 0, fmt.Errorf("truncate segment: %w", err)
+	}
+	s.imu.Lock()
+	defer s.imu.Unlock()
+	idx := s.idx
+	for len(idx) > 0 && int64(idx[len(idx)-1].pos) >= pos {
+		idx = idx[:len(idx)-1]
+	}
+	tidx := s.tidx
+	for len(tidx) > 0 && s.base+int64(tidx[len(tidx)-1].rel) >= end {
+		tidx = tidx[:len(tidx)-1]
+	}
+	s.idx, s.tidx = idx, tidx
+	s.idxCount, s.tidxCount = len(idx), len(tidx)
+	s.idxDisk, s.tidxDisk = min(s.idxDisk, len(idx)), min(s.tidxDisk, len(tidx))
+	// A kept time entry holds the largest timestamp up to its index entry;
+	// batches after the last kept index entry are read again.
+	s.maxTs, s.maxTsOff, s.lastTs = -1, s.base, -1
+	if n := len(tidx); n > 0 {
+		s.maxTs, s.maxTsOff, s.lastTs = tidx[n-1].ts, s.base+int64(tidx[n-1].rel), tidx[n-1].ts
+	}
+	from := int64(0)
+	if n := len(idx); n > 0 {
+		from = int64(idx[n-1].pos)
+	}
+	s.bytesSinceIndex = 0
+	for p := from; p < pos; {
+		b, ok, err := s.readHeader(p, pos)
+		if err != nil {
+			return 0, err
 		}
+		if !ok {
+			return 0, fmt.Errorf("truncate segment %d: no batch at %d: %w", s.base, p, ErrCorruptMessage)
+		}
+		if b.MaxTimestamp > s.maxTs {
+			s.maxTs, s.maxTsOff = b.MaxTimestamp, b.BaseOffset
+		}
+		s.bytesSinceIndex += b.Size
+		p += int64(b.Size)
 	}
-	if _, _, err := s.rebuild(cfg, false, nil); err != nil {
-		return 0, err
-	}
-	return s.next, nil
+	s.next = end
+	return end, nil
 }
 
 // recordForTimestamp reads the batch at pos and finds its first record at or
