@@ -81,7 +81,7 @@ func measureFailover(b *testing.B, sessionMs int, controller bool) time.Duration
 
 // controllerID asks the running brokers who the controller is; -1 if none
 // agrees with itself.
-func controllerID(b *testing.B, c *proctest.Cluster) int32 {
+func controllerID(b testing.TB, c *proctest.Cluster) int32 {
 	for id, p := range c.Brokers {
 		if !p.Running() {
 			continue

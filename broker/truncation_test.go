@@ -43,14 +43,26 @@ func TestHWTruncationLosesAckedWrite(t *testing.T) {
 				"replica.lag.time.max.ms=60000",
 				"replica.fetch.backoff.ms=200",
 			}})
-			c.CreateTopic("t55", 1, 2, nil)
-			st, _ := c.Describe("t55")
-			a := st[0].Leader
-			var b int32
-			for _, r := range st[0].Replicas {
-				if r != a {
-					b = r
+			// The scenario needs a controller that is neither A nor B: keep
+			// creating topics until one's replicas exclude it.
+			ctrl := controllerID(t, c)
+			var topic string
+			var a, b int32
+			for i := 0; i < 20 && topic == ""; i++ {
+				name := fmt.Sprintf("t55-%d", i)
+				c.CreateTopic(name, 1, 2, nil)
+				st, _ := c.Describe(name)
+				if !slices.Contains(st[0].Replicas, ctrl) {
+					topic, a = name, st[0].Leader
+					for _, r := range st[0].Replicas {
+						if r != a {
+							b = r
+						}
+					}
 				}
+			}
+			if topic == "" {
+				t.Fatalf("no topic placed away from controller %d", ctrl)
 			}
 			cl, err := kgo.NewClient(kgo.SeedBrokers(c.BrokerAddrs[a]), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(), kgo.RecordRetries(0))
 			if err != nil {
@@ -60,14 +72,14 @@ func TestHWTruncationLosesAckedWrite(t *testing.T) {
 			send := func(v string) {
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()
-				if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "t55", Value: []byte(v)}).FirstErr(); err != nil {
+				if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr(); err != nil {
 					t.Fatalf("produce %s: %v", v, err)
 				}
 			}
 			send("m1")
 			bCheckpoint := filepath.Join(c.Dir, fmt.Sprintf("b%d", b), "replication-offset-checkpoint")
 			proctest.Eventually(t, 15*time.Second, "B checkpoints HW 1", func() error {
-				if hw := checkpointed(bCheckpoint, "t55"); hw != 1 {
+				if hw := checkpointed(bCheckpoint, topic); hw != 1 {
 					return fmt.Errorf("B's checkpointed HW %d", hw)
 				}
 				return nil
@@ -77,7 +89,7 @@ func TestHWTruncationLosesAckedWrite(t *testing.T) {
 			// replica.fetch.wait.max.ms, so B's HW stays 1 meanwhile.
 			send("m2")
 			c.Brokers[b].Kill()
-			if hw := checkpointed(bCheckpoint, "t55"); hw != 1 {
+			if hw := checkpointed(bCheckpoint, topic); hw != 1 {
 				t.Skipf("B learned HW %d before it was killed; the window was missed", hw)
 			}
 			cl.Close()
@@ -87,7 +99,7 @@ func TestHWTruncationLosesAckedWrite(t *testing.T) {
 			time.Sleep(4 * time.Second) // inside B's old session: A is still leader when B comes back
 			c.Brokers[a].Pause()
 			proctest.Eventually(t, 40*time.Second, "B leads", func() error {
-				s, err := c.Describe("t55")
+				s, err := c.Describe(topic)
 				if err != nil {
 					return err
 				}
@@ -98,7 +110,7 @@ func TestHWTruncationLosesAckedWrite(t *testing.T) {
 			})
 			c.Brokers[a].Resume()
 			proctest.Eventually(t, 40*time.Second, "A follows B again", func() error {
-				s, err := c.Describe("t55")
+				s, err := c.Describe(topic)
 				if err != nil {
 					return err
 				}
@@ -107,7 +119,7 @@ func TestHWTruncationLosesAckedWrite(t *testing.T) {
 				}
 				return nil
 			})
-			got := readAll(t, c.BrokerAddrs[b], "t55")
+			got := readAll(t, c.BrokerAddrs[b], topic)
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("replication.truncation=%s: partition holds %v, want %v", tc.truncation, got, tc.want)
 			}
