@@ -86,10 +86,11 @@ func (p *Partition) AppendAsFollower(records []byte, leaderHW, leaderLogStart in
 }
 
 // TruncateTo drops the log from offset on (follower truncation); the HW
-// follows it down.
+// follows it down. It holds the write lock so no read sees the range
+// while it is cut.
 func (p *Partition) TruncateTo(offset int64) error {
-	p.lock.RLock()
-	defer p.lock.RUnlock()
+	p.lock.Lock()
+	defer p.lock.Unlock()
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	if offset >= p.log.LogEndOffset() {
@@ -109,8 +110,8 @@ func (p *Partition) TruncateTo(offset int64) error {
 // TruncateFullyAndStartAt empties the log and restarts it at offset (a
 // follower whose fetch offset fell below the leader's log start).
 func (p *Partition) TruncateFullyAndStartAt(offset int64) error {
-	p.lock.RLock()
-	defer p.lock.RUnlock()
+	p.lock.Lock()
+	defer p.lock.Unlock()
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	if err := p.log.TruncateFullyAndStartAt(offset); err != nil {

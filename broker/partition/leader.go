@@ -144,7 +144,7 @@ func (p *Partition) AppendAsLeader(data []byte, requiredAcks int16) (AppendResul
 			return AppendResult{FirstOffset: df, LastOffset: dl, LogStartOffset: p.log.LogStartOffset(), Duplicate: true}, nil
 		}
 	}
-	res, err := p.log.AppendAsLeader(data, epoch)
+	res, err := p.log.AppendParsedAsLeader(data, batches, epoch)
 	if err != nil {
 		return AppendResult{}, kafkaError(err)
 	}
