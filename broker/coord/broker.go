@@ -3,11 +3,13 @@ package coord
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -104,13 +106,38 @@ func (c *Client) newSession(ctx context.Context, ttl int64) (*concurrency.Sessio
 	return s, nil
 }
 
-// revoke ends a session and revokes its lease, bounded by the call timeout
-// (an unreachable coordinator lets the lease expire by itself).
+// revoke ends a session and revokes its lease, bounded by the call
+// timeout. If the coordinator cannot be reached it keeps trying in the
+// background until the lease would have expired anyway, so that keys on
+// the lease (a registration, a controller candidacy) go as soon as the
+// coordinator is back rather than a session timeout later.
 func (c *Client) revoke(s *concurrency.Session, ttl int64) error {
 	s.Orphan()
-	ctx, cancel := context.WithTimeout(context.Background(), min(c.callTimeout, time.Duration(ttl)*time.Second))
-	defer cancel()
-	_, err := c.cli.Revoke(ctx, s.Lease())
+	try := func(ctx context.Context) error {
+		cctx, cancel := c.callCtx(ctx)
+		defer cancel()
+		_, err := c.cli.Revoke(cctx, s.Lease())
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return nil // expired or revoked already
+		}
+		return err
+	}
+	err := try(context.Background())
+	if err == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, time.Duration(ttl)*time.Second)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer cancel()
+		b := newBackoff()
+		for b.wait(ctx) {
+			if try(ctx) == nil {
+				return
+			}
+		}
+	}()
 	return err
 }
 

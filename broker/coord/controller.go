@@ -18,7 +18,6 @@ import (
 type Leadership struct {
 	c          *Client
 	brokerID   int32
-	election   *concurrency.Election
 	session    *concurrency.Session
 	ownSession bool
 	ttl        int64
@@ -57,37 +56,59 @@ func (r *Registration) Campaign(ctx context.Context) (*Leadership, error) {
 	return r.c.campaign(ctx, r.session, r.info.ID, r.ttl, false)
 }
 
+// campaign runs Kafka's controller election on etcd: every candidate puts
+// /controller/<lease> on its session's lease; the oldest key (lowest
+// CreateRevision) leads, and a candidate wins when every older key is gone.
+// Transient coordinator errors while waiting are retried; losing the
+// session or ctx ends the campaign and removes the candidate key.
 func (c *Client) campaign(ctx context.Context, s *concurrency.Session, brokerID int32, ttl int64, own bool) (*Leadership, error) {
 	op := fmt.Sprintf("campaign for controller as broker %d", brokerID)
-	// Give up when the session is lost: a campaign on a dead lease could
-	// otherwise "win" after its own key expired.
-	cctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(s.Ctx(), cancel)
-	defer stop()
-	defer cancel()
-	e := concurrency.NewElection(s, controllerPrefix)
-	if err := e.Campaign(cctx, strconv.FormatInt(int64(brokerID), 10)); err != nil {
+	key := fmt.Sprintf("%s/%x", controllerPrefix, s.Lease())
+	val := strconv.FormatInt(int64(brokerID), 10)
+	cctx, cancel := c.callCtx(ctx)
+	resp, err := c.cli.Txn(cctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, val, clientv3.WithLease(s.Lease()))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	cancel()
+	if err != nil {
+		return nil, wrapErr(op, err)
+	}
+	rev := resp.Header.Revision
+	if !resp.Succeeded { // this session already campaigns: adopt its key
+		rev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
+	}
+	withdraw := func() { c.deleteCandidate(s, key, rev) }
+
+	// Wait, giving up when the session is lost: a campaign on a dead lease
+	// could otherwise "win" after its own key expired.
+	wctx, wcancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.Ctx(), wcancel)
+	err = c.waitOlderGone(wctx, rev)
+	stop()
+	wcancel()
+	if err != nil {
+		withdraw()
 		if s.Ctx().Err() != nil && ctx.Err() == nil {
 			return nil, fmt.Errorf("%s: %w", op, ErrSessionLost)
 		}
-		return nil, wrapErr(op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	l := &Leadership{
-		c: c, brokerID: brokerID, election: e, session: s, ownSession: own, ttl: ttl,
-		key: e.Key(), rev: e.Rev(), done: make(chan struct{}),
+		c: c, brokerID: brokerID, session: s, ownSession: own, ttl: ttl,
+		key: key, rev: rev, done: make(chan struct{}),
 	}
-	// Confirm the key still exists with our revision: the wait for older
-	// candidates may have ended because our own lease expired.
+	// Confirm the key still exists with our revision: the wait may have
+	// ended because our own lease expired.
 	gctx, gcancel := c.callCtx(ctx)
-	resp, err := c.cli.Get(gctx, l.key)
+	gresp, err := c.cli.Get(gctx, key)
 	gcancel()
 	if err != nil {
-		rctx, rcancel := c.callCtx(context.Background())
-		e.Resign(rctx)
-		rcancel()
+		withdraw()
 		return nil, wrapErr(op, err)
 	}
-	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != l.rev {
+	if l.deposed(gresp) {
 		return nil, fmt.Errorf("%s: %w", op, ErrSessionLost)
 	}
 	mctx, mcancel := context.WithCancel(c.ctx)
@@ -97,9 +118,92 @@ func (c *Client) campaign(ctx context.Context, s *concurrency.Session, brokerID 
 	go func() {
 		defer c.wg.Done()
 		defer l.wg.Done()
-		l.monitor(mctx, resp.Header.Revision+1)
+		l.monitor(mctx, gresp.Header.Revision+1)
 	}()
 	return l, nil
+}
+
+// deleteCandidate removes an election key (if it still has revision rev).
+// If the coordinator cannot be reached it keeps trying in the background
+// for as long as the session lives: a key left behind on a live session
+// would block the election, or name a controller that no longer acts.
+func (c *Client) deleteCandidate(s *concurrency.Session, key string, rev int64) error {
+	del := func(ctx context.Context) error {
+		cctx, cancel := c.callCtx(ctx)
+		defer cancel()
+		_, err := c.cli.Txn(cctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(clientv3.OpDelete(key)).Commit()
+		return err
+	}
+	err := del(context.Background())
+	if err == nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	stop := context.AfterFunc(s.Ctx(), cancel)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer stop()
+		defer cancel()
+		b := newBackoff()
+		for b.wait(ctx) {
+			if del(ctx) == nil {
+				return
+			}
+		}
+	}()
+	return err
+}
+
+// waitOlderGone returns once no election key older than rev exists, or
+// ctx.Err(). Coordinator errors are retried with backoff: waiting through
+// a quorum loss is part of campaigning.
+func (c *Client) waitOlderGone(ctx context.Context, rev int64) error {
+	b := newBackoff()
+	for {
+		gctx, gcancel := c.callCtx(ctx)
+		resp, err := c.cli.Get(gctx, controllerPrefix+"/",
+			append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))...)
+		gcancel()
+		if err != nil {
+			if !b.wait(ctx) {
+				return ctx.Err()
+			}
+			continue
+		}
+		if len(resp.Kvs) == 0 {
+			return nil
+		}
+		// Wait for the youngest older candidate to go, then look again.
+		older := string(resp.Kvs[0].Key)
+		deleted := c.waitDeleted(ctx, older, resp.Header.Revision+1)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if deleted {
+			b.reset()
+		} else if !b.wait(ctx) { // the watch broke: back off, then re-read
+			return ctx.Err()
+		}
+	}
+}
+
+// waitDeleted watches key from rev and reports whether it was deleted;
+// false means ctx ended or the watch broke.
+func (c *Client) waitDeleted(ctx context.Context, key string, rev int64) bool {
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for wr := range c.cli.Watch(ctx, key, clientv3.WithRev(rev)) {
+		if wr.Err() != nil {
+			return false
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // monitor closes done when the election key is deleted, the session ends,
@@ -112,24 +216,12 @@ func (l *Leadership) monitor(ctx context.Context, rev int64) {
 	defer stop()
 	b := newBackoff()
 	for ctx.Err() == nil {
-		// RequireLeader: a member cut off from the quorum ends the watch
-		// instead of keeping it silent; the key is then checked elsewhere.
-		wch := l.c.cli.Watch(clientv3.WithRequireLeader(ctx), l.key, clientv3.WithRev(rev))
-		for resp := range wch {
-			if resp.Err() != nil {
-				break
-			}
-			for _, ev := range resp.Events {
-				if ev.Type == mvccpb.DELETE {
-					return
-				}
-			}
-			rev = resp.Header.Revision + 1
-		}
-		if ctx.Err() != nil {
+		// The watch requires a leader: a member cut off from the quorum ends
+		// it instead of keeping it silent, and the key is checked elsewhere.
+		if l.c.waitDeleted(ctx, l.key, rev) || ctx.Err() != nil {
 			return
 		}
-		// The watch broke (compaction, cancellation): check the key itself.
+		// The watch broke (compaction, no leader): check the key itself.
 		gctx, gcancel := l.c.callCtx(ctx)
 		resp, err := l.c.cli.Get(gctx, l.key)
 		gcancel()
@@ -161,9 +253,7 @@ func (l *Leadership) Done() <-chan struct{} { return l.done }
 // It is idempotent.
 func (l *Leadership) Resign(ctx context.Context) error {
 	l.once.Do(func() {
-		cctx, cancel := l.c.callCtx(ctx)
-		defer cancel()
-		err := l.election.Resign(cctx)
+		err := l.c.deleteCandidate(l.session, l.key, l.rev)
 		l.cancel()
 		l.wg.Wait()
 		if l.ownSession {

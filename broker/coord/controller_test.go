@@ -180,3 +180,79 @@ func waitController(t *testing.T, ch <-chan ControllerEvent, id int32) {
 		}
 	}
 }
+
+// TestCampaignThroughOutage: a waiting candidate keeps waiting through a
+// coordinator outage and wins once the old controller's session expires;
+// a candidate whose ctx ends while no coordinator runs returns promptly.
+func TestCampaignThroughOutage(t *testing.T) {
+	tc := startCluster(t, 1, false)
+	ctx := context.Background()
+	old, err := Dial(ctx, tc.endpoints(), WithSessionTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	lo, err := old.Campaign(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := tc.dial(t, WithSessionTimeout(15*time.Second), WithCallTimeout(time.Second))
+	quitter := tc.dial(t, WithSessionTimeout(15*time.Second), WithCallTimeout(time.Second))
+	type result struct {
+		l   *Leadership
+		err error
+	}
+	won := make(chan result, 1)
+	go func() {
+		l, err := waiter.Campaign(ctx, 2)
+		won <- result{l, err}
+	}()
+	qctx, quit := context.WithCancel(ctx)
+	quitDone := make(chan error, 1)
+	go func() {
+		_, err := quitter.Campaign(qctx, 3)
+		quitDone <- err
+	}()
+	eventually(t, 5*time.Second, func() error {
+		resp, err := waiter.Etcd().Get(ctx, controllerPrefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil || resp.Count != 3 {
+			return fmt.Errorf("%v candidates, err %v", resp, err)
+		}
+		return nil
+	})
+
+	tc.stop(0) // outage
+	quit()
+	if err := recv(t, quitDone, 10*time.Second); !errors.Is(err, context.Canceled) {
+		t.Fatalf("campaign canceled during the outage: %v, want context.Canceled", err)
+	}
+	old.Close() // the old controller dies during the outage
+	closedWithin(t, lo.Done(), time.Second, "old leadership")
+	if err := tc.start(0); err != nil {
+		t.Fatal(err)
+	}
+	// The canceled candidate's key goes once the coordinator is back, not
+	// a session timeout (15 s) later.
+	eventually(t, 10*time.Second, func() error {
+		resp, err := waiter.Etcd().Get(ctx, fmt.Sprintf("%s/", controllerPrefix), clientv3.WithPrefix())
+		if err != nil {
+			return err
+		}
+		for _, kv := range resp.Kvs {
+			if string(kv.Value) == "3" {
+				return fmt.Errorf("canceled candidate's key %s still there", kv.Key)
+			}
+		}
+		return nil
+	})
+	r := recv(t, won, 20*time.Second)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.l.Epoch() <= lo.Epoch() {
+		t.Fatalf("new epoch %d not above %d", r.l.Epoch(), lo.Epoch())
+	}
+	if id, _, err := waiter.Controller(ctx); err != nil || id != 2 {
+		t.Fatalf("controller after outage: %d, %v", id, err)
+	}
+}
