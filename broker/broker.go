@@ -70,6 +70,8 @@ type Broker struct {
 	clientsMu sync.Mutex
 	clients   map[int32]*brokerClient
 
+	events stateEvents
+
 	ready     chan struct{}
 	addrs     []string // bound listener addresses, set before ready closes
 	metricsAt string
@@ -253,7 +255,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		return nil
 	})
 	if mln != nil {
-		g.Go(func() error { return b.metrics.serve(gctx, mln) })
+		g.Go(func() error { return b.metrics.serve(gctx, mln, b.registerStateHTTP) })
 	}
 	g.Go(func() error {
 		err := b.logs.Run(gctx, b.highWatermark)
@@ -263,6 +265,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error { b.replicaTasks(gctx); return nil })
+	g.Go(func() error { b.watchState(gctx); return nil })
 	if b.cluster != nil {
 		g.Go(func() error { return b.cluster.registrationLoop(gctx) })
 		g.Go(func() error { b.cluster.isrNotifyLoop(gctx); return nil })

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"fmt"
 	"io"
 	"log/slog"
@@ -242,5 +244,65 @@ func waitISR(t testing.TB, addr, topic string, n int) {
 			}
 		}
 		return nil
+	})
+}
+
+// TestStateEndpoints: /v1/partitions shows each replica's role, leader,
+// epoch, ISR and HW, and /v1/events records the leadership change a
+// failover causes, with timestamps, for the lab's cluster-state timeline.
+func TestStateEndpoints(t *testing.T) {
+	tc := startCluster(t, 2, "metrics.listen=127.0.0.1:0")
+	cl := tc.client(kgo.RequiredAcks(kgo.AllISRAcks()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 2, nil, "st"); err != nil {
+		t.Fatal(err)
+	}
+	waitISR(t, tc.bootstrap()[0], "st", 2)
+	produceValues(t, cl, "st", 1, "v", 10)
+	get := func(b *testBroker, path string, v any) error {
+		resp, err := http.Get("http://" + b.MetricsAddr() + path)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		return json.NewDecoder(resp.Body).Decode(v)
+	}
+	var leader int32
+	waitFor(t, 10*time.Second, "leader reports hw 10", func() error {
+		for id, b := range tc.brokers {
+			var snap struct {
+				Partitions []PartitionStatus `json:"partitions"`
+			}
+			if err := get(b, "/v1/partitions", &snap); err != nil {
+				return err
+			}
+			for _, p := range snap.Partitions {
+				if p.Topic == "st" && p.Role == "leader" && p.HighWatermark == 10 && len(p.ISR) == 2 {
+					leader = id
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("no leader at hw 10 yet")
+	})
+	var survivor int32 = 1
+	if leader == 1 {
+		survivor = 2
+	}
+	tc.stop(leader)
+	waitFor(t, 20*time.Second, "survivor's events show it became leader", func() error {
+		var evs struct {
+			Events []StateEvent `json:"events"`
+		}
+		if err := get(tc.brokers[survivor], "/v1/events?since=0", &evs); err != nil {
+			return err
+		}
+		for _, e := range evs.Events {
+			if e.Topic == "st" && e.Role == "leader" && e.Leader == survivor && e.LeaderEpoch > 0 && e.TimeMs > 0 {
+				return nil
+			}
+		}
+		return fmt.Errorf("events %+v", evs.Events)
 	})
 }

@@ -92,10 +92,13 @@ func (m *metrics) sampleLoop(ctx context.Context, ioThreads, netThreads int) {
 	}
 }
 
-// serveMetrics serves /metrics on addr until ctx ends.
-func (m *metrics) serve(ctx context.Context, ln net.Listener) error {
+// serve serves /metrics (and what extra registers) on ln until ctx ends.
+func (m *metrics) serve(ctx context.Context, ln net.Listener, extra func(*http.ServeMux)) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	if extra != nil {
+		extra(mux)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -1,0 +1,131 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/isrlab/isrlab/broker/partition"
+)
+
+// PartitionStatus is one replica's state as the broker reports it on
+// /v1/partitions, for the lab's cluster-state timeline.
+type PartitionStatus struct {
+	Topic          string  `json:"topic"`
+	Partition      int32   `json:"partition"`
+	Role           string  `json:"role"`
+	Leader         int32   `json:"leader"`
+	LeaderEpoch    int32   `json:"leader_epoch"`
+	ISR            []int32 `json:"isr"`
+	Replicas       []int32 `json:"replicas"`
+	HighWatermark  int64   `json:"hw"`
+	LogEndOffset   int64   `json:"leo"`
+	LogStartOffset int64   `json:"log_start"`
+}
+
+// StateEvent is a change of a replica's role, leader, leader epoch or ISR,
+// as seen by this broker; Seq increases by one per event.
+type StateEvent struct {
+	Seq    int64 `json:"seq"`
+	TimeMs int64 `json:"time_ms"`
+	Broker int32 `json:"broker"`
+	PartitionStatus
+}
+
+var roleNames = map[partition.Role]string{partition.None: "none", partition.Leader: "leader", partition.Follower: "follower"}
+
+// statusOf converts a partition snapshot.
+func statusOf(p *partition.Partition) PartitionStatus {
+	s := p.State()
+	return PartitionStatus{Topic: p.Topic, Partition: p.Index, Role: roleNames[s.Role], Leader: s.Leader, LeaderEpoch: s.LeaderEpoch,
+		ISR: s.ISR, Replicas: s.Replicas, HighWatermark: s.HighWatermark, LogEndOffset: s.LogEndOffset, LogStartOffset: s.LogStartOffset}
+}
+
+// stateEvents keeps the last maxStateEvents changes.
+type stateEvents struct {
+	mu     sync.Mutex
+	seq    int64
+	events []StateEvent
+	last   map[tp]PartitionStatus
+}
+
+const maxStateEvents = 10000
+
+// watchState samples every replica every 100 ms and records changes of
+// role, leader, epoch or ISR.
+func (b *Broker) watchState(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		b.sampleState()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (b *Broker) sampleState() {
+	ev := &b.events
+	now := time.Now().UnixMilli()
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if ev.last == nil {
+		ev.last = map[tp]PartitionStatus{}
+	}
+	for _, p := range b.partitionList() {
+		s := statusOf(p)
+		k := tp{p.Topic, p.Index}
+		prev, ok := ev.last[k]
+		ev.last[k] = s
+		if ok && prev.Role == s.Role && prev.Leader == s.Leader && prev.LeaderEpoch == s.LeaderEpoch && slices.Equal(prev.ISR, s.ISR) {
+			continue
+		}
+		ev.seq++
+		ev.events = append(ev.events, StateEvent{Seq: ev.seq, TimeMs: now, Broker: b.id, PartitionStatus: s})
+		if len(ev.events) > maxStateEvents {
+			ev.events = slices.Clone(ev.events[len(ev.events)-maxStateEvents:])
+		}
+	}
+}
+
+// handleStateHTTP serves /v1/partitions (a snapshot) and /v1/events?since=N
+// (changes after sequence N).
+func (b *Broker) registerStateHTTP(mux *http.ServeMux) {
+	mux.HandleFunc("/v1/partitions", func(w http.ResponseWriter, r *http.Request) {
+		var out []PartitionStatus
+		for _, p := range b.partitionList() {
+			out = append(out, statusOf(p))
+		}
+		sort.Slice(out, func(i, j int) bool {
+			if out[i].Topic != out[j].Topic {
+				return out[i].Topic < out[j].Topic
+			}
+			return out[i].Partition < out[j].Partition
+		})
+		writeJSON(w, map[string]any{"broker": b.id, "broker_epoch": b.BrokerEpoch(), "time_ms": time.Now().UnixMilli(), "partitions": out})
+	})
+	mux.HandleFunc("/v1/events", func(w http.ResponseWriter, r *http.Request) {
+		since, _ := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
+		b.events.mu.Lock()
+		var out []StateEvent
+		for _, e := range b.events.events {
+			if e.Seq > since {
+				out = append(out, e)
+			}
+		}
+		b.events.mu.Unlock()
+		writeJSON(w, map[string]any{"broker": b.id, "events": out})
+	})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
