@@ -3,10 +3,10 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
