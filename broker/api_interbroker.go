@@ -102,8 +102,10 @@ func (b *Broker) applyLeaderAndISR(controllerEpoch int32, ps kmsg.LeaderAndISRRe
 			return kerr.KafkaStorageError.Code
 		}
 		b.log.Info("became leader", "topic", ps.Topic, "partition", ps.Partition, "leader_epoch", ps.LeaderEpoch, "isr", fmtIDs(ps.ISR))
+		b.groupsOnLeader(ps.Topic, ps.Partition, ps.LeaderEpoch)
 		return 0
 	}
+	b.groupsOnResign(ps.Topic, ps.Partition)
 	if ps.Leader < 0 {
 		p.Stop()
 		b.fetchers.remove(tp{ps.Topic, ps.Partition})

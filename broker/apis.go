@@ -25,14 +25,25 @@ var apiVersions = wire.Table{
 	5:  {Min: 1, Max: 3},  // StopReplica
 	6:  {Min: 1, Max: 6},  // UpdateMetadata
 	7:  {Min: 1, Max: 3},  // ControlledShutdown
+	8:  {Min: 0, Max: 8},  // OffsetCommit
+	9:  {Min: 0, Max: 8},  // OffsetFetch
+	10: {Min: 0, Max: 4},  // FindCoordinator
+	11: {Min: 0, Max: 9},  // JoinGroup
+	12: {Min: 0, Max: 4},  // Heartbeat
+	13: {Min: 0, Max: 5},  // LeaveGroup
+	14: {Min: 0, Max: 5},  // SyncGroup
+	15: {Min: 0, Max: 5},  // DescribeGroups
+	16: {Min: 0, Max: 4},  // ListGroups
 	18: {Min: 0, Max: 3},  // ApiVersions
 	19: {Min: 0, Max: 5},  // CreateTopics
 	20: {Min: 0, Max: 5},  // DeleteTopics
 	22: {Min: 0, Max: 4},  // InitProducerId
 	23: {Min: 0, Max: 4},  // OffsetForLeaderEpoch
 	32: {Min: 0, Max: 4},  // DescribeConfigs
+	42: {Min: 0, Max: 2},  // DeleteGroups
 	43: {Min: 0, Max: 2},  // ElectLeaders
 	44: {Min: 0, Max: 1},  // IncrementalAlterConfigs
+	47: {Min: 0, Max: 0},  // OffsetDelete
 	56: {Min: 0, Max: 1},  // AlterPartition
 }
 
@@ -46,14 +57,25 @@ func (b *Broker) handlerTable() map[int16]handler {
 		5:  b.handleStopReplica,
 		6:  b.handleUpdateMetadata,
 		7:  b.handleControlledShutdown,
+		8:  b.handleOffsetCommit,
+		9:  b.handleOffsetFetch,
+		10: b.handleFindCoordinator,
+		11: b.handleJoinGroup,
+		12: b.handleHeartbeat,
+		13: b.handleLeaveGroup,
+		14: b.handleSyncGroup,
+		15: b.handleDescribeGroups,
+		16: b.handleListGroups,
 		18: b.handleApiVersions,
 		19: b.handleCreateTopics,
 		20: b.handleDeleteTopics,
 		22: b.handleInitProducerID,
 		23: b.handleOffsetForLeaderEpoch,
 		32: b.handleDescribeConfigs,
+		42: b.handleDeleteGroups,
 		43: b.handleElectLeaders,
 		44: b.handleIncrementalAlterConfigs,
+		47: b.handleOffsetDelete,
 		56: b.handleAlterPartition,
 	}
 }

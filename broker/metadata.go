@@ -240,6 +240,7 @@ func (b *Broker) openTopicPartitions(t *topicMeta) error {
 			if err := p.MakeLeader(st, pm.Replicas, 0, b.checkpointHW(t.Name, idx)); err != nil {
 				return fmt.Errorf("make leader %s-%d: %w", t.Name, idx, err)
 			}
+			b.groupsOnLeader(t.Name, idx, pm.LeaderEpoch)
 		}
 	}
 	return nil

@@ -1,0 +1,267 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/group"
+)
+
+// groupManagers holds each broker's group coordinator, made on first use.
+var groupManagers sync.Map // *Broker -> *groupEntry
+
+type groupEntry struct {
+	m      *group.Manager
+	closer atomic.Bool // a close on the broker's shutdown is registered
+}
+
+// groups returns the broker's group coordinator (KAFKA-SPEC §9). It is
+// closed when the broker stops serving.
+func (b *Broker) groups() *group.Manager {
+	v, ok := groupManagers.Load(b)
+	if !ok {
+		cfg := group.DefaultConfig()
+		cfg.Partitions = b.cfg.Int("offsets.topic.num.partitions")
+		cfg.InitialRebalanceDelay = time.Duration(b.cfg.Int("group.initial.rebalance.delay.ms")) * time.Millisecond
+		cfg.CommitTimeout = time.Duration(b.cfg.Int("offsets.commit.timeout.ms")) * time.Millisecond
+		if b.cfg.Known("group.min.session.timeout.ms") {
+			cfg.MinSessionTimeout = time.Duration(b.cfg.Int("group.min.session.timeout.ms")) * time.Millisecond
+		}
+		if b.cfg.Known("group.max.session.timeout.ms") {
+			cfg.MaxSessionTimeout = time.Duration(b.cfg.Int("group.max.session.timeout.ms")) * time.Millisecond
+		}
+		e := &groupEntry{m: group.New(cfg, groupLog{b}, group.WithLogger(b.log.With("component", "group-coordinator")))}
+		v, _ = groupManagers.LoadOrStore(b, e)
+	}
+	e := v.(*groupEntry)
+	if b.runCtx != context.Background() && e.closer.CompareAndSwap(false, true) {
+		context.AfterFunc(b.runCtx, func() {
+			e.m.Close()
+			groupManagers.Delete(b)
+		})
+	}
+	return e.m
+}
+
+// groupsOnLeader is called when this broker becomes leader of a
+// partition: for __consumer_offsets it becomes the coordinator of the
+// partition's groups.
+func (b *Broker) groupsOnLeader(topic string, p, leaderEpoch int32) {
+	if topic != group.Topic {
+		return
+	}
+	b.groups().OnBecomeLeader(p, leaderEpoch)
+}
+
+// groupsOnResign is called when this broker stops leading a partition.
+func (b *Broker) groupsOnResign(topic string, p int32) {
+	if topic != group.Topic {
+		return
+	}
+	if v, ok := groupManagers.Load(b); ok {
+		v.(*groupEntry).m.OnResign(p)
+	}
+}
+
+// groupLog is the broker's side of the coordinator's persistence.
+type groupLog struct{ b *Broker }
+
+// Append appends as leader with acks=-1 and waits until the HW covers the
+// batch or ctx ends (offsets.commit.timeout.ms).
+func (l groupLog) Append(ctx context.Context, idx int32, batch []byte) (int64, error) {
+	p := l.b.partition(group.Topic, idx)
+	if p == nil {
+		return 0, kerr.NotLeaderForPartition
+	}
+	res, err := p.AppendAsLeader(batch, -1)
+	if err != nil {
+		return 0, err
+	}
+	for {
+		ch := p.Changed()
+		done, err := p.AcksAllStatus(res.LastOffset + 1)
+		if done {
+			return res.FirstOffset, err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return 0, kerr.RequestTimedOut
+		}
+	}
+}
+
+// Read reads whole batches from the local log up to its end.
+func (l groupLog) Read(_ context.Context, idx int32, from int64) ([]byte, error) {
+	p := l.b.partition(group.Topic, idx)
+	if p == nil {
+		return nil, kerr.NotLeaderForPartition
+	}
+	lg := p.Log()
+	from = max(from, lg.LogStartOffset())
+	end := lg.LogEndOffset()
+	if from >= end {
+		return nil, nil
+	}
+	rr, err := lg.Read(from, 1<<20, end, true)
+	if err != nil {
+		return nil, err
+	}
+	return rr.Records, nil
+}
+
+// offsetsTopicConfigs: only cleanup.policy=delete exists, so committed
+// offsets are kept by never deleting by time instead of by compaction.
+var offsetsTopicConfigs = map[string]string{"retention.ms": "-1", "segment.bytes": "104857600"}
+
+// ensureOffsetsTopic creates __consumer_offsets on first use, with
+// offsets.topic.replication.factor clamped to the live brokers.
+func (b *Broker) ensureOffsetsTopic() {
+	rf := b.cfg.Int("offsets.topic.replication.factor")
+	live := len(b.meta.brokerList())
+	if live < 1 {
+		live = 1
+	}
+	if rf > live {
+		b.log.Warn("offsets.topic.replication.factor is larger than the live brokers; creating __consumer_offsets with fewer replicas", "configured", rf, "replication_factor", live)
+		rf = live
+	}
+	err := b.createTopic(group.Topic, int32(b.cfg.Int("offsets.topic.num.partitions")), int16(rf), offsetsTopicConfigs)
+	if err != nil && !errors.Is(err, errTopicExists) {
+		b.log.Warn("create "+group.Topic, "err", err)
+	}
+}
+
+// coordinatorFor finds the broker leading key's __consumer_offsets partition.
+func (b *Broker) coordinatorFor(key string, keyType int8) (id int32, host string, port int32, code int16, msg string) {
+	id = -1
+	switch {
+	case keyType != 0:
+		return id, "", -1, kerr.InvalidRequest.Code, "only group coordinators exist: transactions are not supported"
+	case key == "":
+		return id, "", -1, kerr.InvalidRequest.Code, "empty group id"
+	}
+	t, ok := b.meta.topic(group.Topic)
+	if !ok || len(t.Partitions) == 0 {
+		b.ensureOffsetsTopic()
+		return id, "", -1, kerr.CoordinatorNotAvailable.Code, group.Topic + " is being created"
+	}
+	// The configured count, as the coordinator uses: changing
+	// offsets.topic.num.partitions after the topic exists is not supported.
+	p := group.Partition(key, b.cfg.Int("offsets.topic.num.partitions"))
+	if int(p) >= len(t.Partitions) {
+		return id, "", -1, kerr.CoordinatorNotAvailable.Code, group.Topic + " has fewer partitions than offsets.topic.num.partitions"
+	}
+	pm := t.Partitions[p]
+	if pm.Leader < 0 {
+		return id, "", -1, kerr.CoordinatorNotAvailable.Code, "the group's " + group.Topic + " partition has no leader"
+	}
+	for _, be := range b.meta.brokerList() {
+		if be.ID == pm.Leader {
+			return be.ID, be.Host, be.Port, 0, ""
+		}
+	}
+	return id, "", -1, kerr.CoordinatorNotAvailable.Code, "coordinator " + strconv.Itoa(int(pm.Leader)) + " is not live"
+}
+
+func (b *Broker) handleFindCoordinator(_ context.Context, rq *request) {
+	req := rq.req.(*kmsg.FindCoordinatorRequest)
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	if req.Version < 4 {
+		id, host, port, code, msg := b.coordinatorFor(req.CoordinatorKey, req.CoordinatorType)
+		resp.NodeID, resp.Host, resp.Port, resp.ErrorCode = id, host, port, code
+		if msg != "" {
+			resp.ErrorMessage = &msg
+		}
+		rq.respond(resp)
+		return
+	}
+	for _, key := range req.CoordinatorKeys {
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		var msg string
+		c.Key = key
+		c.NodeID, c.Host, c.Port, c.ErrorCode, msg = b.coordinatorFor(key, req.CoordinatorType)
+		if msg != "" {
+			c.ErrorMessage = &msg
+		}
+		resp.Coordinators = append(resp.Coordinators, c)
+	}
+	rq.respond(resp)
+}
+
+// clientHost is the client's address as Kafka shows it.
+func (rq *request) clientHost() string {
+	host, _, err := net.SplitHostPort(rq.conn.remote)
+	if err != nil {
+		host = rq.conn.remote
+	}
+	return "/" + host
+}
+
+func (rq *request) clientID() string {
+	if rq.hdr.ClientID != nil {
+		return *rq.hdr.ClientID
+	}
+	return ""
+}
+
+// handleJoinGroup answers when the rebalance completes; the connection
+// stays muted meanwhile, as in Kafka.
+func (b *Broker) handleJoinGroup(_ context.Context, rq *request) {
+	req := rq.req.(*kmsg.JoinGroupRequest)
+	m := b.groups()
+	go m.JoinGroup(req, rq.clientID(), rq.clientHost(), func(r *kmsg.JoinGroupResponse) { rq.respond(r) })
+}
+
+func (b *Broker) handleSyncGroup(_ context.Context, rq *request) {
+	req := rq.req.(*kmsg.SyncGroupRequest)
+	m := b.groups()
+	go m.SyncGroup(req, func(r *kmsg.SyncGroupResponse) { rq.respond(r) })
+}
+
+func (b *Broker) handleHeartbeat(_ context.Context, rq *request) {
+	rq.respond(b.groups().Heartbeat(rq.req.(*kmsg.HeartbeatRequest)))
+}
+
+// The handlers below may wait for an acks=-1 append, so they answer off
+// the handler thread, like a delayed produce.
+
+func (b *Broker) handleLeaveGroup(_ context.Context, rq *request) {
+	m := b.groups()
+	go func() { rq.respond(m.LeaveGroup(rq.req.(*kmsg.LeaveGroupRequest))) }()
+}
+
+func (b *Broker) handleOffsetCommit(_ context.Context, rq *request) {
+	m := b.groups()
+	go func() { rq.respond(m.OffsetCommit(rq.req.(*kmsg.OffsetCommitRequest))) }()
+}
+
+func (b *Broker) handleOffsetFetch(_ context.Context, rq *request) {
+	rq.respond(b.groups().OffsetFetch(rq.req.(*kmsg.OffsetFetchRequest)))
+}
+
+func (b *Broker) handleDescribeGroups(_ context.Context, rq *request) {
+	rq.respond(b.groups().DescribeGroups(rq.req.(*kmsg.DescribeGroupsRequest)))
+}
+
+func (b *Broker) handleListGroups(_ context.Context, rq *request) {
+	rq.respond(b.groups().ListGroups(rq.req.(*kmsg.ListGroupsRequest)))
+}
+
+func (b *Broker) handleDeleteGroups(_ context.Context, rq *request) {
+	m := b.groups()
+	go func() { rq.respond(m.DeleteGroups(rq.req.(*kmsg.DeleteGroupsRequest))) }()
+}
+
+func (b *Broker) handleOffsetDelete(_ context.Context, rq *request) {
+	m := b.groups()
+	go func() { rq.respond(m.OffsetDelete(rq.req.(*kmsg.OffsetDeleteRequest))) }()
+}

@@ -1,0 +1,91 @@
+package group
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeGroups handles a DescribeGroups. As Kafka, only a Stable group
+// shows its members' metadata and assignments; an unknown group is Dead.
+func (m *Manager) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.DescribeGroupsResponse {
+	m.mu.Lock()
+	defer m.unlock()
+	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	for _, id := range req.Groups {
+		rg := kmsg.NewDescribeGroupsResponseGroup()
+		rg.Group = id
+		rg.AuthorizedOperations = -2147483648
+		if e := m.checkLocked(id); e != nil {
+			rg.ErrorCode = e.Code
+			resp.Groups = append(resp.Groups, rg)
+			continue
+		}
+		g := m.groups[id]
+		if g == nil {
+			rg.State = string(Dead)
+			resp.Groups = append(resp.Groups, rg)
+			continue
+		}
+		rg.State, rg.ProtocolType = string(g.state), g.protocolType
+		if g.state == Stable {
+			rg.Protocol = g.protocol
+		}
+		for _, mid := range g.order {
+			mem := g.members[mid]
+			rm := kmsg.NewDescribeGroupsResponseGroupMember()
+			rm.MemberID, rm.InstanceID, rm.ClientID, rm.ClientHost = mem.id, mem.instanceID, mem.clientID, mem.clientHost
+			rm.ProtocolMetadata, rm.MemberAssignment = []byte{}, []byte{}
+			if g.state == Stable {
+				if md := mem.metadata(g.protocol); md != nil {
+					rm.ProtocolMetadata = md
+				}
+				if mem.assignment != nil {
+					rm.MemberAssignment = mem.assignment
+				}
+			}
+			rg.Members = append(rg.Members, rm)
+		}
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp
+}
+
+// ListGroups handles a ListGroups: the groups this broker coordinates,
+// filtered by state (v4+).
+func (m *Manager) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
+	m.mu.Lock()
+	defer m.unlock()
+	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	for _, o := range m.owned {
+		if o.loading {
+			resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		}
+	}
+	ids := make([]string, 0, len(m.groups))
+	for id := range m.groups {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		g := m.groups[id]
+		if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, string(g.state)) {
+			continue
+		}
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group, lg.ProtocolType, lg.GroupState = id, g.protocolType, string(g.state)
+		resp.Groups = append(resp.Groups, lg)
+	}
+	return resp
+}
+
+func containsFold(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,430 @@
+// Package group is the consumer-group coordinator: group membership
+// (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), generations, rebalance
+// and session timeouts, and committed offsets (KAFKA-SPEC §9).
+//
+// A Manager holds the groups of the __consumer_offsets partitions this
+// broker leads. It does no network I/O: it persists group metadata and
+// offsets through the Log the broker provides (an acks=-1 append to
+// __consumer_offsets) and reloads them from it when it becomes a
+// partition's leader. Time comes from an injected Clock, so tests drive
+// session expiry and rebalance delays without sleeping. Responses to
+// requests that wait (JoinGroup until the rebalance completes, SyncGroup
+// until the leader's assignment is stored) are delivered through
+// callbacks, each called exactly once.
+package group
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Topic is the name of the offsets topic.
+const Topic = "__consumer_offsets"
+
+// Log is the broker's side of persistence: __consumer_offsets partitions
+// this broker leads.
+type Log interface {
+	// Append appends one record batch with acks=-1 and returns the offset
+	// of its first record. It waits at most until ctx ends; errors are
+	// Kafka errors from kerr where Kafka has one.
+	Append(ctx context.Context, partition int32, batch []byte) (int64, error)
+	// Read returns whole batches from offset from (the log start when from
+	// is below it) up to the log end; an empty result means the end.
+	Read(ctx context.Context, partition int32, from int64) ([]byte, error)
+}
+
+// Clock is the manager's time source.
+type Clock interface {
+	Now() time.Time
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// Timer is a scheduled callback.
+type Timer interface{ Stop() bool }
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                            { return time.Now() }
+func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+// Config holds the coordinator settings, under Kafka's names.
+type Config struct {
+	// Partitions is offsets.topic.num.partitions.
+	Partitions int
+	// InitialRebalanceDelay is group.initial.rebalance.delay.ms.
+	InitialRebalanceDelay time.Duration
+	// MinSessionTimeout and MaxSessionTimeout are
+	// group.min.session.timeout.ms (6000) and group.max.session.timeout.ms
+	// (1800000).
+	MinSessionTimeout, MaxSessionTimeout time.Duration
+	// CommitTimeout is offsets.commit.timeout.ms.
+	CommitTimeout time.Duration
+	// MaxMetadataBytes is offset.metadata.max.bytes (4096).
+	MaxMetadataBytes int
+}
+
+// DefaultConfig is Kafka's defaults.
+func DefaultConfig() Config {
+	return Config{
+		Partitions:            50,
+		InitialRebalanceDelay: 3 * time.Second,
+		MinSessionTimeout:     6 * time.Second,
+		MaxSessionTimeout:     30 * time.Minute,
+		CommitTimeout:         5 * time.Second,
+		MaxMetadataBytes:      4096,
+	}
+}
+
+// Option configures a Manager.
+type Option interface{ apply(*Manager) }
+
+type optFunc func(*Manager)
+
+func (f optFunc) apply(m *Manager) { f(m) }
+
+// WithClock injects the clock.
+func WithClock(c Clock) Option { return optFunc(func(m *Manager) { m.clock = c }) }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return optFunc(func(m *Manager) { m.logger = l }) }
+
+// WithMemberIDs sets how member ids are made (tests make them predictable);
+// the default is clientID-<uuid>, as Kafka.
+func WithMemberIDs(f func(clientID string) string) Option {
+	return optFunc(func(m *Manager) { m.newID = f })
+}
+
+// ownership is a __consumer_offsets partition this broker leads.
+type ownership struct {
+	epoch   int32
+	loading bool
+	cancel  context.CancelFunc
+}
+
+// Manager coordinates the groups of the __consumer_offsets partitions
+// this broker leads.
+type Manager struct {
+	cfg    Config
+	log    Log
+	clock  Clock
+	logger *slog.Logger
+	newID  func(clientID string) string
+
+	mu     sync.Mutex
+	owned  map[int32]*ownership
+	groups map[string]*groupState
+	out    []func() // run after mu is released: callbacks and appends
+	closed bool
+
+	wg sync.WaitGroup // loaders
+}
+
+// New returns a Manager that owns no partition yet.
+func New(cfg Config, l Log, opts ...Option) *Manager {
+	d := DefaultConfig()
+	if cfg.Partitions <= 0 {
+		cfg.Partitions = d.Partitions
+	}
+	if cfg.MinSessionTimeout <= 0 {
+		cfg.MinSessionTimeout = d.MinSessionTimeout
+	}
+	if cfg.MaxSessionTimeout <= 0 {
+		cfg.MaxSessionTimeout = d.MaxSessionTimeout
+	}
+	if cfg.CommitTimeout <= 0 {
+		cfg.CommitTimeout = d.CommitTimeout
+	}
+	if cfg.MaxMetadataBytes <= 0 {
+		cfg.MaxMetadataBytes = d.MaxMetadataBytes
+	}
+	m := &Manager{cfg: cfg, log: l, clock: realClock{}, logger: slog.Default(), newID: randomMemberID, owned: map[int32]*ownership{}, groups: map[string]*groupState{}}
+	for _, o := range opts {
+		o.apply(m)
+	}
+	return m
+}
+
+func randomMemberID(clientID string) string {
+	var b [16]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("%s-%x-%x-%x-%x-%x", clientID, b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// PartitionFor returns the __consumer_offsets partition of groupID.
+func (m *Manager) PartitionFor(groupID string) int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.partitionLocked(groupID)
+}
+
+func (m *Manager) partitionLocked(groupID string) int32 { return Partition(groupID, m.cfg.Partitions) }
+
+// unlock releases mu and then runs the work queued under it.
+func (m *Manager) unlock() {
+	out := m.out
+	m.out = nil
+	m.mu.Unlock()
+	for _, f := range out {
+		f()
+	}
+}
+
+func (m *Manager) later(f func()) { m.out = append(m.out, f) }
+
+func (m *Manager) nowMs() int64 { return m.clock.Now().UnixMilli() }
+
+// OnBecomeLeader makes this broker the coordinator of the groups of
+// __consumer_offsets partition p at leaderEpoch: they are reloaded from
+// the log in the background, and requests for them get
+// COORDINATOR_LOAD_IN_PROGRESS until the load completes. Calling it again
+// for the same epoch does nothing.
+func (m *Manager) OnBecomeLeader(p int32, leaderEpoch int32) {
+	m.mu.Lock()
+	defer m.unlock()
+	if m.closed {
+		return
+	}
+	if o, ok := m.owned[p]; ok {
+		if o.epoch == leaderEpoch {
+			return
+		}
+		m.resignLocked(p)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	o := &ownership{epoch: leaderEpoch, loading: true, cancel: cancel}
+	m.owned[p] = o
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer cancel()
+		m.load(ctx, p, o)
+	}()
+}
+
+// OnResign drops the groups of partition p: another broker coordinates
+// them now. Waiting requests get NOT_COORDINATOR.
+func (m *Manager) OnResign(p int32) {
+	m.mu.Lock()
+	defer m.unlock()
+	m.resignLocked(p)
+}
+
+func (m *Manager) resignLocked(p int32) {
+	o, ok := m.owned[p]
+	if !ok {
+		return
+	}
+	o.cancel()
+	delete(m.owned, p)
+	n := 0
+	for id, g := range m.groups {
+		if g.partition != p {
+			continue
+		}
+		n++
+		m.dropGroupLocked(g, kerr.NotCoordinator.Code)
+		delete(m.groups, id)
+	}
+	m.logger.Info("resigned as group coordinator", "partition", p, "groups", n)
+}
+
+// dropGroupLocked ends everything a group waits on with code.
+func (m *Manager) dropGroupLocked(g *groupState, code int16) {
+	if g.joinTimer != nil {
+		g.joinTimer.Stop()
+	}
+	for _, t := range g.pending {
+		t.Stop()
+	}
+	for _, mem := range g.members {
+		if mem.timer != nil {
+			mem.timer.Stop()
+		}
+		m.failJoinLocked(mem, code)
+		m.failSyncLocked(mem, code)
+	}
+	g.state = Dead
+}
+
+// Close resigns every partition and waits for loaders. It is idempotent.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	m.closed = true
+	for p := range m.owned {
+		m.resignLocked(p)
+	}
+	m.unlock()
+	m.wg.Wait()
+}
+
+// Owned returns the partitions this manager coordinates and whether each
+// is still loading.
+func (m *Manager) Owned() map[int32]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[int32]bool{}
+	for p, o := range m.owned {
+		out[p] = o.loading
+	}
+	return out
+}
+
+// checkLocked is the coordinator check every group request starts with.
+func (m *Manager) checkLocked(groupID string) *kerr.Error {
+	if groupID == "" {
+		return kerr.InvalidGroupID
+	}
+	o, ok := m.owned[m.partitionLocked(groupID)]
+	switch {
+	case !ok:
+		return kerr.NotCoordinator
+	case o.loading:
+		return kerr.CoordinatorLoadInProgress
+	}
+	return nil
+}
+
+// load replays partition p of __consumer_offsets into groups and offsets.
+func (m *Manager) load(ctx context.Context, p int32, o *ownership) {
+	start := m.clock.Now()
+	type loaded struct {
+		meta    *groupRecord
+		deleted bool
+		offsets map[TopicPartition]Offset
+	}
+	groups := map[string]*loaded{}
+	get := func(id string) *loaded {
+		l := groups[id]
+		if l == nil {
+			l = &loaded{offsets: map[TopicPartition]Offset{}}
+			groups[id] = l
+		}
+		return l
+	}
+	from, records := int64(0), 0
+	for {
+		data, err := m.log.Read(ctx, p, from)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			m.logger.Warn("load group partition", "partition", p, "offset", from, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
+		if len(data) == 0 {
+			break
+		}
+		next, err := decodeBatches(data, func(off int64, r record) error {
+			records++
+			k, err := parseKey(r.key)
+			if err != nil {
+				m.logger.Warn("skip unreadable record", "partition", p, "offset", off, "err", err)
+				return nil
+			}
+			l := get(k.group)
+			switch {
+			case k.isOffset && r.value == nil:
+				delete(l.offsets, k.tp)
+			case k.isOffset:
+				v, err := parseOffsetValue(r.value)
+				if err != nil {
+					m.logger.Warn("skip unreadable offset", "partition", p, "offset", off, "err", err)
+					return nil
+				}
+				v.logOffset = off
+				l.offsets[k.tp] = v
+			case r.value == nil:
+				l.meta, l.deleted = nil, true
+			default:
+				gr, err := parseGroupValue(r.value)
+				if err != nil {
+					m.logger.Warn("skip unreadable group metadata", "partition", p, "offset", off, "err", err)
+					return nil
+				}
+				l.meta, l.deleted = gr, false
+			}
+			return nil
+		})
+		if err != nil {
+			m.logger.Warn("load group partition: stop at a bad batch", "partition", p, "offset", from, "err", err)
+			break
+		}
+		if next <= from {
+			break
+		}
+		from = next
+	}
+
+	m.mu.Lock()
+	defer m.unlock()
+	if m.owned[p] != o {
+		return
+	}
+	now := m.clock.Now()
+	for id, l := range groups {
+		if l.meta == nil && len(l.offsets) == 0 {
+			continue
+		}
+		g := newGroupState(id, p)
+		g.offsets = l.offsets
+		g.stateSince = now.UnixMilli()
+		if gr := l.meta; gr != nil {
+			g.protocolType, g.protocol, g.generation, g.leader = gr.protocolType, gr.protocol, gr.generation, gr.leader
+			for _, mem := range gr.members {
+				mem.deadline = now.Add(time.Duration(mem.sessionTimeoutMs) * time.Millisecond)
+				g.members[mem.id] = mem
+				g.order = append(g.order, mem.id)
+				m.armMemberLocked(g, mem)
+			}
+			if len(g.members) > 0 {
+				g.state = Stable
+			}
+		}
+		m.groups[id] = g
+	}
+	o.loading = false
+	m.logger.Info("loaded group partition", "partition", p, "records", records, "groups", len(groups), "took", m.clock.Now().Sub(start).String())
+}
+
+// appendErr maps an append error to the code Kafka's coordinator answers
+// with (KAFKA-SPEC §9.3).
+func appendErr(err error, offsets bool) int16 {
+	var ke *kerr.Error
+	switch {
+	case errors.As(err, &ke):
+		switch ke {
+		case kerr.UnknownTopicOrPartition, kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.RequestTimedOut:
+			return kerr.CoordinatorNotAvailable.Code
+		case kerr.NotLeaderForPartition, kerr.KafkaStorageError:
+			return kerr.NotCoordinator.Code
+		case kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidFetchSize:
+			if offsets {
+				return kerr.InvalidCommitOffsetSize.Code
+			}
+			return kerr.UnknownServerError.Code
+		}
+		return kerr.UnknownServerError.Code
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// store appends recs to partition p with the commit timeout.
+func (m *Manager) store(p int32, recs []record) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CommitTimeout)
+	defer cancel()
+	return m.log.Append(ctx, p, encodeBatch(recs, m.nowMs()))
+}
