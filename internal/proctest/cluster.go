@@ -204,6 +204,13 @@ func (c *Cluster) CreateTopic(topic string, partitions int32, rf int16, configs 
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, rf, cfg, topic); err != nil {
 		c.t.Fatalf("create topic %s: %v", topic, err)
 	}
+	c.WaitTopic(topic, partitions, rf)
+}
+
+// WaitTopic waits until every partition of topic has a leader and an ISR
+// of rf.
+func (c *Cluster) WaitTopic(topic string, partitions int32, rf int16) {
+	c.t.Helper()
 	Eventually(c.t, 30*time.Second, "topic "+topic+" online with full ISRs", func() error {
 		st, err := c.Describe(topic)
 		if err != nil {
