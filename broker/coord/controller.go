@@ -33,8 +33,10 @@ type Leadership struct {
 
 // Campaign blocks until brokerID is elected controller or ctx ends, on a new
 // session with the client's session timeout. Unlike other calls it applies
-// no default timeout: waiting is its job. Prefer Registration.Campaign,
-// which ties the controller to the broker's own session as in Kafka.
+// no default timeout: waiting is its job, through coordinator outages too
+// (it fails with ErrSessionLost if its session expires meanwhile). Prefer
+// Registration.Campaign, which ties the controller to the broker's own
+// session as in Kafka.
 func (c *Client) Campaign(ctx context.Context, brokerID int32) (*Leadership, error) {
 	ttl := ttlSeconds(c.sessionTimeout)
 	s, err := c.newSession(ctx, ttl)

@@ -20,8 +20,8 @@
 //
 // The broker epoch (KIP-380) is the CreateRevision of /brokers/ids/<id>; a
 // re-registration after a lost session always gets a larger one. The
-// controller epoch is the CreateRevision of the winning election key
-// (concurrency.Election.Rev). The version of a partition state (Kafka's
+// controller epoch is the CreateRevision of the winning election key (the
+// oldest candidate key under /controller/). The version of a partition state (Kafka's
 // zkVersion) is the key's ModRevision. All three are etcd revisions: they
 // increase strictly over the life of a coordinator cluster.
 //
