@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -80,5 +81,87 @@ func TestCLI(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(runDir); len(ents) > 0 {
 		t.Errorf("run dir not removed by down: %v", ents)
+	}
+}
+
+// TestRootlessCLI runs `isrlab cluster` as an unprivileged user: up
+// re-executes itself in a user namespace and returns with the cluster
+// running; exec, status and down enter that namespace through nsenter.
+func TestRootlessCLI(t *testing.T) {
+	requireNetns(t)
+	if testing.Short() {
+		t.Skip("builds and runs the isrlab binary; skipped with -short")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("needs setpriv (util-linux) to run as an unprivileged user")
+	}
+	if _, err := exec.LookPath("nsenter"); err != nil {
+		t.Skip("needs nsenter (util-linux)")
+	}
+	bin := isrlabBinary(t)
+	if !hasCommand(bin, "cluster") || !hasCommand(bin, "coordinator") || !hasCommand(bin, "broker") {
+		t.Skip("isrlab lacks the cluster, coordinator or broker command")
+	}
+	dir, err := os.MkdirTemp("", "isrlab-rootless-cli-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nbin := filepath.Join(dir, "isrlab")
+	if err := os.WriteFile(nbin, exe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	isrlab := func(args ...string) (string, int) {
+		argv := append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", nbin}, args...)
+		cmd := exec.Command(setpriv, argv...)
+		cmd.Env = append(os.Environ(), "HOME="+dir, "TMPDIR="+dir, "XDG_RUNTIME_DIR=", "ISRLAB_STATE_DIR=", "ISRLAB_REGISTRY_DIR=")
+		cmd.Dir = dir
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return out.String(), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), 0
+	}
+	name := "rlcli"
+	t.Cleanup(func() { isrlab("cluster", "down", "--name", name) })
+	steps := []struct {
+		args     []string
+		code     int
+		contains []string
+	}{
+		{[]string{"cluster", "up", "--name", name, "--brokers", "1"}, 0, []string{"is up after", dir}},
+		{[]string{"cluster", "exec", "--name", name, "--", "cat", "/proc/net/dev"}, 0, []string{"eth0"}},
+		{[]string{"cluster", "status", "--name", name}, 0, []string{"b1", "up", "controller: broker 1"}},
+		{[]string{"clean"}, 0, []string{"left live run " + name}},
+		{[]string{"cluster", "down", "--name", name}, 0, []string{"is down after"}},
+		{[]string{"cluster", "list"}, 0, nil},
+	}
+	for _, s := range steps {
+		out, code := isrlab(s.args...)
+		if code != s.code {
+			t.Fatalf("isrlab %s (as nobody): exit %d, want %d\n%s", strings.Join(s.args, " "), code, s.code, out)
+		}
+		for _, want := range s.contains {
+			if !strings.Contains(out, want) {
+				t.Fatalf("isrlab %s (as nobody): output lacks %q:\n%s", strings.Join(s.args, " "), want, out)
+			}
+		}
+		if len(s.args) > 1 && s.args[1] == "list" && strings.Contains(out, name) {
+			t.Fatalf("cluster still listed after down:\n%s", out)
+		}
 	}
 }
