@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // groupBrokerOverrides make groups fast to form in tests.
@@ -162,4 +163,265 @@ func TestGroupSmoke(t *testing.T) {
 		t.Fatalf("lag %d, want 0", tot)
 	}
 	t.Logf("state %s", l.State)
+}
+
+// consumed counts what a group's consumers read, by value.
+type consumed struct {
+	mu   sync.Mutex
+	seen map[string]int
+	by   map[string]string // value -> consumer that read it last
+}
+
+func newConsumed() *consumed { return &consumed{seen: map[string]int{}, by: map[string]string{}} }
+
+func (c *consumed) record(consumer string, r *kgo.Record) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen[string(r.Value)]++
+	c.by[string(r.Value)] = consumer
+}
+
+// check reports missing values and values read more than once.
+func (c *consumed) check(want []string) (missing, dups []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, v := range want {
+		switch n := c.seen[v]; {
+		case n == 0:
+			missing = append(missing, v)
+		case n > 1:
+			dups = append(dups, v)
+		}
+	}
+	return missing, dups
+}
+
+func values(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return out
+}
+
+// waitMembers waits until the group is Stable with exactly the named
+// members, whose assignments cover the topic's partitions once.
+func waitMembers(t *testing.T, adm *kadm.Client, group, topic string, partitions int, members ...string) {
+	t.Helper()
+	waitFor(t, 30*time.Second, fmt.Sprintf("group %s stable with %v", group, members), func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		state, as, err := groupAssignment(ctx, adm, group, topic)
+		if err != nil {
+			return err
+		}
+		if state != "Stable" || len(as) != len(members) {
+			return fmt.Errorf("state %s, assignment %v", state, as)
+		}
+		owned := map[int32]int{}
+		for _, m := range members {
+			if len(as[m]) == 0 {
+				return fmt.Errorf("%s owns nothing: %v", m, as)
+			}
+			for _, p := range as[m] {
+				owned[p]++
+			}
+		}
+		for p := 0; p < partitions; p++ {
+			if owned[int32(p)] != 1 {
+				return fmt.Errorf("partition %d owned %d times: %v", p, owned[int32(p)], as)
+			}
+		}
+		return nil
+	})
+}
+
+func waitConsumed(t *testing.T, c *consumed, want []string) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "records consumed", func() error {
+		if missing, _ := c.check(want); len(missing) > 0 {
+			return fmt.Errorf("%d of %d missing, first %s", len(missing), len(want), missing[0])
+		}
+		return nil
+	})
+}
+
+// TestGroupRebalance: kgo group consumers rebalance as members join,
+// leave and crash; without a crash every record is consumed exactly once,
+// and after one nothing is lost.
+func TestGroupRebalance(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		balancer kgo.GroupBalancer
+	}{
+		{"range", kgo.RangeBalancer()},
+		{"cooperative-sticky", kgo.CooperativeStickyBalancer()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := startBroker(t, t.TempDir(), groupBrokerOverrides...)
+			cl := b.client(t)
+			adm := kadm.NewClient(cl)
+			const parts = 6
+			topic, group := "rb-"+tc.name, "g-"+tc.name
+			createTopic(t, cl, topic, parts, nil)
+			got := newConsumed()
+			start := func(name string) *groupConsumer {
+				return startGroupConsumer(t, b.Addrs(), name, group, topic, got.record, kgo.Balancers(tc.balancer))
+			}
+			var want []string
+			produce := func(prefix string) {
+				produceValues(t, cl, topic, parts, prefix, 300)
+				want = append(want, values(prefix, 300)...)
+			}
+
+			produce("a")
+			c1 := start("c1")
+			waitMembers(t, adm, group, topic, parts, "c1")
+			c2 := start("c2")
+			waitMembers(t, adm, group, topic, parts, "c1", "c2")
+			produce("b")
+			start("c3")
+			waitMembers(t, adm, group, topic, parts, "c1", "c2", "c3")
+			c1.close()
+			waitMembers(t, adm, group, topic, parts, "c2", "c3")
+			produce("c")
+			waitConsumed(t, got, want)
+			if _, dups := got.check(want); len(dups) > 0 {
+				t.Fatalf("%d records consumed twice without a crash, e.g. %s", len(dups), dups[0])
+			}
+
+			c2.crash()
+			waitMembers(t, adm, group, topic, parts, "c3")
+			produce("d")
+			waitConsumed(t, got, want)
+		})
+	}
+}
+
+// TestSeed003OffsetCommits reproduces seed 003's notes on offset commits:
+// with auto-commit, a consumer killed between commits has its records
+// since the last commit delivered again to its successor — exactly those;
+// committing manually after processing, none are.
+func TestSeed003OffsetCommits(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		autoCommit bool
+	}{
+		{"auto-commit", true},
+		{"manual commit after processing", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := startBroker(t, t.TempDir(), groupBrokerOverrides...)
+			cl := b.client(t)
+			const total = 1000
+			createTopic(t, cl, "s3", 1, nil)
+			produceValues(t, cl, "s3", 1, "r", total)
+
+			// committed carries each successful auto-commit's offset.
+			committed := make(chan int64, 100)
+			ks := &killSwitch{}
+			opts := []kgo.Opt{
+				kgo.SeedBrokers(b.Addrs()...), kgo.ConsumerGroup("seed003"), kgo.ConsumeTopics("s3"),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.Dialer(ks.dial),
+				kgo.SessionTimeout(6 * time.Second), kgo.HeartbeatInterval(300 * time.Millisecond), kgo.RetryTimeout(2 * time.Second),
+			}
+			if tc.autoCommit {
+				opts = append(opts, kgo.AutoCommitInterval(time.Second), kgo.AutoCommitCallback(func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+					if err != nil || len(req.Topics) == 0 || len(resp.Topics) == 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+						return
+					}
+					committed <- req.Topics[0].Partitions[0].Offset
+				}))
+			} else {
+				opts = append(opts, kgo.DisableAutoCommit())
+			}
+			first, err := kgo.NewClient(opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			processed := map[string]bool{}
+			var next int64
+			poll := func() {
+				for {
+					fs := first.PollRecords(ctx, 10)
+					if ctx.Err() != nil {
+						t.Fatal("poll timed out")
+					}
+					recs := fs.Records()
+					if len(recs) == 0 {
+						continue
+					}
+					for _, r := range recs {
+						processed[string(r.Value)] = true
+						next = r.Offset + 1
+					}
+					if !tc.autoCommit {
+						if err := first.CommitRecords(ctx, recs...); err != nil {
+							t.Fatalf("commit: %v", err)
+						}
+					}
+					return
+				}
+			}
+			// kgo, like the Java consumer, auto-commits what earlier polls
+			// returned: wait until each poll's predecessor is committed, then
+			// crash right after the third poll, before its commit is due.
+			var ends []int64
+			lastCommit := int64(-1)
+			for i := 0; i < 3; i++ {
+				poll()
+				ends = append(ends, next)
+				if !tc.autoCommit || i == 0 {
+					continue
+				}
+				for lastCommit != ends[i-1] {
+					select {
+					case lastCommit = <-committed:
+					case <-ctx.Done():
+						t.Fatalf("no auto-commit of offset %d (last %d)", ends[i-1], lastCommit)
+					}
+				}
+			}
+			ks.kill()
+			go first.Close()
+			if !tc.autoCommit {
+				lastCommit = next
+			}
+
+			// The broker's committed offset is the last acknowledged commit.
+			adm := kadm.NewClient(cl)
+			fo, err := adm.FetchOffsets(ctx, "seed003")
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, ok := fo.Lookup("s3", 0)
+			if !ok || o.Err != nil || o.At != lastCommit {
+				t.Fatalf("committed offset %+v, want %d", o, lastCommit)
+			}
+
+			got := newConsumed()
+			second := startGroupConsumer(t, b.Addrs(), "second", "seed003", "s3", got.record)
+			waitConsumed(t, got, values("r", total)[lastCommit:])
+			second.close()
+			dups := 0
+			for v := range processed {
+				if got.seen[v] > 0 {
+					dups++
+				}
+			}
+			want := int(next - lastCommit)
+			t.Logf("processed %d, committed %d, delivered again %d", next, lastCommit, dups)
+			if dups != want {
+				t.Fatalf("%d records delivered again, want %d (processed since the last commit)", dups, want)
+			}
+			if tc.autoCommit && dups == 0 {
+				t.Fatal("the crash came after a commit: no duplicates to count")
+			}
+			if !tc.autoCommit && dups != 0 {
+				t.Fatalf("manual commit after processing: %d duplicates", dups)
+			}
+		})
+	}
 }
