@@ -127,9 +127,7 @@ func (c *Client) revoke(s *concurrency.Session, ttl int64) error {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, time.Duration(ttl)*time.Second)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	if !c.spawn(func() {
 		defer cancel()
 		b := newBackoff()
 		for b.wait(ctx) {
@@ -137,7 +135,9 @@ func (c *Client) revoke(s *concurrency.Session, ttl int64) error {
 				return
 			}
 		}
-	}()
+	}) {
+		cancel()
+	}
 	return err
 }
 

@@ -173,3 +173,49 @@ func waitBrokers(t *testing.T, ch <-chan BrokersEvent, ids []int32) {
 		}
 	}
 }
+
+// TestClosedClient: after Close every call fails and every watch is closed
+// at once; Close is idempotent.
+func TestClosedClient(t *testing.T) {
+	tc := startCluster(t, 1, false)
+	c, err := Dial(context.Background(), tc.endpoints())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := c.WatchTopics(context.Background())
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	ctx := context.Background()
+	for _, ch := range []<-chan TopicsEvent{live, c.WatchTopics(ctx)} {
+		for range ch { // a snapshot may have been delivered; then closed
+		}
+	}
+	if _, ok := <-c.WatchBrokers(ctx); ok {
+		t.Fatal("WatchBrokers after Close delivered a snapshot")
+	}
+	calls := []struct {
+		name string
+		do   func() error
+	}{
+		{"Brokers", func() error { _, err := c.Brokers(ctx); return err }},
+		{"RegisterBroker", func() error { _, err := c.RegisterBroker(ctx, BrokerInfo{ID: 1}, 0); return err }},
+		{"Campaign", func() error { _, err := c.Campaign(ctx, 1); return err }},
+		{"SetPartitionStates", func() error {
+			_, err := c.SetPartitionStates(ctx, nil, []PartitionStateUpdate{{Topic: "t"}})
+			return err
+		}},
+	}
+	for _, call := range calls {
+		t.Run(call.name, func(t *testing.T) {
+			errc := make(chan error, 1)
+			go func() { errc <- call.do() }()
+			if err := recv(t, errc, 10*time.Second); err == nil {
+				t.Fatal("call on a closed client succeeded")
+			}
+		})
+	}
+}

@@ -39,10 +39,12 @@ type Client struct {
 
 	// ctx ends on Close; every background goroutine (watches) derives from it
 	// and is counted in wg so Close can wait for it.
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	mu      sync.Mutex // guards closing and wg.Add
+	closing bool
+	once    sync.Once
 }
 
 // Option configures Dial.
@@ -162,6 +164,9 @@ func (c *Client) Close() error {
 	c.once.Do(func() {
 		// Stop our goroutines before the etcd client: its Close rewrites
 		// fields they read.
+		c.mu.Lock()
+		c.closing = true
+		c.mu.Unlock()
 		c.cancel()
 		c.wg.Wait()
 		err = c.cli.Close()
@@ -172,6 +177,22 @@ func (c *Client) Close() error {
 	return err
 }
 
+// spawn runs f on a goroutine that Close waits for. Once Close has begun it
+// runs nothing and returns false.
+func (c *Client) spawn(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
+}
+
 // Etcd exposes the underlying etcd client (keys are already chrooted) for
 // tests and tools; isrlab code should use the typed methods.
 func (c *Client) Etcd() *clientv3.Client { return c.cli }
@@ -179,16 +200,21 @@ func (c *Client) Etcd() *clientv3.Client { return c.cli }
 // SessionTimeout is the default lease TTL of registrations and campaigns.
 func (c *Client) SessionTimeout() time.Duration { return c.sessionTimeout }
 
-// callCtx applies the default timeout when ctx has none and asks the server
-// to fail at once when its member has no leader.
+// callCtx applies the default timeout when ctx has none, ends with the
+// client (so calls fail at once after Close), and asks the server to fail
+// at once when its member has no leader.
 func (c *Client) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	var cancel context.CancelFunc
 	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.callTimeout)
-		return clientv3.WithRequireLeader(ctx), cancel
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	return clientv3.WithRequireLeader(ctx), cancel
+	stop := context.AfterFunc(c.ctx, cancel)
+	return clientv3.WithRequireLeader(ctx), func() {
+		stop()
+		cancel()
+	}
 }
 
 // ttlSeconds converts a session timeout to a lease TTL, rounding up.

@@ -116,12 +116,13 @@ func (c *Client) campaign(ctx context.Context, s *concurrency.Session, brokerID 
 	mctx, mcancel := context.WithCancel(c.ctx)
 	l.cancel = mcancel
 	l.wg.Add(1)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	if !c.spawn(func() {
 		defer l.wg.Done()
 		l.monitor(mctx, gresp.Header.Revision+1)
-	}()
+	}) {
+		l.wg.Done()
+		close(l.done) // the client is closing: the leadership ends with it
+	}
 	return l, nil
 }
 
@@ -142,9 +143,7 @@ func (c *Client) deleteCandidate(s *concurrency.Session, key string, rev int64) 
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	stop := context.AfterFunc(s.Ctx(), cancel)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	if !c.spawn(func() {
 		defer stop()
 		defer cancel()
 		b := newBackoff()
@@ -153,7 +152,10 @@ func (c *Client) deleteCandidate(s *concurrency.Session, key string, rev int64) 
 				return
 			}
 		}
-	}()
+	}) {
+		stop()
+		cancel()
+	}
 	return err
 }
 

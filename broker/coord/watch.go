@@ -19,9 +19,7 @@ func watchSnapshots[T any](c *Client, ctx context.Context, op string, prefixes [
 	out := make(chan T, 1)
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(c.ctx, cancel)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	started := c.spawn(func() {
 		defer close(out)
 		defer stop()
 		defer cancel()
@@ -45,7 +43,12 @@ func watchSnapshots[T any](c *Client, ctx context.Context, op string, prefixes [
 			}
 			backoff.reset()
 		}
-	}()
+	})
+	if !started { // the client is closing
+		stop()
+		cancel()
+		close(out)
+	}
 	return out
 }
 
