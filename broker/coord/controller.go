@@ -67,15 +67,28 @@ func (c *Client) campaign(ctx context.Context, s *concurrency.Session, brokerID 
 	op := fmt.Sprintf("campaign for controller as broker %d", brokerID)
 	key := fmt.Sprintf("%s/%x", controllerPrefix, s.Lease())
 	val := strconv.FormatInt(int64(brokerID), 10)
-	cctx, cancel := c.callCtx(ctx)
-	resp, err := c.cli.Txn(cctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, val, clientv3.WithLease(s.Lease()))).
-		Else(clientv3.OpGet(key)).
-		Commit()
-	cancel()
-	if err != nil {
-		return nil, wrapErr(op, err)
+	// Create the candidate key, or adopt it if this session has one. The
+	// Txn is idempotent, so a timeout (no quorum) is retried until ctx or
+	// the session ends.
+	var resp *clientv3.TxnResponse
+	for b := newBackoff(); ; {
+		if s.Ctx().Err() != nil {
+			return nil, fmt.Errorf("%s: %w", op, ErrSessionLost)
+		}
+		cctx, cancel := c.callCtx(ctx)
+		var err error
+		resp, err = c.cli.Txn(cctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, val, clientv3.WithLease(s.Lease()))).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		cancel()
+		if err == nil {
+			break
+		}
+		if !isNoQuorum(err) || ctx.Err() != nil || c.ctx.Err() != nil || !b.wait(ctx) {
+			return nil, wrapErr(op, err)
+		}
 	}
 	rev := resp.Header.Revision
 	if !resp.Succeeded { // this session already campaigns: adopt its key
@@ -87,7 +100,7 @@ func (c *Client) campaign(ctx context.Context, s *concurrency.Session, brokerID 
 	// could otherwise "win" after its own key expired.
 	wctx, wcancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(s.Ctx(), wcancel)
-	err = c.waitOlderGone(wctx, rev)
+	err := c.waitOlderGone(wctx, rev)
 	stop()
 	wcancel()
 	if err != nil {
