@@ -1,0 +1,89 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// Clean removes what faults left in a cluster's namespaces: the nftables
+// tables of run in the switch namespace and the root qdiscs faults added
+// there and in each node namespace (nodeNS). It does not touch processes:
+// taking the cluster down kills paused ones. Missing namespaces are
+// skipped, so it is safe on a half-removed run. compose's clean calls it
+// before removing the namespaces, and `isrlab fault heal --all` after
+// healing the stored faults.
+func Clean(ctx context.Context, switchNS, run string, nodeNS []string) error {
+	var errs []error
+	if switchNS != "" {
+		if err := cleanTables(switchNS, run); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, p := range append([]string{switchNS}, nodeNS...) {
+		if p == "" {
+			continue
+		}
+		if err := cleanQdiscs(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func cleanTables(path, run string) error {
+	c, done, err := nftIn(path)
+	if err != nil {
+		return ignoreMissing(err)
+	}
+	defer done()
+	ts, err := c.ListTablesOfFamily(nftables.TableFamilyBridge)
+	if err != nil {
+		return fmt.Errorf("list nftables tables in %s: %w", path, err)
+	}
+	for _, t := range ts {
+		if strings.HasPrefix(t.Name, TablePrefix+run+"-") {
+			if err := delTable(c, t.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func cleanQdiscs(path string) error {
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		return ignoreMissing(err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return fmt.Errorf("netlink in %s: %w", path, err)
+	}
+	defer h.Close()
+	links, err := h.LinkList()
+	if err != nil {
+		return fmt.Errorf("list links in %s: %w", path, err)
+	}
+	var errs []error
+	for _, l := range links {
+		errs = append(errs, delQdisc(h, l))
+	}
+	return errors.Join(errs...)
+}
+
+func ignoreMissing(err error) error {
+	if errors.Is(err, errNotExist) {
+		return nil
+	}
+	return err
+}
+
+var errNotExist = os.ErrNotExist

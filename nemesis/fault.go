@@ -1,0 +1,151 @@
+package nemesis
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand"
+	"slices"
+	"sort"
+
+	"github.com/isrlab/isrlab/compose"
+)
+
+// ErrBadFault reports a fault description that cannot be applied.
+var ErrBadFault = errors.New("bad fault")
+
+// ErrUnsupported reports a fault this cluster or kernel cannot apply.
+var ErrUnsupported = errors.New("unsupported fault")
+
+// Fault is one kind of fault. Its exported fields, with their JSON tags, are
+// its schema; Resolve fills the resolved fields from live state, after which
+// Inject and Heal act only on those. Heal is safe to call twice and on a
+// fault whose Inject failed half way.
+type Fault interface {
+	Kind() string
+	Resolve(ctx context.Context, env *Env) error
+	Inject(ctx context.Context, env *Env) error
+	Heal(ctx context.Context, env *Env) error
+}
+
+// Env is what faults act on: a cluster and how to read its live state.
+type Env struct {
+	Cluster *compose.Cluster
+	// Resolver reads live Kafka and coordinator metadata for targets such
+	// as leader:topic/0; nil allows node names and groups only.
+	Resolver Resolver
+	// Disks maps a broker name to its faultfs control socket.
+	Disks map[string]string
+	// Rand draws random targets; nil uses a fixed seed.
+	Rand *rand.Rand
+	// Log receives one line per injection and heal; nil discards.
+	Log *slog.Logger
+	// id is the id of the fault being applied (names its nftables table).
+	id string
+}
+
+func (e *Env) rng() *rand.Rand {
+	if e.Rand == nil {
+		e.Rand = rand.New(rand.NewSource(1))
+	}
+	return e.Rand
+}
+
+func (e *Env) log() *slog.Logger {
+	if e.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return e.Log
+}
+
+// runID is the cluster's run id, the prefix of everything faults create.
+func (e *Env) runID() string { return e.Cluster.RunID }
+
+// node returns the cluster's node called name.
+func (e *Env) node(name string) (*compose.Node, error) {
+	n := e.Cluster.Node(name)
+	if n == nil {
+		return nil, fmt.Errorf("%w: no node %q in cluster %s", ErrBadFault, name, e.Cluster.Name)
+	}
+	return n, nil
+}
+
+// kinds maps a Kind to a constructor of its zero fault.
+var kinds = map[string]func() Fault{}
+
+func register(f func() Fault) { kinds[f().Kind()] = f }
+
+// Kinds lists the registered fault kinds, sorted.
+func Kinds() []string {
+	out := make([]string, 0, len(kinds))
+	for k := range kinds {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// New returns the zero fault of kind.
+func New(kind string) (Fault, error) {
+	f, ok := kinds[kind]
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown kind %q (known: %v)", ErrBadFault, kind, Kinds())
+	}
+	return f(), nil
+}
+
+// Spec is a fault with its kind, the form faults take in JSON documents
+// (schedules, the active-fault store): {"kind":"kill","nodes":["b2"]}.
+type Spec struct {
+	Fault Fault
+}
+
+// MarshalJSON writes the fault's fields with "kind" added.
+func (s Spec) MarshalJSON() ([]byte, error) {
+	if s.Fault == nil {
+		return []byte("null"), nil
+	}
+	b, err := json.Marshal(s.Fault)
+	if err != nil {
+		return nil, err
+	}
+	kind, _ := json.Marshal(s.Fault.Kind())
+	if string(b) == "{}" {
+		return []byte(`{"kind":` + string(kind) + `}`), nil
+	}
+	return slices.Concat([]byte(`{"kind":`), kind, []byte(","), b[1:]), nil
+}
+
+// UnmarshalJSON reads a fault by its "kind" field.
+func (s *Spec) UnmarshalJSON(b []byte) error {
+	var k struct {
+		Kind string `json:"kind"`
+	}
+	if err := json.Unmarshal(b, &k); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadFault, err)
+	}
+	f, err := New(k.Kind)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, f); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadFault, k.Kind, err)
+	}
+	s.Fault = f
+	return nil
+}
+
+// Clone returns a deep copy of f (through its JSON form).
+func Clone(f Fault) (Fault, error) {
+	b, err := json.Marshal(Spec{f})
+	if err != nil {
+		return nil, err
+	}
+	var s Spec
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, err
+	}
+	return s.Fault, nil
+}

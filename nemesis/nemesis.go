@@ -1,0 +1,172 @@
+package nemesis
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/isrlab/isrlab/history"
+)
+
+// Nemesis injects and heals faults in one cluster, keeps the active set in
+// its Store and records every step in its Recorder.
+type Nemesis struct {
+	Env *Env
+	// Store keeps the active faults; nil keeps them in memory.
+	Store *Store
+	// Recorder, if set, receives start-<kind>, stop-<kind> and heal ops.
+	Recorder *history.Recorder
+	// Now stamps Active.Started; nil uses time.Now.
+	Now func() time.Time
+}
+
+func (n *Nemesis) store() *Store {
+	if n.Store == nil {
+		n.Store = &Store{}
+	}
+	return n.Store
+}
+
+func (n *Nemesis) now() time.Time {
+	if n.Now == nil {
+		return time.Now()
+	}
+	return n.Now()
+}
+
+// record writes one nemesis op; value is the fault's JSON (nil for none).
+func (n *Nemesis) record(t history.Type, f string, value []byte, err error) {
+	if n.Recorder == nil {
+		return
+	}
+	op := history.NewOp(history.Nemesis, t, f)
+	if value != nil {
+		op.RawValue = value
+	}
+	if err != nil {
+		op.Error = err.Error()
+	}
+	n.Recorder.Record(op)
+}
+
+func specJSON(f Fault) []byte {
+	b, err := json.Marshal(Spec{f})
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// Inject resolves f's targets against the cluster as it is now, injects it
+// and stores it as active. It returns the active fault (with its id and
+// resolved targets). A fault whose injection failed is healed at once; if
+// that heal fails too it stays active so that a later HealAll retries it.
+func (n *Nemesis) Inject(ctx context.Context, f Fault) (Active, error) {
+	env := n.Env
+	id, err := n.store().reserve()
+	if err != nil {
+		return Active{}, err
+	}
+	env.id = id
+	defer func() { env.id = "" }()
+	start := "start-" + f.Kind()
+	if err := f.Resolve(ctx, env); err != nil {
+		// Nothing was touched: the fault definitely did not happen.
+		n.record(history.Invoke, start, specJSON(f), nil)
+		n.record(history.Fail, start, specJSON(f), err)
+		return Active{}, fmt.Errorf("%s: resolve: %w", f.Kind(), err)
+	}
+	a := Active{ID: id, Started: n.now(), Fault: Spec{f}}
+	value := specJSON(f)
+	n.record(history.Invoke, start, value, nil)
+	// Stored before it is applied, so that a crash mid-way leaves a record
+	// for `fault heal` to act on.
+	if err := n.store().put(a); err != nil {
+		n.record(history.Fail, start, value, err)
+		return Active{}, err
+	}
+	begin := time.Now()
+	if err := f.Inject(ctx, env); err != nil {
+		herr := f.Heal(context.WithoutCancel(ctx), env)
+		if herr == nil {
+			n.store().remove(id) //nolint:errcheck // best effort; heal is idempotent
+		}
+		n.record(history.Info, start, specJSON(f), err)
+		return Active{}, errors.Join(fmt.Errorf("%s: inject: %w", f.Kind(), err), herr)
+	}
+	// Inject may add facts (power-loss reports, the delay mode).
+	a.Fault = Spec{f}
+	if err := n.store().put(a); err != nil {
+		return a, err
+	}
+	n.record(history.OK, start, specJSON(f), nil)
+	env.log().Info("fault injected", "fault", f.Kind(), "id", id, "targets", string(specJSON(f)), "took", time.Since(begin))
+	return a, nil
+}
+
+// Heal heals the active fault id and forgets it.
+func (n *Nemesis) Heal(ctx context.Context, id string) error {
+	a, err := n.store().Get(id)
+	if err != nil {
+		return err
+	}
+	return n.heal(ctx, a, true)
+}
+
+func (n *Nemesis) heal(ctx context.Context, a Active, rec bool) error {
+	f := a.Fault.Fault
+	stop := "stop-" + f.Kind()
+	value := specJSON(f)
+	if rec {
+		n.record(history.Invoke, stop, value, nil)
+	}
+	n.Env.id = a.ID
+	err := f.Heal(ctx, n.Env)
+	n.Env.id = ""
+	if err != nil {
+		if rec {
+			n.record(history.Info, stop, value, err)
+		}
+		return fmt.Errorf("heal %s (%s): %w", a.ID, f.Kind(), err)
+	}
+	if err := n.store().remove(a.ID); err != nil {
+		return err
+	}
+	if rec {
+		n.record(history.OK, stop, value, nil)
+	}
+	n.Env.log().Info("fault healed", "fault", f.Kind(), "id", a.ID)
+	return nil
+}
+
+// HealAll heals every active fault, newest first, recorded as one "heal"
+// op. It goes on past errors and returns them joined.
+func (n *Nemesis) HealAll(ctx context.Context) error {
+	as, err := n.store().List()
+	if err != nil {
+		return err
+	}
+	ids := make([]string, len(as))
+	for i, a := range as {
+		ids[i] = a.ID
+	}
+	value, _ := json.Marshal(ids)
+	n.record(history.Invoke, history.FHeal, value, nil)
+	var errs []error
+	for _, a := range slices.Backward(as) {
+		errs = append(errs, n.heal(ctx, a, false))
+	}
+	err = errors.Join(errs...)
+	if err != nil {
+		n.record(history.Info, history.FHeal, value, err)
+		return err
+	}
+	n.record(history.OK, history.FHeal, value, nil)
+	return nil
+}
+
+// Active lists the active faults.
+func (n *Nemesis) Active() ([]Active, error) { return n.store().List() }

@@ -1,0 +1,220 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/nemesis/faultfs"
+)
+
+func init() {
+	register(func() Fault { return &Kill{} })
+	register(func() Fault { return &Stop{} })
+	register(func() Fault { return &Pause{} })
+	register(func() Fault { return &Restart{} })
+	register(func() Fault { return &PowerLoss{} })
+}
+
+// procNodes is the part every process fault shares: target expressions
+// and the node names they resolved to.
+type procNodes struct {
+	Nodes    []string `json:"nodes"`
+	Resolved []string `json:"resolved,omitempty"`
+}
+
+func (p *procNodes) resolve(ctx context.Context, env *Env, kind string) error {
+	ns, err := env.ResolveTargets(ctx, p.Nodes)
+	if err != nil {
+		return err
+	}
+	if len(ns) == 0 {
+		return fmt.Errorf("%w: %s needs nodes", ErrBadFault, kind)
+	}
+	for _, n := range ns {
+		node, err := env.node(n)
+		if err != nil {
+			return err
+		}
+		if node.Proc == nil {
+			return fmt.Errorf("%w: %s: node %s runs no process", ErrBadFault, kind, n)
+		}
+	}
+	p.Resolved = ns
+	return nil
+}
+
+// each runs fn on every resolved node at once and joins the errors.
+func (p *procNodes) each(env *Env, fn func(*compose.Node) error) error {
+	errs := make([]error, len(p.Resolved))
+	var wg sync.WaitGroup
+	for i, name := range p.Resolved {
+		n, err := env.node(name)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fn(n)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// startStopped starts every resolved node that is not running: the heal of
+// kill, stop, restart and power loss.
+func (p *procNodes) startStopped(ctx context.Context, env *Env) error {
+	return p.each(env, func(n *compose.Node) error {
+		if n.Proc.Running() {
+			return nil
+		}
+		return n.Start(ctx)
+	})
+}
+
+// Kill sends SIGKILL to the nodes (all at the same instant); Heal starts
+// them again.
+type Kill struct{ procNodes }
+
+func (*Kill) Kind() string { return "kill" }
+
+// Resolve implements Fault.
+func (k *Kill) Resolve(ctx context.Context, env *Env) error { return k.resolve(ctx, env, k.Kind()) }
+
+// Inject implements Fault.
+func (k *Kill) Inject(ctx context.Context, env *Env) error {
+	return k.each(env, func(n *compose.Node) error { return n.Kill() })
+}
+
+// Heal implements Fault.
+func (k *Kill) Heal(ctx context.Context, env *Env) error { return k.startStopped(ctx, env) }
+
+// Stop shuts the nodes down gracefully (SIGTERM: a broker's controlled
+// shutdown), SIGKILL after the backend's grace; Heal starts them again.
+type Stop struct{ procNodes }
+
+func (*Stop) Kind() string { return "stop" }
+
+// Resolve implements Fault.
+func (s *Stop) Resolve(ctx context.Context, env *Env) error { return s.resolve(ctx, env, s.Kind()) }
+
+// Inject implements Fault.
+func (s *Stop) Inject(ctx context.Context, env *Env) error {
+	return s.each(env, func(n *compose.Node) error { return n.Stop(ctx) })
+}
+
+// Heal implements Fault.
+func (s *Stop) Heal(ctx context.Context, env *Env) error { return s.startStopped(ctx, env) }
+
+// Pause freezes the nodes (SIGSTOP); Heal resumes them (SIGCONT).
+type Pause struct{ procNodes }
+
+func (*Pause) Kind() string { return "pause" }
+
+// Resolve implements Fault.
+func (p *Pause) Resolve(ctx context.Context, env *Env) error { return p.resolve(ctx, env, p.Kind()) }
+
+// Inject implements Fault.
+func (p *Pause) Inject(ctx context.Context, env *Env) error {
+	return p.each(env, func(n *compose.Node) error { return n.Pause() })
+}
+
+// Heal implements Fault.
+func (p *Pause) Heal(ctx context.Context, env *Env) error {
+	return p.each(env, func(n *compose.Node) error {
+		if !n.Proc.Running() {
+			return nil
+		}
+		return n.Resume()
+	})
+}
+
+// Restart stops the nodes gracefully and starts them again; Heal starts any
+// that did not come back.
+type Restart struct{ procNodes }
+
+func (*Restart) Kind() string { return "restart" }
+
+// Resolve implements Fault.
+func (r *Restart) Resolve(ctx context.Context, env *Env) error { return r.resolve(ctx, env, r.Kind()) }
+
+// Inject implements Fault.
+func (r *Restart) Inject(ctx context.Context, env *Env) error {
+	return r.each(env, func(n *compose.Node) error { return n.Restart(ctx) })
+}
+
+// Heal implements Fault.
+func (r *Restart) Heal(ctx context.Context, env *Env) error { return r.startStopped(ctx, env) }
+
+// PowerLoss cuts the power of the nodes at the same instant: SIGKILL to
+// all, then every write not fsynced is forgotten by the faultfs under each
+// node that has one (Env.Disks). Nodes without faultfs only lose their
+// processes. Heal starts them again.
+type PowerLoss struct {
+	procNodes
+	// Torn keeps a random prefix of each file's unsynced tail (a torn write).
+	Torn bool `json:"torn,omitempty"`
+	// Reports are the faultfs crash reports, by node, set by Inject.
+	Reports map[string]faultfs.CrashReport `json:"reports,omitempty"`
+	// NoDisk lists the nodes that had no faultfs.
+	NoDisk []string `json:"no_disk,omitempty"`
+}
+
+func (*PowerLoss) Kind() string { return "power-loss" }
+
+// Resolve implements Fault.
+func (p *PowerLoss) Resolve(ctx context.Context, env *Env) error {
+	if err := p.resolve(ctx, env, p.Kind()); err != nil {
+		return err
+	}
+	p.NoDisk = nil
+	for _, n := range p.Resolved {
+		if env.Disks[n] == "" {
+			p.NoDisk = append(p.NoDisk, n)
+		}
+	}
+	return nil
+}
+
+// Inject implements Fault.
+func (p *PowerLoss) Inject(ctx context.Context, env *Env) error {
+	var pids []int
+	var clients []*faultfs.Client
+	var withDisk []string
+	for _, name := range p.Resolved {
+		n, err := env.node(name)
+		if err != nil {
+			return err
+		}
+		if pid := n.PID(); pid > 0 && n.Proc.Running() {
+			pids = append(pids, pid)
+		}
+		if s := env.Disks[name]; s != "" {
+			clients = append(clients, faultfs.NewClient(s))
+			withDisk = append(withDisk, name)
+		}
+	}
+	var opts []faultfs.CrashOpt
+	if p.Torn {
+		opts = append(opts, faultfs.Torn())
+	}
+	reps, err := faultfs.PowerLoss(ctx, pids, clients, opts...)
+	if len(reps) > 0 {
+		p.Reports = map[string]faultfs.CrashReport{}
+		for i, r := range reps {
+			p.Reports[withDisk[i]] = r
+		}
+	}
+	// The backend's handles learn of the deaths through Kill, which is a
+	// no-op on a process already gone.
+	kerr := p.each(env, func(n *compose.Node) error { return n.Kill() })
+	return errors.Join(err, kerr)
+}
+
+// Heal implements Fault.
+func (p *PowerLoss) Heal(ctx context.Context, env *Env) error { return p.startStopped(ctx, env) }
