@@ -38,7 +38,11 @@ second signal ends it at once). etcd's own log goes to --log-file (default
 
 With only --data-dir it runs a single-member cluster on 127.0.0.1:2379
 (clients) and 127.0.0.1:2380 (peers). For a cluster, start every member with
-the same --initial-cluster listing all of them by name and peer URL.`,
+the same --initial-cluster listing all of them by name and peer URL. A
+restarted member keeps its data and ignores --initial-cluster.
+
+The client URL also serves /health and Prometheus /metrics over HTTP.
+'isrlab coordinator dump' prints what the cluster holds.`,
 		Example: `  # single member on 127.0.0.1:2379
   isrlab coordinator --data-dir /tmp/c1
 
@@ -93,7 +97,7 @@ the same --initial-cluster listing all of them by name and peer URL.`,
 	f.StringVar(&cfg.ListenPeerURLs, "listen-peer-urls", coord.DefaultListenPeerURLs, "comma-separated URLs to serve peers on")
 	f.StringVar(&cfg.AdvertisePeerURLs, "advertise-peer-urls", "", "peer URLs to advertise (default: the listen URLs)")
 	f.StringVar(&cfg.InitialCluster, "initial-cluster", "", "all members as name=peerURL,... (default: this member alone)")
-	f.StringVar(&cfg.InitialClusterState, "initial-cluster-state", "new", "new, or existing to join a running cluster")
+	f.StringVar(&cfg.InitialClusterState, "initial-cluster-state", "new", "new, or existing to join a running cluster that already lists this member")
 	f.StringVar(&cfg.LogFile, "log-file", "", "file for etcd's own log (default <data-dir>/etcd.log)")
 	f.DurationVar(&cfg.ReadyTimeout, "ready-timeout", coord.DefaultReadyTimeout, "give up if the member has not joined a cluster with a leader by then")
 	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", 100*time.Millisecond, "raft heartbeat interval (the same on every member)")
