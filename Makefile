@@ -5,7 +5,7 @@ PKGS    := ./...
 # Fuzz targets run briefly in every test run; FUZZTIME raises it locally.
 FUZZTIME ?= 10s
 
-.PHONY: all build test run bench soak deps fuzz vet clean
+.PHONY: all build test run broker-demo bench soak deps fuzz vet clean
 
 all: build
 
@@ -25,8 +25,14 @@ test: deps build vet
 fuzz:
 	@scripts/fuzz.sh $(FUZZTIME)
 
+# run is the main job on the embedded default: isrlab run (3 coordinators,
+# 3 brokers in network namespaces, the log workload, a leader kill, the
+# verdict). broker-demo is the single-broker smoke test with kcat.
 run: deps build
-	@scripts/run.sh
+	$(BIN) run
+
+broker-demo: deps build
+	@scripts/broker-demo.sh
 
 bench: deps build
 	@scripts/bench.sh

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# run.sh is `make run`: it starts one isrlab broker in a temporary directory,
-# produces and consumes records with real Kafka clients (kcat and kgo),
-# prints what happened and stops. It becomes the lab runner's default
-# scenario once the lab exists.
+# broker-demo.sh is `make broker-demo`: it starts one standalone isrlab
+# broker in a temporary directory, produces and consumes records with a real
+# Kafka client (kcat), prints what happened and stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/isrlab}
