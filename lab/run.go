@@ -429,4 +429,3 @@ func orDefault(s, d string) string {
 	}
 	return s
 }
-
