@@ -287,7 +287,7 @@ type Loss struct {
 	Nodes   []string `json:"nodes"`
 	Percent float64  `json:"percent"`
 	// Direction is "both" (default), "in" (to the nodes) or "out".
-	Direction string `json:"direction,omitempty"`
+	Direction string   `json:"direction,omitempty"`
 	Resolved  []string `json:"resolved,omitempty"`
 	Table     string   `json:"table,omitempty"`
 }

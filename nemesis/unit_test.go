@@ -461,8 +461,8 @@ type recordingFault struct {
 	healed   *int
 }
 
-func (*recordingFault) Kind() string                             { return "test-fault" }
-func (r *recordingFault) Resolve(context.Context, *Env) error    { return nil }
+func (*recordingFault) Kind() string                          { return "test-fault" }
+func (r *recordingFault) Resolve(context.Context, *Env) error { return nil }
 func (r *recordingFault) Inject(ctx context.Context, _ *Env) error {
 	if r.FailWith != "" {
 		return errors.New(r.FailWith)

@@ -1,0 +1,225 @@
+package nemesis
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/compose/netns"
+)
+
+// Test servers the lab's nodes run (this test binary, re-executed).
+const (
+	envServe = "ISRLAB_NEMESIS_TEST_SERVE" // the node's address
+	echoPort = 7000                        // TCP: echoes every byte
+	sinkPort = 7001                        // TCP: reads to EOF, answers "ok\n"
+	udpPort  = 7002                        // UDP: echoes every datagram
+)
+
+func TestMain(m *testing.M) {
+	if addr := os.Getenv(envServe); addr != "" {
+		os.Exit(serve(addr))
+	}
+	code := m.Run()
+	if builtBin != "" && os.Getenv("ISRLAB_BIN") == "" {
+		os.RemoveAll(filepath.Dir(builtBin))
+	}
+	os.Exit(code)
+}
+
+func serve(addr string) int {
+	echo, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(echoPort)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	sink, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(sinkPort)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	udp, err := net.ListenPacket("udp", net.JoinHostPort(addr, strconv.Itoa(udpPort)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := udp.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			udp.WriteTo(buf[:n], from) //nolint:errcheck
+		}
+	}()
+	go func() {
+		for {
+			c, err := sink.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.Copy(io.Discard, c) //nolint:errcheck
+				io.WriteString(c, "ok\n")
+			}()
+		}
+	}()
+	for {
+		c, err := echo.Accept()
+		if err != nil {
+			return 1
+		}
+		go func() {
+			defer c.Close()
+			io.Copy(c, c) //nolint:errcheck
+		}()
+	}
+}
+
+// requireLab skips unless this process may create network namespaces and
+// program nftables in them.
+func requireLab(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) for network namespaces and nftables; CI runs as root")
+	}
+	if testing.Short() {
+		t.Skip("creates network namespaces; skipped with -short")
+	}
+}
+
+type lab struct {
+	c        *compose.Cluster
+	stateDir string
+}
+
+// newLab brings up 4 server nodes (c1, b1..b3 running the test servers) and a
+// client host in namespaces joined by a bridge in a switch namespace.
+func newLab(t *testing.T) *lab {
+	t.Helper()
+	d := t.TempDir()
+	top, err := compose.Build(compose.Options{Name: "nem", RunDir: filepath.Join(d, "run"),
+		Coordinators: 1, Brokers: 3, Clients: 1, NoDefaults: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range top.Nodes {
+		n := &top.Nodes[i]
+		if n.Role == compose.RoleClient {
+			continue
+		}
+		n.Argv = []string{exe, "-test.run=^$"}
+		n.Env = []string{envServe + "=" + n.Addr.String()}
+		n.Files = nil
+		n.Probe, n.Port = compose.ProbeTCP, echoPort
+	}
+	b := &netns.Backend{StateDir: filepath.Join(d, "state"), NSDir: filepath.Join(d, "netns"),
+		Grace: 2 * time.Second, ReadyTimeout: 20 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := b.Up(ctx, top)
+	if err != nil {
+		if strings.Contains(err.Error(), "operation not permitted") || strings.Contains(err.Error(), "unshare") {
+			t.Skipf("cannot create network namespaces here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Down(context.Background()) })
+	return &lab{c: c, stateDir: filepath.Join(d, "state")}
+}
+
+func (l *lab) nemesis(t *testing.T) *Nemesis {
+	return &Nemesis{Env: &Env{Cluster: l.c}, Store: &Store{Path: FaultsFile(l.stateDir, l.c.Name)}}
+}
+
+func (l *lab) addr(node string, port int) string {
+	return net.JoinHostPort(l.c.Node(node).Addr.String(), strconv.Itoa(port))
+}
+
+// echoFrom sends a line from node from (a namespace path) to node to's echo
+// server within d and checks the answer.
+func (l *lab) echoFrom(from, to string, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	conn, err := compose.NetNSDialer(l.c.Node(from).NetNS)(ctx, "tcp", l.addr(to, echoPort))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return echoOn(conn, d)
+}
+
+func echoOn(conn net.Conn, d time.Duration) error {
+	conn.SetDeadline(time.Now().Add(d))
+	if _, err := io.WriteString(conn, "ping\n"); err != nil {
+		return err
+	}
+	got, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if got != "ping\n" {
+		return fmt.Errorf("echo answered %q", got)
+	}
+	return nil
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still failing after %v: %v", what, d, err)
+		}
+		<-tick.C
+	}
+}
+
+// noLeftovers fails if any nftables table or qdisc of a fault remains.
+func (l *lab) noLeftovers(t *testing.T) {
+	t.Helper()
+	ts, err := Tables(l.c.SwitchNS, l.c.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var qs []string
+	for _, p := range append([]string{l.c.SwitchNS}, nsPaths(l.c)...) {
+		q, err := Qdiscs(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs = append(qs, q...)
+	}
+	if len(ts)+len(qs) > 0 {
+		t.Fatalf("leftovers after heal: tables %v, qdiscs %v", ts, qs)
+	}
+}
+
+func nsPaths(c *compose.Cluster) []string {
+	var out []string
+	for _, n := range c.Nodes {
+		out = append(out, n.NetNS)
+	}
+	return out
+}

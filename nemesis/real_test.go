@@ -1,0 +1,3 @@
+package nemesis
+
+var builtBin string
