@@ -69,7 +69,15 @@ func (p *Partition) AppendAsFollower(records []byte, leaderHW, leaderLogStart in
 		return kerr.FencedLeaderEpoch
 	}
 	if len(records) > 0 {
-		if _, err := p.log.AppendAsFollower(records); err != nil {
+		p.appendMu.Lock()
+		res, err := p.log.AppendAsFollower(records)
+		if err == nil {
+			for _, b := range res.Batches {
+				p.producers.RecordBatch(b)
+			}
+		}
+		p.appendMu.Unlock()
+		if err != nil {
 			return err
 		}
 	}

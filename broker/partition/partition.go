@@ -168,12 +168,19 @@ func New(topic string, index int32, self int32, lg *klog.Log, cfg Config, now fu
 	if o.Switches.Truncation == "" {
 		o.Switches.Truncation = TruncateDiverging
 	}
-	return &Partition{
+	p := &Partition{
 		Topic: topic, Index: index, self: self, log: lg, now: now, cfg: cfg,
 		sw: o.Switches, writer: o.Writer, stats: o.Stats,
 		leader: -1, producers: NewProducers(), changed: make(chan struct{}),
 		remotes: map[int32]*remote{},
 	}
+	// Rebuild the idempotent producers' last sequences from the log's batch
+	// headers, so a restarted replica still recognises retried batches.
+	lg.Batches(lg.LogStartOffset(), func(b klog.BatchInfo) bool {
+		p.producers.RecordBatch(b)
+		return true
+	})
+	return p
 }
 
 // Log returns the partition's log.

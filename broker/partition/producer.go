@@ -2,6 +2,8 @@ package partition
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	klog "github.com/isrlab/isrlab/broker/log"
 )
 
 // producerBatchesKept is how many recent batches per producer are kept for
@@ -101,4 +103,15 @@ func nextSeq(s int32) int32 {
 		return 0
 	}
 	return s + 1
+}
+
+// RecordBatch notes a batch appended by any path (leader, follower,
+// recovery) so that whichever replica leads next detects retried
+// duplicates, as Kafka's followers keep producer state too.
+func (p *Producers) RecordBatch(b klog.BatchInfo) {
+	if b.ProducerID < 0 || b.BaseSequence < 0 {
+		return
+	}
+	last := b.BaseSequence + int32(b.LastOffset-b.BaseOffset)
+	p.Record(b.ProducerID, b.ProducerEpoch, b.BaseSequence, last, b.BaseOffset, b.LastOffset)
 }

@@ -261,15 +261,18 @@ func (e *scriptEnv) run(line string) (res string) {
 	case "append":
 		n := int(num(a["records"], 1))
 		acks := int16(num(a["acks"], -1))
-		r, err := e.p.AppendAsLeader(e.batch(n), acks)
+		r, err := e.p.AppendAsLeader(e.producerBatch(n, a), acks)
 		if err != nil {
 			return "error: " + err.Error()
+		}
+		if r.Duplicate {
+			return fmt.Sprintf("duplicate of offsets %d..%d, not appended %s", r.FirstOffset, r.LastOffset, e.state())
 		}
 		return fmt.Sprintf("offsets %d..%d %s", r.FirstOffset, r.LastOffset, e.state())
 	case "follower-append":
 		// A follower appends batches it fetched: offsets from=..records=..epoch=..
 		n := int(num(a["records"], 1))
-		b := e.batch(n)
+		b := e.producerBatch(n, a)
 		binary.BigEndian.PutUint64(b[0:], uint64(num(a["from"], 0)))
 		binary.BigEndian.PutUint32(b[12:], uint32(num(a["batch-epoch"], 0)))
 		err := e.p.AppendAsFollower(b, num(a["leader-hw"], 0), 0, int32(num(a["epoch"], 0)))
@@ -378,6 +381,19 @@ func (e *scriptEnv) state() string {
 		out += fmt.Sprintf(" maximal-isr=%v", s.MaximalISR)
 	}
 	return out
+}
+
+// producerBatch is batch with the idempotent producer fields pid and seq
+// when the command gives them.
+func (e *scriptEnv) producerBatch(n int, a map[string]string) []byte {
+	b := e.batch(n)
+	if pid, ok := a["pid"]; ok {
+		binary.BigEndian.PutUint64(b[43:], uint64(num(pid, 0)))
+		binary.BigEndian.PutUint16(b[51:], 0)
+		binary.BigEndian.PutUint32(b[53:], uint32(num(a["seq"], 0)))
+		binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
+	}
+	return b
 }
 
 // batch builds a v2 record batch of n records (offsets from 0, no epoch).
