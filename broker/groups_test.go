@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os/exec"
+	"strings"
 	"sort"
 	"sync"
 	"testing"
@@ -13,6 +15,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/group"
+	"github.com/isrlab/isrlab/internal/proctest"
 )
 
 // groupBrokerOverrides make groups fast to form in tests.
@@ -423,5 +428,168 @@ func TestSeed003OffsetCommits(t *testing.T) {
 				t.Fatalf("manual commit after processing: %d duplicates", dups)
 			}
 		})
+	}
+}
+
+// TestKcatGroupAndKadm: librdkafka's balanced consumer (kcat -G) reads
+// everything and commits; kadm lists the group and shows zero lag.
+func TestKcatGroupAndKadm(t *testing.T) {
+	if _, err := exec.LookPath("kcat"); err != nil {
+		t.Skip("kcat not installed (make deps installs it)")
+	}
+	b := startBroker(t, t.TempDir(), groupBrokerOverrides...)
+	cl := b.client(t)
+	createTopic(t, cl, "kg", 3, nil)
+	produceValues(t, cl, "kg", 3, "k", 300)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "kcat", "-b", b.Addrs()[0], "-G", "kcat-group", "kg",
+		"-o", "beginning", "-e", "-q", "-f", "%s\n", "-X", "enable.auto.commit=true", "-X", "auto.commit.interval.ms=100")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kcat -G: %v\n%s", err, out)
+	}
+	lines := strings.Fields(string(out))
+	seen := map[string]bool{}
+	for _, l := range lines {
+		seen[l] = true
+	}
+	if len(seen) != 300 {
+		t.Fatalf("kcat -G read %d distinct of 300 records (%d lines)", len(seen), len(lines))
+	}
+
+	adm := kadm.NewClient(cl)
+	listed, err := adm.ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := listed["kcat-group"]; !ok {
+		t.Fatalf("ListGroups: %v", listed.Groups())
+	}
+	// kcat commits on close; its lag is then zero on every partition.
+	waitFor(t, 10*time.Second, "zero lag", func() error {
+		lags, err := adm.Lag(ctx, "kcat-group")
+		if err != nil {
+			return err
+		}
+		l := lags["kcat-group"]
+		if l.Error() != nil {
+			return l.Error()
+		}
+		if n := len(l.Lag["kg"]); n != 3 {
+			return fmt.Errorf("lag of %d partitions", n)
+		}
+		if tot := l.Lag.Total(); tot != 0 {
+			return fmt.Errorf("lag %d", tot)
+		}
+		return nil
+	})
+}
+
+// TestCommittedOffsetSurvivesCoordinatorKill: offsets committed with
+// acks=-1 to a replicated __consumer_offsets survive SIGKILL of the
+// coordinator's broker; the new coordinator reloads them and a consumer
+// resumes from them.
+func TestCommittedOffsetSurvivesCoordinatorKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process cluster test")
+	}
+	c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 3, Overrides: []string{
+		"coordinator.session.timeout.ms=3000", "replica.lag.time.max.ms=2000",
+		"replica.fetch.wait.max.ms=100", "replica.fetch.backoff.ms=100",
+		"offsets.topic.num.partitions=3", "group.initial.rebalance.delay.ms=0",
+	}})
+	c.CreateTopic("ck", 2, 3, nil)
+	cl := c.Client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produceValues(t, cl, "ck", 2, "v", 200)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	// The first FindCoordinator creates __consumer_offsets; commit once
+	// it is fully replicated so the commit reaches every replica.
+	const grp = "survivor"
+	waitFor(t, 30*time.Second, "__consumer_offsets exists", func() error {
+		_, err := adm.FetchOffsets(ctx, grp)
+		return err
+	})
+	waitFor(t, 30*time.Second, "__consumer_offsets fully replicated", func() error {
+		st, err := c.Describe(group.Topic)
+		if err != nil {
+			return err
+		}
+		for p, s := range st {
+			if s.Leader < 0 || len(s.ISR) != 3 {
+				return fmt.Errorf("partition %d: leader %d isr %v", p, s.Leader, s.ISR)
+			}
+		}
+		return nil
+	})
+	want := map[int32]int64{0: 42, 1: 17}
+	toCommit := kadm.Offsets{}
+	for p, o := range want {
+		toCommit.AddOffset("ck", p, o, -1)
+	}
+	resp, err := adm.CommitOffsets(ctx, grp, toCommit)
+	if err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+
+	st, err := c.Describe(group.Topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := st[group.Partition(grp, 3)].Leader
+	t.Logf("coordinator of %s is broker %d; SIGKILL", grp, victim)
+	c.Brokers[victim].Kill()
+
+	waitFor(t, 60*time.Second, "committed offsets from the new coordinator", func() error {
+		// A fresh client: kgo keeps dialing a cached dead coordinator.
+		fcl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...))
+		if err != nil {
+			return err
+		}
+		defer fcl.Close()
+		fctx, fcancel := context.WithTimeout(ctx, 3*time.Second)
+		defer fcancel()
+		fo, err := kadm.NewClient(fcl).FetchOffsets(fctx, grp)
+		if err != nil {
+			return err
+		}
+		for p, o := range want {
+			got, ok := fo.Lookup("ck", p)
+			if !ok || got.Err != nil || got.At != o {
+				return fmt.Errorf("partition %d: %+v, want %d", p, got, o)
+			}
+		}
+		return nil
+	})
+	if st, err := c.Describe(group.Topic); err == nil && st[group.Partition(grp, 3)].Leader == victim {
+		t.Fatalf("broker %d still leads the group's partition", victim)
+	}
+
+	// A group consumer resumes exactly at the committed offsets.
+	first := map[int32]int64{}
+	var mu sync.Mutex
+	gc := startGroupConsumer(t, c.Bootstrap(), "resumer", grp, "ck", func(_ string, r *kgo.Record) {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, ok := first[r.Partition]; !ok {
+			first[r.Partition] = r.Offset
+		}
+	})
+	waitFor(t, 30*time.Second, "consumer resumes", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(first) != 2 {
+			return fmt.Errorf("read from %v", first)
+		}
+		return nil
+	})
+	gc.close()
+	for p, o := range want {
+		if first[p] != o {
+			t.Fatalf("partition %d: consumer resumed at %d, committed %d", p, first[p], o)
+		}
 	}
 }
