@@ -83,6 +83,9 @@ func (p *Partition) Resolve(ctx context.Context, env *Env) error {
 	c := env.Cluster
 	var g Grudge
 	first := []string(nil) // the side OneWay protects
+	if p.Seed == 0 && (p.Topology == TopoRandomHalves || p.Topology == TopoMajoritiesRing || p.Topology == TopoBridge) {
+		p.Seed = env.rng().Int63() // kept in the fault, so the shuffle is on record
+	}
 	rng := rand.New(rand.NewSource(p.Seed))
 	nodes := func() ([]string, error) {
 		if len(p.Nodes) == 0 {
