@@ -1,0 +1,316 @@
+package group
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	klog "github.com/isrlab/isrlab/broker/log"
+)
+
+func TestBatchEncoding(t *testing.T) {
+	recs := []record{
+		{key: offsetKey("g", "t", 3), value: offsetValue(Offset{Offset: 42, LeaderEpoch: 7, Metadata: "m", CommitTimestamp: 5})},
+		{key: groupKey("g")},
+	}
+	batch := encodeBatch(recs, 1000)
+	// The broker's own parser accepts it, CRC included.
+	infos, err := klog.ParseBatches(batch, 1<<20)
+	if err != nil || len(infos) != 1 || infos[0].LastOffset != 1 {
+		t.Fatalf("ParseBatches: %v %+v", err, infos)
+	}
+	var got []record
+	next, err := decodeBatches(batch, func(_ int64, r record) error { got = append(got, r); return nil })
+	if err != nil || next != 2 || len(got) != 2 {
+		t.Fatalf("decode: next %d err %v records %d", next, err, len(got))
+	}
+	k, err := parseKey(got[0].key)
+	if err != nil || !k.isOffset || k.group != "g" || k.tp != (TopicPartition{"t", 3}) {
+		t.Fatalf("offset key %+v %v", k, err)
+	}
+	o, err := parseOffsetValue(got[0].value)
+	if err != nil || o.Offset != 42 || o.LeaderEpoch != 7 || o.Metadata != "m" || o.CommitTimestamp != 5 {
+		t.Fatalf("offset value %+v %v", o, err)
+	}
+	if k, err := parseKey(got[1].key); err != nil || k.isOffset || k.group != "g" || got[1].value != nil {
+		t.Fatalf("group tombstone %+v %v %v", k, err, got[1].value)
+	}
+}
+
+// TestRebalanceLifecycle walks a group through its states: two-step join,
+// the initial delay extended by a second member, sync, a third member's
+// rebalance, a session expiry and a clean leave.
+func TestRebalanceLifecycle(t *testing.T) {
+	h := newHarness(t, newMemLog(), testConfig())
+	h.lead()
+	const g = "grp"
+
+	a, ja := h.joinNew(g, "a")
+	if !ja.pending() || h.state(g) != string(PreparingRebalance) {
+		t.Fatalf("first member answered before the initial delay; state %s", h.state(g))
+	}
+	h.clock.Advance(2 * time.Second)
+	b, jb := h.joinNew(g, "b")
+	h.clock.Advance(1 * time.Second) // the delay ends, but b extends it
+	if !ja.pending() || !jb.pending() {
+		t.Fatal("join completed although a member joined during the delay")
+	}
+	h.clock.Advance(3 * time.Second)
+	ra, rb := ja.get(t), jb.get(t)
+	if ra.ErrorCode != 0 || rb.ErrorCode != 0 || ra.Generation != 1 || rb.Generation != 1 {
+		t.Fatalf("join: %+v %+v", ra, rb)
+	}
+	if ra.LeaderID != a || len(ra.Members) != 2 || len(rb.Members) != 0 || *ra.Protocol != "range" {
+		t.Fatalf("leader %s members %d/%d protocol %v", ra.LeaderID, len(ra.Members), len(rb.Members), *ra.Protocol)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		member string
+		gen    int32
+		want   int16
+	}{
+		{"current generation", b, 1, 0},
+		{"stale generation", b, 0, kerr.IllegalGeneration.Code},
+		{"unknown member", "nobody", 1, kerr.UnknownMemberID.Code},
+	} {
+		if got := h.heartbeat(g, tc.member, tc.gen); got != tc.want {
+			t.Errorf("heartbeat %s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	if code := h.commit(g, a, 1, "t", 0, 5); code != kerr.RebalanceInProgress.Code {
+		t.Fatalf("commit while CompletingRebalance: %d", code)
+	}
+
+	sb := h.sync(g, b, 1, nil)
+	sa := h.sync(g, a, 1, map[string]string{a: "A", b: "B"})
+	if got := sa.get(t); got.ErrorCode != 0 || string(got.MemberAssignment) != "A" {
+		t.Fatalf("leader sync %+v", got)
+	}
+	if got := sb.get(t); got.ErrorCode != 0 || string(got.MemberAssignment) != "B" {
+		t.Fatalf("follower sync %+v", got)
+	}
+	if h.state(g) != string(Stable) {
+		t.Fatalf("state %s after sync", h.state(g))
+	}
+	if code := h.commit(g, a, 1, "t", 0, 5); code != 0 {
+		t.Fatalf("commit: %d", code)
+	}
+
+	// A third member: the group rebalances; members learn it from heartbeats.
+	c, jc := h.joinNew(g, "c")
+	if got := h.heartbeat(g, a, 1); got != kerr.RebalanceInProgress.Code {
+		t.Fatalf("heartbeat during rebalance: %d", got)
+	}
+	if code := h.commit(g, a, 1, "t", 0, 6); code != 0 {
+		t.Fatalf("commit of the current generation while PreparingRebalance: %d", code)
+	}
+	ja2, jb2 := h.join(g, a, "a", 5), h.join(g, b, "b", 5)
+	r := []*kmsg.JoinGroupResponse{ja2.get(t), jb2.get(t), jc.get(t)}
+	for _, x := range r {
+		if x.ErrorCode != 0 || x.Generation != 2 {
+			t.Fatalf("rejoin: %+v", x)
+		}
+	}
+	h.sync(g, a, 2, map[string]string{a: "A2", b: "B2", c: "C2"}).get(t)
+
+	// c stops heartbeating: after its session it is removed.
+	for i := 0; i < 4; i++ {
+		h.clock.Advance(3 * time.Second)
+		h.heartbeat(g, a, 2)
+		h.heartbeat(g, b, 2)
+	}
+	if got := h.heartbeat(g, c, 2); got != kerr.UnknownMemberID.Code {
+		t.Fatalf("expired member heartbeat: %d", got)
+	}
+	if h.state(g) != string(PreparingRebalance) {
+		t.Fatalf("state %s after expiry", h.state(g))
+	}
+	ja3, jb3 := h.join(g, a, "a", 5), h.join(g, b, "b", 5)
+	if x := ja3.get(t); x.Generation != 3 || len(x.Members) != 2 {
+		t.Fatalf("after expiry: %+v", x)
+	}
+	jb3.get(t)
+
+	// Everyone leaves: the group is Empty, its offsets stay.
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.SetVersion(3)
+	leave.Group = g
+	leave.Members = []kmsg.LeaveGroupRequestMember{{MemberID: a}, {MemberID: b}, {MemberID: "ghost"}}
+	resp := h.m.LeaveGroup(leave)
+	if codes := []int16{resp.Members[0].ErrorCode, resp.Members[1].ErrorCode, resp.Members[2].ErrorCode}; !slices.Equal(codes, []int16{0, 0, kerr.UnknownMemberID.Code}) {
+		t.Fatalf("leave codes %v", codes)
+	}
+	if h.state(g) != string(Empty) {
+		t.Fatalf("state %s after everyone left", h.state(g))
+	}
+	if off, _ := h.fetch(g, "t", 0); off != 6 {
+		t.Fatalf("committed %d, want 6", off)
+	}
+	want := []string{"group grp", "offset grp t/0", "offset grp t/0", "group grp", "group grp"}
+	if got := h.log.records(t, 0); !slices.Equal(got, want) {
+		t.Fatalf("log %v, want %v", got, want)
+	}
+}
+
+func TestJoinErrors(t *testing.T) {
+	h := newHarness(t, newMemLog(), testConfig())
+	for _, tc := range []struct {
+		name   string
+		mutate func(*kmsg.JoinGroupRequest)
+		want   int16
+	}{
+		{"empty group id", func(r *kmsg.JoinGroupRequest) { r.Group = "" }, kerr.InvalidGroupID.Code},
+		{"session too short", func(r *kmsg.JoinGroupRequest) { r.SessionTimeoutMillis = 1000 }, kerr.InvalidSessionTimeout.Code},
+		{"no protocols", func(r *kmsg.JoinGroupRequest) { r.Protocols = nil }, kerr.InconsistentGroupProtocol.Code},
+		{"unknown member of an unknown group", func(r *kmsg.JoinGroupRequest) { r.MemberID = "x" }, kerr.UnknownMemberID.Code},
+		{"v3 joins at once", func(r *kmsg.JoinGroupRequest) { r.SetVersion(3) }, -1},
+		{"v4 needs a member id", func(r *kmsg.JoinGroupRequest) {}, kerr.MemberIDRequired.Code},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if len(h.m.Owned()) == 0 {
+				req := kmsg.NewPtrJoinGroupRequest()
+				req.Group = "g"
+				var got int16 = -2
+				h.m.JoinGroup(req, "c", "/h", func(r *kmsg.JoinGroupResponse) { got = r.ErrorCode })
+				if got != kerr.NotCoordinator.Code {
+					t.Fatalf("before leading: %d, want NOT_COORDINATOR", got)
+				}
+				h.lead()
+			}
+			req := kmsg.NewPtrJoinGroupRequest()
+			req.SetVersion(5)
+			req.Group, req.ProtocolType, req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = "g-"+tc.name, "consumer", 10000, 10000
+			req.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{}}}
+			tc.mutate(req)
+			got := int16(-1) // -1: no answer yet
+			h.m.JoinGroup(req, "c", "/h", func(r *kmsg.JoinGroupResponse) { got = r.ErrorCode })
+			if got != tc.want {
+				t.Fatalf("code %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCommitOnlyAfterAppend: a failed append changes nothing and maps to
+// the coordinator error Kafka answers with (KAFKA-SPEC §9.3).
+func TestCommitOnlyAfterAppend(t *testing.T) {
+	lg := newMemLog()
+	h := newHarness(t, lg, testConfig())
+	h.lead()
+	if code := h.commit("simple", "", -1, "t", 0, 10); code != 0 {
+		t.Fatalf("commit: %d", code)
+	}
+	for _, tc := range []struct {
+		err  error
+		want int16
+	}{
+		{kerr.NotEnoughReplicas, kerr.CoordinatorNotAvailable.Code},
+		{kerr.NotEnoughReplicasAfterAppend, kerr.CoordinatorNotAvailable.Code},
+		{kerr.RequestTimedOut, kerr.CoordinatorNotAvailable.Code},
+		{kerr.NotLeaderForPartition, kerr.NotCoordinator.Code},
+		{kerr.KafkaStorageError, kerr.NotCoordinator.Code},
+		{kerr.MessageTooLarge, kerr.InvalidCommitOffsetSize.Code},
+	} {
+		lg.setFail(tc.err)
+		if code := h.commit("simple", "", -1, "t", 0, 20); code != tc.want {
+			t.Errorf("append error %v: code %d, want %d", tc.err, code, tc.want)
+		}
+		if off, _ := h.fetch("simple", "t", 0); off != 10 {
+			t.Fatalf("after a failed append (%v) the cache says %d", tc.err, off)
+		}
+	}
+	lg.setFail(nil)
+	if code := h.commit("simple", "", 3, "t", 0, 20); code != kerr.UnknownMemberID.Code {
+		t.Fatalf("generation 3 commit to an Empty group: %d", code)
+	}
+	if code := h.commit("nogroup", "m", 3, "t", 0, 20); code != kerr.IllegalGeneration.Code {
+		t.Fatalf("generation 3 commit to an unknown group: %d", code)
+	}
+}
+
+// TestReload: a new coordinator answers COORDINATOR_LOAD_IN_PROGRESS until
+// it has replayed the partition, then has the offsets and the Stable
+// group; tombstones delete.
+func TestReload(t *testing.T) {
+	lg := newMemLog()
+	h := newHarness(t, lg, testConfig())
+	h.lead()
+	a, ja := h.joinNew("live", "a")
+	h.clock.Advance(3 * time.Second)
+	ja.get(t)
+	h.sync("live", a, 1, map[string]string{a: "A"}).get(t)
+	h.commit("live", a, 1, "t", 0, 7)
+	h.commit("gone", "", -1, "t", 1, 9)
+	h.commit("gone", "", -1, "t", 2, 11)
+	del := kmsg.NewPtrOffsetDeleteRequest()
+	del.Group = "gone"
+	del.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 1}}}}
+	if r := h.m.OffsetDelete(del); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("offset delete %+v", r)
+	}
+	h.m.OnResign(0)
+	if _, code := h.fetch("live", "t", 0); code != kerr.NotCoordinator.Code {
+		t.Fatalf("after resign: %d", code)
+	}
+
+	h2 := newHarness(t, lg, testConfig())
+	lg.gate = make(chan struct{})
+	h2.m.OnBecomeLeader(0, 1)
+	if _, code := h2.fetch("live", "t", 0); code != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("while loading: %d", code)
+	}
+	close(lg.gate)
+	h2.waitLoaded()
+	for _, tc := range []struct {
+		group string
+		p     int32
+		want  int64
+	}{{"live", 0, 7}, {"gone", 1, -1}, {"gone", 2, 11}} {
+		if off, code := h2.fetch(tc.group, "t", tc.p); code != 0 || off != tc.want {
+			t.Errorf("%s t/%d: %d (code %d), want %d", tc.group, tc.p, off, code, tc.want)
+		}
+	}
+	if st := h2.state("live"); st != string(Stable) {
+		t.Fatalf("reloaded state %s", st)
+	}
+	if got := h2.heartbeat("live", a, 1); got != 0 {
+		t.Fatalf("heartbeat to the new coordinator: %d", got)
+	}
+	// The reloaded member still expires if it stops heartbeating.
+	h2.clock.Advance(11 * time.Second)
+	if got := h2.heartbeat("live", a, 1); got != kerr.UnknownMemberID.Code {
+		t.Fatalf("after the session: %d", got)
+	}
+}
+
+func TestDeleteGroups(t *testing.T) {
+	lg := newMemLog()
+	h := newHarness(t, lg, testConfig())
+	h.lead()
+	a, ja := h.joinNew("busy", "a")
+	h.clock.Advance(3 * time.Second)
+	ja.get(t)
+	h.commit("idle", "", -1, "t", 0, 1)
+	req := kmsg.NewPtrDeleteGroupsRequest()
+	req.Groups = []string{"busy", "idle", "unknown"}
+	resp := h.m.DeleteGroups(req)
+	got := []int16{resp.Groups[0].ErrorCode, resp.Groups[1].ErrorCode, resp.Groups[2].ErrorCode}
+	if want := []int16{kerr.NonEmptyGroup.Code, 0, kerr.GroupIDNotFound.Code}; !slices.Equal(got, want) {
+		t.Fatalf("codes %v, want %v", got, want)
+	}
+	if off, _ := h.fetch("idle", "t", 0); off != -1 {
+		t.Fatalf("deleted group still has offset %d", off)
+	}
+	_ = a
+	list := h.m.ListGroups(kmsg.NewPtrListGroupsRequest())
+	if len(list.Groups) != 1 || list.Groups[0].Group != "busy" {
+		t.Fatalf("list %+v", list.Groups)
+	}
+	if recs := h.log.records(t, 0); !slices.Contains(recs, "group idle tombstone") || !slices.Contains(recs, "offset idle t/0 tombstone") {
+		t.Fatalf("no tombstones: %v", recs)
+	}
+}

@@ -1,0 +1,304 @@
+package group
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// fakeClock fires timers only when a test advances it.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	c       *fakeClock
+	at      time.Time
+	f       func()
+	stopped bool
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_800_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := !t.stopped
+	t.stopped = true
+	return was
+}
+
+// Advance moves time on, firing due timers in deadline order.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	end := c.now.Add(d)
+	for {
+		sort.SliceStable(c.timers, func(i, j int) bool { return c.timers[i].at.Before(c.timers[j].at) })
+		var due *fakeTimer
+		for _, t := range c.timers {
+			if !t.stopped && !t.at.After(end) {
+				due = t
+				break
+			}
+		}
+		if due == nil {
+			break
+		}
+		due.stopped = true
+		if due.at.After(c.now) {
+			c.now = due.at
+		}
+		c.mu.Unlock()
+		due.f()
+		c.mu.Lock()
+	}
+	c.now = end
+	c.mu.Unlock()
+}
+
+// memLog is an in-memory __consumer_offsets.
+type memLog struct {
+	mu      sync.Mutex
+	parts   map[int32][][]byte
+	next    map[int32]int64
+	failErr error         // the next appends fail with it
+	gate    chan struct{} // when set, Read waits for it
+}
+
+func newMemLog() *memLog { return &memLog{parts: map[int32][][]byte{}, next: map[int32]int64{}} }
+
+func (l *memLog) Append(_ context.Context, p int32, batch []byte) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failErr != nil {
+		return 0, l.failErr
+	}
+	b := append([]byte(nil), batch...)
+	base := l.next[p]
+	binary.BigEndian.PutUint64(b[0:8], uint64(base))
+	n := int64(binary.BigEndian.Uint32(b[57:61]))
+	l.next[p] = base + n
+	l.parts[p] = append(l.parts[p], b)
+	return base, nil
+}
+
+func (l *memLog) Read(ctx context.Context, p int32, from int64) ([]byte, error) {
+	l.mu.Lock()
+	gate := l.gate
+	l.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []byte
+	for _, b := range l.parts[p] {
+		if int64(binary.BigEndian.Uint64(b[0:8])) >= from {
+			out = append(out, b...)
+		}
+	}
+	return out, nil
+}
+
+func (l *memLog) setFail(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.failErr = err
+}
+
+// keys lists the partition's records as "group-key" / "offset-key" with
+// tombstones marked.
+func (l *memLog) records(t *testing.T, p int32) []string {
+	t.Helper()
+	data, _ := l.Read(context.Background(), p, 0)
+	var out []string
+	if _, err := decodeBatches(data, func(_ int64, r record) error {
+		k, err := parseKey(r.key)
+		if err != nil {
+			return err
+		}
+		s := "group " + k.group
+		if k.isOffset {
+			s = fmt.Sprintf("offset %s %s/%d", k.group, k.tp.Topic, k.tp.Partition)
+		}
+		if r.value == nil {
+			s += " tombstone"
+		}
+		out = append(out, s)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// harness is a Manager leading every partition of a memLog.
+type harness struct {
+	t     *testing.T
+	m     *Manager
+	clock *fakeClock
+	log   *memLog
+	ids   int
+}
+
+func testConfig() Config {
+	c := DefaultConfig()
+	c.Partitions = 1 // every group on partition 0
+	return c
+}
+
+func newHarness(t *testing.T, lg *memLog, cfg Config) *harness {
+	h := &harness{t: t, clock: newFakeClock(), log: lg}
+	h.m = New(cfg, lg, WithClock(h.clock), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		WithMemberIDs(func(clientID string) string { h.ids++; return fmt.Sprintf("%s-%d", clientID, h.ids) }))
+	t.Cleanup(h.m.Close)
+	return h
+}
+
+// lead makes the manager coordinator of partition 0 and waits for the load.
+func (h *harness) lead() {
+	h.m.OnBecomeLeader(0, 0)
+	h.waitLoaded()
+}
+
+func (h *harness) waitLoaded() {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if loading, ok := h.m.Owned()[0]; ok && !loading {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	h.t.Fatal("partition 0 did not load")
+}
+
+// joinResult is a JoinGroup answer that may arrive later.
+type joinResult struct{ ch chan *kmsg.JoinGroupResponse }
+
+func (r joinResult) get(t *testing.T) *kmsg.JoinGroupResponse {
+	t.Helper()
+	select {
+	case resp := <-r.ch:
+		return resp
+	default:
+		t.Fatal("JoinGroup not answered")
+		return nil
+	}
+}
+
+func (r joinResult) pending() bool { return len(r.ch) == 0 }
+
+func consumerMeta(topics ...string) []byte {
+	md := kmsg.ConsumerMemberMetadata{Version: 0, Topics: topics}
+	return md.AppendTo(nil)
+}
+
+func (h *harness) join(group, memberID, client string, version int16) joinResult {
+	req := kmsg.NewPtrJoinGroupRequest()
+	req.SetVersion(version)
+	req.Group, req.MemberID, req.ProtocolType = group, memberID, "consumer"
+	req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 10000, 30000
+	req.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: consumerMeta("t")}}
+	r := joinResult{ch: make(chan *kmsg.JoinGroupResponse, 1)}
+	h.m.JoinGroup(req, client, "/127.0.0.1", func(resp *kmsg.JoinGroupResponse) { r.ch <- resp })
+	return r
+}
+
+// joinNew does the two-step join of a new member and returns its id.
+func (h *harness) joinNew(group, client string) (string, joinResult) {
+	h.t.Helper()
+	first := h.join(group, "", client, 5).get(h.t)
+	if first.ErrorCode != kerr.MemberIDRequired.Code {
+		h.t.Fatalf("first join: error %d, want MEMBER_ID_REQUIRED", first.ErrorCode)
+	}
+	return first.MemberID, h.join(group, first.MemberID, client, 5)
+}
+
+type syncResult struct{ ch chan *kmsg.SyncGroupResponse }
+
+func (r syncResult) get(t *testing.T) *kmsg.SyncGroupResponse {
+	t.Helper()
+	select {
+	case resp := <-r.ch:
+		return resp
+	default:
+		t.Fatal("SyncGroup not answered")
+		return nil
+	}
+}
+
+func (h *harness) sync(group, member string, gen int32, assign map[string]string) syncResult {
+	req := kmsg.NewPtrSyncGroupRequest()
+	req.SetVersion(5)
+	req.Group, req.MemberID, req.Generation = group, member, gen
+	for id, a := range assign {
+		req.GroupAssignment = append(req.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: id, MemberAssignment: []byte(a)})
+	}
+	r := syncResult{ch: make(chan *kmsg.SyncGroupResponse, 1)}
+	h.m.SyncGroup(req, func(resp *kmsg.SyncGroupResponse) { r.ch <- resp })
+	return r
+}
+
+func (h *harness) heartbeat(group, member string, gen int32) int16 {
+	req := kmsg.NewPtrHeartbeatRequest()
+	req.SetVersion(4)
+	req.Group, req.MemberID, req.Generation = group, member, gen
+	return h.m.Heartbeat(req).ErrorCode
+}
+
+func (h *harness) commit(group, member string, gen int32, topic string, partition int32, offset int64) int16 {
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.SetVersion(8)
+	req.Group, req.MemberID, req.Generation = group, member, gen
+	req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: topic, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: partition, Offset: offset, LeaderEpoch: -1}}}}
+	return h.m.OffsetCommit(req).Topics[0].Partitions[0].ErrorCode
+}
+
+// fetch returns the committed offset (-1 none) and the group error.
+func (h *harness) fetch(group, topic string, partition int32) (int64, int16) {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.SetVersion(8)
+	req.Groups = []kmsg.OffsetFetchRequestGroup{{Group: group, Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: topic, Partitions: []int32{partition}}}}}
+	g := h.m.OffsetFetch(req).Groups[0]
+	if g.ErrorCode != 0 {
+		return -1, g.ErrorCode
+	}
+	return g.Topics[0].Partitions[0].Offset, 0
+}
+
+func (h *harness) state(group string) string {
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.SetVersion(5)
+	req.Groups = []string{group}
+	return h.m.DescribeGroups(req).Groups[0].State
+}
