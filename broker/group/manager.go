@@ -232,7 +232,9 @@ func (m *Manager) resignLocked(p int32) {
 		m.dropGroupLocked(g, kerr.NotCoordinator.Code)
 		delete(m.groups, id)
 	}
-	m.logger.Info("resigned as group coordinator", "partition", p, "groups", n)
+	if n > 0 {
+		m.logger.Info("resigned as group coordinator", "partition", p, "groups", n)
+	}
 }
 
 // dropGroupLocked ends everything a group waits on with code.
@@ -395,7 +397,9 @@ func (m *Manager) load(ctx context.Context, p int32, o *ownership) {
 		m.groups[id] = g
 	}
 	o.loading = false
-	m.logger.Info("loaded group partition", "partition", p, "records", records, "groups", len(groups), "took", m.clock.Now().Sub(start).String())
+	if records > 0 {
+		m.logger.Info("loaded group partition", "partition", p, "records", records, "groups", len(groups), "took", m.clock.Now().Sub(start).String())
+	}
 }
 
 // appendErr maps an append error to the code Kafka's coordinator answers
