@@ -11,7 +11,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // BrokerInfo is the registration of a live broker, stored as JSON at
@@ -38,7 +37,7 @@ type BrokerInfo struct {
 type Registration struct {
 	c       *Client
 	info    BrokerInfo
-	session *concurrency.Session
+	session *session
 	ttl     int64
 	once    sync.Once
 	err     error
@@ -89,29 +88,12 @@ func (c *Client) RegisterBroker(ctx context.Context, info BrokerInfo, sessionTim
 	return &Registration{c: c, info: info, session: session, ttl: ttl}, nil
 }
 
-// newSession grants a lease under a call timeout (concurrency.NewSession
-// would grant it without one) and keeps it alive until the client closes.
-func (c *Client) newSession(ctx context.Context, ttl int64) (*concurrency.Session, error) {
-	cctx, cancel := c.callCtx(ctx)
-	defer cancel()
-	lease, err := c.cli.Grant(cctx, ttl)
-	if err != nil {
-		return nil, err
-	}
-	s, err := concurrency.NewSession(c.cli, concurrency.WithLease(lease.ID), concurrency.WithContext(c.ctx))
-	if err != nil {
-		c.cli.Revoke(cctx, lease.ID)
-		return nil, err
-	}
-	return s, nil
-}
-
 // revoke ends a session and revokes its lease, bounded by the call
 // timeout. If the coordinator cannot be reached it keeps trying in the
 // background until the lease would have expired anyway, so that keys on
 // the lease (a registration, a controller candidacy) go as soon as the
 // coordinator is back rather than a session timeout later.
-func (c *Client) revoke(s *concurrency.Session, ttl int64) error {
+func (c *Client) revoke(s *session, ttl int64) error {
 	s.Orphan()
 	try := func(ctx context.Context) error {
 		cctx, cancel := c.callCtx(ctx)

@@ -12,6 +12,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/namespace"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 )
 
 // Defaults used when no Option overrides them.
@@ -123,7 +125,14 @@ func Dial(ctx context.Context, endpoints []string, opts ...Option) (*Client, err
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
 		PermitWithoutStream:  true,
-		Logger:               zap.NewNop(),
+		// Reconnect to a member at most 1 s after it is back: gRPC's default
+		// backoff grows to 2 minutes, so a client would idle long after a
+		// coordinator outage healed and lose sessions meanwhile.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           grpcbackoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: time.Second,
+		})},
+		Logger: zap.NewNop(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dial coordinator %v: %w", endpoints, err)

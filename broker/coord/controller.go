@@ -9,7 +9,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // Leadership is a won controller election. Its Epoch fences every write
@@ -18,7 +17,7 @@ import (
 type Leadership struct {
 	c          *Client
 	brokerID   int32
-	session    *concurrency.Session
+	session    *session
 	ownSession bool
 	ttl        int64
 	key        string
@@ -63,7 +62,7 @@ func (r *Registration) Campaign(ctx context.Context) (*Leadership, error) {
 // CreateRevision) leads, and a candidate wins when every older key is gone.
 // Transient coordinator errors while waiting are retried; losing the
 // session or ctx ends the campaign and removes the candidate key.
-func (c *Client) campaign(ctx context.Context, s *concurrency.Session, brokerID int32, ttl int64, own bool) (*Leadership, error) {
+func (c *Client) campaign(ctx context.Context, s *session, brokerID int32, ttl int64, own bool) (*Leadership, error) {
 	op := fmt.Sprintf("campaign for controller as broker %d", brokerID)
 	key := fmt.Sprintf("%s/%x", controllerPrefix, s.Lease())
 	val := strconv.FormatInt(int64(brokerID), 10)
@@ -143,7 +142,7 @@ func (c *Client) campaign(ctx context.Context, s *concurrency.Session, brokerID 
 // If the coordinator cannot be reached it keeps trying in the background
 // for as long as the session lives: a key left behind on a live session
 // would block the election, or name a controller that no longer acts.
-func (c *Client) deleteCandidate(s *concurrency.Session, key string, rev int64) error {
+func (c *Client) deleteCandidate(s *session, key string, rev int64) error {
 	del := func(ctx context.Context) error {
 		cctx, cancel := c.callCtx(ctx)
 		defer cancel()
