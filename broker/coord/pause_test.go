@@ -10,28 +10,34 @@ import (
 	"go.uber.org/zap"
 )
 
-// TestSessionSurvivesPausedLeader SIGSTOPs the etcd leader for longer than
-// the client's keepalive takes to give up on it (10 s + 2 s) but less than
-// the 18 s session: the broker's registration must survive with its epoch
-// (MACHINE-NOTES: a 2 s session does not).
+// TestSessionSurvivesPausedLeader SIGSTOPs the etcd leader for two session
+// timeouts of Kafka 2.4's 6 s: no broker session may be lost, although some
+// clients' renewals go to the paused member and hang there (MACHINE-NOTES:
+// with etcd's own keepalive a 2 s session is lost, and sessions shorter than
+// its 7 s request timeout are at risk).
 func TestSessionSurvivesPausedLeader(t *testing.T) {
 	if testing.Short() {
-		t.Skip("takes about 15 s: pauses the etcd leader past the client keepalive timeout")
+		t.Skip("takes about 15 s: pauses the etcd leader for two 6 s sessions")
 	}
+	const ttl = 6 * time.Second
 	ms := startProcCluster(t, 3)
 	var eps []string
 	for _, m := range ms {
 		eps = append(eps, m.cfg.ListenClientURLs)
 	}
 	ctx := context.Background()
-	c, err := Dial(ctx, eps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r, err := c.RegisterBroker(ctx, BrokerInfo{ID: 1, Host: "h", Port: 1}, DefaultSessionTimeout)
-	if err != nil {
-		t.Fatal(err)
+	var regs []*Registration
+	for i := range int32(10) { // ten clients: some renew through the leader
+		c, err := Dial(ctx, eps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		r, err := c.RegisterBroker(ctx, BrokerInfo{ID: i, Host: "h", Port: 1}, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs = append(regs, r)
 	}
 
 	leader := -1
@@ -57,53 +63,36 @@ func TestSessionSurvivesPausedLeader(t *testing.T) {
 	}
 	t.Cleanup(func() { p.Signal(syscall.SIGCONT) })
 
-	// Wait for a renewal that reaches the survivors later than the client's
-	// keepalive timeout (10 s + 2 s): by then a connection stuck on the
-	// paused member must have been replaced, or the lease would be lost.
+	// The property is about elapsed time: watch every session for two
+	// session timeouts while the leader stays paused.
+	paused := time.Now()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for time.Since(paused) < 2*ttl {
+		for _, r := range regs {
+			select {
+			case <-r.Done():
+				t.Fatalf("broker %d lost its session %v after the leader was paused", r.Info().ID, time.Since(paused))
+			default:
+			}
+		}
+		<-tick.C
+	}
 	var survivors []string
 	for i, m := range ms {
 		if i != leader {
 			survivors = append(survivors, m.cfg.ListenClientURLs)
 		}
 	}
-	admin, err := clientv3.New(clientv3.Config{Endpoints: survivors, DialTimeout: time.Second, Logger: zap.NewNop()})
+	admin, err := Dial(ctx, survivors)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	paused := time.Now()
-	prev := int64(-1)
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for renewed := false; !renewed; {
-		select {
-		case <-r.Done():
-			t.Fatal("session lost while the etcd leader was paused")
-		case <-tick.C:
+	for _, r := range regs {
+		info, ok, err := admin.Broker(ctx, r.Info().ID)
+		if err != nil || !ok || info.Epoch != r.Epoch() {
+			t.Fatalf("broker %d while the leader is paused: %+v ok=%v err=%v, want epoch %d", r.Info().ID, info, ok, err, r.Epoch())
 		}
-		if time.Since(paused) > 30*time.Second {
-			t.Fatal("no lease renewal reached the survivors within 30 s")
-		}
-		tctx, cancel := context.WithTimeout(ctx, time.Second)
-		ttl, err := admin.TimeToLive(tctx, r.session.Lease())
-		cancel()
-		if err != nil {
-			continue // no leader among the survivors yet
-		}
-		if ttl.TTL <= 0 {
-			t.Fatalf("lease expired %v after the pause", time.Since(paused))
-		}
-		renewed = time.Since(paused) > 12*time.Second && prev >= 0 && ttl.TTL > prev
-		prev = ttl.TTL
-	}
-	p.Signal(syscall.SIGCONT)
-	info, ok, err := c.Broker(ctx, 1)
-	if err != nil || !ok || info.Epoch != r.Epoch() {
-		t.Fatalf("registration after the pause: %+v ok=%v err=%v, want epoch %d", info, ok, err, r.Epoch())
-	}
-	select {
-	case <-r.Done():
-		t.Fatal("session lost after the pause")
-	default:
 	}
 }
