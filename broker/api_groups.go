@@ -38,7 +38,7 @@ func (b *Broker) groups() *group.Manager {
 		if b.cfg.Known("group.max.session.timeout.ms") {
 			cfg.MaxSessionTimeout = time.Duration(b.cfg.Int("group.max.session.timeout.ms")) * time.Millisecond
 		}
-		e := &groupEntry{m: group.New(cfg, groupLog{b}, group.WithLogger(b.log.With("component", "group-coordinator")))}
+		e := &groupEntry{m: group.New(cfg, groupLog{b}, group.WithLogger(b.log.With("component", "group-coordinator")), group.WithTopicCheck(b.partitionExists))}
 		v, _ = groupManagers.LoadOrStore(b, e)
 	}
 	e := v.(*groupEntry)
@@ -49,6 +49,12 @@ func (b *Broker) groups() *group.Manager {
 		})
 	}
 	return e.m
+}
+
+// partitionExists reports whether the metadata knows the partition.
+func (b *Broker) partitionExists(topic string, p int32) bool {
+	t, ok := b.meta.topic(topic)
+	return ok && p >= 0 && int(p) < len(t.Partitions)
 }
 
 // groupsOnLeader is called when this broker becomes leader of a

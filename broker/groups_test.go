@@ -658,3 +658,53 @@ func TestSaramaConsumerGroup(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkOffsetCommit measures one synchronous OffsetCommit round trip
+// (acks=-1 append to __consumer_offsets, then the cache) from a kadm
+// client: on a standalone broker and on a 3-broker in-process cluster
+// where __consumer_offsets has 3 replicas.
+func BenchmarkOffsetCommit(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		brokers int
+	}{{"standalone", 0}, {"cluster-rf3", 3}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var seeds []string
+			if bc.brokers == 0 {
+				tb := startBroker(b, b.TempDir(), groupBrokerOverrides...)
+				seeds = tb.Addrs()
+			} else {
+				tc := startClusterB(b, bc.brokers, groupBrokerOverrides...)
+				seeds = tc.bootstrap()
+			}
+			cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cl.Close()
+			adm := kadm.NewClient(cl)
+			ctx := context.Background()
+			if _, err := adm.CreateTopic(ctx, 1, 1, nil, "bench"); err != nil {
+				b.Fatal(err)
+			}
+			commit := func(i int) error {
+				o := kadm.Offsets{}
+				o.AddOffset("bench", 0, int64(i), -1)
+				resp, err := adm.CommitOffsets(ctx, "bench-group", o)
+				if err == nil {
+					err = resp.Error()
+				}
+				return err
+			}
+			waitFor(b, 30*time.Second, "coordinator ready", func() error { return commit(0) })
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := commit(i); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
+		})
+	}
+}

@@ -314,3 +314,22 @@ func TestDeleteGroups(t *testing.T) {
 		t.Fatalf("no tombstones: %v", recs)
 	}
 }
+
+func TestCommitToUnknownTopic(t *testing.T) {
+	h := &harness{t: t, clock: newFakeClock(), log: newMemLog()}
+	h.m = New(testConfig(), h.log, WithClock(h.clock), WithTopicCheck(func(topic string, p int32) bool { return topic == "known" && p < 2 }))
+	t.Cleanup(h.m.Close)
+	h.lead()
+	for _, tc := range []struct {
+		topic string
+		p     int32
+		want  int16
+	}{{"known", 1, 0}, {"known", 2, kerr.UnknownTopicOrPartition.Code}, {"other", 0, kerr.UnknownTopicOrPartition.Code}} {
+		if code := h.commit("g", "", -1, tc.topic, tc.p, 3); code != tc.want {
+			t.Errorf("%s/%d: code %d, want %d", tc.topic, tc.p, code, tc.want)
+		}
+	}
+	if recs := h.log.records(t, 0); len(recs) != 1 {
+		t.Fatalf("log %v: only the known partition's commit belongs there", recs)
+	}
+}

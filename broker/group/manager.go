@@ -101,6 +101,12 @@ func WithMemberIDs(f func(clientID string) string) Option {
 	return optFunc(func(m *Manager) { m.newID = f })
 }
 
+// WithTopicCheck makes commits to partitions for which exists is false
+// fail with UNKNOWN_TOPIC_OR_PARTITION, as Kafka checks its metadata.
+func WithTopicCheck(exists func(topic string, partition int32) bool) Option {
+	return optFunc(func(m *Manager) { m.exists = exists })
+}
+
 // ownership is a __consumer_offsets partition this broker leads.
 type ownership struct {
 	epoch   int32
@@ -116,6 +122,7 @@ type Manager struct {
 	clock  Clock
 	logger *slog.Logger
 	newID  func(clientID string) string
+	exists func(topic string, partition int32) bool
 
 	mu     sync.Mutex
 	owned  map[int32]*ownership

@@ -56,6 +56,10 @@ func (m *Manager) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommit
 			if p.Metadata != nil {
 				md = *p.Metadata
 			}
+			if m.exists != nil && !m.exists(t.Topic, p.Partition) {
+				codes[i][j] = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
 			if len(md) > m.cfg.MaxMetadataBytes {
 				codes[i][j] = kerr.OffsetMetadataTooLarge.Code
 				continue
