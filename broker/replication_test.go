@@ -195,9 +195,11 @@ func TestPausedFollowerLeavesAndRejoinsISR(t *testing.T) {
 		}
 		return nil
 	})
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel2()
-	if err := all.ProduceSync(ctx2, &kgo.Record{Topic: "lag", Value: []byte("z")}).FirstErr(); err != nil {
-		t.Fatalf("acks=all after the follower rejoined: %v", err)
-	}
+	// The leader learns the ISR change from the controller's answer; allow
+	// it a moment after the metadata shows it.
+	proctest.Eventually(t, 20*time.Second, "acks=all after the follower rejoined", func() error {
+		ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel2()
+		return all.ProduceSync(ctx2, &kgo.Record{Topic: "lag", Value: []byte("z")}).FirstErr()
+	})
 }

@@ -142,21 +142,35 @@ type PartitionState struct {
 
 // Describe returns the metadata of topic's partitions as the active
 // controller's broker sees it: other brokers' caches may lag (a paused
-// broker's cache is as old as the pause).
+// broker's cache is as old as the pause). The controller is the one most
+// running brokers name, so a resumed broker that still believes it is the
+// controller is outvoted.
 func (c *Cluster) Describe(topic string) (map[int32]PartitionState, error) {
 	var lastErr error = fmt.Errorf("no broker claims to be the controller")
+	answers := map[int32]map[int32]PartitionState{}
+	votes := map[int32]int{}
 	for id, p := range c.Brokers {
 		if !p.Running() {
 			continue
 		}
 		st, ctrl, err := describeAt(c.BrokerAddrs[id], topic)
+		if ctrl >= 0 {
+			votes[ctrl]++
+		}
 		if err != nil {
 			lastErr = err
 			continue
 		}
-		if ctrl == id {
-			return st, nil
+		answers[id] = st
+	}
+	best, most := int32(-1), 0
+	for id, n := range votes {
+		if n > most || (n == most && id < best) {
+			best, most = id, n
 		}
+	}
+	if st, ok := answers[best]; ok {
+		return st, nil
 	}
 	return nil, lastErr
 }
