@@ -213,7 +213,12 @@ func TestQuorum(t *testing.T) {
 	tc.stop(first)
 	eventually(t, 15*time.Second, bump)
 
-	// Stop a second member: no quorum. Calls fail with ErrNoQuorum.
+	// Stop a second member: no quorum. Calls fail with ErrNoQuorum, and a
+	// session that cannot be renewed ends.
+	reg, err := c.RegisterBroker(ctx, BrokerInfo{ID: 4, Host: "h", Port: 1}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
 	second := (first + 1) % 3
 	tc.stop(second)
 	for _, call := range []struct {
@@ -234,6 +239,8 @@ func TestQuorum(t *testing.T) {
 			}
 		})
 	}
+
+	closedWithin(t, reg.Done(), 10*time.Second, "session without quorum")
 
 	// Restart both: the coordinator recovers with the data intact.
 	errs := make(chan error, 2)
