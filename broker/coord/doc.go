@@ -46,8 +46,13 @@
 // member cut off from the quorum refuses them at once; reads are retried by
 // etcd's client and writes by this package (a refused write was never
 // proposed, so retrying is safe) on the next member, round robin. Watches
-// on such a member end and are reopened. Leases (sessions) survive as long
-// as one renewal per session timeout reaches the quorum.
+// on such a member end and are reopened. Sessions are renewed by one short
+// call every third of the session timeout, each bounded by that third, so a
+// renewal stuck on a paused or cut-off member is retried on another member
+// in time: a 6 s session (Kafka 2.4) survives a paused etcd leader, where
+// etcd's own keepalive stream would wait out its 7 s request timeout. A
+// session whose renewals cannot reach a quorum for its whole timeout ends
+// (Registration.Done, Leadership.Done).
 //
 // # Background work
 //
