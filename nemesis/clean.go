@@ -7,15 +7,16 @@ import (
 	"os"
 	"strings"
 
-	"github.com/google/nftables"
+	"github.com/isrlab/isrlab/compose"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
 
 // Clean removes what faults left in a cluster's namespaces: the nftables
 // tables of run in the switch namespace and the root qdiscs faults added
-// there and in each node namespace (nodeNS). It does not touch processes:
-// taking the cluster down kills paused ones. Missing namespaces are
+// there and in each node namespace (nodeNS), and stops the run's packet
+// delayers. It does not touch node processes: taking the cluster down kills
+// paused ones. Missing namespaces are
 // skipped, so it is safe on a half-removed run. compose's clean calls it
 // before removing the namespaces, and `isrlab fault heal --all` after
 // healing the stored faults.
@@ -23,6 +24,11 @@ func Clean(ctx context.Context, switchNS, run string, nodeNS []string) error {
 	var errs []error
 	if switchNS != "" {
 		if err := cleanTables(switchNS, run); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, pid := range delayers(switchNS) {
+		if err := stopProcess(ctx, pid, compose.Identify(pid)); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -43,14 +49,16 @@ func cleanTables(path, run string) error {
 		return ignoreMissing(err)
 	}
 	defer done()
-	ts, err := c.ListTablesOfFamily(nftables.TableFamilyBridge)
-	if err != nil {
-		return fmt.Errorf("list nftables tables in %s: %w", path, err)
-	}
-	for _, t := range ts {
-		if strings.HasPrefix(t.Name, TablePrefix+run+"-") {
-			if err := delTable(c, t.Name); err != nil {
-				return err
+	for _, fam := range families {
+		ts, err := c.ListTablesOfFamily(fam)
+		if err != nil {
+			return fmt.Errorf("list nftables tables in %s: %w", path, err)
+		}
+		for _, t := range ts {
+			if strings.HasPrefix(t.Name, TablePrefix+run+"-") {
+				if err := delTableOf(c, fam, t.Name); err != nil {
+					return err
+				}
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand"
+	"os/exec"
 	"slices"
 	"sort"
 
@@ -40,6 +41,9 @@ type Env struct {
 	Disks map[string]string
 	// Rand draws random targets; nil uses a fixed seed.
 	Rand *rand.Rand
+	// DelayerCommand returns the command running a packet delayer with
+	// args (see DelayerMain); nil runs this binary's `fault delayer`.
+	DelayerCommand func(args []string) *exec.Cmd
 	// Log receives one line per injection and heal; nil discards.
 	Log *slog.Logger
 	// id is the id of the fault being applied (names its nftables table).

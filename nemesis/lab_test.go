@@ -7,9 +7,13 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,11 +27,38 @@ const (
 	echoPort = 7000                        // TCP: echoes every byte
 	sinkPort = 7001                        // TCP: reads to EOF, answers "ok\n"
 	udpPort  = 7002                        // UDP: echoes every datagram
+
+	envDelayer = "ISRLAB_NEMESIS_TEST_DELAYER" // run DelayerMain on the args after --
 )
+
+func delayerMain() int {
+	i := slices.Index(os.Args, "--")
+	if i < 0 {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := DelayerMain(ctx, os.Args[i+1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// testDelayer runs delayers from this test binary.
+func testDelayer(args []string) *exec.Cmd {
+	exe, _ := os.Executable()
+	cmd := exec.Command(exe, append([]string{"-test.run=^$", "--"}, args...)...)
+	cmd.Env = append(os.Environ(), envDelayer+"=1")
+	return cmd
+}
 
 func TestMain(m *testing.M) {
 	if addr := os.Getenv(envServe); addr != "" {
 		os.Exit(serve(addr))
+	}
+	if os.Getenv(envDelayer) != "" {
+		os.Exit(delayerMain())
 	}
 	code := m.Run()
 	if builtBin != "" && os.Getenv("ISRLAB_BIN") == "" {
@@ -144,7 +175,7 @@ func newLab(t *testing.T) *lab {
 }
 
 func (l *lab) nemesis(t *testing.T) *Nemesis {
-	return &Nemesis{Env: &Env{Cluster: l.c}, Store: &Store{Path: FaultsFile(l.stateDir, l.c.Name)}}
+	return &Nemesis{Env: &Env{Cluster: l.c, DelayerCommand: testDelayer}, Store: &Store{Path: FaultsFile(l.stateDir, l.c.Name)}}
 }
 
 func (l *lab) addr(node string, port int) string {

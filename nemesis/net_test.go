@@ -6,11 +6,13 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/nemesis/faultfs"
 )
 
 // TestNetworkFaults shows each network fault's effect on real traffic
@@ -241,4 +243,63 @@ func (l *lab) sendRate(t *testing.T, node string, n int) float64 {
 		t.Fatalf("sink: %q, %v", ok, err)
 	}
 	return float64(n) / time.Since(begin).Seconds()
+}
+
+// TestDelay measures the round trip to a node whose inbound packets are
+// delayed (netem where the kernel has it, else the NFQUEUE delayer).
+func TestDelay(t *testing.T) {
+	requireLab(t)
+	l := newLab(t)
+	ctx := context.Background()
+	n := l.nemesis(t)
+	base := l.rtt(t, "b1", 10)
+	const delay = 40 * time.Millisecond
+	a, err := n.Inject(ctx, &SlowNet{Nodes: []string{"b1"}, Delay: faultfs.Duration(delay), Direction: "in"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode := a.Fault.Fault.(*SlowNet).Mode
+	got := l.rtt(t, "b1", 10)
+	t.Logf("mode %s: median RTT %v without, %v with a %v delay into b1", mode, base, got, delay)
+	if got < delay || got > delay+250*time.Millisecond {
+		t.Fatalf("median RTT %v with a %v delay", got, delay)
+	}
+	if err := l.echoFrom("b2", "b3", 5*time.Second); err != nil {
+		t.Fatalf("b2 -> b3 is not delayed and must work: %v", err)
+	}
+	if err := n.Heal(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	l.noLeftovers(t)
+	if mode == "nfqueue" {
+		if ps := delayers(l.c.SwitchNS); len(ps) > 0 {
+			t.Fatalf("delayer processes left: %v", ps)
+		}
+	}
+	if after := l.rtt(t, "b1", 10); after >= delay {
+		t.Fatalf("RTT after the heal: %v", after)
+	}
+}
+
+// rtt returns the median round trip of count echoes from the client to node
+// over one connection.
+func (l *lab) rtt(t *testing.T, node string, count int) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := compose.NetNSDialer(l.c.Node("client1").NetNS)(ctx, "tcp", l.addr(node, echoPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var ds []time.Duration
+	for range count {
+		begin := time.Now()
+		if err := echoOn(conn, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, time.Since(begin))
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }

@@ -42,9 +42,33 @@ func bridgeTable(c *nftables.Conn, name string) (*nftables.Table, *nftables.Chai
 	return t, ch
 }
 
-// delTable removes a bridge table; a missing table is not an error.
+// ipTable adds an IPv4 table with a forward filter chain. With
+// br_netfilter's bridge-nf-call-iptables on in the switch namespace,
+// bridged IPv4 packets pass it; it is where the NFQUEUE target works (this
+// kernel has no nft queue expression and no bridge-family queueing).
+func ipTable(c *nftables.Conn, name string) (*nftables.Table, *nftables.Chain) {
+	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: name})
+	ch := c.AddChain(&nftables.Chain{Name: "forward", Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter})
+	return t, ch
+}
+
+// families are the table families faults create tables in.
+var families = []nftables.TableFamily{nftables.TableFamilyBridge, nftables.TableFamilyIPv4}
+
+// delTable removes a table of either family; a missing table is not an
+// error.
 func delTable(c *nftables.Conn, name string) error {
-	c.DelTable(&nftables.Table{Family: nftables.TableFamilyBridge, Name: name})
+	for _, fam := range families {
+		if err := delTableOf(c, fam, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func delTableOf(c *nftables.Conn, fam nftables.TableFamily, name string) error {
+	c.DelTable(&nftables.Table{Family: fam, Name: name})
 	if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("delete nftables table %s: %w", name, err)
 	}
@@ -92,6 +116,19 @@ func randomDrop(match []expr.Any, pct float64) []expr.Any {
 
 func slices2(a []expr.Any) []expr.Any { return append([]expr.Any(nil), a...) }
 
+// matchAddr matches IPv4 packets whose source (src) or destination address
+// is addr.
+func matchAddr(src bool, addr []byte) []expr.Any {
+	off := uint32(16)
+	if src {
+		off = 12
+	}
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: 4},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: addr},
+	}
+}
+
 // Tables lists the nftables tables of run (every run with run == "") in the
 // switch namespace at path.
 func Tables(path, run string) ([]string, error) {
@@ -100,14 +137,16 @@ func Tables(path, run string) ([]string, error) {
 		return nil, err
 	}
 	defer done()
-	ts, err := c.ListTablesOfFamily(nftables.TableFamilyBridge)
-	if err != nil {
-		return nil, fmt.Errorf("list nftables tables: %w", err)
-	}
 	var out []string
-	for _, t := range ts {
-		if strings.HasPrefix(t.Name, TablePrefix+run) {
-			out = append(out, t.Name)
+	for _, fam := range families {
+		ts, err := c.ListTablesOfFamily(fam)
+		if err != nil {
+			return nil, fmt.Errorf("list nftables tables: %w", err)
+		}
+		for _, t := range ts {
+			if strings.HasPrefix(t.Name, TablePrefix+run) {
+				out = append(out, t.Name)
+			}
 		}
 	}
 	return out, nil

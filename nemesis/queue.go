@@ -1,12 +1,254 @@
 package nemesis
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
 	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/xt"
+
+	"github.com/isrlab/isrlab/compose"
+	"golang.org/x/sys/unix"
 )
 
-func (s *SlowNet) injectQueue(ctx context.Context, env *Env) error {
-	return fmt.Errorf("%w: packet delay needs netem, which this kernel lacks", ErrUnsupported)
+// DelayerSubcommand is how the isrlab binary runs a delayer:
+// isrlab fault delayer ARGS (see DelayerMain).
+var DelayerSubcommand = []string{"fault", "delayer"}
+
+// delayerCommand returns the command that runs a delayer with args.
+func (e *Env) delayerCommand(args []string) (*exec.Cmd, error) {
+	if e.DelayerCommand != nil {
+		return e.DelayerCommand(args), nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the isrlab binary for the delayer: %w", err)
+	}
+	return exec.Command(exe, append(append([]string(nil), DelayerSubcommand...), args...)...), nil
 }
 
-func (s *SlowNet) healQueue(ctx context.Context, env *Env) error { return healTable(env, s.Table) }
+// queueNum maps a fault id to an NFQUEUE number (queues are per switch
+// namespace, so per run).
+func queueNum(id string) uint16 {
+	if n, err := strconv.Atoi(strings.TrimPrefix(id, "f")); err == nil && n > 0 && n < 1<<16 {
+		return uint16(n)
+	}
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return uint16(h.Sum32()%(1<<16-1)) + 1
+}
+
+// DelayerArgs are the arguments of a delayer process for run.
+func DelayerArgs(cfg DelayerConfig, run string) []string {
+	return []string{"--netns", cfg.NetNS, "--queue", strconv.Itoa(int(cfg.Queue)),
+		"--delay", cfg.Delay.String(), "--jitter", cfg.Jitter.String(),
+		"--seed", strconv.FormatInt(cfg.Seed, 10), "--run", run}
+}
+
+// DelayerMain runs a delayer process from its arguments: it prints "ready"
+// on stdout once the queue is bound and serves until ctx ends.
+func DelayerMain(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("delayer", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var cfg DelayerConfig
+	var queue uint
+	fs.StringVar(&cfg.NetNS, "netns", "", "namespace of the queue")
+	fs.UintVar(&queue, "queue", 0, "queue number")
+	fs.DurationVar(&cfg.Delay, "delay", 0, "delay")
+	fs.DurationVar(&cfg.Jitter, "jitter", 0, "jitter")
+	fs.Int64Var(&cfg.Seed, "seed", 1, "seed")
+	fs.String("run", "", "run id (names the process for clean)")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: delayer: %v", ErrBadFault, err)
+	}
+	if cfg.NetNS == "" || queue == 0 || queue >= 1<<16 {
+		return fmt.Errorf("%w: delayer needs --netns and --queue in [1, 65535]", ErrBadFault)
+	}
+	cfg.Queue = uint16(queue)
+	cfg.Ready = func() { fmt.Fprintln(stdout, "ready") }
+	return RunDelayer(ctx, cfg)
+}
+
+// injectQueue starts a delayer process for the fault's queue, then steers
+// the nodes' packets to it. The rules bypass the queue when no delayer
+// listens, so a dead delayer never cuts a link.
+func (s *SlowNet) injectQueue(ctx context.Context, env *Env) error {
+	s.Queue = queueNum(env.id)
+	cfg := DelayerConfig{NetNS: env.Cluster.SwitchNS, Queue: s.Queue, Delay: time.Duration(s.Delay),
+		Jitter: time.Duration(s.Jitter), Seed: env.rng().Int63()}
+	cmd, err := env.delayerCommand(DelayerArgs(cfg, env.runID()))
+	if err != nil {
+		return err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives `isrlab fault inject`
+	// Started inside the switch namespace, so that the backend's teardown,
+	// which kills every process in the run's namespaces, stops it too.
+	if err := compose.InNetNS(cfg.NetNS, cmd.Start); err != nil {
+		return fmt.Errorf("start delayer: %w", err)
+	}
+	s.DelayerPID, s.DelayerStart = cmd.Process.Pid, compose.Identify(cmd.Process.Pid)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }() // reaps it whoever ends it
+	ready := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err == nil && strings.TrimSpace(line) != "ready" {
+			err = fmt.Errorf("delayer said %q", line)
+		}
+		ready <- err
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			return fmt.Errorf("delayer: %w", errors.Join(err, <-exited))
+		}
+	case <-time.After(10 * time.Second):
+		return errors.New("delayer: not ready after 10s")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	nft, done, err := nftIn(env.Cluster.SwitchNS)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := bridgeCallsIPTables(env.Cluster.SwitchNS); err != nil {
+		return err
+	}
+	t, ch := ipTable(nft, s.Table)
+	for _, name := range s.Resolved {
+		n, err := env.node(name)
+		if err != nil {
+			return err
+		}
+		q := nfqueueTarget(s.Queue)
+		if s.Direction != "out" {
+			nft.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(matchAddr(false, n.Addr.AsSlice()), q)})
+		}
+		if s.Direction != "in" {
+			nft.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(matchAddr(true, n.Addr.AsSlice()), q)})
+		}
+	}
+	if err := nft.Flush(); err != nil {
+		return fmt.Errorf("slow-net: add nftables queue rules: %w", err)
+	}
+	return nil
+}
+
+// healQueue stops steering packets, then stops the delayer, which releases
+// what it holds.
+func (s *SlowNet) healQueue(ctx context.Context, env *Env) error {
+	if err := healTable(env, s.Table); err != nil {
+		return err
+	}
+	return stopProcess(ctx, s.DelayerPID, s.DelayerStart)
+}
+
+// stopProcess sends SIGTERM to pid if it is still the process that started
+// at start, and waits until it is gone.
+func stopProcess(ctx context.Context, pid int, start uint64) error {
+	if pid <= 0 || !compose.Alive(pid, start) {
+		return nil
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("stop delayer %d: %w", pid, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for compose.Alive(pid, start) && !zombie(pid) {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL) //nolint:errcheck
+			return fmt.Errorf("delayer %d did not stop after SIGTERM", pid)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// zombie reports whether pid has exited and waits to be reaped.
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+// bridgeCallsIPTables turns on br_netfilter's bridge-nf-call-iptables in
+// the namespace at path (a per-namespace setting), so that bridged IPv4
+// packets pass the IPv4 forward hook where the queue rules are. It is left
+// on: nothing else in the switch namespace has IPv4 rules.
+func bridgeCallsIPTables(path string) error {
+	const knob = "/proc/sys/net/bridge/bridge-nf-call-iptables"
+	err := compose.InNetNS(path, func() error { return os.WriteFile(knob, []byte("1\n"), 0o644) })
+	if err != nil {
+		return fmt.Errorf("%w: enable %s in %s (br_netfilter): %v", ErrUnsupported, knob, path, err)
+	}
+	return nil
+}
+
+// nfqueueTarget is the xtables NFQUEUE target (revision 3, through
+// nft_compat: kernels without nft_queue still have it) sending packets to
+// queue, bypassing it when no delayer listens.
+func nfqueueTarget(queue uint16) expr.Any {
+	info := make([]byte, 8) // struct xt_NFQ_info_v3, padded to 8
+	binary.NativeEndian.PutUint16(info[0:], queue)
+	binary.NativeEndian.PutUint16(info[2:], 1) // queues_total
+	binary.NativeEndian.PutUint16(info[4:], 1) // NFQ_FLAG_BYPASS
+	raw := xt.Unknown(info)
+	return &expr.Target{Name: "NFQUEUE", Rev: 3, Info: &raw}
+}
+
+// delayers returns the pids of the processes living in the switch
+// namespace at path: only delayers run there. It compares namespace inodes
+// and reads nothing of the processes (a cmdline read can hang on a process
+// stuck in a FUSE call).
+func delayers(path string) []int {
+	var want unix.Stat_t
+	if err := unix.Stat(path, &want); err != nil {
+		return nil
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Stat("/proc/"+e.Name()+"/ns/net", &st); err != nil {
+			continue
+		}
+		if st.Ino == want.Ino && st.Dev == want.Dev {
+			out = append(out, pid)
+		}
+	}
+	return out
+}

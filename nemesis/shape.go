@@ -73,6 +73,10 @@ type SlowNet struct {
 	Mode string `json:"mode,omitempty"`
 	// Table is the nftables table steering delayed packets to the queue.
 	Table string `json:"table,omitempty"`
+	// Queue and the delayer process (pid and start time) of nfqueue mode.
+	Queue        uint16 `json:"queue,omitempty"`
+	DelayerPID   int    `json:"delayer_pid,omitempty"`
+	DelayerStart uint64 `json:"delayer_start,omitempty"`
 }
 
 func (*SlowNet) Kind() string { return "slow-net" }

@@ -46,7 +46,7 @@ processes; disk faults talk to faultfs control sockets.
   isrlab fault heal f1
   isrlab fault heal --all`,
 	}
-	cmd.AddCommand(newFaultInjectCmd(), newFaultListCmd(), newFaultHealCmd())
+	cmd.AddCommand(newFaultInjectCmd(), newFaultListCmd(), newFaultHealCmd(), newFaultDelayerCmd())
 	return cmd
 }
 
@@ -538,4 +538,22 @@ first) and then anything a fault of this run left that no store knows
 	cmd.Flags().StringVar(&o.name, "name", defaultClusterName, "cluster name")
 	cmd.Flags().BoolVar(&all, "all", false, "heal every active fault and clean leftovers")
 	return cmd
+}
+
+// newFaultDelayerCmd is the packet delayer process slow-net starts where
+// the kernel has no netem; users do not run it.
+func newFaultDelayerCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:                "delayer --netns PATH --queue N --delay D [--jitter J] --run RUN",
+		Short:              "Serve an NFQUEUE that delays packets (started by slow-net)",
+		Long:               "Bind NFQUEUE N in the namespace at PATH and accept each queued packet after D ± J. Started and stopped by 'isrlab fault inject slow-net' and its heal.",
+		Example:            "  isrlab fault delayer --netns /run/netns/isrlab-RUN-sw --queue 3 --delay 50ms --run RUN",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signalContext()
+			defer stop()
+			return faultError(nemesis.DelayerMain(ctx, args, cmd.OutOrStdout()))
+		},
+	}
 }
