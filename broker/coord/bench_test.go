@@ -221,3 +221,53 @@ func BenchmarkSessionExpiry(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/expiry")
 }
+
+// BenchmarkElectionHandover measures the controller hand-over inside the
+// coordinator: the leader resigns while another candidate waits, and the
+// clock stops when the waiting Campaign returns.
+func BenchmarkElectionHandover(b *testing.B) {
+	tc := startCluster(b, 1, false)
+	ctx := context.Background()
+	clients := []*Client{tc.dial(b), tc.dial(b)}
+	l, err := clients[0].Campaign(ctx, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total time.Duration
+	i := 0
+	for b.Loop() {
+		b.StopTimer()
+		next := clients[(i+1)%2]
+		won := make(chan *Leadership, 1)
+		go func() {
+			nl, err := next.Campaign(ctx, int32((i+1)%2))
+			if err != nil {
+				b.Error(err)
+			}
+			won <- nl
+		}()
+		// Start the clock once the candidate waits behind the leader.
+		for {
+			resp, err := next.Etcd().Get(ctx, controllerPrefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if resp.Count == 2 {
+				break
+			}
+			time.Sleep(time.Millisecond) // polling granularity of the setup
+		}
+		b.StartTimer()
+		start := time.Now()
+		if err := l.Resign(ctx); err != nil {
+			b.Fatal(err)
+		}
+		l = <-won
+		total += time.Since(start)
+		if l == nil {
+			b.FailNow()
+		}
+		i++
+	}
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/handover")
+}
