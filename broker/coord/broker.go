@@ -135,8 +135,9 @@ func (r *Registration) Epoch() int64 { return r.info.Epoch }
 func (r *Registration) Done() <-chan struct{} { return r.session.Done() }
 
 // Close revokes the lease, deleting the registration (a clean shutdown).
-// It is idempotent; an unreachable coordinator makes it return ErrNoQuorum
-// and the registration then expires after the session timeout.
+// It is idempotent. If the coordinator cannot be reached it returns
+// ErrNoQuorum and keeps trying in the background until the lease would
+// have expired anyway.
 func (r *Registration) Close() error {
 	r.once.Do(func() {
 		r.err = wrapErr(fmt.Sprintf("deregister broker %d", r.info.ID), r.c.revoke(r.session, r.ttl))

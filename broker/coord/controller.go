@@ -93,7 +93,7 @@ func (c *Client) campaign(ctx context.Context, s *session, brokerID int32, ttl i
 	if !resp.Succeeded { // this session already campaigns: adopt its key
 		rev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
 	}
-	withdraw := func() { c.deleteCandidate(s, key, rev) }
+	withdraw := func() { c.deleteCandidate(context.Background(), s, key, rev) }
 
 	// Wait, giving up when the session is lost: a campaign on a dead lease
 	// could otherwise "win" after its own key expired.
@@ -142,25 +142,25 @@ func (c *Client) campaign(ctx context.Context, s *session, brokerID int32, ttl i
 // If the coordinator cannot be reached it keeps trying in the background
 // for as long as the session lives: a key left behind on a live session
 // would block the election, or name a controller that no longer acts.
-func (c *Client) deleteCandidate(s *session, key string, rev int64) error {
+func (c *Client) deleteCandidate(ctx context.Context, s *session, key string, rev int64) error {
 	del := func(ctx context.Context) error {
 		cctx, cancel := c.callCtx(ctx)
 		defer cancel()
 		_, err := c.cli.Txn(cctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(clientv3.OpDelete(key)).Commit()
 		return err
 	}
-	err := del(context.Background())
+	err := del(ctx)
 	if err == nil {
 		return nil
 	}
-	ctx, cancel := context.WithCancel(c.ctx)
+	bctx, cancel := context.WithCancel(c.ctx)
 	stop := context.AfterFunc(s.Ctx(), cancel)
 	if !c.spawn(func() {
 		defer stop()
 		defer cancel()
 		b := newBackoff()
-		for b.wait(ctx) {
-			if del(ctx) == nil {
+		for b.wait(bctx) {
+			if del(bctx) == nil {
 				return
 			}
 		}
@@ -266,10 +266,13 @@ func (l *Leadership) Done() <-chan struct{} { return l.done }
 
 // Resign gives up the leadership (deleting the election key so another
 // candidate wins at once) and, for a Client.Campaign, revokes its session.
+// If the coordinator cannot be reached it returns the error and keeps
+// trying in the background, so the key goes as soon as the coordinator is
+// back. Writes fenced on l fail once Resign returns, whatever its error.
 // It is idempotent.
 func (l *Leadership) Resign(ctx context.Context) error {
 	l.once.Do(func() {
-		err := l.c.deleteCandidate(l.session, l.key, l.rev)
+		err := l.c.deleteCandidate(ctx, l.session, l.key, l.rev)
 		l.cancel()
 		l.wg.Wait()
 		if l.ownSession {
@@ -278,6 +281,22 @@ func (l *Leadership) Resign(ctx context.Context) error {
 		l.err = wrapErr(fmt.Sprintf("resign controller %d", l.brokerID), err)
 	})
 	return l.err
+}
+
+// over reports whether l has ended (Done is closed): fenced writes then
+// fail at once, without asking the coordinator.
+func (l *Leadership) over() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// notController is the error of a write fenced on a leadership that ended.
+func (l *Leadership) notController() error {
+	return fmt.Errorf("controller %d epoch %d: %w", l.brokerID, l.rev, ErrNotController)
 }
 
 // fence is the Txn condition that l is still the controller.

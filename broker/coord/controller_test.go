@@ -122,32 +122,38 @@ func TestFencing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lo.Resign(ctx)
+	// The zombie has not noticed yet: the same leadership with Done still
+	// open, so only the coordinator's fence can refuse its writes.
+	unaware := &Leadership{c: zombie, brokerID: lz.brokerID, key: lz.key, rev: lz.rev, done: make(chan struct{})}
 
 	writes := []struct {
 		name string
-		do   func() error
+		do   func(zl *Leadership) error
 	}{
-		{"SetPartitionStates", func() error {
-			_, err := zombie.SetPartitionStates(ctx, lz, []PartitionStateUpdate{{Topic: "t", Partition: 0, State: PartitionState{Leader: 2, LeaderEpoch: 1, ISR: []int32{2}}, ExpectedVersion: st.Version}})
+		{"SetPartitionStates", func(zl *Leadership) error {
+			_, err := zombie.SetPartitionStates(ctx, zl, []PartitionStateUpdate{{Topic: "t", Partition: 0, State: PartitionState{Leader: 2, LeaderEpoch: 1, ISR: []int32{2}}, ExpectedVersion: st.Version}})
 			return err
 		}},
-		{"CreateTopic", func() error {
-			return zombie.CreateTopic(ctx, lz, TopicSpec{Name: "u", Assignment: map[int32][]int32{0: {1}}}, nil)
+		{"CreateTopic", func(zl *Leadership) error {
+			return zombie.CreateTopic(ctx, zl, TopicSpec{Name: "u", Assignment: map[int32][]int32{0: {1}}}, nil)
 		}},
-		{"DeleteTopic", func() error { return zombie.DeleteTopic(ctx, lz, "t") }},
-		{"SetTopicConfig", func() error {
-			return zombie.SetTopicConfig(ctx, lz, "t", map[string]string{"min.insync.replicas": "2"})
+		{"DeleteTopic", func(zl *Leadership) error { return zombie.DeleteTopic(ctx, zl, "t") }},
+		{"SetTopicConfig", func(zl *Leadership) error {
+			return zombie.SetTopicConfig(ctx, zl, "t", map[string]string{"min.insync.replicas": "2"})
 		}},
-		{"DeleteISRChangeNotifications", func() error {
-			return zombie.DeleteISRChangeNotifications(ctx, lz, []string{isrChangeSeqPrefix + "x"})
+		{"DeleteISRChangeNotifications", func(zl *Leadership) error {
+			return zombie.DeleteISRChangeNotifications(ctx, zl, []string{isrChangeSeqPrefix + "x"})
 		}},
 	}
+	closedWithin(t, lz.Done(), 5*time.Second, "zombie's Done")
 	for _, w := range writes {
-		t.Run(w.name, func(t *testing.T) {
-			if err := w.do(); !errors.Is(err, ErrNotController) {
-				t.Fatalf("got %v, want ErrNotController", err)
-			}
-		})
+		for name, zl := range map[string]*Leadership{"unaware": unaware, "noticed": lz} {
+			t.Run(w.name+"/"+name, func(t *testing.T) {
+				if err := w.do(zl); !errors.Is(err, ErrNotController) {
+					t.Fatalf("got %v, want ErrNotController", err)
+				}
+			})
+		}
 	}
 	// Nothing the zombie tried is visible; the new controller can write.
 	got, err := other.PartitionState(ctx, "t", 0)
@@ -160,7 +166,6 @@ func TestFencing(t *testing.T) {
 	if _, err := other.SetPartitionStates(ctx, lo, []PartitionStateUpdate{{Topic: "t", Partition: 0, State: PartitionState{ControllerEpoch: lo.Epoch(), Leader: 2, LeaderEpoch: 1, ISR: []int32{2}}, ExpectedVersion: st.Version}}); err != nil {
 		t.Fatalf("new controller's write: %v", err)
 	}
-	closedWithin(t, lz.Done(), 5*time.Second, "zombie's Done")
 }
 
 func waitController(t *testing.T, ch <-chan ControllerEvent, id int32) {

@@ -99,6 +99,9 @@ func (c *Client) WatchISRChangeNotifications(ctx context.Context) <-chan ISRChan
 // DeleteISRChangeNotifications removes processed notifications, fenced on l
 // (nil: unfenced). Deleting a missing key is not an error.
 func (c *Client) DeleteISRChangeNotifications(ctx context.Context, l *Leadership, keys []string) error {
+	if l != nil && l.over() {
+		return fmt.Errorf("delete isr change notifications: %w", l.notController())
+	}
 	const chunk = MaxTxnOps
 	for start := 0; start < len(keys); start += chunk {
 		end := min(start+chunk, len(keys))
@@ -120,7 +123,7 @@ func (c *Client) DeleteISRChangeNotifications(ctx context.Context, l *Leadership
 			return wrapErr("delete isr change notifications", err)
 		}
 		if !resp.Succeeded {
-			return fmt.Errorf("delete isr change notifications: controller %d epoch %d: %w", l.brokerID, l.rev, ErrNotController)
+			return fmt.Errorf("delete isr change notifications: %w", l.notController())
 		}
 	}
 	return nil

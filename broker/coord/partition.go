@@ -148,6 +148,9 @@ func (c *Client) SetPartitionStates(ctx context.Context, l *Leadership, updates 
 // casStates runs one Txn of at most MaxTxnOps-1 updates and returns the
 // revision it committed at.
 func (c *Client) casStates(ctx context.Context, l *Leadership, ups []PartitionStateUpdate, vals []string) (int64, error) {
+	if l != nil && l.over() {
+		return 0, l.notController()
+	}
 	var cmps []clientv3.Cmp
 	var puts, gets []clientv3.Op
 	if l != nil {
@@ -172,7 +175,7 @@ func (c *Client) casStates(ctx context.Context, l *Leadership, ups []PartitionSt
 	rs := resp.Responses
 	if l != nil {
 		if l.deposed((*clientv3.GetResponse)(rs[0].GetResponseRange())) {
-			return 0, fmt.Errorf("controller %d epoch %d: %w", l.brokerID, l.rev, ErrNotController)
+			return 0, l.notController()
 		}
 		rs = rs[1:]
 	}

@@ -150,6 +150,9 @@ func (c *Client) CreateTopic(ctx context.Context, l *Leadership, spec TopicSpec,
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(topicKey(spec.Name)), "=", 0)}
 	var elses []clientv3.Op
 	if l != nil {
+		if l.over() {
+			return fmt.Errorf("%s: %w", op, l.notController())
+		}
 		cmps = append([]clientv3.Cmp{l.fence()}, cmps...)
 		elses = append(elses, clientv3.OpGet(l.key))
 	}
@@ -174,7 +177,7 @@ func (c *Client) CreateTopic(ctx context.Context, l *Leadership, spec TopicSpec,
 	}
 	if !resp.Succeeded {
 		if l != nil && l.deposed((*clientv3.GetResponse)(resp.Responses[0].GetResponseRange())) {
-			return fmt.Errorf("%s: controller %d epoch %d: %w", op, l.brokerID, l.rev, ErrNotController)
+			return fmt.Errorf("%s: %w", op, l.notController())
 		}
 		return fmt.Errorf("%s: %w", op, ErrTopicExists)
 	}
@@ -366,6 +369,9 @@ func (c *Client) fencedTopicTxn(ctx context.Context, op string, l *Leadership, t
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(topicKey(topic)), ">", 0)}
 	var elses []clientv3.Op
 	if l != nil {
+		if l.over() {
+			return fmt.Errorf("%s: %w", op, l.notController())
+		}
 		cmps = append([]clientv3.Cmp{l.fence()}, cmps...)
 		elses = append(elses, clientv3.OpGet(l.key))
 	}
@@ -377,7 +383,7 @@ func (c *Client) fencedTopicTxn(ctx context.Context, op string, l *Leadership, t
 	}
 	if !resp.Succeeded {
 		if l != nil && l.deposed((*clientv3.GetResponse)(resp.Responses[0].GetResponseRange())) {
-			return fmt.Errorf("%s: controller %d epoch %d: %w", op, l.brokerID, l.rev, ErrNotController)
+			return fmt.Errorf("%s: %w", op, l.notController())
 		}
 		return fmt.Errorf("%s: %w", op, ErrTopicNotFound)
 	}
