@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,7 +55,16 @@ type sender struct {
 
 func (s *sender) enqueue(req kmsg.Request) {
 	s.mu.Lock()
-	s.queue = append(s.queue, req)
+	merged := false
+	if um, ok := req.(*kmsg.UpdateMetadataRequest); ok && len(s.queue) > 0 {
+		if last, ok := s.queue[len(s.queue)-1].(*kmsg.UpdateMetadataRequest); ok {
+			s.queue[len(s.queue)-1] = mergeUpdateMetadata(last, um)
+			merged = true
+		}
+	}
+	if !merged {
+		s.queue = append(s.queue, req)
+	}
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -259,4 +269,41 @@ func groupLAI(ps []kmsg.LeaderAndISRRequestTopicPartition) []kmsg.LeaderAndISRRe
 		out[len(out)-1].PartitionStates = append(out[len(out)-1].PartitionStates, p)
 	}
 	return out
+}
+
+// mergeUpdateMetadata folds next into an UpdateMetadata still waiting in a
+// queue behind it: partition states are upserts, so next's win and the
+// others stay; the live broker list is next's. This bounds the queue of a
+// broker the controller cannot reach while events keep coming.
+func mergeUpdateMetadata(prev, next *kmsg.UpdateMetadataRequest) *kmsg.UpdateMetadataRequest {
+	out := *next
+	type key struct {
+		topic string
+		p     int32
+	}
+	seen := map[key]bool{}
+	var ps []kmsg.UpdateMetadataRequestTopicPartition
+	for _, ts := range next.TopicStates {
+		for _, p := range ts.PartitionStates {
+			p.Topic = ts.Topic
+			seen[key{ts.Topic, p.Partition}] = true
+			ps = append(ps, p)
+		}
+	}
+	for _, ts := range prev.TopicStates {
+		for _, p := range ts.PartitionStates {
+			if !seen[key{ts.Topic, p.Partition}] {
+				p.Topic = ts.Topic
+				ps = append(ps, p)
+			}
+		}
+	}
+	slices.SortStableFunc(ps, func(a, b kmsg.UpdateMetadataRequestTopicPartition) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition) - int(b.Partition)
+	})
+	out.TopicStates = groupUM(ps)
+	return &out
 }
