@@ -204,8 +204,7 @@ type term struct {
 	senders map[int32]*sender
 	wg      sync.WaitGroup
 
-	resync     bool // a coordinator call failed: re-read and reconcile
-	resyncWait time.Duration
+	resync bool // a coordinator call failed: re-read and reconcile
 }
 
 func (t *term) run(ctx context.Context) error {
@@ -237,7 +236,6 @@ func (t *term) run(ctx context.Context) error {
 	t.setBrokers(ctx, bev.Brokers)
 	t.setTopics(tev.Topics)
 	t.resync = true
-	t.resyncWait = 0
 
 	isrTick := time.NewTicker(t.c.cfg.ISRChangeCheckInterval)
 	defer isrTick.Stop()
@@ -253,10 +251,18 @@ func (t *term) run(ctx context.Context) error {
 	}
 	// resyncTimer retries the failover sequence after a failed coordinator
 	// call; while a resync is pending the periodic work waits for it.
-	resyncTimer := time.NewTimer(0)
+	backoff := t.c.cfg.RetryBackoff
+	resyncTimer := time.NewTimer(backoff)
 	defer resyncTimer.Stop()
 	armed := true
-	backoff := t.c.cfg.RetryBackoff
+	// The failover sequence runs before any other event is looked at.
+	if err := t.doResync(ctx); err != nil {
+		if errors.Is(err, coord.ErrNotController) || ctx.Err() != nil {
+			return err
+		}
+		t.log.Warn("controller failover sequence failed; retrying", "err", err, "retry_in", backoff)
+		backoff = min(2*backoff, maxResyncBackoff)
+	}
 
 	for {
 		var err error
