@@ -654,3 +654,22 @@ func TestSenders(t *testing.T) {
 		return nil
 	})
 }
+
+// TestBrokerBounce: a broker that re-registers at once (new epoch) loses
+// its leaderships and ISR memberships whether or not the controller saw
+// the gap (KAFKA-7235), and its new incarnation gets LeaderAndIsr with its
+// new broker epoch.
+func TestBrokerBounce(t *testing.T) {
+	e := newEnv(t, 1, 2, 3)
+	e.startController(100, nil)
+	e.createTopic("t", map[int32][]int32{0: {1, 2, 3}}, nil)
+	e.waitState(tp("t", 0), 1, ids(1, 2, 3), 0)
+	old := e.regs[1].Epoch()
+	e.kill(1)
+	e.start(1)
+	e.waitState(tp("t", 0), 2, ids(2, 3), 1)
+	_, lai := e.waitLAIReq(1, tp("t", 0), 2, ids(2, 3), 1)
+	if lai.BrokerEpoch == old || lai.BrokerEpoch != e.regs[1].Epoch() {
+		t.Errorf("LeaderAndIsr broker epoch %d, want the new registration's %d (old %d)", lai.BrokerEpoch, e.regs[1].Epoch(), old)
+	}
+}

@@ -286,10 +286,18 @@ func (e *env) waitState(tp coord.TopicPartition, leader int32, isr []int32, epoc
 // given leader, ISR and epoch.
 func (e *env) waitLAI(id int32, tp coord.TopicPartition, leader int32, isr []int32, epoch int32) kmsg.LeaderAndISRRequestTopicPartition {
 	e.t.Helper()
+	ps, _ := e.waitLAIReq(id, tp, leader, isr, epoch)
+	return ps
+}
+
+// waitLAIReq is waitLAI returning the request too.
+func (e *env) waitLAIReq(id int32, tp coord.TopicPartition, leader int32, isr []int32, epoch int32) (kmsg.LeaderAndISRRequestTopicPartition, *kmsg.LeaderAndISRRequest) {
+	e.t.Helper()
 	var ps kmsg.LeaderAndISRRequestTopicPartition
+	var req *kmsg.LeaderAndISRRequest
 	coordtest.Eventually(e.t, 10*time.Second, func() error {
 		var ok bool
-		ps, _, ok = e.brokers[id].lastLAI(tp)
+		ps, req, ok = e.brokers[id].lastLAI(tp)
 		if !ok {
 			return fmt.Errorf("broker %d: no LeaderAndIsr for %v", id, tp)
 		}
@@ -298,7 +306,7 @@ func (e *env) waitLAI(id int32, tp coord.TopicPartition, leader int32, isr []int
 		}
 		return nil
 	})
-	return ps
+	return ps, req
 }
 
 // waitUMISR waits until broker id received an UpdateMetadata for tp with
