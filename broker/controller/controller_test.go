@@ -119,15 +119,17 @@ func TestBrokerDeath(t *testing.T) {
 
 func TestUncleanElection(t *testing.T) {
 	for _, tc := range []struct {
-		name        string
-		topicConfig map[string]string
-		brokerValue string
-		enableLater bool
+		name         string
+		topicConfig  map[string]string
+		brokerValue  string
+		enableLater  bool
+		electUnclean bool
 	}{
 		{name: "disallowed stays offline"},
 		{name: "topic config allows", topicConfig: map[string]string{"unclean.leader.election.enable": "true"}},
 		{name: "broker default allows", brokerValue: "true"},
 		{name: "topic config turned on later", enableLater: true},
+		{name: "ElectLeaders UNCLEAN", electUnclean: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 1, 2)
@@ -149,11 +151,28 @@ func TestUncleanElection(t *testing.T) {
 				if got := metricValue(c.ctrl.metrics.unclean); got != 0 {
 					t.Fatalf("UncleanLeaderElectionsPerSec %v, want 0", got)
 				}
-				if !tc.enableLater {
+				switch {
+				case tc.enableLater:
+					if err := e.admin.SetTopicConfig(context.Background(), nil, "t", map[string]string{"unclean.leader.election.enable": "true"}); err != nil {
+						t.Fatal(err)
+					}
+				case tc.electUnclean:
+					req := kmsg.NewPtrElectLeadersRequest()
+					req.SetVersion(2)
+					req.ElectionType = ElectUnclean
+					req.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "t", Partitions: []int32{0, 7}}}
+					resp := c.ctrl.ElectLeaders(context.Background(), req)
+					got := fmt.Sprint(resp.Topics[0].Partitions[0].ErrorCode, resp.Topics[0].Partitions[1].ErrorCode)
+					if want := fmt.Sprint(0, kerr.UnknownTopicOrPartition.Code); got != want {
+						t.Fatalf("ElectLeaders UNCLEAN codes %s, want %s", got, want)
+					}
+					// Once the partition has a live leader there is nothing to do.
+					resp = c.ctrl.ElectLeaders(context.Background(), req)
+					if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.ElectionNotNeeded.Code {
+						t.Fatalf("second ElectLeaders UNCLEAN: %v", kerr.ErrorForCode(code))
+					}
+				default:
 					return
-				}
-				if err := e.admin.SetTopicConfig(context.Background(), nil, "t", map[string]string{"unclean.leader.election.enable": "true"}); err != nil {
-					t.Fatal(err)
 				}
 				e.waitState(tp("t", 0), 2, ids(2), 3)
 			} else {
