@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"sync"
 	"time"
@@ -212,5 +213,6 @@ func (c *Client) WatchBrokers(ctx context.Context) <-chan BrokersEvent {
 		func(ctx context.Context) (BrokersEvent, int64, error) {
 			bs, rev, err := c.brokers(ctx)
 			return BrokersEvent{Brokers: bs, Revision: rev}, rev, err
-		})
+		},
+		func(a, b BrokersEvent) bool { return reflect.DeepEqual(a.Brokers, b.Brokers) })
 }

@@ -351,5 +351,6 @@ func (c *Client) controller(ctx context.Context) (ControllerEvent, int64, error)
 // every change of the election. Latest-wins; closes when ctx ends or the
 // client closes.
 func (c *Client) WatchController(ctx context.Context) <-chan ControllerEvent {
-	return watchSnapshots(c, ctx, "watch controller", []string{controllerPrefix + "/"}, nil, c.controller)
+	return watchSnapshots(c, ctx, "watch controller", []string{controllerPrefix + "/"}, nil, c.controller,
+		func(a, b ControllerEvent) bool { return a.BrokerID == b.BrokerID && a.Epoch == b.Epoch })
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -93,7 +94,8 @@ func (c *Client) isrChanges(ctx context.Context) (ISRChangesEvent, int64, error)
 // Latest-wins; closes when ctx ends or the client closes.
 func (c *Client) WatchISRChangeNotifications(ctx context.Context) <-chan ISRChangesEvent {
 	puts := func(ev *clientv3.Event) bool { return ev.Type == mvccpb.PUT }
-	return watchSnapshots(c, ctx, "watch isr changes", []string{isrChangePrefix}, puts, c.isrChanges)
+	return watchSnapshots(c, ctx, "watch isr changes", []string{isrChangePrefix}, puts, c.isrChanges,
+		func(a, b ISRChangesEvent) bool { return reflect.DeepEqual(a.Notifications, b.Notifications) })
 }
 
 // DeleteISRChangeNotifications removes processed notifications, fenced on l

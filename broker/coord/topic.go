@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -296,7 +297,8 @@ func (c *Client) WatchTopics(ctx context.Context) <-chan TopicsEvent {
 		return true
 	}
 	return watchSnapshots(c, ctx, "watch topics",
-		[]string{topicsPrefix, topicConfigPrefix, deleteTopicsPrefix}, relevant, c.topics)
+		[]string{topicsPrefix, topicConfigPrefix, deleteTopicsPrefix}, relevant, c.topics,
+		func(a, b TopicsEvent) bool { return reflect.DeepEqual(a.Topics, b.Topics) })
 }
 
 // TopicConfig reads a topic's config overrides.

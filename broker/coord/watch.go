@@ -13,9 +13,11 @@ import (
 // prefix changes in a way relevant reports (nil: every change). Watch errors
 // (compaction, lost leader) restart the cycle with a fresh snapshot after a
 // short backoff, so a consumer never misses the latest state. Delivery is
-// latest-wins: an unread snapshot is replaced by a newer one.
+// latest-wins: an unread snapshot is replaced by a newer one, and a
+// snapshot the same as the last one delivered (same reports; after a watch
+// restart, say) is not delivered again.
 func watchSnapshots[T any](c *Client, ctx context.Context, op string, prefixes []string,
-	relevant func(*clientv3.Event) bool, load func(context.Context) (T, int64, error)) <-chan T {
+	relevant func(*clientv3.Event) bool, load func(context.Context) (T, int64, error), same func(a, b T) bool) <-chan T {
 	out := make(chan T, 1)
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(c.ctx, cancel)
@@ -24,6 +26,8 @@ func watchSnapshots[T any](c *Client, ctx context.Context, op string, prefixes [
 		defer stop()
 		defer cancel()
 		backoff := newBackoff()
+		var last T
+		delivered := false
 		for ctx.Err() == nil {
 			snap, rev, err := load(ctx)
 			if err != nil {
@@ -33,7 +37,10 @@ func watchSnapshots[T any](c *Client, ctx context.Context, op string, prefixes [
 				}
 				continue
 			}
-			deliver(out, snap)
+			if !delivered || !same(last, snap) {
+				deliver(out, snap)
+				last, delivered = snap, true
+			}
 			if err := c.waitChange(ctx, prefixes, rev+1, relevant); err != nil {
 				c.log.Debug("coordinator watch restarted", "op", op, "err", err)
 				if !backoff.wait(ctx) {
