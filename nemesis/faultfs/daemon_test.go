@@ -20,6 +20,13 @@ func TestMain(m *testing.M) {
 	if p := os.Getenv("FAULTFS_TEST_WRITER"); p != "" {
 		writer(p)
 	}
+	if p := os.Getenv("FAULTFS_TEST_MMAP"); p != "" {
+		if err := mapper(p, os.Getenv("FAULTFS_TEST_MSYNC") == "true"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv("FAULTFS_TEST_DAEMON") == "" {
 		os.Exit(m.Run())
 	}

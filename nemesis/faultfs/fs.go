@@ -112,7 +112,10 @@ type FS struct {
 }
 
 // Mount mounts a faultfs at opts.Mount that mirrors opts.Backing. It needs
-// root (or CAP_SYS_ADMIN) and /dev/fuse. Close unmounts it.
+// root (or CAP_SYS_ADMIN) and /dev/fuse. Close unmounts it. The process
+// that mounts must not mmap files of the mount: a page fault it serves
+// itself can deadlock with the Go garbage collector (run the daemon as its
+// own process, or touch mappings from another one).
 func Mount(opts Options) (*FS, error) {
 	if !ValidRunID(opts.RunID) {
 		return nil, fmt.Errorf("run id %q: want 1-64 of [A-Za-z0-9._-]", opts.RunID)

@@ -3,7 +3,9 @@ package faultfs
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -163,7 +165,9 @@ func TestPassthroughModes(t *testing.T) {
 
 // TestMmapHooked maps a file opened through faultfs: mapped writes reach
 // faultfs as writes when written back, so a crash undoes them, and msync
-// (MS_SYNC) makes them durable like fsync.
+// (MS_SYNC) makes them durable like fsync. The mapping is done by a child
+// process: a page fault on a FUSE mapping served by the faulting process
+// itself can deadlock with the Go garbage collector.
 func TestMmapHooked(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -178,28 +182,15 @@ func TestMmapHooked(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(backing, "idx"), make([]byte, 8192), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			fh, err := os.OpenFile(filepath.Join(mnt, "idx"), os.O_RDWR, 0)
-			if err != nil {
-				t.Fatal(err)
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), "FAULTFS_TEST_MMAP="+filepath.Join(mnt, "idx"), fmt.Sprintf("FAULTFS_TEST_MSYNC=%v", tc.msync))
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("mapping child: %v: %s", err, out)
 			}
-			m, err := unix.Mmap(int(fh.Fd()), 0, 8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-			if err != nil {
-				fh.Close()
-				t.Fatalf("mmap of a hooked file: %v", err)
-			}
-			copy(m[100:], "mapped")
-			if tc.msync {
-				if err := unix.Msync(m, unix.MS_SYNC); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := unix.Munmap(m); err != nil {
-				t.Fatal(err)
-			}
-			fh.Close() // writes dirty pages back
 			got, err := os.ReadFile(filepath.Join(backing, "idx"))
 			if err != nil || string(got[100:106]) != "mapped" {
-				t.Fatalf("backing after close: %q, %v", got[100:106], err)
+				t.Fatalf("backing after the child closed the file: %q, %v", got[100:106], err)
 			}
 			f.Crash()
 			got, err = os.ReadFile(filepath.Join(mnt, "idx"))
@@ -208,4 +199,25 @@ func TestMmapHooked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mapper writes "mapped" at offset 100 of p through a shared mapping, msyncs
+// if asked, and closes the file (which writes dirty pages back).
+func mapper(p string, msync bool) error {
+	fh, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	m, err := unix.Mmap(int(fh.Fd()), 0, 8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("mmap of a hooked file: %w", err)
+	}
+	copy(m[100:], "mapped")
+	if msync {
+		if err := unix.Msync(m, unix.MS_SYNC); err != nil {
+			return err
+		}
+	}
+	return unix.Munmap(m)
 }
