@@ -18,8 +18,9 @@ build:
 vet:
 	$(GO) vet $(PKGS)
 
+# Tests that run isrlab processes use the binary just built.
 test: deps build vet
-	$(GO) test -count=1 -timeout 15m $(PKGS)
+	ISRLAB_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 18m $(PKGS)
 	@scripts/fuzz.sh $(FUZZTIME)
 
 fuzz:

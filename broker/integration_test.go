@@ -21,6 +21,12 @@ import (
 	"github.com/isrlab/isrlab/internal/proctest"
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	proctest.Cleanup()
+	os.Exit(code)
+}
+
 // startBrokerProc runs `isrlab broker` as a process on a free port.
 func startBrokerProc(t *testing.T, dir string, overrides ...string) (*proctest.Proc, string) {
 	t.Helper()

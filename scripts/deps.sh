@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # deps.sh installs, idempotently, what isrlab's tests and runs need on a Debian
-# machine: Debian packages (when missing) and the Go modules.
+# machine: Debian packages (when missing), the Go modules, and a running
+# Docker daemon for the Docker backend's tests (skipped where none can start).
 set -euo pipefail
 
-pkgs=(kcat)
-# Extra packages may be requested by the caller: scripts/deps.sh fuse3 ...
+# kcat: a librdkafka client the tests use; docker.io: the Docker backend;
+# time: /usr/bin/time for make bench; util-linux: nsenter/setpriv (rootless).
+pkgs=(kcat docker.io time util-linux iproute2)
 pkgs+=("$@")
 
 missing=()
@@ -12,19 +14,31 @@ for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
+SUDO=
+if [ "$(id -u)" -ne 0 ]; then
+	command -v sudo >/dev/null 2>&1 && SUDO=sudo
+fi
+
 if [ ${#missing[@]} -gt 0 ]; then
-	if [ "$(id -u)" -ne 0 ]; then
-		if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
-			echo "deps: need root to install: ${missing[*]}" >&2
-			exit 1
-		fi
-	else
-		SUDO=
+	if [ "$(id -u)" -ne 0 ] && [ -z "$SUDO" ]; then
+		echo "deps: need root to install: ${missing[*]}" >&2
+		exit 1
 	fi
 	echo "deps: installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	$SUDO apt-get update -qq
 	$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# A Docker daemon for the Docker backend's tests; without one they skip.
+if [ "$(id -u)" -eq 0 ] && command -v dockerd >/dev/null 2>&1 && ! docker info >/dev/null 2>&1; then
+	echo "deps: starting dockerd"
+	setsid dockerd >/var/log/dockerd.log 2>&1 < /dev/null &
+	for _ in $(seq 1 60); do
+		docker info >/dev/null 2>&1 && break
+		sleep 0.5
+	done
+	docker info >/dev/null 2>&1 || echo "deps: dockerd did not start (see /var/log/dockerd.log); Docker tests will skip"
 fi
 
 go mod download

@@ -22,8 +22,17 @@ import (
 var (
 	buildOnce sync.Once
 	binPath   string
+	buildDir  string
 	buildErr  error
 )
+
+// Cleanup removes the binary Binary built, if any. Call it from TestMain
+// after m.Run.
+func Cleanup() {
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+}
 
 // Binary builds ./cmd/isrlab once and returns its path. ISRLAB_BIN
 // overrides it with a prebuilt binary.
@@ -38,6 +47,7 @@ func Binary(t testing.TB) string {
 			buildErr = err
 			return
 		}
+		buildDir = dir
 		binPath = filepath.Join(dir, "isrlab")
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
