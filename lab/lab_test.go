@@ -68,12 +68,15 @@ func TestRunDefaultScenario(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for network namespaces (CI runs as root)")
 	}
-	bin := filepath.Join(t.TempDir(), "isrlab")
-	_, file, _, _ := runtime.Caller(0)
-	build := exec.Command("go", "build", "-o", bin, "./cmd/isrlab")
-	build.Dir = filepath.Join(filepath.Dir(file), "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	bin := os.Getenv("ISRLAB_BIN")
+	if bin == "" {
+		bin = filepath.Join(t.TempDir(), "isrlab")
+		_, file, _, _ := runtime.Caller(0)
+		build := exec.Command("go", "build", "-o", bin, "./cmd/isrlab")
+		build.Dir = filepath.Join(filepath.Dir(file), "..")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build: %v\n%s", err, out)
+		}
 	}
 	sc := Default()
 	sc.Duration = 20 * time.Second
