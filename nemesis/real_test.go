@@ -1,3 +1,204 @@
 package nemesis
 
-var builtBin string
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/compose/netns"
+	"github.com/isrlab/isrlab/history"
+)
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// isrlabBinary builds cmd/isrlab once per test run (or uses ISRLAB_BIN).
+func isrlabBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if bin := os.Getenv("ISRLAB_BIN"); bin != "" {
+			builtBin, buildErr = filepath.Abs(bin)
+			return
+		}
+		_, file, _, _ := runtime.Caller(0)
+		dir, err := os.MkdirTemp("", "isrlab-nemesis-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "isrlab")
+		cmd := exec.Command("go", "build", "-o", builtBin, "./cmd/isrlab")
+		cmd.Dir = filepath.Join(filepath.Dir(file), "..")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/isrlab: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
+
+// TestTargetedFaultsOnRealCluster runs isrlab's coordinators and brokers,
+// and checks that Kafka-aware targets hit the node that held the role at
+// injection time: a killed leader:t/0 is the leader the metadata named and
+// leadership moves away from it; a paused leader makes no progress; the
+// seed 000 scenario leader-coordinators cuts the current leader.
+func TestTargetedFaultsOnRealCluster(t *testing.T) {
+	requireLab(t)
+	bin := isrlabBinary(t)
+	d := t.TempDir()
+	top, err := compose.Build(compose.Options{Name: "nemreal", RunDir: filepath.Join(d, "run"), Binary: bin,
+		Coordinators: 3, Brokers: 3, Clients: 1, NoDefaults: true,
+		BrokerConfig: []compose.KV{{Key: "coordinator.session.timeout.ms", Value: "3000"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
+	defer cancel()
+	b := &netns.Backend{StateDir: filepath.Join(d, "state"), NSDir: filepath.Join(d, "netns"),
+		Grace: 3 * time.Second, ReadyTimeout: 30 * time.Second}
+	c, err := b.Up(ctx, top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Down(context.Background()) })
+
+	cl := kafkaClient(t, c)
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	mem := &history.Memory{}
+	begin := time.Now()
+	res := &LiveResolver{Cluster: c}
+	n := &Nemesis{Env: &Env{Cluster: c, Resolver: res},
+		Recorder: history.NewRecorder(mem, func() time.Duration { return time.Since(begin) })}
+	leader := func() (string, error) {
+		v, err := res.View(ctx, []string{"t"})
+		if err != nil {
+			return "", err
+		}
+		p, ok := v.Partitions["t/0"]
+		if !ok || p.Leader < 0 || len(p.ISR) < 3 {
+			return "", fmt.Errorf("t/0 not fully replicated yet: %+v", p)
+		}
+		name, _ := brokerName(c, p.Leader)
+		return name, nil
+	}
+	var first string
+	waitFor(t, 30*time.Second, "t/0 has a leader and a full ISR", func() (err error) { first, err = leader(); return err })
+
+	// Kill the leader: the fault names it, and leadership moves away.
+	a, err := n.Inject(ctx, &Kill{procNodes{Nodes: []string{"leader:t/0"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Fault.Fault.(*Kill).Resolved; !slices.Equal(got, []string{first}) {
+		t.Fatalf("kill leader:t/0 hit %v, the leader was %s", got, first)
+	}
+	waitFor(t, 30*time.Second, "a new leader for t/0", func() error {
+		v, err := res.View(ctx, []string{"t"})
+		if err != nil {
+			return err
+		}
+		if p := v.Partitions["t/0"]; p.Leader < 0 || name(c, p.Leader) == first {
+			return fmt.Errorf("leader is still %d", p.Leader)
+		}
+		return nil
+	})
+	if err := n.Heal(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	var second string
+	waitFor(t, 40*time.Second, "t/0 fully replicated again", func() (err error) { second, err = leader(); return err })
+
+	// Pause the leader: no produce completes while it is frozen.
+	a, err = n.Inject(ctx, &Pause{procNodes{Nodes: []string{"leader:t/0"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Fault.Fault.(*Pause).Resolved[0]; got != second {
+		t.Fatalf("pause leader:t/0 hit %s, the leader was %s", got, second)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	err = cl.ProduceSync(pctx, &kgo.Record{Topic: "t", Value: []byte("during pause")}).FirstErr()
+	pcancel()
+	if err == nil {
+		if v, verr := res.View(ctx, []string{"t"}); verr == nil && name(c, v.Partitions["t/0"].Leader) == second {
+			t.Fatal("a produce to a paused leader completed")
+		}
+	}
+	if err := n.Heal(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "produce after the pause", func() error {
+		pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+		defer pcancel()
+		return cl.ProduceSync(pctx, &kgo.Record{Topic: "t", Value: []byte("after")}).FirstErr()
+	})
+
+	// Seed 000 scenario 4: the current leader loses the coordinators.
+	var third string
+	waitFor(t, 40*time.Second, "t/0 fully replicated again", func() (err error) { third, err = leader(); return err })
+	a, err = n.Inject(ctx, &Partition{Topology: SeedLeaderCoordinators, Partition: "t/0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := a.Fault.Fault.(*Partition).Grudge
+	if !slices.Equal(g[third], []string{"c1", "c2", "c3"}) {
+		t.Fatalf("leader-coordinators cut %v, the leader was %s", g, third)
+	}
+	if err := n.HealAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ts, err := Tables(c.SwitchNS, c.RunID); err != nil || len(ts) > 0 {
+		t.Fatalf("tables left: %v, %v", ts, err)
+	}
+	// Every step is in the history, with the resolved targets.
+	var fs []string
+	for _, op := range mem.Ops {
+		fs = append(fs, op.Type.String()+" "+op.F)
+	}
+	want := []string{"invoke start-kill", "ok start-kill", "invoke stop-kill", "ok stop-kill",
+		"invoke start-pause", "ok start-pause", "invoke stop-pause", "ok stop-pause",
+		"invoke start-partition", "ok start-partition", "invoke heal", "ok heal"}
+	if !slices.Equal(fs, want) {
+		t.Fatalf("history: %v\nwant %v", fs, want)
+	}
+}
+
+func name(c *compose.Cluster, id int32) string {
+	n, _ := brokerName(c, id)
+	return n
+}
+
+func kafkaClient(t *testing.T, c *compose.Cluster) *kgo.Client {
+	var seeds []string
+	for _, b := range c.Of(compose.RoleBroker) {
+		seeds = append(seeds, net.JoinHostPort(b.Addr.String(), strconv.Itoa(compose.BrokerPort)))
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.Dialer(c.Dial()), kgo.DefaultProduceTopic("t"),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RetryTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
