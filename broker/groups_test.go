@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -706,5 +707,84 @@ func BenchmarkOffsetCommit(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
 		})
+	}
+}
+
+// TestGroupSurvivesCoordinatorMove: when the coordinator's broker shuts
+// down cleanly, the new leader of the group's __consumer_offsets partition
+// reloads the Stable group with its members, so the consumers carry on
+// without a rebalance and without reading anything twice.
+func TestGroupSurvivesCoordinatorMove(t *testing.T) {
+	tc := startCluster(t, 3, "group.initial.rebalance.delay.ms=0", "offsets.topic.num.partitions=3")
+	// Clients notice moved leaders quickly.
+	fresh := kgo.MetadataMinAge(100 * time.Millisecond)
+	cl := tc.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()), fresh)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, 4, 3, nil, "mv"); err != nil {
+		t.Fatal(err)
+	}
+	waitISR(t, tc.bootstrap()[0], "mv", 3)
+	const grp = "mover"
+	waitFor(t, 30*time.Second, "__consumer_offsets", func() error {
+		_, err := adm.FetchOffsets(ctx, grp)
+		return err
+	})
+	waitISR(t, tc.bootstrap()[0], group.Topic, 3)
+
+	got := newConsumed()
+	for _, name := range []string{"m1", "m2"} {
+		startGroupConsumer(t, tc.bootstrap(), name, grp, "mv", got.record, kgo.AutoCommitInterval(200*time.Millisecond), fresh)
+	}
+	waitMembers(t, adm, grp, "mv", 4, "m1", "m2")
+	produceValues(t, cl, "mv", 4, "x", 200)
+	want := values("x", 200)
+	waitConsumed(t, got, want)
+
+	waitFor(t, 10*time.Second, "offsets committed", func() error {
+		lags, err := adm.Lag(ctx, grp)
+		if err != nil {
+			return err
+		}
+		if l := lags[grp]; l.Error() != nil || l.Lag.Total() != 0 {
+			return fmt.Errorf("lag %d err %v", l.Lag.Total(), l.Error())
+		}
+		return nil
+	})
+	leaders, _, err := tc.describe(group.Topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coordinator := leaders[group.Partition(grp, 3)]
+	before, ok := tc.brokers[coordinator].groups().Group(grp)
+	if !ok || before.State != group.Stable || len(before.Members) != 2 {
+		t.Fatalf("coordinator %d: %+v", coordinator, before)
+	}
+	tc.stop(coordinator)
+	waitFor(t, 30*time.Second, "group moved", func() error {
+		l, _, err := tc.describe(group.Topic)
+		if err != nil {
+			return err
+		}
+		if p := l[group.Partition(grp, 3)]; p == coordinator || p < 0 {
+			return fmt.Errorf("leader %d", p)
+		}
+		return nil
+	})
+	produceValues(t, cl, "mv", 4, "y", 200)
+	want = append(want, values("y", 200)...)
+	waitConsumed(t, got, want)
+	waitMembers(t, adm, grp, "mv", 4, "m1", "m2")
+	l, _, err := tc.describe(group.Topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, ok := tc.brokers[l[group.Partition(grp, 3)]].groups().Group(grp)
+	if !ok || after.Generation != before.Generation || !slices.Equal(after.Members, before.Members) {
+		t.Fatalf("the move rebalanced the group: before %+v, after %+v", before, after)
+	}
+	if _, dups := got.check(want); len(dups) > 0 {
+		t.Fatalf("%d records read twice after the coordinator moved, e.g. %s", len(dups), dups[0])
 	}
 }

@@ -89,3 +89,23 @@ func containsFold(list []string, s string) bool {
 	}
 	return false
 }
+
+// Info is a group's state as the coordinator holds it.
+type Info struct {
+	State      State
+	Generation int32
+	Protocol   string
+	Leader     string
+	Members    []string // member ids in join order
+}
+
+// Group returns what this manager knows of a group.
+func (m *Manager) Group(id string) (Info, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.groups[id]
+	if g == nil {
+		return Info{}, false
+	}
+	return Info{State: g.state, Generation: g.generation, Protocol: g.protocol, Leader: g.leader, Members: append([]string(nil), g.order...)}, true
+}

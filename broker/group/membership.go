@@ -257,6 +257,9 @@ func (m *Manager) completeJoinLocked(g *groupState) {
 		m.storeGroupLater(g, nil)
 		return
 	}
+	if g.members[g.leader] == nil {
+		g.leader = g.order[0]
+	}
 	g.protocol = g.selectProtocol()
 	m.setState(g, CompletingRebalance)
 	m.logger.Info("rebalance: join complete", "group", g.id, "generation", g.generation, "members", len(g.members), "leader", g.leader, "protocol", g.protocol)
