@@ -160,7 +160,7 @@ func (c *Controller) ControlledShutdown(ctx context.Context, req *kmsg.Controlle
 				followers = append(followers, tp)
 			}
 		}
-		t.sendStopReplica(id, followers, false)
+		t.sendStopReplica(id, followers, false, nil)
 		if err != nil {
 			resp.ErrorCode = errCode(err)
 		}

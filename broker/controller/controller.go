@@ -121,7 +121,7 @@ func (c *Controller) Run(ctx context.Context, l *coord.Leadership) error {
 		calls: make(chan call), done: make(chan struct{}),
 		brokers: map[int32]coord.BrokerInfo{}, shuttingDown: map[int32]bool{},
 		topics: map[string]coord.TopicSpec{}, parts: map[coord.TopicPartition]*partition{},
-		senders: map[int32]*sender{},
+		senders: map[int32]*sender{}, deleting: map[string]map[int32]int64{}, acks: make(chan stopAck),
 	}
 	c.mu.Lock()
 	if c.cur != nil {
@@ -203,6 +203,9 @@ type term struct {
 
 	senders map[int32]*sender
 	wg      sync.WaitGroup
+
+	deleting map[string]map[int32]int64 // topic -> replicas still to answer StopReplica(delete), with the epoch asked
+	acks     chan stopAck
 
 	resync bool // a coordinator call failed: re-read and reconcile
 }
@@ -299,6 +302,8 @@ func (t *term) run(ctx context.Context) error {
 		case cl := <-t.calls:
 			err = cl.fn(ctx)
 			close(cl.reply)
+		case a := <-t.acks:
+			err = t.onStopAck(ctx, a)
 		}
 		if err != nil {
 			if errors.Is(err, coord.ErrNotController) {
@@ -438,7 +443,7 @@ func (t *term) setTopics(ts []coord.TopicSpec) {
 	}
 	for tp := range t.parts {
 		s, ok := next[tp.Topic]
-		if !ok {
+		if !ok || s.MarkedForDeletion {
 			delete(t.parts, tp)
 			continue
 		}
@@ -447,6 +452,9 @@ func (t *term) setTopics(ts []coord.TopicSpec) {
 		}
 	}
 	for _, s := range ts {
+		if s.MarkedForDeletion {
+			continue // no elections for a topic being deleted
+		}
 		for p, replicas := range s.Assignment {
 			tp := coord.TopicPartition{Topic: s.Name, Partition: p}
 			if cur, ok := t.parts[tp]; ok {
@@ -690,8 +698,8 @@ func (t *term) sendUpdateMetadata(tps []coord.TopicPartition, deleted []coord.To
 }
 
 // sendStopReplica tells broker id to stop its replicas of tps, deleting
-// them when del is set.
-func (t *term) sendStopReplica(id int32, tps []coord.TopicPartition, del bool) {
+// them when del is set; done runs once the broker answered.
+func (t *term) sendStopReplica(id int32, tps []coord.TopicPartition, del bool, done func()) {
 	b, ok := t.brokers[id]
 	if !ok || len(tps) == 0 {
 		return
@@ -716,12 +724,14 @@ func (t *term) sendStopReplica(id int32, tps []coord.TopicPartition, del bool) {
 		}
 		req.Topics[len(req.Topics)-1].PartitionStates = append(req.Topics[len(req.Topics)-1].PartitionStates, ps)
 	}
-	t.enqueue(id, req)
+	if s, ok := t.senders[id]; ok {
+		s.enqueue(req, done)
+	}
 }
 
 func (t *term) enqueue(id int32, req kmsg.Request) {
 	if s, ok := t.senders[id]; ok {
-		s.enqueue(req)
+		s.enqueue(req, nil)
 	}
 }
 
@@ -781,7 +791,8 @@ func (t *term) onBrokers(ctx context.Context, bs []coord.BrokerInfo) error {
 	if err != nil {
 		return fmt.Errorf("handle startup of brokers %v: %w", started, err)
 	}
-	return nil
+	// Deletions waiting for these brokers resume.
+	return t.processDeletions(ctx)
 }
 
 // onTopics handles a new topic snapshot: states for new topics, deletions,
@@ -807,6 +818,7 @@ func (t *term) onTopics(ctx context.Context, ts []coord.TopicSpec) error {
 	}
 	for name, o := range old {
 		if _, ok := t.topics[name]; !ok {
+			delete(t.deleting, name)
 			for _, p := range o.Partitions() {
 				gone = append(gone, coord.TopicPartition{Topic: name, Partition: p})
 			}
@@ -846,9 +858,20 @@ func (t *term) onTopics(ctx context.Context, ts []coord.TopicSpec) error {
 	return t.processDeletions(ctx)
 }
 
-// processDeletions deletes the topics marked for deletion: StopReplica
-// (delete) to their live replicas, the coordinator entries, then
-// UpdateMetadata dropping the partitions.
+// stopAck reports that a broker incarnation answered a deleting
+// StopReplica for a topic.
+type stopAck struct {
+	broker int32
+	epoch  int64
+	topic  string
+}
+
+// processDeletions advances the deletion of topics marked for deletion, as
+// Kafka's TopicDeletionManager does: the partitions leave the metadata at
+// once (UpdateMetadata with leader -2) and take no part in elections; every
+// replica gets StopReplica(delete); the coordinator entries go only when
+// every replica has answered, so a deletion waits while a replica's broker
+// is down and resumes when it comes back.
 func (t *term) processDeletions(ctx context.Context) error {
 	for _, name := range slices.Sorted(maps.Keys(t.topics)) {
 		spec := t.topics[name]
@@ -864,20 +887,57 @@ func (t *term) processDeletions(ctx context.Context) error {
 				per[r] = append(per[r], tp)
 			}
 		}
-		for _, id := range slices.Sorted(maps.Keys(per)) {
-			t.sendStopReplica(id, per[id], true)
+		pending, ok := t.deleting[name]
+		if !ok {
+			t.log.Info("topic deletion started", "topic", name)
+			pending = map[int32]int64{}
+			for r := range per {
+				pending[r] = 0
+			}
+			t.deleting[name] = pending
+			t.sendUpdateMetadata(nil, tps)
+		}
+		// A replica gets the request once per incarnation until it answers.
+		for _, id := range slices.Sorted(maps.Keys(pending)) {
+			b, live := t.brokers[id]
+			if !live || pending[id] == b.Epoch {
+				continue
+			}
+			pending[id] = b.Epoch
+			ack := stopAck{broker: id, epoch: b.Epoch, topic: name}
+			acks, done := t.acks, t.done
+			t.sendStopReplica(id, per[id], true, func() {
+				select {
+				case acks <- ack:
+				case <-done:
+				}
+			})
+		}
+		if len(pending) > 0 {
+			continue
 		}
 		if err := t.c.cfg.Coord.DeleteTopic(ctx, t.l, name); err != nil && !errors.Is(err, coord.ErrTopicNotFound) {
 			return fmt.Errorf("delete topic %s: %w", name, err)
 		}
 		t.log.Info("topic deleted", "topic", name)
 		delete(t.topics, name)
-		for _, tp := range tps {
-			delete(t.parts, tp)
-		}
-		t.sendUpdateMetadata(nil, tps)
+		delete(t.deleting, name)
 	}
 	return nil
+}
+
+// onStopAck records a replica's answer to a deleting StopReplica and
+// finishes deletions that no longer wait for anyone.
+func (t *term) onStopAck(ctx context.Context, a stopAck) error {
+	pending, ok := t.deleting[a.topic]
+	if !ok || pending[a.broker] != a.epoch {
+		return nil
+	}
+	delete(pending, a.broker)
+	if len(pending) > 0 {
+		return nil
+	}
+	return t.processDeletions(ctx)
 }
 
 // onISRChanges propagates ISR changes that leaders wrote themselves

@@ -692,3 +692,64 @@ func TestBrokerBounce(t *testing.T) {
 		t.Errorf("LeaderAndIsr broker epoch %d, want the new registration's %d (old %d)", lai.BrokerEpoch, e.regs[1].Epoch(), old)
 	}
 }
+
+// stopReplicaDeletes reports whether broker fb was asked to delete t-p.
+func (fb *fakeBroker) stopReplicaDeletes(topic string, p int32) int {
+	n := 0
+	for _, rc := range fb.requests() {
+		if sr, ok := rc.req.(*kmsg.StopReplicaRequest); ok {
+			for _, rt := range sr.Topics {
+				for _, ps := range rt.PartitionStates {
+					if rt.Topic == topic && ps.Partition == p && ps.Delete {
+						n++
+					}
+				}
+			}
+		}
+	}
+	return n
+}
+
+// TestTopicDeletionWaitsForOfflineReplica: a deletion halts while a
+// replica's broker is down (the topic stays marked, out of the metadata
+// and out of elections) and completes once it is back and has answered.
+func TestTopicDeletionWaitsForOfflineReplica(t *testing.T) {
+	e := newEnv(t, 1, 2, 3)
+	e.startController(100, nil)
+	e.createTopic("t", map[int32][]int32{0: {1, 2}}, nil)
+	e.waitState(tp("t", 0), 1, ids(1, 2), 0)
+	e.kill(2)
+	e.waitState(tp("t", 0), 1, ids(1), 1)
+	if err := e.admin.MarkTopicForDeletion(context.Background(), "t"); err != nil {
+		t.Fatal(err)
+	}
+	coordtest.Eventually(t, 10*time.Second, func() error {
+		if n := e.brokers[1].stopReplicaDeletes("t", 0); n == 0 {
+			return errors.New("broker 1 not asked to delete t-0")
+		}
+		if ps, _, _ := e.brokers[3].lastUM(tp("t", 0)); ps.Leader != leaderDuringDelete {
+			return fmt.Errorf("broker 3: UpdateMetadata leader %d, want %d", ps.Leader, leaderDuringDelete)
+		}
+		return nil
+	})
+	// Broker 1 may die now: a topic being deleted takes part in no election.
+	e.kill(1)
+	spec, err := e.admin.Topic(context.Background(), "t")
+	if err != nil || !spec.MarkedForDeletion {
+		t.Fatalf("topic while a replica is down: %+v, %v (want still marked)", spec, err)
+	}
+	e.start(2)
+	coordtest.Eventually(t, 10*time.Second, func() error {
+		if n := e.brokers[2].stopReplicaDeletes("t", 0); n == 0 {
+			return errors.New("returning broker 2 not asked to delete t-0")
+		}
+		if _, err := e.admin.Topic(context.Background(), "t"); !errors.Is(err, coord.ErrTopicNotFound) {
+			return fmt.Errorf("topic still there: %v", err)
+		}
+		return nil
+	})
+	st, err := e.admin.PartitionState(context.Background(), "t", 0)
+	if !errors.Is(err, coord.ErrPartitionNotFound) {
+		t.Errorf("partition state after deletion: %+v, %v", st, err)
+	}
+}

@@ -31,8 +31,11 @@
 // target's broker epoch and each partition's version as ZkVersion. Each
 // live broker incarnation has its own ordered queue, retried with back-off
 // until answered; a slow broker delays only its own queue, and the queue is
-// dropped when the broker's registration changes. A deleted partition goes
-// out in UpdateMetadata with leader -2 (Kafka's LeaderDuringDelete).
+// dropped when the broker's registration changes. A partition being
+// deleted goes out in UpdateMetadata with leader -2 (Kafka's
+// LeaderDuringDelete); the topic leaves the coordinator once every replica
+// has answered StopReplica(delete), so a deletion waits for a replica whose
+// broker is down (Kafka's TopicDeletionManager).
 //
 // On becoming controller Run reads the live brokers, topics and partition
 // states, initializes partitions without state, elects leaders for offline

@@ -46,24 +46,32 @@ type sender struct {
 	backoff time.Duration
 
 	mu    sync.Mutex
-	queue []kmsg.Request
+	queue []queued
 	wake  chan struct{}
 
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func (s *sender) enqueue(req kmsg.Request) {
+// queued is a request waiting for delivery; done, if set, runs on the
+// sender's goroutine once the broker answered it.
+type queued struct {
+	req  kmsg.Request
+	done func()
+}
+
+func (s *sender) enqueue(req kmsg.Request, done func()) {
 	s.mu.Lock()
 	merged := false
-	if um, ok := req.(*kmsg.UpdateMetadataRequest); ok && len(s.queue) > 0 {
-		if last, ok := s.queue[len(s.queue)-1].(*kmsg.UpdateMetadataRequest); ok {
-			s.queue[len(s.queue)-1] = mergeUpdateMetadata(last, um)
+	if um, ok := req.(*kmsg.UpdateMetadataRequest); ok && done == nil && len(s.queue) > 0 {
+		last := &s.queue[len(s.queue)-1]
+		if prev, ok := last.req.(*kmsg.UpdateMetadataRequest); ok && last.done == nil {
+			last.req = mergeUpdateMetadata(prev, um)
 			merged = true
 		}
 	}
 	if !merged {
-		s.queue = append(s.queue, req)
+		s.queue = append(s.queue, queued{req: req, done: done})
 	}
 	s.mu.Unlock()
 	select {
@@ -77,14 +85,14 @@ func (s *sender) run(ctx context.Context) {
 	defer s.client.Close()
 	for {
 		s.mu.Lock()
-		var req kmsg.Request
+		var q queued
 		if len(s.queue) > 0 {
-			req = s.queue[0]
-			s.queue[0] = nil
+			q = s.queue[0]
+			s.queue[0] = queued{}
 			s.queue = s.queue[1:]
 		}
 		s.mu.Unlock()
-		if req == nil {
+		if q.req == nil {
 			select {
 			case <-ctx.Done():
 				return
@@ -92,8 +100,11 @@ func (s *sender) run(ctx context.Context) {
 				continue
 			}
 		}
-		if !s.deliver(ctx, req) {
+		if !s.deliver(ctx, q.req) {
 			return
+		}
+		if q.done != nil {
+			q.done()
 		}
 	}
 }

@@ -65,17 +65,17 @@ func TestMergeUpdateMetadata(t *testing.T) {
 func TestSenderQueueMergesUpdateMetadata(t *testing.T) {
 	s := &sender{wake: make(chan struct{}, 1)}
 	lai := kmsg.NewPtrLeaderAndISRRequest()
-	s.enqueue(umFor(ids(1), "a-0@1"))
-	s.enqueue(umFor(ids(1), "a-0@2"))
-	s.enqueue(lai)
-	s.enqueue(umFor(ids(1), "a-1@1"))
+	s.enqueue(umFor(ids(1), "a-0@1"), nil)
+	s.enqueue(umFor(ids(1), "a-0@2"), nil)
+	s.enqueue(lai, nil)
+	s.enqueue(umFor(ids(1), "a-1@1"), nil)
 	if len(s.queue) != 3 {
 		t.Fatalf("queue length %d, want 3 (UM, LAI, UM)", len(s.queue))
 	}
-	if got := describeUM(s.queue[0].(*kmsg.UpdateMetadataRequest)); got != "a-0@2 b1 " {
+	if got := describeUM(s.queue[0].req.(*kmsg.UpdateMetadataRequest)); got != "a-0@2 b1 " {
 		t.Errorf("merged head %q", got)
 	}
-	if s.queue[1] != kmsg.Request(lai) {
+	if s.queue[1].req != kmsg.Request(lai) {
 		t.Error("LeaderAndIsr moved")
 	}
 }
