@@ -120,7 +120,7 @@ func serve(addr string) int {
 
 // requireLab skips unless this process may create network namespaces and
 // program nftables in them.
-func requireLab(t *testing.T) {
+func requireLab(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) for network namespaces and nftables; CI runs as root")
@@ -137,7 +137,7 @@ type lab struct {
 
 // newLab brings up 4 server nodes (c1, b1..b3 running the test servers) and a
 // client host in namespaces joined by a bridge in a switch namespace.
-func newLab(t *testing.T) *lab {
+func newLab(t testing.TB) *lab {
 	t.Helper()
 	d := t.TempDir()
 	top, err := compose.Build(compose.Options{Name: "nem", RunDir: filepath.Join(d, "run"),
@@ -174,7 +174,7 @@ func newLab(t *testing.T) *lab {
 	return &lab{c: c, stateDir: filepath.Join(d, "state")}
 }
 
-func (l *lab) nemesis(t *testing.T) *Nemesis {
+func (l *lab) nemesis(t testing.TB) *Nemesis {
 	return &Nemesis{Env: &Env{Cluster: l.c, DelayerCommand: testDelayer}, Store: &Store{Path: FaultsFile(l.stateDir, l.c.Name)}}
 }
 
@@ -228,7 +228,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() error) {
 }
 
 // noLeftovers fails if any nftables table or qdisc of a fault remains.
-func (l *lab) noLeftovers(t *testing.T) {
+func (l *lab) noLeftovers(t testing.TB) {
 	t.Helper()
 	ts, err := Tables(l.c.SwitchNS, l.c.RunID)
 	if err != nil {

@@ -56,17 +56,7 @@ func ipTable(c *nftables.Conn, name string) (*nftables.Table, *nftables.Chain) {
 // families are the table families faults create tables in.
 var families = []nftables.TableFamily{nftables.TableFamilyBridge, nftables.TableFamilyIPv4}
 
-// delTable removes a table of either family; a missing table is not an
-// error.
-func delTable(c *nftables.Conn, name string) error {
-	for _, fam := range families {
-		if err := delTableOf(c, fam, name); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
+// delTableOf removes a table; a missing table is not an error.
 func delTableOf(c *nftables.Conn, fam nftables.TableFamily, name string) error {
 	c.DelTable(&nftables.Table{Family: fam, Name: name})
 	if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {

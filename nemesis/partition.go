@@ -269,10 +269,10 @@ func (p *Partition) Inject(ctx context.Context, env *Env) error {
 
 // Heal deletes the fault's table.
 func (p *Partition) Heal(ctx context.Context, env *Env) error {
-	return healTable(env, p.Table)
+	return healTable(env, nftables.TableFamilyBridge, p.Table)
 }
 
-func healTable(env *Env, table string) error {
+func healTable(env *Env, fam nftables.TableFamily, table string) error {
 	if table == "" {
 		return nil
 	}
@@ -281,7 +281,7 @@ func healTable(env *Env, table string) error {
 		return err
 	}
 	defer done()
-	return delTable(nft, table)
+	return delTableOf(nft, fam, table)
 }
 
 // Loss drops a random share of the packets entering or leaving nodes: a
@@ -351,4 +351,4 @@ func (l *Loss) Inject(ctx context.Context, env *Env) error {
 }
 
 // Heal implements Fault.
-func (l *Loss) Heal(ctx context.Context, env *Env) error { return healTable(env, l.Table) }
+func (l *Loss) Heal(ctx context.Context, env *Env) error { return healTable(env, nftables.TableFamilyBridge, l.Table) }

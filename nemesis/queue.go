@@ -155,7 +155,7 @@ func (s *SlowNet) injectQueue(ctx context.Context, env *Env) error {
 // healQueue stops steering packets, then stops the delayer, which releases
 // what it holds.
 func (s *SlowNet) healQueue(ctx context.Context, env *Env) error {
-	if err := healTable(env, s.Table); err != nil {
+	if err := healTable(env, nftables.TableFamilyIPv4, s.Table); err != nil {
 		return err
 	}
 	return stopProcess(ctx, s.DelayerPID, s.DelayerStart)
