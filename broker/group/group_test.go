@@ -1,6 +1,8 @@
 package group
 
 import (
+	"io"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -211,19 +213,27 @@ func TestCommitOnlyAfterAppend(t *testing.T) {
 		{kerr.NotEnoughReplicas, kerr.CoordinatorNotAvailable.Code},
 		{kerr.NotEnoughReplicasAfterAppend, kerr.CoordinatorNotAvailable.Code},
 		{kerr.RequestTimedOut, kerr.CoordinatorNotAvailable.Code},
-		{kerr.NotLeaderForPartition, kerr.NotCoordinator.Code},
 		{kerr.KafkaStorageError, kerr.NotCoordinator.Code},
 		{kerr.MessageTooLarge, kerr.InvalidCommitOffsetSize.Code},
+		{kerr.NotLeaderForPartition, kerr.NotCoordinator.Code}, // last: it resigns
 	} {
 		lg.setFail(tc.err)
 		if code := h.commit("simple", "", -1, "t", 0, 20); code != tc.want {
 			t.Errorf("append error %v: code %d, want %d", tc.err, code, tc.want)
+		}
+		if tc.err == kerr.NotLeaderForPartition {
+			break
 		}
 		if off, _ := h.fetch("simple", "t", 0); off != 10 {
 			t.Fatalf("after a failed append (%v) the cache says %d", tc.err, off)
 		}
 	}
 	lg.setFail(nil)
+	if off, code := h.fetch("simple", "t", 0); code != kerr.NotCoordinator.Code {
+		t.Fatalf("after NOT_LEADER the manager still answers (offset %d, code %d)", off, code)
+	}
+	h.m.OnBecomeLeader(0, 1)
+	h.waitLoaded()
 	if code := h.commit("simple", "", 3, "t", 0, 20); code != kerr.UnknownMemberID.Code {
 		t.Fatalf("generation 3 commit to an Empty group: %d", code)
 	}
@@ -317,7 +327,7 @@ func TestDeleteGroups(t *testing.T) {
 
 func TestCommitToUnknownTopic(t *testing.T) {
 	h := &harness{t: t, clock: newFakeClock(), log: newMemLog()}
-	h.m = New(testConfig(), h.log, WithClock(h.clock), WithTopicCheck(func(topic string, p int32) bool { return topic == "known" && p < 2 }))
+	h.m = New(testConfig(), h.log, WithClock(h.clock), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithTopicCheck(func(topic string, p int32) bool { return topic == "known" && p < 2 }))
 	t.Cleanup(h.m.Close)
 	h.lead()
 	for _, tc := range []struct {

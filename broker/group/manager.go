@@ -433,6 +433,16 @@ func appendErr(err error, offsets bool) int16 {
 	return kerr.UnknownServerError.Code
 }
 
+// lostLeadership resigns partition p when an append found this broker no
+// longer its leader (a StopReplica, or a LeaderAndIsr not yet seen), so
+// requests get NOT_COORDINATOR instead of stale state.
+func (m *Manager) lostLeadershipLocked(p int32, o *ownership, err error) {
+	if errors.Is(err, kerr.NotLeaderForPartition) && m.owned[p] == o {
+		m.logger.Info("no longer leader of the group partition", "partition", p)
+		m.resignLocked(p)
+	}
+}
+
 // store appends recs to partition p with the commit timeout.
 func (m *Manager) store(p int32, recs []record) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CommitTimeout)

@@ -277,6 +277,7 @@ func (m *Manager) completeJoinLocked(g *groupState) {
 func (m *Manager) storeGroupLater(g *groupState, done func(code int16)) {
 	value := groupValue(g, m.nowMs())
 	p, id := g.partition, g.id
+	owner := m.owned[p]
 	m.later(func() {
 		_, err := m.store(p, []record{{key: groupKey(id), value: value}})
 		code := int16(0)
@@ -284,9 +285,12 @@ func (m *Manager) storeGroupLater(g *groupState, done func(code int16)) {
 			code = appendErr(err, false)
 			m.logger.Warn("store group metadata", "group", id, "err", err)
 		}
+		m.mu.Lock()
+		defer m.unlock()
+		if err != nil {
+			m.lostLeadershipLocked(p, owner, err)
+		}
 		if done != nil {
-			m.mu.Lock()
-			defer m.unlock()
 			done(code)
 		}
 	})

@@ -85,6 +85,9 @@ func (m *Manager) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommit
 	if err != nil {
 		m.logger.Info("offset commit failed", "group", req.Group, "partition", part, "err", err)
 		setAll(appendErr(err, true))
+		m.mu.Lock()
+		m.lostLeadershipLocked(part, owner, err)
+		m.unlock()
 		return build()
 	}
 	m.mu.Lock()
