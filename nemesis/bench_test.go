@@ -15,6 +15,7 @@ import (
 func BenchmarkInjectHeal(b *testing.B) {
 	requireLab(b)
 	l := newLab(b)
+	_, sock := mountFaultfs(b)
 	ctx := context.Background()
 	faults := []struct {
 		name string
@@ -27,6 +28,11 @@ func BenchmarkInjectHeal(b *testing.B) {
 		{"slow-net-delay", func() Fault {
 			return &SlowNet{Nodes: []string{"b2"}, Delay: faultfs.Duration(10 * time.Millisecond)}
 		}},
+		{"slow-disk", func() Fault {
+			f := &SlowDisk{Latency: faultfs.Duration(time.Millisecond)}
+			f.Nodes = []string{"b1"}
+			return f
+		}},
 		{"pause", func() Fault { return &Pause{procNodes{Nodes: []string{"b3"}}} }},
 		{"kill", func() Fault { return &Kill{procNodes{Nodes: []string{"b3"}}} }},
 		{"power-loss-2", func() Fault { return &PowerLoss{procNodes: procNodes{Nodes: []string{"b2", "b3"}}} }},
@@ -34,6 +40,7 @@ func BenchmarkInjectHeal(b *testing.B) {
 	for _, fc := range faults {
 		b.Run(fc.name, func(b *testing.B) {
 			n := l.nemesis(b)
+			n.Env.Disks = map[string]string{"b1": sock}
 			var inject, heal time.Duration
 			for b.Loop() {
 				t0 := time.Now()
