@@ -89,16 +89,16 @@ func parseControls(pairs []string) (map[string]string, error) {
 
 // openNemesis attaches to the cluster and its fault store.
 func openNemesis(ctx context.Context, o *faultOpts) (*nemesis.Nemesis, bool, error) {
+	disks, err := parseControls(o.controls)
+	if err != nil {
+		return nil, false, err
+	}
 	st, c, err := loadCluster(o.name)
 	if err != nil {
 		return nil, false, err
 	}
 	if handled, err := enterRootless(ctx, st); handled {
 		return nil, true, err
-	}
-	disks, err := parseControls(o.controls)
-	if err != nil {
-		return nil, false, err
 	}
 	seed := o.seed
 	if seed == 0 {

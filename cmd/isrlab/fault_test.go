@@ -1,0 +1,93 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/isrlab/isrlab/nemesis"
+)
+
+// runFault runs a fresh `fault` command tree with args and returns the exit
+// code main would use and the error text.
+func runFault(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	t.Setenv("ISRLAB_STATE_DIR", t.TempDir()) // no cluster: valid arguments end at "not found"
+	cmd := newFaultCmd()
+	cmd.SetArgs(args)
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	err := cmd.Execute()
+	if err == nil {
+		return 0, ""
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code, err.Error()
+	}
+	return exitInternal, err.Error()
+}
+
+func TestFaultArguments(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string // in the error; "" means the arguments were accepted
+	}{
+		{"inject without kind", []string{"inject"}, "name a fault kind"},
+		{"bad spec", []string{"inject", "--spec", `{"kind":"meteor"}`}, "unknown kind"},
+		{"spec accepted", []string{"inject", "--spec", `{"kind":"kill","nodes":["b1"]}`}, ""},
+		{"kill without node", []string{"inject", "kill"}, "--node"},
+		{"kill bad target", []string{"inject", "kill", "--node", "leader:t"}, "topic/partition"},
+		{"kill accepted", []string{"inject", "kill", "--node", "leader:t/0"}, ""},
+		{"partition without topology", []string{"inject", "partition"}, "exactly one"},
+		{"partition two topologies", []string{"inject", "partition", "--isolate", "b1", "--scenario", "leader-brokers"}, "exactly one"},
+		{"partition bad grudge", []string{"inject", "partition", "--grudge", "b1"}, "NODE=FROM"},
+		{"partition isolate", []string{"inject", "partition", "--isolate", "leader:t/0", "--one-way"}, ""},
+		{"loss without percent", []string{"inject", "loss", "--node", "b2"}, "--percent"},
+		{"loss accepted", []string{"inject", "loss", "--node", "b2", "--percent", "20"}, ""},
+		{"slow-net without rate or delay", []string{"inject", "slow-net", "--node", "b3"}, "--rate or --delay"},
+		{"slow-net accepted", []string{"inject", "slow-net", "--node", "b3", "--rate", "1mbit", "--delay", "50ms"}, ""},
+		{"bad control", []string{"inject", "slow-disk", "--node", "b2", "--latency", "20ms", "--control", "b2"}, "NODE=SOCKET"},
+		{"power-loss accepted", []string{"inject", "power-loss", "--nodes", "b1,b2", "--torn"}, ""},
+		{"heal without ids", []string{"heal"}, "ids or --all"},
+		{"heal ids and all", []string{"heal", "f1", "--all"}, "ids or --all"},
+		{"list", []string{"list"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, msg := runFault(t, tt.args...)
+			if code != exitBadArgs {
+				t.Fatalf("exit %d (%s), want %d", code, msg, exitBadArgs)
+			}
+			if tt.want == "" {
+				// Accepted: the command went on to look for the cluster.
+				if !strings.Contains(msg, "cluster not found") {
+					t.Fatalf("error %q, want the missing cluster", msg)
+				}
+				return
+			}
+			if !strings.Contains(msg, tt.want) {
+				t.Fatalf("error %q, want it to mention %q", msg, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseGrudge(t *testing.T) {
+	g, err := parseGrudge("b1=b2,b3; b2=b1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := nemesis.Grudge{"b1": {"b2", "b3"}, "b2": {"b1"}}
+	if len(g) != 2 || strings.Join(g["b1"], ",") != "b2,b3" || strings.Join(g["b2"], ",") != "b1" {
+		t.Fatalf("got %v, want %v", g, want)
+	}
+	for _, bad := range []string{"", "b1", "=b2", "b1=", "b1=b2;x"} {
+		if _, err := parseGrudge(bad); err == nil {
+			t.Errorf("parseGrudge(%q) = nil error", bad)
+		}
+	}
+}
