@@ -2,6 +2,7 @@ package faultfs
 
 import (
 	"context"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -18,8 +19,9 @@ type handle struct {
 	append   bool
 	pt       bool
 	writable bool
-	dsync    bool       // O_SYNC or O_DSYNC: every write is durable when it returns
-	st       *fileState // crash state, for writable regular files
+	dsync    bool        // O_SYNC or O_DSYNC: every write is durable when it returns
+	flushed  atomic.Bool // closed by its user at least once (passthrough)
+	st       *fileState  // crash state, for writable regular files
 }
 
 // ptHandle is a handle the kernel may serve by FUSE passthrough: reads and
@@ -82,7 +84,7 @@ func (f *FS) newHandleLocked(n *node, fd int, flags uint32) (fs.FileHandle, uint
 	if writable && n.Mode()&syscall.S_IFMT == syscall.S_IFREG {
 		st, err := f.trk.open(n.ino(), fd, n.EmbeddedInode(), h.pt, h.unseen())
 		if err != nil {
-			n.closeOpen(h.pt)
+			n.closeOpen(h.pt, false)
 			syscall.Close(fd)
 			return nil, 0, syscall.EIO
 		}
@@ -180,7 +182,14 @@ func (h *handle) Allocate(ctx context.Context, off uint64, size uint64, mode uin
 	return fs.ToErrno(unix.Fallocate(h.fd, mode, int64(off), int64(size)))
 }
 
-func (h *handle) Flush(ctx context.Context) syscall.Errno { return 0 }
+// Flush is called on every close(2) of the file; for a passthrough handle
+// the first one tells chooseOpen that its release is on the way.
+func (h *handle) Flush(ctx context.Context) syscall.Errno {
+	if h.pt && h.flushed.CompareAndSwap(false, true) {
+		h.n.flushOpen()
+	}
+	return 0
+}
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {
 	if h.st != nil {
@@ -190,7 +199,7 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	if h.fd >= 0 {
 		syscall.Close(h.fd)
 		h.fd = -1
-		h.n.closeOpen(h.pt)
+		h.n.closeOpen(h.pt, h.flushed.Load())
 		if h.pt {
 			h.n.ffs.ptOpenNow.Add(-1)
 		}

@@ -23,15 +23,18 @@ type node struct {
 	ffs *FS
 
 	mu             sync.Mutex
-	released       *sync.Cond // signalled when a handle closes
+	released       *sync.Cond // signalled when a handle is flushed or closes
 	ptOpen, hooked int        // open handles of each kind
+	// ptUnflushed counts passthrough handles never flushed: the kernel
+	// flushes a file on every close(2), so these are surely still open.
+	ptUnflushed int
 }
 
-// releaseWait bounds how long an open waits for the kernel's release of a
-// passthrough handle that the file's last user already closed: the kernel
-// sends RELEASE in the background, so a close followed by an open can reach
-// faultfs in either order.
-const releaseWait = 100 * time.Millisecond
+// releaseWait bounds how long an open waits for the kernel's release of
+// passthrough handles that were all closed (flushed) already: the kernel
+// sends RELEASE in the background, so a close followed by an open can
+// reach faultfs in either order.
+const releaseWait = 2 * time.Second
 
 // chooseOpen decides whether a new open of n is a passthrough open: the
 // kernel refuses non-passthrough opens of an inode open by passthrough, so
@@ -39,7 +42,7 @@ const releaseWait = 100 * time.Millisecond
 func (n *node) chooseOpen(policy func() bool) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.ptOpen > 0 && n.hooked == 0 && !policy() {
+	if n.ptOpen > 0 && n.ptUnflushed == 0 && n.hooked == 0 && !policy() {
 		if n.released == nil {
 			n.released = sync.NewCond(&n.mu)
 		}
@@ -50,7 +53,7 @@ func (n *node) chooseOpen(policy func() bool) bool {
 			n.mu.Unlock()
 			n.released.Broadcast()
 		})
-		for n.ptOpen > 0 && !expired {
+		for n.ptOpen > 0 && n.ptUnflushed == 0 && !expired {
 			n.released.Wait()
 		}
 		t.Stop()
@@ -58,17 +61,31 @@ func (n *node) chooseOpen(policy func() bool) bool {
 	pt := n.ptOpen > 0 || (n.hooked == 0 && policy())
 	if pt {
 		n.ptOpen++
+		n.ptUnflushed++
 	} else {
 		n.hooked++
 	}
 	return pt
 }
 
-func (n *node) closeOpen(pt bool) {
+// flushOpen records the first flush of a passthrough handle.
+func (n *node) flushOpen() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.ptUnflushed--
+	if n.released != nil {
+		n.released.Broadcast()
+	}
+}
+
+func (n *node) closeOpen(pt, flushed bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if pt {
 		n.ptOpen--
+		if !flushed {
+			n.ptUnflushed--
+		}
 	} else {
 		n.hooked--
 	}
