@@ -788,3 +788,39 @@ func TestGroupSurvivesCoordinatorMove(t *testing.T) {
 		t.Fatalf("%d records read twice after the coordinator moved, e.g. %s", len(dups), dups[0])
 	}
 }
+
+// TestStaticMemberRestart: a kgo consumer with group.instance.id that
+// restarts within its session takes its old place without a rebalance.
+// (A restarted leader is different: kgo recomputes the plan and, finding
+// it changed, rejoins on purpose — so the test restarts a follower.)
+func TestStaticMemberRestart(t *testing.T) {
+	b := startBroker(t, t.TempDir(), groupBrokerOverrides...)
+	cl := b.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	createTopic(t, cl, "st", 4, nil)
+	got := newConsumed()
+	start := func(name string) *groupConsumer {
+		return startGroupConsumer(t, b.Addrs(), name, "static-group", "st", got.record, kgo.InstanceID("instance-"+name))
+	}
+	consumers := map[string]*groupConsumer{"s1": start("s1"), "s2": start("s2")}
+	waitMembers(t, adm, "static-group", "st", 4, "s1", "s2")
+	before, _ := b.groups().Group("static-group")
+	follower := "s1"
+	if strings.HasPrefix(before.Leader, "instance-s1-") {
+		follower = "s2"
+	}
+	consumers[follower].close() // a static member does not leave the group
+	start(follower)
+	waitFor(t, 30*time.Second, follower+" back in its place", func() error {
+		after, _ := b.groups().Group("static-group")
+		if after.State != group.Stable || len(after.Members) != 2 || slices.Equal(after.Members, before.Members) {
+			return fmt.Errorf("%+v", after)
+		}
+		if after.Generation != before.Generation {
+			t.Fatalf("the restart rebalanced: generation %d -> %d", before.Generation, after.Generation)
+		}
+		return nil
+	})
+	produceValues(t, cl, "st", 4, "z", 200)
+	waitConsumed(t, got, values("z", 200))
+}

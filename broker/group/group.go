@@ -84,17 +84,18 @@ type groupState struct {
 	generation   int32
 	leader       string
 	members      map[string]*member
-	order        []string         // member ids in join order
-	pending      map[string]Timer // two-step join: ids handed out, not yet joined
-	newMember    bool             // a member joined during the initial delay
-	initialJoin  bool             // the running join is the delayed initial one
-	joinTimer    Timer            // completes the running join
-	stateSince   int64            // ms, for describe
+	order        []string          // member ids in join order
+	static       map[string]string // group.instance.id -> member id (KIP-345)
+	pending      map[string]Timer  // two-step join: ids handed out, not yet joined
+	newMember    bool              // a member joined during the initial delay
+	initialJoin  bool              // the running join is the delayed initial one
+	joinTimer    Timer             // completes the running join
+	stateSince   int64             // ms, for describe
 	offsets      map[TopicPartition]Offset
 }
 
 func newGroupState(id string, partition int32) *groupState {
-	return &groupState{id: id, partition: partition, state: Empty, members: map[string]*member{}, pending: map[string]Timer{}, offsets: map[TopicPartition]Offset{}}
+	return &groupState{id: id, partition: partition, state: Empty, members: map[string]*member{}, static: map[string]string{}, pending: map[string]Timer{}, offsets: map[TopicPartition]Offset{}}
 }
 
 func (g *groupState) memberOrder() []string { return g.order }
@@ -102,6 +103,9 @@ func (g *groupState) memberOrder() []string { return g.order }
 func (g *groupState) add(m *member) {
 	g.members[m.id] = m
 	g.order = append(g.order, m.id)
+	if m.instanceID != nil {
+		g.static[*m.instanceID] = m.id
+	}
 	if g.leader == "" {
 		g.leader = m.id
 	}
@@ -117,6 +121,9 @@ func (g *groupState) remove(id string) *member {
 	}
 	delete(g.members, id)
 	g.order = slices.DeleteFunc(g.order, func(s string) bool { return s == id })
+	if m.instanceID != nil && g.static[*m.instanceID] == id {
+		delete(g.static, *m.instanceID)
+	}
 	if m.timer != nil {
 		m.timer.Stop()
 	}
@@ -127,6 +134,34 @@ func (g *groupState) remove(id string) *member {
 		}
 	}
 	return m
+}
+
+// replace gives a static member a new member id (a restarted instance
+// takes over its predecessor's place, KIP-345).
+func (g *groupState) replace(oldID, newID string) *member {
+	m := g.members[oldID]
+	delete(g.members, oldID)
+	m.id = newID
+	g.members[newID] = m
+	for i, id := range g.order {
+		if id == oldID {
+			g.order[i] = newID
+		}
+	}
+	if g.leader == oldID {
+		g.leader = newID
+	}
+	g.static[*m.instanceID] = newID
+	return m
+}
+
+// fenced reports whether instanceID belongs to another member id.
+func (g *groupState) fenced(memberID string, instanceID *string) bool {
+	if instanceID == nil {
+		return false
+	}
+	id, ok := g.static[*instanceID]
+	return ok && id != memberID
 }
 
 // supports reports whether a member with these protocols may join

@@ -343,3 +343,67 @@ func TestCommitToUnknownTopic(t *testing.T) {
 		t.Fatalf("log %v: only the known partition's commit belongs there", recs)
 	}
 }
+
+// TestStaticMembership: a restarted static member (KIP-345) takes its
+// predecessor's place without a rebalance, and the old member id is fenced.
+func TestStaticMembership(t *testing.T) {
+	h := newHarness(t, newMemLog(), testConfig())
+	h.lead()
+	const g = "static"
+	join := func(member, instance string) joinResult {
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.SetVersion(9)
+		req.Group, req.MemberID, req.InstanceID, req.ProtocolType = g, member, &instance, "consumer"
+		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 10000, 30000
+		req.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: consumerMeta("t")}}
+		r := joinResult{ch: make(chan *kmsg.JoinGroupResponse, 1)}
+		h.m.JoinGroup(req, "client", "/h", func(resp *kmsg.JoinGroupResponse) { r.ch <- resp })
+		return r
+	}
+	ja, jb := join("", "ia"), join("", "ib") // no MEMBER_ID_REQUIRED for static members
+	h.clock.Advance(6 * time.Second)         // the second member extended the initial delay
+	ra, rb := ja.get(t), jb.get(t)
+	if ra.ErrorCode != 0 || rb.ErrorCode != 0 || ra.Generation != 1 {
+		t.Fatalf("join %+v %+v", ra, rb)
+	}
+	a, b := ra.MemberID, rb.MemberID
+	h.sync(g, b, 1, nil)
+	h.sync(g, a, 1, map[string]string{a: "A", b: "B"}).get(t)
+
+	// ia restarts: same instance, no member id.
+	r := join("", "ia").get(t)
+	if r.ErrorCode != 0 || r.Generation != 1 || r.MemberID == a || r.LeaderID != r.MemberID || !r.SkipAssignment {
+		t.Fatalf("rejoin of a static member: %+v", r)
+	}
+	if h.state(g) != string(Stable) {
+		t.Fatalf("state %s: the replacement rebalanced", h.state(g))
+	}
+	a2 := r.MemberID
+	ia := "ia"
+	hb := func(member string, instance *string) int16 {
+		req := kmsg.NewPtrHeartbeatRequest()
+		req.Group, req.MemberID, req.Generation, req.InstanceID = g, member, 1, instance
+		return h.m.Heartbeat(req).ErrorCode
+	}
+	if code := hb(a, &ia); code != kerr.FencedInstanceID.Code {
+		t.Fatalf("old member id: %d, want FENCED_INSTANCE_ID", code)
+	}
+	if code := hb(a2, &ia); code != 0 {
+		t.Fatalf("new member id: %d", code)
+	}
+	if got := h.sync(g, a2, 1, nil).get(t); string(got.MemberAssignment) != "A" {
+		t.Fatalf("assignment after the restart: %q", got.MemberAssignment)
+	}
+
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.SetVersion(4)
+	leave.Group = g
+	leave.Members = []kmsg.LeaveGroupRequestMember{{MemberID: a, InstanceID: &ia}}
+	if code := h.m.LeaveGroup(leave).Members[0].ErrorCode; code != kerr.FencedInstanceID.Code {
+		t.Fatalf("leave with the old member id: %d", code)
+	}
+	leave.Members = []kmsg.LeaveGroupRequestMember{{InstanceID: &ia}}
+	if code := h.m.LeaveGroup(leave).Members[0].ErrorCode; code != 0 || h.state(g) != string(PreparingRebalance) {
+		t.Fatalf("leave by instance: %d, state %s", code, h.state(g))
+	}
+}

@@ -395,6 +395,9 @@ func (m *Manager) load(ctx context.Context, p int32, o *ownership) {
 				mem.deadline = now.Add(time.Duration(mem.sessionTimeoutMs) * time.Millisecond)
 				g.members[mem.id] = mem
 				g.order = append(g.order, mem.id)
+				if mem.instanceID != nil {
+					g.static[*mem.instanceID] = mem.id
+				}
 				m.armMemberLocked(g, mem)
 			}
 			if len(g.members) > 0 {

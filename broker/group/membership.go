@@ -50,6 +50,16 @@ func (m *Manager) JoinGroup(req *kmsg.JoinGroupRequest, clientID, clientHost str
 		fail(kerr.InconsistentGroupProtocol.Code)
 		return
 	}
+	if req.MemberID == "" && req.InstanceID != nil {
+		// KIP-345: a known instance takes its predecessor's place; a new
+		// one joins at once.
+		if old, ok := g.static[*req.InstanceID]; ok && g.members[old] != nil {
+			m.replaceStaticLocked(g, old, req, clientID, clientHost, respond)
+			return
+		}
+		m.addMemberLocked(g, m.newID(*req.InstanceID), req, clientID, clientHost, respond)
+		return
+	}
 	if req.MemberID == "" {
 		id := m.newID(clientID)
 		if req.Version >= 4 {
@@ -69,6 +79,10 @@ func (m *Manager) JoinGroup(req *kmsg.JoinGroupRequest, clientID, clientHost str
 		t.Stop()
 		delete(g.pending, req.MemberID)
 		m.addMemberLocked(g, req.MemberID, req, clientID, clientHost, respond)
+		return
+	}
+	if g.fenced(req.MemberID, req.InstanceID) {
+		fail(kerr.FencedInstanceID.Code)
 		return
 	}
 	mem := g.members[req.MemberID]
@@ -107,6 +121,51 @@ func (m *Manager) addMemberLocked(g *groupState, id string, req *kmsg.JoinGroupR
 	m.logger.Info("member joined", "group", g.id, "member", id, "generation", g.generation, "state", string(g.state))
 	m.maybePrepareRebalanceLocked(g, "member "+id+" joined")
 	m.tryCompleteJoinLocked(g)
+}
+
+// replaceStaticLocked gives a restarted static member its predecessor's
+// place. In a Stable group whose protocol stays, that is no rebalance: the
+// group is stored with the new member id and the member gets the current
+// generation (Kafka's updateStaticMemberAndRebalance).
+func (m *Manager) replaceStaticLocked(g *groupState, oldID string, req *kmsg.JoinGroupRequest, clientID, clientHost string, respond func(*kmsg.JoinGroupResponse)) {
+	newID := m.newID(*req.InstanceID)
+	mem := g.members[oldID]
+	m.failJoinLocked(mem, kerr.FencedInstanceID.Code)
+	m.failSyncLocked(mem, kerr.FencedInstanceID.Code)
+	g.replace(oldID, newID)
+	mem.clientID, mem.clientHost = clientID, clientHost
+	m.heartbeatLocked(mem)
+	m.logger.Info("static member replaced", "group", g.id, "instance", *req.InstanceID, "old", oldID, "member", newID)
+	if g.state != Stable {
+		m.updateMemberLocked(g, mem, req, respond)
+		return
+	}
+	// Kafka rebalances only if the group's protocol would change; the
+	// metadata itself may differ (a restarted member owns nothing yet).
+	oldProtocols := mem.protocols
+	mem.protocols = req.Protocols
+	if g.selectProtocol() != g.protocol {
+		mem.protocols = oldProtocols
+		m.updateMemberLocked(g, mem, req, respond)
+		return
+	}
+	mem.sessionTimeoutMs, mem.rebalanceTimeoutMs = req.SessionTimeoutMillis, req.RebalanceTimeoutMillis
+	gen := g.generation
+	m.storeGroupLater(g, func(code int16) {
+		if code != 0 {
+			resp := joinError(req, code)
+			m.later(func() { respond(resp) })
+			return
+		}
+		if m.groups[g.id] != g || g.members[newID] != mem || g.generation != gen {
+			resp := joinError(req, kerr.RebalanceInProgress.Code)
+			m.later(func() { respond(resp) })
+			return
+		}
+		resp := m.joinResponseLocked(g, mem)
+		resp.SkipAssignment = mem.id == g.leader
+		m.later(func() { respond(resp) })
+	})
 }
 
 func (m *Manager) updateMemberLocked(g *groupState, mem *member, req *kmsg.JoinGroupRequest, respond func(*kmsg.JoinGroupResponse)) {
@@ -383,6 +442,9 @@ func (m *Manager) SyncGroup(req *kmsg.SyncGroupRequest, respond func(*kmsg.SyncG
 	case g.state == Dead:
 		fail(kerr.CoordinatorNotAvailable.Code)
 		return
+	case g.fenced(req.MemberID, req.InstanceID):
+		fail(kerr.FencedInstanceID.Code)
+		return
 	case mem == nil:
 		fail(kerr.UnknownMemberID.Code)
 		return
@@ -478,6 +540,8 @@ func (m *Manager) heartbeatCodeLocked(req *kmsg.HeartbeatRequest) int16 {
 	switch {
 	case g.state == Dead:
 		return kerr.CoordinatorNotAvailable.Code
+	case g.fenced(req.MemberID, req.InstanceID):
+		return kerr.FencedInstanceID.Code
 	case g.state == Empty, mem == nil:
 		return kerr.UnknownMemberID.Code
 	case req.Generation != g.generation:
@@ -513,6 +577,17 @@ func (m *Manager) LeaveGroup(req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupRespon
 		case top != 0:
 		case g == nil:
 			rm.ErrorCode = kerr.UnknownMemberID.Code
+		case l.InstanceID != nil:
+			id, ok := g.static[*l.InstanceID]
+			switch {
+			case !ok:
+				rm.ErrorCode = kerr.UnknownMemberID.Code
+			case l.MemberID != "" && l.MemberID != id:
+				rm.ErrorCode = kerr.FencedInstanceID.Code
+			default:
+				m.logger.Info("static member left", "group", g.id, "instance", *l.InstanceID, "member", id)
+				m.removeMemberLocked(g, id)
+			}
 		default:
 			if t, ok := g.pending[l.MemberID]; ok {
 				t.Stop()

@@ -130,6 +130,8 @@ func (m *Manager) commitCheckLocked(req *kmsg.OffsetCommitRequest) int16 {
 		return kerr.CoordinatorNotAvailable.Code
 	case req.Generation < 0 && g.state == Empty:
 		return 0
+	case g.fenced(req.MemberID, req.InstanceID):
+		return kerr.FencedInstanceID.Code
 	case g.state == CompletingRebalance:
 		return kerr.RebalanceInProgress.Code
 	case mem == nil:
