@@ -42,7 +42,8 @@ the same --initial-cluster listing all of them by name and peer URL. A
 restarted member keeps its data and ignores --initial-cluster.
 
 The client URL also serves /health and Prometheus /metrics over HTTP.
-'isrlab coordinator dump' prints what the cluster holds.`,
+'isrlab coordinator dump' prints what the cluster holds; 'isrlab coordinator
+member' lists, adds and removes members (to replace one that lost its disk).`,
 		Example: `  # single member on 127.0.0.1:2379
   isrlab coordinator --data-dir /tmp/c1
 
@@ -102,16 +103,160 @@ The client URL also serves /health and Prometheus /metrics over HTTP.
 	f.DurationVar(&cfg.ReadyTimeout, "ready-timeout", coord.DefaultReadyTimeout, "give up if the member has not joined a cluster with a leader by then")
 	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", 100*time.Millisecond, "raft heartbeat interval (the same on every member)")
 	f.DurationVar(&cfg.ElectionTimeout, "election-timeout", time.Second, "raft election timeout, at least 5 heartbeats (the same on every member)")
-	cmd.AddCommand(newCoordinatorDumpCmd())
+	cmd.AddCommand(newCoordinatorDumpCmd(), newCoordinatorMemberCmd())
+	return cmd
+}
+
+// coordinatorClientFlags are the flags of subcommands that talk to a
+// running coordinator cluster.
+type coordinatorClientFlags struct {
+	endpoints string
+	timeout   time.Duration
+}
+
+func (f *coordinatorClientFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.endpoints, "endpoints", coord.DefaultListenClientURLs, "comma-separated client URLs of the coordinator members")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 5*time.Second, "give up after this long")
+}
+
+// dial checks the flags and connects; the caller closes the client and
+// calls cancel.
+func (f *coordinatorClientFlags) dial(cmd *cobra.Command, opts ...coord.Option) (*coord.Client, context.Context, context.CancelFunc, error) {
+	eps := strings.Split(f.endpoints, ",")
+	for _, e := range eps {
+		if !strings.HasPrefix(e, "http://") {
+			return nil, nil, nil, usageError("--endpoints: %q is not an http://host:port URL", e)
+		}
+	}
+	if f.timeout <= 0 {
+		return nil, nil, nil, usageError("--timeout must be positive")
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	c, err := coord.Dial(ctx, eps, append(opts, coord.WithCallTimeout(f.timeout))...)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return c, ctx, cancel, nil
+}
+
+func newCoordinatorMemberCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "member",
+		Short: "List, add or remove coordinator members",
+		Long: `Change the membership of a running coordinator cluster, e.g. to replace a
+member that lost its disk: remove it, add it again (the command prints the
+flags to start it with), then start it on an empty --data-dir.`,
+		Example: `  isrlab coordinator member list --endpoints http://10.0.0.1:2379
+  isrlab coordinator member remove c3 --endpoints http://10.0.0.1:2379
+  isrlab coordinator member add c3 --peer-urls http://10.0.0.3:2380 --endpoints http://10.0.0.1:2379`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usageError("missing subcommand: list, add or remove")
+		},
+	}
+
+	var lf coordinatorClientFlags
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the coordinator members",
+		Long:  "Print every member's name, id, peer URLs and client URLs (empty until it has started).",
+		Example: `  isrlab coordinator member list
+  isrlab coordinator member list --endpoints http://10.0.0.1:2379,http://10.0.0.2:2379`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, ctx, cancel, err := lf.dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			defer c.Close()
+			ms, err := c.Members(ctx)
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "name\tid\tpeer urls\tclient urls\n")
+			for _, m := range ms {
+				name := m.Name
+				if name == "" {
+					name = "(not started)"
+				}
+				fmt.Fprintf(tw, "%s\t%x\t%s\t%s\n", name, m.ID, strings.Join(m.PeerURLs, ","), strings.Join(m.ClientURLs, ","))
+			}
+			return tw.Flush()
+		},
+	}
+	lf.add(list)
+
+	var af coordinatorClientFlags
+	var peerURLs string
+	add := &cobra.Command{
+		Use:   "add NAME",
+		Short: "Announce a new member, then print how to start it",
+		Long: `Announce a new member NAME with its peer URLs and print the isrlab
+coordinator flags it must start with (--initial-cluster with every member and
+--initial-cluster-state existing). Start it promptly on an empty data dir:
+the cluster counts it in its quorum from now on. etcd refuses ("unhealthy
+cluster") until its leader has been connected to every member for 5 s; run
+the command again then.`,
+		Example: `  isrlab coordinator member add c3 --peer-urls http://10.0.0.3:2380 --endpoints http://10.0.0.1:2379`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if peerURLs == "" {
+				return usageError("--peer-urls is required")
+			}
+			urls := strings.Split(peerURLs, ",")
+			for _, u := range urls {
+				if !strings.HasPrefix(u, "http://") {
+					return usageError("--peer-urls: %q is not an http://host:port URL", u)
+				}
+			}
+			c, ctx, cancel, err := af.dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			defer c.Close()
+			initial, err := c.AddMember(ctx, args[0], urls)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "--name %s --listen-peer-urls %s --initial-cluster %s --initial-cluster-state existing\n", args[0], peerURLs, initial)
+			return nil
+		},
+	}
+	af.add(add)
+	add.Flags().StringVar(&peerURLs, "peer-urls", "", "comma-separated peer URLs of the new member (required)")
+
+	var rf coordinatorClientFlags
+	remove := &cobra.Command{
+		Use:     "remove NAME",
+		Short:   "Remove a member from the cluster",
+		Long:    "Remove member NAME; it stops serving. Exit status 255 if there is no such member.",
+		Example: `  isrlab coordinator member remove c3 --endpoints http://10.0.0.1:2379`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ctx, cancel, err := rf.dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			defer c.Close()
+			return c.RemoveMember(ctx, args[0])
+		},
+	}
+	rf.add(remove)
+
+	cmd.AddCommand(list, add, remove)
 	return cmd
 }
 
 func newCoordinatorDumpCmd() *cobra.Command {
 	var (
-		endpoints string
-		chroot    string
-		asJSON    bool
-		timeout   time.Duration
+		cf     coordinatorClientFlags
+		chroot string
+		asJSON bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dump",
@@ -128,21 +273,11 @@ example without a quorum).`,
   isrlab coordinator dump --endpoints http://10.0.0.1:2379,http://10.0.0.2:2379 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			eps := strings.Split(endpoints, ",")
-			for _, e := range eps {
-				if !strings.HasPrefix(e, "http://") {
-					return usageError("--endpoints: %q is not an http://host:port URL", e)
-				}
-			}
-			if timeout <= 0 {
-				return usageError("--timeout must be positive")
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-			defer cancel()
-			c, err := coord.Dial(ctx, eps, coord.WithChroot(chroot), coord.WithCallTimeout(timeout))
+			c, ctx, cancel, err := cf.dial(cmd, coord.WithChroot(chroot))
 			if err != nil {
 				return err
 			}
+			defer cancel()
 			defer c.Close()
 			snap, err := c.Snapshot(ctx)
 			if err != nil {
@@ -158,11 +293,9 @@ example without a quorum).`,
 			return nil
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&endpoints, "endpoints", coord.DefaultListenClientURLs, "comma-separated client URLs of the coordinator members")
-	f.StringVar(&chroot, "chroot", coord.DefaultChroot, "key prefix isrlab's data lives under")
-	f.BoolVar(&asJSON, "json", false, "print JSON")
-	f.DurationVar(&timeout, "timeout", 5*time.Second, "give up after this long")
+	cf.add(cmd)
+	cmd.Flags().StringVar(&chroot, "chroot", coord.DefaultChroot, "key prefix isrlab's data lives under")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
