@@ -100,6 +100,16 @@ func newGroupState(id string, partition int32) *groupState {
 
 func (g *groupState) memberOrder() []string { return g.order }
 
+// sorted returns the members in join order, so that answers and records
+// come out in a deterministic order.
+func (g *groupState) sorted() []*member {
+	out := make([]*member, 0, len(g.order))
+	for _, id := range g.order {
+		out = append(out, g.members[id])
+	}
+	return out
+}
+
 func (g *groupState) add(m *member) {
 	g.members[m.id] = m
 	g.order = append(g.order, m.id)

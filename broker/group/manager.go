@@ -252,7 +252,7 @@ func (m *Manager) dropGroupLocked(g *groupState, code int16) {
 	for _, t := range g.pending {
 		t.Stop()
 	}
-	for _, mem := range g.members {
+	for _, mem := range g.sorted() {
 		if mem.timer != nil {
 			mem.timer.Stop()
 		}

@@ -236,7 +236,7 @@ func (m *Manager) setState(g *groupState, s State) {
 // group.initial.rebalance.delay.ms for more members.
 func (m *Manager) prepareRebalanceLocked(g *groupState, reason string) {
 	if g.state == CompletingRebalance {
-		for _, mem := range g.members {
+		for _, mem := range g.sorted() {
 			mem.assignment = nil
 			m.failSyncLocked(mem, kerr.RebalanceInProgress.Code)
 		}
@@ -322,7 +322,7 @@ func (m *Manager) completeJoinLocked(g *groupState) {
 	g.protocol = g.selectProtocol()
 	m.setState(g, CompletingRebalance)
 	m.logger.Info("rebalance: join complete", "group", g.id, "generation", g.generation, "members", len(g.members), "leader", g.leader, "protocol", g.protocol)
-	for _, mem := range g.members {
+	for _, mem := range g.sorted() {
 		resp := m.joinResponseLocked(g, mem)
 		cb := mem.awaitingJoin
 		mem.awaitingJoin = nil
@@ -488,7 +488,7 @@ func (m *Manager) SyncGroup(req *kmsg.SyncGroupRequest, respond func(*kmsg.SyncG
 				return
 			}
 			if code != 0 {
-				for _, o := range g.members {
+				for _, o := range g.sorted() {
 					o.assignment = nil
 					m.failSyncLocked(o, code)
 				}
@@ -497,7 +497,7 @@ func (m *Manager) SyncGroup(req *kmsg.SyncGroupRequest, respond func(*kmsg.SyncG
 			}
 			m.setState(g, Stable)
 			m.logger.Info("rebalance: group stable", "group", g.id, "generation", g.generation, "members", len(g.members))
-			for _, o := range g.members {
+			for _, o := range g.sorted() {
 				if cb := o.awaitingSync; cb != nil {
 					o.awaitingSync = nil
 					resp := m.syncResponse(g, o)

@@ -1,0 +1,241 @@
+package group
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/scripts")
+
+// TestScripts runs the coordinator scripts in testdata/scripts. A line
+// "> command args" is a request or an action; the lines after it are every
+// answer delivered while it ran (answers to waiting JoinGroup and SyncGroup
+// requests included), labelled with the number of the request they answer.
+// go test -run TestScripts -rewrite regenerates the expected lines.
+func TestScripts(t *testing.T) {
+	files, _ := filepath.Glob("testdata/scripts/*.txt")
+	if len(files) == 0 {
+		t.Fatal("no scripts")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) { runScript(t, f) })
+	}
+}
+
+type scriptRun struct {
+	t   *testing.T
+	h   *harness
+	mu  sync.Mutex
+	out []string
+	n   int
+}
+
+func (r *scriptRun) emit(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.out = append(r.out, fmt.Sprintf(format, args...))
+}
+
+func errName(code int16) string {
+	if code == 0 {
+		return "ok"
+	}
+	if e := kerr.ErrorForCode(code); e != nil {
+		return e.(*kerr.Error).Message
+	}
+	return strconv.Itoa(int(code))
+}
+
+func runScript(t *testing.T, path string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &scriptRun{t: t, h: newHarness(t, newMemLog(), testConfig())}
+	var got []string // the file as it should be
+	var want []string
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		if !strings.HasPrefix(line, "> ") {
+			if strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "" {
+				got, want = append(got, line), append(want, line)
+			} else {
+				want = append(want, line)
+			}
+			continue
+		}
+		got, want = append(got, line), append(want, line)
+		r.out = nil
+		r.exec(strings.Fields(line[2:]))
+		got = append(got, r.out...)
+	}
+	if *rewrite {
+		if err := os.WriteFile(path, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if g, w := strings.Join(got, "\n"), strings.Join(want, "\n"); g != w {
+		t.Fatalf("%s: output differs (go test -run TestScripts -rewrite to accept):\n--- got\n%s\n--- want\n%s", path, g, w)
+	}
+}
+
+// args parses key=value arguments.
+func args(fields []string) map[string]string {
+	out := map[string]string{}
+	for _, f := range fields {
+		k, v, _ := strings.Cut(f, "=")
+		out[k] = v
+	}
+	return out
+}
+
+func atoi(s string, def int) int {
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+func (r *scriptRun) exec(f []string) {
+	t, h := r.t, r.h
+	r.n++
+	label := fmt.Sprintf("#%d", r.n)
+	a := args(f[1:])
+	group := a["group"]
+	if group == "" {
+		group = "g"
+	}
+	switch f[0] {
+	case "lead":
+		h.m.OnBecomeLeader(0, int32(atoi(a["epoch"], 0)))
+		h.waitLoaded()
+	case "resign":
+		h.m.OnResign(0)
+	case "advance":
+		d, err := time.ParseDuration(f[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.clock.Advance(d)
+	case "fail-appends":
+		switch f[1] {
+		case "none":
+			h.log.setFail(nil)
+		default:
+			h.log.setFail(kerr.ErrorForCode(int16(atoi(f[1], 0))))
+		}
+	case "join":
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.SetVersion(int16(atoi(a["version"], 5)))
+		req.Group, req.MemberID, req.ProtocolType = group, a["member"], "consumer"
+		if inst, ok := a["instance"]; ok {
+			req.InstanceID = &inst
+		}
+		req.SessionTimeoutMillis = int32(atoi(a["session"], 10000))
+		req.RebalanceTimeoutMillis = int32(atoi(a["rebalance"], 30000))
+		protos := a["protocols"]
+		if protos == "" {
+			protos = "range"
+		}
+		for _, p := range strings.Split(protos, ",") {
+			req.Protocols = append(req.Protocols, kmsg.JoinGroupRequestProtocol{Name: p, Metadata: consumerMeta(a["topics"])})
+		}
+		client := a["client"]
+		h.m.JoinGroup(req, client, "/127.0.0.1", func(resp *kmsg.JoinGroupResponse) {
+			if resp.ErrorCode != 0 {
+				r.emit("join%s %s: %s member=%s", label, client, errName(resp.ErrorCode), resp.MemberID)
+				return
+			}
+			var members []string
+			for _, m := range resp.Members {
+				members = append(members, m.MemberID)
+			}
+			r.emit("join%s %s: ok gen=%d member=%s leader=%s protocol=%s members=%v", label, client, resp.Generation, resp.MemberID, resp.LeaderID, *resp.Protocol, members)
+		})
+	case "sync":
+		req := kmsg.NewPtrSyncGroupRequest()
+		req.SetVersion(5)
+		req.Group, req.MemberID, req.Generation = group, a["member"], int32(atoi(a["gen"], 0))
+		if as := a["assign"]; as != "" {
+			for _, kv := range strings.Split(as, ",") {
+				id, v, _ := strings.Cut(kv, ":")
+				req.GroupAssignment = append(req.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: id, MemberAssignment: []byte(v)})
+			}
+		}
+		member := a["member"]
+		h.m.SyncGroup(req, func(resp *kmsg.SyncGroupResponse) {
+			r.emit("sync%s %s: %s assignment=%q", label, member, errName(resp.ErrorCode), resp.MemberAssignment)
+		})
+	case "heartbeat":
+		req := kmsg.NewPtrHeartbeatRequest()
+		req.Group, req.MemberID, req.Generation = group, a["member"], int32(atoi(a["gen"], 0))
+		r.emit("heartbeat%s %s: %s", label, a["member"], errName(h.m.Heartbeat(req).ErrorCode))
+	case "leave":
+		req := kmsg.NewPtrLeaveGroupRequest()
+		req.SetVersion(3)
+		req.Group = group
+		for _, id := range strings.Split(a["members"], ",") {
+			req.Members = append(req.Members, kmsg.LeaveGroupRequestMember{MemberID: id})
+		}
+		resp := h.m.LeaveGroup(req)
+		for _, m := range resp.Members {
+			r.emit("leave%s %s: %s", label, m.MemberID, errName(m.ErrorCode))
+		}
+	case "commit":
+		tp, off, _ := strings.Cut(a["offset"], "=")
+		topic, part, _ := strings.Cut(tp, "/")
+		code := h.commit(group, a["member"], int32(atoi(a["gen"], -1)), topic, int32(atoi(part, 0)), int64(atoi(off, 0)))
+		r.emit("commit%s %s: %s", label, a["offset"], errName(code))
+	case "fetch":
+		topic, part, _ := strings.Cut(a["tp"], "/")
+		off, code := h.fetch(group, topic, int32(atoi(part, 0)))
+		r.emit("fetch%s %s: %s offset=%d", label, a["tp"], errName(code), off)
+	case "describe":
+		req := kmsg.NewPtrDescribeGroupsRequest()
+		req.SetVersion(5)
+		req.Groups = []string{group}
+		d := h.m.DescribeGroups(req).Groups[0]
+		var members []string
+		for _, m := range d.Members {
+			members = append(members, fmt.Sprintf("%s:%q", m.MemberID, m.MemberAssignment))
+		}
+		info, _ := h.m.Group(group)
+		r.emit("describe%s %s: %s state=%s gen=%d protocol=%q members=%v", label, group, errName(d.ErrorCode), d.State, info.Generation, d.Protocol, members)
+	case "delete":
+		req := kmsg.NewPtrDeleteGroupsRequest()
+		req.Groups = []string{group}
+		r.emit("delete%s %s: %s", label, group, errName(h.m.DeleteGroups(req).Groups[0].ErrorCode))
+	case "log":
+		recs := h.log.records(t, 0)
+		r.emit("log%s: %d records", label, len(recs))
+		for _, rec := range recs {
+			r.emit("  %s", rec)
+		}
+	case "reload":
+		// A new coordinator on the same log (a failover).
+		lg := h.log
+		r.h = newHarness(t, lg, testConfig())
+		r.h.ids = h.ids
+		r.h.clock.Advance(h.clock.Now().Sub(r.h.clock.Now()))
+		r.h.m.OnBecomeLeader(0, int32(atoi(a["epoch"], 1)))
+		r.h.waitLoaded()
+	default:
+		t.Fatalf("unknown command %q", f[0])
+	}
+}
