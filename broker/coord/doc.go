@@ -21,16 +21,19 @@
 // The broker epoch (KIP-380) is the CreateRevision of /brokers/ids/<id>; a
 // re-registration after a lost session always gets a larger one. The
 // controller epoch is the CreateRevision of the winning election key (the
-// oldest candidate key under /controller/). The version of a partition state (Kafka's
-// zkVersion) is the key's ModRevision. All three are etcd revisions: they
-// increase strictly over the life of a coordinator cluster.
+// oldest candidate key under /controller/). The version of a partition
+// state (Kafka's zkVersion) is the key's ModRevision. All three are etcd
+// revisions: they increase strictly over the life of a coordinator cluster
+// (they fit Kafka's int32 epochs for any lab run).
 //
 // # Fencing
 //
 // Every write that takes a *Leadership is a Txn whose first condition is that
 // the controller's election key still exists with the create revision it
 // was elected with. A deposed controller's writes therefore fail with
-// ErrNotController even if it does not know yet that it was deposed.
+// ErrNotController even if it does not know yet that it was deposed. Once
+// its Leadership has ended (Done closed) such writes fail without a round
+// trip.
 //
 // # Timeouts
 //
@@ -38,7 +41,8 @@
 // client's call timeout (WithCallTimeout, 5 s by default) when ctx has no
 // deadline, and a missing leader or an expired deadline is reported as
 // ErrNoQuorum (which also matches context.DeadlineExceeded when that was the
-// cause). Campaign is the exception: it blocks until elected or ctx ends.
+// cause). Campaign is the exception: it blocks until elected or ctx ends,
+// waiting through coordinator outages.
 //
 // # Failover between members
 //
@@ -56,7 +60,8 @@
 //
 // # Background work
 //
-// Watch* methods and a Leadership each run one goroutine owned by the
-// Client: it ends with its ctx (or Resign) and Client.Close waits for it.
-// Snapshot reads everything at one revision for tools and run records.
+// Watch* methods, sessions and a Leadership each run one goroutine owned by
+// the Client: it ends with its ctx (or Close, Resign) and Client.Close
+// waits for it. Snapshot reads everything at one revision for tools and run
+// records; Members, AddMember and RemoveMember change the membership.
 package coord
