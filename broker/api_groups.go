@@ -35,6 +35,12 @@ func (b *Broker) groups() *group.Manager {
 		if b.cfg.Known("group.min.session.timeout.ms") {
 			cfg.MinSessionTimeout = time.Duration(b.cfg.Int("group.min.session.timeout.ms")) * time.Millisecond
 		}
+		if b.cfg.Known("offsets.retention.minutes") {
+			cfg.OffsetsRetention = time.Duration(b.cfg.Long("offsets.retention.minutes")) * time.Minute
+		}
+		if b.cfg.Known("offsets.retention.check.interval.ms") {
+			cfg.RetentionCheckInterval = time.Duration(b.cfg.Long("offsets.retention.check.interval.ms")) * time.Millisecond
+		}
 		if b.cfg.Known("group.max.session.timeout.ms") {
 			cfg.MaxSessionTimeout = time.Duration(b.cfg.Int("group.max.session.timeout.ms")) * time.Millisecond
 		}

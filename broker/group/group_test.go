@@ -407,3 +407,73 @@ func TestStaticMembership(t *testing.T) {
 		t.Fatalf("leave by instance: %d, state %s", code, h.state(g))
 	}
 }
+
+// TestOffsetExpiry: Kafka 2.1+ retention (KIP-211), checked every
+// RetentionCheckInterval.
+func TestOffsetExpiry(t *testing.T) {
+	cfg := testConfig()
+	cfg.OffsetsRetention, cfg.RetentionCheckInterval = time.Minute, 10*time.Second
+	h := newHarness(t, newMemLog(), cfg)
+	h.lead()
+
+	// A consumer that assigns partitions itself: per offset, from its commit.
+	h.commit("simple", "", -1, "t", 0, 1)
+	h.clock.Advance(30 * time.Second)
+	h.commit("simple", "", -1, "t", 1, 2)
+
+	// A consumer group: a member subscribed to t commits to t and to u.
+	a, ja := h.joinNew("cg", "a")
+	h.clock.Advance(3 * time.Second)
+	ja.get(t)
+	h.sync("cg", a, 1, map[string]string{a: "A"}).get(t)
+	h.commit("cg", a, 1, "t", 0, 5)
+	h.commit("cg", a, 1, "u", 0, 6)
+
+	// 65 s after the first commit: only simple t/0 is that old.
+	for i := 0; i < 4; i++ {
+		h.clock.Advance(8 * time.Second)
+		h.heartbeat("cg", a, 1)
+	}
+	if off, _ := h.fetch("simple", "t", 0); off != -1 {
+		t.Fatalf("simple t/0 not expired: %d", off)
+	}
+	if off, _ := h.fetch("simple", "t", 1); off != 2 {
+		t.Fatalf("simple t/1 expired early: %d", off)
+	}
+	// Keep the member alive; a minute after its commits, u (not
+	// subscribed) expires and t stays.
+	for i := 0; i < 8; i++ {
+		h.clock.Advance(8 * time.Second)
+		h.heartbeat("cg", a, 1)
+	}
+	if off, _ := h.fetch("cg", "u", 0); off != -1 {
+		t.Fatalf("unsubscribed u/0 not expired: %d", off)
+	}
+	if off, _ := h.fetch("cg", "t", 0); off != 5 {
+		t.Fatalf("subscribed t/0 expired: %d", off)
+	}
+	if st := h.state("simple"); st != string(Dead) {
+		t.Fatalf("simple group without offsets is %s", st)
+	}
+
+	// The member leaves: the Empty group keeps t/0 for the retention
+	// period from then, then is gone.
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.SetVersion(3)
+	leave.Group, leave.Members = "cg", []kmsg.LeaveGroupRequestMember{{MemberID: a}}
+	h.m.LeaveGroup(leave)
+	h.clock.Advance(50 * time.Second)
+	if off, _ := h.fetch("cg", "t", 0); off != 5 {
+		t.Fatalf("t/0 expired before the group was Empty for the retention: %d", off)
+	}
+	h.clock.Advance(20 * time.Second)
+	if off, _ := h.fetch("cg", "t", 0); off != -1 || h.state("cg") != string(Dead) {
+		t.Fatalf("after the retention: t/0 %d, state %s", off, h.state("cg"))
+	}
+	recs := h.log.records(t, 0)
+	for _, want := range []string{"offset simple t/0 tombstone", "offset cg u/0 tombstone", "offset cg t/0 tombstone", "group cg tombstone", "group simple tombstone"} {
+		if !slices.Contains(recs, want) {
+			t.Errorf("no %q in %v", want, recs)
+		}
+	}
+}

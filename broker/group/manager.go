@@ -68,17 +68,23 @@ type Config struct {
 	CommitTimeout time.Duration
 	// MaxMetadataBytes is offset.metadata.max.bytes (4096).
 	MaxMetadataBytes int
+	// OffsetsRetention is offsets.retention.minutes (7 days) and
+	// RetentionCheckInterval offsets.retention.check.interval.ms (10 min):
+	// offsets expire as in Kafka 2.1+ (KIP-211), see expireOffsets.
+	OffsetsRetention, RetentionCheckInterval time.Duration
 }
 
 // DefaultConfig is Kafka's defaults.
 func DefaultConfig() Config {
 	return Config{
-		Partitions:            50,
-		InitialRebalanceDelay: 3 * time.Second,
-		MinSessionTimeout:     6 * time.Second,
-		MaxSessionTimeout:     30 * time.Minute,
-		CommitTimeout:         5 * time.Second,
-		MaxMetadataBytes:      4096,
+		Partitions:             50,
+		InitialRebalanceDelay:  3 * time.Second,
+		MinSessionTimeout:      6 * time.Second,
+		MaxSessionTimeout:      30 * time.Minute,
+		CommitTimeout:          5 * time.Second,
+		MaxMetadataBytes:       4096,
+		OffsetsRetention:       7 * 24 * time.Hour,
+		RetentionCheckInterval: 10 * time.Minute,
 	}
 }
 
@@ -129,6 +135,7 @@ type Manager struct {
 	groups map[string]*groupState
 	out    []func() // run after mu is released: callbacks and appends
 	closed bool
+	expiry Timer // the next offset expiry run, armed while partitions are owned
 
 	wg sync.WaitGroup // loaders
 }
@@ -150,6 +157,12 @@ func New(cfg Config, l Log, opts ...Option) *Manager {
 	}
 	if cfg.MaxMetadataBytes <= 0 {
 		cfg.MaxMetadataBytes = d.MaxMetadataBytes
+	}
+	if cfg.OffsetsRetention <= 0 {
+		cfg.OffsetsRetention = d.OffsetsRetention
+	}
+	if cfg.RetentionCheckInterval <= 0 {
+		cfg.RetentionCheckInterval = d.RetentionCheckInterval
 	}
 	m := &Manager{cfg: cfg, log: l, clock: realClock{}, logger: slog.Default(), newID: randomMemberID, owned: map[int32]*ownership{}, groups: map[string]*groupState{}}
 	for _, o := range opts {
@@ -203,6 +216,9 @@ func (m *Manager) OnBecomeLeader(p int32, leaderEpoch int32) {
 			return
 		}
 		m.resignLocked(p)
+	}
+	if m.expiry == nil {
+		m.expiry = m.clock.AfterFunc(m.cfg.RetentionCheckInterval, m.expireOffsets)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	o := &ownership{epoch: leaderEpoch, loading: true, cancel: cancel}
@@ -266,6 +282,9 @@ func (m *Manager) dropGroupLocked(g *groupState, code int16) {
 func (m *Manager) Close() {
 	m.mu.Lock()
 	m.closed = true
+	if m.expiry != nil {
+		m.expiry.Stop()
+	}
 	for p := range m.owned {
 		m.resignLocked(p)
 	}
@@ -391,6 +410,9 @@ func (m *Manager) load(ctx context.Context, p int32, o *ownership) {
 		g.stateSince = now.UnixMilli()
 		if gr := l.meta; gr != nil {
 			g.protocolType, g.protocol, g.generation, g.leader = gr.protocolType, gr.protocol, gr.generation, gr.leader
+			if gr.stateSince >= 0 {
+				g.stateSince = gr.stateSince
+			}
 			for _, mem := range gr.members {
 				mem.deadline = now.Add(time.Duration(mem.sessionTimeoutMs) * time.Millisecond)
 				g.members[mem.id] = mem

@@ -334,7 +334,7 @@ func (m *Manager) completeJoinLocked(g *groupState) {
 // storeGroupLater persists g's metadata (with assignments when given)
 // after the lock is released; done, if set, gets the outcome under the lock.
 func (m *Manager) storeGroupLater(g *groupState, done func(code int16)) {
-	value := groupValue(g, m.nowMs())
+	value := groupValue(g)
 	p, id := g.partition, g.id
 	owner := m.owned[p]
 	m.later(func() {

@@ -39,8 +39,8 @@ func groupKey(group string) []byte {
 	return k.AppendTo(nil)
 }
 
-func groupValue(g *groupState, nowMs int64) []byte {
-	v := kmsg.GroupMetadataValue{Version: groupValueVersion, ProtocolType: g.protocolType, Generation: g.generation, CurrentStateTimestamp: nowMs}
+func groupValue(g *groupState) []byte {
+	v := kmsg.GroupMetadataValue{Version: groupValueVersion, ProtocolType: g.protocolType, Generation: g.generation, CurrentStateTimestamp: g.stateSince}
 	if g.protocol != "" {
 		p := g.protocol
 		v.Protocol = &p
@@ -174,6 +174,7 @@ func parseOffsetValue(b []byte) (Offset, error) {
 type groupRecord struct {
 	protocolType, protocol, leader string
 	generation                     int32
+	stateSince                     int64 // ms; -1 when the record has none
 	members                        []*member
 }
 
@@ -182,7 +183,10 @@ func parseGroupValue(b []byte) (*groupRecord, error) {
 	if err := v.ReadFrom(b); err != nil {
 		return nil, err
 	}
-	gr := &groupRecord{protocolType: v.ProtocolType, generation: v.Generation}
+	gr := &groupRecord{protocolType: v.ProtocolType, generation: v.Generation, stateSince: -1}
+	if v.Version >= 2 {
+		gr.stateSince = v.CurrentStateTimestamp
+	}
 	if v.Protocol != nil {
 		gr.protocol = *v.Protocol
 	}
