@@ -824,3 +824,75 @@ func TestStaticMemberRestart(t *testing.T) {
 	produceValues(t, cl, "st", 4, "z", 200)
 	waitConsumed(t, got, values("z", 200))
 }
+
+// TestStandaloneRestartKeepsOffsets: a standalone broker reloads groups and
+// offsets from its __consumer_offsets when it restarts.
+func TestStandaloneRestartKeepsOffsets(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir, groupBrokerOverrides...)
+	cl := b.client(t)
+	createTopic(t, cl, "rs", 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	o := kadm.Offsets{}
+	o.AddOffset("rs", 0, 7, -1)
+	o.AddOffset("rs", 1, 9, -1)
+	waitFor(t, 10*time.Second, "commit", func() error {
+		resp, err := kadm.NewClient(cl).CommitOffsets(ctx, "restarter", o)
+		if err == nil {
+			err = resp.Error()
+		}
+		return err
+	})
+	cl.Close()
+	b.stop(t)
+
+	b2 := startBroker(t, dir, groupBrokerOverrides...)
+	adm := kadm.NewClient(b2.client(t))
+	waitFor(t, 10*time.Second, "offsets after the restart", func() error {
+		fo, err := adm.FetchOffsets(ctx, "restarter")
+		if err != nil {
+			return err
+		}
+		for p, want := range map[int32]int64{0: 7, 1: 9} {
+			if got, ok := fo.Lookup("rs", p); !ok || got.At != want {
+				return fmt.Errorf("partition %d: %+v, want %d", p, got, want)
+			}
+		}
+		return nil
+	})
+}
+
+// TestOffsetsTopicCreatedOnFirstUse: the first FindCoordinator creates
+// __consumer_offsets with offsets.topic.num.partitions partitions and the
+// replication factor clamped to the live brokers (3 configured, 2 live).
+func TestOffsetsTopicCreatedOnFirstUse(t *testing.T) {
+	tc := startCluster(t, 2, "offsets.topic.num.partitions=4")
+	cl := tc.client()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if tds, err := adm.ListTopics(ctx, group.Topic); err == nil && tds.Has(group.Topic) {
+		t.Fatalf("%s exists before any group request", group.Topic)
+	}
+	waitFor(t, 20*time.Second, "a coordinator", func() error {
+		_, err := adm.FetchOffsets(ctx, "first")
+		return err
+	})
+	waitFor(t, 20*time.Second, group.Topic+" with 4 partitions of 2 replicas", func() error {
+		tds, err := adm.ListTopics(ctx, group.Topic)
+		if err != nil {
+			return err
+		}
+		td := tds[group.Topic]
+		if len(td.Partitions) != 4 {
+			return fmt.Errorf("%d partitions", len(td.Partitions))
+		}
+		for p, pd := range td.Partitions {
+			if len(pd.Replicas) != 2 || pd.Leader < 0 {
+				return fmt.Errorf("partition %d: leader %d replicas %v", p, pd.Leader, pd.Replicas)
+			}
+		}
+		return nil
+	})
+}
