@@ -94,7 +94,6 @@ func (b *Broker) applyLeaderAndISR(controllerEpoch int32, ps kmsg.LeaderAndISRRe
 		}
 		return kerr.StaleControllerEpoch.Code
 	}
-	b.meta.setPartition(ps.Topic, ps.Partition, partitionMeta{Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, Replicas: ps.Replicas, ISR: ps.ISR})
 	if ps.Leader == b.id {
 		b.fetchers.remove(tp{ps.Topic, ps.Partition})
 		if err := p.MakeLeader(st, ps.Replicas, int64(ps.ZKVersion), b.checkpointHW(ps.Topic, ps.Partition)); err != nil {

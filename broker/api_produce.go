@@ -100,17 +100,29 @@ func (b *Broker) handleProduce(ctx context.Context, rq *request) {
 		timer := time.NewTimer(time.Until(deadline))
 		defer timer.Stop()
 		for {
+			// Take the change channel of a partition still pending, then
+			// re-check: a change between the two is not missed, and if
+			// that partition completed meanwhile, pick another.
 			var ch <-chan struct{}
+			var watched waitable
 			for _, w := range waits {
 				if w.part != nil {
-					ch = w.part.Changed()
+					watched, ch = w.part, w.part.Changed()
 					break
 				}
 			}
-			// Re-check after taking the channel so no change is missed.
 			if check() {
 				rq.respond(resp)
 				return
+			}
+			stillPending := false
+			for _, w := range waits {
+				if w.part != nil && w.part == watched {
+					stillPending = true
+				}
+			}
+			if !stillPending {
+				continue
 			}
 			select {
 			case <-ch:

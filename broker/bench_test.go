@@ -169,10 +169,11 @@ func BenchmarkReplication(b *testing.B) {
 	}{{"rf1-1broker", 1}, {"rf3-3brokers", 3}} {
 		b.Run(tg.name, func(b *testing.B) {
 			var addr string
+			var tc *testCluster
 			if tg.brokers == 1 {
 				addr = startBroker(b, b.TempDir()).Addrs()[0]
 			} else {
-				tc := startClusterB(b, tg.brokers)
+				tc = startClusterB(b, tg.brokers)
 				addr = tc.bootstrap()[0]
 			}
 			cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
@@ -186,6 +187,9 @@ func BenchmarkReplication(b *testing.B) {
 			}
 			cl.Close()
 			waitISR(b, addr, "bench", tg.brokers)
+			if tc != nil {
+				tc.waitMetadataEverywhere("bench", benchPartitions, tg.brokers)
+			}
 			b.SetBytes(benchRecordSize)
 			b.ResetTimer()
 			benchProduceAcks(b, addr, b.N, kgo.AllISRAcks())
@@ -193,4 +197,39 @@ func BenchmarkReplication(b *testing.B) {
 			b.ReportMetric(float64(b.N)*benchRecordSize/b.Elapsed().Seconds()/1e6/float64(tg.brokers), "MB/s/broker")
 		})
 	}
+}
+
+func createTopicRF(t testing.TB, addr, topic string, partitions int32, rf int16) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, rf, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func benchProduceAcksT(t testing.TB, addr string, n int) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(),
+		kgo.DefaultProduceTopic("bench"), kgo.ProducerLinger(time.Millisecond), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	value := make([]byte, benchRecordSize)
+	rand.Read(value)
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for i := 0; i < n; i++ {
+		cl.Produce(context.Background(), &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
 }

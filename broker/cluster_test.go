@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
+	"hash/crc32"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,12 +16,16 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/isrlab/isrlab/broker/config"
 	"github.com/isrlab/isrlab/broker/controller"
 	"github.com/isrlab/isrlab/broker/coord"
 	"github.com/isrlab/isrlab/broker/coord/coordtest"
+	"github.com/isrlab/isrlab/broker/wire"
 )
 
 // testCluster is a coordinator and n in-process brokers on loopback.
@@ -305,4 +311,110 @@ func TestStateEndpoints(t *testing.T) {
 		}
 		return fmt.Errorf("events %+v", evs.Events)
 	})
+}
+
+// waitMetadataEverywhere waits until every running broker's metadata shows
+// topic with n partitions, each with a leader and an ISR of rf: clients
+// may ask any of them.
+func (tc *testCluster) waitMetadataEverywhere(topic string, n int, rf int) {
+	waitFor(tc.t, 30*time.Second, "metadata on every broker", func() error {
+		for id, tb := range tc.brokers {
+			if tb.cancel == nil {
+				continue
+			}
+			cl := wire.NewClient(fmt.Sprintf("127.0.0.1:%d", tc.ports[id]), "test", nil)
+			req := kmsg.NewPtrMetadataRequest()
+			req.SetVersion(9)
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = &topic
+			req.Topics = append(req.Topics, rt)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			raw, err := cl.Request(ctx, req)
+			cancel()
+			cl.Close()
+			if err != nil {
+				return err
+			}
+			mt := raw.(*kmsg.MetadataResponse).Topics[0]
+			if mt.ErrorCode != 0 || len(mt.Partitions) != n {
+				return fmt.Errorf("broker %d: error %d, %d partitions", id, mt.ErrorCode, len(mt.Partitions))
+			}
+			for _, p := range mt.Partitions {
+				if p.Leader < 0 || len(p.ISR) != rf {
+					return fmt.Errorf("broker %d: partition %d leader %d isr %v", id, p.Partition, p.Leader, p.ISR)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// TestAcksAllManyPartitionsNoTimeouts: an acks=all produce request covers
+// partitions whose high watermarks advance at different moments (followers
+// fetch one batch per response here); the delayed produce must complete
+// when the last of them does, not sit out its timeout, which makes clients
+// retry and write duplicates.
+func TestAcksAllManyPartitionsNoTimeouts(t *testing.T) {
+	tc := startCluster(t, 3, "replica.fetch.response.max.bytes=1")
+	addr := tc.bootstrap()[0]
+	createTopicRF(t, addr, "many", 4, 3)
+	tc.waitMetadataEverywhere("many", 4, 3)
+	leaders, _, err := tc.describe("many")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Group partitions by leader and send each leader one request for all
+	// of its partitions, many times.
+	byLeader := map[int32][]int32{}
+	for p, l := range leaders {
+		byLeader[l] = append(byLeader[l], p)
+	}
+	for round := 0; round < 20; round++ {
+		for l, parts := range byLeader {
+			req := kmsg.NewPtrProduceRequest()
+			req.SetVersion(9)
+			// The broker may take up to its 30 s timeout to answer; the
+			// client waits 20 s: a delayed produce that waits on an
+			// already-complete partition never answers in time.
+			req.Acks, req.TimeoutMillis = -1, 30000
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic = "many"
+			for _, p := range parts {
+				rp := kmsg.NewProduceRequestTopicPartition()
+				rp.Partition, rp.Records = p, testBatch(3)
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+			cl := wire.NewClient(fmt.Sprintf("127.0.0.1:%d", tc.ports[l]), "test", nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			raw, err := cl.Request(ctx, req)
+			cancel()
+			cl.Close()
+			if err != nil {
+				t.Fatalf("round %d, leader %d, partitions %v: %v", round, l, parts, err)
+			}
+			for _, rp := range raw.(*kmsg.ProduceResponse).Topics[0].Partitions {
+				if rp.ErrorCode != 0 {
+					t.Fatalf("round %d, leader %d, partitions %v: partition %d got %v", round, l, parts, rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
+				}
+			}
+		}
+	}
+}
+
+// testBatch builds a v2 record batch of n small records.
+func testBatch(n int) []byte {
+	var recs []byte
+	for i := 0; i < n; i++ {
+		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte("v")}
+		r.Length = int32(len(r.AppendTo(nil)) - 1)
+		recs = r.AppendTo(recs)
+	}
+	ts := time.Now().UnixMilli()
+	rb := kmsg.RecordBatch{PartitionLeaderEpoch: -1, Magic: 2, LastOffsetDelta: int32(n - 1), FirstTimestamp: ts, MaxTimestamp: ts,
+		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(n), Records: recs}
+	raw := rb.AppendTo(nil)
+	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return raw
 }
