@@ -3,9 +3,9 @@ package broker
 import (
 	"context"
 	"encoding/binary"
-	"hash/crc32"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"net/http"
