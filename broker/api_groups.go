@@ -59,7 +59,9 @@ func (b *Broker) groups() *group.Manager {
 
 // partitionExists reports whether the metadata knows the partition.
 func (b *Broker) partitionExists(topic string, p int32) bool {
-	t, ok := b.meta.topic(topic)
+	b.meta.mu.RLock()
+	defer b.meta.mu.RUnlock()
+	t, ok := b.meta.topics[topic]
 	return ok && p >= 0 && int(p) < len(t.Partitions)
 }
 
@@ -161,27 +163,36 @@ func (b *Broker) coordinatorFor(key string, keyType int8) (id int32, host string
 	case key == "":
 		return id, "", -1, kerr.InvalidRequest.Code, "empty group id"
 	}
-	t, ok := b.meta.topic(group.Topic)
-	if !ok || len(t.Partitions) == 0 {
-		b.ensureOffsetsTopic()
-		return id, "", -1, kerr.CoordinatorNotAvailable.Code, group.Topic + " is being created"
-	}
 	// The configured count, as the coordinator uses: changing
 	// offsets.topic.num.partitions after the topic exists is not supported.
 	p := group.Partition(key, b.cfg.Int("offsets.topic.num.partitions"))
-	if int(p) >= len(t.Partitions) {
+	// UpdateMetadata rewrites partition entries in place: read under the lock.
+	b.meta.mu.RLock()
+	t, ok := b.meta.topics[group.Topic]
+	n, leader := 0, int32(-1)
+	if ok {
+		n = len(t.Partitions)
+		if int(p) < n {
+			leader = t.Partitions[p].Leader
+		}
+	}
+	b.meta.mu.RUnlock()
+	if n == 0 {
+		b.ensureOffsetsTopic()
+		return id, "", -1, kerr.CoordinatorNotAvailable.Code, group.Topic + " is being created"
+	}
+	if int(p) >= n {
 		return id, "", -1, kerr.CoordinatorNotAvailable.Code, group.Topic + " has fewer partitions than offsets.topic.num.partitions"
 	}
-	pm := t.Partitions[p]
-	if pm.Leader < 0 {
+	if leader < 0 {
 		return id, "", -1, kerr.CoordinatorNotAvailable.Code, "the group's " + group.Topic + " partition has no leader"
 	}
 	for _, be := range b.meta.brokerList() {
-		if be.ID == pm.Leader {
+		if be.ID == leader {
 			return be.ID, be.Host, be.Port, 0, ""
 		}
 	}
-	return id, "", -1, kerr.CoordinatorNotAvailable.Code, "coordinator " + strconv.Itoa(int(pm.Leader)) + " is not live"
+	return id, "", -1, kerr.CoordinatorNotAvailable.Code, "coordinator " + strconv.Itoa(int(leader)) + " is not live"
 }
 
 func (b *Broker) handleFindCoordinator(_ context.Context, rq *request) {
