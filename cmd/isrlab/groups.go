@@ -38,7 +38,11 @@ the member that owns it.`,
 	list := &cobra.Command{
 		Use:   "list [--state S]... [--json]",
 		Short: "List the consumer groups of every broker",
-		Args:  cobra.NoArgs,
+		Long: `List every consumer group the cluster's coordinators know, with its state,
+protocol type and coordinator broker (kafka-consumer-groups.sh --list --state).`,
+		Example: `  isrlab groups list --bootstrap-server 127.0.0.1:9092
+  isrlab groups list --bootstrap-server 127.0.0.1:9092 --state Stable --state Empty --json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			adm, cl, err := af.client()
 			if err != nil {
@@ -60,7 +64,13 @@ the member that owns it.`,
 	describe := &cobra.Command{
 		Use:   "describe [--group G]... [--json]",
 		Short: "Describe groups: state, members, assignments, committed offsets and lag",
-		Args:  cobra.NoArgs,
+		Long: `Describe consumer groups as kafka-consumer-groups.sh --describe does: per
+partition the committed offset (CURRENT-OFFSET, "-" when none), the log end
+offset, the lag and the member that owns the partition; then every member
+with its assigned partitions. Without --group, every group is described.`,
+		Example: `  isrlab groups describe --bootstrap-server 127.0.0.1:9092 --group my-group
+  isrlab groups describe --bootstrap-server 127.0.0.1:9092 --json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			adm, cl, err := af.client()
 			if err != nil {
@@ -94,7 +104,10 @@ the member that owns it.`,
 	del := &cobra.Command{
 		Use:   "delete --group G...",
 		Short: "Delete empty groups and their committed offsets",
-		Args:  cobra.NoArgs,
+		Long: `Delete consumer groups that have no members, with their committed offsets.
+A group with members is refused (NON_EMPTY_GROUP) and the command fails.`,
+		Example: `  isrlab groups delete --bootstrap-server 127.0.0.1:9092 --group my-group --group other`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(groups) == 0 {
 				return usageError("--group is required")
