@@ -896,3 +896,67 @@ func TestOffsetsTopicCreatedOnFirstUse(t *testing.T) {
 		return nil
 	})
 }
+
+// TestGroupsCLI runs `isrlab groups` against a broker as a user would.
+func TestGroupsCLI(t *testing.T) {
+	bin := proctest.Binary(t)
+	b := startBroker(t, t.TempDir(), groupBrokerOverrides...)
+	cl := b.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	createTopic(t, cl, "cli", 1, nil)
+	produceValues(t, cl, "cli", 1, "c", 100)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	o := kadm.Offsets{}
+	o.AddOffset("cli", 0, 40, -1)
+	waitFor(t, 10*time.Second, "commit", func() error {
+		resp, err := kadm.NewClient(cl).CommitOffsets(ctx, "cli-group", o)
+		if err == nil {
+			err = resp.Error()
+		}
+		return err
+	})
+	run := func(args ...string) (string, int) {
+		cmd := exec.CommandContext(ctx, bin, append([]string{"groups"}, append(args, "--bootstrap-server", b.Addrs()[0])...)...)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want []string // fields of one output line, in order
+	}{
+		{[]string{"list"}, 0, []string{"cli-group", "Empty"}},
+		{[]string{"describe", "--group", "cli-group"}, 0, []string{"cli-group", "cli", "0", "40", "100", "60"}},
+		{[]string{"delete"}, 254, []string{"--group", "is", "required"}},
+		{[]string{"delete", "--group", "cli-group"}, 0, []string{"Deleted", "consumer", "group", "'cli-group'."}},
+		{[]string{"describe", "--group", "cli-group"}, 0, []string{"Consumer", "group", "'cli-group'", "does", "not", "exist."}},
+	} {
+		out, code := run(tc.args...)
+		if code != tc.code {
+			t.Fatalf("groups %v: exit %d, want %d\n%s", tc.args, code, tc.code, out)
+		}
+		found := false
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) >= len(tc.want) && slices.Equal(f[len(f)-len(tc.want):], tc.want) || slices.Equal(firstN(f, len(tc.want)), tc.want) {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("groups %v: no line %v in\n%s", tc.args, tc.want, out)
+		}
+	}
+}
+
+func firstN(s []string, n int) []string {
+	if len(s) < n {
+		return s
+	}
+	return s[:n]
+}
