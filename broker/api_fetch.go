@@ -17,9 +17,10 @@ import (
 // sessions are not kept: SessionID 0 tells clients to send full fetches.
 func (b *Broker) handleFetch(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.FetchRequest)
-	resp, n, chans, anyErr := b.readFetch(req)
+	bufs := &bufSet{}
+	resp, n, chans, anyErr := b.readFetch(req, bufs)
 	if anyErr || n >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(chans) == 0 {
-		rq.respond(resp)
+		rq.respondReleasing(resp, bufs)
 		return
 	}
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
@@ -36,17 +37,18 @@ func (b *Broker) handleFetch(ctx context.Context, rq *request) {
 				cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
 			}
 			chosen, _, _ := reflect.Select(cases)
+			bufs.release() // the last read is superseded
 			switch chosen {
 			case 1:
 				return
 			case 0:
-				resp, _, _, _ = b.readFetch(req)
-				rq.respond(resp)
+				resp, _, _, _ = b.readFetch(req, bufs)
+				rq.respondReleasing(resp, bufs)
 				return
 			}
-			resp, n, chans, anyErr = b.readFetch(req)
+			resp, n, chans, anyErr = b.readFetch(req, bufs)
 			if anyErr || n >= int(req.MinBytes) || len(chans) == 0 {
-				rq.respond(resp)
+				rq.respondReleasing(resp, bufs)
 				return
 			}
 		}
@@ -56,7 +58,7 @@ func (b *Broker) handleFetch(ctx context.Context, rq *request) {
 // readFetch builds a fetch response from what is readable now. It returns
 // the bytes read, the partitions' change channels (taken before reading, so
 // no change is missed) and whether any partition had an error.
-func (b *Broker) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-chan struct{}, bool) {
+func (b *Broker) readFetch(req *kmsg.FetchRequest, bufs *bufSet) (*kmsg.FetchResponse, int, []<-chan struct{}, bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	budget := int(req.MaxBytes)
 	if budget <= 0 {
@@ -91,6 +93,7 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []
 			res, err := p.Read(partition.FetchRequest{
 				ReplicaID: req.ReplicaID, Offset: rp.FetchOffset, MaxBytes: max,
 				CurrentLeaderEpoch: rp.CurrentLeaderEpoch, LastFetchedEpoch: rp.LastFetchedEpoch, MinOneBatch: total == 0,
+				Alloc: bufs.alloc,
 			})
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
 			if res.DivergingEpoch >= 0 {

@@ -28,10 +28,17 @@ type request struct {
 type reply struct {
 	resp  kmsg.Response // nil: send nothing
 	close bool          // close the connection after sending
+	bufs  *bufSet       // released once resp is encoded
 }
 
 // respond completes the request with resp.
 func (r *request) respond(resp kmsg.Response) { r.done <- reply{resp: resp} }
+
+// respondReleasing completes the request with resp, whose record bytes
+// live in bufs until the response has been encoded.
+func (r *request) respondReleasing(resp kmsg.Response, bufs *bufSet) {
+	r.done <- reply{resp: resp, bufs: bufs}
+}
 
 // noResponse completes a request that gets no response (acks=0 produce).
 func (r *request) noResponse() { r.done <- reply{} }
@@ -110,12 +117,16 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 		busyStart = time.Now()
 		if rep.resp != nil {
 			rep.resp.SetVersion(hdr.Version)
+			if hint := sizeHint(rep.resp); cap(out) < hint {
+				out = make([]byte, 0, hint)
+			}
 			out = wire.AppendResponse(out[:0], hdr, rep.resp)
+			rep.bufs.release()
 			if _, err := nc.Write(out); err != nil {
 				return
 			}
 			b.metrics.bytesOut.Add(float64(len(out)))
-			if cap(out) > 4<<20 {
+			if cap(out) > 32<<20 {
 				out = nil
 			}
 		}
@@ -201,4 +212,21 @@ func (m *idleMeter) sample(busyTotal int64, now time.Time, threads int) {
 		}
 	}
 	m.last, m.lastAt = busyTotal, now
+}
+
+// sizeHint estimates an encoded response's size so that a large fetch
+// response is encoded into one allocation instead of a doubling series.
+func sizeHint(resp kmsg.Response) int {
+	fr, ok := resp.(*kmsg.FetchResponse)
+	if !ok {
+		return 0
+	}
+	n := 64
+	for _, t := range fr.Topics {
+		n += len(t.Topic) + 16
+		for _, p := range t.Partitions {
+			n += len(p.RecordBatches) + 64
+		}
+	}
+	return n
 }

@@ -635,6 +635,13 @@ func (l *Log) maybeFlush(now time.Time) error {
 // nothing. Reads come from one segment: a lookup in its sparse offset index,
 // a short header scan, then a single pread.
 func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (ReadResult, error) {
+	return l.ReadWith(nil, offset, maxBytes, maxOffset, minOneBatch)
+}
+
+// ReadWith is Read with the read buffer taken from alloc (nil: make), so a
+// caller can recycle buffers once the records have been sent. The returned
+// Records may be a sub-slice of a buffer alloc returned.
+func (l *Log) ReadWith(alloc func(n int) []byte, offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (ReadResult, error) {
 	// Order matters: writers publish the log start before a shorter
 	// segment list and the segment list before a longer LEO.
 	leo := l.leo.Load()
@@ -655,7 +662,7 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 	for i = max(i, 0); i < len(segs); i++ {
 		// A segment that ends below maxOffset needs no upper bound search.
 		whole := i+1 < len(segs) && segs[i+1].base <= maxOffset
-		data, found, err := segs[i].read(offset, maxBytes, maxOffset, minOneBatch, whole)
+		data, found, err := segs[i].read(alloc, offset, maxBytes, maxOffset, minOneBatch, whole)
 		if err != nil {
 			switch {
 			case l.closed.Load():
@@ -680,7 +687,7 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 // found is false when the segment holds no batch at or after offset. One
 // pread normally covers both the short scan from the index entry to the
 // batch holding offset and the data returned.
-func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch, whole bool) ([]byte, bool, error) {
+func (s *segment) read(alloc func(int) []byte, offset int64, maxBytes int, maxOffset int64, minOneBatch, whole bool) ([]byte, bool, error) {
 	size := s.size.Load()
 	pos, err := s.lookup(offset)
 	if err != nil {
@@ -698,7 +705,12 @@ func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch,
 	if want < BatchHeaderSize {
 		return s.readFrom(pos, size, limit, offset, maxBytes, maxOffset, minOneBatch)
 	}
-	buf := make([]byte, want)
+	var buf []byte
+	if alloc != nil {
+		buf = alloc(int(want))
+	} else {
+		buf = make([]byte, want)
+	}
 	got, err := s.log.ReadAt(buf, pos)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, false, fmt.Errorf("read at %d: %w", pos, err)

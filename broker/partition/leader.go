@@ -201,6 +201,8 @@ type FetchRequest struct {
 	CurrentLeaderEpoch int32 // -1: not given
 	LastFetchedEpoch   int32 // -1: not given
 	MinOneBatch        bool
+	// Alloc provides the read buffer (nil: allocate); see log.ReadWith.
+	Alloc func(n int) []byte
 }
 
 // Read serves a fetch. Consumers read up to the HW, followers up to the
@@ -263,7 +265,7 @@ func (p *Partition) read(req FetchRequest) (res ReadResult, err error, expand bo
 	if req.Offset >= limit {
 		return res, nil, expand
 	}
-	rr, err := p.log.Read(req.Offset, req.MaxBytes, limit, req.MinOneBatch)
+	rr, err := p.log.ReadWith(req.Alloc, req.Offset, req.MaxBytes, limit, req.MinOneBatch)
 	if err != nil {
 		return res, kafkaError(err), expand
 	}
