@@ -92,6 +92,7 @@ func (fs *fetchers) start(key fetcherKey, addr string) *fetcher {
 	ctx, cancel := context.WithCancel(fs.ctx)
 	f := &fetcher{f: fs, key: key, cancel: cancel, parts: map[tp]*fetchPart{}, wake: make(chan struct{}, 1),
 		client: wire.NewClient(addr, "replica-fetcher-"+strconv.Itoa(int(fs.b.id)), fs.b.dialer)}
+	f.client.ReuseResponseFrames()
 	fs.all[key] = f
 	fs.wg.Add(1)
 	go func() {

@@ -23,11 +23,22 @@ type Client struct {
 	clientID string
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 
-	mu   sync.Mutex
-	conn net.Conn
-	rd   *bufio.Reader
-	corr int32
-	buf  []byte
+	mu    sync.Mutex
+	conn  net.Conn
+	rd    *bufio.Reader
+	corr  int32
+	buf   []byte
+	reuse bool
+	frame []byte
+}
+
+// ReuseResponseFrames makes the client read every response into the same
+// buffer: a response is then valid only until the next Request. Replica
+// fetchers use it, since they apply each fetch before sending the next.
+func (c *Client) ReuseResponseFrames() {
+	c.mu.Lock()
+	c.reuse = true
+	c.mu.Unlock()
 }
 
 // NewClient returns a client for addr (host:port) that identifies itself
@@ -95,9 +106,16 @@ func (c *Client) roundTrip(ctx context.Context, req kmsg.Request) (kmsg.Response
 	if cap(b) <= 1<<20 {
 		c.buf = b
 	}
-	frame, err := ReadFrame(c.rd, 1<<30, nil)
+	var into []byte
+	if c.reuse {
+		into = c.frame
+	}
+	frame, err := ReadFrame(c.rd, 1<<30, into)
 	if err != nil {
 		return nil, err
+	}
+	if c.reuse && cap(frame) <= 64<<20 {
+		c.frame = frame[:0]
 	}
 	if len(frame) < 4 || int32(binary.BigEndian.Uint32(frame)) != c.corr {
 		return nil, fmt.Errorf("%w: response correlation id mismatch", ErrMalformed)
