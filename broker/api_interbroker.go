@@ -157,11 +157,15 @@ func (b *Broker) handleStopReplica(_ context.Context, rq *request) {
 			b.fetchers.remove(tp{t.Topic, o.p})
 			if p := b.partition(t.Topic, o.p); p != nil {
 				p.Stop()
-				if o.delete {
-					b.mu.Lock()
-					delete(b.partitions, tp{t.Topic, o.p})
-					b.mu.Unlock()
-					b.forgetHW(t.Topic, o.p)
+			}
+			if o.delete {
+				// Delete the data even when this broker has not opened the
+				// replica since it restarted: the log manager has it.
+				b.mu.Lock()
+				delete(b.partitions, tp{t.Topic, o.p})
+				b.mu.Unlock()
+				b.forgetHW(t.Topic, o.p)
+				if _, ok := b.logs.Get(t.Topic, o.p); ok {
 					if err := b.logs.Delete(t.Topic, o.p); err != nil {
 						b.log.Warn("delete replica", "topic", t.Topic, "partition", o.p, "err", err)
 					}
@@ -229,8 +233,31 @@ func (b *Broker) handleElectLeaders(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.ElectLeadersRequest)
 	c := b.activeController()
 	if c == nil {
+		// Answer every partition (all known ones for a null topic list)
+		// with NOT_CONTROLLER, which clients retry against the controller.
 		resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
-		resp.ErrorCode = kerr.NotController.Code
+		topics := req.Topics
+		if topics == nil {
+			for _, name := range b.meta.topicNames() {
+				t, _ := b.meta.topic(name)
+				rt := kmsg.NewElectLeadersRequestTopic()
+				rt.Topic = name
+				for i := range t.Partitions {
+					rt.Partitions = append(rt.Partitions, int32(i))
+				}
+				topics = append(topics, rt)
+			}
+		}
+		for _, rt := range topics {
+			st := kmsg.NewElectLeadersResponseTopic()
+			st.Topic = rt.Topic
+			for _, p := range rt.Partitions {
+				sp := kmsg.NewElectLeadersResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = p, kerr.NotController.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
 		rq.respond(resp)
 		return
 	}
