@@ -614,49 +614,54 @@ func (h saramaHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.Cons
 }
 
 // TestSaramaConsumerGroup: sarama's consumer group joins, consumes
-// everything and commits; the committed offsets are the log end.
+// everything and commits, at the protocol versions of several Kafka eras
+// (JoinGroup v1 and OffsetCommit v2 for 0.11 up to JoinGroup v5+ for 2.8).
 func TestSaramaConsumerGroup(t *testing.T) {
-	b := startBroker(t, t.TempDir(), groupBrokerOverrides...)
-	cl := b.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	createTopic(t, cl, "sg", 2, nil)
-	produceValues(t, cl, "sg", 2, "s", 200)
-	cfg := sarama.NewConfig()
-	cfg.Version = sarama.V2_8_0_0
-	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
-	cfg.Consumer.Offsets.AutoCommit.Interval = 100 * time.Millisecond
-	cg, err := sarama.NewConsumerGroup(b.Addrs(), "sarama-group", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := saramaHandler{mu: &sync.Mutex{}, seen: map[string]int{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cg.Consume(ctx, []string{"sg"}, h) }()
-	waitFor(t, 30*time.Second, "sarama consumed everything", func() error {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if len(h.seen) != 200 {
-			return fmt.Errorf("%d of 200", len(h.seen))
-		}
-		return nil
-	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("consume: %v", err)
-	}
-	if err := cg.Close(); err != nil {
-		t.Fatalf("close: %v", err)
-	}
-	actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer acancel()
-	fo, err := kadm.NewClient(cl).FetchOffsets(actx, "sarama-group")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for p := int32(0); p < 2; p++ {
-		if o, ok := fo.Lookup("sg", p); !ok || o.At != 100 {
-			t.Fatalf("partition %d committed %+v, want 100", p, o)
-		}
+	for _, v := range []sarama.KafkaVersion{sarama.V0_11_0_0, sarama.V2_0_0_0, sarama.V2_8_0_0} {
+		t.Run(v.String(), func(t *testing.T) {
+			b := startBroker(t, t.TempDir(), groupBrokerOverrides...)
+			cl := b.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			createTopic(t, cl, "sg", 2, nil)
+			produceValues(t, cl, "sg", 2, "s", 200)
+			cfg := sarama.NewConfig()
+			cfg.Version = v
+			cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+			cfg.Consumer.Offsets.AutoCommit.Interval = 100 * time.Millisecond
+			cg, err := sarama.NewConsumerGroup(b.Addrs(), "sarama-group", cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := saramaHandler{mu: &sync.Mutex{}, seen: map[string]int{}}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- cg.Consume(ctx, []string{"sg"}, h) }()
+			waitFor(t, 30*time.Second, "sarama consumed everything", func() error {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				if len(h.seen) != 200 {
+					return fmt.Errorf("%d of 200", len(h.seen))
+				}
+				return nil
+			})
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatalf("consume: %v", err)
+			}
+			if err := cg.Close(); err != nil {
+				t.Fatalf("close: %v", err)
+			}
+			actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer acancel()
+			fo, err := kadm.NewClient(cl).FetchOffsets(actx, "sarama-group")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for p := int32(0); p < 2; p++ {
+				if o, ok := fo.Lookup("sg", p); !ok || o.At != 100 {
+					t.Fatalf("partition %d committed %+v, want 100", p, o)
+				}
+			}
+		})
 	}
 }
 
