@@ -90,15 +90,13 @@ type groupState struct {
 	newMember    bool              // a member joined during the initial delay
 	initialJoin  bool              // the running join is the delayed initial one
 	joinTimer    Timer             // completes the running join
-	stateSince   int64             // ms, for describe
+	stateSince   int64             // ms: when the state last changed (expiry, records)
 	offsets      map[TopicPartition]Offset
 }
 
 func newGroupState(id string, partition int32) *groupState {
 	return &groupState{id: id, partition: partition, state: Empty, members: map[string]*member{}, static: map[string]string{}, pending: map[string]Timer{}, offsets: map[TopicPartition]Offset{}}
 }
-
-func (g *groupState) memberOrder() []string { return g.order }
 
 // sorted returns the members in join order, so that answers and records
 // come out in a deterministic order.

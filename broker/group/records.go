@@ -49,8 +49,7 @@ func groupValue(g *groupState) []byte {
 		l := g.leader
 		v.Leader = &l
 	}
-	for _, id := range g.memberOrder() {
-		m := g.members[id]
+	for _, m := range g.sorted() {
 		gm := kmsg.NewGroupMetadataValueMember()
 		gm.MemberID, gm.InstanceID, gm.ClientID, gm.ClientHost = m.id, m.instanceID, m.clientID, m.clientHost
 		gm.RebalanceTimeoutMillis, gm.SessionTimeoutMillis = m.rebalanceTimeoutMs, m.sessionTimeoutMs
