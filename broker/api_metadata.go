@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -40,7 +41,9 @@ func (b *Broker) handleMetadata(_ context.Context, rq *request) {
 		n := name
 		rt.Topic = &n
 		t, ok := b.meta.topic(name)
-		if !ok && autoCreate && validTopicName(name) {
+		// Internal topics (__consumer_offsets) are created by their owners,
+		// never by a metadata request.
+		if !ok && autoCreate && validTopicName(name) && !strings.HasPrefix(name, "__") {
 			err := b.createTopic(name, int32(b.cfg.Int("num.partitions")), int16(b.cfg.Int("default.replication.factor")), nil)
 			if err != nil && err != errTopicExists {
 				b.log.Warn("auto-create topic", "topic", name, "err", err)
@@ -54,6 +57,7 @@ func (b *Broker) handleMetadata(_ context.Context, rq *request) {
 			rt.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		default:
 			rt.TopicID = t.ID
+			rt.IsInternal = strings.HasPrefix(name, "__")
 			for i, pm := range t.Partitions {
 				rp := kmsg.NewMetadataResponseTopicPartition()
 				rp.Partition = int32(i)

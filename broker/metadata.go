@@ -2,6 +2,7 @@ package broker
 
 import (
 	"crypto/rand"
+	"slices"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -125,11 +126,27 @@ func (m *metadata) persistLocked() error {
 	return os.Rename(tmp, m.path)
 }
 
+// topic returns a copy of the topic's entry, safe to read while
+// UpdateMetadata rewrites the cache.
 func (m *metadata) topic(name string) (*topicMeta, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	t, ok := m.topics[name]
-	return t, ok
+	if !ok {
+		return nil, false
+	}
+	c := *t
+	c.Partitions = slices.Clone(t.Partitions)
+	return &c, true
+}
+
+// brokerLive reports whether the controller's last UpdateMetadata listed id
+// among the live brokers (the broker itself counts as live).
+func (m *metadata) brokerLive(id int32) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	_, ok := m.brokers[id]
+	return ok
 }
 
 func (m *metadata) topicNames() []string {

@@ -42,6 +42,7 @@ func (b *Broker) ensurePartition(topic string, idx int32, configs map[string]str
 		Switches: b.switches(),
 		Writer:   b.isrWriter,
 		Stats:    b.metrics,
+		Live:     b.replicaLive,
 	})
 	b.partitions[tp{topic, idx}] = p
 	return p, nil
@@ -133,4 +134,13 @@ func (b *Broker) forgetHW(topic string, idx int32) {
 	b.hwMu.Lock()
 	delete(b.hwCheckpoint, tpKey(topic, idx))
 	b.hwMu.Unlock()
+}
+
+// replicaLive is the partition's view of broker liveness: clustered, the
+// live brokers of the controller's last UpdateMetadata.
+func (b *Broker) replicaLive(id int32) bool {
+	if b.cluster == nil || b.meta == nil {
+		return true
+	}
+	return b.meta.brokerLive(id)
 }

@@ -69,7 +69,7 @@ func (p *Partition) UpdateISRFromController(st LeaderAndISR, replicas []int32, v
 
 // maybeIncrementHWLocked recomputes the HW (§2.1): the smallest LEO among the
 // leader and every follower that is in the maximal ISR or caught up within
-// replica.lag.time.max.ms. It never moves backwards; with the 3.7 switch it
+// replica.lag.time.max.ms on a live broker. It never moves backwards; with the 3.7 switch it
 // does not move while the ISR is below min.insync.replicas (§2.2).
 func (p *Partition) maybeIncrementHWLocked(nowMs int64) bool {
 	if p.role != Leader {
@@ -81,7 +81,10 @@ func (p *Partition) maybeIncrementHWLocked(nowMs int64) bool {
 	}
 	candidate := p.log.LogEndOffset()
 	for id, r := range p.remotes {
-		if slices.Contains(maximal, id) || nowMs-r.lastCaughtUpTimeMs <= p.sw.ReplicaLagTimeMaxMs {
+		// A caught-up replica outside the ISR is waited for too, unless its
+		// broker is gone (Kafka skips dead and shutting-down brokers).
+		caughtUp := nowMs-r.lastCaughtUpTimeMs <= p.sw.ReplicaLagTimeMaxMs && (p.live == nil || p.live(id))
+		if slices.Contains(maximal, id) || caughtUp {
 			if r.leo < candidate {
 				candidate = r.leo
 			}

@@ -125,6 +125,7 @@ type Partition struct {
 	sw     Switches
 	writer ISRWriter
 	stats  Stats
+	live   func(int32) bool
 
 	// leaderIsrUpdateLock: produce and fetch hold it for reading; changes
 	// of leadership and ISR hold it for writing (§7).
@@ -154,6 +155,9 @@ type Options struct {
 	Switches Switches
 	Writer   ISRWriter
 	Stats    Stats
+	// Live reports whether a broker is alive and not shutting down, as the
+	// broker last heard from the controller; nil means all are.
+	Live func(int32) bool
 }
 
 // New wraps an open log as a replica of topic/index on broker self. It
@@ -170,7 +174,7 @@ func New(topic string, index int32, self int32, lg *klog.Log, cfg Config, now fu
 	}
 	p := &Partition{
 		Topic: topic, Index: index, self: self, log: lg, now: now, cfg: cfg,
-		sw: o.Switches, writer: o.Writer, stats: o.Stats,
+		sw: o.Switches, writer: o.Writer, stats: o.Stats, live: o.Live,
 		leader: -1, producers: NewProducers(), changed: make(chan struct{}),
 		remotes: map[int32]*remote{},
 	}
