@@ -2,12 +2,12 @@ package broker
 
 import (
 	"crypto/rand"
-	"slices"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
