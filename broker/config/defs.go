@@ -48,6 +48,10 @@ var BrokerDefs = []Def{
 	{Name: "offsets.topic.num.partitions", Type: Int, Default: "50", Min: min(1), Doc: "Partitions of __consumer_offsets."},
 	{Name: "offsets.topic.replication.factor", Type: Int, Default: "3", Min: min(1), Doc: "Replication factor of __consumer_offsets."},
 	{Name: "offsets.commit.timeout.ms", Type: Int, Default: "5000", Min: min(1), Doc: "Timeout of an offset commit's replicated append."},
+	{Name: "offsets.retention.minutes", Type: Int, Default: "10080", Min: min(1), Doc: "How long committed offsets of an empty group are kept."},
+	{Name: "offsets.retention.check.interval.ms", Type: Long, Default: "600000", Min: min(1), Doc: "How often expired offsets are removed."},
+	{Name: "group.min.session.timeout.ms", Type: Int, Default: "6000", Min: min(0), Doc: "Smallest session.timeout.ms a consumer may ask for."},
+	{Name: "group.max.session.timeout.ms", Type: Int, Default: "1800000", Min: min(0), Doc: "Largest session.timeout.ms a consumer may ask for."},
 	{Name: "transactional.id.expiration.ms", Type: Int, Default: "604800000", Min: min(1), Doc: "Producer id expiry."},
 	// Replication and the coordinator.
 	{Name: "coordinator.connect", Type: List, Default: "", Doc: "Coordinator client URLs; empty runs the broker standalone."},
