@@ -33,6 +33,25 @@ func nftIn(path string) (*nftables.Conn, func(), error) {
 	return c, func() { ns.Close() }, nil
 }
 
+// switchNS is the namespace network faults act in. Docker's bridge lives
+// in the host's namespace, which faults must not touch.
+func (e *Env) switchNS() (string, error) {
+	if e.Cluster.Backend == "docker" || e.Cluster.SwitchNS == "" {
+		return "", fmt.Errorf("%w: network faults need the netns backend's switch namespace (cluster %s runs on %s)",
+			ErrUnsupported, e.Cluster.Name, e.Cluster.Backend)
+	}
+	return e.Cluster.SwitchNS, nil
+}
+
+// nft opens nftables in the switch namespace.
+func (e *Env) nft() (*nftables.Conn, func(), error) {
+	sw, err := e.switchNS()
+	if err != nil {
+		return nil, nil, err
+	}
+	return nftIn(sw)
+}
+
 // bridgeTable adds a bridge-family table with a forward filter chain: the
 // hook every frame between two bridge ports passes.
 func bridgeTable(c *nftables.Conn, name string) (*nftables.Table, *nftables.Chain) {

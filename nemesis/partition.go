@@ -161,6 +161,9 @@ func (p *Partition) Resolve(ctx context.Context, env *Env) error {
 	if len(g) == 0 {
 		return fmt.Errorf("%w: partition %s cuts no link", ErrBadFault, p.Topology)
 	}
+	if _, err := env.switchNS(); err != nil {
+		return err
+	}
 	p.Grudge = g
 	p.Table = tableName(env.runID(), env.id)
 	return nil
@@ -244,7 +247,7 @@ func (p *Partition) Inject(ctx context.Context, env *Env) error {
 	if p.Table == "" || len(p.Grudge) == 0 {
 		return fmt.Errorf("%w: partition not resolved", ErrBadFault)
 	}
-	nft, done, err := nftIn(env.Cluster.SwitchNS)
+	nft, done, err := env.nft()
 	if err != nil {
 		return err
 	}
@@ -276,7 +279,7 @@ func healTable(env *Env, fam nftables.TableFamily, table string) error {
 	if table == "" {
 		return nil
 	}
-	nft, done, err := nftIn(env.Cluster.SwitchNS)
+	nft, done, err := env.nft()
 	if err != nil {
 		return err
 	}
@@ -320,13 +323,16 @@ func (l *Loss) Resolve(ctx context.Context, env *Env) error {
 	if len(ns) == 0 {
 		return fmt.Errorf("%w: loss needs nodes", ErrBadFault)
 	}
+	if _, err := env.switchNS(); err != nil {
+		return err
+	}
 	l.Resolved, l.Table = ns, tableName(env.runID(), env.id)
 	return nil
 }
 
 // Inject implements Fault.
 func (l *Loss) Inject(ctx context.Context, env *Env) error {
-	nft, done, err := nftIn(env.Cluster.SwitchNS)
+	nft, done, err := env.nft()
 	if err != nil {
 		return err
 	}
@@ -351,4 +357,6 @@ func (l *Loss) Inject(ctx context.Context, env *Env) error {
 }
 
 // Heal implements Fault.
-func (l *Loss) Heal(ctx context.Context, env *Env) error { return healTable(env, nftables.TableFamilyBridge, l.Table) }
+func (l *Loss) Heal(ctx context.Context, env *Env) error {
+	return healTable(env, nftables.TableFamilyBridge, l.Table)
+}

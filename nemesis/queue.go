@@ -124,7 +124,7 @@ func (s *SlowNet) injectQueue(ctx context.Context, env *Env) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	nft, done, err := nftIn(env.Cluster.SwitchNS)
+	nft, done, err := env.nft()
 	if err != nil {
 		return err
 	}
@@ -224,9 +224,11 @@ func nfqueueTarget(queue uint16) expr.Any {
 }
 
 // delayers returns the pids of the processes living in the switch
-// namespace at path: only delayers run there. It compares namespace inodes
-// and reads nothing of the processes (a cmdline read can hang on a process
-// stuck in a FUSE call).
+// namespace at path: only delayers run there. Every thread must be in it: a
+// process that only visits (a thread that entered the namespace to open a
+// socket) is not one. It compares namespace inodes and reads nothing of
+// the processes (a cmdline read can hang on a process stuck in a FUSE
+// call).
 func delayers(path string) []int {
 	var want unix.Stat_t
 	if err := unix.Stat(path, &want); err != nil {
@@ -242,13 +244,28 @@ func delayers(path string) []int {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		var st unix.Stat_t
-		if err := unix.Stat("/proc/"+e.Name()+"/ns/net", &st); err != nil {
-			continue
-		}
-		if st.Ino == want.Ino && st.Dev == want.Dev {
+		if allThreadsIn("/proc/"+e.Name()+"/task", want) {
 			out = append(out, pid)
 		}
 	}
 	return out
+}
+
+// allThreadsIn reports whether every thread under a /proc/PID/task
+// directory is in the namespace want.
+func allThreadsIn(taskDir string, want unix.Stat_t) bool {
+	tids, err := os.ReadDir(taskDir)
+	if err != nil || len(tids) == 0 {
+		return false
+	}
+	for _, tid := range tids {
+		var st unix.Stat_t
+		if err := unix.Stat(taskDir+"/"+tid.Name()+"/ns/net", &st); err != nil {
+			return false
+		}
+		if st.Ino != want.Ino || st.Dev != want.Dev {
+			return false
+		}
+	}
+	return true
 }

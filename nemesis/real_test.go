@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -105,6 +107,7 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 	var first string
 	waitFor(t, 30*time.Second, "t/0 has a leader and a full ISR", func() (err error) { first, err = leader(); return err })
 
+	t.Logf("t/0 led by %s", first)
 	// Kill the leader: the fault names it, and leadership moves away.
 	a, err := n.Inject(ctx, &Kill{procNodes{Nodes: []string{"leader:t/0"}}})
 	if err != nil {
@@ -123,9 +126,11 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 		}
 		return nil
 	})
+	t.Log("leadership moved")
 	if err := n.Heal(ctx, a.ID); err != nil {
 		t.Fatal(err)
 	}
+	t.Log("killed leader restarted")
 	var second string
 	waitFor(t, 40*time.Second, "t/0 fully replicated again", func() (err error) { second, err = leader(); return err })
 
@@ -171,6 +176,41 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 	if ts, err := Tables(c.SwitchNS, c.RunID); err != nil || len(ts) > 0 {
 		t.Fatalf("tables left: %v, %v", ts, err)
 	}
+	// The CLI, one process per command, against the same cluster: inject
+	// in one, list and heal in others.
+	cli := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, append(args, "--name", "nemreal")...)
+		cmd.Env = append(os.Environ(), "ISRLAB_STATE_DIR="+b.StateDir)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("isrlab %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	out := cli("fault", "inject", "partition", "--isolate", "leader:t/0")
+	if !strings.Contains(out, "injected f1") {
+		t.Fatalf("inject printed %q", out)
+	}
+	cli("fault", "inject", "slow-net", "--node", "controller", "--delay", "5ms", "--rate", "100mbit")
+	var listed []Active
+	if err := json.Unmarshal([]byte(cli("fault", "list", "--json")), &listed); err != nil || len(listed) != 2 {
+		t.Fatalf("fault list: %+v, %v", listed, err)
+	}
+	if ts, _ := Tables(c.SwitchNS, c.RunID); len(ts) != 2 {
+		t.Fatalf("tables after two CLI faults: %v", ts)
+	}
+	if ps := delayers(c.SwitchNS); len(ps) != 1 {
+		t.Fatalf("processes in the switch namespace: %v, want the one delayer", ps)
+	}
+	cli("fault", "heal", "--all")
+	if ts, err := Tables(c.SwitchNS, c.RunID); err != nil || len(ts) > 0 {
+		t.Fatalf("tables left after the CLI heal: %v, %v", ts, err)
+	}
+	if ps := delayers(c.SwitchNS); len(ps) > 0 {
+		t.Fatalf("delayers left after the CLI heal: %v", ps)
+	}
+
 	// Every step is in the history, with the resolved targets.
 	var fs []string
 	for _, op := range mem.Ops {

@@ -2,14 +2,15 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -46,31 +47,94 @@ func (r *LiveResolver) View(ctx context.Context, topics []string) (View, error) 
 	return v, nil
 }
 
+// kafka asks every broker for metadata at once, so that a partitioned or
+// paused broker cannot stall a resolution: it merges the answers that
+// arrive until 500 ms after the first. Brokers' caches can lag behind the
+// controller, so each partition comes from the answer with the highest
+// leader epoch, and the controller is the one most answers name.
 func (r *LiveResolver) kafka(ctx context.Context, bs []*compose.Node, topics []string, v *View) error {
-	seeds := make([]string, len(bs))
-	for i, b := range bs {
-		seeds[i] = net.JoinHostPort(b.Addr.String(), strconv.Itoa(compose.BrokerPort))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		md  *kmsg.MetadataResponse
+		err error
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.Dialer(r.Cluster.Dial()),
-		kgo.RequestRetries(2), kgo.RetryTimeout(3*time.Second))
-	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
+	answers := make(chan answer, len(bs))
+	for _, b := range bs {
+		go func() {
+			md, err := r.metadata(ctx, net.JoinHostPort(b.Addr.String(), strconv.Itoa(compose.BrokerPort)), topics)
+			answers <- answer{md, err}
+		}()
 	}
-	defer cl.Close()
-	md, err := kadm.NewClient(cl).Metadata(ctx, topics...)
-	if err != nil {
-		return fmt.Errorf("kafka metadata: %w", err)
+	var errs []error
+	var got []*kmsg.MetadataResponse
+	var grace <-chan time.Time
+collect:
+	for range bs {
+		select {
+		case a := <-answers:
+			if a.err != nil {
+				errs = append(errs, a.err)
+				continue
+			}
+			got = append(got, a.md)
+			if grace == nil {
+				grace = time.After(500 * time.Millisecond)
+			}
+		case <-grace:
+			break collect
+		}
 	}
-	v.Controller = md.Controller
-	for _, t := range md.Topics {
-		for _, p := range t.Partitions {
-			v.Partitions[t.Topic+"/"+strconv.Itoa(int(p.Partition))] = PartitionView{
-				Leader: p.Leader, Replicas: p.Replicas, ISR: p.ISR}
+	if len(got) == 0 {
+		return fmt.Errorf("kafka metadata: no broker answered: %w", errors.Join(errs...))
+	}
+	votes := map[int32]int{}
+	epochs := map[string]int32{}
+	for _, md := range got {
+		votes[md.ControllerID]++
+		if votes[md.ControllerID] > votes[v.Controller] || v.Controller < 0 {
+			v.Controller = md.ControllerID
+		}
+		for _, t := range md.Topics {
+			if t.Topic == nil || t.ErrorCode != 0 {
+				continue
+			}
+			for _, p := range t.Partitions {
+				key := *t.Topic + "/" + strconv.Itoa(int(p.Partition))
+				if e, ok := epochs[key]; ok && e >= p.LeaderEpoch {
+					continue
+				}
+				epochs[key] = p.LeaderEpoch
+				v.Partitions[key] = PartitionView{Leader: p.Leader, Replicas: p.Replicas, ISR: p.ISR}
+			}
 		}
 	}
 	return nil
 }
 
+// metadata asks the broker at addr, and only it.
+func (r *LiveResolver) metadata(ctx context.Context, addr string, topics []string) (*kmsg.MetadataResponse, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.Dialer(r.Cluster.Dial()), kgo.DialTimeout(2*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	seeds := cl.SeedBrokers()
+	if len(seeds) == 0 {
+		return nil, fmt.Errorf("metadata from %s: no seed broker", addr)
+	}
+	resp, err := seeds[0].RetriableRequest(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("metadata from %s: %w", addr, err)
+	}
+	return resp.(*kmsg.MetadataResponse), nil
+}
 // coordinatorLeader asks each member for its status and returns the name
 // of the member whose id is the reported leader; "" if none answers.
 func (r *LiveResolver) coordinatorLeader(ctx context.Context, cs []*compose.Node) string {

@@ -104,6 +104,9 @@ func (s *SlowNet) Resolve(ctx context.Context, env *Env) error {
 	if len(ns) == 0 {
 		return fmt.Errorf("%w: slow-net needs nodes", ErrBadFault)
 	}
+	if _, err := env.switchNS(); err != nil {
+		return err
+	}
 	s.Resolved, s.Table = ns, tableName(env.runID(), env.id)
 	return nil
 }
@@ -112,6 +115,10 @@ func (s *SlowNet) Resolve(ctx context.Context, env *Env) error {
 type link struct{ ns, name string }
 
 func (s *SlowNet) links(env *Env) ([]link, error) {
+	sw, err := env.switchNS()
+	if err != nil {
+		return nil, err
+	}
 	var out []link
 	for _, name := range s.Resolved {
 		n, err := env.node(name)
@@ -119,7 +126,7 @@ func (s *SlowNet) links(env *Env) ([]link, error) {
 			return nil, err
 		}
 		if s.Direction != "out" {
-			out = append(out, link{env.Cluster.SwitchNS, n.SwitchPort})
+			out = append(out, link{sw, n.SwitchPort})
 		}
 		if s.Direction != "in" {
 			out = append(out, link{n.NetNS, n.Iface})

@@ -33,7 +33,8 @@ func fakeCluster() *compose.Cluster {
 	add(compose.RoleCoordinator, "c", 3)
 	add(compose.RoleBroker, "b", 3)
 	add(compose.RoleClient, "client", 1)
-	c := compose.NewCluster(compose.Topology{Name: "t", RunID: "r1"}, "fake", nodes, nil)
+	c := compose.NewCluster(compose.Topology{Name: "t", RunID: "r1"}, "netns", nodes, nil)
+	c.SwitchNS = "/nonexistent/isrlab-r1-sw"
 	return c
 }
 
@@ -551,5 +552,22 @@ func TestStoreSharedByProcesses(t *testing.T) {
 	act2, _ := a.Inject(context.Background(), &recordingFault{})
 	if act2.ID == act.ID {
 		t.Fatal("fault id reused")
+	}
+}
+
+// TestNetworkFaultsNeedASwitch: on Docker the bridge is in the host's
+// namespace, which network faults must not touch.
+func TestNetworkFaultsNeedASwitch(t *testing.T) {
+	c := fakeCluster()
+	c.Backend = "docker"
+	env := &Env{Cluster: c, Resolver: fixedView(view)}
+	for _, f := range []Fault{
+		&Partition{Topology: TopoIsolate, Targets: []string{"b1"}},
+		&Loss{Nodes: []string{"b1"}, Percent: 5},
+		&SlowNet{Nodes: []string{"b1"}, Rate: "1mbit"},
+	} {
+		if err := f.Resolve(context.Background(), env); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("%s on docker: err = %v, want ErrUnsupported", f.Kind(), err)
+		}
 	}
 }
