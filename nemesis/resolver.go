@@ -135,6 +135,7 @@ func (r *LiveResolver) metadata(ctx context.Context, addr string, topics []strin
 	}
 	return resp.(*kmsg.MetadataResponse), nil
 }
+
 // coordinatorLeader asks each member for its status and returns the name
 // of the member whose id is the reported leader; "" if none answers.
 func (r *LiveResolver) coordinatorLeader(ctx context.Context, cs []*compose.Node) string {
