@@ -571,3 +571,39 @@ func TestNetworkFaultsNeedASwitch(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSchedule(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+		err            error
+	}{
+		{"once", `{"type":"once","at":"5s","hold":"3s","fault":{"kind":"kill","nodes":["b1"]}}`,
+			"5s start 1 {\"kind\":\"kill\",\"nodes\":[\"b1\"]}\n8s stop 1\n", nil},
+		{"fixed sorted", `{"type":"fixed","events":[{"at":"9s","action":"heal-all"},{"at":"1s","action":"start","key":2,"fault":{"kind":"pause","nodes":["b2"]}}]}`,
+			"1s start 2 {\"kind\":\"pause\",\"nodes\":[\"b2\"]}\n9s heal-all 0\n", nil},
+		{"every", `{"type":"every","seed":1,"interval":"10s","hold":"5s","duration":"20s","mix":[{"weight":1,"fault":{"kind":"kill","nodes":["b1"]}}]}`,
+			"10s start 1 {\"kind\":\"kill\",\"nodes\":[\"b1\"]}\n15s stop 1\n20s heal-all 0\n", nil},
+		{"unknown type", `{"type":"sometimes"}`, "", ErrBadFault},
+		{"start without fault", `{"type":"fixed","events":[{"at":"1s","action":"start"}]}`, "", ErrBadFault},
+		{"bad action", `{"type":"fixed","events":[{"at":"1s","action":"explode"}]}`, "", ErrBadFault},
+		{"bad fault", `{"type":"once","fault":{"kind":"meteor"}}`, "", ErrBadFault},
+		{"bad duration", `{"type":"once","at":"soon","fault":{"kind":"kill","nodes":["b1"]}}`, "", ErrBadFault},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ev, err := ParseSchedule([]byte(tt.in))
+			if tt.err != nil {
+				if !errors.Is(err, tt.err) {
+					t.Fatalf("err = %v, want %v", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := formatEvents(t, ev); got != tt.want {
+				t.Fatalf("got\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/history"
 	"github.com/isrlab/isrlab/nemesis"
 	"github.com/isrlab/isrlab/nemesis/faultfs"
 )
@@ -44,9 +46,10 @@ processes; disk faults talk to faultfs control sockets.
   isrlab fault inject loss --node b2 --percent 20
   isrlab fault list
   isrlab fault heal f1
-  isrlab fault heal --all`,
+  isrlab fault heal --all
+  isrlab fault run --schedule chaos.json --history faults.jsonl`,
 	}
-	cmd.AddCommand(newFaultInjectCmd(), newFaultListCmd(), newFaultHealCmd(), newFaultDelayerCmd())
+	cmd.AddCommand(newFaultInjectCmd(), newFaultListCmd(), newFaultHealCmd(), newFaultRunCmd(), newFaultDelayerCmd())
 	return cmd
 }
 
@@ -556,4 +559,90 @@ func newFaultDelayerCmd() *cobra.Command {
 			return faultError(nemesis.DelayerMain(ctx, args, cmd.OutOrStdout()))
 		},
 	}
+}
+
+func newFaultRunCmd() *cobra.Command {
+	var o faultOpts
+	var schedule, histPath string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "run --schedule FILE",
+		Short: "Play a fault schedule against a running cluster",
+		Long: `Play a schedule (JSON) against a running cluster with the real clock and
+heal every fault it started when it ends, is interrupted (Ctrl-C) or fails.
+The schedule is generated from its seed before anything runs; --dry-run
+prints the events and exits.
+
+  {"type":"every","seed":7,"interval":"10s","hold":"4s","duration":"1m",
+   "mix":[{"weight":3,"fault":{"kind":"kill","nodes":["leader:t/0"]}},
+          {"weight":1,"fault":{"kind":"partition","topology":"random-halves"}}]}
+  {"type":"once","at":"5s","hold":"10s","fault":{"kind":"pause","nodes":["controller"]}}
+  {"type":"fixed","events":[{"at":"2s","action":"start","key":1,"fault":{...}},
+                            {"at":"8s","action":"stop","key":1}]}
+
+--history writes the nemesis operations (start-<kind>, stop-<kind>, heal)
+as an isrlab history (JSON Lines) for the report and replay. Exit 255 if
+any fault failed to inject or heal.`,
+		Example: "  isrlab fault run --schedule chaos.json\n  isrlab fault run --schedule chaos.json --dry-run",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if schedule == "" {
+				return usageError("--schedule is required")
+			}
+			b, err := os.ReadFile(schedule)
+			if err != nil {
+				return withCode(exitBadArgs, err)
+			}
+			events, err := nemesis.ParseSchedule(b)
+			if err != nil {
+				return faultError(err)
+			}
+			w := cmd.OutOrStdout()
+			if dryRun {
+				for _, e := range events {
+					f := ""
+					if e.Fault.Fault != nil {
+						fb, _ := json.Marshal(e.Fault)
+						f = " " + string(fb)
+					}
+					fmt.Fprintf(w, "%8s %-8s %d%s\n", e.At, e.Action, e.Key, f)
+				}
+				return nil
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			n, handled, err := openNemesis(ctx, &o)
+			if handled || err != nil {
+				return err
+			}
+			begin := time.Now()
+			var hw *history.Writer
+			if histPath != "" {
+				f, err := os.Create(histPath)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				hw, err = history.NewWriter(f, history.Header{Run: n.Env.Cluster.RunID, Seed: o.seed,
+					Start: begin.UTC().Format(time.RFC3339Nano)})
+				if err != nil {
+					return err
+				}
+				n.Recorder = history.NewRecorder(hw, func() time.Duration { return time.Since(begin) })
+			}
+			n.Env.Log = cliLogger(cmd, true)
+			err = nemesis.Run(ctx, n, nemesis.RealClock, events)
+			if n.Recorder != nil {
+				err = errors.Join(err, n.Recorder.Flush())
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&o.name, "name", defaultClusterName, "cluster name")
+	cmd.Flags().StringVar(&schedule, "schedule", "", "schedule file (JSON)")
+	cmd.Flags().StringVar(&histPath, "history", "", "write the nemesis operations to this history file")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the events and exit")
+	cmd.Flags().Int64Var(&o.seed, "seed", 0, "seed for random target choices (default: the time)")
+	controlFlag(cmd, &o)
+	return cmd
 }

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -55,6 +58,8 @@ func TestFaultArguments(t *testing.T) {
 		{"heal without ids", []string{"heal"}, "ids or --all"},
 		{"heal ids and all", []string{"heal", "f1", "--all"}, "ids or --all"},
 		{"list", []string{"list"}, ""},
+		{"run without schedule", []string{"run"}, "--schedule"},
+		{"run missing file", []string{"run", "--schedule", "/nonexistent/s.json"}, "no such file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -89,5 +94,28 @@ func TestParseGrudge(t *testing.T) {
 		if _, err := parseGrudge(bad); err == nil {
 			t.Errorf("parseGrudge(%q) = nil error", bad)
 		}
+	}
+}
+
+func TestFaultRunDryRun(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "s.json")
+	sched := `{"type":"once","at":"5s","hold":"3s","fault":{"kind":"kill","nodes":["leader:t/0"]}}`
+	if err := os.WriteFile(p, []byte(sched), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := newFaultCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"run", "--schedule", p, "--dry-run"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	want := "      5s start    1 {\"kind\":\"kill\",\"nodes\":[\"leader:t/0\"]}\n      8s stop     1\n"
+	if out.String() != want {
+		t.Fatalf("dry run printed\n%q\nwant\n%q", out.String(), want)
+	}
+	os.WriteFile(p, []byte(`{"type":"every"}`), 0o644)
+	if code, msg := runFault(t, "run", "--schedule", p); code != exitBadArgs || !strings.Contains(msg, "interval") {
+		t.Fatalf("bad schedule: exit %d, %s", code, msg)
 	}
 }
