@@ -42,25 +42,7 @@ func TestPowerLossDivergence(t *testing.T) {
 				"replica.lag.time.max.ms=60000",
 				"replica.fetch.backoff.ms=200",
 			}})
-			ctrl := controllerID(t, c)
-			var topic string
-			var a, b int32
-			for i := 0; i < 20 && topic == ""; i++ {
-				name := fmt.Sprintf("t56-%d", i)
-				c.CreateTopic(name, 1, 2, nil)
-				st, _ := c.Describe(name)
-				if !slices.Contains(st[0].Replicas, ctrl) {
-					topic, a = name, st[0].Leader
-					for _, r := range st[0].Replicas {
-						if r != a {
-							b = r
-						}
-					}
-				}
-			}
-			if topic == "" {
-				t.Fatalf("no topic placed away from controller %d", ctrl)
-			}
+			topic, a, b := pairAwayFromController(t, c, "t56")
 			produce := func(addr string, acks kgo.Acks, v string) {
 				t.Helper()
 				cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequiredAcks(acks), kgo.DisableIdempotentWrite())

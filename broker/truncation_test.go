@@ -43,27 +43,7 @@ func TestHWTruncationLosesAckedWrite(t *testing.T) {
 				"replica.lag.time.max.ms=60000",
 				"replica.fetch.backoff.ms=200",
 			}})
-			// The scenario needs a controller that is neither A nor B: keep
-			// creating topics until one's replicas exclude it.
-			ctrl := controllerID(t, c)
-			var topic string
-			var a, b int32
-			for i := 0; i < 20 && topic == ""; i++ {
-				name := fmt.Sprintf("t55-%d", i)
-				c.CreateTopic(name, 1, 2, nil)
-				st, _ := c.Describe(name)
-				if !slices.Contains(st[0].Replicas, ctrl) {
-					topic, a = name, st[0].Leader
-					for _, r := range st[0].Replicas {
-						if r != a {
-							b = r
-						}
-					}
-				}
-			}
-			if topic == "" {
-				t.Fatalf("no topic placed away from controller %d", ctrl)
-			}
+			topic, a, b := pairAwayFromController(t, c, "t55")
 			cl, err := kgo.NewClient(kgo.SeedBrokers(c.BrokerAddrs[a]), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(), kgo.RecordRetries(0))
 			if err != nil {
 				t.Fatal(err)
@@ -143,4 +123,30 @@ func checkpointed(path, topic string) int64 {
 		}
 	}
 	return -1
+}
+
+// pairAwayFromController creates RF-2 topics named prefix-N until one's two
+// replicas exclude the controller, and returns it with its leader (A) and
+// follower (B): the §5.5 and §5.6 walk-throughs kill A and B, and must not
+// kill the controller with them.
+func pairAwayFromController(t *testing.T, c *proctest.Cluster, prefix string) (topic string, a, b int32) {
+	t.Helper()
+	ctrl := controllerID(t, c)
+	for i := 0; i < 20; i++ {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		c.CreateTopic(name, 1, 2, nil)
+		st, _ := c.Describe(name)
+		if slices.Contains(st[0].Replicas, ctrl) {
+			continue
+		}
+		a = st[0].Leader
+		for _, r := range st[0].Replicas {
+			if r != a {
+				b = r
+			}
+		}
+		return name, a, b
+	}
+	t.Fatalf("no topic placed away from controller %d", ctrl)
+	return "", 0, 0
 }
