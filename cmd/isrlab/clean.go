@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
+	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/backends"
+	"github.com/isrlab/isrlab/nemesis/faultfs"
 )
 
 func init() { rootCmd.AddCommand(newCleanCmd()) }
@@ -33,6 +36,14 @@ removes unused isrlab lab images from Docker.`,
 				return err
 			}
 			rep, err := backends.Clean(ctx, "", all)
+			// faultfs mounts of runs that are gone (their daemon died with
+			// the run) are detached too; a run still alive keeps its mounts.
+			if ferr := faultfs.CleanStale(func(run string) bool {
+				st, _, ok := compose.LookupRun(run)
+				return ok && st.Live() && !all
+			}); ferr != nil {
+				err = errors.Join(err, ferr)
+			}
 			w := cmd.OutOrStdout()
 			for _, r := range rep.Runs {
 				fmt.Fprintf(w, "removed run %s\n", r)
