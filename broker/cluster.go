@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand"
 	"net"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -78,15 +77,6 @@ func (b *Broker) Coord() *coord.Client {
 
 // ID returns the broker id.
 func (b *Broker) ID() int32 { return b.id }
-
-// Config returns the broker configuration.
-func (b *Broker) ConfigSnapshot() map[string]string {
-	out := map[string]string{}
-	for _, k := range b.cfg.Keys() {
-		out[k] = b.cfg.String(k)
-	}
-	return out
-}
 
 // dialCoord connects to coordinator.connect.
 func (b *Broker) dialCoord(ctx context.Context) error {
@@ -162,10 +152,7 @@ func (c *cluster) registrationLoop(ctx context.Context) error {
 		cancel()
 		wg.Wait()
 		if ctx.Err() != nil {
-			closeCtx, cc := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = closeCtx
 			reg.Close()
-			cc()
 		}
 	}
 	return nil
@@ -388,12 +375,6 @@ func (b *Broker) brokerClient(id int32, addr string) *brokerClient {
 	}
 	b.clients[id] = cl
 	return cl
-}
-
-func sortedIDs(ids []int32) []int32 {
-	out := slices.Clone(ids)
-	slices.Sort(out)
-	return out
 }
 
 func fmtIDs(ids []int32) string { return fmt.Sprint(ids) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/isrlab/isrlab/broker/config"
 	"github.com/isrlab/isrlab/broker/partition"
 )
 
@@ -126,8 +125,6 @@ func (b *Broker) writeHWCheckpoint() {
 		b.log.Warn("write replication-offset-checkpoint", "err", err)
 	}
 }
-
-var _ = config.NewBroker
 
 // forgetHW drops a deleted partition's checkpointed HW.
 func (b *Broker) forgetHW(topic string, idx int32) {
