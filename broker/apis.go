@@ -5,7 +5,6 @@ import (
 	"errors"
 	"regexp"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/isrlab/isrlab/broker/config"
 	klog "github.com/isrlab/isrlab/broker/log"
@@ -106,5 +105,3 @@ func tpKey(topic string, p int32) klog.TopicPartition {
 func (b *Broker) handleApiVersions(_ context.Context, rq *request) {
 	rq.respond(b.versions.ApiVersions(rq.hdr.Version))
 }
-
-var _ kmsg.Request = (*kmsg.ApiVersionsRequest)(nil)
