@@ -5,7 +5,6 @@ import (
 	"errors"
 	"regexp"
 
-
 	"github.com/isrlab/isrlab/broker/config"
 	klog "github.com/isrlab/isrlab/broker/log"
 	"github.com/isrlab/isrlab/broker/partition"

@@ -3,7 +3,6 @@ package broker_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -115,5 +114,3 @@ func producerTo(t *testing.T, addr string) *kgo.Client {
 	t.Cleanup(cl.Close)
 	return cl
 }
-
-var _ = fmt.Sprint

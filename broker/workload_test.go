@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/history"
 	"github.com/isrlab/isrlab/internal/proctest"
@@ -118,5 +116,3 @@ func waitSends(t *testing.T, mem *countingSink, _ *history.Recorder, n int) {
 		return nil
 	})
 }
-
-var _ = kgo.LeaderAck
