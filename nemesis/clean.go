@@ -13,7 +13,7 @@ import (
 )
 
 // Clean removes what faults left in a cluster's namespaces: the nftables
-// tables of run in the switch namespace and the root qdiscs faults added
+// tables of run in the switch and node namespaces and the root qdiscs faults added
 // there and in each node namespace (nodeNS), and stops the run's packet
 // delayers. It does not touch node processes: taking the cluster down kills
 // paused ones. Missing namespaces are
@@ -37,6 +37,11 @@ func Clean(ctx context.Context, switchNS, run string, nodeNS []string) error {
 			continue
 		}
 		if err := cleanQdiscs(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, p := range nodeNS {
+		if err := cleanTables(p, run); err != nil {
 			errs = append(errs, err)
 		}
 	}

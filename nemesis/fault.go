@@ -37,6 +37,11 @@ type Env struct {
 	// Resolver reads live Kafka and coordinator metadata for targets such
 	// as leader:topic/0; nil allows node names and groups only.
 	Resolver Resolver
+	// NodeSide applies network faults inside the nodes' own namespaces
+	// (IPv4 rules on their input and output hooks) instead of at the
+	// switch. It is forced on the Docker backend, whose bridge is in the
+	// host's namespace, which faults must not touch.
+	NodeSide bool
 	// Disks maps a broker name to its faultfs control socket.
 	Disks map[string]string
 	// Rand draws random targets; nil uses a fixed seed.

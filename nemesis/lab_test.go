@@ -230,9 +230,13 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() error) {
 // noLeftovers fails if any nftables table or qdisc of a fault remains.
 func (l *lab) noLeftovers(t testing.TB) {
 	t.Helper()
-	ts, err := Tables(l.c.SwitchNS, l.c.RunID)
-	if err != nil {
-		t.Fatal(err)
+	var ts []string
+	for _, p := range append([]string{l.c.SwitchNS}, nsPaths(l.c)...) {
+		tp, err := Tables(p, l.c.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, tp...)
 	}
 	var qs []string
 	for _, p := range append([]string{l.c.SwitchNS}, nsPaths(l.c)...) {

@@ -303,3 +303,61 @@ func (l *lab) rtt(t *testing.T, node string, count int) time.Duration {
 	slices.Sort(ds)
 	return ds[len(ds)/2]
 }
+
+// TestNodeSideFaults applies partitions and loss inside the nodes' own
+// namespaces, the way the Docker backend needs them, on the same lab.
+func TestNodeSideFaults(t *testing.T) {
+	requireLab(t)
+	l := newLab(t)
+	ctx := context.Background()
+	n := l.nemesis(t)
+	n.Env.NodeSide = true
+
+	a, err := n.Inject(ctx, &Partition{Topology: TopoIsolate, Targets: []string{"b1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if side := a.Fault.Fault.(*Partition).Side; side != SideNode {
+		t.Fatalf("side %q", side)
+	}
+	if ts, _ := Tables(l.c.SwitchNS, l.c.RunID); len(ts) > 0 {
+		t.Fatalf("node-side partition wrote switch tables %v", ts)
+	}
+	if err := l.echoFrom("client1", "b1", 300*time.Millisecond); err == nil {
+		t.Fatal("client -> b1 crossed a node-side partition")
+	}
+	if err := l.echoFrom("b1", "b2", 300*time.Millisecond); err == nil {
+		t.Fatal("b1 -> b2 crossed a node-side partition")
+	}
+	if err := l.echoFrom("b2", "b3", 5*time.Second); err != nil {
+		t.Fatalf("b2 -> b3 is not cut: %v", err)
+	}
+	if err := n.Heal(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "client -> b1 after the heal", func() error { return l.echoFrom("client1", "b1", time.Second) })
+
+	a, err = n.Inject(ctx, &Loss{Nodes: []string{"b2"}, Percent: 30, Direction: "in"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := l.udpDelivery(t, "b2", 2000)
+	t.Logf("node-side 30%% loss into b2: %.3f answered", got)
+	if got < 0.6 || got > 0.8 {
+		t.Fatalf("delivery with 30%% node-side loss: %.3f", got)
+	}
+	if err := n.Heal(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Inject(ctx, &SlowNet{Nodes: []string{"b3"}, Rate: "1mbit"}); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("node-side slow-net into a node: %v", err)
+	}
+	a, err = n.Inject(ctx, &SlowNet{Nodes: []string{"b3"}, Rate: "1mbit", Direction: "out"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Heal(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	l.noLeftovers(t)
+}

@@ -33,14 +33,46 @@ func nftIn(path string) (*nftables.Conn, func(), error) {
 	return c, func() { ns.Close() }, nil
 }
 
-// switchNS is the namespace network faults act in. Docker's bridge lives
-// in the host's namespace, which faults must not touch.
+// nodeSide reports whether network faults act in node namespaces.
+func (e *Env) nodeSide() bool { return e.NodeSide || e.Cluster.Backend == "docker" }
+
+// switchNS is the namespace switch-side network faults act in.
 func (e *Env) switchNS() (string, error) {
 	if e.Cluster.Backend == "docker" || e.Cluster.SwitchNS == "" {
-		return "", fmt.Errorf("%w: network faults need the netns backend's switch namespace (cluster %s runs on %s)",
+		return "", fmt.Errorf("%w: this fault needs the netns backend's switch namespace (cluster %s runs on %s)",
 			ErrUnsupported, e.Cluster.Name, e.Cluster.Backend)
 	}
 	return e.Cluster.SwitchNS, nil
+}
+
+// side is where a network fault acts, recorded in the fault.
+func (e *Env) side() (string, error) {
+	if e.nodeSide() {
+		return SideNode, nil
+	}
+	if _, err := e.switchNS(); err != nil {
+		return "", err
+	}
+	return SideSwitch, nil
+}
+
+// Where network faults act.
+const (
+	SideSwitch = "switch" // the bridge in the switch namespace
+	SideNode   = "node"   // each node's own namespace
+)
+
+// hostTable adds an IPv4 table with a filter chain on hook (input or
+// output) in a node's namespace.
+func hostTable(c *nftables.Conn, name string, hook *nftables.ChainHook) (*nftables.Table, *nftables.Chain) {
+	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: name})
+	chName := "input"
+	if hook == nftables.ChainHookOutput {
+		chName = "output"
+	}
+	ch := c.AddChain(&nftables.Chain{Name: chName, Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: hook, Priority: nftables.ChainPriorityFilter})
+	return t, ch
 }
 
 // nft opens nftables in the switch namespace.
@@ -98,6 +130,8 @@ func matchPort(key expr.MetaKey, port string) []expr.Any {
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname(port)},
 	}
 }
+
+func drop() expr.Any { return &expr.Verdict{Kind: expr.VerdictDrop} }
 
 // dropLink drops frames from port from to port to.
 func dropLink(from, to string) []expr.Any {

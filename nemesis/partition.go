@@ -61,6 +61,8 @@ type Partition struct {
 	Grudge Grudge `json:"grudge,omitempty"`
 	// Table is the nftables table holding the rules, set by Resolve.
 	Table string `json:"table,omitempty"`
+	// Side is where the rules are: "switch" or "node" (set by Resolve).
+	Side string `json:"side,omitempty"`
 }
 
 func (*Partition) Kind() string { return "partition" }
@@ -161,9 +163,11 @@ func (p *Partition) Resolve(ctx context.Context, env *Env) error {
 	if len(g) == 0 {
 		return fmt.Errorf("%w: partition %s cuts no link", ErrBadFault, p.Topology)
 	}
-	if _, err := env.switchNS(); err != nil {
+	side, err := env.side()
+	if err != nil {
 		return err
 	}
+	p.Side = side
 	p.Grudge = g
 	p.Table = tableName(env.runID(), env.id)
 	return nil
@@ -247,6 +251,9 @@ func (p *Partition) Inject(ctx context.Context, env *Env) error {
 	if p.Table == "" || len(p.Grudge) == 0 {
 		return fmt.Errorf("%w: partition not resolved", ErrBadFault)
 	}
+	if p.Side == SideNode {
+		return p.injectNodes(env)
+	}
 	nft, done, err := env.nft()
 	if err != nil {
 		return err
@@ -272,6 +279,13 @@ func (p *Partition) Inject(ctx context.Context, env *Env) error {
 
 // Heal deletes the fault's table.
 func (p *Partition) Heal(ctx context.Context, env *Env) error {
+	if p.Side == SideNode {
+		var tos []string
+		for to := range p.Grudge {
+			tos = append(tos, to)
+		}
+		return healNodeTables(env, tos, p.Table)
+	}
 	return healTable(env, nftables.TableFamilyBridge, p.Table)
 }
 
@@ -296,6 +310,7 @@ type Loss struct {
 	Direction string   `json:"direction,omitempty"`
 	Resolved  []string `json:"resolved,omitempty"`
 	Table     string   `json:"table,omitempty"`
+	Side      string   `json:"side,omitempty"`
 }
 
 func (*Loss) Kind() string { return "loss" }
@@ -323,15 +338,20 @@ func (l *Loss) Resolve(ctx context.Context, env *Env) error {
 	if len(ns) == 0 {
 		return fmt.Errorf("%w: loss needs nodes", ErrBadFault)
 	}
-	if _, err := env.switchNS(); err != nil {
+	side, err := env.side()
+	if err != nil {
 		return err
 	}
+	l.Side = side
 	l.Resolved, l.Table = ns, tableName(env.runID(), env.id)
 	return nil
 }
 
 // Inject implements Fault.
 func (l *Loss) Inject(ctx context.Context, env *Env) error {
+	if l.Side == SideNode {
+		return l.injectNodes(env)
+	}
 	nft, done, err := env.nft()
 	if err != nil {
 		return err
@@ -358,5 +378,8 @@ func (l *Loss) Inject(ctx context.Context, env *Env) error {
 
 // Heal implements Fault.
 func (l *Loss) Heal(ctx context.Context, env *Env) error {
+	if l.Side == SideNode {
+		return healNodeTables(env, l.Resolved, l.Table)
+	}
 	return healTable(env, nftables.TableFamilyBridge, l.Table)
 }

@@ -86,6 +86,9 @@ func DelayerMain(ctx context.Context, args []string, stdout io.Writer) error {
 // the nodes' packets to it. The rules bypass the queue when no delayer
 // listens, so a dead delayer never cuts a link.
 func (s *SlowNet) injectQueue(ctx context.Context, env *Env) error {
+	if env.nodeSide() {
+		return fmt.Errorf("%w: packet delay in nodes' own namespaces needs netem, which this kernel lacks", ErrUnsupported)
+	}
 	s.Queue = queueNum(env.id)
 	cfg := DelayerConfig{NetNS: env.Cluster.SwitchNS, Queue: s.Queue, Delay: time.Duration(s.Delay),
 		Jitter: time.Duration(s.Jitter), Seed: env.rng().Int63()}

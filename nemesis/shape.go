@@ -104,8 +104,13 @@ func (s *SlowNet) Resolve(ctx context.Context, env *Env) error {
 	if len(ns) == 0 {
 		return fmt.Errorf("%w: slow-net needs nodes", ErrBadFault)
 	}
-	if _, err := env.switchNS(); err != nil {
-		return err
+	if env.nodeSide() && s.Direction != "out" {
+		return fmt.Errorf("%w: slow-net on nodes' own namespaces shapes only what they send: use direction out", ErrUnsupported)
+	}
+	if s.Direction != "out" {
+		if _, err := env.switchNS(); err != nil {
+			return err
+		}
 	}
 	s.Resolved, s.Table = ns, tableName(env.runID(), env.id)
 	return nil
@@ -115,9 +120,12 @@ func (s *SlowNet) Resolve(ctx context.Context, env *Env) error {
 type link struct{ ns, name string }
 
 func (s *SlowNet) links(env *Env) ([]link, error) {
-	sw, err := env.switchNS()
-	if err != nil {
-		return nil, err
+	var sw string
+	if s.Direction != "out" {
+		var err error
+		if sw, err = env.switchNS(); err != nil {
+			return nil, err
+		}
 	}
 	var out []link
 	for _, name := range s.Resolved {

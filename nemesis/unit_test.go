@@ -555,55 +555,32 @@ func TestStoreSharedByProcesses(t *testing.T) {
 	}
 }
 
-// TestNetworkFaultsNeedASwitch: on Docker the bridge is in the host's
-// namespace, which network faults must not touch.
-func TestNetworkFaultsNeedASwitch(t *testing.T) {
+// TestDockerFaultsAreNodeSide: on Docker the bridge is in the host's
+// namespace, which network faults must not touch: partitions and loss go
+// into the nodes' namespaces, and what needs the switch is refused.
+func TestDockerFaultsAreNodeSide(t *testing.T) {
 	c := fakeCluster()
 	c.Backend = "docker"
 	env := &Env{Cluster: c, Resolver: fixedView(view)}
-	for _, f := range []Fault{
-		&Partition{Topology: TopoIsolate, Targets: []string{"b1"}},
-		&Loss{Nodes: []string{"b1"}, Percent: 5},
-		&SlowNet{Nodes: []string{"b1"}, Rate: "1mbit"},
-	} {
-		if err := f.Resolve(context.Background(), env); !errors.Is(err, ErrUnsupported) {
-			t.Errorf("%s on docker: err = %v, want ErrUnsupported", f.Kind(), err)
+	p := &Partition{Topology: TopoIsolate, Targets: []string{"b1"}}
+	l := &Loss{Nodes: []string{"b1"}, Percent: 5}
+	for _, f := range []Fault{p, l} {
+		if err := f.Resolve(context.Background(), env); err != nil {
+			t.Fatalf("%s on docker: %v", f.Kind(), err)
 		}
 	}
-}
-
-func TestParseSchedule(t *testing.T) {
-	tests := []struct {
-		name, in, want string
-		err            error
-	}{
-		{"once", `{"type":"once","at":"5s","hold":"3s","fault":{"kind":"kill","nodes":["b1"]}}`,
-			"5s start 1 {\"kind\":\"kill\",\"nodes\":[\"b1\"]}\n8s stop 1\n", nil},
-		{"fixed sorted", `{"type":"fixed","events":[{"at":"9s","action":"heal-all"},{"at":"1s","action":"start","key":2,"fault":{"kind":"pause","nodes":["b2"]}}]}`,
-			"1s start 2 {\"kind\":\"pause\",\"nodes\":[\"b2\"]}\n9s heal-all 0\n", nil},
-		{"every", `{"type":"every","seed":1,"interval":"10s","hold":"5s","duration":"20s","mix":[{"weight":1,"fault":{"kind":"kill","nodes":["b1"]}}]}`,
-			"10s start 1 {\"kind\":\"kill\",\"nodes\":[\"b1\"]}\n15s stop 1\n20s heal-all 0\n", nil},
-		{"unknown type", `{"type":"sometimes"}`, "", ErrBadFault},
-		{"start without fault", `{"type":"fixed","events":[{"at":"1s","action":"start"}]}`, "", ErrBadFault},
-		{"bad action", `{"type":"fixed","events":[{"at":"1s","action":"explode"}]}`, "", ErrBadFault},
-		{"bad fault", `{"type":"once","fault":{"kind":"meteor"}}`, "", ErrBadFault},
-		{"bad duration", `{"type":"once","at":"soon","fault":{"kind":"kill","nodes":["b1"]}}`, "", ErrBadFault},
+	if p.Side != SideNode || l.Side != SideNode {
+		t.Fatalf("sides %q, %q; want node", p.Side, l.Side)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ev, err := ParseSchedule([]byte(tt.in))
-			if tt.err != nil {
-				if !errors.Is(err, tt.err) {
-					t.Fatalf("err = %v, want %v", err, tt.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := formatEvents(t, ev); got != tt.want {
-				t.Fatalf("got\n%s\nwant\n%s", got, tt.want)
-			}
-		})
+	if err := (&SlowNet{Nodes: []string{"b1"}, Rate: "1mbit"}).Resolve(context.Background(), env); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("slow-net into a docker node: err = %v, want ErrUnsupported", err)
+	}
+	if err := (&SlowNet{Nodes: []string{"b1"}, Rate: "1mbit", Direction: "out"}).Resolve(context.Background(), env); err != nil {
+		t.Fatalf("slow-net out of a docker node: %v", err)
+	}
+	env.Cluster.Backend = "netns"
+	q := &Partition{Topology: TopoIsolate, Targets: []string{"b1"}}
+	if err := q.Resolve(context.Background(), env); err != nil || q.Side != SideSwitch {
+		t.Fatalf("netns partition: side %q, %v", q.Side, err)
 	}
 }
