@@ -72,7 +72,7 @@ func RunDelayer(ctx context.Context, cfg DelayerConfig) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		d.release(ctx)
+		d.release()
 	}()
 	stop := context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
@@ -211,7 +211,7 @@ func (d *delayer) close() {
 
 // release accepts each held packet when it is due; once closed, it
 // accepts whatever is left and returns.
-func (d *delayer) release(ctx context.Context) {
+func (d *delayer) release() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {

@@ -149,15 +149,13 @@ func randomDrop(match []expr.Any, pct float64) []expr.Any {
 	th := uint32(pct / 100 * lossScale)
 	data := make([]byte, 4)
 	binary.BigEndian.PutUint32(data, th)
-	return append(slices2(match),
+	return append(append([]expr.Any(nil), match...),
 		&expr.Numgen{Register: 1, Modulus: lossScale, Type: unix.NFT_NG_RANDOM},
 		&expr.Byteorder{SourceRegister: 1, DestRegister: 1, Op: expr.ByteorderHton, Len: 4, Size: 4},
 		&expr.Cmp{Op: expr.CmpOpLt, Register: 1, Data: data},
 		&expr.Verdict{Kind: expr.VerdictDrop},
 	)
 }
-
-func slices2(a []expr.Any) []expr.Any { return append([]expr.Any(nil), a...) }
 
 // matchAddr matches IPv4 packets whose source (src) or destination address
 // is addr.

@@ -179,15 +179,6 @@ func brokerName(c *compose.Cluster, id int32) (string, bool) {
 	return "", false
 }
 
-// brokerID returns the broker id of the node called name.
-func brokerID(c *compose.Cluster, name string) (int32, bool) {
-	n := c.Node(name)
-	if n == nil || n.Role != compose.RoleBroker {
-		return 0, false
-	}
-	return int32(n.ID), true
-}
-
 func resolve(c *compose.Cluster, v View, intn func(int) int, x string) ([]string, error) {
 	switch x {
 	case TargetBrokers:
