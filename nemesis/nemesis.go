@@ -6,14 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/isrlab/isrlab/history"
 )
 
 // Nemesis injects and heals faults in one cluster, keeps the active set in
-// its Store and records every step in its Recorder.
+// its Store and records every step in its Recorder. It is safe for
+// concurrent use: faults are applied one at a time, like Jepsen's nemesis
+// process.
 type Nemesis struct {
+	mu sync.Mutex
+
 	Env *Env
 	// Store keeps the active faults; nil keeps them in memory.
 	Store *Store
@@ -65,6 +70,8 @@ func specJSON(f Fault) []byte {
 // resolved targets). A fault whose injection failed is healed at once; if
 // that heal fails too it stays active so that a later HealAll retries it.
 func (n *Nemesis) Inject(ctx context.Context, f Fault) (Active, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	env := n.Env
 	id, err := n.store().reserve()
 	if err != nil {
@@ -109,6 +116,8 @@ func (n *Nemesis) Inject(ctx context.Context, f Fault) (Active, error) {
 
 // Heal heals the active fault id and forgets it.
 func (n *Nemesis) Heal(ctx context.Context, id string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	a, err := n.store().Get(id)
 	if err != nil {
 		return err
@@ -145,6 +154,8 @@ func (n *Nemesis) heal(ctx context.Context, a Active, rec bool) error {
 // HealAll heals every active fault, newest first, recorded as one "heal"
 // op. It goes on past errors and returns them joined.
 func (n *Nemesis) HealAll(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	as, err := n.store().List()
 	if err != nil {
 		return err
@@ -169,4 +180,8 @@ func (n *Nemesis) HealAll(ctx context.Context) error {
 }
 
 // Active lists the active faults.
-func (n *Nemesis) Active() ([]Active, error) { return n.store().List() }
+func (n *Nemesis) Active() ([]Active, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.store().List()
+}
