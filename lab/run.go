@@ -362,13 +362,15 @@ func applyFault(ctx context.Context, c *compose.Cluster, adm *kadm.Client, ft Fa
 	fmt.Fprintf(out, "  +%5.1fs healed %s %s\n", time.Since(t0).Seconds(), ft.Kind, name)
 }
 
-// resolveTarget turns leader:TOPIC/P, controller or a node name into a node.
+// resolveTarget turns leader:TOPIC/P, follower:TOPIC/P, controller or a
+// node name into a node.
 func resolveTarget(ctx context.Context, adm *kadm.Client, c *compose.Cluster, target string) (string, error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	switch {
-	case strings.HasPrefix(target, "leader:"):
-		t, ps, _ := strings.Cut(strings.TrimPrefix(target, "leader:"), "/")
+	case strings.HasPrefix(target, "leader:"), strings.HasPrefix(target, "follower:"):
+		kind, rest, _ := strings.Cut(target, ":")
+		t, ps, _ := strings.Cut(rest, "/")
 		p, err := strconv.Atoi(ps)
 		if err != nil {
 			return "", fmt.Errorf("target %s: %w", target, err)
@@ -381,7 +383,16 @@ func resolveTarget(ctx context.Context, adm *kadm.Client, c *compose.Cluster, ta
 		if !ok || pd.Leader < 0 {
 			return "", fmt.Errorf("target %s: no leader", target)
 		}
-		return fmt.Sprintf("b%d", pd.Leader), nil
+		if kind == "leader" {
+			return fmt.Sprintf("b%d", pd.Leader), nil
+		}
+		// The first replica in assignment order that is not the leader.
+		for _, r := range pd.Replicas {
+			if r != pd.Leader {
+				return fmt.Sprintf("b%d", r), nil
+			}
+		}
+		return "", fmt.Errorf("target %s: the partition has no follower", target)
 	case target == "controller":
 		m, err := adm.BrokerMetadata(cctx)
 		if err != nil {

@@ -54,7 +54,7 @@ type Topic struct {
 // kill and stop, resume for pause).
 type Fault struct {
 	Kind      string        `yaml:"kind"`   // kill | stop | pause
-	Target    string        `yaml:"target"` // node (b2), leader:TOPIC/P or controller
+	Target    string        `yaml:"target"` // node (b2), leader:TOPIC/P, follower:TOPIC/P or controller
 	At        time.Duration `yaml:"at"`
 	HealAfter time.Duration `yaml:"heal.after"`
 }
@@ -140,8 +140,8 @@ func (s *Scenario) Validate() error {
 		if f.Target == "" {
 			return bad("fault %d: no target", i+1)
 		}
-		if strings.HasPrefix(f.Target, "leader:") && !strings.Contains(f.Target, "/") {
-			return bad("fault %d: target %q: use leader:TOPIC/PARTITION", i+1, f.Target)
+		if (strings.HasPrefix(f.Target, "leader:") || strings.HasPrefix(f.Target, "follower:")) && !strings.Contains(f.Target, "/") {
+			return bad("fault %d: target %q: use leader:TOPIC/PARTITION or follower:TOPIC/PARTITION", i+1, f.Target)
 		}
 		if f.At < 0 || f.At > s.Duration {
 			return bad("fault %d: at %v is outside the %v run", i+1, f.At, s.Duration)
