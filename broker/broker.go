@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -72,6 +73,8 @@ type Broker struct {
 
 	events stateEvents
 
+	clockSkew atomic.Int64 // ms added to the clock (clock faults)
+
 	ready     chan struct{}
 	addrs     []string // bound listener addresses, set before ready closes
 	metricsAt string
@@ -108,6 +111,10 @@ func New(cfg *config.Config, opts ...Option) (*Broker, error) {
 	for _, o := range opts {
 		o.apply(b)
 	}
+	// Everything reads time through b.now, which adds the skew a clock
+	// fault sets through /v1/clock.
+	base := b.now
+	b.now = func() time.Time { return base().Add(time.Duration(b.clockSkew.Load()) * time.Millisecond) }
 	b.log = b.log.With("node", "b"+strconv.Itoa(int(b.id)))
 	b.versions = apiVersions
 	b.handlers = b.handlerTable()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -355,5 +356,42 @@ func TestSegmentsIndexAndRetention(t *testing.T) {
 	}
 	if o, _ := so.Lookup("seg", 0); o.Offset != lg.LogStartOffset() {
 		t.Fatalf("ListOffsets earliest %d, log start %d", o.Offset, lg.LogStartOffset())
+	}
+}
+
+// TestClockSkew: POST /v1/clock moves the broker's clock, and what reads
+// it moves with it — here a time-based segment roll (log.roll.ms).
+func TestClockSkew(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "metrics.listen=127.0.0.1:0", "log.roll.ms=3600000")
+	cl := b.client(t)
+	createTopic(t, cl, "clk", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "clk", Value: []byte("a")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	post := func(body string) (int, string) {
+		resp, err := http.Post("http://"+b.MetricsAddr()+"/v1/clock", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	if code, out := post(`{"offset_ms": 7200000}`); code != 200 || !strings.Contains(out, `"offset_ms":7200000`) {
+		t.Fatalf("set skew: %d %s", code, out)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "clk", Value: []byte("b")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.partition("clk", 0).Log().NumSegments(); n != 2 {
+		t.Fatalf("%d segments after the clock jumped two hours with log.roll.ms of one hour, want 2", n)
+	}
+	if code, _ := post(`{"offset": 1}`); code != 400 {
+		t.Fatalf("malformed clock request: status %d, want 400", code)
+	}
+	if code, out := post(`{"offset_ms": 0}`); code != 200 || !strings.Contains(out, `"offset_ms":0`) {
+		t.Fatalf("heal skew: %d %s", code, out)
 	}
 }

@@ -98,6 +98,7 @@ func (b *Broker) sampleState() {
 // handleStateHTTP serves /v1/partitions (a snapshot) and /v1/events?since=N
 // (changes after sequence N).
 func (b *Broker) registerStateHTTP(mux *http.ServeMux) {
+	b.registerClockHTTP(mux)
 	mux.HandleFunc("/v1/partitions", func(w http.ResponseWriter, r *http.Request) {
 		var out []PartitionStatus
 		for _, p := range b.partitionList() {
@@ -122,6 +123,32 @@ func (b *Broker) registerStateHTTP(mux *http.ServeMux) {
 		}
 		b.events.mu.Unlock()
 		writeJSON(w, map[string]any{"broker": b.id, "events": out})
+	})
+}
+
+// registerClockHTTP serves /v1/clock: GET returns the skew added to the
+// broker's clock, POST {"offset_ms": N} sets it (the nemesis's clock fault;
+// 0 heals). Only the broker's own clock moves: segment rolls, retention,
+// replica lag and ISR decisions see the skewed time.
+func (b *Broker) registerClockHTTP(mux *http.ServeMux) {
+	mux.HandleFunc("/v1/clock", func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet:
+		case http.MethodPost, http.MethodPut:
+			var body struct {
+				OffsetMs *int64 `json:"offset_ms"`
+			}
+			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil || body.OffsetMs == nil {
+				http.Error(w, `expected {"offset_ms": N}`, http.StatusBadRequest)
+				return
+			}
+			b.clockSkew.Store(*body.OffsetMs)
+			b.log.Warn("clock skew set", "offset_ms", *body.OffsetMs)
+		default:
+			http.Error(w, "GET or POST", http.StatusMethodNotAllowed)
+			return
+		}
+		writeJSON(w, map[string]any{"broker": b.id, "offset_ms": b.clockSkew.Load(), "time_ms": b.now().UnixMilli()})
 	})
 }
 

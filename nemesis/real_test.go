@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,6 +177,21 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 	if ts, err := Tables(c.SwitchNS, c.RunID); err != nil || len(ts) > 0 {
 		t.Fatalf("tables left: %v, %v", ts, err)
 	}
+	// Clock skew: the leader's clock jumps an hour ahead, then back.
+	a, err = n.Inject(ctx, &ClockSkew{procNodes: procNodes{Nodes: []string{"leader:t/0"}}, OffsetMs: 3600000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	skewed := a.Fault.Fault.(*ClockSkew).Resolved[0]
+	if got := brokerClockSkew(t, c, skewed); got != 3600000 {
+		t.Fatalf("clock skew of %s is %d ms, want 3600000", skewed, got)
+	}
+	if err := n.Heal(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := brokerClockSkew(t, c, skewed); got != 0 {
+		t.Fatalf("clock skew of %s after heal is %d ms", skewed, got)
+	}
 	// The CLI, one process per command, against the same cluster: inject
 	// in one, list and heal in others.
 	cli := func(args ...string) string {
@@ -218,7 +234,8 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 	}
 	want := []string{"invoke start-kill", "ok start-kill", "invoke stop-kill", "ok stop-kill",
 		"invoke start-pause", "ok start-pause", "invoke stop-pause", "ok stop-pause",
-		"invoke start-partition", "ok start-partition", "invoke heal", "ok heal"}
+		"invoke start-partition", "ok start-partition", "invoke heal", "ok heal",
+		"invoke start-clock-skew", "ok start-clock-skew", "invoke stop-clock-skew", "ok stop-clock-skew"}
 	if !slices.Equal(fs, want) {
 		t.Fatalf("history: %v\nwant %v", fs, want)
 	}
@@ -241,4 +258,26 @@ func kafkaClient(t *testing.T, c *compose.Cluster) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// brokerClockSkew reads a broker's clock skew from its /v1/clock.
+func brokerClockSkew(t *testing.T, c *compose.Cluster, node string) int64 {
+	t.Helper()
+	n := c.Node(node)
+	dial := c.Dial()
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) { return dial(ctx, network, addr) },
+	}}
+	resp, err := hc.Get("http://" + net.JoinHostPort(n.Addr.String(), strconv.Itoa(compose.MetricsPort)) + "/v1/clock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		OffsetMs int64 `json:"offset_ms"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	return body.OffsetMs
 }

@@ -308,6 +308,7 @@ func TestSpecRoundTrip(t *testing.T) {
 		`{"kind":"slow-disk","nodes":["b2"],"latency":"20ms"}`,
 		`{"kind":"power-loss","nodes":["b1","b2"]}`,
 		`{"kind":"pause","nodes":["controller"]}`,
+		`{"kind":"clock-skew","nodes":["leader:t/0"],"offset_ms":-30000}`,
 	}
 	for _, in := range tests {
 		var s Spec
