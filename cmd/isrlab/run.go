@@ -68,6 +68,13 @@ restarted mid-run. Exit status: 0 valid, 1 invalid, 2 unknown.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// As a non-root user the netns backend runs everything inside a
+			// user+network+mount namespace: re-execute this command there.
+			if sc.Cluster.Backend == "" || sc.Cluster.Backend == "netns" {
+				if handled, err := reexecRootless(ctx); handled {
+					return err
+				}
+			}
 			res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: results, Out: cmd.OutOrStdout(),
 				Log: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))})
 			if err != nil {
