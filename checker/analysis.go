@@ -36,6 +36,7 @@ const (
 	flRead uint8 = 1 << iota
 	flDupReported
 	flAcked
+	flDrained // returned by a drain poll
 )
 
 type partState struct {
@@ -194,6 +195,9 @@ type analysis struct {
 
 	stats    Stats
 	drained  bool // an ok drain poll was seen
+	// drainedRange holds, per partition a drain read completely, the
+	// [start, end) it read (f "drained").
+	drainedRange map[int32][2]int64
 	cluster  clusterTracker
 	timeline timeline
 	avail    availTracker
@@ -374,6 +378,13 @@ func (a *analysis) add(op *history.Op, pos int64) {
 		if op.F == history.FDrain && op.Type == history.OK {
 			a.drained = true
 		}
+	case history.FDrained:
+		if op.Type == history.OK && op.Partition >= 0 && op.HasValue {
+			if a.drainedRange == nil {
+				a.drainedRange = map[int32][2]int64{}
+			}
+			a.drainedRange[op.Partition] = [2]int64{op.Value, op.Offset}
+		}
 	case history.FAssign, history.FSubscribe, history.FRebalance:
 		if op.Type != history.Fail {
 			ps.lastPoll.reset()
@@ -451,11 +462,15 @@ func (a *analysis) poll(op *history.Op, pos int64, inv *pending, ps *procState) 
 	if inv != nil {
 		call, callPos = inv.time, inv.pos
 	}
+	drain := op.F == history.FDrain && op.Type == history.OK
 	for _, pr := range op.Reads {
 		part := pr.Partition
 		for _, r := range pr.Records {
 			a.stats.Records++
 			a.observe(r.Value, part, r.Offset, pos, op.Time, true)
+			if drain {
+				a.value(r.Value, true).fl |= flDrained
+			}
 		}
 		if a.lin != nil && len(pr.Records) > 0 {
 			a.lin.poll(op.Process, part, pr.Records, call, op.Time, callPos, pos)
@@ -578,8 +593,19 @@ func (a *analysis) finish() *Verdict {
 				Note: fmt.Sprintf("value %d was read although its send failed", v), positions: sorted(vs.inv, vs.done, vs.read)})
 		case read && vs.st != history.OK:
 			a.stats.InfoRead++
+		case read && vs.fl&flDrained == 0 && a.gone(vs):
+			// Read once, then gone: a complete drain of its partition did
+			// not return it (truncated by an unclean election, a diverged
+			// replica or a power loss).
+			a.flag(LostWrite, Example{Partition: vs.part, Value: i64p(v), Offset: i64p(vs.off),
+				Note: fmt.Sprintf("value %d, acknowledged and read at offset %d, is missing from the complete final drain of partition %d", v, vs.off, vs.part),
+				positions: sorted(vs.inv, vs.done, vs.read)})
 		case !read && vs.st == history.OK:
-			if vs.fl&flAcked != 0 && vs.part >= 0 && vs.off <= a.part(vs.part).maxRead {
+			if vs.fl&flAcked != 0 && a.gone(vs) {
+				a.flag(LostWrite, Example{Partition: vs.part, Value: i64p(v), Offset: i64p(vs.off),
+					Note: fmt.Sprintf("value %d acknowledged at offset %d is missing from the complete final drain of partition %d", v, vs.off, vs.part),
+					positions: sorted(vs.inv, vs.done)})
+			} else if vs.fl&flAcked != 0 && vs.part >= 0 && vs.off <= a.part(vs.part).maxRead {
 				a.flag(LostWrite, Example{Partition: vs.part, Value: i64p(v), Offset: i64p(vs.off),
 					Note: fmt.Sprintf("value %d acknowledged at offset %d was never read, though offset %d of partition %d was",
 						v, vs.off, a.part(vs.part).maxRead, vs.part),
@@ -659,4 +685,14 @@ func (v *Verdict) summary() string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// gone reports whether an acknowledged value is missing from a complete
+// drain of its partition that started at or below its offset.
+func (a *analysis) gone(vs *valueState) bool {
+	if vs.part < 0 || vs.off < 0 {
+		return false
+	}
+	r, ok := a.drainedRange[vs.part]
+	return ok && vs.off >= r[0]
 }

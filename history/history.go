@@ -102,6 +102,11 @@ const (
 	FRebalance = "rebalance"
 	FCrash     = "crash"
 	FDrain     = "drain"
+	// FDrained closes a complete drain of one partition: Offset is the end
+	// offset the drain read up to, Value the partition's start offset.
+	// A value acknowledged at or after the start that the drain did not
+	// return is gone from the final log.
+	FDrained = "drained"
 	FCommit    = "commit"
 	FState     = "state"
 	FHeal      = "heal"
