@@ -193,16 +193,16 @@ type analysis struct {
 	examples  map[string][]Example
 	reported  map[[2]int64]struct{} // inconsistent offsets already counted
 
-	stats    Stats
-	drained  bool // an ok drain poll was seen
+	stats   Stats
+	drained bool // an ok drain poll was seen
 	// drainedRange holds, per partition a drain read completely, the
 	// [start, end) it read (f "drained").
 	drainedRange map[int32][2]int64
-	cluster  clusterTracker
-	timeline timeline
-	avail    availTracker
-	lat      map[string]*histogram
-	lin      *linCollector
+	cluster      clusterTracker
+	timeline     timeline
+	avail        availTracker
+	lat          map[string]*histogram
+	lin          *linCollector
 }
 
 func newAnalysis(opt Options) *analysis {
@@ -598,12 +598,12 @@ func (a *analysis) finish() *Verdict {
 			// not return it (truncated by an unclean election, a diverged
 			// replica or a power loss).
 			a.flag(LostWrite, Example{Partition: vs.part, Value: i64p(v), Offset: i64p(vs.off),
-				Note: fmt.Sprintf("value %d, acknowledged and read at offset %d, is missing from the complete final drain of partition %d", v, vs.off, vs.part),
+				Note:      fmt.Sprintf("value %d, acknowledged and read at offset %d, is missing from the complete final drain of partition %d", v, vs.off, vs.part),
 				positions: sorted(vs.inv, vs.done, vs.read)})
 		case !read && vs.st == history.OK:
 			if vs.fl&flAcked != 0 && a.gone(vs) {
 				a.flag(LostWrite, Example{Partition: vs.part, Value: i64p(v), Offset: i64p(vs.off),
-					Note: fmt.Sprintf("value %d acknowledged at offset %d is missing from the complete final drain of partition %d", v, vs.off, vs.part),
+					Note:      fmt.Sprintf("value %d acknowledged at offset %d is missing from the complete final drain of partition %d", v, vs.off, vs.part),
 					positions: sorted(vs.inv, vs.done)})
 			} else if vs.fl&flAcked != 0 && vs.part >= 0 && vs.off <= a.part(vs.part).maxRead {
 				a.flag(LostWrite, Example{Partition: vs.part, Value: i64p(v), Offset: i64p(vs.off),

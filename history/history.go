@@ -107,9 +107,9 @@ const (
 	// A value acknowledged at or after the start that the drain did not
 	// return is gone from the final log.
 	FDrained = "drained"
-	FCommit    = "commit"
-	FState     = "state"
-	FHeal      = "heal"
+	FCommit  = "commit"
+	FState   = "state"
+	FHeal    = "heal"
 )
 
 // Record is one record returned by a poll.
