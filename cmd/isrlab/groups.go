@@ -44,18 +44,13 @@ protocol type and coordinator broker (kafka-consumer-groups.sh --list --state).`
   isrlab groups list --bootstrap-server 127.0.0.1:9092 --state Stable --state Empty --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			adm, cl, err := af.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), af.timeout)
-			defer cancel()
-			listed, err := adm.ListGroups(ctx, states...)
-			if err != nil {
-				return fmt.Errorf("list groups: %w", err)
-			}
-			return printGroupList(cmd.OutOrStdout(), listed, asJSON)
+			return af.do(cmd.Context(), func(ctx context.Context, adm *kadm.Client) error {
+				listed, err := adm.ListGroups(ctx, states...)
+				if err != nil {
+					return fmt.Errorf("list groups: %w", err)
+				}
+				return printGroupList(cmd.OutOrStdout(), listed, asJSON)
+			})
 		},
 	}
 	list.Flags().StringArrayVar(&states, "state", nil, "only groups in this state (Empty, Stable, PreparingRebalance, CompletingRebalance); repeatable")
@@ -72,30 +67,25 @@ with its assigned partitions. Without --group, every group is described.`,
   isrlab groups describe --bootstrap-server 127.0.0.1:9092 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			adm, cl, err := af.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), af.timeout)
-			defer cancel()
-			names := groups
-			if len(names) == 0 {
-				listed, err := adm.ListGroups(ctx)
-				if err != nil {
-					return fmt.Errorf("list groups: %w", err)
+			return af.do(cmd.Context(), func(ctx context.Context, adm *kadm.Client) error {
+				names := groups
+				if len(names) == 0 {
+					listed, err := adm.ListGroups(ctx)
+					if err != nil {
+						return fmt.Errorf("list groups: %w", err)
+					}
+					names = listed.Groups()
 				}
-				names = listed.Groups()
-			}
-			if len(names) == 0 {
-				fmt.Fprintln(cmd.OutOrStdout(), "No consumer groups.")
-				return nil
-			}
-			lags, err := adm.Lag(ctx, names...)
-			if err != nil {
-				return fmt.Errorf("describe groups: %w", err)
-			}
-			return printGroupLags(cmd.OutOrStdout(), names, lags, asJSON)
+				if len(names) == 0 {
+					fmt.Fprintln(cmd.OutOrStdout(), "No consumer groups.")
+					return nil
+				}
+				lags, err := adm.Lag(ctx, names...)
+				if err != nil {
+					return fmt.Errorf("describe groups: %w", err)
+				}
+				return printGroupLags(cmd.OutOrStdout(), names, lags, asJSON)
+			})
 		},
 	}
 	describe.Flags().StringArrayVar(&groups, "group", nil, "group to describe (default: all); repeatable")
@@ -112,33 +102,28 @@ A group with members is refused (NON_EMPTY_GROUP) and the command fails.`,
 			if len(groups) == 0 {
 				return usageError("--group is required")
 			}
-			adm, cl, err := af.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), af.timeout)
-			defer cancel()
-			resps, err := adm.DeleteGroups(ctx, groups...)
-			if err != nil {
-				return fmt.Errorf("delete groups: %w", err)
-			}
-			var failed []string
-			for _, g := range groups {
-				r, ok := resps[g]
-				switch {
-				case !ok:
-					failed = append(failed, g+": no answer")
-				case r.Err != nil:
-					failed = append(failed, fmt.Sprintf("%s: %v", g, r.Err))
-				default:
-					fmt.Fprintf(cmd.OutOrStdout(), "Deleted consumer group '%s'.\n", g)
+			return af.do(cmd.Context(), func(ctx context.Context, adm *kadm.Client) error {
+				resps, err := adm.DeleteGroups(ctx, groups...)
+				if err != nil {
+					return fmt.Errorf("delete groups: %w", err)
 				}
-			}
-			if len(failed) > 0 {
-				return fmt.Errorf("delete groups: %s", strings.Join(failed, "; "))
-			}
-			return nil
+				var failed []string
+				for _, g := range groups {
+					r, ok := resps[g]
+					switch {
+					case !ok:
+						failed = append(failed, g+": no answer")
+					case r.Err != nil:
+						failed = append(failed, fmt.Sprintf("%s: %v", g, r.Err))
+					default:
+						fmt.Fprintf(cmd.OutOrStdout(), "Deleted consumer group '%s'.\n", g)
+					}
+				}
+				if len(failed) > 0 {
+					return fmt.Errorf("delete groups: %s", strings.Join(failed, "; "))
+				}
+				return nil
+			})
 		},
 	}
 	del.Flags().StringArrayVar(&groups, "group", nil, "group to delete; repeatable")

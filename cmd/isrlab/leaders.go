@@ -75,21 +75,16 @@ results are not failures.`,
 				set = kadm.TopicsSet{}
 				set.Add(topic, partition)
 			}
-			adm, cl, err := af.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), af.timeout)
-			defer cancel()
-			res, err := adm.ElectLeaders(ctx, how, set)
-			if err != nil {
-				return fmt.Errorf("elect leaders: %w", err)
-			}
-			if failed := printElections(cmd.OutOrStdout(), how, res); failed > 0 {
-				return fmt.Errorf("leader election failed for %d partition(s)", failed)
-			}
-			return nil
+			return af.do(cmd.Context(), func(ctx context.Context, adm *kadm.Client) error {
+				res, err := adm.ElectLeaders(ctx, how, set)
+				if err != nil {
+					return fmt.Errorf("elect leaders: %w", err)
+				}
+				if failed := printElections(cmd.OutOrStdout(), how, res); failed > 0 {
+					return fmt.Errorf("leader election failed for %d partition(s)", failed)
+				}
+				return nil
+			})
 		},
 	}
 	elect.Flags().StringVar(&electionType, "election-type", "", "preferred or unclean")

@@ -39,6 +39,19 @@ func (f *adminFlags) client() (*kadm.Client, *kgo.Client, error) {
 	return kadm.NewClient(cl), cl, nil
 }
 
+// do connects to the cluster, runs fn with a context bounded by --timeout,
+// and closes the connection.
+func (f *adminFlags) do(ctx context.Context, fn func(ctx context.Context, adm *kadm.Client) error) error {
+	adm, cl, err := f.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	return fn(ctx, adm)
+}
+
 func parseConfigs(list []string) (map[string]*string, error) {
 	out := map[string]*string{}
 	for _, kv := range list {
@@ -83,26 +96,21 @@ kafka-topics.sh and kafka-configs.sh.`,
 			if err != nil {
 				return err
 			}
-			adm, cl, err := af.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), af.timeout)
-			defer cancel()
-			resp, err := adm.CreateTopic(ctx, partitions, rf, cfgs, topic)
-			if err == nil {
-				err = resp.Err
-			}
-			if err != nil {
-				msg := ""
-				if resp.ErrMessage != "" {
-					msg = ": " + resp.ErrMessage
+			return af.do(cmd.Context(), func(ctx context.Context, adm *kadm.Client) error {
+				resp, err := adm.CreateTopic(ctx, partitions, rf, cfgs, topic)
+				if err == nil {
+					err = resp.Err
 				}
-				return fmt.Errorf("create topic %s: %w%s", topic, err, msg)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Created topic %s.\n", topic)
-			return nil
+				if err != nil {
+					msg := ""
+					if resp.ErrMessage != "" {
+						msg = ": " + resp.ErrMessage
+					}
+					return fmt.Errorf("create topic %s: %w%s", topic, err, msg)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Created topic %s.\n", topic)
+				return nil
+			})
 		},
 	}
 	create.Flags().StringVar(&topic, "topic", "", "topic name")
@@ -115,31 +123,26 @@ kafka-topics.sh and kafka-configs.sh.`,
 		Short: "Describe topics: leader, replicas and ISR per partition",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			adm, cl, err := af.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), af.timeout)
-			defer cancel()
-			var names []string
-			if topic != "" {
-				names = []string{topic}
-			}
-			tds, err := adm.ListTopics(ctx, names...)
-			if err != nil {
-				return fmt.Errorf("describe topics: %w", err)
-			}
-			if topic != "" {
-				if td, ok := tds[topic]; !ok || td.Err != nil {
-					e := errors.New("unknown topic")
-					if ok {
-						e = td.Err
-					}
-					return fmt.Errorf("topic %s: %w", topic, e)
+			return af.do(cmd.Context(), func(ctx context.Context, adm *kadm.Client) error {
+				var names []string
+				if topic != "" {
+					names = []string{topic}
 				}
-			}
-			return printTopics(cmd.OutOrStdout(), tds, asJSON)
+				tds, err := adm.ListTopics(ctx, names...)
+				if err != nil {
+					return fmt.Errorf("describe topics: %w", err)
+				}
+				if topic != "" {
+					if td, ok := tds[topic]; !ok || td.Err != nil {
+						e := errors.New("unknown topic")
+						if ok {
+							e = td.Err
+						}
+						return fmt.Errorf("topic %s: %w", topic, e)
+					}
+				}
+				return printTopics(cmd.OutOrStdout(), tds, asJSON)
+			})
 		},
 	}
 	describe.Flags().StringVar(&topic, "topic", "", "topic to describe (default: all)")
@@ -153,22 +156,17 @@ kafka-topics.sh and kafka-configs.sh.`,
 			if topic == "" {
 				return usageError("--topic is required")
 			}
-			adm, cl, err := af.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), af.timeout)
-			defer cancel()
-			resp, err := adm.DeleteTopic(ctx, topic)
-			if err == nil {
-				err = resp.Err
-			}
-			if err != nil {
-				return fmt.Errorf("delete topic %s: %w", topic, err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Deleted topic %s.\n", topic)
-			return nil
+			return af.do(cmd.Context(), func(ctx context.Context, adm *kadm.Client) error {
+				resp, err := adm.DeleteTopic(ctx, topic)
+				if err == nil {
+					err = resp.Err
+				}
+				if err != nil {
+					return fmt.Errorf("delete topic %s: %w", topic, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Deleted topic %s.\n", topic)
+				return nil
+			})
 		},
 	}
 	del.Flags().StringVar(&topic, "topic", "", "topic name")
@@ -185,32 +183,27 @@ kafka-topics.sh and kafka-configs.sh.`,
 			if err != nil {
 				return err
 			}
-			adm, cl, err := af.client()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), af.timeout)
-			defer cancel()
-			var alters []kadm.AlterConfig
-			for k, v := range cfgs {
-				if *v == "" {
-					alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
-				} else {
-					alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: v})
+			return af.do(cmd.Context(), func(ctx context.Context, adm *kadm.Client) error {
+				var alters []kadm.AlterConfig
+				for k, v := range cfgs {
+					if *v == "" {
+						alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
+					} else {
+						alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: v})
+					}
 				}
-			}
-			resps, err := adm.AlterTopicConfigs(ctx, alters, topic)
-			if err != nil {
-				return fmt.Errorf("alter configs of %s: %w", topic, err)
-			}
-			for _, r := range resps {
-				if r.Err != nil {
-					return fmt.Errorf("alter configs of %s: %w %s", topic, r.Err, r.ErrMessage)
+				resps, err := adm.AlterTopicConfigs(ctx, alters, topic)
+				if err != nil {
+					return fmt.Errorf("alter configs of %s: %w", topic, err)
 				}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Updated config of topic %s.\n", topic)
-			return nil
+				for _, r := range resps {
+					if r.Err != nil {
+						return fmt.Errorf("alter configs of %s: %w %s", topic, r.Err, r.ErrMessage)
+					}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Updated config of topic %s.\n", topic)
+				return nil
+			})
 		},
 	}
 	alter.Flags().StringVar(&topic, "topic", "", "topic name")
