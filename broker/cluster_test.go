@@ -26,6 +26,7 @@ import (
 	"github.com/isrlab/isrlab/broker/coord"
 	"github.com/isrlab/isrlab/broker/coord/coordtest"
 	"github.com/isrlab/isrlab/broker/wire"
+	"github.com/isrlab/isrlab/internal/proctest"
 )
 
 // testCluster is a coordinator and n in-process brokers on loopback.
@@ -125,15 +126,7 @@ func (tc *testCluster) client(opts ...kgo.Opt) *kgo.Client {
 
 func waitFor(t testing.TB, within time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %v: %v", what, within, err)
+	proctest.Eventually(t, within, what, cond)
 }
 
 func (tc *testCluster) waitBrokers(n int) {
