@@ -322,17 +322,14 @@ func TestSegmentsIndexAndRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStart := func(cond func(int64) bool, what string) int64 {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			s := lg.LogStartOffset()
-			if cond(s) {
-				return s
+		t.Helper()
+		waitFor(t, 10*time.Second, what, func() error {
+			if s := lg.LogStartOffset(); !cond(s) {
+				return fmt.Errorf("log start offset %d", s)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: log start offset %d", what, s)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
+		return lg.LogStartOffset()
 	}
 	start := waitStart(func(s int64) bool { return s > 100 }, "time retention")
 	if start > 200 {
