@@ -71,28 +71,29 @@ func (b *Broker) handleProduce(ctx context.Context, rq *request) {
 	// The delayed produce: complete when every partition's HW covers the
 	// append, the leadership changes, or the request times out.
 	deadline := time.Now().Add(time.Duration(req.TimeoutMillis) * time.Millisecond)
-	check := func() bool {
-		done := true
+	// check records every partition that completed and returns the first
+	// one still pending (nil when all are done).
+	check := func() waitable {
+		var first waitable
 		for i := range waits {
 			w := &waits[i]
 			if w.part == nil {
 				continue
 			}
 			complete, err := w.part.AcksAllStatus(w.nextOffset)
-			if err != nil {
+			switch {
+			case err != nil:
 				w.rp.ErrorCode = errCode(err)
 				w.part = nil
-				continue
-			}
-			if complete {
+			case complete:
 				w.part = nil
-				continue
+			case first == nil:
+				first = w.part
 			}
-			done = false
 		}
-		return done
+		return first
 	}
-	if check() {
+	if check() == nil {
 		rq.respond(resp)
 		return
 	}
@@ -100,28 +101,16 @@ func (b *Broker) handleProduce(ctx context.Context, rq *request) {
 		timer := time.NewTimer(time.Until(deadline))
 		defer timer.Stop()
 		for {
-			// Take the change channel of a partition still pending, then
-			// re-check: a change between the two is not missed, and if
-			// that partition completed meanwhile, pick another.
-			var ch <-chan struct{}
-			var watched waitable
-			for _, w := range waits {
-				if w.part != nil {
-					watched, ch = w.part, w.part.Changed()
-					break
-				}
-			}
-			if check() {
+			// Take the change channel of a pending partition, then re-check:
+			// a change between the two is not missed, and if that partition
+			// completed meanwhile, the loop picks the next one.
+			watched := check()
+			if watched == nil {
 				rq.respond(resp)
 				return
 			}
-			stillPending := false
-			for _, w := range waits {
-				if w.part != nil && w.part == watched {
-					stillPending = true
-				}
-			}
-			if !stillPending {
+			ch := watched.Changed()
+			if check() != watched {
 				continue
 			}
 			select {
