@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"math/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +27,7 @@ import (
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/backends"
 	"github.com/isrlab/isrlab/history"
+	"github.com/isrlab/isrlab/nemesis"
 	"github.com/isrlab/isrlab/workloads"
 )
 
@@ -31,23 +35,162 @@ import (
 type Options struct {
 	ResultsDir string // default "results"
 	Binary     string // the isrlab binary the nodes run; default this one
-	Out        io.Writer
-	Log        *slog.Logger
+	// Out receives the run's report: the header, fault events, progress
+	// and the verdict. A write error (a closed pipe) stops the run as a
+	// signal would.
+	Out io.Writer
+	// Live redraws one progress line in place (a terminal); otherwise a
+	// progress line is printed every ProgressEvery.
+	Live          bool
+	ProgressEvery time.Duration // default 10 s; negative: none
+	Log           *slog.Logger
+	// RunID names the run and its cluster; default a fresh one.
+	RunID string
 }
 
 // Result is what a run produced.
 type Result struct {
-	Dir     string
-	Verdict *checker.Verdict
+	Dir       string
+	RunID     string
+	Scenario  Scenario
+	Verdict   *checker.Verdict
+	Judgement Judgement
+	// Incomplete marks a run cut short (a signal, a closed stdout): the
+	// verdict is of what was recorded until then.
+	Incomplete bool
 }
 
-// Run runs sc once and checks its history. The run directory holds the
-// resolved scenario (with its seed), history.jsonl, verdict.json and the
-// nodes' logs; results/latest points at it.
-func Run(ctx context.Context, sc Scenario, o Options) (Result, error) {
+// Summary is the run's outcome.json: what a matrix or a CI job reads.
+type Summary struct {
+	Scenario   string           `json:"scenario"`
+	RunID      string           `json:"run_id"`
+	Seed       int64            `json:"seed"`
+	Started    string           `json:"started"`
+	Seconds    float64          `json:"seconds"`
+	Incomplete bool             `json:"incomplete,omitempty"`
+	Valid      checker.Validity `json:"valid"`
+	Anomalies  map[string]int64 `json:"anomalies"`
+	Judgement
+}
+
+// ErrInternal marks a failure of the lab itself (a result file that could
+// not be written, a cluster that did not come up): exit status 255.
+var ErrInternal = errors.New("internal error")
+
+// Run runs sc once: cluster up, workload and faults, drain, check, judge.
+// The run directory holds the resolved scenario (with its seed),
+// history.jsonl, verdict.json, outcome.json and the nodes' logs and data;
+// results/latest points at it. Whatever way the run ends — its duration, a
+// cancelled ctx, an error, a panic — every fault is healed, the cluster is
+// torn down and what was recorded is checked.
+func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	if err := sc.Validate(); err != nil {
 		return Result{}, err
 	}
+	o = o.withDefaults()
+	if o.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return Result{}, fmt.Errorf("%w: %v", ErrInternal, err)
+		}
+		o.Binary = exe
+	}
+	if sc.Seed == 0 {
+		sc.Seed = time.Now().UnixNano()%1_000_000_000 + 1
+	}
+	sc.Workload.Seed = sc.Seed
+	runID := o.RunID
+	if runID == "" {
+		runID = compose.NewRunID()
+	}
+	start := time.Now()
+	dir, err := filepath.Abs(filepath.Join(o.ResultsDir, filepath.FromSlash(sc.Name), start.UTC().Format("20060102T150405Z")+"-"+runID))
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %v", ErrInternal, err)
+	}
+	res = Result{Dir: dir, RunID: runID, Scenario: sc}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return res, fmt.Errorf("%w: %v", ErrInternal, err)
+	}
+	if err := writeYAML(filepath.Join(dir, "scenario.yaml"), sc); err != nil {
+		return res, err
+	}
+	linkLatest(o.ResultsDir, dir)
+
+	// A closed stdout stops the run like a signal: the user is gone.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	out := &stopWriter{w: o.Out, stop: func(err error) { cancel(fmt.Errorf("output closed: %w", err)) }}
+
+	var kv []compose.KV
+	for _, k := range slices.Sorted(maps.Keys(sc.Cluster.Config)) {
+		kv = append(kv, compose.KV{Key: k, Value: sc.Cluster.Config[k]})
+	}
+	topo, err := compose.Build(compose.Options{
+		Name: "lab-" + runID, RunID: runID, Coordinators: sc.Cluster.Coordinators, Brokers: sc.Cluster.Brokers,
+		Clients: 1, BrokerConfig: kv, Binary: o.Binary, RunDir: filepath.Join(dir, "nodes"),
+		// MERGE: FaultFS: sc.diskBrokers(),
+	})
+	if err != nil {
+		return res, fmt.Errorf("%w: %v", ErrInternal, err)
+	}
+	backend, err := backends.New(sc.Cluster.Backend, backends.Options{KeepData: true, Log: o.Log})
+	if err != nil {
+		return res, fmt.Errorf("%w: %v", ErrInternal, err)
+	}
+	histPath := filepath.Join(dir, "history.jsonl")
+	fmt.Fprintf(out, "isrlab run %s (seed %d, run %s): %d coordinators, %d brokers, %s backend\n  results: %s\n",
+		sc.Name, sc.Seed, runID, sc.Cluster.Coordinators, sc.Cluster.Brokers, orDefault(sc.Cluster.Backend, "netns"), dir)
+	if sc.Description != "" {
+		fmt.Fprintf(out, "  %s\n  expect: %s\n", sc.Description, sc.Expect)
+	}
+	var recorded bool
+	runErr := compose.Run(ctx, backend, topo, func(ctx context.Context, c *compose.Cluster) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("%w: panic: %v\n%s", ErrInternal, p, debug.Stack())
+			}
+		}()
+		fmt.Fprintf(out, "  cluster up in %.1fs; bootstrap %s\n", time.Since(start).Seconds(), strings.Join(c.Bootstrap(), ","))
+		d := &driver{sc: sc, c: c, o: o, out: out, histPath: histPath}
+		err = d.run(ctx)
+		recorded = d.started
+		return err
+	})
+	// The coordinators' etcd data (preallocated WAL) is of no use after
+	// the run; their logs stay.
+	for _, n := range topo.Role(compose.RoleCoordinator) {
+		os.RemoveAll(filepath.Join(n.DataDir, "member"))
+	}
+	res.Incomplete = ctx.Err() != nil
+	if runErr != nil && (!res.Incomplete || !errors.Is(runErr, context.Canceled)) {
+		runErr = fmt.Errorf("%w: %v", ErrInternal, runErr)
+	} else {
+		runErr = nil
+	}
+	if !recorded {
+		if runErr == nil && res.Incomplete {
+			runErr = fmt.Errorf("%w: stopped before the workload started: %v", ErrInternal, context.Cause(ctx))
+		}
+		return res, runErr
+	}
+	if res.Incomplete {
+		fmt.Fprintf(out, "  stopped early (%v): checking what was recorded\n", context.Cause(ctx))
+	}
+	v, err := checker.Check(func() (io.ReadCloser, error) { return os.Open(histPath) }, histPath, checker.Options{})
+	if err != nil {
+		return res, errors.Join(runErr, fmt.Errorf("%w: check %s: %v", ErrInternal, histPath, err))
+	}
+	res.Verdict = v
+	res.Judgement = sc.Expect.Judge(v, res.Incomplete)
+	sum := Summary{Scenario: sc.Name, RunID: runID, Seed: sc.Seed, Started: start.UTC().Format(time.RFC3339),
+		Seconds: time.Since(start).Seconds(), Incomplete: res.Incomplete, Valid: v.Valid, Anomalies: v.Anomalies, Judgement: res.Judgement}
+	werr := errors.Join(writeJSON(filepath.Join(dir, "verdict.json"), v), writeJSON(filepath.Join(dir, "outcome.json"), sum))
+	printVerdict(out, v, res.Judgement)
+	return res, errors.Join(runErr, werr)
+}
+
+func (o Options) withDefaults() Options {
 	if o.ResultsDir == "" {
 		o.ResultsDir = "results"
 	}
@@ -57,76 +200,41 @@ func Run(ctx context.Context, sc Scenario, o Options) (Result, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	if o.Binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return Result{}, err
-		}
-		o.Binary = exe
+	if o.ProgressEvery == 0 {
+		o.ProgressEvery = 10 * time.Second
 	}
-	if sc.Seed == 0 {
-		sc.Seed = time.Now().UnixNano()%1_000_000_000 + 1
-	}
-	sc.Workload.Seed = sc.Seed
-	start := time.Now()
-	dir, err := filepath.Abs(filepath.Join(o.ResultsDir, sc.Name, start.UTC().Format("20060102T150405Z")))
-	if err != nil {
-		return Result{}, err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return Result{}, err
-	}
-	res := Result{Dir: dir}
-	if data, err := yaml.Marshal(sc); err == nil {
-		os.WriteFile(filepath.Join(dir, "scenario.yaml"), data, 0o644)
-	}
-	linkLatest(o.ResultsDir, dir)
-
-	var kv []compose.KV
-	for k, v := range sc.Cluster.Config {
-		kv = append(kv, compose.KV{Key: k, Value: v})
-	}
-	slices.SortFunc(kv, func(a, b compose.KV) int { return strings.Compare(a.Key, b.Key) })
-	topo, err := compose.Build(compose.Options{
-		Name: "lab", RunID: fmt.Sprintf("%08x", uint32(sc.Seed)), Coordinators: sc.Cluster.Coordinators, Brokers: sc.Cluster.Brokers,
-		Clients: 1, BrokerConfig: kv, Binary: o.Binary, RunDir: filepath.Join(dir, "nodes"),
-	})
-	if err != nil {
-		return res, err
-	}
-	backend, err := backends.New(sc.Cluster.Backend, backends.Options{KeepData: true, Log: o.Log})
-	if err != nil {
-		return res, err
-	}
-	histPath := filepath.Join(dir, "history.jsonl")
-	fmt.Fprintf(o.Out, "isrlab run %s (seed %d): %d coordinators, %d brokers, %s backend\n  results: %s\n",
-		sc.Name, sc.Seed, sc.Cluster.Coordinators, sc.Cluster.Brokers, orDefault(sc.Cluster.Backend, "netns"), dir)
-	err = compose.Run(ctx, backend, topo, func(ctx context.Context, c *compose.Cluster) error {
-		fmt.Fprintf(o.Out, "  cluster up in %.1fs; bootstrap %s\n", time.Since(start).Seconds(), strings.Join(c.Bootstrap(), ","))
-		return drive(ctx, sc, c, histPath, o)
-	})
-	// The coordinators' etcd data (preallocated WAL) is of no use after
-	// the run; their logs stay.
-	for _, n := range topo.Role(compose.RoleCoordinator) {
-		os.RemoveAll(filepath.Join(n.DataDir, "member"))
-	}
-	if err != nil {
-		return res, err
-	}
-	v, err := checker.Check(func() (io.ReadCloser, error) { return os.Open(histPath) }, histPath, checker.Options{})
-	if err != nil {
-		return res, fmt.Errorf("check %s: %w", histPath, err)
-	}
-	res.Verdict = v
-	if data, err := json.MarshalIndent(v, "", "  "); err == nil {
-		os.WriteFile(filepath.Join(dir, "verdict.json"), append(data, '\n'), 0o644)
-	}
-	printVerdict(o.Out, v)
-	return res, nil
+	return o
 }
 
-// drive runs the workload, the faults and the state observer against c.
-func drive(ctx context.Context, sc Scenario, c *compose.Cluster, histPath string, o Options) error {
+// diskBrokers lists the brokers the scenario runs on faultfs.
+func (s *Scenario) diskBrokers() []string {
+	var out []string
+	for _, d := range s.Cluster.Disk {
+		if d == "faultfs" {
+			out = out[:0]
+			for i := 1; i <= s.Cluster.Brokers; i++ {
+				out = append(out, fmt.Sprintf("b%d", i))
+			}
+			return out
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// driver runs one scenario against a cluster that is up.
+type driver struct {
+	sc       Scenario
+	c        *compose.Cluster
+	o        Options
+	out      io.Writer
+	histPath string
+	// started is set once the history file exists and has its header.
+	started bool
+}
+
+func (d *driver) run(ctx context.Context) (err error) {
+	sc, c, o := d.sc, d.c, d.o
 	dial := kgo.Dialer(c.Dial())
 	seeds := c.Bootstrap()
 	adm, closeAdm, err := admin(seeds, dial)
@@ -137,75 +245,166 @@ func drive(ctx context.Context, sc Scenario, c *compose.Cluster, histPath string
 	if err := createTopic(ctx, adm, sc.Topic); err != nil {
 		return err
 	}
-	f, err := os.Create(histPath)
+	f, err := os.Create(d.histPath)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %v", ErrInternal, err)
 	}
 	defer f.Close()
 	w, err := history.NewWriter(f, history.Header{Run: c.RunID, Seed: sc.Seed, Topic: sc.Topic.Name, Partitions: int(sc.Topic.Partitions), Start: time.Now().UTC().Format(time.RFC3339)})
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %v", ErrInternal, err)
 	}
+	d.started = true
 	t0 := time.Now()
-	rec := history.NewRecorder(w, func() time.Duration { return time.Since(t0) })
-	defer rec.Flush()
+	prog := newProgress(w, sc.Duration, t0)
+	rec := history.NewRecorder(prog, func() time.Duration { return time.Since(t0) })
+	// The history is flushed and its write errors surface whatever way
+	// the run ends.
+	defer func() {
+		if ferr := rec.Flush(); ferr != nil {
+			err = errors.Join(err, fmt.Errorf("%w: write %s: %v", ErrInternal, d.histPath, ferr))
+		}
+		if cerr := f.Close(); cerr != nil && !errors.Is(cerr, os.ErrClosed) {
+			err = errors.Join(err, fmt.Errorf("%w: close %s: %v", ErrInternal, d.histPath, cerr))
+		}
+	}()
 
-	wl, err := workloads.NewLog(sc.Workload, rec, seeds, dial)
+	type runner interface {
+		Run(context.Context) error
+		Drain(context.Context) error
+	}
+	var wl runner
+	if sc.Workload.Type == "queue" {
+		wl, err = workloads.NewQueue(sc.Workload.Config, rec, seeds, dial)
+	} else {
+		wl, err = workloads.NewLog(sc.Workload.Config, rec, seeds, dial)
+	}
 	if err != nil {
 		return err
 	}
+	events, err := sc.ScheduleEvents()
+	if err != nil {
+		return err
+	}
+	nem := &nemesis.Nemesis{
+		Env: &nemesis.Env{Cluster: c, Resolver: &nemesis.LiveResolver{Cluster: c}, Disks: nil, // MERGE: c.Disks()
+			Rand: rand.New(rand.NewSource(sc.Seed)), Log: o.Log,
+			DelayerCommand: func(args []string) *exec.Cmd {
+				return exec.Command(o.Binary, append(slices.Clone(nemesis.DelayerSubcommand), args...)...)
+			}},
+		Store:    &nemesis.Store{Path: nemesis.FaultsFile(compose.StateDir(), c.Name)},
+		Recorder: rec,
+	}
+
+	var g group
 	wctx, stopWorkload := context.WithCancel(ctx)
 	defer stopWorkload()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	g.Go(func() error {
 		if err := wl.Run(wctx); err != nil && wctx.Err() == nil {
 			o.Log.Warn("workload", "err", err)
 		}
-	}()
+		return nil
+	})
 	octx, stopObserver := context.WithCancel(ctx)
-	var owg sync.WaitGroup
-	owg.Add(1)
-	go func() {
-		defer owg.Done()
-		observe(octx, adm, sc.Topic.Name, rec)
-	}()
-	var fwg sync.WaitGroup
-	healAll := make(chan struct{})
-	for _, ft := range sc.Faults {
-		fwg.Add(1)
-		go func() {
-			defer fwg.Done()
-			applyFault(ctx, c, adm, ft, rec, o.Out, t0, healAll)
-		}()
-	}
-	fmt.Fprintf(o.Out, "  workload running for %v with %d fault(s)\n", sc.Duration, len(sc.Faults))
+	defer stopObserver()
+	var og group
+	og.Go(func() error { observe(octx, adm, sc.Topic.Name, rec); return nil })
+	nctx, stopNemesis := context.WithCancel(ctx)
+	defer stopNemesis()
+	var nemErr error
+	g.Go(func() error {
+		nemErr = nemesis.Run(nctx, nem, nemesis.RealClock, events)
+		return nil
+	})
+	pctx, stopProgress := context.WithCancel(ctx)
+	var pg group
+	pg.Go(func() error { prog.report(pctx, d.out, o.Live, o.ProgressEvery); return nil })
+
+	fmt.Fprintf(d.out, "  workload running for %v with %d fault event(s)\n", sc.Duration, countStarts(events))
 	select {
 	case <-ctx.Done():
 	case <-time.After(sc.Duration):
 	}
+	// Faults end with the workload: nemesis.Run heals what it started.
+	stopNemesis()
 	stopWorkload()
-	wg.Wait()
-	close(healAll)
-	fwg.Wait()
-	if ctx.Err() != nil {
-		stopObserver()
-		owg.Wait()
-		return ctx.Err()
+	perr := g.Wait()
+	// nemesis.Run healed what it started; anything still active (a heal
+	// that failed) is retried once more.
+	if act, _ := nem.Active(); len(act) > 0 {
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+		if herr := nem.HealAll(hctx); herr != nil {
+			o.Log.Warn("heal", "err", herr)
+		}
+		cancel()
 	}
-	rctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	if err := compose.Ready(rctx, c, nil); err != nil {
-		o.Log.Warn("cluster not ready before the drain", "err", err)
+	if nemErr != nil && !errors.Is(nemErr, context.Canceled) {
+		o.Log.Warn("faults", "err", nemErr)
 	}
-	fmt.Fprintf(o.Out, "  faults healed; draining every partition\n")
-	if err := wl.Drain(rctx); err != nil {
-		o.Log.Warn("drain", "err", err)
+	if perr == nil && ctx.Err() == nil {
+		rctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		defer cancel()
+		if err := compose.Ready(rctx, c, nil); err != nil {
+			o.Log.Warn("cluster not ready before the drain", "err", err)
+		}
+		prog.event("faults healed; draining every partition")
+		if err := wl.Drain(rctx); err != nil {
+			o.Log.Warn("drain", "err", err)
+		}
 	}
 	stopObserver()
-	owg.Wait()
-	return rec.Flush()
+	og.Wait()
+	stopProgress()
+	pg.Wait()
+	prog.flushEvents(d.out)
+	if perr != nil {
+		return perr
+	}
+	return ctx.Err()
+}
+
+func countStarts(ev []nemesis.Event) int {
+	n := 0
+	for _, e := range ev {
+		if e.Action == nemesis.ActStart {
+			n++
+		}
+	}
+	return n
+}
+
+// group runs goroutines and turns their panics into errors, so that a
+// panic in a workload still lets the run heal and tear down.
+type group struct {
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	errs []error
+}
+
+func (g *group) Go(fn func() error) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		defer func() {
+			if p := recover(); p != nil {
+				g.mu.Lock()
+				g.errs = append(g.errs, fmt.Errorf("%w: panic: %v\n%s", ErrInternal, p, debug.Stack()))
+				g.mu.Unlock()
+			}
+		}()
+		if err := fn(); err != nil {
+			g.mu.Lock()
+			g.errs = append(g.errs, err)
+			g.mu.Unlock()
+		}
+	}()
+}
+
+func (g *group) Wait() error {
+	g.wg.Wait()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return errors.Join(g.errs...)
 }
 
 func admin(seeds []string, dial kgo.Opt) (*kadm.Client, func(), error) {
@@ -223,36 +422,50 @@ func createTopic(ctx context.Context, adm *kadm.Client, t Topic) error {
 		cfg[k] = &v
 	}
 	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var lastErr error
+	err := until(ctx, deadline, func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := adm.CreateTopic(cctx, t.Partitions, t.ReplicationFactor, cfg, t.Name)
-		cancel()
-		if err == nil || errors.Is(err, kerr.TopicAlreadyExists) {
-			break
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("create topic %s: %w", t.Name, err)
-		}
-		time.Sleep(200 * time.Millisecond)
+		defer cancel()
+		_, lastErr = adm.CreateTopic(cctx, t.Partitions, t.ReplicationFactor, cfg, t.Name)
+		return lastErr == nil || errors.Is(lastErr, kerr.TopicAlreadyExists)
+	})
+	if err != nil {
+		return fmt.Errorf("create topic %s: %w", t.Name, errors.Join(err, lastErr))
 	}
-	for {
+	err = until(ctx, deadline, func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		tds, err := adm.ListTopics(cctx, t.Name)
-		cancel()
-		if err == nil {
-			ok := len(tds[t.Name].Partitions) == int(t.Partitions)
-			for _, p := range tds[t.Name].Partitions {
-				ok = ok && p.Leader >= 0 && len(p.ISR) == int(t.ReplicationFactor)
-			}
-			if ok {
-				return nil
-			}
+		lastErr = err
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("topic %s not online with full ISRs: %v", t.Name, err)
+		ok := len(tds[t.Name].Partitions) == int(t.Partitions)
+		for _, p := range tds[t.Name].Partitions {
+			ok = ok && p.Leader >= 0 && len(p.ISR) == int(t.ReplicationFactor)
 		}
-		time.Sleep(200 * time.Millisecond)
+		return ok
+	})
+	if err != nil {
+		return fmt.Errorf("topic %s not online with full ISRs: %w", t.Name, errors.Join(err, lastErr))
 	}
+	return nil
+}
+
+// until polls cond every 200 ms until it holds, ctx ends or the deadline
+// passes.
+func until(ctx context.Context, deadline time.Time, cond func() bool) error {
+	for !cond() {
+		if time.Now().After(deadline) {
+			return errors.New("timed out")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // observe records a cluster-state event whenever a partition's leader,
@@ -290,123 +503,7 @@ func observe(ctx context.Context, adm *kadm.Client, topic string, rec *history.R
 	}
 }
 
-// applyFault waits for the fault's time, resolves its target, applies it,
-// and heals it HealAfter later (or when the run ends).
-func applyFault(ctx context.Context, c *compose.Cluster, adm *kadm.Client, ft Fault, rec *history.Recorder, out io.Writer, t0 time.Time, healAll <-chan struct{}) {
-	select {
-	case <-ctx.Done():
-		return
-	case <-healAll:
-		return
-	case <-time.After(time.Until(t0.Add(ft.At))):
-	}
-	name, err := resolveTarget(ctx, adm, c, ft.Target)
-	f := "start-" + ft.Kind
-	inv := history.NewOp(history.Nemesis, history.Invoke, f)
-	targets, _ := json.Marshal([]string{name})
-	inv.RawValue = targets
-	rec.Record(inv)
-	done := history.NewOp(history.Nemesis, history.Info, f)
-	done.RawValue = targets
-	node := c.Node(name)
-	if err == nil && node == nil {
-		err = fmt.Errorf("no node %s", name)
-	}
-	if err == nil {
-		switch ft.Kind {
-		case "kill":
-			err = node.Kill()
-		case "stop":
-			err = node.Stop(ctx)
-		case "pause":
-			err = node.Pause()
-		}
-	}
-	if err != nil {
-		done.Error = err.Error()
-		rec.Record(done)
-		fmt.Fprintf(out, "  +%5.1fs %s %s failed: %v\n", time.Since(t0).Seconds(), ft.Kind, ft.Target, err)
-		return
-	}
-	rec.Record(done)
-	fmt.Fprintf(out, "  +%5.1fs %s %s (%s)\n", time.Since(t0).Seconds(), ft.Kind, name, ft.Target)
-	if ft.HealAfter > 0 {
-		select {
-		case <-ctx.Done():
-		case <-healAll:
-		case <-time.After(ft.HealAfter):
-		}
-	} else {
-		select {
-		case <-ctx.Done():
-		case <-healAll:
-		}
-	}
-	stop := "stop-" + ft.Kind
-	hinv := history.NewOp(history.Nemesis, history.Invoke, stop)
-	hinv.RawValue = targets
-	rec.Record(hinv)
-	hctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if ft.Kind == "pause" {
-		err = node.Resume()
-	} else {
-		err = node.Start(hctx)
-	}
-	hdone := history.NewOp(history.Nemesis, history.Info, stop)
-	hdone.RawValue = targets
-	if err != nil {
-		hdone.Error = err.Error()
-	}
-	rec.Record(hdone)
-	fmt.Fprintf(out, "  +%5.1fs healed %s %s\n", time.Since(t0).Seconds(), ft.Kind, name)
-}
-
-// resolveTarget turns leader:TOPIC/P, follower:TOPIC/P, controller or a
-// node name into a node.
-func resolveTarget(ctx context.Context, adm *kadm.Client, c *compose.Cluster, target string) (string, error) {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	switch {
-	case strings.HasPrefix(target, "leader:"), strings.HasPrefix(target, "follower:"):
-		kind, rest, _ := strings.Cut(target, ":")
-		t, ps, _ := strings.Cut(rest, "/")
-		p, err := strconv.Atoi(ps)
-		if err != nil {
-			return "", fmt.Errorf("target %s: %w", target, err)
-		}
-		tds, err := adm.ListTopics(cctx, t)
-		if err != nil {
-			return "", err
-		}
-		pd, ok := tds[t].Partitions[int32(p)]
-		if !ok || pd.Leader < 0 {
-			return "", fmt.Errorf("target %s: no leader", target)
-		}
-		if kind == "leader" {
-			return fmt.Sprintf("b%d", pd.Leader), nil
-		}
-		// The first replica in assignment order that is not the leader.
-		for _, r := range pd.Replicas {
-			if r != pd.Leader {
-				return fmt.Sprintf("b%d", r), nil
-			}
-		}
-		return "", fmt.Errorf("target %s: the partition has no follower", target)
-	case target == "controller":
-		m, err := adm.BrokerMetadata(cctx)
-		if err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("b%d", m.Controller), nil
-	}
-	if c.Node(target) == nil {
-		return "", fmt.Errorf("no node %s", target)
-	}
-	return target, nil
-}
-
-func printVerdict(out io.Writer, v *checker.Verdict) {
+func printVerdict(out io.Writer, v *checker.Verdict, j Judgement) {
 	fmt.Fprintf(out, "  verdict: valid=%v", v.Valid)
 	if len(v.Anomalies) > 0 {
 		fmt.Fprintf(out, " anomalies=%v", v.Anomalies)
@@ -419,6 +516,14 @@ func printVerdict(out io.Writer, v *checker.Verdict) {
 	}
 	fmt.Fprintf(out, "\n  availability: %s overall, %s during faults, %s after healing\n",
 		frac(v.Availability.Overall), frac(v.Availability.DuringFaults), frac(v.Availability.AfterHeal))
+	if line := unavailabilityLine(v); line != "" {
+		fmt.Fprintf(out, "  unavailability: %s\n", line)
+	}
+	fmt.Fprintf(out, "  expectation (%s): %s", j.Expect, strings.ToUpper(j.Outcome.String()))
+	if len(j.Reasons) > 0 {
+		fmt.Fprintf(out, ": %s", strings.Join(j.Reasons, "; "))
+	}
+	fmt.Fprintln(out)
 }
 
 // linkLatest points results/latest at dir.
@@ -428,10 +533,37 @@ func linkLatest(results, dir string) {
 		return
 	}
 	link := filepath.Join(results, "latest")
-	os.Remove(link)
-	if rel, err := filepath.Rel(results, dir); err == nil {
-		os.Symlink(rel, link)
+	tmp := fmt.Sprintf("%s.%d", link, os.Getpid())
+	if rel, err := filepath.Rel(results, dir); err == nil && os.Symlink(rel, tmp) == nil {
+		// Rename replaces the link atomically: parallel runs never see
+		// it missing.
+		if os.Rename(tmp, link) != nil {
+			os.Remove(tmp)
+		}
 	}
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("%w: encode %s: %v", ErrInternal, path, err)
+	}
+	return writeFile(path, append(data, '\n'))
+}
+
+func writeYAML(path string, v any) error {
+	data, err := yaml.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("%w: encode %s: %v", ErrInternal, path, err)
+	}
+	return writeFile(path, data)
+}
+
+func writeFile(path string, data []byte) error {
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return fmt.Errorf("%w: %v", ErrInternal, err)
+	}
+	return nil
 }
 
 func orDefault(s, d string) string {
@@ -439,4 +571,26 @@ func orDefault(s, d string) string {
 		return d
 	}
 	return s
+}
+
+// stopWriter passes writes through until the first error, then calls stop
+// once and drops everything after.
+type stopWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	failed bool
+	stop   func(error)
+}
+
+func (s *stopWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed {
+		return len(p), nil
+	}
+	if _, err := s.w.Write(p); err != nil {
+		s.failed = true
+		s.stop(err)
+	}
+	return len(p), nil
 }

@@ -1,19 +1,29 @@
 // Package lab runs scenarios: it brings a cluster up (compose), drives the
-// workload, applies the scenario's faults on a timeline, records every
-// operation and cluster-state change in a history, checks it, and writes
-// the run directory (results/<scenario>/<start>/).
+// workload, plays the scenario's faults through nemesis, records every
+// operation, fault and cluster-state change in a history, checks it against
+// the scenario's expectations, and writes the run directory
+// (results/<scenario>/<start>-<run id>/).
 package lab
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/isrlab/isrlab/broker/config"
+	"github.com/isrlab/isrlab/nemesis"
+	"github.com/isrlab/isrlab/nemesis/faultfs"
 	"github.com/isrlab/isrlab/workloads"
 )
 
@@ -21,24 +31,59 @@ import (
 // scenarios/ and `isrlab run FILE`.
 type Scenario struct {
 	Name string `yaml:"name"`
-	// Seed drives the workload and the run id; 0 picks one, which is
-	// written to the resolved scenario so the run can be replayed.
-	Seed    int64   `yaml:"seed"`
-	Cluster Cluster `yaml:"cluster"`
-	Topic   Topic   `yaml:"topic"`
-	// Workload is the log workload's configuration (workloads.Config).
-	Workload workloads.Config `yaml:"workload"`
+	// Description is the one line `isrlab scenarios` shows: what happens
+	// and what the source documents say the outcome is.
+	Description string `yaml:"description,omitempty"`
+	// Presets are applied in order under the scenario's own keys
+	// (scenarios/presets/NAME.yaml); a single name may be given as a string.
+	Presets Names `yaml:"preset,omitempty"`
+	// Seed drives the workload, random targets and generated schedules; 0
+	// picks one, which is written to the resolved scenario so the run can
+	// be replayed.
+	Seed     int64    `yaml:"seed"`
+	Cluster  Cluster  `yaml:"cluster"`
+	Topic    Topic    `yaml:"topic"`
+	Workload Workload `yaml:"workload"`
 	// Duration is how long the workload runs before the final drain.
 	Duration time.Duration `yaml:"duration"`
-	Faults   []Fault       `yaml:"faults"`
+	// Faults are fixed faults on the timeline.
+	Faults []Fault `yaml:"faults,omitempty"`
+	// Schedule is a generated fault schedule (nemesis.ScheduleSpec).
+	Schedule *Schedule `yaml:"schedule,omitempty"`
+	// Expect is what the run must show; empty means a valid history.
+	Expect Expect `yaml:"expect,omitempty"`
+
+	file string     // where it was loaded from, for errors
+	root *yaml.Node // its document, for line numbers
+}
+
+// Names is a list of names that YAML may also give as one string.
+type Names []string
+
+// UnmarshalYAML accepts a string or a list of strings.
+func (n *Names) UnmarshalYAML(v *yaml.Node) error {
+	if v.Kind == yaml.ScalarNode {
+		*n = Names{v.Value}
+		return nil
+	}
+	var l []string
+	if err := v.Decode(&l); err != nil {
+		return err
+	}
+	*n = l
+	return nil
 }
 
 // Cluster sizes the system under test.
 type Cluster struct {
-	Backend      string            `yaml:"backend"` // netns (default) or docker
+	Backend      string            `yaml:"backend,omitempty"` // netns (default) or docker
 	Coordinators int               `yaml:"coordinators"`
 	Brokers      int               `yaml:"brokers"`
-	Config       map[string]string `yaml:"config"` // broker config, Kafka's names
+	Config       map[string]string `yaml:"config,omitempty"` // broker config, Kafka's names
+	// Disk "faultfs" runs every broker's log dirs on a faultfs mount (a
+	// list of broker names runs only those), so that power-loss drops
+	// unsynced writes and the disk faults apply.
+	Disk Names `yaml:"disk,omitempty"`
 }
 
 // Topic is the topic the workload uses.
@@ -46,65 +91,329 @@ type Topic struct {
 	Name              string            `yaml:"name"`
 	Partitions        int32             `yaml:"partitions"`
 	ReplicationFactor int16             `yaml:"replication.factor"`
-	Config            map[string]string `yaml:"config"`
+	Config            map[string]string `yaml:"config,omitempty"`
 }
 
-// Fault is one fault on the timeline: at At after the workload starts,
-// Kind is applied to Target; HealAfter later it is healed (restart for
-// kill and stop, resume for pause).
-type Fault struct {
-	Kind      string        `yaml:"kind"`   // kill | stop | pause
-	Target    string        `yaml:"target"` // node (b2), leader:TOPIC/P, follower:TOPIC/P or controller
-	At        time.Duration `yaml:"at"`
-	HealAfter time.Duration `yaml:"heal.after"`
+// Workload is the client workload: the log workload (producers and
+// assigned or subscribed consumers) or the queue workload (consumer groups
+// that crash and rejoin).
+type Workload struct {
+	Type             string `yaml:"type,omitempty"` // log (default) or queue
+	workloads.Config `yaml:",inline"`
 }
+
+// Fault is one fault on the timeline: its nemesis spec (the same fields as
+// `isrlab fault inject --spec`), injected At after the workload starts and
+// healed HealAfter later (at the end of the run if 0).
+type Fault struct {
+	Spec      nemesis.Spec
+	At        time.Duration
+	HealAfter time.Duration
+	// Line is the fault's line in its file.
+	Line int
+}
+
+// UnmarshalYAML reads the spec's fields and the timing keys.
+func (f *Fault) UnmarshalYAML(v *yaml.Node) error {
+	f.Line = v.Line
+	var m map[string]any
+	if err := v.Decode(&m); err != nil {
+		return err
+	}
+	var err error
+	if f.At, err = durationKey(m, "at"); err != nil {
+		return fmt.Errorf("line %d: fault: %w", v.Line, err)
+	}
+	if f.HealAfter, err = durationKey(m, "heal.after"); err != nil {
+		return fmt.Errorf("line %d: fault: %w", v.Line, err)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	spec, err := nemesis.ParseUserSpec(b)
+	if err != nil {
+		return fmt.Errorf("line %d: fault: %w", v.Line, err)
+	}
+	f.Spec = nemesis.Spec{Fault: spec}
+	return nil
+}
+
+// MarshalYAML writes the spec's fields and the timing keys.
+func (f Fault) MarshalYAML() (any, error) {
+	m, err := jsonMap(f.Spec)
+	if err != nil {
+		return nil, err
+	}
+	m["at"] = f.At.String()
+	if f.HealAfter > 0 {
+		m["heal.after"] = f.HealAfter.String()
+	}
+	return m, nil
+}
+
+func durationKey(m map[string]any, key string) (time.Duration, error) {
+	v, ok := m[key]
+	if !ok {
+		return 0, nil
+	}
+	delete(m, key)
+	s, ok := v.(string)
+	if !ok {
+		return 0, fmt.Errorf("%s: %v is not a duration like 8s", key, v)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %v", key, err)
+	}
+	return d, nil
+}
+
+func jsonMap(v any) (map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	return m, json.Unmarshal(b, &m)
+}
+
+// Schedule is a generated fault schedule: the YAML form of
+// nemesis.ScheduleSpec ("every D one fault drawn from a mix, healed after
+// H", "once", "fixed"). Its seed defaults to the scenario's and its
+// duration to the scenario's.
+type Schedule struct {
+	nemesis.ScheduleSpec
+	Line int
+}
+
+// UnmarshalYAML reads the schedule strictly.
+func (s *Schedule) UnmarshalYAML(v *yaml.Node) error {
+	s.Line = v.Line
+	var m map[string]any
+	if err := v.Decode(&m); err != nil {
+		return err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s.ScheduleSpec); err != nil {
+		return fmt.Errorf("line %d: schedule: %v", v.Line, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	// Each fault of the mix is held to the same strict schema as a fixed one.
+	for i, w := range s.Mix {
+		fb, _ := json.Marshal(w.Fault)
+		f, err := nemesis.ParseUserSpec(fb)
+		if err != nil {
+			return fmt.Errorf("line %d: schedule: mix %d: %w", v.Line, i+1, err)
+		}
+		s.Mix[i].Fault = nemesis.Spec{Fault: f}
+	}
+	return nil
+}
+
+// MarshalYAML writes the schedule's JSON fields.
+func (s Schedule) MarshalYAML() (any, error) { return jsonMap(s.ScheduleSpec) }
 
 // ErrScenario marks an invalid scenario.
 var ErrScenario = errors.New("invalid scenario")
 
-// Default is the embedded default scenario: 3 coordinators, 3 brokers,
-// acks=all with min.insync.replicas=2, and the leader of partition 0 killed
-// and restarted mid-run. Nothing acknowledged may be lost.
+// DefaultName is the scenario `isrlab run` runs without arguments.
+const DefaultName = "leader-kill"
+
+// Default is the embedded default scenario (scenarios/leader-kill.yaml): 3
+// coordinators, 3 brokers, acks=all with min.insync.replicas=2, and the
+// leader of partition 0 killed and restarted mid-run. Nothing
+// acknowledged may be lost.
 func Default() Scenario {
-	return Scenario{
-		Name: "leader-kill",
-		Cluster: Cluster{Coordinators: 3, Brokers: 3, Config: map[string]string{
-			"coordinator.session.timeout.ms": "6000",
-			"replica.lag.time.max.ms":        "10000",
-		}},
-		Topic: Topic{Name: "isrlab", Partitions: 3, ReplicationFactor: 3, Config: map[string]string{"min.insync.replicas": "2"}},
-		Workload: workloads.Config{Producers: 2, Consumers: 2, Acks: "all", Idempotent: true,
-			SendInterval: 2 * time.Millisecond, DeliveryTimeout: 30 * time.Second},
-		Duration: 30 * time.Second,
-		Faults:   []Fault{{Kind: "kill", Target: "leader:isrlab/0", At: 8 * time.Second, HealAfter: 10 * time.Second}},
+	s, err := Lookup(DefaultName)
+	if err != nil {
+		panic(fmt.Sprintf("the embedded default scenario is broken: %v", err))
 	}
+	return s
 }
 
-// Load reads a scenario file; unknown keys are errors, naming the file.
+// Load reads a scenario file: unknown keys, unknown broker or topic config
+// keys and impossible fault targets are errors naming the file and line.
 func Load(path string) (Scenario, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Scenario{}, err
 	}
+	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	return Parse(path, name, data)
+}
+
+// Parse reads a scenario document; file names it in errors and name is the
+// scenario's name when the document gives none.
+func Parse(file, name string, data []byte) (Scenario, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return Scenario{}, yamlError(file, err)
+	}
+	if len(doc.Content) == 0 {
+		return Scenario{}, fmt.Errorf("%w: %s: empty scenario", ErrScenario, file)
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return Scenario{}, fmt.Errorf("%w: %s:%d: a scenario is a mapping of keys (name, cluster, topic, workload, faults, ...)", ErrScenario, file, root.Line)
+	}
+	// The file alone first, strictly, so that errors carry its own lines.
+	var own Scenario
+	if err := decodeStrict(data, &own); err != nil {
+		return Scenario{}, yamlError(file, err)
+	}
+	// Then its presets under its own keys.
+	merged := &yaml.Node{Kind: yaml.MappingNode}
+	for _, p := range own.Presets {
+		pn, err := presetNode(p)
+		if err != nil {
+			return Scenario{}, fmt.Errorf("%w: %s:%d: preset: %v", ErrScenario, file, lineOf(root, "preset"), err)
+		}
+		merged = mergeNodes(merged, pn)
+	}
+	merged = mergeNodes(merged, root)
+	b, err := yaml.Marshal(merged)
+	if err != nil {
+		return Scenario{}, err
+	}
 	var s Scenario
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&s); err != nil {
-		return Scenario{}, fmt.Errorf("%w: %s: %v", ErrScenario, path, err)
+	if err := decodeStrict(b, &s); err != nil {
+		return Scenario{}, yamlError(file+" with presets "+strings.Join(own.Presets, ","), err)
+	}
+	s.Presets = own.Presets
+	s.file, s.root = file, root
+	if s.Name == "" {
+		s.Name = name
 	}
 	if err := s.Validate(); err != nil {
-		return Scenario{}, fmt.Errorf("%s: %w", path, err)
+		return Scenario{}, err
 	}
 	return s, nil
 }
 
-// Validate checks a scenario and fills defaults.
+// decodeStrict decodes a YAML document into v rejecting unknown keys.
+func decodeStrict(data []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	return dec.Decode(v)
+}
+
+var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
+
+// yamlError turns a YAML error into ErrScenario with file:line in front of
+// each message.
+func yamlError(file string, err error) error {
+	msgs := []string{err.Error()}
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msgs = te.Errors
+	}
+	for i, m := range msgs {
+		if g := yamlLine.FindStringSubmatch(m); g != nil {
+			msgs[i] = file + ":" + g[1] + ": " + m[len(g[0]):]
+		} else {
+			msgs[i] = file + ": " + strings.TrimPrefix(m, "yaml: ")
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrScenario, strings.Join(msgs, "; "))
+}
+
+// mergeNodes lays over on base: mappings merge key by key, anything else
+// (sequences, scalars, and the expectations as a whole) is replaced.
+func mergeNodes(base, over *yaml.Node) *yaml.Node {
+	if base == nil || base.Kind != yaml.MappingNode || over.Kind != yaml.MappingNode {
+		return over
+	}
+	out := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: over.Line, Column: over.Column}
+	out.Content = append(out.Content, base.Content...)
+	for i := 0; i+1 < len(over.Content); i += 2 {
+		k, v := over.Content[i], over.Content[i+1]
+		if k.Value == "preset" {
+			continue
+		}
+		j := slices.IndexFunc(out.Content, func(n *yaml.Node) bool { return n.Value == k.Value })
+		// Only even positions are keys.
+		for j >= 0 && j%2 == 1 {
+			next := slices.IndexFunc(out.Content[j+1:], func(n *yaml.Node) bool { return n.Value == k.Value })
+			if next < 0 {
+				j = -1
+				break
+			}
+			j += 1 + next
+		}
+		if j < 0 {
+			out.Content = append(out.Content, k, v)
+			continue
+		}
+		if k.Value == "expect" {
+			out.Content[j+1] = v
+		} else {
+			out.Content[j+1] = mergeNodes(out.Content[j+1], v)
+		}
+	}
+	return out
+}
+
+// lineOf returns the line of the key at path in a mapping tree (0 if absent).
+func lineOf(n *yaml.Node, path ...string) int {
+	line := 0
+	for _, key := range path {
+		if n == nil {
+			return line
+		}
+		var next *yaml.Node
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == key {
+					line, next = n.Content[i].Line, n.Content[i+1]
+					break
+				}
+			}
+		case yaml.SequenceNode:
+			if i, err := strconv.Atoi(key); err == nil && i < len(n.Content) {
+				next = n.Content[i]
+				line = next.Line
+			}
+		}
+		if next == nil {
+			return line
+		}
+		n = next
+	}
+	return line
+}
+
+// Validate checks a scenario and fills defaults. Errors name the file and
+// line when the scenario was loaded from one.
 func (s *Scenario) Validate() error {
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: %s", ErrScenario, fmt.Sprintf(format, a...))
+	bad := func(path []string, format string, a ...any) error {
+		where := s.file
+		if where == "" {
+			where = "scenario " + s.Name
+		}
+		if l := lineOf(s.root, path...); l > 0 {
+			where = fmt.Sprintf("%s:%d", where, l)
+		}
+		field := strings.Join(path, ".")
+		return fmt.Errorf("%w: %s: %s: %s", ErrScenario, where, field, fmt.Sprintf(format, a...))
 	}
 	if s.Name == "" {
 		s.Name = "scenario"
+	}
+	for _, part := range strings.Split(s.Name, "/") {
+		if part == "" || part == "." || part == ".." || strings.ContainsAny(part, " \\") {
+			return bad([]string{"name"}, "%q: use words separated by / (it names the results directory)", s.Name)
+		}
+	}
+	switch s.Cluster.Backend {
+	case "", "netns", "docker":
+	default:
+		return bad([]string{"cluster", "backend"}, "%q: use netns or docker", s.Cluster.Backend)
 	}
 	if s.Cluster.Coordinators == 0 {
 		s.Cluster.Coordinators = 3
@@ -112,40 +421,223 @@ func (s *Scenario) Validate() error {
 	if s.Cluster.Brokers == 0 {
 		s.Cluster.Brokers = 3
 	}
+	if s.Cluster.Coordinators < 0 || s.Cluster.Brokers < 0 {
+		return bad([]string{"cluster"}, "node counts must be positive")
+	}
 	if s.Topic.Name == "" {
 		s.Topic.Name = "isrlab"
 	}
 	if s.Topic.Partitions == 0 {
 		s.Topic.Partitions = 3
 	}
+	if s.Topic.Partitions < 0 {
+		return bad([]string{"topic", "partitions"}, "%d: must be positive", s.Topic.Partitions)
+	}
 	if s.Topic.ReplicationFactor == 0 {
 		s.Topic.ReplicationFactor = int16(min(3, s.Cluster.Brokers))
 	}
-	if int(s.Topic.ReplicationFactor) > s.Cluster.Brokers {
-		return bad("topic replication.factor %d > %d brokers", s.Topic.ReplicationFactor, s.Cluster.Brokers)
+	if s.Topic.ReplicationFactor < 0 || int(s.Topic.ReplicationFactor) > s.Cluster.Brokers {
+		return bad([]string{"topic", "replication.factor"}, "%d with %d brokers", s.Topic.ReplicationFactor, s.Cluster.Brokers)
 	}
-	if s.Duration <= 0 {
+	bc := config.NewBroker()
+	for _, k := range slices.Sorted(maps.Keys(s.Cluster.Config)) {
+		if !bc.Known(k) {
+			return bad([]string{"cluster", "config", k}, "unknown broker config key%s", nearest(k, bc.Keys()))
+		}
+		if err := bc.Set(k, s.Cluster.Config[k]); err != nil {
+			return bad([]string{"cluster", "config", k}, "%v", err)
+		}
+	}
+	tc := config.New(config.TopicDefs)
+	for _, k := range slices.Sorted(maps.Keys(s.Topic.Config)) {
+		if !tc.Known(k) {
+			return bad([]string{"topic", "config", k}, "unknown topic config key%s", nearest(k, tc.Keys()))
+		}
+		if err := tc.Set(k, s.Topic.Config[k]); err != nil {
+			return bad([]string{"topic", "config", k}, "%v", err)
+		}
+	}
+	for i, d := range s.Cluster.Disk {
+		if d != "faultfs" && !s.isBroker(d) {
+			return bad([]string{"cluster", "disk"}, "entry %d: %q: use faultfs (every broker) or broker names b1..b%d", i+1, d, s.Cluster.Brokers)
+		}
+	}
+	if s.Duration == 0 {
 		s.Duration = 30 * time.Second
+	}
+	if s.Duration < 0 {
+		return bad([]string{"duration"}, "%v is negative", s.Duration)
+	}
+	switch s.Workload.Type {
+	case "", "log", "queue":
+	default:
+		return bad([]string{"workload", "type"}, "%q: use log or queue", s.Workload.Type)
 	}
 	s.Workload.Topic, s.Workload.Partitions = s.Topic.Name, s.Topic.Partitions
 	if err := s.Workload.Validate(); err != nil {
-		return bad("workload: %v", err)
+		return bad([]string{"workload"}, "%v", err)
 	}
 	for i, f := range s.Faults {
-		switch f.Kind {
-		case "kill", "stop", "pause":
-		default:
-			return bad("fault %d: kind %q: use kill, stop or pause", i+1, f.Kind)
-		}
-		if f.Target == "" {
-			return bad("fault %d: no target", i+1)
-		}
-		if (strings.HasPrefix(f.Target, "leader:") || strings.HasPrefix(f.Target, "follower:")) && !strings.Contains(f.Target, "/") {
-			return bad("fault %d: target %q: use leader:TOPIC/PARTITION or follower:TOPIC/PARTITION", i+1, f.Target)
+		at := []string{"faults", strconv.Itoa(i)}
+		if f.Spec.Fault == nil {
+			return bad(at, "no fault")
 		}
 		if f.At < 0 || f.At > s.Duration {
-			return bad("fault %d: at %v is outside the %v run", i+1, f.At, s.Duration)
+			return bad(append(at, "at"), "%v is outside the %v run", f.At, s.Duration)
+		}
+		if f.HealAfter < 0 {
+			return bad(append(at, "heal.after"), "%v is negative", f.HealAfter)
+		}
+		if err := s.checkTargets(f.Spec.Fault); err != nil {
+			return bad(at, "%s: %v", f.Spec.Fault.Kind(), err)
+		}
+	}
+	if sc := s.Schedule; sc != nil {
+		at := []string{"schedule"}
+		if _, err := s.ScheduleEvents(); err != nil {
+			return bad(at, "%v", err)
+		}
+		faults := slices.Collect(func(yield func(nemesis.Fault) bool) {
+			for _, w := range sc.Mix {
+				yield(w.Fault.Fault)
+			}
+			if sc.Fault != nil {
+				yield(sc.Fault.Fault)
+			}
+			for _, e := range sc.Events {
+				if e.Fault != nil {
+					yield(e.Fault.Fault)
+				}
+			}
+		})
+		for _, f := range faults {
+			if err := s.checkTargets(f); err != nil {
+				return bad(at, "%s: %v", f.Kind(), err)
+			}
+		}
+	}
+	if path, err := s.Expect.validate(); err != nil {
+		return bad(append([]string{"expect"}, path...), "%v", err)
+	}
+	return nil
+}
+
+func (s *Scenario) isBroker(name string) bool {
+	n, ok := strings.CutPrefix(name, "b")
+	i, err := strconv.Atoi(n)
+	return ok && err == nil && i >= 1 && i <= s.Cluster.Brokers && "b"+strconv.Itoa(i) == name
+}
+
+// checkTargets rejects targets that cannot exist in this scenario's
+// cluster: nodes it does not have, partitions its topic does not have.
+func (s *Scenario) checkTargets(f nemesis.Fault) error {
+	exprs := nemesis.TargetExprs(f)
+	if p, ok := f.(*nemesis.Partition); ok && p.Partition != "" {
+		exprs = append(exprs, "leader:"+p.Partition)
+	}
+	for _, x := range exprs {
+		_, tp, scoped := strings.Cut(x, ":")
+		if scoped {
+			topic, part, err := nemesis.ParseTopicPartition(tp)
+			if err != nil {
+				return err
+			}
+			if topic != s.Topic.Name {
+				return fmt.Errorf("target %s: the scenario's topic is %s", x, s.Topic.Name)
+			}
+			if part >= s.Topic.Partitions {
+				return fmt.Errorf("target %s: topic %s has partitions 0..%d", x, topic, s.Topic.Partitions-1)
+			}
+			continue
+		}
+		if strings.Contains(x, "-") || !strings.ContainsAny(x, "0123456789") {
+			continue // a group or a role: brokers, controller, random-broker, ...
+		}
+		if !s.hasNode(x) {
+			return fmt.Errorf("target %s: the cluster has c1..c%d, b1..b%d and client1", x, s.Cluster.Coordinators, s.Cluster.Brokers)
 		}
 	}
 	return nil
+}
+
+func (s *Scenario) hasNode(name string) bool {
+	if s.isBroker(name) || name == "client1" {
+		return true
+	}
+	n, ok := strings.CutPrefix(name, "c")
+	i, err := strconv.Atoi(n)
+	return ok && err == nil && i >= 1 && i <= s.Cluster.Coordinators && "c"+strconv.Itoa(i) == name
+}
+
+// ScheduleEvents is the scenario's whole fault timeline: the fixed faults
+// and the generated schedule, in time order. It is pure: the same scenario
+// and seed give the same events.
+func (s *Scenario) ScheduleEvents() ([]nemesis.Event, error) {
+	var ev nemesis.Fixed
+	key := 0
+	for _, f := range s.Faults {
+		key++
+		ev = append(ev, nemesis.Event{At: f.At, Action: nemesis.ActStart, Key: key, Fault: f.Spec})
+		if f.HealAfter > 0 {
+			ev = append(ev, nemesis.Event{At: f.At + f.HealAfter, Action: nemesis.ActStop, Key: key})
+		}
+	}
+	if s.Schedule != nil {
+		spec := s.Schedule.ScheduleSpec
+		if spec.Seed == 0 {
+			spec.Seed = s.Seed
+		}
+		if spec.Duration == 0 {
+			spec.Duration = faultfs.Duration(s.Duration)
+		}
+		g, err := spec.Generator()
+		if err != nil {
+			return nil, err
+		}
+		gen, err := g.Events()
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range gen {
+			if e.Key > 0 {
+				e.Key += key
+			}
+			ev = append(ev, e)
+		}
+	}
+	return ev.Events()
+}
+
+// nearest suggests the known key closest to k.
+func nearest(k string, known []string) string {
+	best, bd := "", 1<<30
+	for _, c := range known {
+		if d := editDistance(k, c); d < bd {
+			best, bd = c, d
+		}
+	}
+	if best == "" || bd > max(3, len(k)/3) {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s?)", best)
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := 1
+			if a[i-1] == b[j-1] {
+				c = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

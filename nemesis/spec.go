@@ -1,8 +1,11 @@
 package nemesis
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/isrlab/isrlab/nemesis/faultfs"
@@ -82,4 +85,71 @@ func ParseSchedule(b []byte) ([]Event, error) {
 		return nil, err
 	}
 	return g.Events()
+}
+
+// runtimeFields are the JSON fields a fault fills in when it fires (resolved
+// nodes, rule tables, delayer pids, crash reports). A user's spec cannot set
+// them: they describe what happened, not what to do.
+var runtimeFields = map[string]bool{
+	"resolved": true, "table": true, "side": true, "sockets": true, "mode": true,
+	"queue": true, "delayer_pid": true, "delayer_start": true, "reports": true, "no_disk": true,
+}
+
+// ParseUserSpec decodes a fault as a user writes it ({"kind":"kill",
+// "nodes":["b2"]}) strictly: an unknown field, a field only the fault itself
+// sets when it fires, or a malformed target expression is an error naming it.
+func ParseUserSpec(b []byte) (Fault, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadFault, err)
+	}
+	var kind string
+	if k, ok := raw["kind"]; !ok || json.Unmarshal(k, &kind) != nil || kind == "" {
+		return nil, fmt.Errorf("%w: a fault needs a kind (one of %v)", ErrBadFault, Kinds())
+	}
+	delete(raw, "kind")
+	for k := range raw {
+		if runtimeFields[k] {
+			return nil, fmt.Errorf("%w: %s: field %q is set by the fault when it fires, not by a spec", ErrBadFault, kind, k)
+		}
+	}
+	f, err := New(kind)
+	if err != nil {
+		return nil, err
+	}
+	rest, err := json.Marshal(raw)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(rest))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(f); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadFault, kind, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	for _, x := range TargetExprs(f) {
+		if err := CheckTarget(x); err != nil {
+			return nil, fmt.Errorf("%s: %w", kind, err)
+		}
+	}
+	return f, nil
+}
+
+// TargetExprs lists the target expressions a fault names (its nodes, the
+// sides of a partition), for validation before a cluster exists.
+func TargetExprs(f Fault) []string {
+	switch f := f.(type) {
+	case *Partition:
+		return slices.Concat(f.Targets, f.Others, f.Nodes)
+	case *Loss:
+		return f.Nodes
+	case *SlowNet:
+		return f.Nodes
+	}
+	var n struct {
+		Nodes []string `json:"nodes"`
+	}
+	if b, err := json.Marshal(f); err == nil {
+		json.Unmarshal(b, &n) //nolint:errcheck // a fault without nodes has no targets
+	}
+	return n.Nodes
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -11,62 +13,137 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/lab"
 )
 
-func init() { rootCmd.AddCommand(newRunCmd()) }
+func init() { rootCmd.AddCommand(newRunCmd(), newScenariosCmd()) }
+
+// labFlags are the flags run and matrix share.
+type labFlags struct {
+	results  string
+	seed     int64
+	duration time.Duration
+	backend  string
+	verbose  bool
+}
+
+func (f *labFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.results, "results", "results", "directory for run results")
+	cmd.Flags().Int64Var(&f.seed, "seed", 0, "seed (0: pick one and record it)")
+	cmd.Flags().DurationVar(&f.duration, "duration", 0, "workload duration (default: the scenario's)")
+	cmd.Flags().StringVar(&f.backend, "backend", "", "cluster backend: netns or docker (default: the scenario's, netns)")
+	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log cluster bring-up, faults and teardown")
+}
+
+func (f *labFlags) apply(sc *lab.Scenario) {
+	if f.seed != 0 {
+		sc.Seed = f.seed
+	}
+	if f.duration > 0 {
+		sc.Duration = f.duration
+	}
+	if f.backend != "" {
+		sc.Cluster.Backend = f.backend
+	}
+}
+
+func (f *labFlags) logger(w io.Writer) *slog.Logger {
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// runContext is cancelled by SIGINT, SIGTERM, SIGHUP and a closed stdout
+// (SIGPIPE is caught, so writes fail with EPIPE instead of killing the
+// process before it heals and tears the cluster down).
+func runContext(parent context.Context) (context.Context, context.CancelFunc) {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	return signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+}
+
+// isTerminal reports whether w is a terminal (the live progress line).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// loadScenario resolves a run argument: a file, or a library name.
+func loadScenario(arg string) (lab.Scenario, error) {
+	if arg == "" {
+		return lab.Default(), nil
+	}
+	sc, err := lab.Resolve(arg)
+	if err != nil {
+		if errors.Is(err, lab.ErrScenario) {
+			return sc, usageError("%v", err)
+		}
+		return sc, withCode(exitBadArgs, err)
+	}
+	return sc, nil
+}
+
+// outcomeCode maps a judged run to the exit status.
+func outcomeCode(o lab.Outcome) error {
+	switch o {
+	case lab.Met:
+		return nil
+	case lab.NotMet:
+		return withCode(exitInvalid, nil)
+	}
+	return withCode(exitUnknown, nil)
+}
 
 func newRunCmd() *cobra.Command {
-	var (
-		results  string
-		seed     int64
-		duration time.Duration
-		backend  string
-		verbose  bool
-	)
+	var f labFlags
 	cmd := &cobra.Command{
-		Use:   "run [SCENARIO.yaml]",
-		Short: "Run a scenario: cluster up, workload, faults, history, verdict",
+		Use:   "run [SCENARIO]",
+		Short: "Run a scenario: cluster up, workload, faults, history, verdict, expectation",
 		Long: `Run one scenario end to end: bring a cluster of coordinators and isrlab
-brokers up (network namespaces by default), drive the log workload (real
-kgo producers and consumers), apply the scenario's faults on their timeline,
-record every operation and cluster-state change, drain, check the history
-and write results/<scenario>/<start>/ (scenario.yaml with the seed,
-history.jsonl, verdict.json, node logs); results/latest points at it.
+brokers up (network namespaces by default), drive the workload (real kgo
+producers and consumers), play the scenario's faults through the nemesis
+(fixed faults and generated schedules, every kind 'isrlab fault' knows),
+record every operation, fault and cluster-state change, drain, check the
+history and judge it against the scenario's expectations.
 
-Without a file it runs the embedded default: 3 coordinators, 3 brokers,
-acks=all with min.insync.replicas=2, the leader of partition 0 SIGKILLed and
-restarted mid-run. Exit status: 0 valid, 1 invalid, 2 unknown.`,
+SCENARIO is a file or the name of a library scenario ('isrlab scenarios'
+lists them). Without one it runs the embedded default, leader-kill: 3
+coordinators, 3 brokers, the safe preset (acks=all, min.insync.replicas=2),
+the leader of partition 0 SIGKILLed and restarted mid-run.
+
+Each run writes results/<scenario>/<start>-<run id>/: scenario.yaml (resolved,
+with the seed), history.jsonl, verdict.json, outcome.json and the nodes'
+logs and data; results/latest points at it. The cluster, its namespaces and
+its fault rules are named after the run id, so runs can share a host.
+Ctrl-C, SIGTERM, SIGHUP or a closed stdout heal every fault, tear the
+cluster down and still check what was recorded (marked incomplete).
+
+Exit status: 0 the run met its expectations, 1 it did not, 2 the checker
+could not decide, 254 bad arguments, 255 internal error.`,
 		Example: `  isrlab run
-  isrlab run scenarios/leader-kill.yaml --seed 42
-  isrlab run --duration 60s --results /var/tmp/isrlab`,
+  isrlab run seed000/partition-4-acks1
+  isrlab run scenarios/follower-pause.yaml --seed 42
+  isrlab run kip101/hw-truncation --duration 60s --results /var/tmp/isrlab`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sc := lab.Default()
+			arg := ""
 			if len(args) == 1 {
-				var err error
-				if sc, err = lab.Load(args[0]); err != nil {
-					if errors.Is(err, lab.ErrScenario) {
-						return usageError("%v", err)
-					}
-					return withCode(exitBadArgs, err)
-				}
+				arg = args[0]
 			}
-			if seed != 0 {
-				sc.Seed = seed
+			sc, err := loadScenario(arg)
+			if err != nil {
+				return err
 			}
-			if duration > 0 {
-				sc.Duration = duration
+			f.apply(&sc)
+			if err := sc.Validate(); err != nil {
+				return usageError("%v", err)
 			}
-			if backend != "" {
-				sc.Cluster.Backend = backend
-			}
-			level := slog.LevelWarn
-			if verbose {
-				level = slog.LevelInfo
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := runContext(cmd.Context())
 			defer stop()
 			// As a non-root user the netns backend runs everything inside a
 			// user+network+mount namespace: re-execute this command there.
@@ -75,27 +152,56 @@ restarted mid-run. Exit status: 0 valid, 1 invalid, 2 unknown.`,
 					return err
 				}
 			}
-			res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: results, Out: cmd.OutOrStdout(),
-				Log: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))})
+			out := cmd.OutOrStdout()
+			res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: f.results, Out: out, Live: isTerminal(out),
+				Log: f.logger(cmd.ErrOrStderr())})
 			if err != nil {
 				if errors.Is(err, lab.ErrScenario) {
 					return usageError("%v", err)
 				}
-				return fmt.Errorf("run %s: %w", sc.Name, err)
+				return withCode(exitInternal, fmt.Errorf("run %s: %w", sc.Name, err))
 			}
-			switch res.Verdict.Valid {
-			case checker.Valid:
-				return nil
-			case checker.Invalid:
-				return withCode(exitInvalid, nil)
-			}
-			return withCode(exitUnknown, nil)
+			return outcomeCode(res.Judgement.Outcome)
 		},
 	}
-	cmd.Flags().StringVar(&results, "results", "results", "directory for run results")
-	cmd.Flags().Int64Var(&seed, "seed", 0, "seed (0: pick one and record it)")
-	cmd.Flags().DurationVar(&duration, "duration", 0, "workload duration (default: the scenario's)")
-	cmd.Flags().StringVar(&backend, "backend", "", "cluster backend: netns or docker (default: the scenario's, netns)")
-	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log cluster bring-up and teardown")
+	f.register(cmd)
+	return cmd
+}
+
+func newScenariosCmd() *cobra.Command {
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "scenarios",
+		Short: "List the scenario library, one line each with its expected outcome",
+		Long: `List the scenarios embedded in isrlab (scenarios/ in the source tree):
+each one's name, what it does and what the source documents say happens,
+and the expectation 'isrlab run NAME' checks. Presets (scenarios/presets)
+are listed with --verbose.`,
+		Example: `  isrlab scenarios
+  isrlab run seed000/min-isr-refuses`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ents, err := lab.List()
+			out := cmd.OutOrStdout()
+			w := 0
+			for _, e := range ents {
+				w = max(w, len(e.Name))
+			}
+			for _, e := range ents {
+				fmt.Fprintf(out, "%-*s  expect %s\n", w, e.Name, e.Expect)
+				if e.Description != "" {
+					fmt.Fprintf(out, "%-*s    %s\n", w, "", e.Description)
+				}
+			}
+			if verbose {
+				fmt.Fprintf(out, "\npresets: %v\n", lab.Presets())
+			}
+			if err != nil {
+				return withCode(exitInternal, err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also list the presets")
 	return cmd
 }

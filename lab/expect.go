@@ -1,0 +1,262 @@
+package lab
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/isrlab/isrlab/checker"
+)
+
+// Expect is what a run must show. The zero value expects a valid history.
+//
+//	expect:
+//	  valid: false              # true (default), false or any
+//	  anomalies:
+//	    lost-write: ">0"        # a count: 0, ">0", ">=10", "<5", "!=0"
+//	  availability: ">=0.9"     # the fraction of ok sends and polls
+//	  unavailability: ">10s"    # the longest window with no ok send on a partition
+type Expect struct {
+	Valid          string          `yaml:"valid,omitempty"`
+	Anomalies      map[string]Cond `yaml:"anomalies,omitempty"`
+	Availability   Cond            `yaml:"availability,omitempty"`
+	Unavailability Cond            `yaml:"unavailability,omitempty"`
+}
+
+// Cond is a comparison against a number or a duration: "0", ">0", ">=0.9",
+// "<20s". A bare value means equality.
+type Cond struct {
+	Op    string // one of = != < <= > >=
+	Value float64
+	// Dur marks a duration (Value in seconds).
+	Dur bool
+	src string
+}
+
+// ParseCond parses a condition.
+func ParseCond(s string) (Cond, error) {
+	s = strings.TrimSpace(s)
+	c := Cond{Op: "=", src: s}
+	for _, op := range []string{">=", "<=", "!=", "==", ">", "<", "="} {
+		if rest, ok := strings.CutPrefix(s, op); ok {
+			c.Op, s = op, strings.TrimSpace(rest)
+			if op == "==" {
+				c.Op = "="
+			}
+			break
+		}
+	}
+	if v, err := strconv.ParseFloat(s, 64); err == nil {
+		c.Value = v
+		return c, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		c.Value, c.Dur = d.Seconds(), true
+		return c, nil
+	}
+	return Cond{}, fmt.Errorf("%q: want a number or duration with an optional comparison, like 0, \">0\", \">=0.9\" or \"<20s\"", c.src)
+}
+
+// IsZero reports an unset condition.
+func (c Cond) IsZero() bool { return c.Op == "" }
+
+func (c Cond) String() string {
+	if c.src != "" {
+		return c.src
+	}
+	if c.Op == "" {
+		return ""
+	}
+	return c.Op + strconv.FormatFloat(c.Value, 'g', -1, 64)
+}
+
+// UnmarshalYAML accepts a number or a string.
+func (c *Cond) UnmarshalYAML(v *yaml.Node) error {
+	if v.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a condition like \">0\"", v.Line)
+	}
+	p, err := ParseCond(v.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %v", v.Line, err)
+	}
+	*c = p
+	return nil
+}
+
+// MarshalYAML writes the condition as written.
+func (c Cond) MarshalYAML() (any, error) { return c.String(), nil }
+
+// Holds reports whether x meets the condition.
+func (c Cond) Holds(x float64) bool {
+	const eps = 1e-9
+	switch c.Op {
+	case "=":
+		return x > c.Value-eps && x < c.Value+eps
+	case "!=":
+		return x <= c.Value-eps || x >= c.Value+eps
+	case "<":
+		return x < c.Value
+	case "<=":
+		return x <= c.Value+eps
+	case ">":
+		return x > c.Value
+	case ">=":
+		return x >= c.Value-eps
+	}
+	return true
+}
+
+// validate returns the path of the first bad field and what is wrong.
+func (e Expect) validate() ([]string, error) {
+	switch e.Valid {
+	case "", "true", "false", "any":
+	default:
+		return []string{"valid"}, fmt.Errorf("%q: use true, false or any", e.Valid)
+	}
+	for _, k := range slices.Sorted(maps.Keys(e.Anomalies)) {
+		if !slices.Contains(checker.AnomalyNames, k) {
+			return []string{"anomalies", k}, fmt.Errorf("unknown anomaly %q (known: %s)", k, strings.Join(checker.AnomalyNames, ", "))
+		}
+		if e.Anomalies[k].Dur {
+			return []string{"anomalies", k}, fmt.Errorf("a count, not a duration")
+		}
+	}
+	if e.Availability.Dur {
+		return []string{"availability"}, fmt.Errorf("a fraction, not a duration")
+	}
+	if !e.Unavailability.IsZero() && !e.Unavailability.Dur && e.Unavailability.Value != 0 {
+		return []string{"unavailability"}, fmt.Errorf("a duration like \">10s\"")
+	}
+	return nil, nil
+}
+
+// IsZero reports an empty expectation (which means: a valid history).
+func (e Expect) IsZero() bool {
+	return e.Valid == "" && len(e.Anomalies) == 0 && e.Availability.IsZero() && e.Unavailability.IsZero()
+}
+
+// valid is the validity the expectation asks for: "true" when it says
+// nothing at all, "any" when it only names counts or measures.
+func (e Expect) valid() string {
+	if e.Valid != "" {
+		return e.Valid
+	}
+	if e.IsZero() {
+		return "true"
+	}
+	return "any"
+}
+
+// String says the expectation in a few words, for listings.
+func (e Expect) String() string {
+	var parts []string
+	switch e.valid() {
+	case "true":
+		parts = append(parts, "valid")
+	case "false":
+		parts = append(parts, "invalid")
+	}
+	for _, k := range slices.Sorted(maps.Keys(e.Anomalies)) {
+		parts = append(parts, k+" "+e.Anomalies[k].String())
+	}
+	if !e.Availability.IsZero() {
+		parts = append(parts, "availability "+e.Availability.String())
+	}
+	if !e.Unavailability.IsZero() {
+		parts = append(parts, "unavailability "+e.Unavailability.String())
+	}
+	if len(parts) == 0 {
+		return "anything (observed only)"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Outcome is how a run compares with its expectation.
+type Outcome int
+
+// Outcomes, with the exit status of `isrlab run`.
+const (
+	// Met: the run shows what the scenario expects (exit 0).
+	Met Outcome = iota
+	// NotMet: it does not (exit 1).
+	NotMet
+	// Undecided: the checker could not decide what the expectation needs
+	// (exit 2).
+	Undecided
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Met:
+		return "met"
+	case NotMet:
+		return "not met"
+	}
+	return "undecided"
+}
+
+// MarshalText writes the outcome's name.
+func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+
+// Judgement is an outcome with its reasons.
+type Judgement struct {
+	Outcome Outcome  `json:"outcome"`
+	Expect  string   `json:"expect"`
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+// Judge compares a verdict with the expectation. An incomplete run (cut
+// short by a signal) is never Met: what was recorded is judged, and what
+// would have been needed to meet the expectation is undecided.
+func (e Expect) Judge(v *checker.Verdict, incomplete bool) Judgement {
+	j := Judgement{Expect: e.String()}
+	fail := func(format string, a ...any) {
+		j.Outcome = NotMet
+		j.Reasons = append(j.Reasons, fmt.Sprintf(format, a...))
+	}
+	undecided := false
+	switch want := e.valid(); {
+	case want == "any":
+	case v.Valid == checker.Unknown:
+		undecided = true
+		j.Reasons = append(j.Reasons, "the checker could not decide validity")
+	case (want == "true") != (v.Valid == checker.Valid):
+		fail("expected valid=%s, got valid=%s", want, v.Valid)
+	}
+	for _, k := range slices.Sorted(maps.Keys(e.Anomalies)) {
+		c := e.Anomalies[k]
+		if n := v.Anomalies[k]; !c.Holds(float64(n)) {
+			fail("expected %s %s, got %d", k, c, n)
+		}
+	}
+	if c := e.Availability; !c.IsZero() {
+		a := v.Availability.Overall
+		if a.Total == 0 {
+			undecided = true
+			j.Reasons = append(j.Reasons, "no operations to measure availability")
+		} else if !c.Holds(a.Fraction) {
+			fail("expected availability %s, got %.3f", c, a.Fraction)
+		}
+	}
+	if c := e.Unavailability; !c.IsZero() {
+		if got := maxUnavailable(v); !c.Holds(got.Seconds()) {
+			fail("expected unavailability %s, got %.1fs", c, got.Seconds())
+		}
+	}
+	if j.Outcome == NotMet {
+		return j
+	}
+	if incomplete {
+		undecided = true
+		j.Reasons = append(j.Reasons, "the run was cut short")
+	}
+	if undecided {
+		j.Outcome = Undecided
+	}
+	return j
+}

@@ -1,0 +1,284 @@
+package lab
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/isrlab/isrlab/checker"
+	"github.com/isrlab/isrlab/nemesis"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// TestLibrary loads every library scenario: each has its name as its path,
+// a description and an expectation, and every fault target exists.
+func TestLibrary(t *testing.T) {
+	ents, err := List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) < 20 {
+		t.Errorf("the library has %d scenarios, want the seed scenarios (>= 20)", len(ents))
+	}
+	for _, e := range ents {
+		if e.Scenario.Name != e.Name {
+			t.Errorf("%s: name %q does not match its path", e.Name, e.Scenario.Name)
+		}
+		if e.Description == "" {
+			t.Errorf("%s: no description", e.Name)
+		}
+		if _, err := e.Scenario.ScheduleEvents(); err != nil {
+			t.Errorf("%s: %v", e.Name, err)
+		}
+	}
+	// The files on disk are the embedded ones, and load by path too.
+	files, _ := filepath.Glob("../scenarios/*/*.yaml")
+	more, _ := filepath.Glob("../scenarios/*.yaml")
+	for _, f := range append(files, more...) {
+		if strings.Contains(f, "/presets/") || strings.Contains(f, "/matrices/") {
+			continue
+		}
+		if _, err := Load(f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	def := Default()
+	if def.Name != DefaultName || len(def.Faults) != 1 || def.Topic.Config["min.insync.replicas"] != "2" || def.Workload.Acks != "all" {
+		t.Errorf("default scenario: %+v", def)
+	}
+}
+
+// TestPresets applies every preset to a scenario and checks what it sets.
+func TestPresets(t *testing.T) {
+	ps := Presets()
+	for _, want := range []string{"acks0", "acks1", "acks-all", "acks-all-unclean", "safe", "paranoid",
+		"flush-every-message", "kafka-0.10", "kafka-2.4", "kafka-2.6", "kafka-3.7"} {
+		sc, err := Parse("x.yaml", "x", []byte("preset: "+want+"\n"))
+		if err != nil {
+			t.Errorf("preset %s: %v", want, err)
+			continue
+		}
+		switch want {
+		case "safe":
+			if sc.Workload.Acks != "all" || sc.Topic.Config["min.insync.replicas"] != "2" || sc.Expect.valid() != "true" {
+				t.Errorf("safe: %+v", sc)
+			}
+		case "paranoid":
+			if sc.Cluster.Brokers != 5 || sc.Topic.ReplicationFactor != 5 || sc.Topic.Config["min.insync.replicas"] != "3" {
+				t.Errorf("paranoid: %+v", sc)
+			}
+		case "acks1":
+			if sc.Workload.Acks != "1" || sc.Workload.Idempotent || sc.Expect.valid() != "any" {
+				t.Errorf("acks1: %+v", sc)
+			}
+		case "kafka-0.10":
+			if sc.Cluster.Config["kafka.profile"] != "0.10" {
+				t.Errorf("kafka-0.10: %+v", sc.Cluster.Config)
+			}
+		}
+	}
+	if len(ps) < 11 {
+		t.Errorf("presets: %v", ps)
+	}
+	// The scenario's keys win over the preset's, maps merge, and the
+	// expectation is replaced whole.
+	sc, err := Parse("x.yaml", "x", []byte(`preset: [safe, kafka-2.4]
+topic:
+  config:
+    min.insync.replicas: "1"
+workload:
+  acks: "1"
+  enable.idempotence: false
+expect:
+  anomalies:
+    lost-write: ">0"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Topic.Config["min.insync.replicas"] != "1" || sc.Topic.Config["unclean.leader.election.enable"] != "false" ||
+		sc.Cluster.Config["kafka.profile"] != "2.4" || sc.Workload.Acks != "1" || sc.Expect.Valid != "" || len(sc.Expect.Anomalies) != 1 {
+		t.Errorf("merged: topic %v cluster %v acks %s expect %+v", sc.Topic.Config, sc.Cluster.Config, sc.Workload.Acks, sc.Expect)
+	}
+}
+
+// TestBadScenarios: every broken file gets an error naming the file, the
+// line and the field.
+func TestBadScenarios(t *testing.T) {
+	for _, tc := range []struct{ name, body, want string }{
+		{"unknown-key", "name: x\nbogus: 1\n", "x.yaml:2: field bogus not found"},
+		{"config-typo", "cluster:\n  config:\n    min.insync.replica: \"2\"\n", "x.yaml:3: cluster.config.min.insync.replica: unknown broker config key (did you mean min.insync.replicas?)"},
+		{"topic-typo", "topic:\n  config:\n    unclean.leader.election: \"true\"\n", "x.yaml:3: topic.config.unclean.leader.election: unknown topic config key (did you mean unclean.leader.election.enable?)"},
+		{"config-value", "cluster:\n  config:\n    kafka.profile: \"9.9\"\n", "x.yaml:3: cluster.config.kafka.profile"},
+		{"bad-kind", "faults:\n  - kind: explode\n    nodes: [b1]\n", "x.yaml:2: fault: bad fault: unknown kind \"explode\""},
+		{"no-kind", "faults:\n  - nodes: [b1]\n", "x.yaml:2: fault: bad fault: a fault needs a kind"},
+		{"unknown-field", "faults:\n  - kind: kill\n    nodes: [b1]\n    target: b2\n", "x.yaml:2: fault: bad fault: kill: unknown field \"target\""},
+		{"runtime-field", "faults:\n  - kind: kill\n    nodes: [b1]\n    resolved: [b2]\n", "field \"resolved\" is set by the fault when it fires"},
+		{"no-such-broker", "cluster:\n  brokers: 3\nfaults:\n  - kind: kill\n    nodes: [b9]\n", "x.yaml:4: faults.0: kill: target b9: the cluster has c1..c3, b1..b3 and client1"},
+		{"no-such-partition", "topic:\n  partitions: 3\nfaults:\n  - kind: pause\n    nodes: [leader:isrlab/7]\n", "x.yaml:4: faults.0: pause: target leader:isrlab/7: topic isrlab has partitions 0..2"},
+		{"other-topic", "faults:\n  - kind: pause\n    nodes: [leader:other/0]\n", "the scenario's topic is isrlab"},
+		{"seed-partition", "faults:\n  - kind: partition\n    topology: leader-coordinators\n    partition: isrlab/5\n", "topic isrlab has partitions 0..2"},
+		{"bad-target", "faults:\n  - kind: kill\n    nodes: [leader:isrlab]\n", "x.yaml:2: fault: kill: bad fault: \"isrlab\" is not topic/partition"},
+		{"negative-at", "faults:\n  - kind: kill\n    nodes: [b1]\n    at: -5s\n", "x.yaml:4: faults.0.at: -5s is outside the 30s run"},
+		{"late-fault", "duration: 5s\nfaults:\n  - kind: kill\n    nodes: [b1]\n    at: 10s\n", "x.yaml:5: faults.0.at: 10s is outside the 5s run"},
+		{"negative-heal", "faults:\n  - kind: kill\n    nodes: [b1]\n    heal.after: -1s\n", "faults.0.heal.after: -1s is negative"},
+		{"number-at", "faults:\n  - kind: kill\n    nodes: [b1]\n    at: 5\n", "x.yaml:2: fault: at: 5 is not a duration like 8s"},
+		{"negative-duration", "duration: -1s\n", "x.yaml:1: duration: -1s is negative"},
+		{"rf", "cluster:\n  brokers: 1\ntopic:\n  replication.factor: 3\n", "x.yaml:4: topic.replication.factor: 3 with 1 brokers"},
+		{"bad-preset", "preset: safest\n", "x.yaml:1: preset: no preset \"safest\""},
+		{"bad-anomaly", "expect:\n  anomalies:\n    lost-writes: 0\n", "unknown anomaly \"lost-writes\""},
+		{"bad-cond", "expect:\n  anomalies:\n    lost-write: lots\n", "x.yaml:3: \"lots\": want a number or duration"},
+		{"bad-valid", "expect:\n  valid: maybe\n", "x.yaml:2: expect.valid: \"maybe\": use true, false or any"},
+		{"bad-disk", "cluster:\n  disk: [b7]\n", "x.yaml:2: cluster.disk: entry 1: \"b7\""},
+		{"bad-schedule", "schedule:\n  type: every\n  interval: 5s\n  hold: 9s\n  mix:\n    - weight: 1\n      fault: {kind: kill, nodes: [random-broker]}\n", "x.yaml:1: schedule: bad fault: hold 9s must be in (0, interval 5s]"},
+		{"schedule-field", "schedule:\n  type: every\n  intervl: 5s\n", "x.yaml:2: schedule: unknown field \"intervl\""},
+		{"schedule-target", "schedule:\n  type: once\n  at: 1s\n  fault: {kind: kill, nodes: [b4]}\n", "schedule: kill: target b4"},
+		{"bad-workload", "workload:\n  type: stream\n", "x.yaml:2: workload.type: \"stream\": use log or queue"},
+		{"not-yaml", "name: [\n", "x.yaml:"},
+		{"not-a-map", "- 1\n", "x.yaml:1: a scenario is a mapping"},
+	} {
+		_, err := Parse("x.yaml", "x", []byte(tc.body))
+		if !errors.Is(err, ErrScenario) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v\nwant ErrScenario containing %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := Resolve("no/such/scenario"); !errors.Is(err, ErrScenario) || !strings.Contains(err.Error(), "isrlab scenarios lists them") {
+		t.Errorf("unknown name: %v", err)
+	}
+	if _, err := Resolve("presets/safe"); !errors.Is(err, ErrScenario) {
+		t.Errorf("a preset is not a scenario: %v", err)
+	}
+}
+
+// TestScheduleReplay: the same seed gives the same timeline (golden), a
+// different seed a different one.
+func TestScheduleReplay(t *testing.T) {
+	body := `name: mixed
+seed: 42
+duration: 60s
+faults:
+  - kind: partition
+    topology: leader-coordinators
+    partition: isrlab/0
+    at: 5s
+    heal.after: 10s
+schedule:
+  type: every
+  interval: 8s
+  hold: 4s
+  mix:
+    - weight: 2
+      fault: {kind: kill, nodes: [random-broker]}
+    - weight: 1
+      fault: {kind: partition, topology: random-halves}
+    - weight: 1
+      fault: {kind: pause, nodes: [leader:isrlab/1, follower:isrlab/2]}
+`
+	sc, err := Parse("mixed.yaml", "mixed", []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := sc.ScheduleEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.MarshalIndent(ev, "", " ")
+	golden := filepath.Join("testdata", "schedule-mixed.json")
+	if *update {
+		os.MkdirAll("testdata", 0o755)
+		os.WriteFile(golden, append(got, '\n'), 0o644)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update)", err)
+	}
+	if strings.TrimSpace(string(got)) != strings.TrimSpace(string(want)) {
+		t.Errorf("schedule for seed 42 changed:\n%s\nwant\n%s", got, want)
+	}
+	again, _ := sc.ScheduleEvents()
+	if b, _ := json.Marshal(again); string(b) != string(mustJSON(t, ev)) {
+		t.Error("the same scenario gave two schedules")
+	}
+	sc.Seed = 43
+	other, _ := sc.ScheduleEvents()
+	if string(mustJSON(t, other)) == string(mustJSON(t, ev)) {
+		t.Error("seeds 42 and 43 gave the same schedule")
+	}
+	starts := 0
+	for _, e := range ev {
+		if e.Action == nemesis.ActStart {
+			starts++
+		}
+	}
+	if starts != 1+7 {
+		t.Errorf("%d starts, want the fixed fault and 7 generated ones (every 8s from 8s to 56s)", starts)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestJudge: the expectation machinery both ways.
+func TestJudge(t *testing.T) {
+	lossy := &checker.Verdict{Valid: checker.Invalid, Anomalies: map[string]int64{"lost-write": 123},
+		Availability: checker.Availability{Overall: checker.Ratio{Total: 100, OK: 90, Fraction: 0.9}}}
+	clean := &checker.Verdict{Valid: checker.Valid, Anomalies: map[string]int64{},
+		Availability: checker.Availability{Overall: checker.Ratio{Total: 100, OK: 100, Fraction: 1}}}
+	unknown := &checker.Verdict{Valid: checker.Unknown, Anomalies: map[string]int64{}}
+	expect := func(s string) Expect {
+		sc, err := Parse("x.yaml", "x", []byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc.Expect
+	}
+	for _, tc := range []struct {
+		name       string
+		e          Expect
+		v          *checker.Verdict
+		incomplete bool
+		want       Outcome
+	}{
+		{"default-valid", Expect{}, clean, false, Met},
+		{"default-finds-loss", Expect{}, lossy, false, NotMet},
+		{"expects-loss-finds-none", expect("expect: {anomalies: {lost-write: \">0\"}}"), clean, false, NotMet},
+		{"expects-loss-finds-it", expect("expect: {anomalies: {lost-write: \">0\"}}"), lossy, false, Met},
+		{"expects-none-finds-some", expect("expect: {anomalies: {lost-write: 0}}"), lossy, false, NotMet},
+		{"expects-invalid", expect("expect: {valid: false}"), lossy, false, Met},
+		{"expects-invalid-finds-valid", expect("expect: {valid: false}"), clean, false, NotMet},
+		{"any", expect("expect: {valid: any}"), lossy, false, Met},
+		{"availability", expect("expect: {availability: \">=0.95\"}"), lossy, false, NotMet},
+		{"availability-ok", expect("expect: {availability: \">=0.85\"}"), lossy, false, Met},
+		{"unknown", Expect{}, unknown, false, Undecided},
+		{"unknown-but-counts-fail", expect("expect: {valid: true, anomalies: {lost-write: \">0\"}}"), unknown, false, NotMet},
+		{"incomplete-valid", Expect{}, clean, true, Undecided},
+		{"incomplete-invalid", Expect{}, lossy, true, NotMet},
+	} {
+		if j := tc.e.Judge(tc.v, tc.incomplete); j.Outcome != tc.want {
+			t.Errorf("%s: %v (%v), want %v", tc.name, j.Outcome, j.Reasons, tc.want)
+		}
+	}
+	for s, want := range map[string]bool{">0:1": true, ">0:0": false, "0:0": true, "<20s:19.5": true, "<20s:20": false, ">=0.9:0.9": true, "!=3:3": false} {
+		c, v, _ := strings.Cut(s, ":")
+		cond, err := ParseCond(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var x float64
+		json.Unmarshal([]byte(v), &x)
+		if cond.Holds(x) != want {
+			t.Errorf("%s holds for %v: %v, want %v", c, x, !want, want)
+		}
+	}
+}
