@@ -114,3 +114,6 @@ func presetNode(name string) (*yaml.Node, error) {
 	}
 	return doc.Content[0], nil
 }
+
+// readLibrary reads a file of the library.
+func readLibrary(name string) ([]byte, error) { return fs.ReadFile(Library, name) }

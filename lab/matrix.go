@@ -1,0 +1,488 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/isrlab/isrlab/compose"
+)
+
+// Matrix is presets x fault schedules (x seeds): every combination is a
+// cell, a scenario run once and judged against its expectation (the
+// preset's own unless the matrix says otherwise).
+//
+//	name: quickstart
+//	base: {cluster: ..., topic: ..., workload: ..., duration: 30s}
+//	presets: [acks1, safe]
+//	schedules:
+//	  - name: leader-kill
+//	    faults: [{kind: kill, nodes: [leader:isrlab/0], at: 8s, heal.after: 10s}]
+//	  - name: partition-4
+//	    from: seed000/partition-4-safe   # the faults of a library scenario
+//	seeds: [1, 2]
+//	expect:
+//	  acks1/leader-kill: {valid: any}
+type Matrix struct {
+	Name        string               `yaml:"name"`
+	Description string               `yaml:"description,omitempty"`
+	Base        yaml.Node            `yaml:"base,omitempty"`
+	Presets     []Names              `yaml:"presets"`
+	Schedules   []MatrixSchedule     `yaml:"schedules"`
+	Seeds       []int64              `yaml:"seeds,omitempty"`
+	Expect      map[string]yaml.Node `yaml:"expect,omitempty"`
+
+	file  string
+	Cells []Cell `yaml:"-"`
+}
+
+// MatrixSchedule is one fault-schedule axis value: fixed faults, a
+// generated schedule, or those of a library scenario (From).
+type MatrixSchedule struct {
+	Name     string      `yaml:"name"`
+	From     string      `yaml:"from,omitempty"`
+	Faults   []yaml.Node `yaml:"faults,omitempty"`
+	Schedule *yaml.Node  `yaml:"schedule,omitempty"`
+	Duration string      `yaml:"duration,omitempty"`
+}
+
+// Cell is one combination.
+type Cell struct {
+	Preset   string
+	Schedule string
+	Seed     int64
+	Scenario Scenario
+}
+
+// ID names the cell: preset/schedule[/seed-N].
+func (c Cell) ID() string { return c.Scenario.Name }
+
+// LoadMatrix reads a matrix file (or a library matrix by name) and builds
+// its cells, each validated as a scenario.
+func LoadMatrix(arg string) (*Matrix, error) {
+	data, file, err := readMatrix(arg)
+	if err != nil {
+		return nil, err
+	}
+	m := &Matrix{file: file}
+	if err := decodeStrict(data, m); err != nil {
+		return nil, yamlError(file, err)
+	}
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrScenario, file, fmt.Sprintf(format, a...))
+	}
+	if m.Name == "" {
+		m.Name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+	}
+	if !compose.ValidName(m.Name) {
+		return nil, bad("name %q: use 1-24 of a-z 0-9 -", m.Name)
+	}
+	if len(m.Presets) == 0 || len(m.Schedules) == 0 {
+		return nil, bad("a matrix needs presets and schedules")
+	}
+	seeds := m.Seeds
+	if len(seeds) == 0 {
+		seeds = []int64{0}
+	}
+	names := map[string]bool{}
+	for _, sch := range m.Schedules {
+		if sch.Name == "" || strings.ContainsAny(sch.Name, "/ ") || names[sch.Name] {
+			return nil, bad("schedule %q: each schedule needs a distinct name without / or spaces", sch.Name)
+		}
+		names[sch.Name] = true
+	}
+	presetIDs := map[string]bool{}
+	for _, p := range m.Presets {
+		presetIDs[strings.Join(p, "+")] = true
+	}
+	for k := range m.Expect {
+		p, s, _ := strings.Cut(k, "/")
+		if !presetIDs[p] || (s != "" && !names[s]) {
+			return nil, bad("expect: %q names no preset (or preset/schedule) of the matrix", k)
+		}
+	}
+	for _, p := range m.Presets {
+		pid := strings.Join(p, "+")
+		for _, sch := range m.Schedules {
+			for _, seed := range seeds {
+				name := m.Name + "/" + pid + "/" + sch.Name
+				if len(seeds) > 1 {
+					name += "/seed-" + strconv.FormatInt(seed, 10)
+				}
+				doc, err := m.cellDoc(p, pid, sch, seed, name)
+				if err != nil {
+					return nil, bad("cell %s: %v", name, err)
+				}
+				sc, err := Parse(file+" cell "+pid+"/"+sch.Name, name, doc)
+				if err != nil {
+					return nil, err
+				}
+				m.Cells = append(m.Cells, Cell{Preset: pid, Schedule: sch.Name, Seed: seed, Scenario: sc})
+			}
+		}
+	}
+	return m, nil
+}
+
+func readMatrix(arg string) ([]byte, string, error) {
+	if st, err := os.Stat(arg); err == nil && !st.IsDir() {
+		data, err := os.ReadFile(arg)
+		return data, arg, err
+	}
+	name := strings.TrimSuffix(strings.TrimPrefix(arg, "scenarios/"), ".yaml")
+	if !strings.HasPrefix(name, "matrices/") {
+		name = "matrices/" + name
+	}
+	data, err := readLibrary(name + ".yaml")
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %s: no such file and no library matrix %s", ErrScenario, arg, name)
+	}
+	return data, "scenarios/" + name + ".yaml", nil
+}
+
+// cellDoc builds the scenario document of one cell: the base keys, the
+// preset, the schedule's faults and the expectation.
+func (m *Matrix) cellDoc(preset Names, pid string, sch MatrixSchedule, seed int64, name string) ([]byte, error) {
+	doc := map[string]any{}
+	if m.Base.Kind != 0 {
+		if err := m.Base.Decode(&doc); err != nil {
+			return nil, fmt.Errorf("base: %v", err)
+		}
+		for _, k := range []string{"name", "preset", "faults", "schedule", "expect", "seed"} {
+			if _, ok := doc[k]; ok {
+				return nil, fmt.Errorf("base: %s is set by the matrix, not the base", k)
+			}
+		}
+	}
+	doc["name"] = name
+	doc["preset"] = []string(preset)
+	if seed != 0 {
+		doc["seed"] = seed
+	}
+	if sch.From != "" {
+		src, err := Lookup(sch.From)
+		if err != nil {
+			return nil, err
+		}
+		if len(src.Faults) > 0 {
+			doc["faults"] = src.Faults
+		}
+		if src.Schedule != nil {
+			doc["schedule"] = src.Schedule
+		}
+		if _, ok := doc["duration"]; !ok {
+			doc["duration"] = src.Duration.String()
+		}
+	}
+	if len(sch.Faults) > 0 {
+		doc["faults"] = sch.Faults
+	}
+	if sch.Schedule != nil {
+		doc["schedule"] = sch.Schedule
+	}
+	if sch.Duration != "" {
+		doc["duration"] = sch.Duration
+	}
+	if e, ok := m.Expect[pid+"/"+sch.Name]; ok {
+		doc["expect"] = &e
+	} else if e, ok := m.Expect[pid]; ok {
+		doc["expect"] = &e
+	}
+	return yaml.Marshal(doc)
+}
+
+// CellResult is one cell's outcome.
+type CellResult struct {
+	Cell      string           `json:"cell"`
+	Preset    string           `json:"preset"`
+	Schedule  string           `json:"schedule"`
+	Seed      int64            `json:"seed"`
+	State     string           `json:"state"` // pending, running, done, error, skipped
+	Outcome   string           `json:"outcome,omitempty"`
+	Valid     string           `json:"valid,omitempty"`
+	Anomalies map[string]int64 `json:"anomalies,omitempty"`
+	Avail     float64          `json:"availability,omitempty"`
+	MaxUnavS  float64          `json:"max_unavailable_s,omitempty"`
+	Expect    string           `json:"expect"`
+	Reasons   []string         `json:"reasons,omitempty"`
+	Error     string           `json:"error,omitempty"`
+	Dir       string           `json:"dir,omitempty"`
+	Seconds   float64          `json:"seconds,omitempty"`
+}
+
+// MatrixResult is the whole table.
+type MatrixResult struct {
+	Matrix  string       `json:"matrix"`
+	Dir     string       `json:"dir"`
+	Started string       `json:"started"`
+	Seconds float64      `json:"seconds"`
+	Cells   []CellResult `json:"cells"`
+}
+
+// Code is the matrix's exit status: 255 if a cell could not run, else 1 if
+// any expectation was not met, else 2 if any was undecided, else 0.
+func (r *MatrixResult) Code() int {
+	code := 0
+	for _, c := range r.Cells {
+		switch {
+		case c.State == "error":
+			return 255
+		case c.Outcome == NotMet.String():
+			code = 1
+		case code == 0 && (c.Outcome == Undecided.String() || c.State != "done"):
+			code = 2
+		}
+	}
+	return code
+}
+
+// MatrixOptions configure a matrix run.
+type MatrixOptions struct {
+	Options
+	// Parallel is how many cells run at once (default 1).
+	Parallel int
+	// JUnit, if set, is a second path for junit.xml.
+	JUnit string
+	// Duration, Seed and Backend override every cell's when set.
+	Duration time.Duration
+	Backend  string
+}
+
+// RunMatrix runs every cell, prints the table as cells finish (redrawn in
+// place when Live) and writes the matrix directory: table.json, table.txt,
+// junit.xml, and each cell's run directory under runs/.
+func RunMatrix(ctx context.Context, m *Matrix, o MatrixOptions) (*MatrixResult, error) {
+	o.Options = o.Options.withDefaults()
+	if o.Parallel <= 0 {
+		o.Parallel = 1
+	}
+	start := time.Now()
+	id := compose.NewRunID()
+	dir, err := filepath.Abs(filepath.Join(o.ResultsDir, "matrices", m.Name, start.UTC().Format("20060102T150405Z")+"-"+id))
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInternal, err)
+	}
+	res := &MatrixResult{Matrix: m.Name, Dir: dir, Started: start.UTC().Format(time.RFC3339)}
+	for _, c := range m.Cells {
+		res.Cells = append(res.Cells, CellResult{Cell: strings.TrimPrefix(c.ID(), m.Name+"/"), Preset: c.Preset,
+			Schedule: c.Schedule, Seed: c.Seed, State: "pending", Expect: c.Scenario.Expect.String()})
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	out := &stopWriter{w: o.Out, stop: func(err error) { cancel(fmt.Errorf("output closed: %w", err)) }}
+	fmt.Fprintf(out, "isrlab matrix %s: %d cells (%d presets x %d schedules x %d seeds), %d at a time\n  results: %s\n",
+		m.Name, len(m.Cells), len(m.Presets), len(m.Schedules), max(1, len(m.Seeds)), o.Parallel, dir)
+	var mu sync.Mutex
+	tab := &table{out: out, live: o.Live, res: res}
+	tab.draw()
+	sem := make(chan struct{}, o.Parallel)
+	var wg sync.WaitGroup
+	for i, c := range m.Cells {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			sc := c.Scenario
+			if o.Duration > 0 {
+				sc.Duration = o.Duration
+			}
+			if o.Backend != "" {
+				sc.Cluster.Backend = o.Backend
+			}
+			mu.Lock()
+			res.Cells[i].State = "running"
+			tab.draw()
+			mu.Unlock()
+			cr := runCell(ctx, sc, o.Options, dir)
+			mu.Lock()
+			cr.Cell, cr.Preset, cr.Schedule, cr.Seed = res.Cells[i].Cell, c.Preset, c.Schedule, c.Seed
+			res.Cells[i] = cr
+			tab.draw()
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for i := range res.Cells {
+		if res.Cells[i].State == "pending" {
+			res.Cells[i].State = "skipped"
+		}
+	}
+	res.Seconds = time.Since(start).Seconds()
+	tab.final()
+	var txt bytes.Buffer
+	writeTable(&txt, res)
+	werr := errors.Join(
+		writeJSON(filepath.Join(dir, "table.json"), res),
+		writeFile(filepath.Join(dir, "table.txt"), txt.Bytes()),
+		writeJUnitFile(filepath.Join(dir, "junit.xml"), res),
+	)
+	if o.JUnit != "" {
+		werr = errors.Join(werr, writeJUnitFile(o.JUnit, res))
+	}
+	linkLatest(filepath.Join(o.ResultsDir, "matrices", m.Name), dir)
+	fmt.Fprintf(out, "  results: %s (table.txt, table.json, junit.xml)\n", dir)
+	return res, werr
+}
+
+// runCell runs one cell with its output in the cell's log.
+func runCell(ctx context.Context, sc Scenario, o Options, dir string) CellResult {
+	cr := CellResult{State: "done", Expect: sc.Expect.String()}
+	logPath := filepath.Join(dir, "logs", strings.ReplaceAll(sc.Name, "/", "_")+".log")
+	os.MkdirAll(filepath.Dir(logPath), 0o755)
+	lf, err := os.Create(logPath)
+	if err != nil {
+		cr.State, cr.Error = "error", err.Error()
+		return cr
+	}
+	defer lf.Close()
+	o.Out, o.Live, o.RunID = lf, false, ""
+	o.ResultsDir = filepath.Join(dir, "runs")
+	start := time.Now()
+	r, err := Run(ctx, sc, o)
+	cr.Seconds = time.Since(start).Seconds()
+	cr.Dir = r.Dir
+	if err != nil {
+		cr.State, cr.Error = "error", err.Error()
+		fmt.Fprintf(lf, "error: %v\n", err)
+		return cr
+	}
+	if r.Verdict != nil {
+		cr.Valid = r.Verdict.Valid.String()
+		cr.Anomalies = r.Verdict.Anomalies
+		cr.Avail = r.Verdict.Availability.Overall.Fraction
+		cr.MaxUnavS = maxUnavailable(r.Verdict).Seconds()
+	}
+	cr.Outcome = r.Judgement.Outcome.String()
+	cr.Reasons = r.Judgement.Reasons
+	return cr
+}
+
+// table prints the matrix: redrawn in place when live, else one line per
+// finished cell.
+type table struct {
+	out     io.Writer
+	live    bool
+	res     *MatrixResult
+	lines   int
+	printed map[int]bool
+}
+
+func (t *table) draw() {
+	if t.live {
+		var b bytes.Buffer
+		writeTable(&b, t.res)
+		if t.lines > 0 {
+			fmt.Fprintf(t.out, "\033[%dA\033[J", t.lines)
+		}
+		t.out.Write(b.Bytes())
+		t.lines = bytes.Count(b.Bytes(), []byte("\n"))
+		return
+	}
+	if t.printed == nil {
+		t.printed = map[int]bool{}
+	}
+	for i, c := range t.res.Cells {
+		if (c.State == "done" || c.State == "error") && !t.printed[i] {
+			t.printed[i] = true
+			fmt.Fprintf(t.out, "  [%d/%d] %s\n", len(t.printed), len(t.res.Cells), cellLine(c))
+		}
+	}
+}
+
+func (t *table) final() {
+	if t.live {
+		t.draw()
+		return
+	}
+	fmt.Fprintln(t.out)
+	writeTable(t.out, t.res)
+}
+
+func cellLine(c CellResult) string {
+	s := fmt.Sprintf("%s: %s", c.Cell, strings.ToUpper(orDefault(c.Outcome, c.State)))
+	if c.Error != "" {
+		s += " (" + firstLine(c.Error) + ")"
+	} else if len(c.Reasons) > 0 {
+		s += " (" + strings.Join(c.Reasons, "; ") + ")"
+	}
+	return s
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
+
+// writeTable writes the text table: one row per cell, the anomaly counts
+// seen in any cell as columns.
+func writeTable(w io.Writer, r *MatrixResult) {
+	var kinds []string
+	for _, c := range r.Cells {
+		for k, n := range c.Anomalies {
+			if n > 0 && !slices.Contains(kinds, k) {
+				kinds = append(kinds, k)
+			}
+		}
+	}
+	slices.Sort(kinds)
+	head := append([]string{"preset", "schedule", "seed", "state", "valid"}, kinds...)
+	head = append(head, "avail", "max-unavail", "expect", "outcome")
+	rows := [][]string{head}
+	for _, c := range r.Cells {
+		seed := ""
+		if c.Seed != 0 {
+			seed = strconv.FormatInt(c.Seed, 10)
+		}
+		row := []string{c.Preset, c.Schedule, seed, c.State, c.Valid}
+		for _, k := range kinds {
+			row = append(row, strconv.FormatInt(c.Anomalies[k], 10))
+		}
+		avail, unav := "", ""
+		if c.State == "done" {
+			avail, unav = fmt.Sprintf("%.3f", c.Avail), fmt.Sprintf("%.1fs", c.MaxUnavS)
+		}
+		row = append(row, avail, unav, c.Expect, strings.ToUpper(c.Outcome))
+		rows = append(rows, row)
+	}
+	widths := make([]int, len(head))
+	for _, row := range rows {
+		for i, v := range row {
+			widths[i] = max(widths[i], len(v))
+		}
+	}
+	for _, row := range rows {
+		var b strings.Builder
+		for i, v := range row {
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			if i == len(row)-1 {
+				b.WriteString(v)
+			} else {
+				fmt.Fprintf(&b, "%-*s", widths[i], v)
+			}
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+}
