@@ -201,6 +201,7 @@ type analysis struct {
 	cluster      clusterTracker
 	timeline     timeline
 	avail        availTracker
+	unavail      unavailTracker
 	lat          map[string]*histogram
 	lin          *linCollector
 }
@@ -214,6 +215,7 @@ func newAnalysis(opt Options) *analysis {
 		examples:  map[string][]Example{},
 		reported:  map[[2]int64]struct{}{},
 		lat:       map[string]*histogram{},
+		unavail:   newUnavailTracker(opt.UnavailableAfter, opt.Partitions),
 	}
 	if opt.Linearizable != LinOff {
 		a.lin = &linCollector{max: opt.LinMaxOps, force: opt.Linearizable == LinOn}
@@ -336,6 +338,9 @@ func (a *analysis) add(op *history.Op, pos int64) {
 	if op.Type == history.Invoke {
 		ps.pend = pending{pos: pos, time: op.Time, f: op.F, value: op.Value, hasValue: op.HasValue, part: op.Partition}
 		ps.hasPend = true
+		if op.F == history.FSend {
+			a.unavail.invoked(op.Time)
+		}
 		if op.F == history.FSend && op.HasValue {
 			vs := a.value(op.Value, true)
 			if vs.inv < 0 {
@@ -416,6 +421,13 @@ func (a *analysis) send(op *history.Op, pos int64, inv *pending, ps *procState) 
 		a.stats.SendsFail++
 	case history.Info:
 		a.stats.SendsInfo++
+	}
+	if op.Type == history.OK || op.Type == history.Fail || op.Type == history.Info {
+		start := op.Time
+		if inv != nil {
+			start = inv.time
+		}
+		a.unavail.completed(part, start, op.Time, op.Type == history.OK)
 	}
 	if !has {
 		return
@@ -626,15 +638,21 @@ func (a *analysis) finish() *Verdict {
 		}
 	}
 	a.stats.Partitions += len(a.farParts)
+	for _, ps := range a.procs {
+		if ps.hasPend && ps.pend.f == history.FSend {
+			a.unavail.pendingAt(ps.pend.part, ps.pend.time)
+		}
+	}
 
 	v := &Verdict{
-		Anomalies:    a.anomalies,
-		Examples:     a.examples,
-		Stats:        a.stats,
-		Availability: a.avail.result(),
-		Cluster:      a.cluster.result(),
-		Timeline:     a.timeline.result(a.avail.faultWindows()),
-		Latency:      map[string]Quantiles{},
+		Anomalies:      a.anomalies,
+		Examples:       a.examples,
+		Stats:          a.stats,
+		Availability:   a.avail.result(),
+		Unavailability: a.unavail.result(),
+		Cluster:        a.cluster.result(),
+		Timeline:       a.timeline.result(a.avail.faultWindows()),
+		Latency:        map[string]Quantiles{},
 	}
 	for f, h := range a.lat {
 		v.Latency[f] = h.quantiles()

@@ -27,6 +27,9 @@ func Check(open OpenFunc, name string, opt Options) (*Verdict, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opt.Partitions <= 0 {
+		opt.Partitions = r.Header().Partitions
+	}
 	a := newAnalysis(opt)
 	var torn error
 	// Ops are located by the byte offset of their line, so that examples

@@ -75,6 +75,14 @@ type Options struct {
 	MaxExamples int
 	// Workers decode the history in parallel (0: GOMAXPROCS).
 	Workers int
+	// UnavailableAfter is how long sends on a partition must go without a
+	// success before it counts as unavailable (default 1 s), so that
+	// ordinary latency does not count; see Unavailability.
+	UnavailableAfter time.Duration
+	// Partitions is the topic's partition count, so that Unavailability
+	// lists partitions no send went to. Check takes it from the history
+	// header when it is zero; CheckOps has no header.
+	Partitions int
 }
 
 func (o Options) withDefaults() Options {
@@ -86,6 +94,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxExamples <= 0 {
 		o.MaxExamples = 5
+	}
+	if o.UnavailableAfter <= 0 {
+		o.UnavailableAfter = DefaultUnavailableAfter
 	}
 	return o
 }
@@ -146,6 +157,9 @@ type Verdict struct {
 	// Availability is the fraction of send and poll operations that ended
 	// ok: overall, while a fault was active, and after the last heal.
 	Availability Availability `json:"availability"`
+	// Unavailability has, per partition, the longest and total time in
+	// which sends were attempted and none succeeded.
+	Unavailability Unavailability `json:"unavailability"`
 	// Latency has quantiles per operation (f) over ok completions.
 	Latency      map[string]Quantiles `json:"latency"`
 	Linearizable LinResult            `json:"linearizable"`

@@ -42,6 +42,7 @@ func TestGolden(t *testing.T) {
 		{name: "clean", valid: Valid, lin: "ok"},
 		{name: "info-read", valid: Valid, lin: "ok"},
 		{name: "faults", valid: Valid, lin: "ok"},
+		{name: "outage", valid: Valid, lin: "ok"},
 		{name: "lost-write", valid: Invalid, anomalies: map[string]int64{LostWrite: 1}, lin: "ok", exValue: 2, exOffset: 1, exOps: 3},
 		{name: "unseen", valid: Invalid, anomalies: map[string]int64{Unseen: 1}, lin: "ok", exValue: 2, exOffset: 1, exOps: 2},
 		{name: "unseen-no-drain", valid: Unknown, anomalies: map[string]int64{Unseen: 1}, lin: "ok", exValue: 2, exOffset: 1, exOps: 2},
@@ -117,7 +118,7 @@ func TestGolden(t *testing.T) {
 
 // TestCheckOpsMatchesCheck: the in-memory and streaming paths agree.
 func TestCheckOpsMatchesCheck(t *testing.T) {
-	for _, name := range []string{"clean", "lost-write", "poll-skip", "faults", "duplicate", "aborted-read"} {
+	for _, name := range []string{"clean", "lost-write", "poll-skip", "faults", "duplicate", "aborted-read", "outage"} {
 		path := filepath.Join("testdata", name+".jsonl")
 		f, err := os.Open(path)
 		if err != nil {

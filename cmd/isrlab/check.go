@@ -28,6 +28,7 @@ func newCheckCmd() *cobra.Command {
 		examples int
 		out      string
 		html     string
+		unavail  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "check <history.jsonl | run-dir>",
@@ -36,10 +37,12 @@ func newCheckCmd() *cobra.Command {
 anomalies of Jepsen's Kafka workload: lost-write, unseen, duplicate,
 inconsistent-offsets, nonmonotonic-send, nonmonotonic-poll, poll-skip,
 aborted-read and unexpected. It also reports availability (ok fraction overall,
-during faults, after healing), latency quantiles per operation and, for
-histories up to --lin-max-ops client operations, linearizability of every
-partition against a log model (porcupine; a search that runs out of time gives
-unknown, never a pass).
+during faults, after healing), unavailability (per partition, the longest time
+sends to it were attempted and none succeeded, counted when longer than
+--unavailable-after; retried sends that end ok hide this from availability),
+latency quantiles per operation and, for histories up to --lin-max-ops client
+operations, linearizability of every partition against a log model (porcupine;
+a search that runs out of time gives unknown, never a pass).
 
 Given a run directory it reads <dir>/history.jsonl, writes <dir>/verdict.json
 and, when linearizability is illegal, <dir>/linearizability.html.
@@ -56,7 +59,7 @@ or malformed history.`,
   isrlab check gen --ops 10000000 --partitions 10 --seed 1 --out /tmp/h.jsonl`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opt := checker.Options{LinTimeout: linTO, LinMaxOps: linMax, MaxExamples: examples}
+			opt := checker.Options{LinTimeout: linTO, LinMaxOps: linMax, MaxExamples: examples, UnavailableAfter: unavail}
 			switch linMode {
 			case "auto":
 				opt.Linearizable = checker.LinAuto
@@ -70,6 +73,9 @@ or malformed history.`,
 			if linTO < 0 || linMax < 0 || examples < 0 {
 				return usageError("--lin-timeout, --lin-max-ops and --examples must not be negative")
 			}
+			if unavail <= 0 {
+				return usageError("--unavailable-after must be positive")
+			}
 			return runCheck(cmd.OutOrStdout(), args[0], opt, asJSON, out, html)
 		},
 	}
@@ -79,6 +85,7 @@ or malformed history.`,
 	f.DurationVar(&linTO, "lin-timeout", 60*time.Second, "time budget of the linearizability search")
 	f.IntVar(&linMax, "lin-max-ops", 200000, "largest number of client operations for --linearizable=auto")
 	f.IntVar(&examples, "examples", 5, "examples kept per anomaly")
+	f.DurationVar(&unavail, "unavailable-after", checker.DefaultUnavailableAfter, "count a partition unavailable when sends to it went longer than this without a success")
 	f.StringVar(&out, "out", "", "also write the verdict JSON to this file (default for a run dir: <dir>/verdict.json)")
 	f.StringVar(&html, "html", "", "write porcupine's visualization here when linearizability is illegal (default for a run dir: <dir>/linearizability.html)")
 	cmd.AddCommand(newCheckGenCmd())
@@ -192,6 +199,19 @@ func printSummary(w io.Writer, file string, v *checker.Verdict, out, html string
 		fmt.Fprintf(w, ", during faults %s, after heal %s (%d faults)", pct(a.DuringFaults), pct(a.AfterHeal), a.Faults)
 	}
 	fmt.Fprintln(w)
+	u := v.Unavailability
+	if u.MaxPartition < 0 {
+		fmt.Fprintf(w, "unavailable:  no partition over %s\n", secDur(u.ThresholdSeconds))
+	} else {
+		var longest checker.PartitionUnavailability
+		for _, p := range u.Partitions {
+			if p.Partition == u.MaxPartition {
+				longest = p
+			}
+		}
+		fmt.Fprintf(w, "unavailable:  longest %s on partition %d (from %s to %s; windows over %s)\n", secDur(u.MaxWindow),
+			u.MaxPartition, secDur(longest.LongestStart), secDur(longest.LongestEnd), secDur(u.ThresholdSeconds))
+	}
 	if c := v.Cluster; c.Events > 0 {
 		fmt.Fprintf(w, "cluster:      %d state events, %d leader changes, %d ISR shrinks, %d ISR expands\n", c.Events, c.LeaderChanges, c.ISRShrinks, c.ISRExpands)
 	}
@@ -227,6 +247,11 @@ func printSummary(w io.Writer, file string, v *checker.Verdict, out, html string
 // dur formats milliseconds with a unit that suits the size.
 func dur(ms float64) string {
 	return time.Duration(ms * float64(time.Millisecond)).Round(time.Microsecond / 10).String()
+}
+
+// secDur formats seconds to the millisecond.
+func secDur(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
 }
 
 func pct(r checker.Ratio) string {

@@ -44,6 +44,12 @@ func TestCheckExitCodes(t *testing.T) {
 		want string
 	}{
 		{"valid", []string{"check", filepath.Join(golden, "clean.jsonl")}, exitValid, "valid:        true"},
+		{"available", []string{"check", filepath.Join(golden, "clean.jsonl")}, exitValid, "unavailable:  no partition over 1s\n"},
+		{"outage", []string{"check", filepath.Join(golden, "outage.jsonl")}, exitValid,
+			"availability: overall 100.00% (49/49), during faults 100.00% (30/30), after heal 100.00% (10/10) (1 faults)\n" +
+				"unavailable:  longest 15s on partition 1 (from 2.01s to 17.01s; windows over 1s)\n"},
+		{"outage above threshold", []string{"check", "--unavailable-after", "20s", filepath.Join(golden, "outage.jsonl")}, exitValid, "unavailable:  no partition over 20s\n"},
+		{"bad threshold", []string{"check", "--unavailable-after", "0s", filepath.Join(golden, "clean.jsonl")}, exitBadArgs, ""},
 		{"invalid", []string{"check", filepath.Join(golden, "lost-write.jsonl")}, exitInvalid, "lost-write"},
 		{"truncated is unknown", []string{"check", filepath.Join(golden, "torn.jsonl")}, exitUnknown, "truncated:"},
 		{"json", []string{"check", "--json", filepath.Join(golden, "unseen.jsonl")}, exitInvalid, `"unseen": 1`},
