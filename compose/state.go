@@ -38,6 +38,9 @@ type NodeState struct {
 	PIDStart   uint64 `json:"pid_start,omitempty"`
 	Container  string `json:"container,omitempty"` // Docker: the process container
 	Sandbox    string `json:"sandbox,omitempty"`   // Docker: the container holding the network namespace
+	// DiskPID is the node's faultfs daemon (NodeSpec.Disk), on the host.
+	DiskPID      int    `json:"disk_pid,omitempty"`
+	DiskPIDStart uint64 `json:"disk_pid_start,omitempty"`
 }
 
 // State is the JSON file that lets other processes (cluster status, exec,
@@ -66,6 +69,8 @@ type State struct {
 	Network     string `json:"network,omitempty"` // Docker network id
 	KeepData    bool   `json:"keep_data,omitempty"`
 
+	// Topology holds what each node runs, with the brokers' faultfs
+	// control sockets (Topology.Disks) that fault commands use.
 	Topology Topology    `json:"topology"`
 	Nodes    []NodeState `json:"nodes"`
 }

@@ -6,6 +6,8 @@
 // config files are produced by one function per role, so everything a node
 // runs can be checked without root. Backends (compose/netns, compose/docker)
 // place the nodes, start them and wait until they answer their protocol.
+// Brokers named in Options.FaultFS keep their data on a faultfs disk
+// (DiskSpec), a daemon the backend runs next to the broker.
 package compose
 
 import (
@@ -13,12 +15,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/netip"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/isrlab/isrlab/nemesis/faultfs"
 )
 
 // Role is what a node runs.
@@ -85,6 +90,10 @@ type Options struct {
 	RunDir       string       // node data and logs live under RunDir/<node>/
 	// NoDefaults keeps zero counts as zero (tests build clients-only nets).
 	NoDefaults bool
+	// FaultFS names the brokers ("b1", "b3") whose log.dirs live on a
+	// faultfs mount, for disk faults and power loss; the single name "all"
+	// means every broker. See DiskSpec.
+	FaultFS []string
 }
 
 // NodeSpec is a node before it runs: everything a backend needs to place and
@@ -103,6 +112,22 @@ type NodeSpec struct {
 	Files   map[string]string `json:"files,omitempty"`
 	Probe   Probe             `json:"probe,omitempty"`
 	Port    int               `json:"port,omitempty"` // the port ProbeTCP dials
+	// Disk, if set, is the faultfs daemon DataDir is mounted from.
+	Disk *DiskSpec `json:"disk,omitempty"`
+}
+
+// DiskSpec is a broker's faultfs disk: a daemon (Argv, `isrlab faultfs`)
+// that mounts at Mount, the broker's log.dirs, a FUSE view of Backing and
+// takes fault commands on Control. The backend starts it before the broker
+// and stops it after; it is its own process, so it outlives the broker's
+// kills and restarts (a power loss kills the broker, then crashes the
+// disk). Backing keeps the data once the mount is gone.
+type DiskSpec struct {
+	Backing string   `json:"backing"` // <node dir>/disk-backing
+	Mount   string   `json:"mount"`   // NodeSpec.DataDir
+	Control string   `json:"control"` // control socket
+	LogFile string   `json:"log_file"`
+	Argv    []string `json:"argv"`
 }
 
 // Topology is a built cluster description.
@@ -175,6 +200,13 @@ func Build(o Options) (Topology, error) {
 			return Topology{}, fmt.Errorf("%w: broker config %q is set by the topology", ErrBadTopology, kv.Key)
 		}
 	}
+	disks, err := faultFSBrokers(o.FaultFS, o.Brokers)
+	if err != nil {
+		return Topology{}, err
+	}
+	if len(disks) > 0 && !faultfs.ValidRunID(o.RunID) {
+		return Topology{}, fmt.Errorf("%w: run id %q cannot tag a faultfs mount", ErrBadTopology, o.RunID)
+	}
 	total := o.Coordinators + o.Brokers + o.Clients
 	hosts := 1<<(32-o.Subnet.Bits()) - 2 // minus network and broadcast
 	if total > hosts {
@@ -210,9 +242,81 @@ func Build(o Options) (Topology, error) {
 			n.Files = map[string]string{"server.properties": BrokerProperties(t, *n, o.BrokerConfig)}
 			n.Argv = []string{o.Binary, "broker", "--config", path}
 			n.Probe = ProbeKafka
+			if disks[n.Name] {
+				d, err := BrokerDisk(o.Binary, t, *n)
+				if err != nil {
+					return Topology{}, err
+				}
+				n.Disk = &d
+			}
 		}
 	}
 	return t, nil
+}
+
+// faultFSBrokers resolves Options.FaultFS to a set of broker names.
+func faultFSBrokers(names []string, brokers int) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, name := range names {
+		if name == "all" {
+			if len(names) > 1 {
+				return nil, fmt.Errorf("%w: faultfs %q: \"all\" stands alone", ErrBadTopology, strings.Join(names, ","))
+			}
+			for i := 1; i <= brokers; i++ {
+				out["b"+strconv.Itoa(i)] = true
+			}
+			continue
+		}
+		i, err := strconv.Atoi(strings.TrimPrefix(name, "b"))
+		if !strings.HasPrefix(name, "b") || err != nil || i < 1 || i > brokers || name != "b"+strconv.Itoa(i) {
+			return nil, fmt.Errorf("%w: faultfs %q is not a broker of this cluster (b1..b%d or all)", ErrBadTopology, name, brokers)
+		}
+		out[name] = true
+	}
+	return out, nil
+}
+
+// BrokerDisk lays out the faultfs disk of broker n: the backing directory
+// and daemon log in the node's directory, the control socket there too if
+// its path fits a Unix socket address, else in the state directory, named
+// after the run. The daemon's seed derives from the run id and node name.
+func BrokerDisk(bin string, t Topology, n NodeSpec) (DiskSpec, error) {
+	ctl := filepath.Join(n.Dir, "faultfs.sock")
+	if len(ctl) > faultfs.MaxSocketPath {
+		ctl = filepath.Join(StateDir(), "faultfs-"+t.RunID+"-"+n.Name+".sock")
+	}
+	if len(ctl) > faultfs.MaxSocketPath {
+		return DiskSpec{}, fmt.Errorf("%w: faultfs control socket of %s: %s and %s are longer than %d bytes; use a shorter run or state directory",
+			ErrBadTopology, n.Name, filepath.Join(n.Dir, "faultfs.sock"), ctl, faultfs.MaxSocketPath)
+	}
+	d := DiskSpec{
+		Backing: filepath.Join(n.Dir, "disk-backing"),
+		Mount:   n.DataDir,
+		Control: ctl,
+		LogFile: filepath.Join(n.Dir, "faultfs.log"),
+	}
+	h := fnv.New64a()
+	h.Write([]byte(t.RunID + "/" + n.Name))
+	opts := faultfs.Options{Backing: d.Backing, Mount: d.Mount, RunID: t.RunID, Seed: int64(h.Sum64() >> 1)}
+	// --verbose: mounts, faults and crashes go to the daemon's log.
+	d.Argv = append(append([]string{bin}, faultfs.Args(opts, ctl)...), "--verbose")
+	return d, nil
+}
+
+// Disks maps each broker that runs on faultfs to its control socket, the
+// form nemesis.Env.Disks takes; nil if none does.
+func (t Topology) Disks() map[string]string {
+	var out map[string]string
+	for _, n := range t.Nodes {
+		if n.Disk == nil {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[n.Name] = n.Disk.Control
+	}
+	return out
 }
 
 // reserved reports whether key is a per-node broker key the topology owns.

@@ -43,6 +43,9 @@ func TestBuildGolden(t *testing.T) {
 			Subnet:       netip.MustParsePrefix("192.168.77.64/27"),
 			BrokerConfig: []KV{{"min.insync.replicas", "2"}, {"unclean.leader.election.enable", "false"}, {"odd", "a\nb"}},
 		}},
+		// b2 on faultfs: its daemon's argv, paths and socket.
+		{"faultfs", Options{Name: "ffs", RunID: "c0ffee01", RunDir: "/r", Binary: "/bin/isrlab",
+			Coordinators: 1, Brokers: 2, FaultFS: []string{"b2"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,5 +119,71 @@ func TestBootstrapAndEndpoints(t *testing.T) {
 	}
 	if got, want := strings.Join(top.CoordinatorEndpoints(), ","), "http://10.213.0.1:2379,http://10.213.0.2:2379"; got != want {
 		t.Errorf("CoordinatorEndpoints = %s, want %s", got, want)
+	}
+}
+
+func TestBuildFaultFS(t *testing.T) {
+	t.Setenv("ISRLAB_STATE_DIR", "/state")
+	long := "/" + strings.Repeat("d", 95)
+	tests := []struct {
+		name    string
+		opts    Options
+		disks   map[string]string // broker -> control socket
+		wantErr string
+	}{
+		{"one broker", Options{RunID: "r1", RunDir: "/r", FaultFS: []string{"b2"}},
+			map[string]string{"b2": "/r/b2/faultfs.sock"}, ""},
+		{"all", Options{RunID: "r1", RunDir: "/r", FaultFS: []string{"all"}},
+			map[string]string{"b1": "/r/b1/faultfs.sock", "b2": "/r/b2/faultfs.sock", "b3": "/r/b3/faultfs.sock"}, ""},
+		{"none", Options{RunID: "r1", RunDir: "/r"}, nil, ""},
+		{"long run dir: socket in the state dir", Options{RunID: "r1", RunDir: long, FaultFS: []string{"b1"}},
+			map[string]string{"b1": "/state/faultfs-r1-b1.sock"}, ""},
+		{"not a broker", Options{RunID: "r1", RunDir: "/r", FaultFS: []string{"c1"}}, nil, "not a broker"},
+		{"no such broker", Options{RunID: "r1", RunDir: "/r", FaultFS: []string{"b4"}}, nil, "b1..b3"},
+		{"not canonical", Options{RunID: "r1", RunDir: "/r", FaultFS: []string{"b01"}}, nil, "not a broker"},
+		{"all with others", Options{RunID: "r1", RunDir: "/r", FaultFS: []string{"all", "b1"}}, nil, "stands alone"},
+		{"bad run id", Options{RunID: "r 1", RunDir: "/r", FaultFS: []string{"b1"}}, nil, "run id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			top, err := Build(tt.opts)
+			if tt.wantErr != "" {
+				if !errors.Is(err, ErrBadTopology) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Build: got %v, want ErrBadTopology containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := top.Disks()
+			if len(got) != len(tt.disks) {
+				t.Fatalf("Disks() = %v, want %v", got, tt.disks)
+			}
+			for node, sock := range tt.disks {
+				if got[node] != sock {
+					t.Errorf("Disks()[%s] = %q, want %q", node, got[node], sock)
+				}
+			}
+			for _, n := range top.Nodes {
+				if _, ok := tt.disks[n.Name]; !ok {
+					if n.Disk != nil {
+						t.Errorf("%s has a disk: %+v", n.Name, n.Disk)
+					}
+					continue
+				}
+				if n.Disk.Mount != n.DataDir || !strings.Contains(n.Files["server.properties"], "\nlog.dirs="+n.DataDir+"\n") {
+					t.Errorf("%s: the mount %s is not the broker's log.dirs %s", n.Name, n.Disk.Mount, n.DataDir)
+				}
+				if len(n.Disk.Control) > 107 {
+					t.Errorf("%s: control socket %s longer than a Unix socket address", n.Name, n.Disk.Control)
+				}
+			}
+		})
+	}
+	// Both candidate socket paths too long.
+	t.Setenv("ISRLAB_STATE_DIR", long)
+	if _, err := Build(Options{RunID: "r1", RunDir: long, FaultFS: []string{"b1"}}); !errors.Is(err, ErrBadTopology) || !strings.Contains(err.Error(), "longer than 107") {
+		t.Fatalf("Build with long run and state dirs: %v", err)
 	}
 }

@@ -152,6 +152,14 @@ settings given with --config go to every broker's server.properties.
 On error, Ctrl-C or SIGTERM before the cluster is ready, everything created
 so far is removed.
 
+--faultfs b1,b2 (or all) puts those brokers' log.dirs on faultfs mounts: a
+daemon per broker ("isrlab faultfs", started before the broker, stopped
+after it, kept across its restarts) mirrors <node dir>/disk-backing at the
+broker's data dir. "isrlab fault inject slow-disk|disk-error|disk-hang|
+power-loss" then finds the control sockets in the cluster's state. Needs
+root and /dev/fuse; the backing data stays after "cluster down" only with
+--keep-data, like all node data.
+
 --backend docker runs each node as containers instead: an image imported from
 this isrlab binary (no registry), a labelled network on --subnet, and per node
 a sandbox container holding its address and network namespace plus a process
@@ -161,7 +169,8 @@ runs apache/kafka in KRaft mode on the broker nodes (no coordinators).`,
   isrlab cluster up --name lab2 --coordinators 1 --brokers 5 --subnet 10.99.0.0/24
   isrlab cluster up --backend docker --name dock --subnet 10.214.0.0/24
   isrlab cluster up --backend docker --system kafka --kafka-image apache/kafka:3.9.1
-  isrlab cluster up --config min.insync.replicas=2 --config unclean.leader.election.enable=false`,
+  isrlab cluster up --config min.insync.replicas=2 --config unclean.leader.election.enable=false
+  isrlab cluster up --faultfs all`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch backend {
@@ -258,6 +267,7 @@ runs apache/kafka in KRaft mode on the broker nodes (no coordinators).`,
 	f.DurationVar(&timeout, "timeout", 60*time.Second, "how long to wait for every node to be ready")
 	f.BoolVar(&keepData, "keep-data", false, "keep the run directory when the cluster goes down")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log each step with its duration to stderr")
+	f.StringSliceVar(&o.FaultFS, "faultfs", nil, "brokers whose log.dirs live on faultfs (disk faults, power loss): b1,b2 or all")
 	return cmd
 }
 
@@ -276,6 +286,15 @@ func printEndpoints(w io.Writer, t compose.Topology, stateFile string) {
 	}
 	if cs := t.CoordinatorEndpoints(); len(cs) > 0 {
 		fmt.Fprintf(w, "coordinators:      %s\n", strings.Join(cs, ","))
+	}
+	if disks := t.Disks(); len(disks) > 0 {
+		var pairs []string
+		for _, n := range t.Role(compose.RoleBroker) {
+			if s, ok := disks[n.Name]; ok {
+				pairs = append(pairs, n.Name+"="+s)
+			}
+		}
+		fmt.Fprintf(w, "faultfs controls:  %s\n", strings.Join(pairs, " "))
 	}
 	fmt.Fprintf(w, "run dir:           %s\n", t.RunDir)
 	if stateFile != "" {

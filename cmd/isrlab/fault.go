@@ -74,7 +74,8 @@ func (o *faultOpts) register(cmd *cobra.Command, nodes bool) {
 }
 
 func controlFlag(c *cobra.Command, o *faultOpts) {
-	c.Flags().StringSliceVar(&o.controls, "control", nil, "NODE=SOCKET: faultfs control socket of a node (repeatable)")
+	c.Flags().StringSliceVar(&o.controls, "control", nil,
+		"NODE=SOCKET: faultfs control socket of a node (repeatable; default: the cluster's faultfs brokers, from its state)")
 }
 
 // parseControls parses NODE=SOCKET pairs.
@@ -102,6 +103,13 @@ func openNemesis(ctx context.Context, o *faultOpts) (*nemesis.Nemesis, bool, err
 	}
 	if handled, err := enterRootless(ctx, st); handled {
 		return nil, true, err
+	}
+	// Brokers the cluster runs on faultfs (cluster up --faultfs) need no
+	// --control; one given names or replaces a node's socket.
+	for node, sock := range c.Disks() {
+		if _, ok := disks[node]; !ok {
+			disks[node] = sock
+		}
 	}
 	seed := o.seed
 	if seed == 0 {
@@ -237,8 +245,9 @@ func injectKinds() []*cobra.Command {
 	var torn bool
 	cmds = append(cmds, kindCmd("power-loss --nodes TARGETS", "Cut the power of nodes at the same instant (SIGKILL + faultfs crash)",
 		`SIGKILL every target at the same instant, then make every faultfs behind
-them (--control NODE=SOCKET) forget the writes that were not fsynced. Nodes
-without a faultfs only lose their processes. Heal starts them again.`,
+them (brokers of a cluster up --faultfs, or --control NODE=SOCKET) forget
+the writes that were not fsynced. Nodes without a faultfs only lose their
+processes. Heal starts them again.`,
 		"  isrlab fault inject power-loss --nodes b1,b2 --control b1=/tmp/b1.sock --control b2=/tmp/b2.sock",
 		true, func(c *cobra.Command, o *faultOpts) {
 			controlFlag(c, o)
@@ -399,12 +408,13 @@ func diskCmds() []*cobra.Command {
 		c.Flags().StringVar(&prefix, "prefix", "", "only paths under this prefix (relative to the mount)")
 	}
 	const controlNote = `
-The node's faultfs control socket is given with --control NODE=SOCKET
+A broker of a cluster brought up with --faultfs needs nothing more; any
+other node's faultfs control socket is given with --control NODE=SOCKET
 (isrlab faultfs --control SOCKET). Heal lifts every fault of that faultfs.`
 	cmds := []*cobra.Command{
 		kindCmd("slow-disk --node TARGET --latency D", "Delay the nodes' filesystem operations (faultfs)",
 			"Delay matching filesystem operations by --latency plus up to --jitter."+controlNote,
-			"  isrlab fault inject slow-disk --node b2 --latency 20ms --control b2=/tmp/b2.sock",
+			"  isrlab fault inject slow-disk --node b2 --latency 20ms   # cluster up --faultfs b2\n  isrlab fault inject slow-disk --node b2 --latency 20ms --control b2=/tmp/b2.sock",
 			true, func(c *cobra.Command, o *faultOpts) {
 				common(c, o)
 				c.Flags().DurationVar(&latency, "latency", 0, "delay per operation")

@@ -126,6 +126,14 @@ func (b *Backend) Up(ctx context.Context, t compose.Topology) (c *compose.Cluste
 	if gw := Gateway(t.Subnet); containsAddr(t, gw) {
 		return nil, fmt.Errorf("%w: node address %s is Docker's gateway; use a larger subnet", compose.ErrBadTopology, gw)
 	}
+	if len(t.Disks()) > 0 {
+		if o.System != SystemIsrlab {
+			return nil, fmt.Errorf("cluster %s: faultfs disks: %w for system %s (isrlab brokers only)", t.Name, errors.ErrUnsupported, o.System)
+		}
+		if err := compose.CheckFUSE(); err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", t.Name, err)
+		}
+	}
 	cli, err := Connect(ctx)
 	if err != nil {
 		return nil, err
@@ -299,6 +307,26 @@ func (r *run) create(ctx context.Context, specs []ContainerSpec) error {
 	if err := r.save(); err != nil {
 		return err
 	}
+	// faultfs daemons run on the host and mount before the containers
+	// start: a process container's bind of its node directory is
+	// recursive, so it carries the mount at the broker's data dir, at
+	// every (re)start.
+	for _, n := range t.Nodes {
+		if n.Disk == nil {
+			continue
+		}
+		pid, start, err := compose.StartDisk(ctx, n)
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		ns := st.Node(n.Name)
+		ns.DiskPID, ns.DiskPIDStart = pid, start
+		r.mu.Unlock()
+		if err := r.save(); err != nil {
+			return err
+		}
+	}
 	for _, kind := range []string{KindSandbox, KindProcess} {
 		g, gctx := errgroup.WithContext(ctx)
 		for _, s := range specs {
@@ -467,6 +495,10 @@ func (r *run) teardown(ctx context.Context) error {
 		})
 	}
 	if err := g.Wait(); err != nil {
+		errs = append(errs, err)
+	}
+	// The containers are gone: nothing uses the disks now.
+	if err := compose.StopDisks(ctx, st, r.b.Grace); err != nil {
 		errs = append(errs, err)
 	}
 	nets, err := r.cli.NetworkList(ctx, network.ListOptions{Filters: byRun})

@@ -88,6 +88,16 @@ func (r *run) nsPath(node string) string {
 func (b *Backend) Up(ctx context.Context, t compose.Topology) (c *compose.Cluster, err error) {
 	o := b.defaults()
 	log := o.Log.With("run", t.RunID, "cluster", t.Name)
+	if len(t.Disks()) > 0 {
+		if err := compose.CheckFUSE(); err != nil {
+			if InUserNS() {
+				// /dev/fuse is usually root's alone; a user namespace's
+				// root is the unprivileged user outside it.
+				return nil, fmt.Errorf("cluster %s: rootless run (user namespace): %w; run as root for faultfs disks", t.Name, err)
+			}
+			return nil, fmt.Errorf("cluster %s: %w", t.Name, err)
+		}
+	}
 	unlock, err := compose.Lock(o.StateDir, t.Name)
 	if err != nil {
 		return nil, err
@@ -246,9 +256,32 @@ func (r *run) cluster() *compose.Cluster {
 	return c
 }
 
-// startAll starts coordinators first, then brokers: brokers need the
-// coordinators' addresses to answer, not their readiness.
+// startAll starts the faultfs disks, then coordinators, then brokers:
+// brokers need their disks mounted and the coordinators' addresses to
+// answer, not the coordinators' readiness. Disk daemons run in this
+// process's namespaces: the host's mount namespace, which node processes
+// share (only their network namespace is their own).
 func (r *run) startAll(ctx context.Context) error {
+	for _, spec := range r.st.Topology.Nodes {
+		if spec.Disk == nil {
+			continue
+		}
+		pid, start, err := compose.StartDisk(ctx, spec)
+		if err != nil && InUserNS() {
+			return fmt.Errorf("rootless run (user namespace): %w", err)
+		}
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		if ns := r.st.Node(spec.Name); ns != nil {
+			ns.DiskPID, ns.DiskPIDStart = pid, start
+		}
+		r.mu.Unlock()
+		if err := r.save(); err != nil {
+			return err
+		}
+	}
 	for _, spec := range r.st.Topology.Nodes {
 		p := r.procs[spec.Name]
 		if p == nil {
@@ -271,9 +304,10 @@ func (r *run) exited(n *compose.Node) error {
 }
 
 // teardown stops every process of the run (SIGKILL when its data goes too,
-// else SIGTERM with a grace period), removes its namespaces (their
-// links go with them), its run directory and finally its state file. It is
-// safe to call on a half-created run and more than once.
+// else SIGTERM with a grace period), then its faultfs daemons (their mounts
+// go with them), removes its namespaces (their links go with them), its run
+// directory and finally its state file. It is safe to call on a
+// half-created run and more than once.
 func (r *run) teardown(ctx context.Context) error {
 	begin := time.Now()
 	defer func() { r.b.Log.Debug("teardown", "run", r.st.RunID, "took", time.Since(begin)) }()
@@ -321,6 +355,10 @@ func (r *run) teardown(ctx context.Context) error {
 		}
 	}
 	if err := killAll(ctx, procsInNetNS(inodes)); err != nil {
+		errs = append(errs, err)
+	}
+	// Nothing of the run uses the disks now.
+	if err := compose.StopDisks(ctx, st, r.b.Grace); err != nil {
 		errs = append(errs, err)
 	}
 	for _, p := range paths {

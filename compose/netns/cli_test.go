@@ -150,6 +150,16 @@ func TestRootlessCLI(t *testing.T) {
 		{[]string{"cluster", "down", "--name", name}, 0, []string{"is down after"}},
 		{[]string{"cluster", "list"}, 0, nil},
 	}
+	if fuseIsRootOnly() {
+		// The user namespace's root is nobody outside: no FUSE. Up says
+		// so before creating anything.
+		steps = append(steps, struct {
+			args     []string
+			code     int
+			contains []string
+		}{[]string{"cluster", "up", "--name", name + "-ffs", "--brokers", "1", "--faultfs", "all"}, 255,
+			[]string{"rootless run (user namespace)", "/dev/fuse", "permission denied"}})
+	}
 	for _, s := range steps {
 		out, code := isrlab(s.args...)
 		if code != s.code {
@@ -164,4 +174,81 @@ func TestRootlessCLI(t *testing.T) {
 			t.Fatalf("cluster still listed after down:\n%s", out)
 		}
 	}
+}
+
+// TestFaultFSCLI brings a cluster up with `cluster up --faultfs`, injects a
+// disk fault from another process with no --control (the sockets come from
+// the cluster's state) and takes it down: the daemons outlive the `up`
+// process and go with `down`.
+func TestFaultFSCLI(t *testing.T) {
+	requireFUSE(t)
+	if testing.Short() {
+		t.Skip("builds and runs the isrlab binary; skipped with -short")
+	}
+	bin := isrlabBinary(t)
+	stateDir, runDir := t.TempDir(), t.TempDir()
+	isrlab := func(args ...string) (string, int) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "ISRLAB_STATE_DIR="+stateDir)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return out.String(), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), 0
+	}
+	name := "fficli"
+	t.Cleanup(func() { isrlab("cluster", "down", "--name", name) })
+	sock := runDir + "/r/b1/faultfs.sock"
+	steps := []struct {
+		args     []string
+		code     int
+		contains []string
+	}{
+		{[]string{"cluster", "up", "--name", name, "--brokers", "1", "--faultfs", "b2"}, 254, []string{"not a broker", "b1..b1"}},
+		{[]string{"cluster", "up", "--name", name, "--coordinators", "1", "--brokers", "1", "--faultfs", "all",
+			"--subnet", "10.219.0.0/24", "--run-dir", runDir + "/r"}, 0, []string{"is up after", "faultfs controls:  b1=" + sock}},
+		{[]string{"cluster", "status", "--name", name, "--json"}, 0, []string{`"disk_pid"`, `"control": "` + sock + `"`}},
+		{[]string{"fault", "inject", "slow-disk", "--name", name, "--node", "b1", "--latency", "5ms"}, 0,
+			[]string{"injected f1", `"sockets":{"b1":"` + sock + `"}`}},
+		{[]string{"faultfs", "ctl", "--control", sock, "status"}, 0, []string{`"latency": "5ms"`}},
+		{[]string{"fault", "heal", "--name", name, "--all"}, 0, []string{"healed 1"}},
+		{[]string{"faultfs", "ctl", "--control", sock, "status"}, 0, []string{`"faults": []`}},
+		{[]string{"cluster", "down", "--name", name}, 0, []string{"is down after"}},
+	}
+	var run string
+	for _, s := range steps {
+		out, code := isrlab(s.args...)
+		if code != s.code {
+			t.Fatalf("isrlab %s: exit %d, want %d\n%s", strings.Join(s.args, " "), code, s.code, out)
+		}
+		for _, want := range s.contains {
+			if !strings.Contains(out, want) {
+				t.Fatalf("isrlab %s: output lacks %q:\n%s", strings.Join(s.args, " "), want, out)
+			}
+		}
+		if _, rest, ok := strings.Cut(out, "(run "); ok && run == "" && code == 0 {
+			run, _, _ = strings.Cut(rest, ",")
+		}
+	}
+	if run == "" {
+		t.Fatal("cluster up printed no run id")
+	}
+	if got := runMounts(t, run); len(got) > 0 {
+		t.Errorf("faultfs mounts left after down: %v", got)
+	}
+	if ps := faultfsProcs(t, run); len(ps) > 0 {
+		t.Errorf("faultfs daemons left after down: %v", ps)
+	}
+}
+
+// fuseIsRootOnly reports whether /dev/fuse exists and only root may open it.
+func fuseIsRootOnly() bool {
+	fi, err := os.Stat("/dev/fuse")
+	return err == nil && fi.Mode().Perm()&0o006 != 0o006
 }

@@ -92,5 +92,11 @@ func Holder(st *compose.State) int {
 			return n.PID
 		}
 	}
+	// A faultfs daemon holds the mount namespace its mount lives in.
+	for _, n := range st.Nodes {
+		if compose.Alive(n.DiskPID, n.DiskPIDStart) {
+			return n.DiskPID
+		}
+	}
 	return 0
 }

@@ -81,14 +81,15 @@ func (f *FS) Handle(req Request) Response {
 	return Response{OK: true}
 }
 
-// maxSocketPath is the longest path a Unix socket address holds on Linux.
-const maxSocketPath = 107
+// MaxSocketPath is the longest path a Unix socket address holds on Linux
+// (sun_path is 108 bytes with its terminating NUL).
+const MaxSocketPath = 107
 
 // Listen creates the control socket at path (replacing a stale socket
 // file), readable by its owner only.
 func Listen(path string) (net.Listener, error) {
-	if len(path) > maxSocketPath {
-		return nil, fmt.Errorf("control socket %s: path longer than %d bytes", path, maxSocketPath)
+	if len(path) > MaxSocketPath {
+		return nil, fmt.Errorf("control socket %s: path longer than %d bytes", path, MaxSocketPath)
 	}
 	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 		c.Close()
