@@ -129,7 +129,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	topo, err := compose.Build(compose.Options{
 		Name: "lab-" + runID, RunID: runID, Coordinators: sc.Cluster.Coordinators, Brokers: sc.Cluster.Brokers,
 		Clients: 1, BrokerConfig: kv, Binary: o.Binary, RunDir: filepath.Join(dir, "nodes"),
-		// MERGE: FaultFS: sc.diskBrokers(),
+		FaultFS: sc.diskBrokers(),
 	})
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", ErrInternal, err)
@@ -287,7 +287,7 @@ func (d *driver) run(ctx context.Context) (err error) {
 		return err
 	}
 	nem := &nemesis.Nemesis{
-		Env: &nemesis.Env{Cluster: c, Resolver: &nemesis.LiveResolver{Cluster: c}, Disks: nil, // MERGE: c.Disks()
+		Env: &nemesis.Env{Cluster: c, Resolver: &nemesis.LiveResolver{Cluster: c}, Disks: c.Disks(),
 			Rand: rand.New(rand.NewSource(sc.Seed)), Log: o.Log,
 			DelayerCommand: func(args []string) *exec.Cmd {
 				return exec.Command(o.Binary, append(slices.Clone(nemesis.DelayerSubcommand), args...)...)
