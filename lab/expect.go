@@ -203,6 +203,17 @@ func (o Outcome) String() string {
 // MarshalText writes the outcome's name.
 func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
 
+// UnmarshalText reads an outcome's name.
+func (o *Outcome) UnmarshalText(b []byte) error {
+	for _, x := range []Outcome{Met, NotMet, Undecided} {
+		if x.String() == string(b) {
+			*o = x
+			return nil
+		}
+	}
+	return fmt.Errorf("outcome %q: want met, not met or undecided", b)
+}
+
 // Judgement is an outcome with its reasons.
 type Judgement struct {
 	Outcome Outcome  `json:"outcome"`

@@ -1,0 +1,328 @@
+package lab_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/isrlab/isrlab/checker"
+	"github.com/isrlab/isrlab/internal/proctest"
+	"github.com/isrlab/isrlab/lab"
+)
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces (CI runs as root)")
+	}
+}
+
+// small is a one-coordinator, one-broker scenario for the tests of the run
+// machinery itself.
+const small = `name: small
+description: one broker, one partition, no faults
+cluster: {coordinators: 1, brokers: 1}
+topic: {partitions: 1, replication.factor: 1}
+workload: {producers: 2, consumers: 1, send.interval: 2ms}
+duration: %s
+`
+
+func writeScenario(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "s.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+var runIDRE = regexp.MustCompile(`run ([0-9a-f]{8})\)`)
+
+// leftovers lists what a run left behind: network namespaces and processes
+// carrying its run id.
+func leftovers(t *testing.T, runID string) []string {
+	t.Helper()
+	var out []string
+	if ents, err := os.ReadDir("/run/netns"); err == nil {
+		for _, e := range ents {
+			if strings.Contains(e.Name(), runID) {
+				out = append(out, "netns "+e.Name())
+			}
+		}
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.Contains(string(b), runID) {
+			out = append(out, fmt.Sprintf("process %s: %s", filepath.Dir(p), strings.ReplaceAll(string(b), "\x00", " ")))
+		}
+	}
+	return out
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// TestRunDefaultScenario runs the embedded default end to end: cluster up,
+// workload, leader kill and restart through the nemesis, drain, verdict,
+// expectation met.
+func TestRunDefaultScenario(t *testing.T) {
+	needRoot(t)
+	bin := proctest.Binary(t)
+	sc := lab.Default()
+	sc.Duration = 20 * time.Second
+	sc.Seed = 7
+	results := t.TempDir()
+	var out strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: results, Binary: bin, Out: &out})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	t.Log(out.String())
+	if res.Verdict.Valid != checker.Valid || res.Judgement.Outcome != lab.Met {
+		t.Fatalf("verdict %v, anomalies %v, outcome %v", res.Verdict.Valid, res.Verdict.Anomalies, res.Judgement)
+	}
+	for _, f := range []string{"scenario.yaml", "history.jsonl", "verdict.json", "outcome.json", "nodes/b1/b1.log"} {
+		if _, err := os.Stat(filepath.Join(res.Dir, f)); err != nil {
+			t.Errorf("run dir lacks %s: %v", f, err)
+		}
+	}
+	if !strings.HasSuffix(res.Dir, res.RunID) {
+		t.Errorf("run dir %s is not named after run %s", res.Dir, res.RunID)
+	}
+	if target, err := os.Readlink(filepath.Join(results, "latest")); err != nil || !strings.HasSuffix(res.Dir, target) {
+		t.Errorf("results/latest -> %q (%v), run dir %s", target, err, res.Dir)
+	}
+	// The kill went through the nemesis and into the history, resolved.
+	hist, _ := os.ReadFile(filepath.Join(res.Dir, "history.jsonl"))
+	if !regexp.MustCompile(`"f":"start-kill".*"resolved":\["b\d"\]`).Match(hist) || !strings.Contains(string(hist), `"f":"stop-kill"`) {
+		t.Errorf("the history has no resolved start-kill and stop-kill")
+	}
+	if !regexp.MustCompile(`kill leader:isrlab/0 -> b\d`).MatchString(out.String()) || res.Verdict.Availability.Faults != 1 {
+		t.Errorf("the fault did not run: %s", out.String())
+	}
+	again, err := lab.Load(filepath.Join(res.Dir, "scenario.yaml"))
+	if err != nil || again.Seed != 7 || len(again.Faults) != 1 {
+		t.Errorf("resolved scenario: seed %d, faults %d, %v", again.Seed, len(again.Faults), err)
+	}
+	if l := leftovers(t, res.RunID); len(l) > 0 {
+		t.Errorf("left behind: %v", l)
+	}
+}
+
+// TestRunSignals: SIGINT, SIGTERM and SIGHUP mid-run heal, tear down, and
+// still check what was recorded, marked incomplete.
+func TestRunSignals(t *testing.T) {
+	needRoot(t)
+	bin := proctest.Binary(t)
+	file := writeScenario(t, fmt.Sprintf(small, "60s")+`faults:
+  - kind: pause
+    nodes: [b1]
+    at: 4s
+    heal.after: 50s
+`)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			results := t.TempDir()
+			cmd := exec.Command(bin, "run", file, "--results", results)
+			stdout, _ := cmd.StdoutPipe()
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var lines []string
+			var runID string
+			sc := bufio.NewScanner(stdout)
+			sent := false
+			for sc.Scan() {
+				lines = append(lines, sc.Text())
+				if m := runIDRE.FindStringSubmatch(sc.Text()); m != nil {
+					runID = m[1]
+				}
+				// Signal while the pause fault is active.
+				if !sent && strings.Contains(sc.Text(), "pause b1") {
+					sent = true
+					cmd.Process.Signal(sig)
+				}
+			}
+			err := cmd.Wait()
+			out := strings.Join(lines, "\n")
+			if !sent {
+				t.Fatalf("the fault never started:\n%s", out)
+			}
+			if code := exitCode(err); code != 2 {
+				t.Errorf("exit %d, want 2 (undecided: cut short)\n%s", code, out)
+			}
+			var sum lab.Summary
+			paths, _ := filepath.Glob(filepath.Join(results, "small", "*", "outcome.json"))
+			if len(paths) != 1 {
+				t.Fatalf("outcome.json: %v\n%s", paths, out)
+			}
+			b, _ := os.ReadFile(paths[0])
+			if err := json.Unmarshal(b, &sum); err != nil || !sum.Incomplete || sum.Outcome != lab.Undecided {
+				t.Errorf("outcome: %s (%v)", b, err)
+			}
+			hist, _ := os.ReadFile(filepath.Join(filepath.Dir(paths[0]), "history.jsonl"))
+			if !strings.Contains(string(hist), `"f":"stop-pause"`) {
+				t.Errorf("the pause was not healed in the history")
+			}
+			if !strings.Contains(out, "stopped early") || !strings.Contains(out, "verdict:") {
+				t.Errorf("no verdict of the recorded part:\n%s", out)
+			}
+			if l := leftovers(t, runID); len(l) > 0 {
+				t.Errorf("left behind: %v", l)
+			}
+		})
+	}
+}
+
+// TestRunClosedStdout: `isrlab run | head -3` stops the run, heals, tears
+// the cluster down and still writes a verdict.
+func TestRunClosedStdout(t *testing.T) {
+	needRoot(t)
+	bin := proctest.Binary(t)
+	file := writeScenario(t, fmt.Sprintf(small, "60s"))
+	results := t.TempDir()
+	cmd := exec.Command(bin, "run", file, "--results", results)
+	r, w, _ := os.Pipe()
+	cmd.Stdout = w
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	var head []string
+	sc := bufio.NewScanner(r)
+	for len(head) < 5 && sc.Scan() {
+		head = append(head, sc.Text())
+	}
+	r.Close() // like head exiting
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if code := exitCode(err); code != 2 {
+			t.Errorf("exit %d, want 2 (cut short)", code)
+		}
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		t.Fatal("isrlab run went on after its stdout closed")
+	}
+	var runID string
+	for _, l := range head {
+		if m := runIDRE.FindStringSubmatch(l); m != nil {
+			runID = m[1]
+		}
+	}
+	paths, _ := filepath.Glob(filepath.Join(results, "small", "*", "outcome.json"))
+	if len(paths) != 1 || runID == "" {
+		t.Fatalf("outcome.json %v, run id %q, head %q", paths, runID, head)
+	}
+	b, _ := os.ReadFile(paths[0])
+	if !strings.Contains(string(b), `"incomplete": true`) {
+		t.Errorf("outcome not marked incomplete: %s", b)
+	}
+	if l := leftovers(t, runID); len(l) > 0 {
+		t.Errorf("left behind: %v", l)
+	}
+}
+
+// TestParallelRuns: two runs of the same scenario with the same seed on one
+// host do not collide: both complete, in distinct result directories.
+func TestParallelRuns(t *testing.T) {
+	needRoot(t)
+	bin := proctest.Binary(t)
+	file := writeScenario(t, fmt.Sprintf(small, "8s"))
+	results := t.TempDir()
+	var wg sync.WaitGroup
+	outs := make([]string, 2)
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := exec.Command(bin, "run", file, "--seed", "5", "--results", results).CombinedOutput()
+			outs[i], errs[i] = string(b), err
+		}()
+	}
+	wg.Wait()
+	for i := range 2 {
+		if errs[i] != nil || !strings.Contains(outs[i], "MET") {
+			t.Errorf("run %d: %v\n%s", i, errs[i], outs[i])
+		}
+	}
+	paths, _ := filepath.Glob(filepath.Join(results, "small", "*", "outcome.json"))
+	if len(paths) != 2 {
+		t.Errorf("want 2 run directories, got %v", paths)
+	}
+}
+
+// TestSmokeMatrix plays the CI smoke matrix end to end: one cell must stay
+// valid, the Kafka 0.10 acks=1 cell must lose acknowledged writes, and the
+// JUnit XML has a passing testcase for each.
+func TestSmokeMatrix(t *testing.T) {
+	needRoot(t)
+	bin := proctest.Binary(t)
+	results := t.TempDir()
+	junit := filepath.Join(t.TempDir(), "junit.xml")
+	out, err := exec.Command(bin, "matrix", "smoke", "--results", results, "--junit", junit).CombinedOutput()
+	t.Logf("%s", out)
+	if code := exitCode(err); code != 0 {
+		t.Fatalf("matrix exit %d", code)
+	}
+	var tab lab.MatrixResult
+	paths, _ := filepath.Glob(filepath.Join(results, "matrices", "smoke", "*", "table.json"))
+	if len(paths) != 1 {
+		t.Fatalf("table.json: %v", paths)
+	}
+	b, _ := os.ReadFile(paths[0])
+	if err := json.Unmarshal(b, &tab); err != nil || len(tab.Cells) != 2 {
+		t.Fatalf("table: %v %s", err, b)
+	}
+	valid := map[string]string{}
+	for _, c := range tab.Cells {
+		valid[c.Preset] = c.Valid
+		if c.Outcome != "met" {
+			t.Errorf("cell %s: %s %v", c.Cell, c.Outcome, c.Reasons)
+		}
+	}
+	if valid["safe"] != "true" || valid["acks1+kafka-0.10"] != "false" {
+		t.Errorf("validity per preset: %v", valid)
+	}
+	var suites struct {
+		Suites []struct {
+			Tests    int `xml:"tests,attr"`
+			Failures int `xml:"failures,attr"`
+			Cases    []struct {
+				Name string `xml:"name,attr"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	jb, _ := os.ReadFile(junit)
+	if err := xml.Unmarshal(jb, &suites); err != nil || len(suites.Suites) != 1 || suites.Suites[0].Tests != 2 || suites.Suites[0].Failures != 0 {
+		t.Errorf("junit: %v\n%s", err, jb)
+	}
+}
