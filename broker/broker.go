@@ -55,7 +55,7 @@ type Broker struct {
 	mu         sync.RWMutex
 	partitions map[tp]*partition.Partition
 
-	producerIDs *producerIDs
+	producerIDs producerIDAllocator // set by New standalone, by Run with a coordinator
 
 	// Clustered mode (coordinator.connect set); nil standalone.
 	cluster       *cluster
@@ -128,15 +128,14 @@ func New(cfg *config.Config, opts ...Option) (*Broker, error) {
 	}
 	b.logs = logs
 	b.loadHWCheckpoint()
-	b.producerIDs, err = openProducerIDs(dirs[0])
-	if err != nil {
-		logs.Close()
-		return nil, err
-	}
 	if b.clustered() {
 		// Partitions come from the controller's LeaderAndIsr.
 		b.meta = newClusterMetadata(b)
 		return b, nil
+	}
+	if b.producerIDs, err = openProducerIDs(dirs[0]); err != nil {
+		logs.Close()
+		return nil, err
 	}
 	b.meta, err = openStandaloneMetadata(b, dirs[0])
 	if err != nil {

@@ -87,6 +87,7 @@ func (b *Broker) dialCoord(ctx context.Context) error {
 		return fmt.Errorf("coordinator.connect %v: %w", endpoints, err)
 	}
 	b.cluster = &cluster{b: b, coord: c, isrChanged: map[coord.TopicPartition]struct{}{}}
+	b.producerIDs = newCoordProducerIDs(c, b.id)
 	if b.newController != nil {
 		b.cluster.ctrl = b.newController(b, c)
 	}

@@ -41,7 +41,11 @@ func newBase(cfg Config, rec *history.Recorder, seeds []string, opts []kgo.Opt) 
 }
 
 func (b *base) client(opts ...kgo.Opt) (*kgo.Client, error) {
-	all := append([]kgo.Opt{kgo.SeedBrokers(b.seeds...)}, opts...)
+	return b.clientFrom(b.seeds, opts...)
+}
+
+func (b *base) clientFrom(seeds []string, opts ...kgo.Opt) (*kgo.Client, error) {
+	all := append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)
 	all = append(all, b.opts...)
 	cl, err := kgo.NewClient(all...)
 	if err != nil {
@@ -51,24 +55,56 @@ func (b *base) client(opts ...kgo.Opt) (*kgo.Client, error) {
 }
 
 // produce runs the producer processes until ctx is done or cfg.Sends values
-// were sent. They share one client, so linger and batching apply.
+// were sent. Each has its own client, as separate producer processes do, so
+// idempotent producers have producer ids of their own, and producer i asks
+// seed i (mod the seeds) for it: two brokers handing out the same id would
+// show up as lost writes.
 func (b *base) produce(ctx context.Context) error {
-	writes := &produceWrites{}
-	cl, err := b.client(append(b.cfg.producerOpts(), kgo.WithHooks(writes))...)
-	if err != nil {
-		return err
+	type producer struct {
+		proc   int
+		cl     *kgo.Client
+		writes *produceWrites
 	}
-	defer cl.Close()
-	var g errgroup.Group
+	var ps []producer
+	defer func() {
+		for _, p := range ps {
+			p.cl.Close()
+		}
+	}()
 	for i := 0; i < b.cfg.Producers; i++ {
-		proc := b.procs.take()
+		seeds := b.seeds
+		if b.cfg.Idempotent {
+			// kgo sends InitProducerId to a random seed until it has
+			// metadata, then to a random broker: with one seed and the
+			// id loaded first, the id comes from that seed.
+			seeds = []string{b.seeds[i%len(b.seeds)]}
+		}
+		writes := &produceWrites{}
+		cl, err := b.clientFrom(seeds, append(b.cfg.producerOpts(), kgo.WithHooks(writes))...)
+		if err != nil {
+			return err
+		}
+		ps = append(ps, producer{b.procs.take(), cl, writes})
+	}
+	var g errgroup.Group
+	for _, p := range ps {
 		g.Go(func() error {
+			if b.cfg.Idempotent {
+				// A failure costs nothing: kgo asks again, any broker,
+				// on the first send.
+				ictx, cancel := context.WithTimeout(ctx, b.cfg.RequestTimeout)
+				p.cl.ProducerID(ictx)
+				cancel()
+				if err := p.cl.UpdateSeedBrokers(b.seeds...); err != nil {
+					return fmt.Errorf("seed brokers: %w", err)
+				}
+			}
 			for ctx.Err() == nil {
 				v := b.vals.take()
 				if b.cfg.Sends > 0 && v >= b.cfg.Sends {
 					return nil
 				}
-				send(ctx, cl, writes, b.rec, proc, &b.cfg, v)
+				send(ctx, p.cl, p.writes, b.rec, p.proc, &b.cfg, v)
 				if b.cfg.SendInterval > 0 {
 					pause(ctx, b.cfg.SendInterval)
 				}

@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -470,4 +472,95 @@ func TestDrainOfEmptyTopicIsRecorded(t *testing.T) {
 	if drains != 1 {
 		t.Errorf("%d drain polls, want 1", drains)
 	}
+}
+
+// initProducerIDNodes makes c record which broker answers each
+// InitProducerId; answer, when not nil, replaces kfake's answer.
+func initProducerIDNodes(c *kfake.Cluster, answer func(node int32) int64) func() []int32 {
+	var mu sync.Mutex
+	var nodes []int32
+	c.ControlKey(kmsg.InitProducerID.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		node := c.CurrentNode()
+		mu.Lock()
+		nodes = append(nodes, node)
+		mu.Unlock()
+		if answer == nil {
+			return nil, nil, false
+		}
+		resp := kreq.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ProducerID, resp.ProducerEpoch = answer(node), 0
+		return resp, nil, true
+	})
+	return func() []int32 {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(nodes)
+	}
+}
+
+// TestIdempotentProducersTakeIDsFromDifferentBrokers: each producer of the
+// log workload is a client of its own that asks a different broker for its
+// producer id.
+func TestIdempotentProducersTakeIDsFromDifferentBrokers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kfake cluster")
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(1, "pids"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	nodes := initProducerIDNodes(c, nil)
+	m, rec := recorder()
+	w, err := NewLog(Config{Topic: "pids", Partitions: 1, Producers: 3, Consumers: 1, Sends: 90, Idempotent: true}, rec, c.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := runAndCheck(t, w.Run, w.Drain, m)
+	if v.Valid != checker.Valid {
+		t.Fatalf("verdict %s: %v", v.Valid, v.Anomalies)
+	}
+	got := nodes()
+	slices.Sort(got)
+	if !slices.Equal(got, []int32{0, 1, 2}) {
+		t.Fatalf("InitProducerId answered by brokers %v, want one request to each of 0, 1, 2", got)
+	}
+}
+
+// TestLogWorkloadCatchesProducerIDsSharedAcrossBrokers: brokers that each
+// count producer ids from 0 (isrlab before ids were reserved in the
+// coordinator) give the workload's producers one id; their batches then
+// pass for duplicates of each other and are acknowledged unwritten. The
+// default workload must report lost writes.
+func TestLogWorkloadCatchesProducerIDsSharedAcrossBrokers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kfake cluster")
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(1, "shared"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	var mu sync.Mutex
+	next := map[int32]int64{}
+	initProducerIDNodes(c, func(node int32) int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		id := next[node]
+		next[node]++
+		return id
+	})
+	m, rec := recorder()
+	// Paced, so that both producers are sending before the values run out.
+	cfg := Config{Topic: "shared", Partitions: 1, Sends: 200, SendInterval: time.Millisecond, Idempotent: true}
+	w, err := NewLog(cfg, rec, c.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := runAndCheck(t, w.Run, w.Drain, m)
+	if v.Anomalies[checker.LostWrite] == 0 {
+		t.Fatalf("verdict %s, anomalies %v: no lost write with one producer id on two producers", v.Valid, v.Anomalies)
+	}
+	t.Logf("verdict %s: %d lost writes, e.g. %s", v.Valid, v.Anomalies[checker.LostWrite], v.Examples[checker.LostWrite][0].Note)
 }

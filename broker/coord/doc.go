@@ -15,6 +15,11 @@
 //	/config/topics/<t>                         topic-level configs, JSON map
 //	/admin/delete_topics/<t>                   pending topic deletion marker
 //	/isr_change_notification/isr_change_<seq>  partitions whose ISR a leader changed
+//	/latest_producer_id_block                  {"version":1,"broker":B,"block_start":"S","block_end":"E"}
+//
+// Brokers reserve producer ids in blocks of ProducerIDBlockSize by a
+// compare-and-swap on /latest_producer_id_block (ReserveProducerIDs), so no
+// two brokers of a cluster hand out the same id.
 //
 // # Epochs and versions
 //

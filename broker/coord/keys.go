@@ -16,6 +16,7 @@ const (
 	deleteTopicsPrefix = "/admin/delete_topics/"
 	isrChangePrefix    = "/isr_change_notification/"
 	isrChangeSeqPrefix = isrChangePrefix + "isr_change_"
+	producerIDBlockKey = "/latest_producer_id_block"
 )
 
 func brokerKey(id int32) string        { return brokerIDsPrefix + strconv.FormatInt(int64(id), 10) }

@@ -21,6 +21,8 @@ type Snapshot struct {
 	Topics     []SnapshotTopic     `json:"topics"`
 	// ISRChangeNotifications are the entries not yet processed.
 	ISRChangeNotifications []ISRChangeNotification `json:"isr_change_notifications"`
+	// LatestProducerIDBlock is nil until a broker reserved producer ids.
+	LatestProducerIDBlock *ProducerIDBlock `json:"latest_producer_id_block,omitempty"`
 }
 
 // SnapshotController is the elected controller.
@@ -127,6 +129,12 @@ func (c *Client) Snapshot(ctx context.Context) (Snapshot, error) {
 				return Snapshot{}, fmt.Errorf("decode isr change notification %s: %w", k, err)
 			}
 			snap.ISRChangeNotifications = append(snap.ISRChangeNotifications, ISRChangeNotification{Key: k, Partitions: n.Partitions, Revision: kv.CreateRevision})
+		case k == producerIDBlockKey:
+			blk, err := decodeProducerIDBlock(kv.Value)
+			if err != nil {
+				return Snapshot{}, err
+			}
+			snap.LatestProducerIDBlock = &blk
 		}
 	}
 	for name, t := range topics {

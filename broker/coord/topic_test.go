@@ -205,6 +205,11 @@ func TestLayoutGolden(t *testing.T) {
 	if err := c.NotifyISRChange(ctx, []TopicPartition{{"t1", 0}}); err != nil {
 		t.Fatal(err)
 	}
+	for _, b := range []int32{1, 3} {
+		if _, err := c.ReserveProducerIDs(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// Read the raw keys from the etcd root, outside the chroot.
 	raw, err := clientv3.New(clientv3.Config{Endpoints: tc.endpoints(), DialTimeout: 2 * time.Second})
