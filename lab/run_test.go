@@ -294,7 +294,7 @@ func TestSmokeMatrix(t *testing.T) {
 		t.Fatalf("matrix exit %d", code)
 	}
 	var tab lab.MatrixResult
-	paths, _ := filepath.Glob(filepath.Join(results, "matrices", "smoke", "*", "table.json"))
+	paths, _ := filepath.Glob(filepath.Join(results, "matrices", "smoke", "*Z-*", "table.json"))
 	if len(paths) != 1 {
 		t.Fatalf("table.json: %v", paths)
 	}
