@@ -26,11 +26,12 @@ test: deps build vet
 fuzz:
 	@scripts/fuzz.sh $(FUZZTIME)
 
-# run is the main job on the embedded default: isrlab run (3 coordinators,
-# 3 brokers in network namespaces, the log workload, a leader kill, the
-# verdict). broker-demo is the single-broker smoke test with kcat.
+# run is the main job on the embedded default: the quickstart matrix (acks1
+# and safe under a leader kill and a leader cut from the coordinators, each
+# a 3+3 cluster in network namespaces), ending with the table and the
+# results path. broker-demo is the single-broker smoke test with kcat.
 run: deps build
-	$(BIN) run
+	$(BIN) matrix quickstart
 
 broker-demo: deps build
 	@scripts/broker-demo.sh

@@ -7,33 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 )
-
-// runCheckCLI runs `isrlab <args>` in-process and returns the exit code and
-// what it printed.
-func runCheckCLI(t *testing.T, args ...string) (int, string) {
-	t.Helper()
-	// Flags keep their values between in-process runs: reset them.
-	for _, c := range rootCmd.Commands() {
-		if c.Name() != "check" {
-			continue
-		}
-		for _, cc := range append([]*cobra.Command{c}, c.Commands()...) {
-			cc.Flags().VisitAll(func(f *pflag.Flag) {
-				f.Value.Set(f.DefValue)
-				f.Changed = false
-			})
-		}
-	}
-	var out bytes.Buffer
-	rootCmd.SetOut(&out)
-	defer rootCmd.SetOut(nil)
-	code := run(args)
-	return code, out.String()
-}
 
 func TestCheckExitCodes(t *testing.T) {
 	golden := filepath.Join("..", "..", "checker", "testdata")
@@ -60,7 +34,7 @@ func TestCheckExitCodes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			code, out := runCheckCLI(t, tc.args...)
+			code, out := runCLI(t, tc.args...)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d; output:\n%s", code, tc.code, out)
 			}
@@ -80,7 +54,7 @@ func TestCheckRunDirWritesVerdictAndVisualization(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "history.jsonl"), src, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out := runCheckCLI(t, "check", dir)
+	code, out := runCLI(t, "check", dir)
 	if code != exitInvalid {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
@@ -111,7 +85,7 @@ func TestCheckGenIsReproducible(t *testing.T) {
 	var files [2][]byte
 	for i := range files {
 		path := filepath.Join(dir, "h.jsonl")
-		code, out := runCheckCLI(t, "check", "gen", "--ops", "2000", "--partitions", "3", "--seed", "4", "--anomaly-every", "500", "--out", path)
+		code, out := runCLI(t, "check", "gen", "--ops", "2000", "--partitions", "3", "--seed", "4", "--anomaly-every", "500", "--out", path)
 		if code != 0 {
 			t.Fatalf("gen exit %d: %s", code, out)
 		}
@@ -120,7 +94,7 @@ func TestCheckGenIsReproducible(t *testing.T) {
 	if len(files[0]) == 0 || !bytes.Equal(files[0], files[1]) {
 		t.Fatal("gen is not deterministic")
 	}
-	code, out := runCheckCLI(t, "check", "--linearizable=off", filepath.Join(dir, "h.jsonl"))
+	code, out := runCLI(t, "check", "--linearizable=off", filepath.Join(dir, "h.jsonl"))
 	if code != exitInvalid || !strings.Contains(out, "poll-skip") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}

@@ -4,34 +4,9 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
-
-// runLeadersCLI runs `isrlab <args>` in-process with the leaders flags
-// reset, returning the exit code and what it printed.
-func runLeadersCLI(t *testing.T, args ...string) (int, string) {
-	t.Helper()
-	for _, c := range rootCmd.Commands() {
-		if c.Name() != "leaders" {
-			continue
-		}
-		for _, cc := range append([]*cobra.Command{c}, c.Commands()...) {
-			reset := func(f *pflag.Flag) {
-				f.Value.Set(f.DefValue)
-				f.Changed = false
-			}
-			cc.Flags().VisitAll(reset)
-			cc.PersistentFlags().VisitAll(reset)
-		}
-	}
-	var out bytes.Buffer
-	rootCmd.SetOut(&out)
-	defer rootCmd.SetOut(nil)
-	return run(args), out.String()
-}
 
 func TestLeadersElectArguments(t *testing.T) {
 	for _, tc := range []struct {
@@ -55,7 +30,7 @@ func TestLeadersElectArguments(t *testing.T) {
 			} else {
 				args = append(args, "--election-type", "preferred", "--all-topic-partitions")
 			}
-			if code, out := runLeadersCLI(t, args...); code != exitBadArgs {
+			if code, out := runCLI(t, args...); code != exitBadArgs {
 				t.Errorf("exit %d, want %d; output:\n%s", code, exitBadArgs, out)
 			}
 		})

@@ -75,11 +75,11 @@ func run(args []string) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintln(os.Stderr, "isrlab:", ee.err)
+			fmt.Fprintln(rootCmd.ErrOrStderr(), "isrlab:", ee.err)
 		}
 		return ee.code
 	}
-	fmt.Fprintln(os.Stderr, "isrlab:", err)
+	fmt.Fprintln(rootCmd.ErrOrStderr(), "isrlab:", err)
 	// cobra reports unknown commands and argument-count errors as plain errors.
 	if isCobraUsage(err) {
 		return exitBadArgs

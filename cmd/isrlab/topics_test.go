@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -10,39 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
-
 	"github.com/isrlab/isrlab/broker"
 	"github.com/isrlab/isrlab/broker/config"
 )
-
-// runCLI runs `isrlab <args>` in-process with every flag of the named
-// command tree reset, returning the exit code and what it printed.
-func runCLI(t *testing.T, cmdName string, args ...string) (int, string) {
-	t.Helper()
-	for _, c := range rootCmd.Commands() {
-		if c.Name() != cmdName {
-			continue
-		}
-		for _, cc := range append([]*cobra.Command{c}, c.Commands()...) {
-			reset := func(f *pflag.Flag) {
-				if sv, ok := f.Value.(pflag.SliceValue); ok {
-					sv.Replace(nil)
-				} else {
-					f.Value.Set(f.DefValue)
-				}
-				f.Changed = false
-			}
-			cc.Flags().VisitAll(reset)
-			cc.PersistentFlags().VisitAll(reset)
-		}
-	}
-	var out bytes.Buffer
-	rootCmd.SetOut(&out)
-	defer rootCmd.SetOut(nil)
-	return run(args), out.String()
-}
 
 // standaloneBroker runs a broker in this process for CLI tests.
 func standaloneBroker(t *testing.T) string {
@@ -70,40 +39,40 @@ func standaloneBroker(t *testing.T) string {
 func TestTopicsCommands(t *testing.T) {
 	addr := standaloneBroker(t)
 	bs := []string{"--bootstrap-server", addr}
-	code, out := runCLI(t, "topics", append([]string{"topics", "create", "--topic", "t1", "--partitions", "3", "--config", "retention.ms=60000"}, bs...)...)
+	code, out := runCLI(t, append([]string{"topics", "create", "--topic", "t1", "--partitions", "3", "--config", "retention.ms=60000"}, bs...)...)
 	if code != 0 || !strings.Contains(out, "Created topic t1.") {
 		t.Fatalf("create: exit %d\n%s", code, out)
 	}
-	code, out = runCLI(t, "topics", append([]string{"topics", "describe", "--topic", "t1"}, bs...)...)
+	code, out = runCLI(t, append([]string{"topics", "describe", "--topic", "t1"}, bs...)...)
 	if code != 0 || !strings.Contains(out, "Topic: t1\tPartitionCount: 3\tReplicationFactor: 1") || !strings.Contains(out, "\tTopic: t1\tPartition: 2\tLeader: 0\tReplicas: 0\tIsr: 0") {
 		t.Fatalf("describe: exit %d\n%s", code, out)
 	}
-	code, out = runCLI(t, "topics", append([]string{"topics", "describe", "--topic", "t1", "--json"}, bs...)...)
+	code, out = runCLI(t, append([]string{"topics", "describe", "--topic", "t1", "--json"}, bs...)...)
 	var js []topicJSON
 	if code != 0 || json.Unmarshal([]byte(out), &js) != nil || len(js) != 1 || len(js[0].Partitions) != 3 {
 		t.Fatalf("describe --json: exit %d\n%s", code, out)
 	}
-	code, out = runCLI(t, "topics", append([]string{"topics", "alter-config", "--topic", "t1", "--config", "retention.ms=120000"}, bs...)...)
+	code, out = runCLI(t, append([]string{"topics", "alter-config", "--topic", "t1", "--config", "retention.ms=120000"}, bs...)...)
 	if code != 0 || !strings.Contains(out, "Updated config of topic t1.") {
 		t.Fatalf("alter-config: exit %d\n%s", code, out)
 	}
-	if code, out = runCLI(t, "topics", append([]string{"topics", "alter-config", "--topic", "t1", "--config", "retention.ms=soon"}, bs...)...); code == 0 {
+	if code, out = runCLI(t, append([]string{"topics", "alter-config", "--topic", "t1", "--config", "retention.ms=soon"}, bs...)...); code == 0 {
 		t.Fatalf("invalid config value accepted:\n%s", out)
 	}
-	if code, out = runCLI(t, "topics", append([]string{"topics", "create", "--topic", "t1"}, bs...)...); code == 0 {
+	if code, out = runCLI(t, append([]string{"topics", "create", "--topic", "t1"}, bs...)...); code == 0 {
 		t.Fatalf("duplicate topic accepted:\n%s", out)
 	}
-	code, out = runCLI(t, "topics", append([]string{"topics", "delete", "--topic", "t1"}, bs...)...)
+	code, out = runCLI(t, append([]string{"topics", "delete", "--topic", "t1"}, bs...)...)
 	if code != 0 || !strings.Contains(out, "Deleted topic t1.") {
 		t.Fatalf("delete: exit %d\n%s", code, out)
 	}
-	if code, _ := runCLI(t, "topics", append([]string{"topics", "describe", "--topic", "t1"}, bs...)...); code == 0 {
+	if code, _ := runCLI(t, append([]string{"topics", "describe", "--topic", "t1"}, bs...)...); code == 0 {
 		t.Fatal("describe of a deleted topic succeeded")
 	}
-	if code, _ := runCLI(t, "topics", "topics", "create", "--topic", "x"); code != exitBadArgs {
+	if code, _ := runCLI(t, "topics", "create", "--topic", "x"); code != exitBadArgs {
 		t.Fatalf("create without --bootstrap-server: exit %d, want %d", code, exitBadArgs)
 	}
-	if code, _ := runCLI(t, "topics", "topics", "create", "--bogus"); code != exitBadArgs {
+	if code, _ := runCLI(t, "topics", "create", "--bogus"); code != exitBadArgs {
 		t.Fatalf("unknown flag: exit %d, want %d", code, exitBadArgs)
 	}
 }

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// runCLI runs `isrlab <args>` in-process, as main would, with every flag
+// reset to its default first (flags keep their values between in-process
+// runs), and returns the exit code and what it printed to stdout and
+// stderr.
+func runCLI(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var reset func(c *cobra.Command)
+	reset = func(c *cobra.Command) {
+		r := func(f *pflag.Flag) {
+			if sv, ok := f.Value.(pflag.SliceValue); ok {
+				sv.Replace(nil)
+			} else {
+				f.Value.Set(f.DefValue)
+			}
+			f.Changed = false
+		}
+		c.Flags().VisitAll(r)
+		c.PersistentFlags().VisitAll(r)
+		for _, cc := range c.Commands() {
+			reset(cc)
+		}
+	}
+	reset(rootCmd)
+	var out bytes.Buffer
+	rootCmd.SetOut(&out)
+	rootCmd.SetErr(&out)
+	defer rootCmd.SetOut(nil)
+	defer rootCmd.SetErr(nil)
+	code := run(args)
+	return code, out.String()
+}
+
+func TestScenariosCommand(t *testing.T) {
+	code, out := runCLI(t, "scenarios")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	for _, want := range []string{"leader-kill ", "expect valid", "SIGKILLed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("isrlab scenarios lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestRunArguments(t *testing.T) {
+	dir := t.TempDir()
+	broken := filepath.Join(dir, "broken.yaml")
+	os.WriteFile(broken, []byte("cluster:\n  config:\n    min.insync.replica: \"2\"\n"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"run", "no/such/scenario"}, exitBadArgs, "no scenario \"no/such/scenario\" in the library"},
+		{[]string{"run", broken}, exitBadArgs, broken + ":3: cluster.config.min.insync.replica: unknown broker config key (did you mean min.insync.replicas?)"},
+		{[]string{"run", "--bogus"}, exitBadArgs, "unknown flag: --bogus"},
+		{[]string{"run", "leader-kill", "--backend", "vm"}, exitBadArgs, "cluster.backend: \"vm\": use netns or docker"},
+		{[]string{"run", "a", "b"}, exitBadArgs, "accepts at most 1 arg"},
+		{[]string{"matrix", "no-such-matrix"}, exitBadArgs, "no library matrix matrices/no-such-matrix"},
+		{[]string{"matrix", "smoke", "--parallel", "0"}, exitBadArgs, "--parallel 0"},
+		{[]string{"matrix"}, exitBadArgs, "accepts 1 arg"},
+	} {
+		code, out := runCLI(t, tc.args...)
+		if code != tc.code || !strings.Contains(out, tc.want) {
+			t.Errorf("isrlab %v: exit %d, want %d containing %q:\n%s", tc.args, code, tc.code, tc.want, out)
+		}
+	}
+}
+
+// TestRunResultsUnwritable: a run whose results cannot be written fails
+// with the internal-error status, never a silent 0.
+func TestRunResultsUnwritable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "results")
+	os.WriteFile(file, []byte("a file where the results directory should be"), 0o644)
+	code, out := runCLI(t, "run", "leader-kill", "--results", file)
+	if code != exitInternal || !strings.Contains(out, "not a directory") {
+		t.Errorf("exit %d, want %d naming the error:\n%s", code, exitInternal, out)
+	}
+}
