@@ -1,0 +1,138 @@
+package results
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// WriteMatrixReport writes report.html into the matrix directory dir.
+func WriteMatrixReport(dir string) error {
+	b, err := MatrixReport(os.DirFS(dir), filepath.Base(dir))
+	if err != nil {
+		return fmt.Errorf("report %s: %w", dir, err)
+	}
+	return WriteFile(filepath.Join(dir, ReportFile), b)
+}
+
+type matrixPage struct {
+	Name      string
+	Style     template.CSS
+	Table     *Table
+	Presets   []string
+	Schedules []string
+	Grid      [][][]gridCell // [preset][schedule] -> cells (one per seed)
+	Cells     []gridCell
+	Counts    []statusCount
+	Files     []string
+}
+
+type gridCell struct {
+	Cell
+	Status string
+	Report string // link to the cell's run report, relative to the matrix
+	Log    string
+}
+
+type statusCount struct {
+	Status string
+	N      int
+}
+
+// MatrixReport builds the report of the matrix directory matrix: the grid
+// of presets x schedules coloured by outcome, each cell linking to its
+// run's report, and the table of every cell.
+func MatrixReport(matrix fs.FS, name string) ([]byte, error) {
+	t, err := ReadTable(matrix)
+	if err != nil {
+		return nil, err
+	}
+	d := matrixPage{Name: name, Style: template.CSS(reportCSS + matrixCSS), Table: t}
+	for _, c := range t.Cells {
+		if !slices.Contains(d.Presets, c.Preset) {
+			d.Presets = append(d.Presets, c.Preset)
+		}
+		if !slices.Contains(d.Schedules, c.Schedule) {
+			d.Schedules = append(d.Schedules, c.Schedule)
+		}
+	}
+	d.Grid = make([][][]gridCell, len(d.Presets))
+	for i := range d.Grid {
+		d.Grid[i] = make([][]gridCell, len(d.Schedules))
+	}
+	counts := map[string]int{}
+	for _, c := range t.Cells {
+		g := gridCell{Cell: c, Status: c.Status()}
+		if rel := t.RunRel(c); rel != "" {
+			g.Report = rel + "/" + ReportFile
+		}
+		logName := path.Join(LogsDir, strings.ReplaceAll(t.Matrix+"/"+c.Cell, "/", "_")+".log")
+		if _, err := fs.Stat(matrix, logName); err == nil {
+			g.Log = logName
+		}
+		counts[g.Status]++
+		i, j := slices.Index(d.Presets, c.Preset), slices.Index(d.Schedules, c.Schedule)
+		d.Grid[i][j] = append(d.Grid[i][j], g)
+		d.Cells = append(d.Cells, g)
+	}
+	for _, s := range []string{Met, NotMet, Undecided, "error", "skipped"} {
+		if counts[s] > 0 {
+			d.Counts = append(d.Counts, statusCount{s, counts[s]})
+		}
+	}
+	for _, f := range []string{TableFile, TableTextFile, JUnitFile} {
+		if _, err := fs.Stat(matrix, f); err == nil {
+			d.Files = append(d.Files, f)
+		}
+	}
+	var buf bytes.Buffer
+	if err := matrixTmpl.Execute(&buf, &d); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+var matrixTmpl = template.Must(template.New("matrix").Funcs(funcs).Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>isrlab matrix {{.Table.Matrix}}</title>
+<style>{{.Style}}</style></head>
+<body>
+<header>
+<h1>matrix {{.Table.Matrix}}</h1>
+<p class="sub">{{.Name}} · started {{.Table.Started}} · {{f1 .Table.Seconds}}s · {{len .Table.Cells}} cells:
+{{range .Counts}}<span class="badge {{status .Status}}">{{.N}} {{.Status}}</span> {{end}}</p>
+</header>
+<main>
+<section id="grid"><h2>Presets × schedules</h2>
+<table class="grid"><tr><th>preset \ schedule</th>{{range .Schedules}}<th>{{.}}</th>{{end}}</tr>
+{{range $i, $p := .Presets}}<tr><th>{{$p}}</th>{{range index $.Grid $i}}<td>{{range .}}
+<a class="cell {{status .Status}}" data-cell="{{.Cell.Cell}}" data-status="{{.Status}}" {{if .Report}}href="{{.Report}}"{{end}}>
+<b>{{upper .Status}}</b>{{if .Seed}} · seed {{.Seed}}{{end}}<br>
+{{if eq .State "done"}}valid {{.Valid}} · avail {{f3 .Avail}} · max unavail {{f1 .MaxUnavS}}s<br>{{anomtext .Anomalies}}{{else if .Error}}{{.Error}}{{end}}
+</a>{{end}}</td>{{end}}</tr>
+{{end}}</table>
+</section>
+<section id="cells"><h2>Cells</h2>
+<table><tr><th>cell</th><th>status</th><th>expect</th><th>valid</th><th>anomalies</th><th>availability</th><th>max unavailable</th><th>why</th><th>links</th></tr>
+{{range .Cells}}<tr><td>{{.Cell.Cell}}</td><td><span class="badge {{status .Status}}">{{.Status}}</span></td><td>{{.Expect}}</td><td>{{.Valid}}</td><td>{{anomtext .Anomalies}}</td>
+<td class="num">{{if eq .State "done"}}{{f3 .Avail}}{{end}}</td><td class="num">{{if eq .State "done"}}{{f1 .MaxUnavS}}s{{end}}</td>
+<td>{{range .Reasons}}<div>{{.}}</div>{{end}}{{with .Error}}<div class="reason">{{.}}</div>{{end}}</td>
+<td>{{if .Report}}<a href="{{.Report}}">report</a>{{end}} {{if .Log}}<a href="{{.Log}}">log</a>{{end}}</td></tr>
+{{end}}</table>
+</section>
+<section id="files"><h2>Files</h2><ul>{{range .Files}}<li><a href="{{.}}">{{.}}</a></li>{{end}}</ul></section>
+</main></body></html>
+`))
+
+const matrixCSS = `
+table.grid td{padding:4px;min-width:180px}
+a.cell{display:block;color:#fff;text-decoration:none;padding:6px 8px;border-radius:4px;margin:2px 0;font-size:12px}
+a.cell:hover{filter:brightness(1.1)}
+`

@@ -1,0 +1,194 @@
+package results
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/isrlab/isrlab/checker"
+)
+
+// Outcomes, as outcome.json and table.json spell them.
+const (
+	Met       = "met"
+	NotMet    = "not met"
+	Undecided = "undecided"
+)
+
+// Outcome is a run's outcome.json: the run, its verdict in brief and how it
+// compares with the scenario's expectation. lab.Summary encodes to it.
+type Outcome struct {
+	Scenario   string           `json:"scenario"`
+	RunID      string           `json:"run_id"`
+	Seed       int64            `json:"seed"`
+	Started    string           `json:"started"`
+	Seconds    float64          `json:"seconds"`
+	Incomplete bool             `json:"incomplete,omitempty"`
+	Valid      checker.Validity `json:"valid"`
+	Anomalies  map[string]int64 `json:"anomalies"`
+	Outcome    string           `json:"outcome"`
+	Expect     string           `json:"expect"`
+	Reasons    []string         `json:"reasons,omitempty"`
+}
+
+// Table is a matrix's table.json: one Cell per preset x schedule x seed.
+// lab.MatrixResult encodes to it.
+type Table struct {
+	Matrix  string  `json:"matrix"`
+	Dir     string  `json:"dir"`
+	Started string  `json:"started"`
+	Seconds float64 `json:"seconds"`
+	Cells   []Cell  `json:"cells"`
+}
+
+// Cell is one cell of a Table. lab.CellResult encodes to it.
+type Cell struct {
+	Cell      string           `json:"cell"`
+	Preset    string           `json:"preset"`
+	Schedule  string           `json:"schedule"`
+	Seed      int64            `json:"seed"`
+	State     string           `json:"state"` // pending, running, done, error, skipped
+	Outcome   string           `json:"outcome,omitempty"`
+	Valid     string           `json:"valid,omitempty"`
+	Anomalies map[string]int64 `json:"anomalies,omitempty"`
+	Avail     float64          `json:"availability,omitempty"`
+	MaxUnavS  float64          `json:"max_unavailable_s,omitempty"`
+	Expect    string           `json:"expect"`
+	Reasons   []string         `json:"reasons,omitempty"`
+	Error     string           `json:"error,omitempty"`
+	Dir       string           `json:"dir,omitempty"`
+	Seconds   float64          `json:"seconds,omitempty"`
+}
+
+// Status is what a cell's colour and the diff go by: "met", "not met",
+// "undecided", "error", or "skipped" for a cell that never finished.
+func (c Cell) Status() string {
+	switch {
+	case c.State == "error":
+		return "error"
+	case c.State != "done":
+		return "skipped"
+	case c.Outcome == "":
+		return Undecided
+	}
+	return c.Outcome
+}
+
+// Failing reports a status that a CI job must not pass: not met, undecided
+// or error.
+func Failing(status string) bool {
+	return status == NotMet || status == Undecided || status == "error"
+}
+
+// RunRel is the cell's run directory relative to the matrix directory, in
+// slash form, or "" when it does not lie under it. Both paths in table.json
+// are absolute on the machine that ran the matrix, so the relative path
+// still holds for a copied matrix directory.
+func (t *Table) RunRel(c Cell) string {
+	if c.Dir == "" || t.Dir == "" {
+		return ""
+	}
+	d, m := path.Clean(filepathToSlash(c.Dir)), path.Clean(filepathToSlash(t.Dir))
+	rel, ok := strings.CutPrefix(d, m+"/")
+	if !ok || rel == "" {
+		return ""
+	}
+	for _, seg := range strings.Split(rel, "/") {
+		if seg == ".." || seg == "." || seg == "" {
+			return ""
+		}
+	}
+	return rel
+}
+
+func filepathToSlash(p string) string { return strings.ReplaceAll(p, "\\", "/") }
+
+// anomalyText lists counts as "lost-write=3, duplicate=1", in the
+// checker's order, then any unknown kinds sorted.
+func anomalyText(m map[string]int64) string {
+	var parts []string
+	for _, k := range anomalyKinds(m) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// anomalyKinds returns the kinds with a non-zero count, in the checker's
+// order, then unknown kinds sorted.
+func anomalyKinds(m map[string]int64) []string {
+	var out, other []string
+	for _, k := range checker.AnomalyNames {
+		if m[k] != 0 {
+			out = append(out, k)
+		}
+	}
+	for k, n := range m {
+		if n != 0 && !slices.Contains(checker.AnomalyNames, k) {
+			other = append(other, k)
+		}
+	}
+	sort.Strings(other)
+	return append(out, other...)
+}
+
+// readJSON decodes the JSON file name of fsys into v.
+func readJSON(fsys fs.FS, name string, v any) error {
+	b, err := fs.ReadFile(fsys, name)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// ReadOutcome reads outcome.json from a run directory.
+func ReadOutcome(run fs.FS) (*Outcome, error) {
+	var o Outcome
+	if err := readJSON(run, OutcomeFile, &o); err != nil {
+		return nil, err
+	}
+	return &o, nil
+}
+
+// ReadVerdict reads verdict.json from a run directory.
+func ReadVerdict(run fs.FS) (*checker.Verdict, error) {
+	var v checker.Verdict
+	if err := readJSON(run, VerdictFile, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// ReadTable reads table.json from a matrix directory.
+func ReadTable(matrix fs.FS) (*Table, error) {
+	var t Table
+	if err := readJSON(matrix, TableFile, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// IsRun reports whether dir of fsys looks like a run directory.
+func IsRun(fsys fs.FS, dir string) bool {
+	for _, f := range []string{OutcomeFile, HistoryFile, VerdictFile} {
+		if st, err := fs.Stat(fsys, path.Join(dir, f)); err == nil && st.Mode().IsRegular() {
+			return true
+		}
+	}
+	return false
+}
+
+// IsMatrix reports whether dir of fsys looks like a matrix directory.
+func IsMatrix(fsys fs.FS, dir string) bool {
+	st, err := fs.Stat(fsys, path.Join(dir, TableFile))
+	return err == nil && st.Mode().IsRegular()
+}
