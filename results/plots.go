@@ -226,6 +226,11 @@ func (p *plotter) quantileLines(s *svg, ls logScale, id, color string, pick func
 		s.el("polyline", "class", "series", "data-series", id+"-p50", "points", points(xs, y50), "fill", "none", "stroke", color, "stroke-width", 1.6)
 		s.el("polyline", "class", "series", "data-series", id+"-p99", "points", points(xs, y99), "fill", "none", "stroke", color, "stroke-width", 1, "stroke-dasharray", "4 2")
 		s.el("polyline", "class", "series", "data-series", id+"-max", "points", points(xs, ymax), "fill", "none", "stroke", color, "stroke-width", 0.8, "stroke-dasharray", "1 2")
+		if len(xs) == 1 {
+			// A lone bucket draws no line: mark its p50 and its p99..max.
+			s.el("line", "class", "lone", "x1", xs[0], "x2", xs[0], "y1", y99[0], "y2", ymax[0], "stroke", color, "stroke-width", 1)
+			s.el("circle", "class", "lone", "cx", xs[0], "cy", y50[0], "r", 2.5, "fill", color)
+		}
 		xs, y50, y99, ymax = nil, nil, nil, nil
 	}
 	for i := range p.c.Buckets {
