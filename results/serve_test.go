@@ -65,7 +65,7 @@ func TestServeIndexAndReports(t *testing.T) {
 	}
 	for _, want := range []string{
 		`href="/files/kill-leader-acks1/20260101T000000Z-t1kill/report.html"`, // the run's report
-		`href="/files/matrices/m/20260102T000000Z-new1/report.html"`,         // the matrix's
+		`href="/files/matrices/m/20260102T000000Z-new1/report.html"`,          // the matrix's
 		`class="row row-met" data-status="met"`,
 		"1 of 1 runs",
 	} {
