@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/history"
@@ -26,7 +27,10 @@ type plotter struct {
 	v     *checker.Verdict
 	ax    timeAxis
 	bands []band
-	width float64 // bucket width, seconds
+	// shading is bands as the plots shade them: merged when there are
+	// too many to draw one by one.
+	shading []band
+	width   float64 // bucket width, seconds
 }
 
 func newPlotter(c *Curves, v *checker.Verdict) *plotter {
@@ -37,7 +41,39 @@ func newPlotter(c *Curves, v *checker.Verdict) *plotter {
 	}
 	p.ax = timeAxis{t1: math.Max(end, 1)}
 	p.bands = faultBands(c, v)
+	p.shading = mergeBands(p.bands, p.ax.t1/1000)
 	return p
+}
+
+// maxBands is the most fault windows a plot draws one by one; past it,
+// windows closer than a pixel merge into one band (with a count), so that
+// a history with thousands of faults still gives a small report.
+const maxBands = 100
+
+// mergeBands merges bands (sorted by start) whose gap is under gap when
+// there are more than maxBands of them.
+func mergeBands(bands []band, gap float64) []band {
+	if len(bands) <= maxBands {
+		return bands
+	}
+	var out []band
+	for _, b := range bands {
+		if n := len(out); n > 0 && (out[n-1].End < 0 || b.Start-out[n-1].End < gap) {
+			m := &out[n-1]
+			if m.End >= 0 && (b.End < 0 || b.End > m.End) {
+				m.End = b.End
+			}
+			if m.Name != b.Name {
+				m.Name = "faults"
+			}
+			m.Count++
+			m.Label = fmt.Sprintf("%d faults", m.Count)
+			continue
+		}
+		b.Count = 1
+		out = append(out, b)
+	}
+	return out
 }
 
 // faultBands takes the fault windows from the verdict (the checker's one
@@ -107,17 +143,20 @@ func (p *plotter) faultLane() figure {
 	for i, name := range names {
 		y := top + float64(i)*rowH
 		s.text(marginL-6, y+15, name, "class", "rowlabel", "text-anchor", "end")
+		var row []band
 		for _, b := range p.bands {
-			if b.Name != name {
-				continue
+			if b.Name == name {
+				row = append(row, b)
 			}
+		}
+		for _, b := range mergeBands(row, p.ax.t1/1000) {
 			end := b.End
 			if end < 0 {
 				end = p.ax.t1
 			}
 			x0, x1 := p.ax.x(b.Start), p.ax.x(end)
 			s.open("rect", "class", "faultbar", "x", x0, "y", y+3, "width", math.Max(x1-x0, 1.5), "height", rowH-6,
-				"fill", colorOf(b.Name), "data-fault", b.Name, "data-label", b.Label, "data-start", fsec(b.Start), "data-end", fsec(b.End))
+				"fill", colorOf(b.Name), "data-fault", b.Name, "data-label", b.Label, "data-start", fsec(b.Start), "data-end", fsec(b.End), "data-count", max(b.Count, 1))
 			s.title(fmt.Sprintf("%s: %.3fs – %s", b.Label, b.Start, endText(b.End)))
 			s.close("rect")
 			if labels && x1-x0 > 30 {
@@ -162,7 +201,7 @@ func (p *plotter) throughput() figure {
 	ticks, ytop := linTicks(peak)
 	var s svg
 	p.begin(&s, "throughput", h)
-	s.shade(p.ax, p.bands, top, bottom)
+	s.shade(p.ax, p.shading, top, bottom)
 	s.xAxis(p.ax, top, bottom)
 	for _, t := range ticks {
 		y := linY(t, ytop, top, bottom)
@@ -292,7 +331,7 @@ func (p *plotter) latency() figure {
 	ls := newLogScale(lo, hi, top, bottom)
 	var s svg
 	p.begin(&s, "latency", h)
-	s.shade(p.ax, p.bands, top, bottom)
+	s.shade(p.ax, p.shading, top, bottom)
 	s.xAxis(p.ax, top, bottom)
 	p.logAxis(&s, ls, "latency")
 	p.quantileLines(&s, ls, "send", "#2ca02c", sendH)
@@ -335,6 +374,7 @@ func (p *plotter) cluster() figure {
 		replicas []int32
 		maxHW    int64
 		h        float64
+		hidden   int64 // events not drawn
 	}
 	var lanes []lane
 	y := top
@@ -356,6 +396,10 @@ func (p *plotter) cluster() figure {
 		if l.maxHW >= 0 {
 			l.h += hwH
 		}
+		l.hidden = int64(len(ps.Events)-len(drawable(ps.Events, p.ax))) + ps.Dropped
+		if l.hidden > 0 {
+			l.h += 10
+		}
 		lanes = append(lanes, l)
 		y += l.h
 	}
@@ -363,7 +407,7 @@ func (p *plotter) cluster() figure {
 	bottom := h - 24
 	var s svg
 	p.begin(&s, "cluster", h)
-	s.shade(p.ax, p.bands, top, bottom)
+	s.shade(p.ax, p.shading, top, bottom)
 	s.xAxis(p.ax, top, bottom)
 	if len(lanes) == 0 {
 		s.text(marginL+8, top+18, "no cluster-state events in the history", "class", "note")
@@ -374,7 +418,8 @@ func (p *plotter) cluster() figure {
 		part := l.ps.Partition
 		s.open("g", "class", "partition", "data-partition", part, "data-events", len(l.ps.Events))
 		s.text(marginL-6, y+13, "p"+strconv.Itoa(int(part)), "class", "rowlabel", "text-anchor", "end")
-		evs := l.ps.Events
+		evs := drawable(l.ps.Events, p.ax)
+		titles := len(evs) <= 300
 		for i, e := range evs {
 			t0 := float64(e.T) / 1e9
 			t1 := end
@@ -388,7 +433,9 @@ func (p *plotter) cluster() figure {
 			}
 			s.open("rect", "class", "leader", "data-partition", part, "data-leader", e.Leader, "data-epoch", e.Epoch,
 				"data-start", fsec(t0), "x", x0, "y", y, "width", math.Max(x1-x0, 1), "height", leaderH-2, "fill", brokerColor(e.Leader))
-			s.title(fmt.Sprintf("partition %d from %.3fs: leader %s, epoch %d, ISR %v", part, t0, label, e.Epoch, e.ISR))
+			if titles {
+				s.title(fmt.Sprintf("partition %d from %.3fs: leader %s, epoch %d, ISR %v", part, t0, label, e.Epoch, e.ISR))
+			}
 			s.close("rect")
 			if x1-x0 > 44 {
 				s.text(x0+3, y+12, fmt.Sprintf("%s e%d", label, e.Epoch), "class", "barlabel")
@@ -420,8 +467,8 @@ func (p *plotter) cluster() figure {
 				"points", points(xs, ys), "fill", "none", "stroke", "#333", "stroke-width", 1.2)
 			s.text(marginL-6, hy0+12, "HW "+countLabel(float64(l.maxHW)), "class", "smalllabel", "text-anchor", "end")
 		}
-		if l.ps.Dropped > 0 {
-			s.text(plotR-4, y+12, fmt.Sprintf("%d later events not drawn", l.ps.Dropped), "class", "note", "text-anchor", "end")
+		if l.hidden > 0 {
+			s.text(marginL, y+l.h-gap+2, fmt.Sprintf("%d of partition %d's state events lasted under a pixel or were past the %d kept, and are not drawn", l.hidden, part, maxStateEvents), "class", "smalllabel")
 		}
 		s.close("g")
 		y += l.h
@@ -440,6 +487,19 @@ func (p *plotter) cluster() figure {
 	return figure{ID: "cluster", Title: "Leaders, epochs and ISR", SVG: s.html(), Caption: caption}
 }
 
+// drawable drops the state events that last less than a pixel before
+// the next one: what is drawn is the state that held.
+func drawable(evs []StateEvent, ax timeAxis) []StateEvent {
+	out := make([]StateEvent, 0, len(evs))
+	for i, e := range evs {
+		if i+1 < len(evs) && ax.x(float64(evs[i+1].T)/1e9)-ax.x(float64(e.T)/1e9) < 0.75 {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
 // unavailability draws, per partition, its ok sends per bucket as a strip
 // (white: none) and the checker's longest unavailability window.
 func (p *plotter) unavailability() figure {
@@ -449,7 +509,7 @@ func (p *plotter) unavailability() figure {
 	bottom := h - 24
 	var s svg
 	p.begin(&s, "unavailability", h)
-	s.shade(p.ax, p.bands, top, bottom)
+	s.shade(p.ax, p.shading, top, bottom)
 	s.xAxis(p.ax, top, bottom)
 	strip := map[int32]int{}
 	for i, sp := range p.c.StripParts {
@@ -465,6 +525,9 @@ func (p *plotter) unavailability() figure {
 					peak = max(peak, p.c.Buckets[i].PartOK[k])
 				}
 			}
+			// One path per shade (four of them) rather than a rect per
+			// bucket keeps the report small.
+			var paths [4]strings.Builder
 			for i := range p.c.Buckets {
 				var n int64
 				if k < len(p.c.Buckets[i].PartOK) {
@@ -473,9 +536,14 @@ func (p *plotter) unavailability() figure {
 				if n == 0 || peak == 0 {
 					continue
 				}
+				lvl := min(int(4*n/peak), 3)
 				x0, x1 := p.ax.x(float64(i)*p.width), p.ax.x(float64(i+1)*p.width)
-				s.el("rect", "class", "okstrip", "x", x0, "y", y+4, "width", x1-x0+0.3, "height", rowH-8,
-					"fill", "#2ca02c", "fill-opacity", 0.15+0.6*float64(n)/float64(peak))
+				fmt.Fprintf(&paths[lvl], "M%s %sh%sv%sh-%sz", fnum(x0), fnum(y+4), fnum(x1-x0+0.3), fnum(rowH-8), fnum(x1-x0+0.3))
+			}
+			for lvl := range paths {
+				if paths[lvl].Len() > 0 {
+					s.el("path", "class", "okstrip", "d", paths[lvl].String(), "fill", "#2ca02c", "fill-opacity", 0.2+0.18*float64(lvl))
+				}
 			}
 		}
 		if pu.Windows > 0 {
@@ -511,7 +579,7 @@ func (p *plotter) unseen() figure {
 	ticks, ytop := linTicks(float64(p.c.MaxUnseen))
 	var s svg
 	p.begin(&s, "unseen", h)
-	s.shade(p.ax, p.bands, top, bottom)
+	s.shade(p.ax, p.shading, top, bottom)
 	s.xAxis(p.ax, top, bottom)
 	for _, t := range ticks {
 		y := linY(t, ytop, top, bottom)
@@ -548,7 +616,7 @@ func (p *plotter) lag() figure {
 	ls := newLogScale(lo, hi, top, bottom)
 	var s svg
 	p.begin(&s, "lag", h)
-	s.shade(p.ax, p.bands, top, bottom)
+	s.shade(p.ax, p.shading, top, bottom)
 	s.xAxis(p.ax, top, bottom)
 	p.logAxis(&s, ls, "ack → first read")
 	p.quantileLines(&s, ls, "lag", "#9467bd", lagH)

@@ -221,6 +221,9 @@ func brokerColor(id int32) string {
 type band struct {
 	Name, Label string
 	Start, End  float64
+	// Count is the number of fault windows merged into this band (0 or
+	// 1: one).
+	Count int
 }
 
 // xAxis draws the time grid and its labels at the bottom of a plot.
@@ -241,6 +244,7 @@ func (s *svg) xAxis(ax timeAxis, top, bottom float64) {
 func (s *svg) shade(ax timeAxis, bands []band, top, bottom float64) {
 	s.open("g", "class", "faults")
 	labels := len(bands) <= 40
+	lastLabel := 0.0 // where the last label ends, so that labels never overlap
 	for _, b := range bands {
 		end := b.End
 		if end < 0 {
@@ -248,11 +252,12 @@ func (s *svg) shade(ax timeAxis, bands []band, top, bottom float64) {
 		}
 		x0, x1 := ax.x(b.Start), ax.x(end)
 		s.open("rect", "class", "fault", "x", x0, "y", top, "width", math.Max(x1-x0, 1), "height", bottom-top,
-			"fill", colorOf(b.Name), "data-fault", b.Name, "data-start", fsec(b.Start), "data-end", fsec(b.End))
+			"fill", colorOf(b.Name), "data-fault", b.Name, "data-start", fsec(b.Start), "data-end", fsec(b.End), "data-count", max(b.Count, 1))
 		s.title(fmt.Sprintf("%s: %.3fs – %s", b.Label, b.Start, endText(b.End)))
 		s.close("rect")
-		if labels && x1-x0 > 24 {
+		if w := 6 * float64(len(b.Name)); labels && x1-x0 > 24 && x0 > lastLabel {
 			s.text(x0+3, top+11, b.Name, "class", "faultlabel")
+			lastLabel = x0 + 3 + w
 		}
 	}
 	s.close("g")
