@@ -8,10 +8,20 @@ set -euo pipefail
 # time: /usr/bin/time for make bench; util-linux: nsenter/setpriv (rootless).
 pkgs=(kcat docker.io time util-linux iproute2)
 pkgs+=("$@")
+# chromium: headless, for the web UI's browser test (it skips without one).
+# Optional: installed where apt has it (Debian), left out where it does not
+# (Ubuntu ships it as a snap).
+optional=(chromium)
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
 missing=()
 for p in "${pkgs[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+	installed "$p" || missing+=("$p")
+done
+missing_optional=()
+for p in "${optional[@]}"; do
+	installed "$p" || command -v "$p" >/dev/null 2>&1 || missing_optional+=("$p")
 done
 
 SUDO=
@@ -28,6 +38,23 @@ if [ ${#missing[@]} -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	$SUDO apt-get update -qq
 	$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ${#missing_optional[@]} -gt 0 ]; then
+	if [ "$(id -u)" -ne 0 ] && [ -z "$SUDO" ]; then
+		echo "deps: not root, not installing ${missing_optional[*]} (the tests that need it skip)"
+	else
+		export DEBIAN_FRONTEND=noninteractive
+		[ ${#missing[@]} -gt 0 ] || $SUDO apt-get update -qq
+		for p in "${missing_optional[@]}"; do
+			if apt-cache show "$p" >/dev/null 2>&1; then
+				echo "deps: installing $p"
+				$SUDO apt-get install -y -qq --no-install-recommends "$p" >/dev/null
+			else
+				echo "deps: apt has no $p here; the tests that need it skip"
+			fi
+		done
+	fi
 fi
 
 # A Docker daemon for the Docker backend's tests; without one they skip.
