@@ -304,10 +304,11 @@ func (c *Curves) fault(op *history.Op) {
 // "partition leader-coordinators".
 func faultLabel(name string, raw json.RawMessage) string {
 	var v struct {
-		Kind     string   `json:"kind"`
-		Nodes    []string `json:"nodes"`
-		Resolved []string `json:"resolved"`
-		Topology string   `json:"topology"`
+		Kind     string              `json:"kind"`
+		Nodes    []string            `json:"nodes"`
+		Resolved []string            `json:"resolved"`
+		Topology string              `json:"topology"`
+		Grudge   map[string][]string `json:"grudge"`
 	}
 	var targets []string
 	if json.Unmarshal(raw, &v) != nil {
@@ -319,17 +320,74 @@ func faultLabel(name string, raw json.RawMessage) string {
 		if len(targets) == 0 {
 			targets = v.Nodes
 		}
-		if v.Topology != "" {
-			targets = append([]string{v.Topology}, targets...)
-		}
 	}
 	if len(targets) > 4 {
 		targets = append(targets[:4:4], fmt.Sprintf("+%d", len(targets)-4))
 	}
-	if len(targets) == 0 {
-		return name
+	label := name
+	if v.Topology != "" {
+		label += " " + v.Topology
 	}
-	return name + " " + strings.Join(targets, ",")
+	if len(targets) > 0 {
+		label += " " + strings.Join(targets, ",")
+	}
+	if sides := grudgeSides(v.Grudge); len(sides) > 1 && len(sides) <= 4 {
+		label += " " + strings.Join(sides, " | ")
+	}
+	return label
+}
+
+// grudgeSides returns the groups of nodes that still reach each other
+// under a grudge (node -> nodes it drops), each as "b1,b2,c1": the halves
+// of a partition.
+func grudgeSides(g map[string][]string) []string {
+	if len(g) == 0 || len(g) > 64 {
+		return nil
+	}
+	drops := map[[2]string]bool{}
+	var nodes []string
+	add := func(n string) {
+		if !slices.Contains(nodes, n) {
+			nodes = append(nodes, n)
+		}
+	}
+	for from, tos := range g {
+		add(from)
+		for _, to := range tos {
+			add(to)
+			drops[[2]string{from, to}] = true
+		}
+	}
+	slices.Sort(nodes)
+	side := map[string]int{}
+	var sides [][]string
+	for _, n := range nodes {
+		if _, ok := side[n]; ok {
+			continue
+		}
+		// n and everything it reaches both ways, transitively.
+		i := len(sides)
+		sides = append(sides, nil)
+		queue := []string{n}
+		side[n] = i
+		for len(queue) > 0 {
+			u := queue[0]
+			queue = queue[1:]
+			sides[i] = append(sides[i], u)
+			for _, w := range nodes {
+				if _, ok := side[w]; !ok && !drops[[2]string{u, w}] && !drops[[2]string{w, u}] {
+					side[w] = i
+					queue = append(queue, w)
+				}
+			}
+		}
+	}
+	out := make([]string, len(sides))
+	for i, s := range sides {
+		slices.Sort(s)
+		out[i] = strings.Join(s, ",")
+	}
+	return out
 }
 
 func (c *Curves) state(op *history.Op) {

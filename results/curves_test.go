@@ -73,3 +73,17 @@ func TestHist(t *testing.T) {
 		t.Error("out-of-range durations are not clamped")
 	}
 }
+
+func TestFaultLabel(t *testing.T) {
+	for _, tc := range []struct{ name, raw, want string }{
+		{"kill", `{"kind":"kill","nodes":["leader:isrlab/0"],"resolved":["b2"]}`, "kill b2"},
+		{"kill", `{"kind":"kill","nodes":["b1","b2","b3","c1","c2"]}`, "kill b1,b2,b3,c1,+1"},
+		{"partition", `{"kind":"partition","topology":"random-halves","grudge":{"b1":["c1","b2"],"c1":["b1"],"b2":["b1"]}}`, "partition random-halves b1 | b2,c1"},
+		{"partition", `["n1"]`, "partition n1"},
+		{"partition", `"junk"`, "partition"},
+	} {
+		if got := faultLabel(tc.name, []byte(tc.raw)); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.raw, got, tc.want)
+		}
+	}
+}

@@ -587,25 +587,26 @@ func (p *plotter) unseen() figure {
 		s.text(marginL-6, y+4, countLabel(t), "class", "tick", "text-anchor", "end")
 	}
 	s.yLabel(top, bottom, "records")
+	// A step per bucket at the most that were waiting in it (the value
+	// carried from the last bucket that changed it).
 	var xs, ys []float64
 	cur := int64(0)
 	for i := range p.c.Buckets {
 		b := &p.c.Buckets[i]
 		x0, x1 := p.ax.x(float64(i)*p.width), p.ax.x(float64(i+1)*p.width)
-		ymax := linY(float64(max(b.UnseenMax, cur)), ytop, top, bottom)
+		y := linY(float64(max(b.UnseenMax, cur)), ytop, top, bottom)
 		if b.Unseen >= 0 {
 			cur = b.Unseen
 		}
-		y := linY(float64(cur), ytop, top, bottom)
-		xs = append(xs, x0, x0, x1)
-		ys = append(ys, ymax, y, y)
+		xs = append(xs, x0, x1)
+		ys = append(ys, y, y)
 	}
 	s.el("polyline", "class", "series", "data-series", "unseen", "data-max", p.c.MaxUnseen, "data-final", p.c.Unseen,
 		"points", points(xs, ys), "fill", "none", "stroke", "#d62728", "stroke-width", 1.5)
 	s.legend(14, [][3]string{{fmt.Sprintf("acknowledged, not yet read (peak %s, at the end %s)", countLabel(float64(p.c.MaxUnseen)), countLabel(float64(p.c.Unseen))), "#d62728", ""}})
 	s.close("svg")
 	return figure{ID: "unseen", Title: "Unseen", SVG: s.html(),
-		Caption: fmt.Sprintf("Jepsen's unseen curve: acknowledged records no poll has returned yet, over time. %d sends were acknowledged; %d were read (%d of them before the acknowledgement arrived), %d never were.",
+		Caption: fmt.Sprintf("Jepsen's unseen curve: acknowledged records no poll has returned yet, over time (the most at once in each bucket). %d sends were acknowledged; %d were read (%d of them before the acknowledgement arrived), %d never were.",
 			p.c.Acked, p.c.FirstReads, p.c.ReadBeforeAck, p.c.Unseen)}
 }
 
