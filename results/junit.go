@@ -56,12 +56,20 @@ type junitCell struct {
 
 func (c junitCell) testcase(s *junitSuite) junitCase {
 	tc := junitCase{Class: c.class, Name: c.name, Time: fmt.Sprintf("%.1f", c.seconds)}
+	// The reasons, then the anomalies they do not already name, with
+	// their counts.
 	msg := strings.Join(c.reasons, "; ")
-	if len(c.anomalies) > 0 {
+	var unnamed []string
+	for _, k := range anomalyKinds(c.anomalies) {
+		if !strings.Contains(msg, k) {
+			unnamed = append(unnamed, fmt.Sprintf("%s=%d", k, c.anomalies[k]))
+		}
+	}
+	if len(unnamed) > 0 {
 		if msg != "" {
 			msg += "; "
 		}
-		msg += "anomalies: " + anomalyText(c.anomalies)
+		msg += "anomalies: " + strings.Join(unnamed, ", ")
 	}
 	switch c.status {
 	case "error":
@@ -72,7 +80,7 @@ func (c junitCell) testcase(s *junitSuite) junitCase {
 		tc.Skipped = &junitProblem{Message: "not run: the matrix was stopped"}
 	case NotMet:
 		s.Failures++
-		tc.Failure = &junitProblem{Message: "expectation not met: " + msg, Type: "expectation", Text: c.detail}
+		tc.Failure = &junitProblem{Message: msg, Type: "expectation", Text: c.detail}
 	case Undecided:
 		s.Failures++
 		tc.Failure = &junitProblem{Message: "undecided: " + msg, Type: "undecided", Text: c.detail}
@@ -101,8 +109,8 @@ func encodeJUnit(s junitSuite) ([]byte, error) {
 func MatrixJUnit(t *Table) ([]byte, error) {
 	s := junitSuite{Name: "isrlab matrix " + t.Matrix, Time: fmt.Sprintf("%.1f", t.Seconds), Stamp: t.Started}
 	for _, c := range t.Cells {
-		detail := fmt.Sprintf("expect: %s\nvalid: %s\nanomalies: %s\navailability: %.3f\nmax unavailable: %.1fs\nrun: %s\n",
-			c.Expect, c.Valid, anomalyText(c.Anomalies), c.Avail, c.MaxUnavS, c.Dir)
+		detail := fmt.Sprintf("expect: %s\nvalid: %s\nanomalies: %v\navailability: %.3f\nmax unavailable: %.1fs\nrun: %s\n",
+			c.Expect, c.Valid, c.Anomalies, c.Avail, c.MaxUnavS, c.Dir)
 		jc := junitCell{class: "isrlab." + t.Matrix + "." + c.Preset, name: strings.TrimPrefix(c.Cell, c.Preset+"/"),
 			seconds: c.Seconds, status: c.Status(), err: c.Error, reasons: c.Reasons, anomalies: c.Anomalies, detail: detail}
 		s.Cases = append(s.Cases, jc.testcase(&s))
@@ -120,8 +128,8 @@ func RunJUnit(o *Outcome) ([]byte, error) {
 	if status == "" {
 		status = Undecided
 	}
-	detail := fmt.Sprintf("expect: %s\nvalid: %s\nanomalies: %s\nseed: %d\nrun id: %s\n",
-		o.Expect, o.Valid, anomalyText(o.Anomalies), o.Seed, o.RunID)
+	detail := fmt.Sprintf("expect: %s\nvalid: %s\nanomalies: %v\nseed: %d\nrun id: %s\n",
+		o.Expect, o.Valid, o.Anomalies, o.Seed, o.RunID)
 	if o.Incomplete {
 		detail += "incomplete: the run was cut short\n"
 	}

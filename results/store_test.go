@@ -161,10 +161,25 @@ func TestMatrixJUnit(t *testing.T) {
 	}
 	c := s.Cases[0]
 	if c.Class != "isrlab.m.safe" || c.Name != "leader-kill" || c.Failure == nil ||
-		c.Failure.Message != "expectation not met: expected valid=true, got valid=false; anomalies: lost-write=2, duplicate=1" {
+		c.Failure.Message != "expected valid=true, got valid=false; anomalies: lost-write=2, duplicate=1" {
 		t.Errorf("first case: %+v", c)
 	}
 	if e := s.Cases[4].Error; e == nil || e.Message != "cluster did not come up: timed out" {
 		t.Errorf("error case: %+v", s.Cases[4])
 	}
 }
+
+// TestJUnitMessageNamesAnomaliesOnce: anomalies the reasons already name
+// are not repeated.
+func TestJUnitMessageNamesAnomaliesOnce(t *testing.T) {
+	tab := &Table{Matrix: "m", Cells: []Cell{{Cell: "acks1/kill", Preset: "acks1", State: "done", Outcome: NotMet,
+		Anomalies: map[string]int64{"lost-write": 12, "duplicate": 2}, Reasons: []string{"expected lost-write 0, got 12"}}}}
+	b, err := MatrixJUnit(tab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `message="expected lost-write 0, got 12; anomalies: duplicate=2"`; !strings.Contains(string(b), want) {
+		t.Errorf("junit lacks %s:\n%s", want, b)
+	}
+}
+
