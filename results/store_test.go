@@ -182,4 +182,3 @@ func TestJUnitMessageNamesAnomaliesOnce(t *testing.T) {
 		t.Errorf("junit lacks %s:\n%s", want, b)
 	}
 }
-
