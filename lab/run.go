@@ -172,7 +172,9 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	}
 	if !recorded {
 		if runErr == nil && res.Incomplete {
-			runErr = fmt.Errorf("%w: stopped before the workload started: %v", ErrInternal, context.Cause(ctx))
+			// Stopped before anything was recorded: nothing to judge.
+			fmt.Fprintf(out, "  stopped before the workload started (%v)\n", context.Cause(ctx))
+			res.Judgement = Judgement{Outcome: Undecided, Expect: sc.Expect.String(), Reasons: []string{"stopped before the workload started"}}
 		}
 		return res, runErr
 	}
