@@ -20,6 +20,8 @@ const (
 	resourceTypeBroker = 4
 )
 
+var _ = serve(32, "DescribeConfigs", 0, 4, (*Broker).handleDescribeConfigs)
+
 // handleDescribeConfigs describes topic and broker configs.
 func (b *Broker) handleDescribeConfigs(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.DescribeConfigsRequest)
@@ -113,6 +115,8 @@ const (
 	opSet    = 0
 	opDelete = 1
 )
+
+var _ = serve(44, "IncrementalAlterConfigs", 0, 1, (*Broker).handleIncrementalAlterConfigs)
 
 // handleIncrementalAlterConfigs sets or deletes topic-level overrides.
 // Broker configs are static (read-only) here.

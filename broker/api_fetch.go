@@ -11,6 +11,8 @@ import (
 	"github.com/isrlab/isrlab/broker/partition"
 )
 
+var _ = serve(1, "Fetch", 4, 12, (*Broker).handleFetch)
+
 // handleFetch reads every requested partition; when fewer than MinBytes
 // are available it waits (off the handler thread) until a partition
 // changes or MaxWaitMillis passes — Kafka's fetch purgatory. Fetch

@@ -195,6 +195,8 @@ func (b *Broker) coordinatorFor(key string, keyType int8) (id int32, host string
 	return id, "", -1, kerr.CoordinatorNotAvailable.Code, "coordinator " + strconv.Itoa(int(leader)) + " is not live"
 }
 
+var _ = serve(10, "FindCoordinator", 0, 4, (*Broker).handleFindCoordinator)
+
 func (b *Broker) handleFindCoordinator(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
@@ -236,6 +238,8 @@ func (rq *request) clientID() string {
 	return ""
 }
 
+var _ = serve(11, "JoinGroup", 0, 9, (*Broker).handleJoinGroup)
+
 // handleJoinGroup answers when the rebalance completes; the connection
 // stays muted meanwhile, as in Kafka.
 func (b *Broker) handleJoinGroup(_ context.Context, rq *request) {
@@ -244,11 +248,15 @@ func (b *Broker) handleJoinGroup(_ context.Context, rq *request) {
 	go m.JoinGroup(req, rq.clientID(), rq.clientHost(), func(r *kmsg.JoinGroupResponse) { rq.respond(r) })
 }
 
+var _ = serve(14, "SyncGroup", 0, 5, (*Broker).handleSyncGroup)
+
 func (b *Broker) handleSyncGroup(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.SyncGroupRequest)
 	m := b.groups()
 	go m.SyncGroup(req, func(r *kmsg.SyncGroupResponse) { rq.respond(r) })
 }
+
+var _ = serve(12, "Heartbeat", 0, 4, (*Broker).handleHeartbeat)
 
 func (b *Broker) handleHeartbeat(_ context.Context, rq *request) {
 	rq.respond(b.groups().Heartbeat(rq.req.(*kmsg.HeartbeatRequest)))
@@ -257,32 +265,46 @@ func (b *Broker) handleHeartbeat(_ context.Context, rq *request) {
 // The handlers below may wait for an acks=-1 append, so they answer off
 // the handler thread, like a delayed produce.
 
+var _ = serve(13, "LeaveGroup", 0, 5, (*Broker).handleLeaveGroup)
+
 func (b *Broker) handleLeaveGroup(_ context.Context, rq *request) {
 	m := b.groups()
 	go func() { rq.respond(m.LeaveGroup(rq.req.(*kmsg.LeaveGroupRequest))) }()
 }
+
+var _ = serve(8, "OffsetCommit", 0, 8, (*Broker).handleOffsetCommit)
 
 func (b *Broker) handleOffsetCommit(_ context.Context, rq *request) {
 	m := b.groups()
 	go func() { rq.respond(m.OffsetCommit(rq.req.(*kmsg.OffsetCommitRequest))) }()
 }
 
+var _ = serve(9, "OffsetFetch", 0, 8, (*Broker).handleOffsetFetch)
+
 func (b *Broker) handleOffsetFetch(_ context.Context, rq *request) {
 	rq.respond(b.groups().OffsetFetch(rq.req.(*kmsg.OffsetFetchRequest)))
 }
+
+var _ = serve(15, "DescribeGroups", 0, 5, (*Broker).handleDescribeGroups)
 
 func (b *Broker) handleDescribeGroups(_ context.Context, rq *request) {
 	rq.respond(b.groups().DescribeGroups(rq.req.(*kmsg.DescribeGroupsRequest)))
 }
 
+var _ = serve(16, "ListGroups", 0, 4, (*Broker).handleListGroups)
+
 func (b *Broker) handleListGroups(_ context.Context, rq *request) {
 	rq.respond(b.groups().ListGroups(rq.req.(*kmsg.ListGroupsRequest)))
 }
+
+var _ = serve(42, "DeleteGroups", 0, 2, (*Broker).handleDeleteGroups)
 
 func (b *Broker) handleDeleteGroups(_ context.Context, rq *request) {
 	m := b.groups()
 	go func() { rq.respond(m.DeleteGroups(rq.req.(*kmsg.DeleteGroupsRequest))) }()
 }
+
+var _ = serve(47, "OffsetDelete", 0, 0, (*Broker).handleOffsetDelete)
 
 func (b *Broker) handleOffsetDelete(_ context.Context, rq *request) {
 	m := b.groups()

@@ -37,6 +37,8 @@ func (b *Broker) checkControllerEpoch(epoch int32, brokerEpoch int64) *kerr.Erro
 	}
 }
 
+var _ = serve(4, "LeaderAndIsr", 1, 4, (*Broker).handleLeaderAndISR)
+
 // handleLeaderAndISR applies the controller's leadership decisions: per
 // partition only when its leader epoch is newer than ours (§6.3).
 func (b *Broker) handleLeaderAndISR(_ context.Context, rq *request) {
@@ -117,6 +119,8 @@ func (b *Broker) applyLeaderAndISR(controllerEpoch int32, ps kmsg.LeaderAndISRRe
 	return 0
 }
 
+var _ = serve(6, "UpdateMetadata", 1, 6, (*Broker).handleUpdateMetadata)
+
 // handleUpdateMetadata refreshes the metadata cache from the controller.
 func (b *Broker) handleUpdateMetadata(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.UpdateMetadataRequest)
@@ -131,6 +135,8 @@ func (b *Broker) handleUpdateMetadata(_ context.Context, rq *request) {
 	b.meta.applyUpdateMetadata(req)
 	rq.respond(resp)
 }
+
+var _ = serve(5, "StopReplica", 1, 3, (*Broker).handleStopReplica)
 
 // handleStopReplica stops replicas and deletes their data when asked.
 func (b *Broker) handleStopReplica(_ context.Context, rq *request) {
@@ -179,6 +185,8 @@ func (b *Broker) handleStopReplica(_ context.Context, rq *request) {
 	rq.respond(resp)
 }
 
+var _ = serve(23, "OffsetForLeaderEpoch", 0, 4, (*Broker).handleOffsetForLeaderEpoch)
+
 // handleOffsetForLeaderEpoch answers a follower's (or client's) epoch
 // query from the leader's epoch cache (§5.2).
 func (b *Broker) handleOffsetForLeaderEpoch(_ context.Context, rq *request) {
@@ -217,6 +225,8 @@ func (b *Broker) activeController() Controller {
 	return b.cluster.ctrl
 }
 
+var _ = serve(7, "ControlledShutdown", 1, 3, (*Broker).handleControlledShutdown)
+
 func (b *Broker) handleControlledShutdown(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.ControlledShutdownRequest)
 	c := b.activeController()
@@ -228,6 +238,8 @@ func (b *Broker) handleControlledShutdown(ctx context.Context, rq *request) {
 	}
 	go func() { rq.respond(c.ControlledShutdown(ctx, req)) }()
 }
+
+var _ = serve(43, "ElectLeaders", 0, 2, (*Broker).handleElectLeaders)
 
 func (b *Broker) handleElectLeaders(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.ElectLeadersRequest)
@@ -263,6 +275,8 @@ func (b *Broker) handleElectLeaders(ctx context.Context, rq *request) {
 	}
 	go func() { rq.respond(c.ElectLeaders(ctx, req)) }()
 }
+
+var _ = serve(56, "AlterPartition", 0, 1, (*Broker).handleAlterPartition)
 
 func (b *Broker) handleAlterPartition(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.AlterPartitionRequest)

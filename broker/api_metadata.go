@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+var _ = serve(3, "Metadata", 0, 9, (*Broker).handleMetadata)
+
 // handleMetadata answers from the metadata cache, creating requested
 // topics first when auto.create.topics.enable allows it.
 func (b *Broker) handleMetadata(_ context.Context, rq *request) {

@@ -13,6 +13,8 @@ const (
 	earliestTimestamp = -2
 )
 
+var _ = serve(2, "ListOffsets", 1, 6, (*Broker).handleListOffsets)
+
 // handleListOffsets answers earliest, latest (the HW: consumers never see
 // past it) and by-timestamp lookups on the leader.
 func (b *Broker) handleListOffsets(_ context.Context, rq *request) {

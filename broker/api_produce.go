@@ -8,6 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+var _ = serve(0, "Produce", 3, 9, (*Broker).handleProduce)
+
 // handleProduce appends to each partition as leader. acks=0 gets no
 // response (any error closes the connection); acks=1 is answered after the
 // local append; acks=-1 waits, off the handler thread, until the HW covers

@@ -8,6 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+var _ = serve(19, "CreateTopics", 0, 5, (*Broker).handleCreateTopics)
+
 // handleCreateTopics validates and creates topics.
 func (b *Broker) handleCreateTopics(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.CreateTopicsRequest)
@@ -84,6 +86,8 @@ func (b *Broker) handleCreateTopics(_ context.Context, rq *request) {
 	}
 	rq.respond(resp)
 }
+
+var _ = serve(20, "DeleteTopics", 0, 5, (*Broker).handleDeleteTopics)
 
 // handleDeleteTopics deletes topics and their data.
 func (b *Broker) handleDeleteTopics(_ context.Context, rq *request) {

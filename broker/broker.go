@@ -116,7 +116,7 @@ func New(cfg *config.Config, opts ...Option) (*Broker, error) {
 	base := b.now
 	b.now = func() time.Time { return base().Add(time.Duration(b.clockSkew.Load()) * time.Millisecond) }
 	b.log = b.log.With("node", "b"+strconv.Itoa(int(b.id)))
-	b.versions = apiVersions
+	b.versions = versionTable()
 	b.handlers = b.handlerTable()
 	b.queue = make(chan *request, cfg.Int("queued.max.requests"))
 	b.metrics = newMetrics(b)

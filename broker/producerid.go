@@ -114,6 +114,8 @@ func (p *coordProducerIDs) allocate(ctx context.Context) (int64, error) {
 	return id, nil
 }
 
+var _ = serve(22, "InitProducerId", 0, 4, (*Broker).handleInitProducerID)
+
 // handleInitProducerID gives an idempotent producer a fresh id at epoch 0.
 // Transactions are not supported. When no block can be reserved in time
 // the answer is COORDINATOR_LOAD_IN_PROGRESS, retriable for every client,

@@ -38,7 +38,7 @@ func TestHWTruncationLosesAckedWrite(t *testing.T) {
 				"replication.truncation=" + tc.truncation,
 				"unclean.leader.election.enable=true",
 				"coordinator.session.timeout.ms=10000",
-				"replica.fetch.wait.max.ms=4000",
+				"replica.fetch.wait.max.ms=12000",
 				"replica.high.watermark.checkpoint.interval.ms=100",
 				"replica.lag.time.max.ms=60000",
 				"replica.fetch.backoff.ms=200",
@@ -58,7 +58,7 @@ func TestHWTruncationLosesAckedWrite(t *testing.T) {
 			}
 			send("m1")
 			bCheckpoint := filepath.Join(c.Dir, fmt.Sprintf("b%d", b), "replication-offset-checkpoint")
-			proctest.Eventually(t, 15*time.Second, "B checkpoints HW 1", func() error {
+			proctest.Eventually(t, 30*time.Second, "B checkpoints HW 1", func() error {
 				if hw := checkpointed(bCheckpoint, topic); hw != 1 {
 					return fmt.Errorf("B's checkpointed HW %d", hw)
 				}
@@ -66,11 +66,12 @@ func TestHWTruncationLosesAckedWrite(t *testing.T) {
 			})
 			// m2 is acknowledged once B's next fetch (at offset 2) tells A
 			// that B has it; that fetch then waits in A's purgatory for
-			// replica.fetch.wait.max.ms, so B's HW stays 1 meanwhile.
+			// replica.fetch.wait.max.ms (12 s) with no data to wake it, so
+			// B's HW stays 1 until long after the kill below.
 			send("m2")
 			c.Brokers[b].Kill()
 			if hw := checkpointed(bCheckpoint, topic); hw != 1 {
-				t.Skipf("B learned HW %d before it was killed; the window was missed", hw)
+				t.Fatalf("B learned HW %d before it was killed: its fetch at offset 2 was answered before replica.fetch.wait.max.ms", hw)
 			}
 			cl.Close()
 			// B restarts; its registration waits for its old session to end.

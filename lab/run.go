@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"maps"
 	"math/rand"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -129,7 +131,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	topo, err := compose.Build(compose.Options{
 		Name: "lab-" + runID, RunID: runID, Coordinators: sc.Cluster.Coordinators, Brokers: sc.Cluster.Brokers,
 		Clients: 1, BrokerConfig: kv, Binary: o.Binary, RunDir: filepath.Join(dir, "nodes"),
-		FaultFS: sc.diskBrokers(),
+		FaultFS: sc.diskBrokers(), Subnet: runSubnet(sc.Cluster.Backend, runID),
 	})
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", ErrInternal, err)
@@ -170,7 +172,9 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	}
 	if !recorded {
 		if runErr == nil && res.Incomplete {
-			runErr = fmt.Errorf("%w: stopped before the workload started: %v", ErrInternal, context.Cause(ctx))
+			// Stopped before anything was recorded: nothing to judge.
+			fmt.Fprintf(out, "  stopped before the workload started (%v)\n", context.Cause(ctx))
+			res.Judgement = Judgement{Outcome: Undecided, Expect: sc.Expect.String(), Reasons: []string{"stopped before the workload started"}}
 		}
 		return res, runErr
 	}
@@ -204,6 +208,19 @@ func (o Options) withDefaults() Options {
 		o.ProgressEvery = 10 * time.Second
 	}
 	return o
+}
+
+// runSubnet is the lab network of a run. Namespaces isolate each run's
+// network, so netns runs share the default; Docker networks live in one
+// address space, so each Docker run takes a /24 derived from its run id.
+func runSubnet(backend, runID string) netip.Prefix {
+	if backend != "docker" {
+		return netip.Prefix{}
+	}
+	h := fnv.New32a()
+	h.Write([]byte(runID))
+	v := h.Sum32()
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(200 + v%50), byte(v >> 8), 0}), 24)
 }
 
 // diskBrokers lists the brokers the scenario runs on faultfs.

@@ -18,25 +18,12 @@ func TestCLI(t *testing.T) {
 		t.Skip("builds and runs the isrlab binary; skipped with -short")
 	}
 	bin := isrlabBinary(t)
-	if !hasCommand(bin, "cluster") || !hasCommand(bin, "coordinator") || !hasCommand(bin, "broker") {
-		t.Skip("isrlab lacks the cluster, coordinator or broker command")
-	}
 	stateDir := t.TempDir()
 	runDir := t.TempDir()
 	isrlab := func(args ...string) (string, int) {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), "ISRLAB_STATE_DIR="+stateDir)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return out.String(), ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out.String(), 0
+		return runCmd(t, cmd)
 	}
 	name := "cli"
 	t.Cleanup(func() { isrlab("cluster", "down", "--name", name) })
@@ -100,9 +87,6 @@ func TestRootlessCLI(t *testing.T) {
 		t.Skip("needs nsenter (util-linux)")
 	}
 	bin := isrlabBinary(t)
-	if !hasCommand(bin, "cluster") || !hasCommand(bin, "coordinator") || !hasCommand(bin, "broker") {
-		t.Skip("isrlab lacks the cluster, coordinator or broker command")
-	}
 	dir, err := os.MkdirTemp("", "isrlab-rootless-cli-")
 	if err != nil {
 		t.Fatal(err)
@@ -124,17 +108,7 @@ func TestRootlessCLI(t *testing.T) {
 		cmd := exec.Command(setpriv, argv...)
 		cmd.Env = append(os.Environ(), "HOME="+dir, "TMPDIR="+dir, "XDG_RUNTIME_DIR=", "ISRLAB_STATE_DIR=", "ISRLAB_REGISTRY_DIR=")
 		cmd.Dir = dir
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return out.String(), ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out.String(), 0
+		return runCmd(t, cmd)
 	}
 	name := "rlcli"
 	t.Cleanup(func() { isrlab("cluster", "down", "--name", name) })
@@ -190,17 +164,7 @@ func TestFaultFSCLI(t *testing.T) {
 	isrlab := func(args ...string) (string, int) {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), "ISRLAB_STATE_DIR="+stateDir)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return out.String(), ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out.String(), 0
+		return runCmd(t, cmd)
 	}
 	name := "fficli"
 	t.Cleanup(func() { isrlab("cluster", "down", "--name", name) })
@@ -251,4 +215,20 @@ func TestFaultFSCLI(t *testing.T) {
 func fuseIsRootOnly() bool {
 	fi, err := os.Stat("/dev/fuse")
 	return err == nil && fi.Mode().Perm()&0o006 != 0o006
+}
+
+// runCmd runs cmd and returns what it printed and its exit code.
+func runCmd(t *testing.T, cmd *exec.Cmd) (string, int) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out.String(), ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), 0
 }
