@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/results"
 )
 
 // Matrix is presets x fault schedules (x seeds): every combination is a
@@ -269,7 +271,7 @@ func RunMatrix(ctx context.Context, m *Matrix, o MatrixOptions) (*MatrixResult, 
 	}
 	start := time.Now()
 	id := compose.NewRunID()
-	dir, err := filepath.Abs(filepath.Join(o.ResultsDir, "matrices", m.Name, start.UTC().Format("20060102T150405Z")+"-"+id))
+	dir, err := filepath.Abs(results.MatrixDir(o.ResultsDir, m.Name, start, id))
 	if err != nil {
 		return nil, err
 	}
@@ -332,16 +334,10 @@ func RunMatrix(ctx context.Context, m *Matrix, o MatrixOptions) (*MatrixResult, 
 	tab.final()
 	var txt bytes.Buffer
 	writeTable(&txt, res)
-	werr := errors.Join(
-		writeJSON(filepath.Join(dir, "table.json"), res),
-		writeFile(filepath.Join(dir, "table.txt"), txt.Bytes()),
-		writeJUnitFile(filepath.Join(dir, "junit.xml"), res),
-	)
-	if o.JUnit != "" {
-		werr = errors.Join(werr, writeJUnitFile(o.JUnit, res))
-	}
-	linkLatest(filepath.Join(o.ResultsDir, "matrices", m.Name), dir)
-	fmt.Fprintf(out, "  results: %s (table.txt, table.json, junit.xml)\n", dir)
+	// table.json, table.txt, junit.xml (and o.JUnit), report.html.
+	werr := errors.Join(internalErr(results.WriteMatrix(dir, res, txt.Bytes(), o.JUnit)),
+		internalErr(results.LinkLatest(filepath.Dir(dir), dir)))
+	fmt.Fprintf(out, "  results: %s (report.html, table.txt, table.json, junit.xml)\n", dir)
 	return res, werr
 }
 
@@ -376,6 +372,19 @@ func runCell(ctx context.Context, sc Scenario, o Options, dir string) CellResult
 	cr.Outcome = r.Judgement.Outcome.String()
 	cr.Reasons = r.Judgement.Reasons
 	return cr
+}
+
+// JUnit encodes a matrix result as JUnit XML (results.MatrixJUnit).
+func JUnit(r *MatrixResult) ([]byte, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	var t results.Table
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, err
+	}
+	return results.MatrixJUnit(&t)
 }
 
 // table prints the matrix: redrawn in place when live, else one line per

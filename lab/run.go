@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -23,13 +22,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"gopkg.in/yaml.v3"
 
 	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/backends"
 	"github.com/isrlab/isrlab/history"
 	"github.com/isrlab/isrlab/nemesis"
+	"github.com/isrlab/isrlab/results"
 	"github.com/isrlab/isrlab/workloads"
 )
 
@@ -106,7 +105,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		runID = compose.NewRunID()
 	}
 	start := time.Now()
-	dir, err := filepath.Abs(filepath.Join(o.ResultsDir, filepath.FromSlash(sc.Name), start.UTC().Format("20060102T150405Z")+"-"+runID))
+	dir, err := filepath.Abs(results.RunDir(o.ResultsDir, sc.Name, start, runID))
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: %v", ErrInternal, err)
 	}
@@ -114,10 +113,12 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, fmt.Errorf("%w: %v", ErrInternal, err)
 	}
-	if err := writeYAML(filepath.Join(dir, "scenario.yaml"), sc); err != nil {
-		return res, err
+	if err := results.WriteScenario(dir, sc); err != nil {
+		return res, internalErr(err)
 	}
-	linkLatest(o.ResultsDir, dir)
+	if err := results.LinkLatest(o.ResultsDir, dir); err != nil {
+		return res, internalErr(err)
+	}
 
 	// A closed stdout stops the run like a signal: the user is gone.
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -189,7 +190,8 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	res.Judgement = sc.Expect.Judge(v, res.Incomplete)
 	sum := Summary{Scenario: sc.Name, RunID: runID, Seed: sc.Seed, Started: start.UTC().Format(time.RFC3339),
 		Seconds: time.Since(start).Seconds(), Incomplete: res.Incomplete, Valid: v.Valid, Anomalies: v.Anomalies, Judgement: res.Judgement}
-	werr := errors.Join(writeJSON(filepath.Join(dir, "verdict.json"), v), writeJSON(filepath.Join(dir, "outcome.json"), sum))
+	// verdict.json, outcome.json, junit.xml and report.html.
+	werr := internalErr(results.WriteRun(dir, v, sum))
 	printVerdict(out, v, res.Judgement)
 	return res, errors.Join(runErr, werr)
 }
@@ -543,44 +545,13 @@ func printVerdict(out io.Writer, v *checker.Verdict, j Judgement) {
 	fmt.Fprintln(out)
 }
 
-// linkLatest points results/latest at dir.
-func linkLatest(results, dir string) {
-	results, err := filepath.Abs(results)
-	if err != nil {
-		return
+// internalErr marks err (a result file that could not be written) as the
+// lab's own failure.
+func internalErr(err error) error {
+	if err == nil {
+		return nil
 	}
-	link := filepath.Join(results, "latest")
-	tmp := fmt.Sprintf("%s.%d", link, os.Getpid())
-	if rel, err := filepath.Rel(results, dir); err == nil && os.Symlink(rel, tmp) == nil {
-		// Rename replaces the link atomically: parallel runs never see
-		// it missing.
-		if os.Rename(tmp, link) != nil {
-			os.Remove(tmp)
-		}
-	}
-}
-
-func writeJSON(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("%w: encode %s: %v", ErrInternal, path, err)
-	}
-	return writeFile(path, append(data, '\n'))
-}
-
-func writeYAML(path string, v any) error {
-	data, err := yaml.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("%w: encode %s: %v", ErrInternal, path, err)
-	}
-	return writeFile(path, data)
-}
-
-func writeFile(path string, data []byte) error {
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return fmt.Errorf("%w: %v", ErrInternal, err)
-	}
-	return nil
+	return fmt.Errorf("%w: %v", ErrInternal, err)
 }
 
 func orDefault(s, d string) string {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/history"
+	"github.com/isrlab/isrlab/results"
 )
 
 func init() { rootCmd.AddCommand(newCheckCmd()) }
@@ -142,27 +143,10 @@ func runCheck(w io.Writer, path string, opt checker.Options, asJSON bool, out, h
 	return withCode(exitUnknown, nil)
 }
 
-// writeFile writes through a temporary file and renames it, so a reader
-// never sees half a verdict.
+// writeFile writes through the run store's atomic write (a temporary file
+// renamed over path), so a reader never sees half a verdict.
 func writeFile(path string, write func(io.Writer) error) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return results.WriteWith(path, write)
 }
 
 func printSummary(w io.Writer, file string, v *checker.Verdict, out, html string) {
