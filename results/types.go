@@ -92,7 +92,7 @@ func (t *Table) RunRel(c Cell) string {
 	if c.Dir == "" || t.Dir == "" {
 		return ""
 	}
-	d, m := path.Clean(filepathToSlash(c.Dir)), path.Clean(filepathToSlash(t.Dir))
+	d, m := path.Clean(toSlash(c.Dir)), path.Clean(toSlash(t.Dir))
 	rel, ok := strings.CutPrefix(d, m+"/")
 	if !ok || rel == "" {
 		return ""
@@ -105,7 +105,9 @@ func (t *Table) RunRel(c Cell) string {
 	return rel
 }
 
-func filepathToSlash(p string) string { return strings.ReplaceAll(p, "\\", "/") }
+// toSlash treats backslashes as separators too: table.json may come from
+// another machine.
+func toSlash(p string) string { return strings.ReplaceAll(p, "\\", "/") }
 
 // anomalyText lists counts as "lost-write=3, duplicate=1", in the
 // checker's order, then any unknown kinds sorted.
