@@ -55,7 +55,7 @@ type MatrixSchedule struct {
 	Name     string      `yaml:"name"`
 	From     string      `yaml:"from,omitempty"`
 	Faults   []yaml.Node `yaml:"faults,omitempty"`
-	Schedule *yaml.Node  `yaml:"schedule,omitempty"`
+	Schedule yaml.Node   `yaml:"schedule,omitempty"`
 	Duration string      `yaml:"duration,omitempty"`
 }
 
@@ -190,8 +190,8 @@ func (m *Matrix) cellDoc(preset Names, pid string, sch MatrixSchedule, seed int6
 	if len(sch.Faults) > 0 {
 		doc["faults"] = sch.Faults
 	}
-	if sch.Schedule != nil {
-		doc["schedule"] = sch.Schedule
+	if sch.Schedule.Kind != 0 {
+		doc["schedule"] = &sch.Schedule
 	}
 	if sch.Duration != "" {
 		doc["duration"] = sch.Duration

@@ -140,3 +140,26 @@ func TestMatrixStopped(t *testing.T) {
 		}
 	}
 }
+
+// TestMatrixGeneratedSchedule: a matrix schedule may be a generated one.
+func TestMatrixGeneratedSchedule(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "m.yaml")
+	os.WriteFile(p, []byte(`presets: [safe]
+schedules:
+  - name: halves
+    schedule:
+      type: every
+      interval: 10s
+      hold: 4s
+      mix:
+        - {weight: 1, fault: {kind: partition, topology: random-halves}}
+`), 0o644)
+	m, err := LoadMatrix(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := m.Cells[0].Scenario.ScheduleEvents()
+	if err != nil || m.Cells[0].Scenario.Schedule == nil || len(ev) != 5 { // starts at 10s and 20s, their stops, the final heal-all
+		t.Errorf("schedule %+v, events %d, %v", m.Cells[0].Scenario.Schedule, len(ev), err)
+	}
+}
