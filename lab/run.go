@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -9,12 +10,15 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand"
+	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/isrlab/isrlab/broker"
 	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/backends"
@@ -328,6 +333,7 @@ func (d *driver) run(ctx context.Context) (err error) {
 	defer stopObserver()
 	var og group
 	og.Go(func() error { observe(octx, adm, sc.Topic.Name, rec); return nil })
+	og.Go(func() error { observeHW(octx, c, sc.Topic.Name, rec); return nil })
 	nctx, stopNemesis := context.WithCancel(ctx)
 	defer stopNemesis()
 	var nemErr error
@@ -511,6 +517,61 @@ func observe(ctx context.Context, adm *kadm.Client, topic string, rec *history.R
 				last[p] = k
 				op := history.NewOp(history.Cluster, history.Info, history.FState)
 				op.Partition, op.Leader, op.Epoch, op.ISR = p, pd.Leader, pd.LeaderEpoch, isr
+				rec.Record(op)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// observeHW records each leader's high watermark of the topic's
+// partitions, read from every broker's /v1/partitions every 500 ms, as
+// state ops carrying the reporting leader (Node), its epoch and the HW, whenever
+// it moved. A zombie leader's HW shows up beside the real leader's.
+func observeHW(ctx context.Context, c *compose.Cluster, topic string, rec *history.Recorder) {
+	dial := c.Dial()
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) { return dial(ctx, network, addr) },
+	}}
+	defer hc.CloseIdleConnections()
+	type key struct{ broker, partition int32 }
+	last := map[key]int64{}
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		for _, b := range c.Of(compose.RoleBroker) {
+			var snap struct {
+				Broker     int32                    `json:"broker"`
+				Partitions []broker.PartitionStatus `json:"partitions"`
+			}
+			url := "http://" + net.JoinHostPort(b.Addr.String(), strconv.Itoa(compose.MetricsPort)) + "/v1/partitions"
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				continue
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				continue // down, paused or cut off: nothing to record
+			}
+			err = json.NewDecoder(resp.Body).Decode(&snap)
+			resp.Body.Close()
+			if err != nil {
+				continue
+			}
+			for _, p := range snap.Partitions {
+				k := key{snap.Broker, p.Partition}
+				if p.Topic != topic || p.Role != "leader" || last[k] == p.HighWatermark+1 {
+					continue
+				}
+				last[k] = p.HighWatermark + 1
+				op := history.NewOp(history.Cluster, history.Info, history.FState)
+				// The reporting leader goes in Node, not Leader: a zombie's
+				// HW must not read as a leader change.
+				op.Partition, op.Node, op.Epoch, op.HW = p.Partition, b.Name, p.LeaderEpoch, p.HighWatermark
 				rec.Record(op)
 			}
 		}

@@ -408,8 +408,20 @@ func (c *Curves) state(op *history.Op) {
 		ps.Dropped++
 		return
 	}
-	ps.Events = append(ps.Events, StateEvent{T: op.Time, Leader: op.Leader, Epoch: op.Epoch,
-		ISR: slices.Clone(op.ISR), HW: op.HW})
+	ev := StateEvent{T: op.Time, Leader: op.Leader, Epoch: op.Epoch, ISR: slices.Clone(op.ISR), HW: op.HW}
+	if n := len(ps.Events); n > 0 {
+		prev := ps.Events[n-1]
+		// An op with only a high watermark (the lab's HW observer) keeps
+		// the leader, epoch and ISR last seen; one without a HW keeps the
+		// last HW.
+		if op.ISR == nil && op.Leader < 0 {
+			ev.Leader, ev.Epoch, ev.ISR = prev.Leader, prev.Epoch, prev.ISR
+		}
+		if op.HW < 0 {
+			ev.HW = prev.HW
+		}
+	}
+	ps.Events = append(ps.Events, ev)
 }
 
 func (c *Curves) client(op *history.Op) {
