@@ -121,6 +121,10 @@ func TestRunDefaultScenario(t *testing.T) {
 	if !regexp.MustCompile(`"f":"start-kill".*"resolved":\["b\d"\]`).Match(hist) || !strings.Contains(string(hist), `"f":"stop-kill"`) {
 		t.Errorf("the history has no resolved start-kill and stop-kill")
 	}
+	// The leaders' high watermarks are in the cluster-state timeline.
+	if !regexp.MustCompile(`"process":"cluster","type":"info","f":"state","partition":\d,"node":"b\d","epoch":\d+,"hw":[1-9]`).Match(hist) {
+		t.Errorf("the history has no high-watermark state ops")
+	}
 	if !regexp.MustCompile(`kill leader:isrlab/0 -> b\d`).MatchString(out.String()) || res.Verdict.Availability.Faults != 1 {
 		t.Errorf("the fault did not run: %s", out.String())
 	}
