@@ -570,7 +570,8 @@ func (s *Scenario) hasNode(name string) bool {
 }
 
 // ScheduleEvents is the scenario's whole fault timeline: the fixed faults
-// and the generated schedule, in time order. It is pure: the same scenario
+// and the generated schedule, in time order, ending with a heal of
+// everything at the scenario's duration. It is pure: the same scenario
 // and seed give the same events.
 func (s *Scenario) ScheduleEvents() ([]nemesis.Event, error) {
 	var ev nemesis.Fixed
@@ -604,6 +605,10 @@ func (s *Scenario) ScheduleEvents() ([]nemesis.Event, error) {
 			}
 			ev = append(ev, e)
 		}
+	}
+	// Faults without a heal.after last until the workload ends.
+	if len(ev) > 0 && !slices.ContainsFunc(ev, func(e nemesis.Event) bool { return e.Action == nemesis.ActHealAll && e.At >= s.Duration }) {
+		ev = append(ev, nemesis.Event{At: s.Duration, Action: nemesis.ActHealAll})
 	}
 	return ev.Events()
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/nemesis"
@@ -208,6 +209,13 @@ schedule:
 	other, _ := sc.ScheduleEvents()
 	if string(mustJSON(t, other)) == string(mustJSON(t, ev)) {
 		t.Error("seeds 42 and 43 gave the same schedule")
+	}
+	if last := ev[len(ev)-1]; last.Action != nemesis.ActHealAll || last.At != sc.Duration {
+		t.Errorf("the timeline ends with %+v, want a heal-all at %v", last, sc.Duration)
+	}
+	fixed, _ := Parse("x.yaml", "x", []byte("duration: 20s\nfaults:\n  - {kind: pause, nodes: [b1], at: 2s}\n"))
+	if fe, _ := fixed.ScheduleEvents(); len(fe) != 2 || fe[1].Action != nemesis.ActHealAll || fe[1].At != 20*time.Second {
+		t.Errorf("a fault without heal.after must last to the end: %+v", fe)
 	}
 	starts := 0
 	for _, e := range ev {

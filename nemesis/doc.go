@@ -8,7 +8,9 @@
 // Each fault is a small struct whose JSON tags are its schema (Kind names
 // it). Targets are expressions resolved at injection time against live
 // metadata: a node name ("b2"), "leader:topic/0", "follower:topic/0",
-// "last-isr:topic/0", "controller", "coordinator-leader", or a group
+// "last-isr:topic/0", "followers:topic/0" (every replica but the leader),
+// "non-replicas:topic/0" (every broker outside its replica set),
+// "controller", "coordinator-leader", or a group
 // ("brokers", "coordinators", "clients", "all"). Resolve fixes them into node
 // names stored in the fault, so a fault written to the cluster's state
 // directory is healed by another process on exactly the nodes it hit.

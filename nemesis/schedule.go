@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"sort"
 	"time"
 )
@@ -144,13 +145,18 @@ func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 var RealClock Clock = realClock{}
 
 // Run applies events with n on clock, each at its offset from the call. A
-// fault that fails to inject or heal is recorded (by the Nemesis) and the
-// schedule goes on; its errors are returned joined at the end. Whatever
-// way Run ends — the last event, an error, ctx cancelled — it heals every
-// fault it started.
+// stop comes as long after its fault was really injected as the schedule
+// says after it was due: resolving targets through a slow or partitioned
+// cluster can delay an injection by seconds, and the fault's hold must not
+// shrink by that much. A fault that fails to inject or heal is recorded
+// (by the Nemesis) and the schedule goes on; its errors are returned
+// joined at the end. Whatever way Run ends — the last event, an error, ctx
+// cancelled — it heals every fault it started.
 func Run(ctx context.Context, n *Nemesis, clock Clock, events []Event) error {
 	start := clock.Now()
 	ids := map[int]string{}
+	// late is how much later than scheduled each key's fault went in.
+	late := map[int]time.Duration{}
 	var errs []error
 	defer func() {
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -161,8 +167,24 @@ func Run(ctx context.Context, n *Nemesis, clock Clock, events []Event) error {
 			}
 		}
 	}()
-	for _, ev := range events {
-		if wait := ev.At - clock.Now().Sub(start); wait > 0 {
+	due := func(ev Event) time.Duration {
+		if ev.Action == ActStop {
+			return ev.At + late[ev.Key]
+		}
+		return ev.At
+	}
+	pending := slices.Clone(events)
+	for len(pending) > 0 {
+		// The earliest due event next; ties keep the schedule's order.
+		next := 0
+		for i, ev := range pending {
+			if due(ev) < due(pending[next]) {
+				next = i
+			}
+		}
+		ev := pending[next]
+		pending = slices.Delete(pending, next, next+1)
+		if wait := due(ev) - clock.Now().Sub(start); wait > 0 {
 			select {
 			case <-ctx.Done():
 				return errors.Join(append(errs, ctx.Err())...)
@@ -182,6 +204,9 @@ func Run(ctx context.Context, n *Nemesis, clock Clock, events []Event) error {
 				continue
 			}
 			ids[ev.Key] = a.ID
+			if d := clock.Now().Sub(start) - ev.At; d > 0 {
+				late[ev.Key] = d
+			}
 		case ActStop:
 			if id, ok := ids[ev.Key]; ok {
 				if err := n.Heal(ctx, id); err != nil {

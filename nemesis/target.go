@@ -55,6 +55,10 @@ const (
 	TargetLeader   = "leader"
 	TargetFollower = "follower"
 	TargetLastISR  = "last-isr"
+	// TargetFollowers is every replica but the leader; TargetNonReplicas
+	// every broker outside the partition's replica set.
+	TargetFollowers   = "followers"
+	TargetNonReplicas = "non-replicas"
 )
 
 // needsView reports whether expr reads live metadata, and which topic.
@@ -68,7 +72,7 @@ func needsView(expr string) (topic string, ok bool) {
 		return "", false
 	}
 	switch kind {
-	case TargetLeader, TargetFollower, TargetLastISR:
+	case TargetLeader, TargetFollower, TargetLastISR, TargetFollowers, TargetNonReplicas:
 		t, _, _ := strings.Cut(tp, "/")
 		return t, true
 	}
@@ -97,7 +101,7 @@ func CheckTarget(expr string) error {
 	}
 	if kind, tp, ok := strings.Cut(expr, ":"); ok {
 		switch kind {
-		case TargetLeader, TargetFollower, TargetLastISR:
+		case TargetLeader, TargetFollower, TargetLastISR, TargetFollowers, TargetNonReplicas:
 			_, _, err := ParseTopicPartition(tp)
 			return err
 		}
@@ -215,7 +219,7 @@ func resolve(c *compose.Cluster, v View, intn func(int) int, x string) ([]string
 		return []string{x}, nil
 	}
 	switch kind {
-	case TargetLeader, TargetFollower, TargetLastISR:
+	case TargetLeader, TargetFollower, TargetLastISR, TargetFollowers, TargetNonReplicas:
 	default:
 		return nil, fmt.Errorf("%w: unknown target %q", ErrBadFault, x)
 	}
@@ -227,6 +231,21 @@ func resolve(c *compose.Cluster, v View, intn func(int) int, x string) ([]string
 	p, ok := v.Partitions[key]
 	if !ok {
 		return nil, fmt.Errorf("%w: partition %s is not in the metadata", ErrNoTarget, key)
+	}
+	switch kind {
+	case TargetFollowers, TargetNonReplicas:
+		var out []string
+		for _, b := range c.Of(compose.RoleBroker) {
+			id := int32(b.ID)
+			replica := slices.Contains(p.Replicas, id)
+			if (kind == TargetFollowers && replica && id != p.Leader) || (kind == TargetNonReplicas && !replica) {
+				out = append(out, b.Name)
+			}
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("%w: %s names no broker now", ErrNoTarget, x)
+		}
+		return out, nil
 	}
 	var id int32 = -1
 	switch kind {

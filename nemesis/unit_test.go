@@ -69,6 +69,10 @@ func TestResolveTargets(t *testing.T) {
 		{[]string{"brokers"}, "b1 b2 b3", nil},
 		{[]string{"coordinators", "clients"}, "c1 c2 c3 client1", nil},
 		{[]string{"follower:t/1"}, "b2 b3", nil}, // no in-sync follower: any replica (either)
+		{[]string{"followers:t/0"}, "b1 b3", nil},
+		{[]string{"followers:t/1"}, "b2 b3", nil},
+		{[]string{"non-replicas:t/2"}, "b1 b2", nil},
+		{[]string{"non-replicas:t/0"}, "", ErrNoTarget},
 		{[]string{"leader:t/2"}, "", ErrNoTarget},
 		{[]string{"leader:t/9"}, "", ErrNoTarget},
 		{[]string{"b9"}, "", ErrNoTarget},
@@ -118,7 +122,7 @@ func TestResolveNeedsResolver(t *testing.T) {
 }
 
 func TestCheckTarget(t *testing.T) {
-	for _, ok := range []string{"b1", "leader:t/0", "follower:a/b/3", "last-isr:t/12", "controller", "all", "random-broker"} {
+	for _, ok := range []string{"b1", "leader:t/0", "follower:a/b/3", "last-isr:t/12", "followers:t/0", "non-replicas:t/1", "controller", "all", "random-broker"} {
 		if err := CheckTarget(ok); err != nil {
 			t.Errorf("CheckTarget(%q) = %v", ok, err)
 		}
@@ -459,6 +463,8 @@ func TestOnceAndFixed(t *testing.T) {
 type recordingFault struct {
 	Nodes    []string `json:"nodes"`
 	FailWith string   `json:"fail_with,omitempty"`
+	// SlowMs moves slowClock on by that much while injecting.
+	SlowMs   int `json:"slow_ms,omitempty"`
 	injected *int
 	healed   *int
 }
@@ -466,6 +472,9 @@ type recordingFault struct {
 func (*recordingFault) Kind() string                          { return "test-fault" }
 func (r *recordingFault) Resolve(context.Context, *Env) error { return nil }
 func (r *recordingFault) Inject(ctx context.Context, _ *Env) error {
+	if slowClock != nil {
+		slowClock.now = slowClock.now.Add(time.Duration(r.SlowMs) * time.Millisecond)
+	}
 	if r.FailWith != "" {
 		return errors.New(r.FailWith)
 	}
@@ -482,6 +491,9 @@ func (r *recordingFault) Heal(context.Context, *Env) error {
 }
 
 func init() { register(func() Fault { return &recordingFault{} }) }
+
+// slowClock is the clock a slow recordingFault moves on.
+var slowClock *fakeClock
 
 // fakeClock jumps forward whenever Run waits.
 type fakeClock struct{ now time.Time }
@@ -522,6 +534,37 @@ func TestRunRecords(t *testing.T) {
 	golden(t, "run-ops.txt", strings.Join(got, "\n")+"\n")
 	if as, _ := n.Active(); len(as) != 0 {
 		t.Fatalf("still active: %+v", as)
+	}
+}
+
+// TestRunHoldsFromInjection: a fault whose injection took 3 s (targets
+// resolved through a slow cluster) is still held for its whole 5 s, and
+// the events after it keep their own times.
+func TestRunHoldsFromInjection(t *testing.T) {
+	mem := &history.Memory{}
+	clk := &fakeClock{now: time.Unix(0, 0)}
+	slowClock = clk
+	defer func() { slowClock = nil }()
+	rec := history.NewRecorder(mem, func() time.Duration { return clk.now.Sub(time.Unix(0, 0)) })
+	n := &Nemesis{Env: &Env{Cluster: fakeCluster()}, Recorder: rec}
+	ev := Fixed{
+		{At: time.Second, Action: ActStart, Key: 1, Fault: Spec{&recordingFault{Nodes: []string{"b1"}, SlowMs: 3000}}},
+		{At: 6 * time.Second, Action: ActStop, Key: 1},
+		{At: 7 * time.Second, Action: ActStart, Key: 2, Fault: Spec{&recordingFault{Nodes: []string{"b2"}}}},
+		{At: 8 * time.Second, Action: ActStop, Key: 2},
+	}
+	if err := Run(context.Background(), n, clk, ev); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, op := range mem.Ops {
+		if op.Type == history.OK {
+			got = append(got, time.Duration(op.Time).String()+" "+op.F)
+		}
+	}
+	want := "4s start-test-fault, 7s start-test-fault, 8s stop-test-fault, 9s stop-test-fault"
+	if strings.Join(got, ", ") != want {
+		t.Errorf("got %s\nwant %s", strings.Join(got, ", "), want)
 	}
 }
 

@@ -25,7 +25,9 @@ func init() { rootCmd.AddCommand(newFaultCmd()) }
 const targetHelp = `Targets are node names (b2, c1, client1), groups (brokers, coordinators,
 clients, all, random-broker) or Kafka-aware expressions resolved from live
 metadata at injection time: leader:TOPIC/P, follower:TOPIC/P,
-last-isr:TOPIC/P, controller, coordinator-leader.`
+last-isr:TOPIC/P, followers:TOPIC/P (every replica but the leader),
+non-replicas:TOPIC/P (every broker outside its replicas), controller,
+coordinator-leader.`
 
 func newFaultCmd() *cobra.Command {
 	cmd := &cobra.Command{
