@@ -250,7 +250,7 @@ func (f *fetcher) offsetForLeaderEpoch(ctx context.Context, t tp, current, epoch
 	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
 	rt.Topic = t.topic
 	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = t.partition, current, epoch
+	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = t.partition, f.f.b.fencingEpoch(current), epoch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -301,7 +301,7 @@ func (f *fetcher) fetchOnce(ctx context.Context) error {
 		rp.Partition = t.partition
 		rp.FetchOffset = fp.p.Log().LogEndOffset()
 		rp.LogStartOffset = fp.p.Log().LogStartOffset()
-		rp.CurrentLeaderEpoch = fp.leaderEpoch
+		rp.CurrentLeaderEpoch = b.fencingEpoch(fp.leaderEpoch)
 		rp.PartitionMaxBytes = int32(b.cfg.Int("replica.fetch.max.bytes"))
 		rp.LastFetchedEpoch = -1
 		if fp.p.Switches().Truncation == partition.TruncateDiverging {
@@ -409,7 +409,7 @@ func (f *fetcher) leaderOffsets(ctx context.Context, t tp, epoch int32) (int64, 
 		rt := kmsg.NewListOffsetsRequestTopic()
 		rt.Topic = t.topic
 		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = t.partition, ts, epoch
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = t.partition, ts, f.f.b.fencingEpoch(epoch)
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -434,4 +434,15 @@ func (f *fetcher) leaderOffsets(ctx context.Context, t tp, epoch int32) (int64, 
 	}
 	start, err := ask(earliestTimestamp)
 	return leo, start, err
+}
+
+// fencingEpoch is the current leader epoch a follower puts in its requests:
+// the epoch itself from Kafka 2.1 (KIP-320), so that a leader that moved on
+// fences it with FENCED_LEADER_EPOCH, or -1 ("not given") before, when an
+// expired follower kept fetching and was re-added to the ISR at once.
+func (b *Broker) fencingEpoch(e int32) int32 {
+	if b.cfg.String("fetch.leader-epoch-fencing") == "false" {
+		return -1
+	}
+	return e
 }

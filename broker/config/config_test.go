@@ -132,6 +132,9 @@ func TestProfiles(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("profile %s: %v, want %v", tc.profile, got, want)
 		}
+		if fencing := c.String("fetch.leader-epoch-fencing"); fencing != map[bool]string{true: "false", false: "true"}[tc.profile == "0.10"] {
+			t.Errorf("profile %s: fetch.leader-epoch-fencing=%s (KIP-320 came in 2.1)", tc.profile, fencing)
+		}
 		if tc.profile == "0.10" && c.TopicDefaults().String("unclean.leader.election.enable") != "true" {
 			t.Error("0.10 topic default for unclean election is not true")
 		}

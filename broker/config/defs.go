@@ -76,6 +76,7 @@ var BrokerDefs = []Def{
 	{Name: "replication.truncation", Type: String, Default: "", OneOf: []string{"", "hw", "epoch", "diverging-epoch-fetch"}, Doc: "Follower truncation rule (default from kafka.profile)."},
 	{Name: "isr.update", Type: String, Default: "", OneOf: []string{"", "sync-under-lock-always", "sync-under-lock-checked", "async-alter-partition"}, Doc: "How the leader writes ISR changes (default from kafka.profile)."},
 	{Name: "isr.expand-needs-epoch-start", Type: String, Default: "", OneOf: []string{"", "true", "false"}, Doc: "Expansion also needs the follower past the leader epoch start (default from kafka.profile)."},
+	{Name: "fetch.leader-epoch-fencing", Type: String, Default: "", OneOf: []string{"", "true", "false"}, Doc: "Followers send their current leader epoch in Fetch, OffsetForLeaderEpoch and ListOffsets, so a deposed leader fences them (KIP-320; default from kafka.profile)."},
 	{Name: "hw.requires-min-isr", Type: String, Default: "", OneOf: []string{"", "true", "false"}, Doc: "HW does not advance below min ISR (default from kafka.profile)."},
 }
 

@@ -11,6 +11,7 @@ type Profile struct {
 // Profiles are the eras isrlab reproduces.
 var Profiles = map[string]Profile{
 	"0.10": {Name: "0.10", Defaults: map[string]string{
+		"fetch.leader-epoch-fencing":     "false",
 		"replication.truncation":         "hw",
 		"isr.update":                     "sync-under-lock-always",
 		"isr.expand-needs-epoch-start":   "false",
@@ -20,6 +21,7 @@ var Profiles = map[string]Profile{
 		"unclean.leader.election.enable": "true",
 	}},
 	"2.4": {Name: "2.4", Defaults: map[string]string{
+		"fetch.leader-epoch-fencing":     "true",
 		"replication.truncation":         "epoch",
 		"isr.update":                     "sync-under-lock-always",
 		"isr.expand-needs-epoch-start":   "true",
@@ -29,6 +31,7 @@ var Profiles = map[string]Profile{
 		"unclean.leader.election.enable": "false",
 	}},
 	"2.6": {Name: "2.6", Defaults: map[string]string{
+		"fetch.leader-epoch-fencing":     "true",
 		"replication.truncation":         "epoch",
 		"isr.update":                     "sync-under-lock-checked",
 		"isr.expand-needs-epoch-start":   "true",
@@ -38,6 +41,7 @@ var Profiles = map[string]Profile{
 		"unclean.leader.election.enable": "false",
 	}},
 	"3.7": {Name: "3.7", Defaults: map[string]string{
+		"fetch.leader-epoch-fencing":     "true",
 		"replication.truncation":         "diverging-epoch-fetch",
 		"isr.update":                     "async-alter-partition",
 		"isr.expand-needs-epoch-start":   "true",
