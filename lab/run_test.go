@@ -330,3 +330,37 @@ func TestSmokeMatrix(t *testing.T) {
 		t.Errorf("junit: %v\n%s", err, jb)
 	}
 }
+
+// TestPowerLossScenarios plays the library's correlated power loss on
+// faultfs disks: with the default flush policy the two ISR members forget
+// acknowledged writes (seed 000's page-cache point), with an fsync per
+// message nothing is lost.
+func TestPowerLossScenarios(t *testing.T) {
+	needRoot(t)
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("needs /dev/fuse for faultfs disks")
+	}
+	bin := proctest.Binary(t)
+	for _, name := range []string{"power-loss/safe", "power-loss/flush-every-message"} {
+		t.Run(name, func(t *testing.T) {
+			sc, err := lab.Lookup(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out})
+			if err != nil {
+				t.Fatalf("run: %v\n%s", err, out.String())
+			}
+			if res.Judgement.Outcome != lab.Met {
+				t.Errorf("%s: %v %v, anomalies %v\n%s", name, res.Judgement.Outcome, res.Judgement.Reasons, res.Verdict.Anomalies, out.String())
+			}
+			hist, _ := os.ReadFile(filepath.Join(res.Dir, "history.jsonl"))
+			if !regexp.MustCompile(`"f":"start-power-loss".*"reports":\{"b\d"`).Match(hist) {
+				t.Errorf("the power loss did not go through faultfs (no crash reports in the history)")
+			}
+		})
+	}
+}
