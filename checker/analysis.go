@@ -45,6 +45,7 @@ const (
 	flDrained // returned by a drain poll
 	flFloors  // fr and fa hold the floors at the send's invocation
 	flUnseen  // counted in the unseen series (ok, not yet read)
+	flOK      // a send of it ended ok (at is its time)
 )
 
 // floor is the highest offset of a partition known to be in the log from
@@ -607,7 +608,8 @@ func (a *analysis) send(op *history.Op, pos int64, inv *pending, ps *procState) 
 	if part >= 0 && vs.part < 0 {
 		vs.part = part
 	}
-	if op.Type == history.OK && vs.fl&flUnseen == 0 {
+	if op.Type == history.OK && vs.fl&flOK == 0 {
+		vs.fl |= flOK
 		vs.at = op.Time
 		if vs.fl&flRead == 0 {
 			vs.fl |= flUnseen

@@ -283,6 +283,50 @@ func TestVisualizeIllegal(t *testing.T) {
 	}
 }
 
+// TestVisualizeIllegalPieceAfterOthers: the visualization of an illegal
+// piece that starts from a log earlier pieces left (its search does not
+// start empty) replays it from that log.
+func TestVisualizeIllegalPieceAfterOthers(t *testing.T) {
+	var ops []history.Op
+	at := int64(0)
+	add := func(op history.Op) {
+		at += 10
+		op.Time = at
+		ops = append(ops, op)
+	}
+	send := func(proc int, v, off int64) {
+		op := history.NewOp(proc, history.Invoke, history.FSend)
+		op.Value, op.HasValue, op.Partition = v, true, 0
+		add(op)
+		op.Type, op.Offset = history.OK, off
+		add(op)
+	}
+	for i := range int64(5) {
+		send(0, i, i)
+	}
+	// A send and a poll in flight together: the send appends offset 5, and
+	// the poll returns it and an offset 6 nobody wrote. The piece's longest
+	// partial linearization is the send, from the log of offsets 0-4.
+	inv := history.NewOp(0, history.Invoke, history.FSend)
+	inv.Value, inv.HasValue, inv.Partition = 10, true, 0
+	add(inv)
+	add(history.NewOp(1, history.Invoke, history.FPoll))
+	ack := inv
+	ack.Type, ack.Offset = history.OK, 5
+	add(ack)
+	poll := history.NewOp(1, history.OK, history.FPoll)
+	poll.Reads = []history.PartitionRecords{{Partition: 0, Records: []history.Record{{Offset: 5, Value: 10}, {Offset: 6, Value: 77}}}}
+	add(poll)
+	v := CheckOps(ops, Options{Linearizable: LinOn})
+	if v.Linearizable.Result != "illegal" || v.Linearizable.Illegal[0].Piece != 5 {
+		t.Fatalf("lin %+v, anomalies %v", v.Linearizable, v.Anomalies)
+	}
+	var buf bytes.Buffer
+	if err := v.Visualize(&buf); err != nil || !strings.Contains(buf.String(), "<html") {
+		t.Fatalf("visualization: %v", err)
+	}
+}
+
 func TestHistogramQuantiles(t *testing.T) {
 	var h histogram
 	for i := int64(1); i <= 1000; i++ {

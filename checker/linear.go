@@ -207,8 +207,11 @@ func pieceModel(base int32) porcupine.Model {
 	return m
 }
 
+// linSearch is the search of the first illegal piece, for Visualize: its
+// model starts from the piece's base.
 type linSearch struct {
-	info porcupine.LinearizationInfo
+	model porcupine.Model
+	info  porcupine.LinearizationInfo
 }
 
 // linOp is one operation of the model: a send, or the records one poll
@@ -343,6 +346,7 @@ type linChecker struct {
 	deadline time.Time
 	parts    map[int32]*linPart
 	procs    map[int]*linProc
+	procFast []*linProc
 	inflight map[int]*linProc
 	deferred map[int64]*linDeferred
 	work     chan *linBatch
@@ -434,10 +438,19 @@ func (c *linChecker) part(p int32) *linPart {
 }
 
 func (c *linChecker) proc(id int) *linProc {
+	if id < len(c.procFast) && c.procFast[id] != nil {
+		return c.procFast[id]
+	}
 	lp := c.procs[id]
 	if lp == nil {
 		lp = &linProc{}
 		c.procs[id] = lp
+	}
+	if id < 1<<16 {
+		for id >= len(c.procFast) {
+			c.procFast = append(c.procFast, nil)
+		}
+		c.procFast[id] = lp
 	}
 	return lp
 }
@@ -463,7 +476,7 @@ func (c *linChecker) add(op *history.Op, pos int64) {
 		}
 		*lp = linProc{has: true, pos: pos, time: op.Time, f: op.F, value: op.Value, hasValue: op.HasValue, part: op.Partition}
 		switch {
-		case c.a.dangling[pos]:
+		case len(c.a.dangling) > 0 && c.a.dangling[pos]:
 			lp.has = false
 			if op.F == history.FSend && op.HasValue {
 				c.resolve(op.Process, op.Value, history.Info, op.Time, op.Time)
@@ -519,6 +532,9 @@ func (c *linChecker) add(op *history.Op, pos int64) {
 				continue
 			}
 			for _, r := range pr.Records {
+				if len(c.deferred) == 0 {
+					break
+				}
 				if d := c.deferred[r.Value]; d != nil && !d.emitted && r.Value != history.BadValue {
 					c.release(d, op.Time)
 				}
@@ -920,11 +936,10 @@ func (c *linChecker) result() (LinResult, *linSearch, error) {
 	switch {
 	case t.illegal > 0:
 		res.Result = "illegal"
-		var info porcupine.LinearizationInfo
-		if v := t.vis; v != nil {
-			_, info = porcupine.CheckOperationsVerbose(pieceModel(v.base), pieceOps(*v), max(time.Until(c.deadline), time.Second))
-		}
-		return res, &linSearch{info: info}, nil
+		v := t.vis
+		s := &linSearch{model: pieceModel(v.base)}
+		_, s.info = porcupine.CheckOperationsVerbose(s.model, pieceOps(*v), max(time.Until(c.deadline), time.Second))
+		return res, s, nil
 	case c.backwards:
 		res.Result = "unknown"
 		res.Reason = "the history's times go back: an operation was invoked before the end of a piece already cut"
@@ -988,5 +1003,5 @@ func (v *Verdict) Visualize(w io.Writer) error {
 	if v.lin == nil {
 		return fmt.Errorf("no illegal linearizability result to visualize")
 	}
-	return porcupine.Visualize(logModel, v.lin.info, w)
+	return porcupine.Visualize(v.lin.model, v.lin.info, w)
 }
