@@ -47,7 +47,9 @@ type LinResult struct {
 	LargestPiece int `json:"largest_piece_ops"`
 	// UnknownPieces and IllegalPieces count the pieces without an answer
 	// and those found illegal; Unknown and Illegal list the first 10 of
-	// each, by partition and piece.
+	// each in time (by Start). A piece is checked from the log the history
+	// implies before it; after a piece whose sends skip or repeat an offset
+	// of the log, the next starts after that piece's highest offset.
 	UnknownPieces int        `json:"unknown_pieces"`
 	IllegalPieces int        `json:"illegal_pieces"`
 	Unknown       []LinPiece `json:"unknown,omitempty"`
@@ -258,6 +260,7 @@ type linOver struct {
 	index   int
 	ops     int
 	sends   int32
+	top     int32
 	start   int64
 	maxRet  int64
 	longest linOp
@@ -330,7 +333,7 @@ type linTally struct {
 func (t *linTally) add(list *[]LinPiece, p LinPiece) {
 	*list = append(*list, p)
 	slices.SortFunc(*list, func(a, b LinPiece) int {
-		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Piece, b.Piece))
+		return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Piece, b.Piece))
 	})
 	if len(*list) > maxListedPieces {
 		*list = (*list)[:maxListedPieces]
@@ -661,7 +664,19 @@ func (lp *linPart) absorb(op linOp) {
 	}
 	if op.send {
 		o.sends++
+		o.top = max(o.top, op.rank)
 		lp.take(op)
+	}
+}
+
+// advance moves the log's length past a finished piece that appended sends
+// up to rank top. When they did not take the ranks that follow one another
+// from the base, the piece is illegal by itself; the next piece then starts
+// after its highest rank, so that one gap or overlap does not make every
+// later piece illegal too.
+func (lp *linPart) advance(sends, top int32) {
+	if sends > 0 {
+		lp.nextRank = max(lp.nextRank, top+1)
 	}
 }
 
@@ -776,15 +791,18 @@ func (c *linChecker) finish(lp *linPart, ops []linOp) {
 	}
 	c.pieces++
 	c.largest = max(c.largest, len(ops))
+	sends, top := int32(0), int32(-1)
 	for i := range piece.ops {
 		o := &piece.ops[i]
 		if o.send {
 			lp.take(*o)
-			lp.nextRank++
+			sends++
+			top = max(top, o.rank)
 		} else {
 			o.recs = lp.strip(o.recs, piece.base, false)
 		}
 	}
+	lp.advance(sends, top)
 	if lp.batch == nil {
 		lp.batch = &linBatch{part: lp.id}
 	}
@@ -796,7 +814,7 @@ func (c *linChecker) finish(lp *linPart, ops []linOp) {
 }
 
 func (c *linChecker) startOver(lp *linPart, ops []linOp) {
-	lp.over = &linOver{index: lp.pieces, start: ops[0].call, maxRet: math.MinInt64}
+	lp.over = &linOver{index: lp.pieces, start: ops[0].call, maxRet: math.MinInt64, top: -1}
 	lp.pieces++
 	for _, op := range ops {
 		lp.absorb(op)
@@ -807,7 +825,7 @@ func (c *linChecker) finishOver(lp *linPart) {
 	o := lp.over
 	lp.over = nil
 	c.dispatch(lp) // keep the pieces in order
-	lp.nextRank += o.sends
+	lp.advance(o.sends, o.top)
 	lp.cutAt = max(lp.cutAt, o.maxRet)
 	c.pieces++
 	c.largest = max(c.largest, o.ops)
@@ -888,10 +906,17 @@ func (c *linChecker) check(b *linBatch) {
 	for _, p := range illegal {
 		c.tally.illegal++
 		c.tally.add(&c.tally.illegalList, pieceInfo(p))
-		if v := c.tally.vis; v == nil || p.part < v.part || p.part == v.part && p.index < v.index {
+		if v := c.tally.vis; v == nil || earlier(p, v) {
 			c.tally.vis = p
 		}
 	}
+}
+
+// earlier orders pieces as LinResult.Illegal lists them.
+func earlier(p, q *linPiece) bool {
+	ps, _ := p.span()
+	qs, _ := q.span()
+	return cmp.Or(cmp.Compare(ps, qs), cmp.Compare(p.part, q.part), cmp.Compare(p.index, q.index)) < 0
 }
 
 func pieceInfo(p *linPiece) LinPiece {
