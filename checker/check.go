@@ -14,8 +14,8 @@ import (
 // Check reads the history that open returns, streaming, and returns the
 // verdict. A malformed line is an error naming the file and line; a torn
 // last line is not: the rest is checked and the verdict is marked
-// truncated (and is at best unknown). open is called a second time only when
-// examples need their operations.
+// truncated (and is at best unknown). open is called again for the
+// linearizability pass, and when examples need their operations.
 func Check(open OpenFunc, name string, opt Options) (*Verdict, error) {
 	opt = opt.withDefaults()
 	rc, err := open()

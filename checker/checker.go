@@ -277,5 +277,6 @@ type Stats struct {
 }
 
 // OpenFunc opens the history for one streaming pass; the checker calls it
-// once, and once more to pull out the operations of examples.
+// once, once more for the linearizability pass (unless it is off or
+// skipped), and once more to pull out the operations of examples.
 type OpenFunc func() (io.ReadCloser, error)
