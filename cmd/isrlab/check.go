@@ -200,7 +200,7 @@ func printSummary(w io.Writer, file string, v *checker.Verdict, out, html string
 			if exs := v.Examples[name]; len(exs) > 0 {
 				note = "  e.g. " + exs[0].Note
 			}
-			fmt.Fprintf(w, "  %-21s %8d%s\n", name, n, note)
+			fmt.Fprintf(w, "  %-26s %8d%s\n", name, n, note)
 		}
 	}
 	a := v.Availability
@@ -253,7 +253,10 @@ func printSummary(w io.Writer, file string, v *checker.Verdict, out, html string
 		}
 		line += ")"
 	}
-	if l.Reason != "" {
+	switch {
+	case l.Reason != "" && l.Result == "skipped":
+		line += " (" + l.Reason + ")"
+	case l.Reason != "":
 		line += ": " + l.Reason
 	}
 	if len(l.IllegalPartitions) > 0 {
