@@ -187,7 +187,8 @@ func TestMalformedLineIsAnError(t *testing.T) {
 
 // TestRandomValidHistoriesNeverFlag is the property test: simulated
 // linearizable logs, with fail and info outcomes (half of the info sends
-// written and later read), faults and cluster events, are always valid.
+// written and later read), faults and cluster events, are always valid, the
+// real-time checks and linearizability included, also on a coarse clock.
 func TestRandomValidHistoriesNeverFlag(t *testing.T) {
 	rng := rand.New(rand.NewPCG(42, 7))
 	for i := range 40 {
@@ -205,9 +206,19 @@ func TestRandomValidHistoriesNeverFlag(t *testing.T) {
 		if _, err := history.Synthesize(&m, o); err != nil {
 			t.Fatal(err)
 		}
+		coarse := int64(1)
+		if i%2 == 1 {
+			// A coarser clock gives many operations the same time: it only
+			// removes real-time orderings, so the history stays valid,
+			// and operations at one time are not ordered.
+			coarse = int64(1000 + rng.IntN(20000))
+			for j := range m.Ops {
+				m.Ops[j].Time = m.Ops[j].Time / coarse * coarse
+			}
+		}
 		v := CheckOps(m.Ops, Options{Linearizable: LinOn})
 		if v.Valid != Valid || len(v.Anomalies) != 0 || v.Linearizable.Result != "ok" {
-			t.Fatalf("case %d (%+v): valid=%s anomalies=%v lin=%s examples=%v", i, o, v.Valid, v.Anomalies, v.Linearizable.Result, v.Examples)
+			t.Fatalf("case %d (%+v, clock %d ns): valid=%s anomalies=%v lin=%s examples=%v", i, o, coarse, v.Valid, v.Anomalies, v.Linearizable.Result, v.Examples)
 		}
 		if o.InfoRate > 0.05 && v.Stats.InfoRead == 0 && v.Stats.SendsInfo > 20 {
 			t.Errorf("case %d: no info send was read; the property is not exercised", i)
@@ -574,6 +585,59 @@ func TestNewKindsHiddenInConcurrentHistory(t *testing.T) {
 				t.Errorf("lin %s, illegal partitions %v; want only %d", l.Result, l.IllegalPartitions, hidden)
 			case !tc.illegal && l.Result != "ok":
 				t.Errorf("lin %+v", l)
+			}
+		})
+	}
+}
+
+// TestRealtimeNeedsStrictlyEarlier: the real-time kinds order two
+// operations only when one completed strictly before the other was invoked;
+// at the same nanosecond they are concurrent.
+func TestRealtimeNeedsStrictlyEarlier(t *testing.T) {
+	tests := []struct {
+		name string
+		kind string
+		// build returns the history with the ordering operations gap ns
+		// apart.
+		build func(gap int64) []history.Op
+	}{
+		{"future-read", FutureRead, func(gap int64) []history.Op {
+			poll := history.NewOp(1, history.OK, history.FPoll)
+			poll.Time = 100
+			poll.Reads = []history.PartitionRecords{{Partition: 0, Records: []history.Record{{Offset: 0, Value: 1}}}}
+			inv := history.NewOp(0, history.Invoke, history.FSend)
+			inv.Value, inv.HasValue, inv.Partition, inv.Time = 1, true, 0, 100+gap
+			ok := inv
+			ok.Type, ok.Offset, ok.Time = history.OK, 0, 200
+			return []history.Op{poll, inv, ok}
+		}},
+		{"send-below-read", SendBelowRead, func(gap int64) []history.Op {
+			poll := history.NewOp(1, history.OK, history.FPoll)
+			poll.Time = 100
+			poll.Reads = []history.PartitionRecords{{Partition: 0, Records: []history.Record{{Offset: 1, Value: 1}}}}
+			inv := history.NewOp(0, history.Invoke, history.FSend)
+			inv.Value, inv.HasValue, inv.Partition, inv.Time = 2, true, 0, 100+gap
+			ok := inv
+			ok.Type, ok.Offset, ok.Time = history.OK, 0, 200
+			return []history.Op{poll, inv, ok}
+		}},
+		{"nonmonotonic-send-realtime", NonmonotonicSendRealtime, func(gap int64) []history.Op {
+			a := history.NewOp(0, history.OK, history.FSend)
+			a.Value, a.HasValue, a.Partition, a.Offset, a.Time = 1, true, 0, 1, 100
+			inv := history.NewOp(3, history.Invoke, history.FSend)
+			inv.Value, inv.HasValue, inv.Partition, inv.Time = 2, true, 0, 100+gap
+			ok := inv
+			ok.Type, ok.Offset, ok.Time = history.OK, 0, 200
+			return []history.Op{a, inv, ok}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if n := CheckOps(tc.build(0), Options{Linearizable: LinOff}).Anomalies[tc.kind]; n != 0 {
+				t.Errorf("at the same nanosecond: %d %s", n, tc.kind)
+			}
+			if n := CheckOps(tc.build(1), Options{Linearizable: LinOff}).Anomalies[tc.kind]; n != 1 {
+				t.Errorf("1 ns apart: %d %s, want 1", n, tc.kind)
 			}
 		})
 	}
