@@ -3,7 +3,9 @@ package checker
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/isrlab/isrlab/history"
@@ -21,15 +23,19 @@ const (
 // Positions ("pos") locate ops: the byte offset of the op's line in a
 // history file, or the op's index in memory. They increase along the history.
 type valueState struct {
-	id   int64 // the value
+	id   int64 // the value (BadValue for a record value that is not a number)
 	inv  int64 // position of the send's invoke, -1 if never sent
 	done int64 // position of the send's completion, -1 if none
 	read int64 // position of the first poll that returned it, -1 if none
 	rt   int64 // completion time of that poll
 	off  int64 // first offset it was seen at (ack or read), -1 if none
-	part int32 // partition of off, or of the send
-	st   history.Type
-	fl   uint8
+	at   int64 // completion time of the send's ok, for the realtime lag
+	// fr and fa are the partition's read and ack floors when the send was
+	// invoked (see floor), checked once the value's offset is known.
+	fr, fa int64
+	part   int32 // partition of off, or of the send
+	st     history.Type
+	fl     uint8
 }
 
 const (
@@ -37,7 +43,41 @@ const (
 	flDupReported
 	flAcked
 	flDrained // returned by a drain poll
+	flFloors  // fr and fa hold the floors at the send's invocation
+	flUnseen  // counted in the unseen series (ok, not yet read)
+	flOK      // a send of it ended ok (at is its time)
 )
+
+// floor is the highest offset of a partition known to be in the log from
+// operations that completed: acknowledged by a send (the ack floor) or
+// returned by a poll (the read floor). A send invoked later must land above
+// both. before is the floor from completions strictly before t, so that a
+// send invoked at the same nanosecond as a completion is not ordered after
+// it.
+type floor struct {
+	cur, before, t int64
+}
+
+func newFloor() floor { return floor{cur: -1, before: -1, t: math.MinInt64} }
+
+func (f *floor) raise(off, t int64) {
+	if t > f.t {
+		f.before, f.t = f.cur, t
+	}
+	f.cur = max(f.cur, off)
+}
+
+// at returns the floor from completions strictly before t; -1 when there is
+// none or the history goes back in time.
+func (f *floor) at(t int64) int64 {
+	switch {
+	case t > f.t:
+		return f.cur
+	case t == f.t:
+		return f.before
+	}
+	return -1
+}
 
 type partState struct {
 	slots   []int64
@@ -45,6 +85,12 @@ type partState struct {
 	maxRead int64
 	// maxReadPos is the position of the first poll that read maxRead.
 	maxReadPos int64
+	readF      floor
+	ackF       floor
+}
+
+func newPartState() *partState {
+	return &partState{maxRead: -1, readF: newFloor(), ackF: newFloor()}
 }
 
 func (p *partState) get(off int64) int64 {
@@ -180,6 +226,12 @@ type analysis struct {
 	// vals is chunked so that growing never copies (10M values).
 	vals  [][]valueState
 	nvals int
+	// Record values that are not numbers each get a value of their own,
+	// keyed by their text (id BadValue); rawText names them.
+	raw     map[string]int32
+	rawText map[*valueState]string
+	// rawSlots holds the text at the offsets whose slot holds BadValue.
+	rawSlots map[[2]int64]string
 
 	parts    []*partState
 	farParts map[int32]*partState // partition numbers too large for the slice
@@ -202,8 +254,11 @@ type analysis struct {
 	timeline     timeline
 	avail        availTracker
 	unavail      unavailTracker
+	queue        queueTracker
 	lat          map[string]*histogram
-	lin          *linCollector
+	// dangling holds the positions of invocations still pending at the end
+	// of the history, for the linearizability pass.
+	dangling map[int64]bool
 }
 
 func newAnalysis(opt Options) *analysis {
@@ -216,9 +271,7 @@ func newAnalysis(opt Options) *analysis {
 		reported:  map[[2]int64]struct{}{},
 		lat:       map[string]*histogram{},
 		unavail:   newUnavailTracker(opt.UnavailableAfter, opt.Partitions),
-	}
-	if opt.Linearizable != LinOff {
-		a.lin = &linCollector{max: opt.LinMaxOps, force: opt.Linearizable == LinOn}
+		queue:     newQueueTracker(opt.Partitions),
 	}
 	return a
 }
@@ -232,7 +285,7 @@ func (a *analysis) newValue(v int64) int32 {
 		a.vals = append(a.vals, make([]valueState, 0, valChunk))
 	}
 	last := &a.vals[len(a.vals)-1]
-	*last = append(*last, valueState{id: v, inv: -1, done: -1, read: -1, off: -1, part: -1})
+	*last = append(*last, valueState{id: v, inv: -1, done: -1, read: -1, off: -1, fr: -1, fa: -1, part: -1})
 	a.nvals++
 	return int32(a.nvals - 1)
 }
@@ -268,6 +321,40 @@ func (a *analysis) value(v int64, create bool) *valueState {
 	return a.val(i)
 }
 
+// rawValue returns the state of a record value that is not a number: one
+// per distinct text, so that two different texts are two unexpected values
+// and not one value seen twice.
+func (a *analysis) rawValue(text string) *valueState {
+	if i, ok := a.raw[text]; ok {
+		return a.val(i)
+	}
+	if a.raw == nil {
+		a.raw, a.rawText = map[string]int32{}, map[*valueState]string{}
+	}
+	i := a.newValue(history.BadValue)
+	a.raw[text], a.rawText[a.val(i)] = i, text
+	return a.val(i)
+}
+
+// record returns the state of a polled record's value.
+func (a *analysis) record(r *history.Record) *valueState {
+	if r.Value == history.BadValue {
+		return a.rawValue(r.Raw)
+	}
+	return a.value(r.Value, true)
+}
+
+// describe names a value in notes: the number, or the quoted text of a
+// value that is not one.
+func (a *analysis) describe(vs *valueState) string {
+	if t, ok := a.rawText[vs]; ok {
+		return fmt.Sprintf("%q (not a number)", t)
+	}
+	return fmt.Sprint(vs.id)
+}
+
+func (a *analysis) textOf(vs *valueState) string { return a.rawText[vs] }
+
 func (a *analysis) part(p int32) *partState {
 	if p >= 1<<16 {
 		// A corrupt history must not make the checker allocate billions of
@@ -277,13 +364,13 @@ func (a *analysis) part(p int32) *partState {
 			if a.farParts == nil {
 				a.farParts = map[int32]*partState{}
 			}
-			ps = &partState{maxRead: -1}
+			ps = newPartState()
 			a.farParts[p] = ps
 		}
 		return ps
 	}
 	for int(p) >= len(a.parts) {
-		a.parts = append(a.parts, &partState{maxRead: -1})
+		a.parts = append(a.parts, newPartState())
 	}
 	return a.parts[p]
 }
@@ -334,6 +421,7 @@ func (a *analysis) add(op *history.Op, pos int64) {
 		return
 	}
 	a.stats.ClientOps++
+	a.queue.seen(op.Time)
 	ps := a.proc(op.Process)
 	if op.Type == history.Invoke {
 		ps.pend = pending{pos: pos, time: op.Time, f: op.F, value: op.Value, hasValue: op.HasValue, part: op.Partition}
@@ -342,13 +430,7 @@ func (a *analysis) add(op *history.Op, pos int64) {
 			a.unavail.invoked(op.Time)
 		}
 		if op.F == history.FSend && op.HasValue {
-			vs := a.value(op.Value, true)
-			if vs.inv < 0 {
-				vs.inv = pos
-			}
-			if vs.part < 0 && op.Partition >= 0 {
-				vs.part = op.Partition
-			}
+			a.invokeSend(op, pos)
 		}
 		return
 	}
@@ -402,6 +484,92 @@ func (a *analysis) add(op *history.Op, pos int64) {
 	}
 }
 
+// invokeSend notes the invocation of a send of a value: a value some poll
+// returned before this invocation is a future read; otherwise the
+// partition's floors are kept, to check the offset the value lands at.
+func (a *analysis) invokeSend(op *history.Op, pos int64) {
+	vs := a.value(op.Value, true)
+	if vs.inv >= 0 {
+		return
+	}
+	vs.inv = pos
+	if vs.part < 0 && op.Partition >= 0 {
+		vs.part = op.Partition
+	}
+	if vs.fl&flRead != 0 {
+		if vs.rt < op.Time {
+			a.flag(FutureRead, Example{Partition: vs.part, Value: i64p(vs.id), Offset: optOff(vs),
+				Note: fmt.Sprintf("value %d was read by a poll that completed at %s, before its send was invoked at %s",
+					vs.id, fmtNanos(vs.rt), fmtNanos(op.Time)),
+				positions: sorted(vs.read, pos)})
+		}
+		return
+	}
+	if vs.off >= 0 || op.Partition < 0 {
+		return
+	}
+	p := a.part(op.Partition)
+	vs.fr, vs.fa = p.readF.at(op.Time), p.ackF.at(op.Time)
+	vs.fl |= flFloors
+}
+
+// placed checks the offset a value was first seen at against the floors of
+// its partition when its send was invoked: the log only grows at its end, so
+// a send must land above every offset that an earlier-completed operation
+// had seen in the log. own is set when the ack is already a
+// nonmonotonic-send of its process, which names that case.
+func (a *analysis) placed(vs *valueState, part int32, off, pos int64, own bool) {
+	if vs.fl&flFloors == 0 {
+		return
+	}
+	vs.fl &^= flFloors
+	if part != vs.part {
+		return // the floors are those of the partition the send named
+	}
+	how := "acknowledged"
+	if vs.fl&flAcked == 0 {
+		how = "read"
+	}
+	switch {
+	case off <= vs.fr:
+		ex := Example{Partition: part, Value: i64p(vs.id), Offsets: []int64{vs.fr, off},
+			Note: fmt.Sprintf("value %d was %s at offset %d of partition %d, though a poll that completed before its send was invoked had read offset %d",
+				vs.id, how, off, part, vs.fr)}
+		ex.positions = sorted(a.witness(part, vs.fr, true), vs.inv, pos)
+		a.flag(SendBelowRead, ex)
+	case off <= vs.fa && !own:
+		ex := Example{Partition: part, Value: i64p(vs.id), Offsets: []int64{vs.fa, off},
+			Note: fmt.Sprintf("value %d was %s at offset %d of partition %d, though a send acknowledged at offset %d had completed before it was invoked",
+				vs.id, how, off, part, vs.fa)}
+		ex.positions = sorted(a.witness(part, vs.fa, false), vs.inv, pos)
+		a.flag(NonmonotonicSendRealtime, ex)
+	}
+}
+
+// witness returns the position of the operation that put offset off of part
+// into a floor: the first poll that read it, or the send acknowledged there.
+func (a *analysis) witness(part int32, off int64, read bool) int64 {
+	cur := a.part(part).get(off)
+	if cur == emptySlot {
+		return -1
+	}
+	var w *valueState
+	if cur == history.BadValue {
+		w = a.rawValue(a.rawSlots[[2]int64{int64(part), off}])
+	} else {
+		w = a.value(cur, false)
+	}
+	switch {
+	case w == nil:
+		return -1
+	case read && w.read >= 0:
+		return w.read
+	case !read && w.fl&flAcked != 0 && w.off == off:
+		return w.done
+	}
+	return -1
+}
+
 func (a *analysis) send(op *history.Op, pos int64, inv *pending, ps *procState) {
 	a.stats.Sends++
 	value, has := op.Value, op.HasValue
@@ -440,25 +608,31 @@ func (a *analysis) send(op *history.Op, pos int64, inv *pending, ps *procState) 
 	if part >= 0 && vs.part < 0 {
 		vs.part = part
 	}
-	if a.lin != nil {
-		callPos, call := pos, op.Time
-		if inv != nil {
-			callPos, call = inv.pos, inv.time
+	if op.Type == history.OK && vs.fl&flOK == 0 {
+		vs.fl |= flOK
+		vs.at = op.Time
+		if vs.fl&flRead == 0 {
+			vs.fl |= flUnseen
+			a.queue.acked(vs.part, op.Time)
+		} else {
+			a.queue.lag(vs.part, vs.rt, 0) // read before its ack came back
 		}
-		a.lin.send(op.Process, value, part, op.Type, op.Offset, call, op.Time, callPos, pos)
 	}
 	if op.Type != history.OK || op.Offset < 0 || part < 0 {
 		return
 	}
 	vs.fl |= flAcked
-	a.observe(value, part, op.Offset, pos, op.Time, false)
+	own := false
 	if last, ok := ps.lastSend.get(part); ok && op.Offset <= last.off {
 		p := op.Process
+		own = true
 		a.flag(NonmonotonicSend, Example{Partition: part, Offsets: []int64{last.off, op.Offset}, Process: &p,
 			Note:      fmt.Sprintf("process %d's send acknowledged at offset %d after its earlier send at offset %d", p, op.Offset, last.off),
 			positions: []int64{last.pos, pos}})
 	}
 	ps.lastSend.set(part, mark{off: op.Offset, pos: pos})
+	a.observe(vs, part, op.Offset, pos, op.Time, false, own)
+	a.part(part).ackF.raise(op.Offset, op.Time)
 }
 
 func (a *analysis) poll(op *history.Op, pos int64, inv *pending, ps *procState) {
@@ -469,23 +643,22 @@ func (a *analysis) poll(op *history.Op, pos int64, inv *pending, ps *procState) 
 	if op.Type != history.OK && op.Type != history.Info {
 		return
 	}
-	call := op.Time
-	callPos := pos
-	if inv != nil {
-		call, callPos = inv.time, inv.pos
-	}
 	drain := op.F == history.FDrain && op.Type == history.OK
 	for _, pr := range op.Reads {
 		part := pr.Partition
-		for _, r := range pr.Records {
+		hi := int64(-1)
+		for i := range pr.Records {
+			r := &pr.Records[i]
 			a.stats.Records++
-			a.observe(r.Value, part, r.Offset, pos, op.Time, true)
+			vs := a.record(r)
+			a.observe(vs, part, r.Offset, pos, op.Time, true, false)
 			if drain {
-				a.value(r.Value, true).fl |= flDrained
+				vs.fl |= flDrained
 			}
+			hi = max(hi, r.Offset)
 		}
-		if a.lin != nil && len(pr.Records) > 0 {
-			a.lin.poll(op.Process, part, pr.Records, call, op.Time, callPos, pos)
+		if hi >= 0 {
+			a.part(part).readF.raise(hi, op.Time)
 		}
 		if op.Type != history.OK || len(pr.Records) == 0 {
 			continue
@@ -511,8 +684,6 @@ func (a *analysis) poll(op *history.Op, pos int64, inv *pending, ps *procState) 
 		last := pr.Records[len(pr.Records)-1]
 		ps.lastPoll.set(part, mark{off: last.Offset, pos: pos})
 	}
-	_ = call
-	_ = callPos
 }
 
 func uniq(a, b int64) []int64 {
@@ -522,15 +693,19 @@ func uniq(a, b int64) []int64 {
 	return []int64{a, b}
 }
 
-// observe records that value v is at offset off of partition part.
-func (a *analysis) observe(v int64, part int32, off int64, pos, at int64, read bool) {
+// observe records that the value of vs is at offset off of partition part.
+func (a *analysis) observe(vs *valueState, part int32, off int64, pos, at int64, read, own bool) {
 	ps := a.part(part)
-	vs := a.value(v, true)
+	v := vs.id
 	if read {
 		if vs.fl&flRead == 0 {
 			vs.fl |= flRead
 			vs.read, vs.rt = pos, at
 			a.stats.ReadValues++
+			if vs.fl&flUnseen != 0 {
+				vs.fl &^= flUnseen
+				a.queue.firstRead(vs.part, at, at-vs.at)
+			}
 		}
 		if off > ps.maxRead {
 			ps.maxRead, ps.maxReadPos = off, pos
@@ -542,13 +717,26 @@ func (a *analysis) observe(v int64, part int32, off int64, pos, at int64, read b
 	switch cur := ps.get(off); {
 	case cur == emptySlot:
 		ps.set(off, v)
-	case cur != v:
+		if v == history.BadValue {
+			a.setRawSlot(part, off, vs)
+		}
+	case cur != v || v == history.BadValue && a.rawSlots[[2]int64{int64(part), off}] != a.textOf(vs):
 		key := [2]int64{int64(part), off}
 		if _, done := a.reported[key]; !done {
 			a.reported[key] = struct{}{}
+			var other *valueState
+			if cur == history.BadValue {
+				other = a.rawValue(a.rawSlots[key])
+			} else {
+				other = a.value(cur, false)
+			}
+			first := fmt.Sprint(cur)
+			if other != nil {
+				first = a.describe(other)
+			}
 			ex := Example{Partition: part, Offset: i64p(off), Values: []int64{cur, v},
-				Note: fmt.Sprintf("offset %d of partition %d seen holding %d and %d", off, part, cur, v)}
-			if other := a.value(cur, false); other != nil {
+				Note: fmt.Sprintf("offset %d of partition %d seen holding %s and %s", off, part, first, a.describe(vs))}
+			if other != nil {
 				ex.positions = append(ex.positions, firstSeen(other)...)
 			}
 			ex.positions = append(ex.positions, pos)
@@ -556,16 +744,29 @@ func (a *analysis) observe(v int64, part int32, off int64, pos, at int64, read b
 		}
 	}
 	if vs.off < 0 {
+		a.placed(vs, part, off, pos, own)
 		vs.off, vs.part = off, part
 		return
 	}
 	if (vs.off != off || vs.part != part) && vs.fl&flDupReported == 0 {
 		vs.fl |= flDupReported
-		ex := Example{Partition: part, Value: i64p(v), Offsets: []int64{vs.off, off},
-			Note: fmt.Sprintf("value %d seen at offset %d of partition %d and at offset %d of partition %d", v, vs.off, vs.part, off, part)}
+		ex := Example{Partition: part, Offsets: []int64{vs.off, off},
+			Note: fmt.Sprintf("value %s seen at offset %d of partition %d and at offset %d of partition %d", a.describe(vs), vs.off, vs.part, off, part)}
+		if v != history.BadValue {
+			ex.Value = i64p(v)
+		} else {
+			ex.Raw = a.textOf(vs)
+		}
 		ex.positions = append(firstSeen(vs), pos)
 		a.flag(Duplicate, ex)
 	}
+}
+
+func (a *analysis) setRawSlot(part int32, off int64, vs *valueState) {
+	if a.rawSlots == nil {
+		a.rawSlots = map[[2]int64]string{}
+	}
+	a.rawSlots[[2]int64{int64(part), off}] = a.textOf(vs)
 }
 
 // firstSeen returns the position of the op that first placed vs at its
@@ -585,9 +786,13 @@ func (a *analysis) finish() *Verdict {
 	for _, c := range a.skips {
 		if o, ok := a.part(c.part).anyBetween(c.from, c.to); ok {
 			p := c.proc
+			held := fmt.Sprint(a.part(c.part).get(o))
+			if a.part(c.part).get(o) == history.BadValue {
+				held = fmt.Sprintf("%q", a.rawSlots[[2]int64{int64(c.part), o}])
+			}
 			a.flag(PollSkip, Example{Partition: c.part, Offsets: []int64{c.from, c.to}, Process: &p,
-				Note: fmt.Sprintf("process %d read offset %d then %d, skipping offset %d which holds %d",
-					p, c.from, c.to, o, a.part(c.part).get(o)),
+				Note: fmt.Sprintf("process %d read offset %d then %d, skipping offset %d which holds %s",
+					p, c.from, c.to, o, held),
 				positions: uniq(c.pos1, c.pos2)})
 		}
 	}
@@ -596,21 +801,38 @@ func (a *analysis) finish() *Verdict {
 		vs := a.val(int32(i))
 		v := vs.id
 		read := vs.fl&flRead != 0
+		if read && vs.inv >= 0 && vs.st != history.OK && vs.st != history.Fail {
+			a.stats.InfoRead++
+		}
 		switch {
 		case read && vs.inv < 0:
-			a.flag(Unexpected, Example{Partition: vs.part, Value: i64p(v), Offset: i64p(vs.off),
-				Note: fmt.Sprintf("value %d was read but never sent", v), positions: []int64{vs.read}})
+			ex := Example{Partition: vs.part, Offset: i64p(vs.off), positions: []int64{vs.read}}
+			if text, raw := a.rawText[vs]; raw {
+				ex.Raw = text
+				ex.Note = fmt.Sprintf("record value %q, not a number, was read but never sent", text)
+			} else {
+				ex.Value = i64p(v)
+				ex.Note = fmt.Sprintf("value %d was read but never sent", v)
+			}
+			a.flag(Unexpected, ex)
 		case read && vs.st == history.Fail:
 			a.flag(AbortedRead, Example{Partition: vs.part, Value: i64p(v), Offset: i64p(vs.off),
 				Note: fmt.Sprintf("value %d was read although its send failed", v), positions: sorted(vs.inv, vs.done, vs.read)})
-		case read && vs.st != history.OK:
-			a.stats.InfoRead++
 		case read && vs.fl&flDrained == 0 && a.gone(vs):
 			// Read once, then gone: a complete drain of its partition did
 			// not return it (truncated by an unclean election, a diverged
-			// replica or a power loss).
+			// replica or a power loss). A read value was committed (below
+			// the high watermark), so this is lost data whatever its send
+			// said.
+			how := "acknowledged and read"
+			switch vs.st {
+			case history.Info:
+				how = "read (its send ended info)"
+			case history.TypeNone:
+				how = "read (its send never completed)"
+			}
 			a.flag(LostWrite, Example{Partition: vs.part, Value: i64p(v), Offset: i64p(vs.off),
-				Note:      fmt.Sprintf("value %d, acknowledged and read at offset %d, is missing from the complete final drain of partition %d", v, vs.off, vs.part),
+				Note:      fmt.Sprintf("value %d, %s at offset %d, is missing from the complete final drain of partition %d", v, how, vs.off, vs.part),
 				positions: sorted(vs.inv, vs.done, vs.read)})
 		case !read && vs.st == history.OK:
 			if vs.fl&flAcked != 0 && a.gone(vs) {
@@ -638,8 +860,13 @@ func (a *analysis) finish() *Verdict {
 		}
 	}
 	a.stats.Partitions += len(a.farParts)
+	a.dangling = map[int64]bool{}
 	for _, ps := range a.procs {
-		if ps.hasPend && ps.pend.f == history.FSend {
+		if !ps.hasPend {
+			continue
+		}
+		a.dangling[ps.pend.pos] = true
+		if ps.pend.f == history.FSend {
 			a.unavail.pendingAt(ps.pend.part, ps.pend.time)
 		}
 	}
@@ -654,6 +881,7 @@ func (a *analysis) finish() *Verdict {
 		Timeline:       a.timeline.result(a.avail.faultWindows()),
 		Latency:        map[string]Quantiles{},
 	}
+	v.Unseen, v.RealtimeLag = a.queue.result()
 	for f, h := range a.lat {
 		v.Latency[f] = h.quantiles()
 	}
@@ -691,7 +919,12 @@ func sorted(ps ...int64) []int64 {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
+	return slices.Compact(out)
+}
+
+// fmtNanos prints a history time (nanoseconds from the start) as seconds.
+func fmtNanos(ns int64) string {
+	return strconv.FormatFloat(float64(ns)/1e9, 'f', -1, 64) + " s"
 }
 
 // summary returns a one-line description of anomaly counts, in a fixed order.
@@ -705,8 +938,8 @@ func (v *Verdict) summary() string {
 	return strings.Join(parts, " ")
 }
 
-// gone reports whether an acknowledged value is missing from a complete
-// drain of its partition that started at or below its offset.
+// gone reports whether a value is missing from a complete drain of its
+// partition that started at or below its offset.
 func (a *analysis) gone(vs *valueState) bool {
 	if vs.part < 0 || vs.off < 0 {
 		return false

@@ -12,12 +12,12 @@ import (
 	"github.com/isrlab/isrlab/history"
 )
 
-var benchLines = flag.Int64("bench-lines", 1_000_000, "history lines for BenchmarkCheckFile (10000000 for the 10M-operation benchmark)")
+var benchLines = flag.Int64("bench-lines", 1_000_000, "history lines for BenchmarkCheckFile (10000000 for the 10M-entry benchmark)")
 
-// writeSynthetic writes a generated history with every anomaly kind
-// injected at a low rate, as `isrlab check gen --anomaly-every 1000000
-// --faults` does.
-func writeSynthetic(b *testing.B, path string, lines int64, partitions int) {
+// writeSynthetic writes a generated history as `isrlab check gen --faults`
+// does, with every anomaly kind injected about once per anomalyEvery sends
+// (0: a valid history).
+func writeSynthetic(b *testing.B, path string, lines int64, partitions int, anomalyEvery int64) {
 	b.Helper()
 	f, err := os.Create(path)
 	if err != nil {
@@ -30,7 +30,7 @@ func writeSynthetic(b *testing.B, path string, lines int64, partitions int) {
 		b.Fatal(err)
 	}
 	if _, err := history.Synthesize(w, history.SynthOptions{Ops: lines, Partitions: partitions, Seed: 1,
-		InfoRate: 0.01, FailRate: 0.01, Faults: true, AnomalyEvery: 1_000_000}); err != nil {
+		InfoRate: 0.01, FailRate: 0.01, Faults: true, AnomalyEvery: anomalyEvery}); err != nil {
 		b.Fatal(err)
 	}
 	if err := w.Flush(); err != nil {
@@ -41,34 +41,61 @@ func writeSynthetic(b *testing.B, path string, lines int64, partitions int) {
 	}
 }
 
-// BenchmarkCheckFile checks a generated history file for every anomaly (not
-// linearizability): go test -run '^$' -bench CheckFile ./checker/ -args -bench-lines 10000000
+// BenchmarkCheckFile checks a generated history file of -bench-lines lines
+// over 10 partitions (8 producers, 4 consumers):
+//
+//   - default: every anomaly kind injected about once per million sends,
+//     checked with the default options; every kind, the real-time ones
+//     included, must be found, and linearizability must run (illegal).
+//   - valid: no anomaly, default options; linearizability must say ok.
+//   - lin-off: the anomalies history without linearizability.
+//
+// go test -run '^$' -bench CheckFile -benchtime 1x ./checker/ -args -bench-lines 10000000
 func BenchmarkCheckFile(b *testing.B) {
-	path := filepath.Join(b.TempDir(), "history.jsonl")
-	writeSynthetic(b, path, *benchLines, 10)
-	st, err := os.Stat(path)
-	if err != nil {
-		b.Fatal(err)
+	cases := []struct {
+		name         string
+		anomalyEvery int64
+		opt          Options
+		lin          string
+	}{
+		{"default", 1_000_000, Options{}, "illegal"},
+		{"valid", 0, Options{}, "ok"},
+		{"lin-off", 1_000_000, Options{Linearizable: LinOff}, "skipped"},
 	}
-	b.SetBytes(st.Size())
-	b.ResetTimer()
-	var v *Verdict
-	for b.Loop() {
-		v, err = Check(openFile(path), path, Options{Linearizable: LinOff})
-		if err != nil {
-			b.Fatal(err)
-		}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "history.jsonl")
+			writeSynthetic(b, path, *benchLines, 10, tc.anomalyEvery)
+			st, err := os.Stat(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			runtime.GC()
+			b.SetBytes(st.Size())
+			b.ResetTimer()
+			var v *Verdict
+			for b.Loop() {
+				v, err = Check(openFile(path), path, tc.opt)
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if v.Linearizable.Result != tc.lin {
+				b.Errorf("linearizable %+v, want %s", v.Linearizable, tc.lin)
+			}
+			for _, kind := range AnomalyNames {
+				if found := v.Anomalies[kind] > 0; found != (tc.anomalyEvery > 0) {
+					b.Errorf("%s: %d found", kind, v.Anomalies[kind])
+				}
+			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			b.ReportMetric(float64(v.Stats.Ops)/b.Elapsed().Seconds()*float64(b.N), "ops/s")
+			b.ReportMetric(float64(ms.Sys)/(1<<20), "MB-sys")
+			b.ReportMetric(float64(v.Linearizable.Pieces), "pieces")
+		})
 	}
-	b.StopTimer()
-	for _, kind := range AnomalyNames {
-		if v.Anomalies[kind] == 0 {
-			b.Errorf("no %s found in the generated history", kind)
-		}
-	}
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	b.ReportMetric(float64(v.Stats.Ops)/b.Elapsed().Seconds()*float64(b.N), "ops/s")
-	b.ReportMetric(float64(ms.Sys)/(1<<20), "MB-sys")
 }
 
 // BenchmarkLinearizability checks 100k client operations (200k history

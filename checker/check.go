@@ -14,8 +14,8 @@ import (
 // Check reads the history that open returns, streaming, and returns the
 // verdict. A malformed line is an error naming the file and line; a torn
 // last line is not: the rest is checked and the verdict is marked
-// truncated (and is at best unknown). open is called a second time only when
-// examples need their operations.
+// truncated (and is at best unknown). open is called again for the
+// linearizability pass, and when examples need their operations.
 func Check(open OpenFunc, name string, opt Options) (*Verdict, error) {
 	opt = opt.withDefaults()
 	rc, err := open()
@@ -44,7 +44,29 @@ func Check(open OpenFunc, name string, opt Options) (*Verdict, error) {
 		return nil, err
 	}
 	rc.Close()
-	v := a.verdict(torn)
+	replay := func(fn func(*history.Op, int64)) error {
+		rc, err := open()
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		r, err := history.NewReader(rc, name)
+		if err != nil {
+			return err
+		}
+		err = r.Scan(opt.Workers, func(op *history.Op, off int64) error {
+			fn(op, off)
+			return nil
+		})
+		if errors.Is(err, history.ErrTruncated) {
+			return nil
+		}
+		return err
+	}
+	v, err := a.verdict(torn, replay)
+	if err != nil {
+		return nil, err
+	}
 	if err := fillExamples(v, func(want []int64) (map[int64][]byte, error) {
 		return fetchOps(open, name, want)
 	}); err != nil {
@@ -60,7 +82,12 @@ func CheckOps(ops []history.Op, opt Options) *Verdict {
 	for i := range ops {
 		a.add(&ops[i], int64(i))
 	}
-	v := a.verdict(nil)
+	v, _ := a.verdict(nil, func(fn func(*history.Op, int64)) error {
+		for i := range ops {
+			fn(&ops[i], int64(i))
+		}
+		return nil
+	})
 	fillExamples(v, func(want []int64) (map[int64][]byte, error) {
 		got := map[int64][]byte{}
 		for _, p := range want {
@@ -73,9 +100,15 @@ func CheckOps(ops []history.Op, opt Options) *Verdict {
 	return v
 }
 
-func (a *analysis) verdict(torn error) *Verdict {
+// verdict builds the verdict after the first pass; replay runs the
+// linearizability pass over the same ops.
+func (a *analysis) verdict(torn error, replay func(fn func(*history.Op, int64)) error) (*Verdict, error) {
 	v := a.finish()
-	v.Linearizable, v.lin = a.linearize()
+	var err error
+	v.Linearizable, v.lin, err = a.linearize(replay)
+	if err != nil {
+		return nil, err
+	}
 	switch v.Linearizable.Result {
 	case "illegal":
 		v.Valid = Invalid
@@ -91,7 +124,7 @@ func (a *analysis) verdict(torn error) *Verdict {
 			v.Valid = Unknown
 		}
 	}
-	return v
+	return v, nil
 }
 
 func fillExamples(v *Verdict, fetch func([]int64) (map[int64][]byte, error)) error {

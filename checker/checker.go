@@ -6,7 +6,11 @@
 // Anomalies follow Jepsen's Kafka workload (jepsen.tests.kafka):
 //
 //   - lost-write: an acknowledged send that no poll returned, although some
-//     poll returned a later (or the same) offset of its partition.
+//     poll returned a later (or the same) offset of its partition; or a
+//     value missing from a complete final drain of its partition (f
+//     "drained") that was acknowledged there or that a poll returned. A
+//     value a poll returned was committed (below the high watermark), so
+//     it is lost whether its send was acknowledged or ended info.
 //   - unseen: an acknowledged send that no poll returned, with no later
 //     offset of its partition read either. It makes the verdict invalid only
 //     when the history has a final drain (f "drain"); without one it is
@@ -21,10 +25,41 @@
 //   - poll-skip: a process read two offsets in a row with a known offset
 //     between them that it did not read (same resets as above).
 //   - aborted-read: a value was read whose send definitely failed.
-//   - unexpected: a value was read that no process ever sent.
+//   - unexpected: a value was read that no process ever sent; every record
+//     value that is not a number counts as one of its own, by its text.
+//
+// Three more are orderings in real time that a log forbids, found in the
+// same pass without a search, at any history size. A log only grows at its
+// end, so an operation invoked after another completed comes after it:
+//
+//   - future-read: a poll returned a value, and completed, before the send
+//     of that value was invoked. Minimal: p1's poll returns [0:1] at t=40;
+//     p0 invokes send(1) at t=100.
+//   - send-below-read: a send landed (acknowledged at, or first read at) an
+//     offset at or below one that a poll had returned before the send was
+//     invoked: the log was cut below what consumers had read as committed
+//     and written again. Minimal: send(1) is acknowledged at offset 1;
+//     p1's poll returns [1:1] at t=40; p3 invokes send(2) at t=50 and it is
+//     acknowledged at offset 0.
+//   - nonmonotonic-send-realtime: a send landed at or below the offset of a
+//     send to the same partition that was acknowledged before it was
+//     invoked (by any process; between two sends of one process this is
+//     nonmonotonic-send, and below a read offset it is send-below-read,
+//     which are reported instead). Minimal: p0's send(1) is acknowledged at
+//     offset 1 at t=20; p3 invokes send(2) at t=30 and it is acknowledged
+//     at offset 0.
+//
+// The checks compare times of the history's one clock: "before" is strictly
+// earlier. A send is checked against its partition as its invocation names
+// it.
 //
 // Sends that ended info (unknown) and whose value is read later are not
 // anomalies: info means the send may or may not have happened.
+//
+// The verdict also holds Jepsen's queue analyses over time (Unseen,
+// RealtimeLag), availability and unavailability, latency, the cluster's
+// state changes and linearizability against a log model (LinResult), which
+// is checked on pieces of each partition's history cut at quiescent points.
 package checker
 
 import (
@@ -45,18 +80,24 @@ const (
 	PollSkip            = "poll-skip"
 	AbortedRead         = "aborted-read"
 	Unexpected          = "unexpected"
+	// Real-time orderings the log forbids, found without a search.
+	FutureRead               = "future-read"
+	SendBelowRead            = "send-below-read"
+	NonmonotonicSendRealtime = "nonmonotonic-send-realtime"
 )
 
 // AnomalyNames lists every anomaly the checker looks for.
 var AnomalyNames = []string{LostWrite, Unseen, Duplicate, InconsistentOffsets,
-	NonmonotonicSend, NonmonotonicPoll, PollSkip, AbortedRead, Unexpected}
+	NonmonotonicSend, NonmonotonicPoll, PollSkip, AbortedRead, Unexpected,
+	FutureRead, SendBelowRead, NonmonotonicSendRealtime}
 
 // LinMode chooses whether to check linearizability.
 type LinMode int
 
 // Linearizability modes.
 const (
-	// LinAuto checks when the history has at most Options.LinMaxOps ops.
+	// LinAuto checks unless Options.LinMaxOps is set and the history has
+	// more client operations.
 	LinAuto LinMode = iota
 	LinOn
 	LinOff
@@ -65,11 +106,19 @@ const (
 // Options tune a check. The zero value is usable.
 type Options struct {
 	Linearizable LinMode
-	// LinMaxOps bounds the client ops collected for the linearizability
-	// search under LinAuto (default 200000).
+	// LinMaxOps, when positive, skips the linearizability check under
+	// LinAuto for histories with more client operations (default 0: no
+	// limit; the check's memory is bounded by LinMaxPieceOps, not by the
+	// history).
 	LinMaxOps int
-	// LinTimeout bounds the search (default 60 s); when it runs out the
-	// result is unknown, never a pass.
+	// LinMaxPieceOps bounds the operations of one piece of a partition's
+	// history between quiescent points (default 20000): a larger piece is
+	// not searched and makes the result unknown, naming the piece. The
+	// search's memory grows with the square of a piece's size.
+	LinMaxPieceOps int
+	// LinTimeout bounds the linearizability check, its pass over the
+	// history included (default 5 min); pieces not decided by then are
+	// unknown, never a pass.
 	LinTimeout time.Duration
 	// MaxExamples is the number of examples kept per anomaly (default 5).
 	MaxExamples int
@@ -86,11 +135,11 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.LinMaxOps <= 0 {
-		o.LinMaxOps = 200000
+	if o.LinMaxPieceOps <= 0 {
+		o.LinMaxPieceOps = DefaultLinMaxPieceOps
 	}
 	if o.LinTimeout <= 0 {
-		o.LinTimeout = 60 * time.Second
+		o.LinTimeout = DefaultLinTimeout
 	}
 	if o.MaxExamples <= 0 {
 		o.MaxExamples = 5
@@ -100,6 +149,12 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
+
+// Defaults of Options.
+const (
+	DefaultLinMaxPieceOps = 20000
+	DefaultLinTimeout     = 5 * time.Minute
+)
 
 // Validity is true, false or unknown; it encodes in JSON as true, false or
 // "unknown".
@@ -161,8 +216,13 @@ type Verdict struct {
 	// which sends were attempted and none succeeded.
 	Unavailability Unavailability `json:"unavailability"`
 	// Latency has quantiles per operation (f) over ok completions.
-	Latency      map[string]Quantiles `json:"latency"`
-	Linearizable LinResult            `json:"linearizable"`
+	Latency map[string]Quantiles `json:"latency"`
+	// Unseen is the count of acknowledged values not yet read, over time,
+	// per partition and overall; RealtimeLag the time from acknowledgement
+	// to first read (Jepsen's queue analyses).
+	Unseen       UnseenOverTime `json:"unseen"`
+	RealtimeLag  RealtimeLag    `json:"realtime_lag"`
+	Linearizable LinResult      `json:"linearizable"`
 	// Cluster summarizes the cluster-state timeline (process "cluster").
 	Cluster ClusterSummary `json:"cluster"`
 	// Timeline has outcomes per second and the fault windows, for plots.
@@ -185,8 +245,10 @@ type Example struct {
 	Offset    *int64  `json:"offset,omitempty"`
 	Offsets   []int64 `json:"offsets,omitempty"`
 	Values    []int64 `json:"values,omitempty"`
-	Process   *int    `json:"process,omitempty"`
-	Note      string  `json:"note,omitempty"`
+	// Raw is the text of a record value that is not a number.
+	Raw     string `json:"raw,omitempty"`
+	Process *int   `json:"process,omitempty"`
+	Note    string `json:"note,omitempty"`
 	// Ops are the operations involved, in history order.
 	Ops []json.RawMessage `json:"ops"`
 
@@ -215,5 +277,6 @@ type Stats struct {
 }
 
 // OpenFunc opens the history for one streaming pass; the checker calls it
-// once, and once more to pull out the operations of examples.
+// once, once more for the linearizability pass (unless it is off or
+// skipped), and once more to pull out the operations of examples.
 type OpenFunc func() (io.ReadCloser, error)

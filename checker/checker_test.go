@@ -34,9 +34,10 @@ func TestGolden(t *testing.T) {
 		valid     Validity
 		anomalies map[string]int64
 		lin       string
-		// exValue/exOffset: the first example of the (single) anomaly.
+		// exValue/exOffset/exRaw: the first example of the anomaly.
 		exValue  int64
 		exOffset int64
+		exRaw    string
 		exOps    int
 	}{
 		{name: "clean", valid: Valid, lin: "ok"},
@@ -53,7 +54,11 @@ func TestGolden(t *testing.T) {
 		{name: "poll-skip", valid: Invalid, anomalies: map[string]int64{PollSkip: 1}, lin: "ok", exValue: -1, exOffset: -1, exOps: 2},
 		{name: "aborted-read", valid: Invalid, anomalies: map[string]int64{AbortedRead: 1}, lin: "illegal", exValue: 2, exOffset: 1, exOps: 3},
 		{name: "unexpected", valid: Invalid, anomalies: map[string]int64{Unexpected: 1}, lin: "illegal", exValue: 99, exOffset: 1, exOps: 1},
-		{name: "nonlinearizable", valid: Invalid, lin: "illegal"},
+		{name: "future-read", valid: Invalid, anomalies: map[string]int64{FutureRead: 1}, lin: "illegal", exValue: 1, exOffset: 0, exOps: 2},
+		{name: "send-below-read", valid: Invalid, anomalies: map[string]int64{SendBelowRead: 1}, lin: "illegal", exValue: 2, exOffset: -1, exOps: 3},
+		{name: "nonmonotonic-send-realtime", valid: Invalid, anomalies: map[string]int64{NonmonotonicSendRealtime: 1}, lin: "illegal", exValue: 2, exOffset: -1, exOps: 3},
+		{name: "lost-info-read", valid: Invalid, anomalies: map[string]int64{LostWrite: 1}, lin: "ok", exValue: 2, exOffset: 1, exOps: 3},
+		{name: "unexpected-text", valid: Invalid, anomalies: map[string]int64{Unexpected: 2}, lin: "illegal", exValue: -1, exOffset: 1, exRaw: "x", exOps: 1},
 		{name: "torn", valid: Unknown, lin: "ok"},
 	}
 	for _, tc := range tests {
@@ -79,12 +84,15 @@ func TestGolden(t *testing.T) {
 			if v.TruncatedHistory != (tc.name == "torn") {
 				t.Errorf("truncated = %v", v.TruncatedHistory)
 			}
-			for kind := range tc.anomalies {
+			for kind, n := range tc.anomalies {
 				exs := v.Examples[kind]
-				if len(exs) != 1 {
-					t.Fatalf("%s: %d examples, want 1", kind, len(exs))
+				if int64(len(exs)) != n {
+					t.Fatalf("%s: %d examples, want %d", kind, len(exs), n)
 				}
 				ex := exs[0]
+				if ex.Raw != tc.exRaw {
+					t.Errorf("%s example raw = %q, want %q", kind, ex.Raw, tc.exRaw)
+				}
 				if tc.exValue >= 0 && (ex.Value == nil || *ex.Value != tc.exValue) {
 					t.Errorf("%s example value = %v, want %d", kind, ex.Value, tc.exValue)
 				}
@@ -179,7 +187,8 @@ func TestMalformedLineIsAnError(t *testing.T) {
 
 // TestRandomValidHistoriesNeverFlag is the property test: simulated
 // linearizable logs, with fail and info outcomes (half of the info sends
-// written and later read), faults and cluster events, are always valid.
+// written and later read), faults and cluster events, are always valid, the
+// real-time checks and linearizability included, also on a coarse clock.
 func TestRandomValidHistoriesNeverFlag(t *testing.T) {
 	rng := rand.New(rand.NewPCG(42, 7))
 	for i := range 40 {
@@ -197,9 +206,19 @@ func TestRandomValidHistoriesNeverFlag(t *testing.T) {
 		if _, err := history.Synthesize(&m, o); err != nil {
 			t.Fatal(err)
 		}
+		coarse := int64(1)
+		if i%2 == 1 {
+			// A coarser clock gives many operations the same time: it only
+			// removes real-time orderings, so the history stays valid,
+			// and operations at one time are not ordered.
+			coarse = int64(1000 + rng.IntN(20000))
+			for j := range m.Ops {
+				m.Ops[j].Time = m.Ops[j].Time / coarse * coarse
+			}
+		}
 		v := CheckOps(m.Ops, Options{Linearizable: LinOn})
 		if v.Valid != Valid || len(v.Anomalies) != 0 || v.Linearizable.Result != "ok" {
-			t.Fatalf("case %d (%+v): valid=%s anomalies=%v lin=%s examples=%v", i, o, v.Valid, v.Anomalies, v.Linearizable.Result, v.Examples)
+			t.Fatalf("case %d (%+v, clock %d ns): valid=%s anomalies=%v lin=%s examples=%v", i, o, coarse, v.Valid, v.Anomalies, v.Linearizable.Result, v.Examples)
 		}
 		if o.InfoRate > 0.05 && v.Stats.InfoRead == 0 && v.Stats.SendsInfo > 20 {
 			t.Errorf("case %d: no info send was read; the property is not exercised", i)
@@ -258,7 +277,7 @@ func TestValidityJSON(t *testing.T) {
 }
 
 func TestVisualizeIllegal(t *testing.T) {
-	path := filepath.Join("testdata", "nonlinearizable.jsonl")
+	path := filepath.Join("testdata", "future-read.jsonl")
 	v, err := Check(openFile(path), path, Options{Linearizable: LinOn})
 	if err != nil {
 		t.Fatal(err)
@@ -272,6 +291,50 @@ func TestVisualizeIllegal(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "<html") {
 		t.Errorf("visualization is not HTML: %.200s", buf.String())
+	}
+}
+
+// TestVisualizeIllegalPieceAfterOthers: the visualization of an illegal
+// piece that starts from a log earlier pieces left (its search does not
+// start empty) replays it from that log.
+func TestVisualizeIllegalPieceAfterOthers(t *testing.T) {
+	var ops []history.Op
+	at := int64(0)
+	add := func(op history.Op) {
+		at += 10
+		op.Time = at
+		ops = append(ops, op)
+	}
+	send := func(proc int, v, off int64) {
+		op := history.NewOp(proc, history.Invoke, history.FSend)
+		op.Value, op.HasValue, op.Partition = v, true, 0
+		add(op)
+		op.Type, op.Offset = history.OK, off
+		add(op)
+	}
+	for i := range int64(5) {
+		send(0, i, i)
+	}
+	// A send and a poll in flight together: the send appends offset 5, and
+	// the poll returns it and an offset 6 nobody wrote. The piece's longest
+	// partial linearization is the send, from the log of offsets 0-4.
+	inv := history.NewOp(0, history.Invoke, history.FSend)
+	inv.Value, inv.HasValue, inv.Partition = 10, true, 0
+	add(inv)
+	add(history.NewOp(1, history.Invoke, history.FPoll))
+	ack := inv
+	ack.Type, ack.Offset = history.OK, 5
+	add(ack)
+	poll := history.NewOp(1, history.OK, history.FPoll)
+	poll.Reads = []history.PartitionRecords{{Partition: 0, Records: []history.Record{{Offset: 5, Value: 10}, {Offset: 6, Value: 77}}}}
+	add(poll)
+	v := CheckOps(ops, Options{Linearizable: LinOn})
+	if v.Linearizable.Result != "illegal" || v.Linearizable.Illegal[0].Piece != 5 {
+		t.Fatalf("lin %+v, anomalies %v", v.Linearizable, v.Anomalies)
+	}
+	var buf bytes.Buffer
+	if err := v.Visualize(&buf); err != nil || !strings.Contains(buf.String(), "<html") {
+		t.Fatalf("visualization: %v", err)
 	}
 }
 
@@ -427,5 +490,155 @@ func TestTimelineAndFaultWindows(t *testing.T) {
 	want := []FaultWindow{{"kill", 3, 4}, {"partition", 2, 4}, {"pause", 5, -1}}
 	if fmt.Sprint(tl.Faults) != fmt.Sprint(want) {
 		t.Errorf("faults %v, want %v", tl.Faults, want)
+	}
+}
+
+// TestNewKindsHiddenInConcurrentHistory hides each minimal history of a
+// new kind inside a large concurrent one (8 producers, 3 consumers, faults,
+// fail and info outcomes), on a partition of its own, with its operations
+// spread among the others: exactly the hidden anomaly must come out, with
+// its value, and linearizability must blame only the hidden partition.
+func TestNewKindsHiddenInConcurrentHistory(t *testing.T) {
+	const hidden = 4
+	var bg history.Memory
+	if _, err := history.Synthesize(&bg, history.SynthOptions{Ops: 30000, Partitions: hidden, Producers: 8, Consumers: 3,
+		Seed: 77, InfoRate: 0.05, FailRate: 0.02, Faults: true}); err != nil {
+		t.Fatal(err)
+	}
+	if v := CheckOps(bg.Ops, Options{Linearizable: LinOn}); v.Valid != Valid {
+		t.Fatalf("background history: valid %s, anomalies %v, lin %+v", v.Valid, v.Anomalies, v.Linearizable)
+	}
+	tests := []struct {
+		name    string
+		kind    string
+		n       int64
+		value   int64 // in the golden history; -1: a text value
+		illegal bool
+	}{
+		{"future-read", FutureRead, 1, 1, true},
+		{"send-below-read", SendBelowRead, 1, 2, true},
+		{"nonmonotonic-send-realtime", NonmonotonicSendRealtime, 1, 2, true},
+		{"lost-info-read", LostWrite, 1, 2, false},
+		{"unexpected-text", Unexpected, 2, -1, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := os.Open(filepath.Join("testdata", tc.name+".jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, pattern, err := history.ReadAll(f, tc.name)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			const valueBase = 1 << 40
+			var ops []history.Op
+			next := 0
+			for i, op := range bg.Ops {
+				op = op.Clone()
+				op.Time *= 1000 // room between neighbours
+				ops = append(ops, op)
+				// Spread the pattern over the middle of the history.
+				for next < len(pattern) && i == 5000+next*(20000/len(pattern)) {
+					p := pattern[next].Clone()
+					p.Time = op.Time + 1 + int64(next)
+					p.Process += 1000
+					if p.Partition == 0 {
+						p.Partition = hidden
+					}
+					if p.HasValue && p.F == history.FSend {
+						p.Value += valueBase
+					}
+					for j := range p.Reads {
+						p.Reads[j].Partition = hidden
+						for k := range p.Reads[j].Records {
+							if r := &p.Reads[j].Records[k]; r.Value != history.BadValue {
+								r.Value += valueBase
+							}
+						}
+					}
+					if p.Partitions != nil {
+						p.Partitions = []int32{hidden}
+					}
+					ops = append(ops, p)
+					next++
+				}
+			}
+			if next != len(pattern) {
+				t.Fatalf("hid %d of %d operations", next, len(pattern))
+			}
+			for i := range ops {
+				ops[i].Index = int64(i)
+			}
+			v := CheckOps(ops, Options{Linearizable: LinOn})
+			if fmt.Sprint(v.Anomalies) != fmt.Sprint(map[string]int64{tc.kind: tc.n}) {
+				t.Fatalf("anomalies %v, want %s=%d; examples %v", v.Anomalies, tc.kind, tc.n, v.Examples)
+			}
+			ex := v.Examples[tc.kind][0]
+			if ex.Partition != hidden || tc.value >= 0 && (ex.Value == nil || *ex.Value != valueBase+tc.value) || tc.value < 0 && ex.Raw == "" {
+				t.Errorf("example %+v", ex)
+			}
+			l := v.Linearizable
+			switch {
+			case tc.illegal && (l.Result != "illegal" || fmt.Sprint(l.IllegalPartitions) != fmt.Sprint([]int32{hidden})):
+				t.Errorf("lin %s, illegal partitions %v; want only %d", l.Result, l.IllegalPartitions, hidden)
+			case !tc.illegal && l.Result != "ok":
+				t.Errorf("lin %+v", l)
+			}
+		})
+	}
+}
+
+// TestRealtimeNeedsStrictlyEarlier: the real-time kinds order two
+// operations only when one completed strictly before the other was invoked;
+// at the same nanosecond they are concurrent.
+func TestRealtimeNeedsStrictlyEarlier(t *testing.T) {
+	tests := []struct {
+		name string
+		kind string
+		// build returns the history with the ordering operations gap ns
+		// apart.
+		build func(gap int64) []history.Op
+	}{
+		{"future-read", FutureRead, func(gap int64) []history.Op {
+			poll := history.NewOp(1, history.OK, history.FPoll)
+			poll.Time = 100
+			poll.Reads = []history.PartitionRecords{{Partition: 0, Records: []history.Record{{Offset: 0, Value: 1}}}}
+			inv := history.NewOp(0, history.Invoke, history.FSend)
+			inv.Value, inv.HasValue, inv.Partition, inv.Time = 1, true, 0, 100+gap
+			ok := inv
+			ok.Type, ok.Offset, ok.Time = history.OK, 0, 200
+			return []history.Op{poll, inv, ok}
+		}},
+		{"send-below-read", SendBelowRead, func(gap int64) []history.Op {
+			poll := history.NewOp(1, history.OK, history.FPoll)
+			poll.Time = 100
+			poll.Reads = []history.PartitionRecords{{Partition: 0, Records: []history.Record{{Offset: 1, Value: 1}}}}
+			inv := history.NewOp(0, history.Invoke, history.FSend)
+			inv.Value, inv.HasValue, inv.Partition, inv.Time = 2, true, 0, 100+gap
+			ok := inv
+			ok.Type, ok.Offset, ok.Time = history.OK, 0, 200
+			return []history.Op{poll, inv, ok}
+		}},
+		{"nonmonotonic-send-realtime", NonmonotonicSendRealtime, func(gap int64) []history.Op {
+			a := history.NewOp(0, history.OK, history.FSend)
+			a.Value, a.HasValue, a.Partition, a.Offset, a.Time = 1, true, 0, 1, 100
+			inv := history.NewOp(3, history.Invoke, history.FSend)
+			inv.Value, inv.HasValue, inv.Partition, inv.Time = 2, true, 0, 100+gap
+			ok := inv
+			ok.Type, ok.Offset, ok.Time = history.OK, 0, 200
+			return []history.Op{a, inv, ok}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if n := CheckOps(tc.build(0), Options{Linearizable: LinOff}).Anomalies[tc.kind]; n != 0 {
+				t.Errorf("at the same nanosecond: %d %s", n, tc.kind)
+			}
+			if n := CheckOps(tc.build(1), Options{Linearizable: LinOff}).Anomalies[tc.kind]; n != 1 {
+				t.Errorf("1 ns apart: %d %s, want 1", n, tc.kind)
+			}
+		})
 	}
 }

@@ -1,11 +1,15 @@
 package checker
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
+	"runtime"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -19,75 +23,70 @@ import (
 // counts only offsets that some operation observed (acknowledged or read):
 // offsets nobody observed belong to writes the history cannot place (an
 // info send never read) and are skipped.
+//
+// Each partition's history is cut into pieces at quiescent points, where no
+// operation on the partition is in flight: every operation before such a
+// point returned before every operation after it was invoked, so the
+// pieces linearize one after the other, and since every send of a piece is
+// appended, the log a piece leaves behind is known without searching it.
+// Pieces are checked independently and in parallel, each starting from that
+// log; records a poll returns from earlier pieces are checked against it
+// directly. An info send that was read took effect before the first poll
+// that returned it and before any operation that saw a later offset of its
+// partition completed; that is its return in the search.
 type LinResult struct {
-	// Result is "ok", "illegal", "unknown" (the search timed out) or
-	// "skipped" (see Reason).
+	// Result is "ok", "illegal", "unknown" (a piece could not be decided;
+	// see Unknown) or "skipped" (see Reason).
 	Result     string `json:"result"`
 	Reason     string `json:"reason,omitempty"`
 	Ops        int    `json:"ops"`
 	Partitions int    `json:"partitions"`
-	// IllegalPartitions lists the partitions found illegal on their own.
+	// Pieces is the number of pieces the partitions' histories were cut
+	// into; LargestPiece the operations of the largest.
+	Pieces       int `json:"pieces"`
+	LargestPiece int `json:"largest_piece_ops"`
+	// UnknownPieces and IllegalPieces count the pieces without an answer
+	// and those found illegal; Unknown and Illegal list the first 10 of
+	// each in time (by Start). A piece is checked from the log the history
+	// implies before it; after a piece whose sends skip or repeat an offset
+	// of the log, the next starts after that piece's highest offset.
+	UnknownPieces int        `json:"unknown_pieces"`
+	IllegalPieces int        `json:"illegal_pieces"`
+	Unknown       []LinPiece `json:"unknown,omitempty"`
+	Illegal       []LinPiece `json:"illegal,omitempty"`
+	// IllegalPartitions lists the partitions with an illegal piece.
 	IllegalPartitions []int32 `json:"illegal_partitions,omitempty"`
 	// Visualization names the HTML file written for an illegal history, when
 	// the caller wrote one.
 	Visualization string `json:"visualization,omitempty"`
 }
 
-type linOp struct {
-	proc      int
-	part      int32
-	send      bool
-	typ       history.Type
-	value     int64
-	off       int64
-	call, ret int64
-	recs      []history.Record
+// LinPiece names a piece of a partition's history: the Piece-th (from 0)
+// of that partition, with Ops operations from Start (its first invocation)
+// to End (its last return), in seconds. Reason says why a piece is unknown.
+type LinPiece struct {
+	Partition int32   `json:"partition"`
+	Piece     int     `json:"piece"`
+	Ops       int     `json:"ops"`
+	Start     float64 `json:"start_s"`
+	End       float64 `json:"end_s"`
+	Reason    string  `json:"reason,omitempty"`
 }
 
-type linCollector struct {
-	max   int
-	force bool
-	over  bool
-	ops   []linOp
-	arena []history.Record
-}
-
-func (c *linCollector) full() bool {
-	if c.over {
-		return true
-	}
-	if !c.force && len(c.ops) >= c.max {
-		c.over = true
-		c.ops, c.arena = nil, nil
-		return true
-	}
-	return false
-}
-
-func (c *linCollector) send(proc int, value int64, part int32, t history.Type, off, call, ret, _, _ int64) {
-	if t == history.Fail || c.full() {
-		return
-	}
-	c.ops = append(c.ops, linOp{proc: proc, part: part, send: true, typ: t, value: value, off: off, call: call, ret: ret})
-}
-
-func (c *linCollector) poll(proc int, part int32, recs []history.Record, call, ret, _, _ int64) {
-	if c.full() {
-		return
-	}
-	start := len(c.arena)
-	c.arena = append(c.arena, recs...)
-	c.ops = append(c.ops, linOp{proc: proc, part: part, recs: c.arena[start:len(c.arena):len(c.arena)], call: call, ret: ret})
-}
+// maxListedPieces bounds LinResult.Unknown and LinResult.Illegal.
+const maxListedPieces = 10
 
 // logNode is one entry of the model's log, a persistent list so that a send
-// is O(1) and states share their prefix.
+// is O(1) and states share their prefix. A piece's search starts from a base
+// node that stands for the log the earlier pieces left: rank is the last
+// rank they took, and no record matches it.
 type logNode struct {
 	prev  *logNode
 	off   int64
 	rank  int32 // position of off among the partition's observed offsets
 	value int64
 	hash  uint64
+	base  bool
 }
 
 func (n *logNode) nextRank() int32 {
@@ -113,24 +112,9 @@ type linInput struct {
 	recs  []history.Record
 }
 
+// logModel is the model of one partition's log. pieceModel gives it the
+// initial state of a piece.
 var logModel = porcupine.Model{
-	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-		by := map[int32][]porcupine.Operation{}
-		var keys []int32
-		for _, op := range h {
-			p := op.Input.(*linInput).part
-			if _, ok := by[p]; !ok {
-				keys = append(keys, p)
-			}
-			by[p] = append(by[p], op)
-		}
-		sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
-		out := make([][]porcupine.Operation, 0, len(keys))
-		for _, k := range keys {
-			out = append(out, by[k])
-		}
-		return out
-	},
 	Init: func() any { return (*logNode)(nil) },
 	Step: func(state, input, _ any) (bool, any) {
 		n := state.(*logNode)
@@ -153,10 +137,10 @@ var logModel = porcupine.Model{
 			if i < len(in.recs)-1 && r.Offset >= in.recs[i+1].Offset {
 				cur = n // not ascending: start again from the head
 			}
-			for cur != nil && cur.off > r.Offset {
+			for cur != nil && !cur.base && cur.off > r.Offset {
 				cur = cur.prev
 			}
-			if cur == nil || cur.off != r.Offset || cur.value != r.Value {
+			if cur == nil || cur.base || cur.off != r.Offset || cur.value != r.Value {
 				return false, n
 			}
 		}
@@ -165,7 +149,7 @@ var logModel = porcupine.Model{
 	Equal: func(a, b any) bool {
 		x, y := a.(*logNode), b.(*logNode)
 		for x != y {
-			if x == nil || y == nil || x.off != y.off || x.value != y.value || x.hash != y.hash {
+			if x == nil || y == nil || x.base || y.base || x.off != y.off || x.value != y.value || x.hash != y.hash {
 				return false
 			}
 			x, y = x.prev, y.prev
@@ -201,7 +185,7 @@ var logModel = porcupine.Model{
 	DescribeState: func(s any) string {
 		n := s.(*logNode)
 		var items []string
-		for i := 0; n != nil && i < 6; i, n = i+1, n.prev {
+		for i := 0; n != nil && !n.base && i < 6; i, n = i+1, n.prev {
 			items = append(items, fmt.Sprintf("%d:%d", n.off, n.value))
 		}
 		if n != nil {
@@ -214,118 +198,835 @@ var logModel = porcupine.Model{
 	},
 }
 
+// pieceModel is logModel starting from the log of base ranks that earlier
+// pieces appended.
+func pieceModel(base int32) porcupine.Model {
+	m := logModel
+	if base > 0 {
+		start := &logNode{rank: base - 1, off: math.MinInt64, base: true}
+		m.Init = func() any { return start }
+	}
+	return m
+}
+
+// linSearch is the search of the first illegal piece, for Visualize: its
+// model starts from the piece's base.
 type linSearch struct {
-	info porcupine.LinearizationInfo
+	model porcupine.Model
+	info  porcupine.LinearizationInfo
 }
 
-// linearize resolves unknown sends against the reads, runs porcupine and
-// returns the result.
-func (a *analysis) linearize() (LinResult, *linSearch) {
-	c := a.lin
-	if c == nil {
-		return LinResult{Result: "skipped", Reason: "disabled"}, nil
-	}
-	if c.over {
-		return LinResult{Result: "skipped", Reason: fmt.Sprintf("more than %d client operations; use --linearizable=on to force", c.max)}, nil
-	}
-	// Sends still pending at the end of the history are unknown.
-	procs := make([]int, 0, len(a.procs))
-	for id, ps := range a.procs {
-		if ps.hasPend && ps.pend.f == history.FSend && ps.pend.hasValue {
-			procs = append(procs, id)
-		}
-	}
-	sort.Ints(procs)
-	for _, id := range procs {
-		p := a.procs[id].pend
-		c.ops = append(c.ops, linOp{proc: id, part: p.part, send: true, typ: history.Info, value: p.value, off: -1, call: p.time, ret: math.MaxInt64})
-	}
-	ops := make([]porcupine.Operation, 0, len(c.ops))
-	parts := map[int32]bool{}
-	ranks := map[int32][]int64{}
-	for _, o := range c.ops {
-		in := &linInput{part: o.part, send: o.send, value: o.value, off: o.off, recs: o.recs}
-		ret := o.ret
-		if o.send && (o.typ != history.OK || o.off < 0) {
-			vs := a.value(o.value, false)
-			if vs == nil || vs.fl&flRead == 0 || vs.off < 0 {
-				continue // never observed: it may or may not have happened
-			}
-			in.off, in.part = vs.off, vs.part
-			if o.typ != history.OK {
-				// It took effect before the first poll that returned it
-				// completed: a bound much tighter than "any time later",
-				// which keeps the search small when many sends time out.
-				ret = max(vs.rt, o.call)
-			}
-		}
-		if in.part < 0 {
-			continue
-		}
-		if in.send {
-			in.rank = a.rank(in.part, in.off, ranks)
-		}
-		parts[in.part] = true
-		ops = append(ops, porcupine.Operation{ClientId: o.proc, Input: in, Call: o.call, Output: nil, Return: ret})
-	}
-	res := LinResult{Ops: len(ops), Partitions: len(parts)}
-	out, info := porcupine.CheckOperationsVerbose(logModel, ops, a.opt.LinTimeout)
-	switch out {
-	case porcupine.Ok:
-		res.Result = "ok"
-		return res, nil
-	case porcupine.Illegal:
-		res.Result = "illegal"
-		res.IllegalPartitions = illegalPartitions(ops, a.opt.LinTimeout)
-		return res, &linSearch{info: info}
-	}
-	res.Result = "unknown"
-	res.Reason = fmt.Sprintf("search did not finish within %s", a.opt.LinTimeout)
-	return res, nil
+// linOp is one operation of the model: a send, or the records one poll
+// returned from one partition.
+type linOp struct {
+	proc      int
+	send      bool
+	value     int64
+	off       int64
+	rank      int32
+	call, ret int64
+	seq       int64 // emission order, to sort deterministically
+	recs      []history.Record
 }
 
-// illegalPartitions checks each partition alone to name the illegal ones.
-func illegalPartitions(ops []porcupine.Operation, timeout time.Duration) []int32 {
-	var out []int32
-	for _, part := range logModel.Partition(ops) {
-		if porcupine.CheckOperationsTimeout(logModel, part, timeout) == porcupine.Illegal {
-			out = append(out, part[0].Input.(*linInput).part)
+// linPiece is a finished piece: base is the rank its first send takes.
+type linPiece struct {
+	part  int32
+	index int
+	base  int32
+	ops   []linOp
+}
+
+func (p *linPiece) span() (float64, float64) {
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, o := range p.ops {
+		lo, hi = min(lo, o.call), max(hi, o.ret)
+	}
+	return secs(lo), secs(hi)
+}
+
+// linBatch is consecutive pieces of one partition searched together: a
+// quiescent point between them keeps the search as small as searching each
+// alone, and one search per piece costs more than the piece.
+type linBatch struct {
+	part   int32
+	pieces []linPiece
+	nops   int
+}
+
+// linOver is the open piece of a partition that grew past the piece limit:
+// it is counted, not kept, until a quiescent point ends it.
+type linOver struct {
+	index   int
+	ops     int
+	sends   int32
+	top     int32
+	start   int64
+	maxRet  int64
+	longest linOp
+}
+
+type linDeferred struct {
+	op      linOp
+	part    int32
+	emitted bool
+}
+
+// linRanks gives the rank of an offset of one partition: how many observed
+// offsets lie below it.
+type linRanks struct {
+	dense  []int32
+	nDense int32
+	far    []int64
+}
+
+func (r *linRanks) of(off int64) int32 {
+	if off < 0 {
+		return -1
+	}
+	if off < int64(len(r.dense)) {
+		return r.dense[off]
+	}
+	// Far offsets all lie beyond the slice (partState.set moves them in).
+	return r.nDense + int32(sort.Search(len(r.far), func(i int) bool { return r.far[i] >= off }))
+}
+
+type linPart struct {
+	id    int32
+	ranks *linRanks
+	// table holds the value the model appends at each rank, from the sends
+	// of finished pieces (the first one when several share a rank, which
+	// makes the later one's piece illegal).
+	table    []int64
+	nextRank int32 // ranks taken by finished pieces
+	// cutAt is the latest return in the finished pieces: an operation
+	// invoked before it would overlap them (a history whose times go back).
+	cutAt   int64
+	buf     []linOp
+	pieces  int
+	batch   *linBatch
+	over    *linOver
+	defHeap []*linDeferred // by offset
+}
+
+type linProc struct {
+	has      bool
+	pos      int64
+	time     int64
+	f        string
+	value    int64
+	hasValue bool
+	part     int32
+}
+
+// linTally collects the workers' answers.
+type linTally struct {
+	mu           sync.Mutex
+	unknown      int
+	illegal      int
+	unknownList  []LinPiece
+	illegalList  []LinPiece
+	illegalParts map[int32]bool
+	vis          *linPiece
+}
+
+func (t *linTally) add(list *[]LinPiece, p LinPiece) {
+	*list = append(*list, p)
+	slices.SortFunc(*list, func(a, b LinPiece) int {
+		return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Piece, b.Piece))
+	})
+	if len(*list) > maxListedPieces {
+		*list = (*list)[:maxListedPieces]
+	}
+}
+
+// linChecker runs the second pass: it rebuilds the model's operations in
+// history order, cuts each partition's at quiescent points and hands the
+// pieces to the workers.
+type linChecker struct {
+	a        *analysis
+	maxPiece int
+	deadline time.Time
+	parts    map[int32]*linPart
+	procs    map[int]*linProc
+	procFast []*linProc
+	inflight map[int]*linProc
+	deferred map[int64]*linDeferred
+	work     chan *linBatch
+	tally    linTally
+	seq      int64
+	lines    int
+	ops      int
+	pieces   int
+	largest  int
+	active   map[int32]bool
+	// backwards is set when an operation was invoked before the end of a
+	// piece already cut: the times of the history go back, and the cuts
+	// may not be quiescent.
+	backwards bool
+}
+
+// linBatchOps is the size at which a batch of pieces goes to a worker.
+const linBatchOps = 1024
+
+// linFlushEvery is how many client operations pass between cuts.
+const linFlushEvery = 4096
+
+// linearize checks linearizability with a second pass over the history
+// (replay calls fn for every op, in order, with the positions of the first
+// pass).
+func (a *analysis) linearize(replay func(fn func(*history.Op, int64)) error) (LinResult, *linSearch, error) {
+	switch {
+	case a.opt.Linearizable == LinOff:
+		return LinResult{Result: "skipped", Reason: "disabled"}, nil, nil
+	case a.opt.Linearizable == LinAuto && a.opt.LinMaxOps > 0 && a.stats.ClientOps > int64(a.opt.LinMaxOps):
+		return LinResult{Result: "skipped", Reason: fmt.Sprintf("more than %d client operations; use --linearizable=on to force", a.opt.LinMaxOps)}, nil, nil
+	}
+	workers := a.opt.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	c := &linChecker{a: a, maxPiece: a.opt.LinMaxPieceOps, deadline: time.Now().Add(a.opt.LinTimeout),
+		parts: map[int32]*linPart{}, procs: map[int]*linProc{}, inflight: map[int]*linProc{},
+		deferred: map[int64]*linDeferred{}, work: make(chan *linBatch, 2*workers), active: map[int32]bool{}}
+	c.tally.illegalParts = map[int32]bool{}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range c.work {
+				c.check(b)
+			}
+		}()
+	}
+	err := replay(c.add)
+	if err == nil {
+		c.end()
+	}
+	close(c.work)
+	wg.Wait()
+	if err != nil {
+		return LinResult{}, nil, fmt.Errorf("linearizability pass: %w", err)
+	}
+	return c.result()
+}
+
+func (c *linChecker) part(p int32) *linPart {
+	lp := c.parts[p]
+	if lp != nil {
+		return lp
+	}
+	lp = &linPart{id: p, cutAt: math.MinInt64}
+	ps := c.a.part(p)
+	r := &linRanks{dense: make([]int32, len(ps.slots))}
+	for o, v := range ps.slots {
+		r.dense[o] = r.nDense
+		if v != emptySlot {
+			r.nDense++
+		}
+	}
+	r.far = make([]int64, 0, len(ps.far))
+	for o := range ps.far {
+		r.far = append(r.far, o)
+	}
+	slices.Sort(r.far)
+	lp.ranks = r
+	lp.table = make([]int64, int(r.nDense)+len(r.far))
+	for i := range lp.table {
+		lp.table[i] = emptySlot
+	}
+	c.parts[p] = lp
+	return lp
+}
+
+func (c *linChecker) proc(id int) *linProc {
+	if id < len(c.procFast) && c.procFast[id] != nil {
+		return c.procFast[id]
+	}
+	lp := c.procs[id]
+	if lp == nil {
+		lp = &linProc{}
+		c.procs[id] = lp
+	}
+	if id < 1<<16 {
+		for id >= len(c.procFast) {
+			c.procFast = append(c.procFast, nil)
+		}
+		c.procFast[id] = lp
+	}
+	return lp
+}
+
+func isModelF(f string) bool {
+	return f == history.FSend || f == history.FPoll || f == history.FDrain
+}
+
+// add is the second pass's view of one op; it mirrors analysis.add's
+// pairing of invocations and completions.
+func (c *linChecker) add(op *history.Op, pos int64) {
+	if op.Process < 0 {
+		return
+	}
+	c.lines++
+	if c.lines%linFlushEvery == 0 {
+		c.flush()
+	}
+	lp := c.proc(op.Process)
+	if op.Type == history.Invoke {
+		if lp.has {
+			delete(c.inflight, op.Process) // superseded: it never completes
+		}
+		*lp = linProc{has: true, pos: pos, time: op.Time, f: op.F, value: op.Value, hasValue: op.HasValue, part: op.Partition}
+		switch {
+		case len(c.a.dangling) > 0 && c.a.dangling[pos]:
+			lp.has = false
+			if op.F == history.FSend && op.HasValue {
+				c.resolve(op.Process, op.Value, history.Info, op.Time, op.Time)
+			}
+		case isModelF(op.F):
+			c.inflight[op.Process] = lp
+		}
+		return
+	}
+	var inv *linProc
+	if lp.has && lp.f == op.F {
+		cp := *lp
+		inv = &cp
+		lp.has = false
+		delete(c.inflight, op.Process)
+	}
+	switch op.F {
+	case history.FSend:
+		if op.Type == history.Fail {
+			return
+		}
+		value, has, part := op.Value, op.HasValue, op.Partition
+		call := op.Time
+		if inv != nil {
+			if !has {
+				value, has = inv.value, inv.hasValue
+			}
+			if part < 0 {
+				part = inv.part
+			}
+			call = inv.time
+		}
+		if !has {
+			return
+		}
+		if op.Type == history.OK && op.Offset >= 0 {
+			if part >= 0 {
+				c.emit(part, linOp{proc: op.Process, send: true, value: value, off: op.Offset, call: call, ret: op.Time}, op.Time)
+			}
+			return
+		}
+		c.resolve(op.Process, value, op.Type, call, op.Time)
+	case history.FPoll, history.FDrain:
+		if op.Type != history.OK && op.Type != history.Info {
+			return
+		}
+		call := op.Time
+		if inv != nil {
+			call = inv.time
+		}
+		for _, pr := range op.Reads {
+			if len(pr.Records) == 0 {
+				continue
+			}
+			for _, r := range pr.Records {
+				if len(c.deferred) == 0 {
+					break
+				}
+				if d := c.deferred[r.Value]; d != nil && !d.emitted && r.Value != history.BadValue {
+					c.release(d, op.Time)
+				}
+			}
+			c.emit(pr.Partition, linOp{proc: op.Process, recs: pr.Records, call: call, ret: op.Time}, op.Time)
+		}
+	}
+}
+
+// resolve places a send whose offset its completion did not give (info, or
+// ok without an offset, or never completed) where it was read; one never read
+// may or may not have happened and is left out. Its return is its first
+// read (for an ok, its completion), or earlier: see release.
+func (c *linChecker) resolve(proc int, value int64, typ history.Type, call, now int64) {
+	vs := c.a.value(value, false)
+	if vs == nil || vs.fl&flRead == 0 || vs.off < 0 || vs.part < 0 {
+		return
+	}
+	op := linOp{proc: proc, send: true, value: value, off: vs.off, call: call, ret: now}
+	if typ != history.OK {
+		op.ret = max(vs.rt, call)
+	}
+	if op.ret <= now {
+		c.emit(vs.part, op, now)
+		return
+	}
+	if d := c.deferred[value]; d != nil && !d.emitted {
+		return // sent twice: the first one stands
+	}
+	d := &linDeferred{op: op, part: vs.part}
+	c.deferred[value] = d
+	lp := c.part(vs.part)
+	lp.defHeap = append(lp.defHeap, d)
+	heapUp(lp.defHeap, len(lp.defHeap)-1)
+}
+
+// release emits a deferred send that must have taken effect by now.
+func (c *linChecker) release(d *linDeferred, now int64) {
+	d.emitted = true
+	delete(c.deferred, d.op.value)
+	d.op.ret = max(d.op.call, min(d.op.ret, now))
+	c.emit(d.part, d.op, now)
+}
+
+// emit adds a model operation on part that returned by now. Deferred sends
+// at lower offsets come first: an operation that saw offset o of the log
+// saw every lower offset appended.
+func (c *linChecker) emit(part int32, op linOp, now int64) {
+	if part < 0 {
+		return
+	}
+	lp := c.part(part)
+	hi := op.off
+	if !op.send {
+		hi = -1
+		for _, r := range op.recs {
+			hi = max(hi, r.Offset)
+		}
+	}
+	for len(lp.defHeap) > 0 && (lp.defHeap[0].emitted || lp.defHeap[0].op.off < hi) {
+		d := heapPop(&lp.defHeap)
+		if !d.emitted {
+			c.release(d, now)
+		}
+	}
+	if op.send {
+		op.rank = lp.ranks.of(op.off)
+	} else {
+		// Records of finished pieces are checked against their log here;
+		// a poll left with none does not constrain the search.
+		op.recs = lp.strip(op.recs, lp.nextRank, true)
+		if len(op.recs) == 0 {
+			return
+		}
+	}
+	if op.call <= lp.cutAt {
+		c.backwards = true
+	}
+	c.seq++
+	op.seq = c.seq
+	c.ops++
+	if lp.over != nil && op.call <= lp.over.maxRet {
+		lp.absorb(op)
+		return
+	}
+	lp.buf = append(lp.buf, op)
+	c.active[part] = true
+}
+
+// strip returns the records that are not those the log holds at ranks
+// below base; a record below base that the log holds otherwise is kept, so
+// that the search finds it illegal. copyOut copies the records (the op's are
+// reused by the reader).
+func (lp *linPart) strip(recs []history.Record, base int32, copyOut bool) []history.Record {
+	keep := 0
+	for _, r := range recs {
+		if !lp.holds(r, base) {
+			keep++
+		}
+	}
+	if keep == len(recs) && !copyOut {
+		return recs
+	}
+	out := make([]history.Record, 0, keep)
+	for _, r := range recs {
+		if !lp.holds(r, base) {
+			out = append(out, history.Record{Offset: r.Offset, Value: r.Value})
 		}
 	}
 	return out
 }
 
-// rank returns the position of off among the observed offsets of part
-// (sorted, computed once per partition into ranks).
-func (a *analysis) rank(part int32, off int64, ranks map[int32][]int64) int32 {
-	known, ok := ranks[part]
-	if !ok {
-		ps := a.part(part)
-		for o, v := range ps.slots {
-			if v != emptySlot {
-				known = append(known, int64(o))
+func (lp *linPart) holds(r history.Record, base int32) bool {
+	k := lp.ranks.of(r.Offset)
+	return k >= 0 && k < base && int(k) < len(lp.table) && r.Value != history.BadValue && lp.table[k] == r.Value
+}
+
+func (lp *linPart) absorb(op linOp) {
+	o := lp.over
+	o.ops++
+	o.maxRet = max(o.maxRet, op.ret)
+	if op.ret-op.call > o.longest.ret-o.longest.call {
+		o.longest = op
+	}
+	if op.send {
+		o.sends++
+		o.top = max(o.top, op.rank)
+		lp.take(op)
+	}
+}
+
+// advance moves the log's length past a finished piece that appended sends
+// up to rank top. When they did not take the ranks that follow one another
+// from the base, the piece is illegal by itself; the next piece then starts
+// after its highest rank, so that one gap or overlap does not make every
+// later piece illegal too.
+func (lp *linPart) advance(sends, top int32) {
+	if sends > 0 {
+		lp.nextRank = max(lp.nextRank, top+1)
+	}
+}
+
+// take records the value a finished piece appends at op's rank.
+func (lp *linPart) take(op linOp) {
+	if op.rank >= 0 && int(op.rank) < len(lp.table) && lp.table[op.rank] == emptySlot {
+		lp.table[op.rank] = op.value
+	}
+}
+
+// frontier is the earliest invocation of an operation that may still be
+// emitted on part: one in flight, or a deferred send of part. No cut may be
+// made at or after it.
+func (c *linChecker) frontier() (int64, map[int32]int64) {
+	f := int64(math.MaxInt64)
+	for _, lp := range c.inflight {
+		f = min(f, lp.time)
+	}
+	byPart := map[int32]int64{}
+	for _, d := range c.deferred {
+		if cur, ok := byPart[d.part]; !ok || d.op.call < cur {
+			byPart[d.part] = d.op.call
+		}
+	}
+	return f, byPart
+}
+
+func (c *linChecker) flush() {
+	f, byPart := c.frontier()
+	for _, p := range slices.Sorted(mapKeys(c.active)) {
+		lp := c.parts[p]
+		pf := f
+		if d, ok := byPart[p]; ok {
+			pf = min(pf, d)
+		}
+		c.cut(lp, pf)
+		if len(lp.buf) == 0 && lp.over == nil {
+			delete(c.active, p)
+		}
+	}
+}
+
+func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
 			}
 		}
-		far := make([]int64, 0, len(ps.far))
-		for o := range ps.far {
-			far = append(far, o)
-		}
-		sort.Slice(far, func(i, j int) bool { return far[i] < far[j] })
-		known = append(known, far...)
-		ranks[part] = known
 	}
-	return int32(sort.Search(len(known), func(i int) bool { return known[i] >= off }))
+}
+
+// cut finishes every piece of part that ends before f.
+func (c *linChecker) cut(lp *linPart, f int64) {
+	buf := lp.buf
+	slices.SortFunc(buf, func(a, b linOp) int { return cmp.Or(cmp.Compare(a.call, b.call), cmp.Compare(a.seq, b.seq)) })
+	if lp.over != nil {
+		i := 0
+		for i < len(buf) && buf[i].call <= lp.over.maxRet {
+			lp.absorb(buf[i])
+			i++
+		}
+		buf = buf[i:]
+		if lp.over.maxRet >= f {
+			lp.buf = append(lp.buf[:0], buf...)
+			return
+		}
+		c.finishOver(lp)
+	}
+	start := 0
+	for start < len(buf) {
+		j, maxRet := group(buf, start)
+		big := c.maxPiece > 0 && j-start > c.maxPiece
+		if maxRet >= f {
+			// Open: later operations may still join it. One already too
+			// big is counted from now on instead of kept.
+			if big {
+				c.startOver(lp, buf[start:j])
+				start = j
+			}
+			break
+		}
+		if big {
+			c.startOver(lp, buf[start:j])
+			c.finishOver(lp)
+		} else {
+			c.finish(lp, buf[start:j])
+		}
+		start = j
+	}
+	tail := buf[start:]
+	lp.buf = append(lp.buf[:0], tail...)
+}
+
+// group returns the end of the group of overlapping operations that starts
+// at buf[start] (sorted by call) and its latest return.
+func group(buf []linOp, start int) (int, int64) {
+	maxRet := buf[start].ret
+	j := start + 1
+	for j < len(buf) && buf[j].call <= maxRet {
+		maxRet = max(maxRet, buf[j].ret)
+		j++
+	}
+	return j, maxRet
+}
+
+func (c *linChecker) finish(lp *linPart, ops []linOp) {
+	piece := linPiece{part: lp.id, index: lp.pieces, base: lp.nextRank, ops: slices.Clone(ops)}
+	lp.pieces++
+	for _, o := range ops {
+		lp.cutAt = max(lp.cutAt, o.ret)
+	}
+	c.pieces++
+	c.largest = max(c.largest, len(ops))
+	sends, top := int32(0), int32(-1)
+	for i := range piece.ops {
+		o := &piece.ops[i]
+		if o.send {
+			lp.take(*o)
+			sends++
+			top = max(top, o.rank)
+		} else {
+			o.recs = lp.strip(o.recs, piece.base, false)
+		}
+	}
+	lp.advance(sends, top)
+	if lp.batch == nil {
+		lp.batch = &linBatch{part: lp.id}
+	}
+	lp.batch.pieces = append(lp.batch.pieces, piece)
+	lp.batch.nops += len(piece.ops)
+	if lp.batch.nops >= linBatchOps {
+		c.dispatch(lp)
+	}
+}
+
+func (c *linChecker) startOver(lp *linPart, ops []linOp) {
+	lp.over = &linOver{index: lp.pieces, start: ops[0].call, maxRet: math.MinInt64, top: -1}
+	lp.pieces++
+	for _, op := range ops {
+		lp.absorb(op)
+	}
+}
+
+func (c *linChecker) finishOver(lp *linPart) {
+	o := lp.over
+	lp.over = nil
+	c.dispatch(lp) // keep the pieces in order
+	lp.advance(o.sends, o.top)
+	lp.cutAt = max(lp.cutAt, o.maxRet)
+	c.pieces++
+	c.largest = max(c.largest, o.ops)
+	what := "poll"
+	if o.longest.send {
+		what = fmt.Sprintf("send of %d", o.longest.value)
+	}
+	p := LinPiece{Partition: lp.id, Piece: o.index, Ops: o.ops, Start: secs(o.start), End: secs(o.maxRet),
+		Reason: fmt.Sprintf("not searched: %d operations with no quiescent point between them (limit %d); the longest, process %d's %s, ran from %s to %s",
+			o.ops, c.maxPiece, o.longest.proc, what, fmtNanos(o.longest.call), fmtNanos(o.longest.ret))}
+	c.tally.mu.Lock()
+	c.tally.unknown++
+	c.tally.add(&c.tally.unknownList, p)
+	c.tally.mu.Unlock()
+}
+
+func (c *linChecker) dispatch(lp *linPart) {
+	if lp.batch == nil {
+		return
+	}
+	c.work <- lp.batch
+	lp.batch = nil
+}
+
+// end finishes every piece once the history is over.
+func (c *linChecker) end() {
+	for len(c.deferred) > 0 {
+		var first *linDeferred
+		for _, d := range c.deferred {
+			if first == nil || d.op.value < first.op.value {
+				first = d
+			}
+		}
+		c.release(first, first.op.ret)
+	}
+	c.inflight = map[int]*linProc{}
+	c.flush()
+	for _, p := range slices.Sorted(mapKeys(c.parts)) {
+		lp := c.parts[p]
+		if lp.over != nil {
+			c.finishOver(lp)
+		}
+		c.dispatch(lp)
+	}
+}
+
+// check searches a batch; when it is illegal, each of its pieces alone, to
+// name the illegal ones.
+func (c *linChecker) check(b *linBatch) {
+	res := c.search(b.pieces[0].base, b.pieces...)
+	switch res {
+	case porcupine.Ok:
+		return
+	case porcupine.Unknown:
+		c.tally.mu.Lock()
+		defer c.tally.mu.Unlock()
+		for i := range b.pieces {
+			c.tally.unknown++
+			p := pieceInfo(&b.pieces[i])
+			p.Reason = "the time budget (--lin-timeout) ran out"
+			c.tally.add(&c.tally.unknownList, p)
+		}
+		return
+	}
+	var illegal []*linPiece
+	for i := range b.pieces {
+		if c.search(b.pieces[i].base, b.pieces[i]) != porcupine.Ok {
+			illegal = append(illegal, &b.pieces[i])
+		}
+	}
+	if len(illegal) == 0 {
+		// Not expected: every piece alone holds but not all together.
+		illegal = append(illegal, &b.pieces[0])
+	}
+	c.tally.mu.Lock()
+	defer c.tally.mu.Unlock()
+	c.tally.illegalParts[b.part] = true
+	for _, p := range illegal {
+		c.tally.illegal++
+		c.tally.add(&c.tally.illegalList, pieceInfo(p))
+		if v := c.tally.vis; v == nil || earlier(p, v) {
+			c.tally.vis = p
+		}
+	}
+}
+
+// earlier orders pieces as LinResult.Illegal lists them.
+func earlier(p, q *linPiece) bool {
+	ps, _ := p.span()
+	qs, _ := q.span()
+	return cmp.Or(cmp.Compare(ps, qs), cmp.Compare(p.part, q.part), cmp.Compare(p.index, q.index)) < 0
+}
+
+func pieceInfo(p *linPiece) LinPiece {
+	start, end := p.span()
+	return LinPiece{Partition: p.part, Piece: p.index, Ops: len(p.ops), Start: start, End: end}
+}
+
+func pieceOps(pieces ...linPiece) []porcupine.Operation {
+	n := 0
+	for _, p := range pieces {
+		n += len(p.ops)
+	}
+	ops := make([]porcupine.Operation, 0, n)
+	for _, p := range pieces {
+		for _, o := range p.ops {
+			if !o.send && len(o.recs) == 0 {
+				continue
+			}
+			in := &linInput{part: p.part, send: o.send, value: o.value, off: o.off, rank: o.rank, recs: o.recs}
+			ops = append(ops, porcupine.Operation{ClientId: o.proc, Input: in, Call: o.call, Return: o.ret})
+		}
+	}
+	return ops
+}
+
+func (c *linChecker) search(base int32, pieces ...linPiece) porcupine.CheckResult {
+	left := time.Until(c.deadline)
+	if left <= 0 {
+		return porcupine.Unknown
+	}
+	return porcupine.CheckOperationsTimeout(pieceModel(base), pieceOps(pieces...), left)
+}
+
+func (c *linChecker) result() (LinResult, *linSearch, error) {
+	t := &c.tally
+	res := LinResult{Ops: c.ops, Partitions: len(c.parts), Pieces: c.pieces, LargestPiece: c.largest,
+		UnknownPieces: t.unknown, IllegalPieces: t.illegal, Unknown: t.unknownList, Illegal: t.illegalList}
+	for p := range t.illegalParts {
+		res.IllegalPartitions = append(res.IllegalPartitions, p)
+	}
+	slices.Sort(res.IllegalPartitions)
+	switch {
+	case t.illegal > 0:
+		res.Result = "illegal"
+		v := t.vis
+		s := &linSearch{model: pieceModel(v.base)}
+		_, s.info = porcupine.CheckOperationsVerbose(s.model, pieceOps(*v), max(time.Until(c.deadline), time.Second))
+		return res, s, nil
+	case c.backwards:
+		res.Result = "unknown"
+		res.Reason = "the history's times go back: an operation was invoked before the end of a piece already cut"
+		return res, nil, nil
+	case t.unknown > 0:
+		res.Result = "unknown"
+		res.Reason = fmt.Sprintf("%d of %d pieces could not be decided; first: partition %d piece %d: %s",
+			t.unknown, c.pieces, t.unknownList[0].Partition, t.unknownList[0].Piece, t.unknownList[0].Reason)
+		return res, nil, nil
+	}
+	res.Result = "ok"
+	return res, nil, nil
+}
+
+func heapUp(h []*linDeferred, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !deferredLess(h[i], h[p]) {
+			return
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func heapPop(h *[]*linDeferred) *linDeferred {
+	s := *h
+	top := s[0]
+	last := len(s) - 1
+	s[0] = s[last]
+	s = s[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(s) && deferredLess(s[l], s[m]) {
+			m = l
+		}
+		if r < len(s) && deferredLess(s[r], s[m]) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
+}
+
+func deferredLess(a, b *linDeferred) bool {
+	return a.op.off < b.op.off || a.op.off == b.op.off && a.op.value < b.op.value
 }
 
 // HasVisualization reports whether the verdict can draw porcupine's HTML
 // visualization (linearizability was found illegal).
 func (v *Verdict) HasVisualization() bool { return v.lin != nil }
 
-// Visualize writes porcupine's HTML visualization of the illegal
-// linearizability search.
+// Visualize writes porcupine's HTML visualization of the first illegal
+// piece of the linearizability search.
 func (v *Verdict) Visualize(w io.Writer) error {
 	if v.lin == nil {
 		return fmt.Errorf("no illegal linearizability result to visualize")
 	}
-	return porcupine.Visualize(logModel, v.lin.info, w)
+	return porcupine.Visualize(v.lin.model, v.lin.info, w)
 }

@@ -34,16 +34,41 @@ type SynthStats struct {
 	Injected map[string]int64 `json:"injected,omitempty"`
 }
 
-// synthLost marks a log slot whose value was acknowledged but is never
-// returned to consumers.
-const synthLost int64 = -1 << 62
+// Log slots that hold no plain value: synthLost was acknowledged but is
+// never returned to consumers; synthHole is an offset reserved for a send
+// still to come, which consumers wait at; values from synthRaw down are
+// returned as text that is not a number.
+const (
+	synthLost int64 = -1 << 62
+	synthHole int64 = synthLost + 1
+	synthRaw  int64 = -1 << 61
+)
+
+// synthForced is a value whose send is yet to be invoked although a poll
+// already returned it at off of part.
+type synthForced struct {
+	value, off int64
+	part       int32
+}
+
+// synthGap is a hole at off of part: a send acknowledged above it
+// completed, and the next send to part invoked after that (filler) lands in
+// it.
+type synthGap struct {
+	off    int64
+	part   int32
+	filler int64 // -1 until chosen
+}
 
 type synthProc struct {
-	pending  bool
-	inv      Op
-	parts    []int32
-	pos      map[int32]int64
-	lastSent map[int32]int64
+	pending bool
+	inv     Op
+	// readAtInvoke is how far the consumer of the send's partition had read
+	// when the send was invoked.
+	readAtInvoke int64
+	parts        []int32
+	pos          map[int32]int64
+	lastSent     map[int32]int64
 }
 
 // Synthesize writes a history of a simulated, linearizable log to sink:
@@ -52,8 +77,13 @@ type synthProc struct {
 // final drain reads every partition to its end; now and then a consumer is
 // rebalanced and rewinds a little, as a group member may. The same options
 // give the same history. With AnomalyEvery > 0 it injects lost writes, duplicates,
-// aborted reads, unexpected values, inconsistent offsets, nonmonotonic polls
-// and sends, skips and unseen writes; the counts are in SynthStats.Injected.
+// aborted reads, unexpected values (numbers and text), inconsistent offsets,
+// nonmonotonic polls and sends, skips, unseen writes and the real-time
+// anomalies: a value read before its send was invoked (future-read), a
+// truncation of the log below what consumers read, after which sends land
+// below offsets already read (send-below-read), and a send landing below one
+// acknowledged before it was invoked (nonmonotonic-send-realtime); the
+// counts are in SynthStats.Injected.
 func Synthesize(sink Sink, o SynthOptions) (SynthStats, error) {
 	if o.Partitions <= 0 {
 		o.Partitions = 1
@@ -98,6 +128,12 @@ func Synthesize(sink Sink, o SynthOptions) (SynthStats, error) {
 			s.step(i)
 		}
 	}
+	s.fillGap()
+	if s.forced != nil {
+		// Its send comes after the poll that returned it, as it must.
+		s.step(0)
+		s.step(0)
+	}
 	if o.AnomalyEvery > 0 {
 		s.injectUnseen()
 	}
@@ -117,6 +153,10 @@ type synth struct {
 	stats SynthStats
 	err   error
 	buf   Op
+	// forced and gap are the pending halves of a future-read and of a
+	// nonmonotonic-send-realtime.
+	forced *synthForced
+	gap    *synthGap
 }
 
 func (s *synth) emit(op *Op) {
@@ -152,6 +192,15 @@ func (s *synth) step(pi int) {
 			op = NewOp(pi, Invoke, FSend)
 			op.Value, op.HasValue = s.next, true
 			op.Partition = int32(s.rng.IntN(s.o.Partitions))
+			if f := s.forced; f != nil && f.value == op.Value {
+				op.Partition = f.part
+			}
+			p.readAtInvoke = s.readTo(op.Partition)
+			if g := s.gap; g != nil && g.filler < 0 && g.part == op.Partition && s.forced == nil {
+				if last, ok := p.lastSent[g.part]; !ok || last < g.off {
+					g.filler = op.Value
+				}
+			}
 			s.next++
 		case p.pos[-1] == 0: // not assigned yet
 			op = NewOp(pi, Invoke, FAssign)
@@ -198,6 +247,22 @@ func (s *synth) completeSend(pi int, inv *Op) {
 	log := &s.logs[part]
 	r := s.rng.Float64()
 	s.stats.Sends++
+	if f := s.forced; f != nil && f.value == inv.Value {
+		op.Type, op.Node, op.Offset = OK, "n1", f.off
+		s.forced = nil
+		s.emit(&op)
+		return
+	}
+	if g := s.gap; g != nil && g.filler == inv.Value {
+		op.Type, op.Node, op.Offset = OK, "n1", g.off
+		(*log)[g.off] = inv.Value
+		s.gap = nil
+		if last, ok := p.lastSent[part]; !ok || g.off > last {
+			p.lastSent[part] = g.off
+		}
+		s.emit(&op)
+		return
+	}
 	switch {
 	case r < s.o.FailRate:
 		op.Type, op.Error = Fail, "NOT_ENOUGH_REPLICAS"
@@ -222,8 +287,27 @@ func (s *synth) completeSend(pi int, inv *Op) {
 			op.Offset = int64(len(*log))
 			*log = append(*log, inv.Value)
 		case s.inject("unexpected"):
-			*log = append(*log, 1<<50+s.extra)
+			// Alternately a number nobody sent and a text that is not one.
+			if s.extra%2 == 0 {
+				*log = append(*log, 1<<50+s.extra)
+			} else {
+				*log = append(*log, synthRaw-s.extra)
+			}
 			s.extra++
+			op.Offset = int64(len(*log))
+			*log = append(*log, inv.Value)
+		case s.gap == nil && s.inject("nonmonotonic-send-realtime"):
+			// Leave a hole below this send's offset; a send invoked after
+			// this one completed fills it.
+			s.gap = &synthGap{off: int64(len(*log)), part: part, filler: -1}
+			*log = append(*log, synthHole)
+			op.Offset = int64(len(*log))
+			*log = append(*log, inv.Value)
+		case s.gap == nil && s.forced == nil && p.readAtInvoke >= 1 && p.readAtInvoke == int64(len(*log)) && s.inject("send-below-read"):
+			// An unclean election: the log loses its last record, which
+			// the consumer had read before this send was invoked, and the
+			// send lands in its place.
+			*log = (*log)[:p.readAtInvoke-1]
 			op.Offset = int64(len(*log))
 			*log = append(*log, inv.Value)
 		case sentHere && prevOff == int64(len(*log))-1 && s.inject("nonmonotonic-send"):
@@ -271,9 +355,24 @@ func (s *synth) completePoll(pi int, inv *Op, limit int) {
 			recs = op.Reads[:n+1][n].Records[:0]
 		}
 		for pos < int64(len(log)) && len(recs) < limit {
-			if v := log[pos]; v != synthLost {
+			v := log[pos]
+			switch {
+			case v == synthHole:
+				limit = 0 // wait for the send that fills it
+				continue
+			case v == synthLost:
+			case v <= synthRaw:
+				recs = append(recs, Record{Offset: pos, Value: BadValue, Raw: fmt.Sprintf("not-a-number-%d", synthRaw-v)})
+			default:
 				recs = append(recs, Record{Offset: pos, Value: v})
 			}
+			pos++
+		}
+		if s.forced == nil && s.gap == nil && pos == int64(len(log)) && len(recs) < limit && limit < 500 && s.inject("future-read") {
+			// Return the next value before any producer sent it.
+			s.forced = &synthForced{value: s.next, off: pos, part: part}
+			s.logs[part] = append(s.logs[part], s.next)
+			recs = append(recs, Record{Offset: pos, Value: s.next})
 			pos++
 		}
 		p.pos[part] = pos
@@ -309,6 +408,35 @@ func (s *synth) clusterState() {
 	op.ISR = []int32{1, 2, 3}
 	op.HW = int64(len(s.logs[op.Partition]))
 	s.emit(&op)
+}
+
+// readTo returns the position of part's consumer: the offsets below it
+// were read.
+func (s *synth) readTo(part int32) int64 {
+	c := &s.procs[s.o.Producers+int(part)%s.o.Consumers]
+	if c.pos[-1] == 0 {
+		return 0
+	}
+	return c.pos[part]
+}
+
+// fillGap sends the value that fills an open hole, if no send did.
+func (s *synth) fillGap() {
+	g := s.gap
+	if g == nil || g.filler >= 0 {
+		return
+	}
+	// A process of its own: no earlier send of it names the partition.
+	proc := len(s.procs)
+	op := NewOp(proc, Invoke, FSend)
+	op.Value, op.HasValue, op.Partition = s.next, true, g.part
+	s.next++
+	s.emit(&op)
+	op.Type, op.Node, op.Offset = OK, "n1", g.off
+	s.logs[g.part][g.off] = op.Value
+	s.emit(&op)
+	s.stats.Sends++
+	s.gap = nil
 }
 
 // injectUnseen acknowledges one write that no consumer will ever read.

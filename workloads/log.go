@@ -63,7 +63,7 @@ func (b *base) produce(ctx context.Context) error {
 	type producer struct {
 		proc   int
 		cl     *kgo.Client
-		writes *produceWrites
+		writes *attempts
 	}
 	var ps []producer
 	defer func() {
@@ -71,6 +71,10 @@ func (b *base) produce(ctx context.Context) error {
 			p.cl.Close()
 		}
 	}()
+	dial, err := dialOf(append([]kgo.Opt{kgo.SeedBrokers(b.seeds...)}, b.opts...))
+	if err != nil {
+		return err
+	}
 	for i := 0; i < b.cfg.Producers; i++ {
 		seeds := b.seeds
 		if b.cfg.Idempotent {
@@ -79,10 +83,13 @@ func (b *base) produce(ctx context.Context) error {
 			// id loaded first, the id comes from that seed.
 			seeds = []string{b.seeds[i%len(b.seeds)]}
 		}
-		writes := &produceWrites{}
-		cl, err := b.clientFrom(seeds, append(b.cfg.producerOpts(), kgo.WithHooks(writes))...)
+		writes := &attempts{}
+		// The counting dialer comes last, so that it wraps the one the
+		// caller's options chose instead of being replaced by it.
+		opts := append(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, b.cfg.producerOpts()...), b.opts...)
+		cl, err := kgo.NewClient(append(opts, kgo.Dialer(writes.dialer(dial)))...)
 		if err != nil {
-			return err
+			return fmt.Errorf("new kafka client: %w", err)
 		}
 		ps = append(ps, producer{b.procs.take(), cl, writes})
 	}

@@ -11,9 +11,12 @@
 //
 // Outcomes are classified the Jepsen way (Classify): ok when the broker
 // acknowledged, fail only when the record was definitely not written (a
-// refusal that holds on every attempt, or no Produce request left the client
-// while the record was in it), info when it is unknown. Seed brokers and extra kgo options (a kgo.Dialer that
-// dials inside a network namespace, for example) come from the caller.
+// refusal that holds on every attempt, or no Produce request that could
+// carry it began to be written, counted on the producer's own connections
+// before the first byte goes out), info when it is unknown. Seed brokers
+// and extra kgo options (a kgo.Dialer that dials inside a network
+// namespace, for example) come from the caller; producers wrap the
+// caller's dialer to count their writes.
 package workloads
 
 import (
@@ -243,21 +246,11 @@ func (p *processes) take() int { return int(p.next.Add(1) - 1) }
 
 func encodeValue(v int64) []byte { return strconv.AppendInt(nil, v, 10) }
 
-// produceWrites counts Produce requests a client wrote, even partly, to any
-// broker (a kgo.HookBrokerWrite). If the count did not move while a record
-// was in the client, no request carried it: it never reached a broker.
-type produceWrites struct{ n atomic.Int64 }
-
-func (p *produceWrites) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, bytesWritten int, _, _ time.Duration, _ error) {
-	if key == 0 && bytesWritten > 0 { // 0 is Produce
-		p.n.Add(1)
-	}
-}
-
 // send produces value v synchronously and records invoke and completion.
-// A failed send is fail when Classify says so or when no Produce request
-// left the client while the record was in it; otherwise info.
-func send(ctx context.Context, cl *kgo.Client, writes *produceWrites, rec *history.Recorder, proc int, cfg *Config, v int64) history.Type {
+// A failed send is fail when Classify says so, or when no Produce request
+// that could carry the record began to be written (attempts.neverSent);
+// otherwise, and whenever that cannot be told in time, info.
+func send(ctx context.Context, cl *kgo.Client, writes *attempts, rec *history.Recorder, proc int, cfg *Config, v int64) history.Type {
 	key := "k" + strconv.FormatInt(v%int64(cfg.Keys), 10)
 	part := PartitionOf(key, cfg.Partitions)
 	inv := history.NewOp(proc, history.Invoke, history.FSend)
@@ -269,9 +262,14 @@ func send(ctx context.Context, cl *kgo.Client, writes *produceWrites, rec *histo
 	done := inv
 	done.Type = Classify(err, cfg.Retries >= 0)
 	done.Error = errString(err)
-	if done.Type == history.Info && writes.n.Load() == before {
-		done.Type = history.Fail
-		done.Error = "never sent: " + done.Error
+	if done.Type == history.Info {
+		// The run's end must not cut the wait short.
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), barrierTimeout(cfg))
+		if writes.neverSent(bctx, cl, before) {
+			done.Type = history.Fail
+			done.Error = "never sent: " + done.Error
+		}
+		cancel()
 	}
 	if done.Type == history.OK && r.Offset >= 0 && cfg.Acks != "0" {
 		done.Offset = r.Offset

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ func newCheckCmd() *cobra.Command {
 		linMode  string
 		linTO    time.Duration
 		linMax   int
+		linPiece int
 		examples int
 		out      string
 		html     string
@@ -37,13 +39,20 @@ func newCheckCmd() *cobra.Command {
 		Long: `check reads a history (JSONL, see the history package) and looks for the
 anomalies of Jepsen's Kafka workload: lost-write, unseen, duplicate,
 inconsistent-offsets, nonmonotonic-send, nonmonotonic-poll, poll-skip,
-aborted-read and unexpected. It also reports availability (ok fraction overall,
+aborted-read and unexpected, and for the real-time orderings a log forbids:
+future-read (a value read before its send was invoked), send-below-read (a
+send landing at or below an offset read before it was invoked) and
+nonmonotonic-send-realtime (a send landing at or below one acknowledged
+before it was invoked). It also reports availability (ok fraction overall,
 during faults, after healing), unavailability (per partition, the longest time
 sends to it were attempted and none succeeded, counted when longer than
 --unavailable-after; retried sends that end ok hide this from availability),
-latency quantiles per operation and, for histories up to --lin-max-ops client
-operations, linearizability of every partition against a log model (porcupine;
-a search that runs out of time gives unknown, never a pass).
+latency quantiles per operation, the unseen count and realtime lag over time,
+and linearizability of every partition against a log model (porcupine), on
+pieces of each partition's history cut where no operation was in flight,
+checked in parallel in a second pass over the file. A piece longer than
+--lin-max-piece-ops, or not decided within --lin-timeout, makes the answer
+unknown, never a pass; the verdict names the piece and why.
 
 Given a run directory it reads <dir>/history.jsonl, writes <dir>/verdict.json
 and, when linearizability is illegal, <dir>/linearizability.html.
@@ -60,7 +69,7 @@ or malformed history.`,
   isrlab check gen --ops 10000000 --partitions 10 --seed 1 --out /tmp/h.jsonl`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opt := checker.Options{LinTimeout: linTO, LinMaxOps: linMax, MaxExamples: examples, UnavailableAfter: unavail}
+			opt := checker.Options{LinTimeout: linTO, LinMaxOps: linMax, LinMaxPieceOps: linPiece, MaxExamples: examples, UnavailableAfter: unavail}
 			switch linMode {
 			case "auto":
 				opt.Linearizable = checker.LinAuto
@@ -71,8 +80,8 @@ or malformed history.`,
 			default:
 				return usageError("--linearizable must be auto, on or off, not %q", linMode)
 			}
-			if linTO < 0 || linMax < 0 || examples < 0 {
-				return usageError("--lin-timeout, --lin-max-ops and --examples must not be negative")
+			if linTO < 0 || linMax < 0 || linPiece < 0 || examples < 0 {
+				return usageError("--lin-timeout, --lin-max-ops, --lin-max-piece-ops and --examples must not be negative")
 			}
 			if unavail <= 0 {
 				return usageError("--unavailable-after must be positive")
@@ -83,8 +92,9 @@ or malformed history.`,
 	f := cmd.Flags()
 	f.BoolVar(&asJSON, "json", false, "print the verdict as JSON instead of a summary")
 	f.StringVar(&linMode, "linearizable", "auto", "check linearizability: auto (when small enough), on, off")
-	f.DurationVar(&linTO, "lin-timeout", 60*time.Second, "time budget of the linearizability search")
-	f.IntVar(&linMax, "lin-max-ops", 200000, "largest number of client operations for --linearizable=auto")
+	f.DurationVar(&linTO, "lin-timeout", checker.DefaultLinTimeout, "time budget of the linearizability check (its pass over the history included)")
+	f.IntVar(&linMax, "lin-max-ops", 0, "with --linearizable=auto, skip linearizability for histories with more client operations (0: no limit)")
+	f.IntVar(&linPiece, "lin-max-piece-ops", checker.DefaultLinMaxPieceOps, "largest piece of a partition's history (between quiescent points) to search; a larger one is unknown")
 	f.IntVar(&examples, "examples", 5, "examples kept per anomaly")
 	f.DurationVar(&unavail, "unavailable-after", checker.DefaultUnavailableAfter, "count a partition unavailable when sends to it went longer than this without a success")
 	f.StringVar(&out, "out", "", "also write the verdict JSON to this file (default for a run dir: <dir>/verdict.json)")
@@ -174,7 +184,7 @@ func printSummary(w io.Writer, file string, v *checker.Verdict, out, html string
 			if exs := v.Examples[name]; len(exs) > 0 {
 				note = "  e.g. " + exs[0].Note
 			}
-			fmt.Fprintf(w, "  %-21s %8d%s\n", name, n, note)
+			fmt.Fprintf(w, "  %-26s %8d%s\n", name, n, note)
 		}
 	}
 	a := v.Availability
@@ -196,6 +206,12 @@ func printSummary(w io.Writer, file string, v *checker.Verdict, out, html string
 		fmt.Fprintf(w, "unavailable:  longest %s on partition %d (from %s to %s; windows over %s)\n", secDur(u.MaxWindow),
 			u.MaxPartition, secDur(longest.LongestStart), secDur(longest.LongestEnd), secDur(u.ThresholdSeconds))
 	}
+	us, lag := v.Unseen.Overall, v.RealtimeLag.Overall.Quantiles
+	fmt.Fprintf(w, "unseen:       %d acknowledged values never read (peak %d at %s)", us.Final, us.Peak, secText(us.PeakAt))
+	if lag.Count > 0 {
+		fmt.Fprintf(w, "; realtime lag p50 %s, p99 %s, max %s", dur(lag.P50), dur(lag.P99), dur(lag.Max))
+	}
+	fmt.Fprintln(w)
 	if c := v.Cluster; c.Events > 0 {
 		fmt.Fprintf(w, "cluster:      %d state events, %d leader changes, %d ISR shrinks, %d ISR expands\n", c.Events, c.LeaderChanges, c.ISRShrinks, c.ISRExpands)
 	}
@@ -211,13 +227,28 @@ func printSummary(w io.Writer, file string, v *checker.Verdict, out, html string
 	}
 	l := v.Linearizable
 	line := l.Result
-	if l.Reason != "" {
+	if l.Result != "skipped" {
+		line += fmt.Sprintf(" (%d ops, %d partitions, %d pieces, largest %d ops", l.Ops, l.Partitions, l.Pieces, l.LargestPiece)
+		if l.IllegalPieces > 0 {
+			line += fmt.Sprintf("; %d illegal", l.IllegalPieces)
+		}
+		if l.UnknownPieces > 0 {
+			line += fmt.Sprintf("; %d unknown", l.UnknownPieces)
+		}
+		line += ")"
+	}
+	switch {
+	case l.Reason != "" && l.Result == "skipped":
 		line += " (" + l.Reason + ")"
-	} else if l.Result != "skipped" {
-		line += fmt.Sprintf(" (%d ops, %d partitions)", l.Ops, l.Partitions)
+	case l.Reason != "":
+		line += ": " + l.Reason
 	}
 	if len(l.IllegalPartitions) > 0 {
 		line += fmt.Sprintf("; illegal partitions %v", l.IllegalPartitions)
+	}
+	if len(l.Illegal) > 0 {
+		p := l.Illegal[0]
+		line += fmt.Sprintf("; first illegal: partition %d piece %d (%d ops, %s to %s)", p.Partition, p.Piece, p.Ops, secText(p.Start), secText(p.End))
 	}
 	if l.Visualization != "" {
 		line += "; see " + html
@@ -231,6 +262,12 @@ func printSummary(w io.Writer, file string, v *checker.Verdict, out, html string
 // dur formats milliseconds with a unit that suits the size.
 func dur(ms float64) string {
 	return time.Duration(ms * float64(time.Millisecond)).Round(time.Microsecond / 10).String()
+}
+
+// secText formats seconds from the start of the history as the checker's
+// notes do.
+func secText(s float64) string {
+	return strconv.FormatFloat(s, 'f', -1, 64) + " s"
 }
 
 // secDur formats seconds to the millisecond.

@@ -31,6 +31,13 @@ func TestCheckExitCodes(t *testing.T) {
 		{"bad flag value", []string{"check", "--linearizable=maybe", filepath.Join(golden, "clean.jsonl")}, exitBadArgs, ""},
 		{"no argument", []string{"check"}, exitBadArgs, ""},
 		{"gen without --out", []string{"check", "gen", "--ops", "10"}, exitBadArgs, ""},
+		{"future read", []string{"check", filepath.Join(golden, "future-read.jsonl")}, exitInvalid,
+			"  future-read                       1  e.g. value 1 was read by a poll that completed at 0.00000004 s, before its send was invoked at 0.0000001 s\n"},
+		{"pieces", []string{"check", filepath.Join(golden, "send-below-read.jsonl")}, exitInvalid,
+			"linearizable: illegal (4 ops, 1 partitions, 4 pieces, largest 1 ops; 2 illegal); illegal partitions [0]; first illegal: partition 0 piece 0 (1 ops, 0.00000001 s to 0.00000002 s)\n"},
+		{"queue", []string{"check", filepath.Join(golden, "unseen.jsonl")}, exitInvalid,
+			"unseen:       1 acknowledged values never read (peak 2 at 0.00000004 s); realtime lag p50 100ns, p99 100ns, max 100ns\n"},
+		{"bad piece limit", []string{"check", "--lin-max-piece-ops", "-1", filepath.Join(golden, "clean.jsonl")}, exitBadArgs, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,7 +54,7 @@ func TestCheckExitCodes(t *testing.T) {
 
 func TestCheckRunDirWritesVerdictAndVisualization(t *testing.T) {
 	dir := t.TempDir()
-	src, err := os.ReadFile(filepath.Join("..", "..", "checker", "testdata", "nonlinearizable.jsonl"))
+	src, err := os.ReadFile(filepath.Join("..", "..", "checker", "testdata", "future-read.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
