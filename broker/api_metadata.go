@@ -46,7 +46,7 @@ func (b *Broker) handleMetadata(_ context.Context, rq *request) {
 		// Internal topics (__consumer_offsets) are created by their owners,
 		// never by a metadata request.
 		if !ok && autoCreate && validTopicName(name) && !strings.HasPrefix(name, "__") {
-			err := b.createTopic(name, int32(b.cfg.Int("num.partitions")), int16(b.cfg.Int("default.replication.factor")), nil)
+			_, err := b.createTopic(name, int32(b.cfg.Int("num.partitions")), int16(b.cfg.Int("default.replication.factor")), nil)
 			if err != nil && err != errTopicExists {
 				b.log.Warn("auto-create topic", "topic", name, "err", err)
 			}
@@ -82,8 +82,9 @@ func (b *Broker) handleMetadata(_ context.Context, rq *request) {
 	rq.respond(resp)
 }
 
-// createTopic creates a topic through whatever owns topic metadata.
-func (b *Broker) createTopic(name string, partitions int32, rf int16, configs map[string]string) error {
+// createTopic creates a topic through whatever owns topic metadata and
+// returns the topic ID it was given.
+func (b *Broker) createTopic(name string, partitions int32, rf int16, configs map[string]string) ([16]byte, error) {
 	if b.cluster != nil {
 		ctx, cancel := context.WithTimeout(b.runCtx, 10*time.Second)
 		defer cancel()

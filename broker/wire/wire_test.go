@@ -68,6 +68,29 @@ func TestDecodeRejects(t *testing.T) {
 	}
 }
 
+// ControlledShutdown v0 has Kafka's request header v0: no client id.
+func TestDecodeControlledShutdownV0(t *testing.T) {
+	tab := Table{7: {Min: 0, Max: 3}}
+	req := kmsg.NewPtrControlledShutdownRequest()
+	req.BrokerID = 3
+	var b []byte
+	b = binary.BigEndian.AppendUint16(b, 7)
+	b = binary.BigEndian.AppendUint16(b, 0)
+	b = binary.BigEndian.AppendUint32(b, 5)
+	b = req.AppendTo(b)
+	h, got, err := tab.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.ClientID != nil || h.CorrelationID != 5 || got.(*kmsg.ControlledShutdownRequest).BrokerID != 3 {
+		t.Fatalf("decoded %+v %+v", h, got)
+	}
+	req.SetVersion(1)
+	if _, got, err := tab.Decode(frame(req, 6, "c")); err != nil || got.(*kmsg.ControlledShutdownRequest).BrokerID != 3 {
+		t.Fatalf("v1: %v %+v", err, got)
+	}
+}
+
 func TestReadFrameLimit(t *testing.T) {
 	var buf bytes.Buffer
 	binary.Write(&buf, binary.BigEndian, int32(1<<30))
@@ -88,7 +111,8 @@ func TestApiVersionsFallback(t *testing.T) {
 	if resp.GetVersion() != 0 || resp.ErrorCode != kerr.UnsupportedVersion.Code {
 		t.Fatalf("v7: version %d error %d; want v0 UNSUPPORTED_VERSION", resp.GetVersion(), resp.ErrorCode)
 	}
-	if len(resp.ApiKeys) != 3 || resp.ApiKeys[0].ApiKey != 0 || resp.ApiKeys[2].ApiKey != 18 {
+	// Kafka 2.4+ (KIP-511) lists only ApiVersions itself with the error.
+	if len(resp.ApiKeys) != 1 || resp.ApiKeys[0].ApiKey != 18 || resp.ApiKeys[0].MaxVersion != 3 {
 		t.Fatalf("keys %+v", resp.ApiKeys)
 	}
 	// The response header of ApiVersions never carries tags.
