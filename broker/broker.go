@@ -167,6 +167,7 @@ func (b *Broker) logConfig(tc *config.Config) klog.Config {
 	lc.FlushIntervalMs = tc.Long("flush.ms")
 	lc.FileDeleteDelayMs = tc.Long("file.delete.delay.ms")
 	lc.MaxMessageBytes = tc.Int("max.message.bytes")
+	lc.LogAppendTime = tc.String("message.timestamp.type") == "LogAppendTime"
 	lc.RetentionCheckIntervalMs = b.cfg.Long("log.retention.check.interval.ms")
 	lc.FlushOffsetCheckpointIntervalMs = b.cfg.Long("log.flush.offset.checkpoint.interval.ms")
 	// Kafka's scheduler default is "never"; checking once a second keeps
