@@ -101,6 +101,7 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 			return
 		}
 		b.metrics.bytesIn.Add(float64(len(frame) + 4))
+		b.metrics.countRequest(hdr.Key, hdr.Version)
 		rq := &request{conn: c, hdr: hdr, req: req, received: time.Now(), done: done}
 		b.metrics.networkBusy.Add(time.Since(busyStart).Nanoseconds())
 		select {
