@@ -114,6 +114,9 @@ func (b *Broker) handlerTable() map[int16]handler {
 	return m
 }
 
+// ApiVersions is the one API answered at a version it does not serve: at
+// v0 with UNSUPPORTED_VERSION (serveConn above the served range, the
+// handler above the profile's); every other API closes the connection.
 var _ = serve(18, "ApiVersions", 0, 3, (*Broker).handleApiVersions, in("0.10", 0, 0))
 
 var (

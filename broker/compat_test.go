@@ -816,3 +816,123 @@ func TestKcatOldProtocol(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterTopicIDs: a topic's ID, chosen at creation, reaches every
+// broker (UpdateMetadata v7) and serves the requests that name topics by
+// ID: Metadata v12, Fetch v13+, DeleteTopics v6. A follower asked to
+// produce (v10) or fetch (v16) names the leader and its endpoint (KIP-951).
+func TestClusterTopicIDs(t *testing.T) {
+	tc := startCluster(t, 3)
+	conns := map[int32]*rawConn{}
+	for id := range tc.brokers {
+		conns[id] = dialRaw(t, fmt.Sprintf("127.0.0.1:%d", tc.ports[id]))
+	}
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	ct.SetVersion(7)
+	ct.TimeoutMillis = 10000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "ids", 1, 3
+	ct.Topics = append(ct.Topics, rt)
+	created := conns[1].roundTrip(ct).(*kmsg.CreateTopicsResponse).Topics[0]
+	if created.ErrorCode != 0 || created.TopicID == ([16]byte{}) {
+		t.Fatalf("CreateTopics v7: %v, id %x", kerr.ErrorForCode(created.ErrorCode), created.TopicID)
+	}
+	id := created.TopicID
+	metadataByID := func(c *rawConn, id [16]byte) kmsg.MetadataResponseTopic {
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(12)
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.TopicID = id
+		req.Topics = append(req.Topics, mt)
+		return c.roundTrip(req).(*kmsg.MetadataResponse).Topics[0]
+	}
+	var leader int32
+	waitFor(t, 20*time.Second, "the topic ID on every broker", func() error {
+		for b, c := range conns {
+			mt := metadataByID(c, id)
+			if mt.ErrorCode != 0 || mt.Topic == nil || *mt.Topic != "ids" || mt.TopicID != id || len(mt.Partitions) != 1 || mt.Partitions[0].Leader < 0 {
+				return fmt.Errorf("broker %d: %v %v", b, kerr.ErrorForCode(mt.ErrorCode), mt.Topic)
+			}
+			leader = mt.Partitions[0].Leader
+		}
+		return nil
+	})
+	waitISR(t, tc.bootstrap()[0], "ids", 3)
+	if mt := metadataByID(conns[1], [16]byte{7}); mt.ErrorCode != kerr.UnknownTopicID.Code || mt.Topic != nil {
+		t.Fatalf("unknown topic ID: %v %v", kerr.ErrorForCode(mt.ErrorCode), mt.Topic)
+	}
+	v11 := kmsg.NewPtrMetadataRequest()
+	v11.SetVersion(11)
+	v11.Topics = []kmsg.MetadataRequestTopic{{TopicID: id}}
+	if mt := conns[1].roundTrip(v11).(*kmsg.MetadataResponse).Topics[0]; mt.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("topic ID before v12: %v", kerr.ErrorForCode(mt.ErrorCode))
+	}
+
+	cl := tc.client(kgo.DefaultProduceTopic("ids"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("by-id")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(c *rawConn, version int16, id [16]byte) kmsg.FetchResponse {
+		req := kmsg.NewPtrFetchRequest()
+		req.SetVersion(version)
+		req.ReplicaID, req.MaxBytes, req.SessionEpoch = -1, 1<<20, -1
+		ft := kmsg.NewFetchRequestTopic()
+		ft.TopicID = id
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.PartitionMaxBytes, fp.CurrentLeaderEpoch, fp.LastFetchedEpoch = 1<<20, -1, -1
+		ft.Partitions = append(ft.Partitions, fp)
+		req.Topics = append(req.Topics, ft)
+		return *c.roundTrip(req).(*kmsg.FetchResponse)
+	}
+	got := fetch(conns[leader], 13, id)
+	if sp := got.Topics[0].Partitions[0]; got.Topics[0].TopicID != id || sp.ErrorCode != 0 || sp.HighWatermark != 1 || len(sp.RecordBatches) == 0 {
+		t.Fatalf("Fetch v13 by ID from the leader: %+v", got.Topics[0])
+	}
+	if sp := fetch(conns[leader], 13, [16]byte{7}).Topics[0].Partitions[0]; sp.ErrorCode != kerr.UnknownTopicID.Code {
+		t.Fatalf("Fetch of an unknown ID: %v", kerr.ErrorForCode(sp.ErrorCode))
+	}
+	follower := leader%3 + 1
+	hint := fetch(conns[follower], 16, id)
+	if sp := hint.Topics[0].Partitions[0]; sp.ErrorCode != kerr.NotLeaderForPartition.Code || sp.CurrentLeader.LeaderID != leader ||
+		len(hint.Brokers) != 1 || hint.Brokers[0].NodeID != leader || hint.Brokers[0].Port != int32(tc.ports[leader]) {
+		t.Fatalf("Fetch v16 from follower %d: %+v, brokers %+v", follower, sp, hint.Brokers)
+	}
+	pr := kmsg.NewPtrProduceRequest()
+	pr.SetVersion(10)
+	pr.Acks, pr.TimeoutMillis = 1, 5000
+	ptopic := kmsg.NewProduceRequestTopic()
+	ptopic.Topic = "ids"
+	pp := kmsg.NewProduceRequestTopicPartition()
+	batch := kmsg.RecordBatch{Magic: 2, NumRecords: 1, FirstTimestamp: 1, MaxTimestamp: 1, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
+		Records: (&kmsg.Record{Value: []byte("x")}).AppendTo(nil)}
+	pp.Records = batch.AppendTo(nil)
+	binary.BigEndian.PutUint32(pp.Records[8:], uint32(len(pp.Records)-12))
+	ptopic.Partitions = append(ptopic.Partitions, pp)
+	pr.Topics = append(pr.Topics, ptopic)
+	presp := conns[follower].roundTrip(pr).(*kmsg.ProduceResponse)
+	if sp := presp.Topics[0].Partitions[0]; sp.ErrorCode != kerr.NotLeaderForPartition.Code || sp.CurrentLeader.LeaderID != leader || len(presp.Brokers) != 1 || presp.Brokers[0].NodeID != leader {
+		t.Fatalf("Produce v10 to follower %d: %+v, brokers %+v", follower, sp, presp.Brokers)
+	}
+
+	dt := kmsg.NewPtrDeleteTopicsRequest()
+	dt.SetVersion(6)
+	dt.TimeoutMillis = 10000
+	dt.Topics = []kmsg.DeleteTopicsRequestTopic{{TopicID: id}, {TopicID: [16]byte{7}}}
+	dr := conns[1].roundTrip(dt).(*kmsg.DeleteTopicsResponse)
+	if d := dr.Topics[0]; d.ErrorCode != 0 || d.Topic == nil || *d.Topic != "ids" || d.TopicID != id {
+		t.Fatalf("DeleteTopics v6 by ID: %+v", d)
+	}
+	if d := dr.Topics[1]; d.ErrorCode != kerr.UnknownTopicID.Code {
+		t.Fatalf("DeleteTopics v6 of an unknown ID: %v", kerr.ErrorForCode(d.ErrorCode))
+	}
+	waitFor(t, 20*time.Second, "the topic deleted everywhere", func() error {
+		for b, c := range conns {
+			if mt := metadataByID(c, id); mt.ErrorCode != kerr.UnknownTopicID.Code {
+				return fmt.Errorf("broker %d still knows the ID: %v", b, kerr.ErrorForCode(mt.ErrorCode))
+			}
+		}
+		return nil
+	})
+}
