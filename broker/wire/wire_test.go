@@ -22,8 +22,10 @@ func frame(req kmsg.Request, correlation int32, clientID string) []byte {
 	b = binary.BigEndian.AppendUint16(b, uint16(req.Key()))
 	b = binary.BigEndian.AppendUint16(b, uint16(req.GetVersion()))
 	b = binary.BigEndian.AppendUint32(b, uint32(correlation))
-	b = binary.BigEndian.AppendUint16(b, uint16(len(clientID)))
-	b = append(b, clientID...)
+	if req.Key() != controlledShutdownKey || req.GetVersion() != 0 { // header v0 has no client id
+		b = binary.BigEndian.AppendUint16(b, uint16(len(clientID)))
+		b = append(b, clientID...)
+	}
 	if req.IsFlexible() {
 		b = append(b, 0)
 	}
@@ -73,12 +75,7 @@ func TestDecodeControlledShutdownV0(t *testing.T) {
 	tab := Table{7: {Min: 0, Max: 3}}
 	req := kmsg.NewPtrControlledShutdownRequest()
 	req.BrokerID = 3
-	var b []byte
-	b = binary.BigEndian.AppendUint16(b, 7)
-	b = binary.BigEndian.AppendUint16(b, 0)
-	b = binary.BigEndian.AppendUint32(b, 5)
-	b = req.AppendTo(b)
-	h, got, err := tab.Decode(b)
+	h, got, err := tab.Decode(frame(req, 5, "ignored"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +134,7 @@ func FuzzDecode(f *testing.F) {
 	av := kmsg.NewPtrApiVersionsRequest()
 	av.SetVersion(3)
 	f.Add(frame(av, 3, "c"))
+	f.Add(frame(kmsg.NewPtrControlledShutdownRequest(), 4, ""))
 	full := Table{}
 	for k := int16(0); k < 100; k++ {
 		if r := kmsg.RequestForKey(k); r != nil {
