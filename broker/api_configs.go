@@ -20,7 +20,7 @@ const (
 	resourceTypeBroker = 4
 )
 
-var _ = serve(32, "DescribeConfigs", 0, 4, (*Broker).handleDescribeConfigs)
+var _ = serve(32, "DescribeConfigs", 0, 4, (*Broker).handleDescribeConfigs, notIn("0.10"), in("2.4", 0, 2), in("2.6", 0, 3))
 
 // handleDescribeConfigs describes topic and broker configs.
 func (b *Broker) handleDescribeConfigs(_ context.Context, rq *request) {
@@ -116,7 +116,7 @@ const (
 	opDelete = 1
 )
 
-var _ = serve(44, "IncrementalAlterConfigs", 0, 1, (*Broker).handleIncrementalAlterConfigs)
+var _ = serve(44, "IncrementalAlterConfigs", 0, 1, (*Broker).handleIncrementalAlterConfigs, notIn("0.10"))
 
 // handleIncrementalAlterConfigs sets or deletes topic-level overrides.
 // Broker configs are static (read-only) here.

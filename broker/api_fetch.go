@@ -3,20 +3,33 @@ package broker
 import (
 	"context"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/isrlab/isrlab/broker/config"
+	"github.com/isrlab/isrlab/broker/msgset"
 	"github.com/isrlab/isrlab/broker/partition"
 )
 
-var _ = serve(1, "Fetch", 4, 12, (*Broker).handleFetch)
+var _ = serve(1, "Fetch", 0, 16, (*Broker).handleFetch, in("0.10", 0, 3), in("2.4", 0, 11), in("2.6", 0, 11))
 
 // handleFetch reads every requested partition; when fewer than MinBytes
 // are available it waits (off the handler thread) until a partition
 // changes or MaxWaitMillis passes — Kafka's fetch purgatory. Fetch
 // sessions are not kept: SessionID 0 tells clients to send full fetches.
+//
+// Kafka 3.7's version differences: v0-3 get the v2 batches down-converted
+// to message format v0 (v0-1) or v1 (v2-3), unless
+// message.downconversion.enable is false (UNSUPPORTED_VERSION); a topic
+// with compression.type=zstd answers v0-9 with UNSUPPORTED_COMPRESSION_TYPE;
+// v0-2 have a hard size limit (no KIP-74 first batch); v0-5 see
+// KAFKA_STORAGE_ERROR as NOT_LEADER_OR_FOLLOWER; v13+ name topics by ID
+// (UNKNOWN_TOPIC_ID); v15+ carry the replica id in ReplicaState; v16 adds
+// the current leader to NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH
+// (KIP-951).
 func (b *Broker) handleFetch(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.FetchRequest)
 	bufs := &bufSet{}
@@ -63,26 +76,54 @@ func (b *Broker) handleFetch(ctx context.Context, rq *request) {
 func (b *Broker) readFetch(req *kmsg.FetchRequest, bufs *bufSet) (*kmsg.FetchResponse, int, []<-chan struct{}, bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	budget := int(req.MaxBytes)
-	if budget <= 0 {
+	if budget <= 0 || req.Version < 3 {
 		budget = 1 << 30
+	}
+	replicaID := req.ReplicaID
+	if req.Version >= 15 {
+		replicaID = req.ReplicaState.ID
+	}
+	downTo := int8(-1) // the magic old fetchers need
+	switch {
+	case req.Version <= 1:
+		downTo = 0
+	case req.Version <= 3:
+		downTo = 1
 	}
 	total := 0
 	anyErr := false
 	var chans []<-chan struct{}
 	for _, rt := range req.Topics {
 		st := kmsg.NewFetchResponseTopic()
-		st.Topic = rt.Topic
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		name, known := rt.Topic, true
+		if req.Version >= 13 {
+			name, known = b.meta.topicByID(rt.TopicID)
+		}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 			sp.PreferredReadReplica = -1
 			sp.RecordBatches = []byte{}
-			p := b.partition(rt.Topic, rp.Partition)
-			if p == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			fail := func(e *kerr.Error) {
+				sp.ErrorCode = e.Code
 				anyErr = true
 				st.Partitions = append(st.Partitions, sp)
+			}
+			p := b.partition(name, rp.Partition)
+			switch {
+			case !known:
+				fail(kerr.UnknownTopicID)
+				continue
+			case p == nil:
+				fail(kerr.UnknownTopicOrPartition)
+				continue
+			case req.Version < 10 && b.topicValue(name, "compression.type") == "zstd":
+				fail(kerr.UnsupportedCompressionType)
+				continue
+			case downTo >= 0 && replicaID < 0 && b.topicValue(name, "message.downconversion.enable") != "true":
+				fail(kerr.UnsupportedVersion)
 				continue
 			}
 			chans = append(chans, p.Changed())
@@ -91,10 +132,11 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest, bufs *bufSet) (*kmsg.FetchRes
 				max = budget
 			}
 			// KIP-74: the first non-empty partition returns at least one
-			// whole batch, whatever the limits, so a consumer never stalls.
+			// whole batch, whatever the limits, so a consumer never stalls;
+			// v0-2 keep the hard limit.
 			res, err := p.Read(partition.FetchRequest{
-				ReplicaID: req.ReplicaID, Offset: rp.FetchOffset, MaxBytes: max,
-				CurrentLeaderEpoch: rp.CurrentLeaderEpoch, LastFetchedEpoch: rp.LastFetchedEpoch, MinOneBatch: total == 0,
+				ReplicaID: replicaID, Offset: rp.FetchOffset, MaxBytes: max,
+				CurrentLeaderEpoch: rp.CurrentLeaderEpoch, LastFetchedEpoch: rp.LastFetchedEpoch, MinOneBatch: total == 0 && req.Version > 2,
 				Alloc: bufs.alloc,
 			})
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
@@ -102,20 +144,50 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest, bufs *bufSet) (*kmsg.FetchRes
 				sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = res.DivergingEpoch, res.DivergingEndOffset
 				anyErr = true // answer at once: the follower must truncate
 			}
+			if err == nil && downTo >= 0 && len(res.Records) > 0 {
+				var converted []byte
+				if converted, err = msgset.FromV2(res.Records, downTo, rp.FetchOffset); err == nil {
+					total += len(res.Records) // limits count the stored bytes, as Kafka's do
+					budget -= len(res.Records)
+					res.Records = nil
+					sp.RecordBatches = converted
+				}
+			}
 			if err != nil {
 				sp.ErrorCode = errCode(err)
+				if sp.ErrorCode == kerr.KafkaStorageError.Code && req.Version <= 5 {
+					sp.ErrorCode = kerr.NotLeaderForPartition.Code // older clients would not retry
+				}
+				if req.Version >= 16 && (sp.ErrorCode == kerr.NotLeaderForPartition.Code || sp.ErrorCode == kerr.FencedLeaderEpoch.Code) {
+					var ep *brokerEndpoint
+					sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch, ep = b.currentLeader(name, rp.Partition)
+					if ep != nil && !slices.ContainsFunc(resp.Brokers, func(x kmsg.FetchResponseBroker) bool { return x.NodeID == ep.ID }) {
+						nb := kmsg.NewFetchResponseBroker()
+						nb.NodeID, nb.Host, nb.Port, nb.Rack = ep.ID, ep.Host, ep.Port, ep.Rack
+						resp.Brokers = append(resp.Brokers, nb)
+					}
+				}
 				anyErr = true
-			} else {
+			} else if res.Records != nil {
 				sp.RecordBatches = res.Records
 				total += len(res.Records)
 				budget -= len(res.Records)
-				if budget < 0 {
-					budget = 0
-				}
+			}
+			if budget < 0 {
+				budget = 0
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp, total, chans, anyErr
+}
+
+// topicValue is a topic config's effective value: the topic's override,
+// else the broker default it inherits.
+func (b *Broker) topicValue(topic, key string) string {
+	if v, ok := b.meta.topicConfigs(topic)[key]; ok {
+		return v
+	}
+	return b.cfg.String(config.TopicToBroker[key])
 }

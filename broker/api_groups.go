@@ -148,7 +148,7 @@ func (b *Broker) ensureOffsetsTopic() {
 		b.log.Warn("offsets.topic.replication.factor is larger than the live brokers; creating __consumer_offsets with fewer replicas", "configured", rf, "replication_factor", live)
 		rf = live
 	}
-	err := b.createTopic(group.Topic, int32(b.cfg.Int("offsets.topic.num.partitions")), int16(rf), offsetsTopicConfigs)
+	_, err := b.createTopic(group.Topic, int32(b.cfg.Int("offsets.topic.num.partitions")), int16(rf), offsetsTopicConfigs)
 	if err != nil && !errors.Is(err, errTopicExists) {
 		b.log.Warn("create "+group.Topic, "err", err)
 	}
@@ -195,7 +195,7 @@ func (b *Broker) coordinatorFor(key string, keyType int8) (id int32, host string
 	return id, "", -1, kerr.CoordinatorNotAvailable.Code, "coordinator " + strconv.Itoa(int(leader)) + " is not live"
 }
 
-var _ = serve(10, "FindCoordinator", 0, 4, (*Broker).handleFindCoordinator)
+var _ = serve(10, "FindCoordinator", 0, 4, (*Broker).handleFindCoordinator, in("0.10", 0, 0), in("2.4", 0, 3), in("2.6", 0, 3))
 
 func (b *Broker) handleFindCoordinator(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.FindCoordinatorRequest)
@@ -238,7 +238,7 @@ func (rq *request) clientID() string {
 	return ""
 }
 
-var _ = serve(11, "JoinGroup", 0, 9, (*Broker).handleJoinGroup)
+var _ = serve(11, "JoinGroup", 0, 9, (*Broker).handleJoinGroup, in("0.10", 0, 1), in("2.4", 0, 6), in("2.6", 0, 7))
 
 // handleJoinGroup answers when the rebalance completes; the connection
 // stays muted meanwhile, as in Kafka.
@@ -248,7 +248,7 @@ func (b *Broker) handleJoinGroup(_ context.Context, rq *request) {
 	go m.JoinGroup(req, rq.clientID(), rq.clientHost(), func(r *kmsg.JoinGroupResponse) { rq.respond(r) })
 }
 
-var _ = serve(14, "SyncGroup", 0, 5, (*Broker).handleSyncGroup)
+var _ = serve(14, "SyncGroup", 0, 5, (*Broker).handleSyncGroup, in("0.10", 0, 0), in("2.4", 0, 4))
 
 func (b *Broker) handleSyncGroup(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.SyncGroupRequest)
@@ -256,7 +256,7 @@ func (b *Broker) handleSyncGroup(_ context.Context, rq *request) {
 	go m.SyncGroup(req, func(r *kmsg.SyncGroupResponse) { rq.respond(r) })
 }
 
-var _ = serve(12, "Heartbeat", 0, 4, (*Broker).handleHeartbeat)
+var _ = serve(12, "Heartbeat", 0, 4, (*Broker).handleHeartbeat, in("0.10", 0, 0))
 
 func (b *Broker) handleHeartbeat(_ context.Context, rq *request) {
 	rq.respond(b.groups().Heartbeat(rq.req.(*kmsg.HeartbeatRequest)))
@@ -265,46 +265,48 @@ func (b *Broker) handleHeartbeat(_ context.Context, rq *request) {
 // The handlers below may wait for an acks=-1 append, so they answer off
 // the handler thread, like a delayed produce.
 
-var _ = serve(13, "LeaveGroup", 0, 5, (*Broker).handleLeaveGroup)
+var _ = serve(13, "LeaveGroup", 0, 5, (*Broker).handleLeaveGroup, in("0.10", 0, 0), in("2.4", 0, 4), in("2.6", 0, 4))
 
 func (b *Broker) handleLeaveGroup(_ context.Context, rq *request) {
 	m := b.groups()
 	go func() { rq.respond(m.LeaveGroup(rq.req.(*kmsg.LeaveGroupRequest))) }()
 }
 
-var _ = serve(8, "OffsetCommit", 0, 8, (*Broker).handleOffsetCommit)
+// OffsetCommit and OffsetFetch v9 (KIP-848) are served as v8 for classic
+// groups, as Kafka 3.7's group coordinator adapter does.
+var _ = serve(8, "OffsetCommit", 0, 9, (*Broker).handleOffsetCommit, in("0.10", 0, 2), in("2.4", 0, 8), in("2.6", 0, 8))
 
 func (b *Broker) handleOffsetCommit(_ context.Context, rq *request) {
 	m := b.groups()
 	go func() { rq.respond(m.OffsetCommit(rq.req.(*kmsg.OffsetCommitRequest))) }()
 }
 
-var _ = serve(9, "OffsetFetch", 0, 8, (*Broker).handleOffsetFetch)
+var _ = serve(9, "OffsetFetch", 0, 9, (*Broker).handleOffsetFetch, in("0.10", 0, 2), in("2.4", 0, 6), in("2.6", 0, 7))
 
 func (b *Broker) handleOffsetFetch(_ context.Context, rq *request) {
 	rq.respond(b.groups().OffsetFetch(rq.req.(*kmsg.OffsetFetchRequest)))
 }
 
-var _ = serve(15, "DescribeGroups", 0, 5, (*Broker).handleDescribeGroups)
+var _ = serve(15, "DescribeGroups", 0, 5, (*Broker).handleDescribeGroups, in("0.10", 0, 0))
 
 func (b *Broker) handleDescribeGroups(_ context.Context, rq *request) {
 	rq.respond(b.groups().DescribeGroups(rq.req.(*kmsg.DescribeGroupsRequest)))
 }
 
-var _ = serve(16, "ListGroups", 0, 4, (*Broker).handleListGroups)
+var _ = serve(16, "ListGroups", 0, 4, (*Broker).handleListGroups, in("0.10", 0, 0), in("2.4", 0, 3))
 
 func (b *Broker) handleListGroups(_ context.Context, rq *request) {
 	rq.respond(b.groups().ListGroups(rq.req.(*kmsg.ListGroupsRequest)))
 }
 
-var _ = serve(42, "DeleteGroups", 0, 2, (*Broker).handleDeleteGroups)
+var _ = serve(42, "DeleteGroups", 0, 2, (*Broker).handleDeleteGroups, notIn("0.10"))
 
 func (b *Broker) handleDeleteGroups(_ context.Context, rq *request) {
 	m := b.groups()
 	go func() { rq.respond(m.DeleteGroups(rq.req.(*kmsg.DeleteGroupsRequest))) }()
 }
 
-var _ = serve(47, "OffsetDelete", 0, 0, (*Broker).handleOffsetDelete)
+var _ = serve(47, "OffsetDelete", 0, 0, (*Broker).handleOffsetDelete, notIn("0.10"))
 
 func (b *Broker) handleOffsetDelete(_ context.Context, rq *request) {
 	m := b.groups()

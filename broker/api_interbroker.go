@@ -37,10 +37,11 @@ func (b *Broker) checkControllerEpoch(epoch int32, brokerEpoch int64) *kerr.Erro
 	}
 }
 
-var _ = serve(4, "LeaderAndIsr", 1, 4, (*Broker).handleLeaderAndISR)
+var _ = serve(4, "LeaderAndIsr", 0, 7, (*Broker).handleLeaderAndISR, in("0.10", 0, 0), in("2.4", 0, 4), in("2.6", 0, 4))
 
 // handleLeaderAndISR applies the controller's leadership decisions: per
-// partition only when its leader epoch is newer than ours (§6.3).
+// partition only when its leader epoch is newer than ours (§6.3). From v5
+// topics carry their IDs and the response lists partitions by topic ID.
 func (b *Broker) handleLeaderAndISR(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.LeaderAndISRRequest)
 	resp := req.ResponseKind().(*kmsg.LeaderAndISRResponse)
@@ -53,7 +54,9 @@ func (b *Broker) handleLeaderAndISR(_ context.Context, rq *request) {
 		b.meta.setBroker(brokerEndpoint{ID: l.BrokerID, Host: l.Host, Port: l.Port})
 	}
 	states := req.PartitionStates
+	ids := map[string][16]byte{}
 	for _, ts := range req.TopicStates {
+		ids[ts.Topic] = ts.TopicID
 		for _, ps := range ts.PartitionStates {
 			ps.Topic = ts.Topic
 			states = append(states, ps)
@@ -61,9 +64,20 @@ func (b *Broker) handleLeaderAndISR(_ context.Context, rq *request) {
 	}
 	for _, ps := range states {
 		code := b.applyLeaderAndISR(req.ControllerEpoch, ps)
+		b.meta.setTopicID(ps.Topic, ids[ps.Topic])
 		rp := kmsg.NewLeaderAndISRResponseTopicPartition()
 		rp.Topic, rp.Partition, rp.ErrorCode = ps.Topic, ps.Partition, code
-		resp.Partitions = append(resp.Partitions, rp)
+		if req.Version < 5 {
+			resp.Partitions = append(resp.Partitions, rp)
+			continue
+		}
+		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].TopicID != ids[ps.Topic] {
+			rt := kmsg.NewLeaderAndISRResponseTopic()
+			rt.TopicID = ids[ps.Topic]
+			resp.Topics = append(resp.Topics, rt)
+		}
+		last := &resp.Topics[len(resp.Topics)-1]
+		last.Partitions = append(last.Partitions, rp)
 	}
 	rq.respond(resp)
 }
@@ -119,9 +133,10 @@ func (b *Broker) applyLeaderAndISR(controllerEpoch int32, ps kmsg.LeaderAndISRRe
 	return 0
 }
 
-var _ = serve(6, "UpdateMetadata", 1, 6, (*Broker).handleUpdateMetadata)
+var _ = serve(6, "UpdateMetadata", 0, 8, (*Broker).handleUpdateMetadata, in("0.10", 0, 3), in("2.4", 0, 6), in("2.6", 0, 6))
 
-// handleUpdateMetadata refreshes the metadata cache from the controller.
+// handleUpdateMetadata refreshes the metadata cache from the controller
+// (with topic IDs from v7).
 func (b *Broker) handleUpdateMetadata(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.UpdateMetadataRequest)
 	resp := req.ResponseKind().(*kmsg.UpdateMetadataResponse)
@@ -136,7 +151,7 @@ func (b *Broker) handleUpdateMetadata(_ context.Context, rq *request) {
 	rq.respond(resp)
 }
 
-var _ = serve(5, "StopReplica", 1, 3, (*Broker).handleStopReplica)
+var _ = serve(5, "StopReplica", 0, 4, (*Broker).handleStopReplica, in("0.10", 0, 0), in("2.4", 0, 2), in("2.6", 0, 3))
 
 // handleStopReplica stops replicas and deletes their data when asked.
 func (b *Broker) handleStopReplica(_ context.Context, rq *request) {
@@ -158,6 +173,9 @@ func (b *Broker) handleStopReplica(_ context.Context, rq *request) {
 		}
 		for _, p := range t.Partitions {
 			parts = append(parts, one{p, req.DeletePartitions})
+		}
+		if req.Version == 0 { // v0 lists one topic-partition per entry
+			parts = append(parts, one{t.Partition, req.DeletePartitions})
 		}
 		for _, o := range parts {
 			b.fetchers.remove(tp{t.Topic, o.p})
@@ -185,7 +203,7 @@ func (b *Broker) handleStopReplica(_ context.Context, rq *request) {
 	rq.respond(resp)
 }
 
-var _ = serve(23, "OffsetForLeaderEpoch", 0, 4, (*Broker).handleOffsetForLeaderEpoch)
+var _ = serve(23, "OffsetForLeaderEpoch", 0, 4, (*Broker).handleOffsetForLeaderEpoch, notIn("0.10"), in("2.4", 0, 3), in("2.6", 0, 3))
 
 // handleOffsetForLeaderEpoch answers a follower's (or client's) epoch
 // query from the leader's epoch cache (§5.2).
@@ -225,7 +243,9 @@ func (b *Broker) activeController() Controller {
 	return b.cluster.ctrl
 }
 
-var _ = serve(7, "ControlledShutdown", 1, 3, (*Broker).handleControlledShutdown)
+// ControlledShutdown v0 has a request header without client id (wire.Decode
+// knows); Kafka 0.10.2 no longer served v0.
+var _ = serve(7, "ControlledShutdown", 0, 3, (*Broker).handleControlledShutdown, in("0.10", 1, 1))
 
 func (b *Broker) handleControlledShutdown(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.ControlledShutdownRequest)
@@ -239,7 +259,7 @@ func (b *Broker) handleControlledShutdown(ctx context.Context, rq *request) {
 	go func() { rq.respond(c.ControlledShutdown(ctx, req)) }()
 }
 
-var _ = serve(43, "ElectLeaders", 0, 2, (*Broker).handleElectLeaders)
+var _ = serve(43, "ElectLeaders", 0, 2, (*Broker).handleElectLeaders, notIn("0.10"))
 
 func (b *Broker) handleElectLeaders(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.ElectLeadersRequest)
@@ -276,7 +296,8 @@ func (b *Broker) handleElectLeaders(ctx context.Context, rq *request) {
 	go func() { rq.respond(c.ElectLeaders(ctx, req)) }()
 }
 
-var _ = serve(56, "AlterPartition", 0, 1, (*Broker).handleAlterPartition)
+// AlterPartition came with Kafka 2.7 (as AlterIsr); v2+ names topics by ID.
+var _ = serve(56, "AlterPartition", 0, 3, (*Broker).handleAlterPartition, notIn("0.10", "2.4", "2.6"))
 
 func (b *Broker) handleAlterPartition(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.AlterPartitionRequest)

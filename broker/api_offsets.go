@@ -9,17 +9,29 @@ import (
 
 // Special ListOffsets timestamps.
 const (
-	latestTimestamp   = -1
-	earliestTimestamp = -2
+	latestTimestamp        = -1
+	earliestTimestamp      = -2
+	maxTimestamp           = -3 // v7+, KIP-734
+	earliestLocalTimestamp = -4 // v8+, KIP-405: the log start without tiered storage
 )
 
-var _ = serve(2, "ListOffsets", 1, 6, (*Broker).handleListOffsets)
+// debuggingReplica is the ListOffsets replica id that may ask a follower.
+const debuggingReplica = -2
+
+var _ = serve(2, "ListOffsets", 0, 8, (*Broker).handleListOffsets, in("0.10", 0, 1), in("2.4", 0, 5), in("2.6", 0, 5))
 
 // handleListOffsets answers earliest, latest (the HW: consumers never see
-// past it) and by-timestamp lookups on the leader.
+// past it), max-timestamp and by-timestamp lookups on the leader. v0 is
+// the old-style list of up to MaxNumOffsets segment offsets, which Burrow
+// and old sarama still send.
 func (b *Broker) handleListOffsets(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	if req.Version == 0 {
+		b.listOffsetsV0(req, resp)
+		rq.respond(resp)
+		return
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
@@ -50,16 +62,18 @@ func (b *Broker) handleListOffsets(_ context.Context, rq *request) {
 					} else if s.HighWatermark < s.EpochStartOffset {
 						sp.ErrorCode, sp.Offset = kerr.OffsetNotAvailable.Code, -1
 					}
-				case earliestTimestamp:
+				case earliestTimestamp, earliestLocalTimestamp:
 					sp.Offset = s.LogStartOffset
-				default:
-					off, found, epoch := p.OffsetForTimestamp(rp.Timestamp)
-					if found {
+				case maxTimestamp:
+					sp.LeaderEpoch = -1
+					if off, found, epoch := p.MaxTimestampOffset(); found {
 						sp.Offset, sp.Timestamp, sp.LeaderEpoch = off.Offset, off.Timestamp, epoch
 					}
-				}
-				if req.Version == 0 {
-					sp.OldStyleOffsets = []int64{sp.Offset}
+				default:
+					sp.LeaderEpoch = -1
+					if off, found, epoch := p.OffsetForTimestamp(rp.Timestamp); found {
+						sp.Offset, sp.Timestamp, sp.LeaderEpoch = off.Offset, off.Timestamp, epoch
+					}
 				}
 			}
 			st.Partitions = append(st.Partitions, sp)
@@ -67,4 +81,28 @@ func (b *Broker) handleListOffsets(_ context.Context, rq *request) {
 		resp.Topics = append(resp.Topics, st)
 	}
 	rq.respond(resp)
+}
+
+// listOffsetsV0 answers the old-style request (Kafka's
+// handleListOffsetRequestV0): any replica id but the debugging one needs
+// the leader, and a consumer's list is bounded by the HW.
+func (b *Broker) listOffsetsV0(req *kmsg.ListOffsetsRequest, resp *kmsg.ListOffsetsResponse) {
+	for _, rt := range req.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.OldStyleOffsets = []int64{}
+			if p := b.partition(rt.Topic, rp.Partition); p == nil {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			} else if offs, err := p.LegacyOffsets(rp.Timestamp, int(rp.MaxNumOffsets), req.ReplicaID == -1, req.ReplicaID != debuggingReplica); err != nil {
+				sp.ErrorCode = errCode(err)
+			} else {
+				sp.OldStyleOffsets = offs
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
 }

@@ -2,18 +2,31 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/msgset"
+	"github.com/isrlab/isrlab/broker/partition"
 )
 
-var _ = serve(0, "Produce", 3, 9, (*Broker).handleProduce)
+var _ = serve(0, "Produce", 0, 10, (*Broker).handleProduce, in("0.10", 0, 2), in("2.4", 0, 8), in("2.6", 0, 8))
 
 // handleProduce appends to each partition as leader. acks=0 gets no
 // response (any error closes the connection); acks=1 is answered after the
 // local append; acks=-1 waits, off the handler thread, until the HW covers
 // the append (the delayed-produce purgatory, KAFKA-SPEC §3).
+//
+// Versions 0-2 carry legacy message sets (magic 0 or 1), up-converted to
+// the log's v2 format with offsets assigned and timestamps kept; v3+ must
+// carry exactly one v2 batch (ProduceRequest.validateRecords), and zstd
+// only from v7. From v10 a NOT_LEADER_OR_FOLLOWER error carries the
+// current leader and its endpoint (KIP-951).
 func (b *Broker) handleProduce(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
@@ -40,11 +53,25 @@ func (b *Broker) handleProduce(ctx context.Context, rq *request) {
 				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
 			} else if p := b.partition(rt.Topic, rp.Partition); p == nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			} else if res, err := p.AppendAsLeader(rp.Records, acks); err != nil {
+			} else if records, err := produceRecords(req.Version, p, rp.Records); err != nil {
 				sp.ErrorCode = errCode(err)
+				msg := err.Error()
+				sp.ErrorMessage = &msg
+			} else if res, err := p.AppendAsLeader(records, acks); err != nil {
+				sp.ErrorCode = errCode(err)
+				if sp.ErrorCode == kerr.NotLeaderForPartition.Code && req.Version >= 10 {
+					var ep *brokerEndpoint
+					sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch, ep = b.currentLeader(rt.Topic, rp.Partition)
+					if ep != nil && !slices.ContainsFunc(resp.Brokers, func(x kmsg.ProduceResponseBroker) bool { return x.NodeID == ep.ID }) {
+						nb := kmsg.NewProduceResponseBroker()
+						nb.NodeID, nb.Host, nb.Port, nb.Rack = ep.ID, ep.Host, ep.Port, ep.Rack
+						resp.Brokers = append(resp.Brokers, nb)
+					}
+				}
 			} else {
 				sp.BaseOffset = res.FirstOffset
 				sp.LogStartOffset = res.LogStartOffset
+				sp.LogAppendTime = res.LogAppendTime
 				b.metrics.messagesIn.Add(float64(res.Records))
 				if acks == -1 {
 					waits = append(waits, pending{ti: ti, pi: pi, part: p, nextOffset: res.LastOffset + 1})
@@ -133,6 +160,50 @@ func (b *Broker) handleProduce(ctx context.Context, rq *request) {
 	}()
 }
 
+// produceRecords checks a partition's records as Kafka's
+// ProduceRequest.validateRecords does and up-converts a legacy message set
+// (versions 0-2) to a v2 batch; v0-2 may also carry v2 batches, which
+// Kafka does not refuse there.
+func produceRecords(version int16, p *partition.Partition, data []byte) ([]byte, error) {
+	magic := msgset.Magic(data)
+	if version < 3 {
+		if magic == 0 || magic == 1 {
+			return msgset.ToV2(data, p.Log().Config().LogAppendTime)
+		}
+		return data, nil
+	}
+	switch {
+	case len(data) == 0:
+		return nil, fmt.Errorf("produce v%d must have at least one record batch per partition: %w", version, kerr.InvalidRecord)
+	case magic != 2:
+		return nil, fmt.Errorf("produce v%d may only contain record batches with magic 2, not %d: %w", version, magic, kerr.InvalidRecord)
+	case len(data) >= 12 && int64(int32(binary.BigEndian.Uint32(data[8:])))+12 < int64(len(data)):
+		return nil, fmt.Errorf("produce v%d may only contain exactly one record batch per partition: %w", version, kerr.InvalidRecord)
+	case version < 7 && len(data) > 22 && data[22]&0x07 == 4:
+		return nil, fmt.Errorf("produce v%d may not use zstd (KIP-110): %w", version, kerr.UnsupportedCompressionType)
+	}
+	return data, nil
+}
+
+// currentLeader is KIP-951's hint with a NOT_LEADER_OR_FOLLOWER error:
+// the partition's leader and epoch from the local replica or else the
+// metadata cache (Kafka's getCurrentLeader), -1 when unknown, and the
+// leader's endpoint if it is live.
+func (b *Broker) currentLeader(topic string, idx int32) (leader, epoch int32, ep *brokerEndpoint) {
+	leader, epoch = -1, -1
+	if p := b.partition(topic, idx); p != nil {
+		leader, epoch = p.Leader()
+	} else if t, ok := b.meta.topic(topic); ok && int(idx) < len(t.Partitions) {
+		leader, epoch = t.Partitions[idx].Leader, t.Partitions[idx].LeaderEpoch
+	}
+	for _, e := range b.meta.brokerList() {
+		if e.ID == leader {
+			return leader, epoch, &e
+		}
+	}
+	return leader, epoch, nil
+}
+
 // waitable is a partition's side of the delayed-produce purgatory.
 type waitable interface {
 	AcksAllStatus(requiredOffset int64) (bool, error)
@@ -142,7 +213,8 @@ type waitable interface {
 // errCode maps an error to a Kafka error code; anything that is not a Kafka
 // error is a storage error.
 func errCode(err error) int16 {
-	if ke, ok := err.(*kerr.Error); ok {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
 		return ke.Code
 	}
 	return kerr.KafkaStorageError.Code

@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-var _ = serve(19, "CreateTopics", 0, 5, (*Broker).handleCreateTopics)
+var _ = serve(19, "CreateTopics", 0, 7, (*Broker).handleCreateTopics, in("0.10", 0, 1), in("2.4", 0, 5), in("2.6", 0, 5))
 
 // handleCreateTopics validates and creates topics.
 func (b *Broker) handleCreateTopics(_ context.Context, rq *request) {
@@ -59,7 +59,8 @@ func (b *Broker) handleCreateTopics(_ context.Context, rq *request) {
 			if req.ValidateOnly {
 				break
 			}
-			if err := b.createTopic(rt.Topic, np, rf, configs); err != nil {
+			id, err := b.createTopic(rt.Topic, np, rf, configs)
+			if err != nil {
 				if errors.Is(err, errTopicExists) {
 					fail(kerr.TopicAlreadyExists, "topic '"+rt.Topic+"' already exists")
 				} else {
@@ -67,9 +68,7 @@ func (b *Broker) handleCreateTopics(_ context.Context, rq *request) {
 				}
 				break
 			}
-			if t, ok := b.meta.topic(rt.Topic); ok {
-				st.TopicID = t.ID
-			}
+			st.TopicID = id
 			for _, k := range tc.Keys() {
 				c := kmsg.NewCreateTopicsResponseTopicConfig()
 				c.Name = k
@@ -87,37 +86,66 @@ func (b *Broker) handleCreateTopics(_ context.Context, rq *request) {
 	rq.respond(resp)
 }
 
-var _ = serve(20, "DeleteTopics", 0, 5, (*Broker).handleDeleteTopics)
+var _ = serve(20, "DeleteTopics", 0, 6, (*Broker).handleDeleteTopics, in("0.10", 0, 0), in("2.4", 0, 4), in("2.6", 0, 4))
 
-// handleDeleteTopics deletes topics and their data.
+// handleDeleteTopics deletes topics and their data. From v6 a topic may be
+// named by its ID instead (KIP-516): an unknown ID is UNKNOWN_TOPIC_ID, and
+// naming one topic both ways fails the request with INVALID_REQUEST, as
+// Kafka 3.7 does.
 func (b *Broker) handleDeleteTopics(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.DeleteTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
-	names := req.TopicNames
-	for _, t := range req.Topics {
-		if t.Topic != nil {
-			names = append(names, *t.Topic)
-		}
+	type target struct {
+		name *string
+		id   [16]byte
 	}
-	for _, name := range names {
+	var targets []target
+	for _, n := range req.TopicNames {
+		targets = append(targets, target{name: &n})
+	}
+	invalid := false
+	for _, t := range req.Topics {
+		invalid = invalid || (t.Topic != nil && t.TopicID != [16]byte{})
+		targets = append(targets, target{name: t.Topic, id: t.TopicID})
+	}
+	disabled := !b.cfg.Bool("delete.topic.enable")
+	for _, t := range targets {
 		st := kmsg.NewDeleteTopicsResponseTopic()
-		n := name
-		st.Topic = &n
+		st.Topic, st.TopicID = t.name, t.id
 		switch {
-		case !b.cfg.Bool("delete.topic.enable"):
+		case invalid:
+			st.ErrorCode = kerr.InvalidRequest.Code
+		case disabled && req.Version < 3:
+			st.ErrorCode = kerr.InvalidRequest.Code
+		case disabled:
 			st.ErrorCode = kerr.TopicDeletionDisabled.Code
-		default:
-			if err := b.deleteTopic(name); err != nil {
-				if errors.Is(err, errUnknownTopic) {
-					st.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				} else {
-					st.ErrorCode = kerr.UnknownServerError.Code
-					msg := err.Error()
-					st.ErrorMessage = &msg
-				}
+		case t.name == nil:
+			name, ok := b.meta.topicByID(t.id)
+			if !ok {
+				st.ErrorCode = kerr.UnknownTopicID.Code
+				break
 			}
+			st.Topic = &name
+			st.ErrorCode, st.ErrorMessage = b.deleteTopicResult(name)
+		default:
+			st.ErrorCode, st.ErrorMessage = b.deleteTopicResult(*t.name)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	rq.respond(resp)
+}
+
+// deleteTopicResult deletes one topic and returns the error code and
+// message for its response entry.
+func (b *Broker) deleteTopicResult(name string) (int16, *string) {
+	err := b.deleteTopic(name)
+	switch {
+	case err == nil:
+		return 0, nil
+	case errors.Is(err, errUnknownTopic):
+		return kerr.UnknownTopicOrPartition.Code, nil
+	default:
+		msg := err.Error()
+		return kerr.UnknownServerError.Code, &msg
+	}
 }

@@ -6,39 +6,102 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/isrlab/isrlab/broker/config"
 	klog "github.com/isrlab/isrlab/broker/log"
 	"github.com/isrlab/isrlab/broker/partition"
 	"github.com/isrlab/isrlab/broker/wire"
 )
 
-// api is one served API: its key, the versions served and its handler.
-// Each handler's file registers its API next to the handler, so the version
-// table (ApiVersions, and the check on every request) and the dispatch map
-// are one list and cannot disagree. Versions start where record batches
-// are v2 (magic 2) and stop before topic IDs replace topic names.
+// api is one served API: its key, the versions served, the versions each
+// kafka.profile advertises and its handler. Each handler's file registers
+// its API next to the handler, so the version table (ApiVersions, and the
+// check on every request) and the dispatch map are one list and cannot
+// disagree.
+//
+// The served range is Kafka 3.7's. A profile only narrows what ApiVersions
+// advertises, to what that Kafka release advertised (taken from its
+// protocol definitions: 0.10.2's Protocol.java, the message JSON of
+// 2.4.1, 2.6.3 and 3.7.1); requests at any served version are still
+// answered, because the lab's own brokers and controller speak 3.7's
+// inter-broker protocol whatever the profile (the profile's replication
+// switches reproduce the era's behaviour).
+//
+// A request outside the served range closes the connection after a
+// warning, as Kafka 3.7 does (SocketServer.parseRequestHeader throws
+// InvalidRequestException for a version ApiKeys does not enable, and the
+// processor closes the channel); only ApiVersions answers, at v0, with
+// UNSUPPORTED_VERSION (KIP-511).
 type api struct {
 	name     string
 	min, max int16
+	eras     map[string]wire.VersionRange // advertised range per profile where it is not [min, max]; Max < 0: absent
 	handle   func(*Broker, context.Context, *request)
 }
 
 var apis = map[int16]api{}
 
-// serve registers API key with its version range and handler.
-func serve(key int16, name string, min, max int16, h func(*Broker, context.Context, *request)) struct{} {
+// era is what one or more kafka.profile values advertise for an API.
+type era struct {
+	profiles []string
+	vr       wire.VersionRange
+}
+
+// in is the range a profile's Kafka release advertised for the API.
+func in(profile string, min, max int16) era {
+	return era{profiles: []string{profile}, vr: wire.VersionRange{Min: min, Max: max}}
+}
+
+// notIn marks profiles whose Kafka release did not have the API at all.
+func notIn(profiles ...string) era {
+	return era{profiles: profiles, vr: wire.VersionRange{Min: -1, Max: -1}}
+}
+
+// serve registers API key with its served version range, the ranges that
+// profiles advertise instead, and its handler.
+func serve(key int16, name string, min, max int16, h func(*Broker, context.Context, *request), eras ...era) struct{} {
 	if _, dup := apis[key]; dup {
 		panic(fmt.Sprintf("broker: API %d (%s) registered twice", key, name))
 	}
-	apis[key] = api{name: name, min: min, max: max, handle: h}
+	a := api{name: name, min: min, max: max, handle: h, eras: map[string]wire.VersionRange{}}
+	for _, e := range eras {
+		for _, p := range e.profiles {
+			if _, ok := config.Profiles[p]; !ok {
+				panic(fmt.Sprintf("broker: API %s: unknown profile %q", name, p))
+			}
+			if e.vr.Max >= 0 && (e.vr.Min < min || e.vr.Max > max || e.vr.Min > e.vr.Max) {
+				panic(fmt.Sprintf("broker: API %s: profile %s advertises v%d-%d outside the served v%d-%d", name, p, e.vr.Min, e.vr.Max, min, max))
+			}
+			a.eras[p] = e.vr
+		}
+	}
+	apis[key] = a
 	return struct{}{}
 }
 
-// versionTable is the table of every registered API.
-func versionTable() wire.Table {
+// servedTable is the range of every registered API: what requests are
+// checked against.
+func servedTable() wire.Table {
 	t := wire.Table{}
 	for k, a := range apis {
 		t[k] = wire.VersionRange{Min: a.min, Max: a.max}
+	}
+	return t
+}
+
+// advertisedTable is what ApiVersions lists under a kafka.profile.
+func advertisedTable(profile string) wire.Table {
+	t := wire.Table{}
+	for k, a := range apis {
+		vr, ok := a.eras[profile]
+		if !ok {
+			vr = wire.VersionRange{Min: a.min, Max: a.max}
+		}
+		if vr.Max >= 0 {
+			t[k] = vr
+		}
 	}
 	return t
 }
@@ -51,7 +114,10 @@ func (b *Broker) handlerTable() map[int16]handler {
 	return m
 }
 
-var _ = serve(18, "ApiVersions", 0, 3, (*Broker).handleApiVersions)
+// ApiVersions is the one API answered at a version it does not serve: at
+// v0 with UNSUPPORTED_VERSION (serveConn above the served range, the
+// handler above the profile's); every other API closes the connection.
+var _ = serve(18, "ApiVersions", 0, 3, (*Broker).handleApiVersions, in("0.10", 0, 0))
 
 var (
 	errTopicExists  = errors.New("topic exists")
@@ -77,5 +143,28 @@ func tpKey(topic string, p int32) klog.TopicPartition {
 }
 
 func (b *Broker) handleApiVersions(_ context.Context, rq *request) {
-	rq.respond(b.versions.ApiVersions(rq.hdr.Version))
+	req, _ := rq.req.(*kmsg.ApiVersionsRequest)
+	rq.respond(b.apiVersions(rq.hdr.Version, req))
+}
+
+// softwareName is KIP-511's pattern for ApiVersions v3's client software
+// name and version.
+var softwareName = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$`)
+
+// apiVersions answers ApiVersions at version from the profile's advertised
+// table; req is nil when the version was above every served one and the
+// body was not decoded.
+func (b *Broker) apiVersions(version int16, req *kmsg.ApiVersionsRequest) *kmsg.ApiVersionsResponse {
+	resp := b.versions.ApiVersions(version)
+	switch {
+	case resp.ErrorCode != 0:
+		if b.cfg.String("kafka.profile") == "0.10" {
+			// Before KIP-511 (Kafka 2.4) the error came with no versions.
+			resp.ApiKeys = nil
+		}
+	case version >= 3 && req != nil && (!softwareName.MatchString(req.ClientSoftwareName) || !softwareName.MatchString(req.ClientSoftwareVersion)):
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		resp.ApiKeys = nil
+	}
+	return resp
 }

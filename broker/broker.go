@@ -44,7 +44,8 @@ type Broker struct {
 	id       int32
 	log      *slog.Logger
 	now      func() time.Time
-	versions wire.Table
+	versions wire.Table // advertised by ApiVersions under kafka.profile
+	served   wire.Table // every request is checked against it
 	handlers map[int16]handler
 	queue    chan *request
 	metrics  *metrics
@@ -116,7 +117,8 @@ func New(cfg *config.Config, opts ...Option) (*Broker, error) {
 	base := b.now
 	b.now = func() time.Time { return base().Add(time.Duration(b.clockSkew.Load()) * time.Millisecond) }
 	b.log = b.log.With("node", "b"+strconv.Itoa(int(b.id)))
-	b.versions = versionTable()
+	b.versions = advertisedTable(cfg.String("kafka.profile"))
+	b.served = servedTable()
 	b.handlers = b.handlerTable()
 	b.queue = make(chan *request, cfg.Int("queued.max.requests"))
 	b.metrics = newMetrics(b)
@@ -165,6 +167,7 @@ func (b *Broker) logConfig(tc *config.Config) klog.Config {
 	lc.FlushIntervalMs = tc.Long("flush.ms")
 	lc.FileDeleteDelayMs = tc.Long("file.delete.delay.ms")
 	lc.MaxMessageBytes = tc.Int("max.message.bytes")
+	lc.LogAppendTime = tc.String("message.timestamp.type") == "LogAppendTime"
 	lc.RetentionCheckIntervalMs = b.cfg.Long("log.retention.check.interval.ms")
 	lc.FlushOffsetCheckpointIntervalMs = b.cfg.Long("log.flush.offset.checkpoint.interval.ms")
 	// Kafka's scheduler default is "never"; checking once a second keeps

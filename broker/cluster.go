@@ -342,11 +342,11 @@ func (b *Broker) sendAlterPartition(topic string, idx, leaderEpoch int32, isr []
 
 // createTopicClustered writes a new topic's assignment to the coordinator;
 // the controller creates its partition states and tells the brokers.
-func (b *Broker) createTopicClustered(ctx context.Context, name string, partitions int32, rf int16, configs map[string]string) error {
+func (b *Broker) createTopicClustered(ctx context.Context, name string, partitions int32, rf int16, configs map[string]string) ([16]byte, error) {
 	c := b.cluster
 	brokers, err := c.coord.Brokers(ctx)
 	if err != nil {
-		return err
+		return [16]byte{}, err
 	}
 	ids := make([]int32, 0, len(brokers))
 	for _, br := range brokers {
@@ -354,13 +354,16 @@ func (b *Broker) createTopicClustered(ctx context.Context, name string, partitio
 	}
 	assign, err := controller.AssignReplicas(ids, partitions, rf, rand.New(rand.NewSource(time.Now().UnixNano())))
 	if err != nil {
-		return err
+		return [16]byte{}, err
 	}
-	err = c.coord.CreateTopic(ctx, nil, coord.TopicSpec{Name: name, Assignment: assign, Configs: configs}, nil)
+	// The topic ID is chosen here, as Kafka's admin manager does, so the
+	// CreateTopics response can carry it before metadata has propagated.
+	id := coord.NewTopicID()
+	err = c.coord.CreateTopic(ctx, nil, coord.TopicSpec{Name: name, ID: id, Assignment: assign, Configs: configs}, nil)
 	if errors.Is(err, coord.ErrTopicExists) {
-		return errTopicExists
+		return [16]byte{}, errTopicExists
 	}
-	return err
+	return id, err
 }
 
 // brokerClient returns a cached connection to another broker.

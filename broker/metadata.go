@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/isrlab/isrlab/broker/coord"
 	"github.com/isrlab/isrlab/broker/partition"
 )
 
@@ -52,6 +52,7 @@ type metadata struct {
 	brokers    map[int32]brokerEndpoint
 	controller int32
 	topics     map[string]*topicMeta
+	byID       map[[16]byte]string          // topic ID -> name, for requests that name topics by ID
 	configs    map[string]map[string]string // clustered: topic configs seen before the topic
 }
 
@@ -61,11 +62,11 @@ const topicsFile = "isrlab-topics.json"
 // controller's UpdateMetadata and LeaderAndIsr, and topic configs from the
 // coordinator.
 func newClusterMetadata(b *Broker) *metadata {
-	return &metadata{b: b, brokers: map[int32]brokerEndpoint{}, controller: -1, topics: map[string]*topicMeta{}}
+	return &metadata{b: b, brokers: map[int32]brokerEndpoint{}, controller: -1, topics: map[string]*topicMeta{}, byID: map[[16]byte]string{}}
 }
 
 func openStandaloneMetadata(b *Broker, dir string) (*metadata, error) {
-	m := &metadata{b: b, path: filepath.Join(dir, topicsFile), brokers: map[int32]brokerEndpoint{}, controller: b.id, topics: map[string]*topicMeta{}}
+	m := &metadata{b: b, path: filepath.Join(dir, topicsFile), brokers: map[int32]brokerEndpoint{}, controller: b.id, topics: map[string]*topicMeta{}, byID: map[[16]byte]string{}}
 	data, err := os.ReadFile(m.path)
 	switch {
 	case os.IsNotExist(err):
@@ -79,6 +80,7 @@ func openStandaloneMetadata(b *Broker, dir string) (*metadata, error) {
 	}
 	for _, t := range topics {
 		m.topics[t.Name] = t
+		m.setIDLocked(t, t.ID)
 	}
 	return m, nil
 }
@@ -140,6 +142,46 @@ func (m *metadata) topic(name string) (*topicMeta, bool) {
 	return &c, true
 }
 
+// topicByID returns the name of the topic with this ID.
+func (m *metadata) topicByID(id [16]byte) (string, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	name, ok := m.byID[id]
+	return name, ok
+}
+
+// setIDLocked gives t its topic ID; the zero ID is never indexed.
+func (m *metadata) setIDLocked(t *topicMeta, id [16]byte) {
+	if t.ID != ([16]byte{}) && m.byID[t.ID] == t.Name {
+		delete(m.byID, t.ID)
+	}
+	t.ID = id
+	if id != ([16]byte{}) {
+		m.byID[id] = t.Name
+	}
+}
+
+// deleteLocked drops a topic from the cache.
+func (m *metadata) deleteLocked(name string) {
+	if t, ok := m.topics[name]; ok {
+		m.setIDLocked(t, [16]byte{})
+		delete(m.topics, name)
+	}
+}
+
+// setTopicID records the ID the controller sent for a topic this broker
+// knows.
+func (m *metadata) setTopicID(name string, id [16]byte) {
+	if id == ([16]byte{}) {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if t, ok := m.topics[name]; ok && t.ID != id {
+		m.setIDLocked(t, id)
+	}
+}
+
 // brokerLive reports whether the controller's last UpdateMetadata listed id
 // among the live brokers (the broker itself counts as live).
 func (m *metadata) brokerLive(id int32) bool {
@@ -171,34 +213,31 @@ func (m *metadata) brokerList() []brokerEndpoint {
 	return out
 }
 
-func newTopicID() [16]byte {
-	var id [16]byte
-	rand.Read(id[:])
-	return id
-}
-
-// createTopicStandalone creates a topic led entirely by this broker.
-func (b *Broker) createTopicStandalone(name string, partitions int32, configs map[string]string) error {
+// createTopicStandalone creates a topic led entirely by this broker and
+// returns its ID.
+func (b *Broker) createTopicStandalone(name string, partitions int32, configs map[string]string) ([16]byte, error) {
 	m := b.meta
 	m.mu.Lock()
 	if _, ok := m.topics[name]; ok {
 		m.mu.Unlock()
-		return errTopicExists
+		return [16]byte{}, errTopicExists
 	}
-	t := &topicMeta{Name: name, ID: newTopicID(), Configs: configs}
+	t := &topicMeta{Name: name, Configs: configs}
 	for i := int32(0); i < partitions; i++ {
 		t.Partitions = append(t.Partitions, partitionMeta{Leader: b.id, LeaderEpoch: 0, Replicas: []int32{b.id}, ISR: []int32{b.id}})
 	}
 	m.topics[name] = t
+	m.setIDLocked(t, coord.NewTopicID())
+	id := t.ID
 	err := m.persistLocked()
 	if err != nil {
-		delete(m.topics, name)
+		m.deleteLocked(name)
 	}
 	m.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("persist topic %s: %w", name, err)
+		return id, fmt.Errorf("persist topic %s: %w", name, err)
 	}
-	return b.openTopicPartitions(t)
+	return id, b.openTopicPartitions(t)
 }
 
 // deleteTopicStandalone removes a topic and its data.
@@ -210,7 +249,7 @@ func (b *Broker) deleteTopicStandalone(name string) error {
 		m.mu.Unlock()
 		return errUnknownTopic
 	}
-	delete(m.topics, name)
+	m.deleteLocked(name)
 	err := m.persistLocked()
 	m.mu.Unlock()
 	if err != nil {
@@ -354,7 +393,9 @@ func (m *metadata) applyUpdateMetadata(req *kmsg.UpdateMetadataRequest) {
 		m.brokers[lb.ID] = e
 	}
 	states := req.PartitionStates
+	ids := map[string][16]byte{}
 	for _, ts := range req.TopicStates {
+		ids[ts.Topic] = ts.TopicID
 		for _, ps := range ts.PartitionStates {
 			ps.Topic = ts.Topic
 			states = append(states, ps)
@@ -362,12 +403,15 @@ func (m *metadata) applyUpdateMetadata(req *kmsg.UpdateMetadataRequest) {
 	}
 	for _, ps := range states {
 		if ps.Leader == leaderDuringDelete {
-			delete(m.topics, ps.Topic)
+			m.deleteLocked(ps.Topic)
 			continue
 		}
 		t := m.topicLocked(ps.Topic, int(ps.Partition)+1)
 		if t.Configs == nil {
 			t.Configs = m.configs[ps.Topic]
+		}
+		if id := ids[ps.Topic]; id != ([16]byte{}) && t.ID != id {
+			m.setIDLocked(t, id)
 		}
 		t.Partitions[ps.Partition] = partitionMeta{Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, Replicas: ps.Replicas, ISR: ps.ISR, Offline: ps.OfflineReplicas}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,7 @@ type metrics struct {
 	badRequests                   prometheus.Counter
 	requestTime                   *prometheus.HistogramVec
 	requestTimeByKey              [128]prometheus.Observer
+	requests                      *prometheus.CounterVec // per API and version
 
 	handlerBusy                        atomic.Int64 // ns the io threads spent handling requests
 	handlerClock                       []threadClock
@@ -50,6 +52,10 @@ func newMetrics(b *Broker) *metrics {
 			m.requestTimeByKey[k] = m.requestTime.WithLabelValues(name)
 		}
 	}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kafka_network_RequestsPerSec",
+		Help: "Requests decoded, per API and version (RequestMetrics, with KIP-272's version tag).",
+	}, []string{"request", "version"})
 	m.handlerClock = make([]threadClock, b.cfg.Int("num.io.threads"))
 	handlerIdle := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kafka_server_RequestHandlerAvgIdlePercent",
@@ -59,9 +65,14 @@ func newMetrics(b *Broker) *metrics {
 		Name: "kafka_network_NetworkProcessorAvgIdlePercent",
 		Help: "1 - time spent reading, decoding, encoding and writing requests / (num.network.threads x wall time), last second (SocketServer).",
 	}, func() float64 { return float64(m.networkIdleMeter.percent.Load()) / 10000 })
-	m.reg.MustRegister(m.bytesIn, m.bytesOut, m.messagesIn, m.badRequests, m.requestTime, handlerIdle, netIdle)
+	m.reg.MustRegister(m.bytesIn, m.bytesOut, m.messagesIn, m.badRequests, m.requestTime, m.requests, handlerIdle, netIdle)
 	m.registerReplica()
 	return m
+}
+
+// countRequest counts one decoded request.
+func (m *metrics) countRequest(key, version int16) {
+	m.requests.WithLabelValues(kmsg.NameForKey(key), strconv.Itoa(int(version))).Inc()
 }
 
 func (m *metrics) observeRequest(key int16, d time.Duration) {

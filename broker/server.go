@@ -86,11 +86,11 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 		} else {
 			buf = frame[:0]
 		}
-		hdr, req, err := b.versions.Decode(frame)
+		hdr, req, err := b.served.Decode(frame)
 		if err != nil {
 			if hdr.Key == wire.ApiVersionsKey && errors.Is(err, wire.ErrUnsupportedVersion) {
 				// KIP-511: answer an unknown ApiVersions version at v0.
-				out = wire.AppendResponse(out[:0], hdr, b.versions.ApiVersions(hdr.Version))
+				out = wire.AppendResponse(out[:0], hdr, b.apiVersions(hdr.Version, nil))
 				if _, err := nc.Write(out); err != nil {
 					return
 				}
@@ -101,6 +101,7 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 			return
 		}
 		b.metrics.bytesIn.Add(float64(len(frame) + 4))
+		b.metrics.countRequest(hdr.Key, hdr.Version)
 		rq := &request{conn: c, hdr: hdr, req: req, received: time.Now(), done: done}
 		b.metrics.networkBusy.Add(time.Since(busyStart).Nanoseconds())
 		select {
@@ -116,7 +117,9 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 		}
 		busyStart = time.Now()
 		if rep.resp != nil {
-			rep.resp.SetVersion(hdr.Version)
+			if hdr.Key != wire.ApiVersionsKey { // an unsupported version is answered at v0
+				rep.resp.SetVersion(hdr.Version)
+			}
 			if hint := sizeHint(rep.resp); cap(out) < hint {
 				out = make([]byte, 0, hint)
 			}

@@ -35,6 +35,7 @@ var BrokerDefs = []Def{
 	{Name: "log.flush.offset.checkpoint.interval.ms", Type: Int, Default: "60000", Min: min(0), Doc: "How often the recovery point is checkpointed."},
 	{Name: "log.flush.start.offset.checkpoint.interval.ms", Type: Int, Default: "60000", Min: min(0), Doc: "How often the log start offset is checkpointed."},
 	{Name: "log.message.timestamp.type", Type: String, Default: "CreateTime", OneOf: []string{"CreateTime", "LogAppendTime"}, Doc: "Timestamp stored with each message."},
+	{Name: "log.message.downconversion.enable", Type: Bool, Default: "true", Doc: "Fetches before v4 get the stored v2 batches down-converted to message format v0/v1; false answers them with UNSUPPORTED_VERSION."},
 	{Name: "num.network.threads", Type: Int, Default: "3", Min: min(1), Doc: "Threads accepting connections and reading requests."},
 	{Name: "num.io.threads", Type: Int, Default: "8", Min: min(1), Doc: "Request handler threads."},
 	{Name: "queued.max.requests", Type: Int, Default: "500", Min: min(1), Doc: "Requests queued for the handler threads before network threads block."},
@@ -98,6 +99,7 @@ var TopicDefs = []Def{
 	{Name: "unclean.leader.election.enable", Type: Bool, Default: "false"},
 	{Name: "message.timestamp.type", Type: String, Default: "CreateTime", OneOf: []string{"CreateTime", "LogAppendTime"}},
 	{Name: "compression.type", Type: String, Default: "producer", OneOf: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}},
+	{Name: "message.downconversion.enable", Type: Bool, Default: "true"},
 }
 
 // TopicToBroker maps a topic key to the broker key holding its default.
@@ -116,6 +118,7 @@ var TopicToBroker = map[string]string{
 	"unclean.leader.election.enable": "unclean.leader.election.enable",
 	"message.timestamp.type":         "log.message.timestamp.type",
 	"compression.type":               "compression.type",
+	"message.downconversion.enable":  "log.message.downconversion.enable",
 }
 
 // RetentionMs resolves log.retention.ms > minutes > hours as Kafka does.

@@ -199,13 +199,22 @@ func (c *Controller) AlterPartition(ctx context.Context, req *kmsg.AlterPartitio
 		var fatal error
 		for _, rt := range req.Topics {
 			out := kmsg.NewAlterPartitionResponseTopic()
-			out.Topic = rt.Topic
+			out.Topic, out.TopidID = rt.Topic, rt.TopicID
+			name, known := rt.Topic, true
+			if req.Version >= 2 { // v2+ names topics by ID (KIP-841)
+				name, known = t.topicName(rt.TopicID)
+			}
 			for _, rp := range rt.Partitions {
-				tp := coord.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
+				tp := coord.TopicPartition{Topic: name, Partition: rp.Partition}
 				pr := kmsg.NewAlterPartitionResponseTopicPartition()
 				pr.Partition = rp.Partition
 				if fatal != nil {
 					pr.ErrorCode = errCode(fatal)
+					out.Partitions = append(out.Partitions, pr)
+					continue
+				}
+				if !known {
+					pr.ErrorCode = kerr.UnknownTopicID.Code
 					out.Partitions = append(out.Partitions, pr)
 					continue
 				}
@@ -271,6 +280,19 @@ func (c *Controller) AlterPartition(ctx context.Context, req *kmsg.AlterPartitio
 		resp.Topics = nil
 	}
 	return resp
+}
+
+// topicName resolves a topic ID; the zero ID never resolves.
+func (t *term) topicName(id [16]byte) (string, bool) {
+	if id == ([16]byte{}) {
+		return "", false
+	}
+	for name, spec := range t.topics {
+		if spec.ID == id {
+			return name, true
+		}
+	}
+	return "", false
 }
 
 // requestedISR reads the new ISR of either request layout; epochs holds -1

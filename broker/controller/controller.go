@@ -611,6 +611,10 @@ func (t *term) announce(chs []stateChange) {
 	t.sendUpdateMetadata(tps, nil)
 }
 
+// topicID is a topic's ID (zero for a deleted topic or one written before
+// topic IDs).
+func (t *term) topicID(topic string) [16]byte { return t.topics[topic].ID }
+
 // sendLeaderAndISR sends the cached state of tps to their live replicas
 // (only to the brokers in only, when not nil).
 func (t *term) sendLeaderAndISR(tps []coord.TopicPartition, isNew map[coord.TopicPartition]bool, only map[int32]bool) {
@@ -641,7 +645,7 @@ func (t *term) sendLeaderAndISR(tps []coord.TopicPartition, isNew map[coord.Topi
 		req.ControllerID = t.c.cfg.BrokerID
 		req.ControllerEpoch = int32(t.epoch)
 		req.BrokerEpoch = b.Epoch
-		req.TopicStates = groupLAI(per[id])
+		req.TopicStates = groupLAI(per[id], t.topicID)
 		for _, lid := range slices.Sorted(maps.Keys(leaders[id])) {
 			lb, ok := t.brokers[lid]
 			if !ok {
@@ -684,7 +688,7 @@ func (t *term) sendUpdateMetadata(tps []coord.TopicPartition, deleted []coord.To
 		}
 		live = append(live, lb)
 	}
-	topics := groupUM(ps)
+	topics := groupUM(ps, t.topicID)
 	for _, id := range slices.Sorted(maps.Keys(t.brokers)) {
 		req := kmsg.NewPtrUpdateMetadataRequest()
 		req.SetVersion(updateMetadataVersion)

@@ -560,6 +560,38 @@ func TestAlterPartitionThroughController(t *testing.T) {
 	if pr := alter(e.regs[1].Epoch(), ids(1, 2, 3), int32(now.Version)).Topics[0].Partitions[0]; pr.ErrorCode != kerr.IneligibleReplica.Code {
 		t.Errorf("dead replica joining: %v", kerr.ErrorForCode(pr.ErrorCode))
 	}
+
+	// v3 names the topic by the ID UpdateMetadata carried and the ISR with
+	// broker epochs (KIP-841, KIP-903).
+	_, um, _ := e.brokers[1].lastUM(tp("t", 0))
+	if len(um.TopicStates) == 0 || um.TopicStates[0].TopicID == ([16]byte{}) {
+		t.Fatalf("UpdateMetadata v%d without the topic ID: %+v", um.Version, um.TopicStates)
+	}
+	alterByID := func(id [16]byte, isr []int32) *kmsg.AlterPartitionResponse {
+		req := kmsg.NewPtrAlterPartitionRequest()
+		req.SetVersion(3)
+		req.BrokerID, req.BrokerEpoch = 1, e.regs[1].Epoch()
+		rt := kmsg.NewAlterPartitionRequestTopic()
+		rt.TopicID = id
+		rp := kmsg.NewAlterPartitionRequestTopicPartition()
+		rp.Partition, rp.LeaderEpoch, rp.PartitionEpoch = 0, 0, int32(now.Version)
+		for _, r := range isr {
+			m := kmsg.NewAlterPartitionRequestTopicPartitionNewEpochISR()
+			m.BrokerID, m.BrokerEpoch = r, e.regs[r].Epoch()
+			rp.NewEpochISR = append(rp.NewEpochISR, m)
+		}
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return c.ctrl.AlterPartition(context.Background(), req)
+	}
+	if pr := alterByID([16]byte{9}, ids(1)).Topics[0].Partitions[0]; pr.ErrorCode != kerr.UnknownTopicID.Code {
+		t.Errorf("unknown topic ID: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	id := um.TopicStates[0].TopicID
+	resp = alterByID(id, ids(1))
+	if got := resp.Topics[0]; got.TopidID != id || got.Partitions[0].ErrorCode != 0 || !slices.Equal(got.Partitions[0].ISR, ids(1)) {
+		t.Errorf("shrink by topic ID: %+v", got)
+	}
 }
 
 func TestNotControllerWhenIdle(t *testing.T) {

@@ -17,10 +17,12 @@ import (
 	"github.com/isrlab/isrlab/broker/wire"
 )
 
-// Versions of the controller-to-broker requests (no topic IDs).
+// Versions of the controller-to-broker requests: LeaderAndIsr v5 and
+// UpdateMetadata v7 carry topic IDs (KIP-516), as Kafka 2.8+ controllers
+// send them.
 const (
-	leaderAndISRVersion   = 4
-	updateMetadataVersion = 6
+	leaderAndISRVersion   = 5
+	updateMetadataVersion = 7
 	stopReplicaVersion    = 3
 )
 
@@ -146,6 +148,13 @@ func (s *sender) logErrors(req kmsg.Request, resp kmsg.Response) {
 				s.log.Warn("controller request partition error", "node", s.id, "request", name, "topic", p.Topic, "partition", p.Partition, "err", kerr.ErrorForCode(p.ErrorCode))
 			}
 		}
+		for _, t := range r.Topics { // v5+: by topic ID
+			for _, p := range t.Partitions {
+				if p.ErrorCode != 0 {
+					s.log.Warn("controller request partition error", "node", s.id, "request", name, "topic_id", coord.FormatTopicID(t.TopicID), "partition", p.Partition, "err", kerr.ErrorForCode(p.ErrorCode))
+				}
+			}
+		}
 	case *kmsg.UpdateMetadataResponse:
 		top = r.ErrorCode
 	case *kmsg.StopReplicaResponse:
@@ -254,13 +263,15 @@ func nonNil(s []int32) []int32 {
 	return append([]int32(nil), s...)
 }
 
-// groupUM groups UpdateMetadata partitions by topic, keeping order.
-func groupUM(ps []kmsg.UpdateMetadataRequestTopicPartition) []kmsg.UpdateMetadataRequestTopicState {
+// groupUM groups UpdateMetadata partitions by topic, keeping order; id
+// gives each topic's ID.
+func groupUM(ps []kmsg.UpdateMetadataRequestTopicPartition, id func(topic string) [16]byte) []kmsg.UpdateMetadataRequestTopicState {
 	var out []kmsg.UpdateMetadataRequestTopicState
 	for _, p := range ps {
 		if n := len(out); n == 0 || out[n-1].Topic != p.Topic {
 			ts := kmsg.NewUpdateMetadataRequestTopicState()
 			ts.Topic = p.Topic
+			ts.TopicID = id(p.Topic)
 			out = append(out, ts)
 		}
 		out[len(out)-1].PartitionStates = append(out[len(out)-1].PartitionStates, p)
@@ -268,13 +279,15 @@ func groupUM(ps []kmsg.UpdateMetadataRequestTopicPartition) []kmsg.UpdateMetadat
 	return out
 }
 
-// groupLAI groups LeaderAndIsr partitions by topic, keeping order.
-func groupLAI(ps []kmsg.LeaderAndISRRequestTopicPartition) []kmsg.LeaderAndISRRequestTopicState {
+// groupLAI groups LeaderAndIsr partitions by topic, keeping order; id
+// gives each topic's ID.
+func groupLAI(ps []kmsg.LeaderAndISRRequestTopicPartition, id func(topic string) [16]byte) []kmsg.LeaderAndISRRequestTopicState {
 	var out []kmsg.LeaderAndISRRequestTopicState
 	for _, p := range ps {
 		if n := len(out); n == 0 || out[n-1].Topic != p.Topic {
 			ts := kmsg.NewLeaderAndISRRequestTopicState()
 			ts.Topic = p.Topic
+			ts.TopicID = id(p.Topic)
 			out = append(out, ts)
 		}
 		out[len(out)-1].PartitionStates = append(out[len(out)-1].PartitionStates, p)
@@ -293,6 +306,13 @@ func mergeUpdateMetadata(prev, next *kmsg.UpdateMetadataRequest) *kmsg.UpdateMet
 		p     int32
 	}
 	seen := map[key]bool{}
+	ids := map[string][16]byte{}
+	for _, ts := range prev.TopicStates {
+		ids[ts.Topic] = ts.TopicID
+	}
+	for _, ts := range next.TopicStates {
+		ids[ts.Topic] = ts.TopicID
+	}
 	var ps []kmsg.UpdateMetadataRequestTopicPartition
 	for _, ts := range next.TopicStates {
 		for _, p := range ts.PartitionStates {
@@ -315,6 +335,6 @@ func mergeUpdateMetadata(prev, next *kmsg.UpdateMetadataRequest) *kmsg.UpdateMet
 		}
 		return int(a.Partition) - int(b.Partition)
 	})
-	out.TopicStates = groupUM(ps)
+	out.TopicStates = groupUM(ps, func(t string) [16]byte { return ids[t] })
 	return &out
 }

@@ -19,7 +19,7 @@ func umFor(liveBrokers []int32, states ...string) *kmsg.UpdateMetadataRequest {
 		x.Topic, x.Partition, x.Leader = topic, p, leader
 		ps = append(ps, x)
 	}
-	req.TopicStates = groupUM(ps)
+	req.TopicStates = groupUM(ps, fakeTopicID)
 	for _, id := range liveBrokers {
 		lb := kmsg.NewUpdateMetadataRequestLiveBroker()
 		lb.ID = id
@@ -27,6 +27,9 @@ func umFor(liveBrokers []int32, states ...string) *kmsg.UpdateMetadataRequest {
 	}
 	return req
 }
+
+// fakeTopicID gives every topic an ID starting with its name's first byte.
+func fakeTopicID(topic string) [16]byte { return [16]byte{0: topic[0], 15: 1} }
 
 func describeUM(req *kmsg.UpdateMetadataRequest) string {
 	out := ""
@@ -55,8 +58,14 @@ func TestMergeUpdateMetadata(t *testing.T) {
 			"a-0@1 b1 b2 "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := describeUM(mergeUpdateMetadata(tc.prev, tc.next)); got != tc.want {
+			merged := mergeUpdateMetadata(tc.prev, tc.next)
+			if got := describeUM(merged); got != tc.want {
 				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+			for _, ts := range merged.TopicStates {
+				if ts.TopicID != fakeTopicID(ts.Topic) {
+					t.Fatalf("topic %s lost its ID in the merge: %x", ts.Topic, ts.TopicID)
+				}
 			}
 		})
 	}

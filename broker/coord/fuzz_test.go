@@ -44,13 +44,15 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("state round trip: %+v, %v; want %+v", got, err, st)
 		}
 		assign := map[int32][]int32{p: {leader, epoch}}
-		tv, err := encodeTopic(assign)
+		var id [16]byte
+		copy(id[:], raw)
+		tv, err := encodeTopic(id, assign)
 		if err != nil {
 			t.Fatal(err)
 		}
 		spec, err := decodeTopic(topic, []byte(tv))
-		if err != nil || !reflect.DeepEqual(spec.Assignment, assign) {
-			t.Fatalf("topic round trip: %+v, %v; want %v", spec.Assignment, err, assign)
+		if err != nil || !reflect.DeepEqual(spec.Assignment, assign) || spec.ID != id {
+			t.Fatalf("topic round trip: %+v %x, %v; want %v %x", spec.Assignment, spec.ID, err, assign, id)
 		}
 	})
 }

@@ -40,6 +40,7 @@ type SnapshotBroker struct {
 // SnapshotTopic is a topic with every partition's assignment and state.
 type SnapshotTopic struct {
 	Name              string              `json:"name"`
+	ID                string              `json:"topic_id,omitempty"`
 	Configs           map[string]string   `json:"configs"`
 	MarkedForDeletion bool                `json:"marked_for_deletion,omitempty"`
 	Partitions        []SnapshotPartition `json:"partitions"`
@@ -105,7 +106,11 @@ func (c *Client) Snapshot(ctx context.Context) (Snapshot, error) {
 				if err != nil {
 					return Snapshot{}, err
 				}
-				topic(name)
+				if spec.ID != ([16]byte{}) {
+					topic(name).ID = FormatTopicID(spec.ID)
+				} else {
+					topic(name)
+				}
 				assignments[name] = spec.Assignment
 			} else if name, p, ok := parsePartitionStateKey(k); ok {
 				st, err := decodeState(kv.Value, kv.ModRevision)

@@ -2,6 +2,8 @@ package coord
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -15,6 +17,9 @@ import (
 // TopicSpec is a topic's replica assignment and configs.
 type TopicSpec struct {
 	Name string
+	// ID is the topic ID (KIP-516), assigned once at creation; zero for a
+	// topic written before topic IDs existed.
+	ID [16]byte
 	// Assignment maps partition -> replicas in preference order (the first
 	// is the preferred leader). Partitions are 0..n-1.
 	Assignment map[int32][]int32
@@ -37,14 +42,50 @@ func (t TopicSpec) Partitions() []int32 {
 	return ps
 }
 
-// topicJSON is Kafka's /brokers/topics/<t> format.
+// topicJSON is Kafka's /brokers/topics/<t> format: version 3 (Kafka 2.8+)
+// carries the topic ID, older versions do not.
 type topicJSON struct {
-	Version    int                `json:"version"`
-	Partitions map[string][]int32 `json:"partitions"`
+	Version          int                 `json:"version"`
+	TopicID          string              `json:"topic_id,omitempty"`
+	Partitions       map[string][]int32  `json:"partitions"`
+	AddingReplicas   *map[string][]int32 `json:"adding_replicas,omitempty"`
+	RemovingReplicas *map[string][]int32 `json:"removing_replicas,omitempty"`
 }
 
-func encodeTopic(a map[int32][]int32) (string, error) {
+// NewTopicID returns a random topic ID that is neither the zero ID nor
+// Kafka's reserved metadata topic ID (1), like Kafka's Uuid.randomUuid.
+func NewTopicID() [16]byte {
+	for {
+		var id [16]byte
+		rand.Read(id[:])
+		if id != ([16]byte{}) && id != ([16]byte{15: 1}) {
+			return id
+		}
+	}
+}
+
+// FormatTopicID writes a topic ID as Kafka does: URL-safe base64 without
+// padding.
+func FormatTopicID(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
+
+// ParseTopicID reads FormatTopicID's form.
+func ParseTopicID(s string) ([16]byte, error) {
+	var id [16]byte
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) != 16 {
+		return id, fmt.Errorf("topic id %q is not 16 bytes of URL-safe base64", s)
+	}
+	copy(id[:], b)
+	return id, nil
+}
+
+func encodeTopic(id [16]byte, a map[int32][]int32) (string, error) {
 	tj := topicJSON{Version: 1, Partitions: make(map[string][]int32, len(a))}
+	if id != ([16]byte{}) {
+		tj.Version, tj.TopicID = 3, FormatTopicID(id)
+		none := map[string][]int32{}
+		tj.AddingReplicas, tj.RemovingReplicas = &none, &none
+	}
 	for p, rs := range a {
 		tj.Partitions[strconv.FormatInt(int64(p), 10)] = rs
 	}
@@ -58,6 +99,13 @@ func decodeTopic(name string, val []byte) (TopicSpec, error) {
 		return TopicSpec{}, fmt.Errorf("decode topic %s: %w", name, err)
 	}
 	spec := TopicSpec{Name: name, Assignment: make(map[int32][]int32, len(tj.Partitions))}
+	if tj.TopicID != "" {
+		id, err := ParseTopicID(tj.TopicID)
+		if err != nil {
+			return TopicSpec{}, fmt.Errorf("decode topic %s: %w", name, err)
+		}
+		spec.ID = id
+	}
 	for ps, rs := range tj.Partitions {
 		p, err := strconv.ParseInt(ps, 10, 32)
 		if err != nil {
@@ -112,7 +160,8 @@ func validateSpec(spec TopicSpec, initial map[int32]PartitionState) error {
 	return nil
 }
 
-// CreateTopic writes the assignment, the configs and initialStates in one
+// CreateTopic writes the assignment, the topic ID (a new one when spec.ID
+// is zero), the configs and initialStates in one
 // Txn when they fit (MaxTxnOps), fenced on l. With more than MaxTxnOps-3
 // initial states the rest follow in further fenced Txns, as a Kafka
 // controller creates partition states after the topic znode. l may be nil
@@ -124,7 +173,10 @@ func (c *Client) CreateTopic(ctx context.Context, l *Leadership, spec TopicSpec,
 	if err := validateSpec(spec, initialStates); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	tval, err := encodeTopic(spec.Assignment)
+	if spec.ID == ([16]byte{}) {
+		spec.ID = NewTopicID()
+	}
+	tval, err := encodeTopic(spec.ID, spec.Assignment)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}

@@ -19,6 +19,34 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata golden files")
 
+// TestTopicIDEncoding: the topic znode carries the ID the way Kafka 2.8+
+// writes it (version 3, URL-safe base64), and a version 1 znode (written
+// before topic IDs) reads with the zero ID.
+func TestTopicIDEncoding(t *testing.T) {
+	id := [16]byte{0: 0xfb, 15: 0x7e}
+	v, err := encodeTopic(id, map[int32][]int32{0: {1, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"version":3,"topic_id":"-wAAAAAAAAAAAAAAAAAAfg","partitions":{"0":[1,2]},"adding_replicas":{},"removing_replicas":{}}`
+	if v != want {
+		t.Fatalf("encoded %s\nwant    %s", v, want)
+	}
+	if spec, err := decodeTopic("t", []byte(v)); err != nil || spec.ID != id {
+		t.Fatalf("decoded %x, %v", spec.ID, err)
+	}
+	old, err := decodeTopic("t", []byte(`{"version":1,"partitions":{"0":[1]}}`))
+	if err != nil || old.ID != ([16]byte{}) {
+		t.Fatalf("version 1: %x, %v", old.ID, err)
+	}
+	if _, err := decodeTopic("t", []byte(`{"version":3,"topic_id":"short","partitions":{}}`)); err == nil {
+		t.Fatal("a malformed topic id decoded")
+	}
+	if FormatTopicID(NewTopicID()) == FormatTopicID([16]byte{}) {
+		t.Fatal("NewTopicID returned the zero ID")
+	}
+}
+
 func TestTopicLifecycle(t *testing.T) {
 	tc := startCluster(t, 1, false)
 	ctx := context.Background()
@@ -48,7 +76,7 @@ func TestTopicLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got.Assignment, spec.Assignment) || !reflect.DeepEqual(got.Configs, spec.Configs) || got.Version == 0 {
+	if !reflect.DeepEqual(got.Assignment, spec.Assignment) || !reflect.DeepEqual(got.Configs, spec.Configs) || got.Version == 0 || got.ID == ([16]byte{}) {
 		t.Fatalf("Topic(orders) = %+v", got)
 	}
 	if ps := got.Partitions(); !reflect.DeepEqual(ps, []int32{0, 1}) {
@@ -188,7 +216,7 @@ func TestLayoutGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := TopicSpec{Name: "t1", Assignment: map[int32][]int32{0: {1, 2, 3}, 1: {2, 3, 1}}, Configs: map[string]string{"unclean.leader.election.enable": "false"}}
+	spec := TopicSpec{Name: "t1", ID: [16]byte{0: 1, 15: 1}, Assignment: map[int32][]int32{0: {1, 2, 3}, 1: {2, 3, 1}}, Configs: map[string]string{"unclean.leader.election.enable": "false"}}
 	init := map[int32]PartitionState{
 		0: {ControllerEpoch: 5, Leader: 1, LeaderEpoch: 0, ISR: []int32{1, 2, 3}},
 		1: {ControllerEpoch: 5, Leader: -1, LeaderEpoch: 3, ISR: nil},
@@ -196,7 +224,7 @@ func TestLayoutGolden(t *testing.T) {
 	if err := c.CreateTopic(ctx, l, spec, init); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.CreateTopic(ctx, l, TopicSpec{Name: "t2", Assignment: map[int32][]int32{0: {1}}}, nil); err != nil {
+	if err := c.CreateTopic(ctx, l, TopicSpec{Name: "t2", ID: [16]byte{0: 2, 15: 2}, Assignment: map[int32][]int32{0: {1}}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.MarkTopicForDeletion(ctx, "t2"); err != nil {

@@ -368,6 +368,56 @@ func (l *Log) Size() int64 {
 // NumSegments is the number of segments, the active one included.
 func (l *Log) NumSegments() int { return len(l.segments()) }
 
+// MaxTimestamp is the largest batch MaxTimestamp in the log, -1 if none.
+func (l *Log) MaxTimestamp() int64 {
+	ts := int64(-1)
+	for _, s := range l.segments() {
+		s.imu.RLock()
+		ts = max(ts, s.maxTs)
+		s.imu.RUnlock()
+	}
+	return ts
+}
+
+// LegacyOffsetsBefore answers ListOffsets v0 (Kafka's
+// UnifiedLog.legacyFetchOffsetsBefore): each segment stands for its base
+// offset (at least the log start) at its file's modification time, and a
+// non-empty active segment adds the LEO at the clock's now. latest (-1)
+// starts from the last of these, earliest (-2) from the first, any other
+// ts from the last one modified at or before ts; up to maxNum offsets are
+// returned, newest first.
+func (l *Log) LegacyOffsetsBefore(ts int64, maxNum int) []int64 {
+	type point struct{ offset, ms int64 }
+	segs := l.segments()
+	start := l.logStart.Load()
+	var points []point
+	for _, s := range segs {
+		ms := int64(0)
+		if fi, err := s.log.Stat(); err == nil {
+			ms = fi.ModTime().UnixMilli()
+		}
+		points = append(points, point{max(s.base, start), ms})
+	}
+	if n := len(segs); n > 0 && segs[n-1].size.Load() > 0 {
+		points = append(points, point{l.leo.Load(), l.clock().UnixMilli()})
+	}
+	i := len(points) - 1
+	switch ts {
+	case -1:
+	case -2:
+		i = min(0, i)
+	default:
+		for i >= 0 && points[i].ms > ts {
+			i--
+		}
+	}
+	out := []int64{}
+	for ; i >= 0 && len(out) < maxNum; i-- {
+		out = append(out, points[i].offset)
+	}
+	return out
+}
+
 // AppendAsLeader validates data (one or more v2 batches), stamps each batch
 // with consecutive offsets from the LEO and with leaderEpoch, and appends it.
 // data is modified in place (only the fields outside the CRC, plus

@@ -101,6 +101,7 @@ func (p *Partition) maybeIncrementHWLocked(nowMs int64) bool {
 type AppendResult struct {
 	FirstOffset, LastOffset int64
 	LogStartOffset          int64
+	LogAppendTime           int64 // the stamped time with LogAppendTime, else -1
 	Records                 int
 	Duplicate               bool
 }
@@ -144,7 +145,7 @@ func (p *Partition) AppendAsLeader(data []byte, requiredAcks int16) (AppendResul
 			return AppendResult{}, err
 		}
 		if dup {
-			return AppendResult{FirstOffset: df, LastOffset: dl, LogStartOffset: p.log.LogStartOffset(), Duplicate: true}, nil
+			return AppendResult{FirstOffset: df, LastOffset: dl, LogStartOffset: p.log.LogStartOffset(), LogAppendTime: -1, Duplicate: true}, nil
 		}
 	}
 	res, err := p.log.AppendParsedAsLeader(data, batches, epoch)
@@ -158,7 +159,7 @@ func (p *Partition) AppendAsLeader(data []byte, requiredAcks int16) (AppendResul
 	p.maybeIncrementHWLocked(p.nowMs())
 	p.notifyLocked()
 	p.mu.Unlock()
-	return AppendResult{FirstOffset: res.FirstOffset, LastOffset: res.LastOffset, LogStartOffset: p.log.LogStartOffset(), Records: records}, nil
+	return AppendResult{FirstOffset: res.FirstOffset, LastOffset: res.LastOffset, LogStartOffset: p.log.LogStartOffset(), LogAppendTime: res.LogAppendTime, Records: records}, nil
 }
 
 // AcksAllStatus reports whether an acks=-1 append ending before
@@ -319,6 +320,44 @@ func (p *Partition) OffsetForTimestamp(ts int64) (TimestampOffset, bool, int32) 
 		}
 	}
 	return TimestampOffset{Offset: off, Timestamp: t}, true, epoch
+}
+
+// MaxTimestampOffset answers ListOffsets MAX_TIMESTAMP (-3, KIP-734): the
+// first record with the log's largest timestamp, if it is below the HW,
+// and its leader epoch. (Kafka 3.7 answers with the last offset of that
+// record's produce request, KAFKA-16310; this is the record itself.)
+func (p *Partition) MaxTimestampOffset() (TimestampOffset, bool, int32) {
+	ts := p.log.MaxTimestamp()
+	if ts < 0 {
+		return TimestampOffset{}, false, -1
+	}
+	return p.OffsetForTimestamp(ts)
+}
+
+// LegacyOffsets answers ListOffsets v0 (Kafka's
+// Partition.legacyFetchOffsetsForTimestamp): segment offsets before ts,
+// newest first; a consumer's list starts at the HW instead of anything
+// past it. leaderOnly refuses a replica that does not lead.
+func (p *Partition) LegacyOffsets(ts int64, maxNum int, fromConsumer, leaderOnly bool) ([]int64, error) {
+	p.lock.RLock()
+	defer p.lock.RUnlock()
+	s := p.State()
+	if leaderOnly && s.Role != Leader {
+		return nil, kerr.NotLeaderForPartition
+	}
+	all := p.log.LegacyOffsetsBefore(ts, maxNum)
+	if !fromConsumer {
+		return all, nil
+	}
+	hw := p.HighWatermark()
+	i := 0
+	for i < len(all) && all[i] > hw {
+		i++
+	}
+	if i == 0 {
+		return all, nil
+	}
+	return append([]int64{hw}, all[i:]...), nil
 }
 
 // ListOffsetsState returns what ListOffsets needs under the read lock

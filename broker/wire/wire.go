@@ -36,6 +36,10 @@ var (
 // ApiVersionsKey is the key of ApiVersions, whose response header never has tags.
 const ApiVersionsKey = 18
 
+// controlledShutdownKey is the key of ControlledShutdown, whose v0 request
+// header has no client id (Kafka's request header v0).
+const controlledShutdownKey = 7
+
 // Header is a decoded request header.
 type Header struct {
 	Key           int16
@@ -96,7 +100,9 @@ func (t Table) Decode(frame []byte) (Header, kmsg.Request, error) {
 	}
 	req.SetVersion(h.Version)
 	b := kbin.Reader{Src: frame[8:]}
-	h.ClientID = b.NullableString()
+	if h.Key != controlledShutdownKey || h.Version != 0 {
+		h.ClientID = b.NullableString()
+	}
 	if req.IsFlexible() {
 		kmsg.SkipTags(&b)
 	}
@@ -135,14 +141,19 @@ func AppendResponse(dst []byte, h Header, resp kmsg.Response) []byte {
 }
 
 // ApiVersions answers an ApiVersions request from the table. A request at
-// an unsupported version is answered at v0 with UNSUPPORTED_VERSION and the
-// full table, so the client can pick a version it shares (KIP-511).
+// a version above the table's is answered at v0 with UNSUPPORTED_VERSION and
+// only the ApiVersions entry, so the client can retry at a version it
+// shares (KIP-511; Kafka's ApiVersionsRequest.getErrorResponse).
 func (t Table) ApiVersions(version int16) *kmsg.ApiVersionsResponse {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.SetVersion(version)
 	if vr := t[ApiVersionsKey]; version > vr.Max {
 		resp.SetVersion(0)
 		resp.ErrorCode = kerr.UnsupportedVersion.Code
+		k := kmsg.NewApiVersionsResponseApiKey()
+		k.ApiKey, k.MinVersion, k.MaxVersion = ApiVersionsKey, vr.Min, vr.Max
+		resp.ApiKeys = append(resp.ApiKeys, k)
+		return resp
 	}
 	for _, key := range t.keys() {
 		vr := t[key]

@@ -22,8 +22,10 @@ func frame(req kmsg.Request, correlation int32, clientID string) []byte {
 	b = binary.BigEndian.AppendUint16(b, uint16(req.Key()))
 	b = binary.BigEndian.AppendUint16(b, uint16(req.GetVersion()))
 	b = binary.BigEndian.AppendUint32(b, uint32(correlation))
-	b = binary.BigEndian.AppendUint16(b, uint16(len(clientID)))
-	b = append(b, clientID...)
+	if req.Key() != controlledShutdownKey || req.GetVersion() != 0 { // header v0 has no client id
+		b = binary.BigEndian.AppendUint16(b, uint16(len(clientID)))
+		b = append(b, clientID...)
+	}
 	if req.IsFlexible() {
 		b = append(b, 0)
 	}
@@ -68,6 +70,24 @@ func TestDecodeRejects(t *testing.T) {
 	}
 }
 
+// ControlledShutdown v0 has Kafka's request header v0: no client id.
+func TestDecodeControlledShutdownV0(t *testing.T) {
+	tab := Table{7: {Min: 0, Max: 3}}
+	req := kmsg.NewPtrControlledShutdownRequest()
+	req.BrokerID = 3
+	h, got, err := tab.Decode(frame(req, 5, "ignored"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.ClientID != nil || h.CorrelationID != 5 || got.(*kmsg.ControlledShutdownRequest).BrokerID != 3 {
+		t.Fatalf("decoded %+v %+v", h, got)
+	}
+	req.SetVersion(1)
+	if _, got, err := tab.Decode(frame(req, 6, "c")); err != nil || got.(*kmsg.ControlledShutdownRequest).BrokerID != 3 {
+		t.Fatalf("v1: %v %+v", err, got)
+	}
+}
+
 func TestReadFrameLimit(t *testing.T) {
 	var buf bytes.Buffer
 	binary.Write(&buf, binary.BigEndian, int32(1<<30))
@@ -88,7 +108,8 @@ func TestApiVersionsFallback(t *testing.T) {
 	if resp.GetVersion() != 0 || resp.ErrorCode != kerr.UnsupportedVersion.Code {
 		t.Fatalf("v7: version %d error %d; want v0 UNSUPPORTED_VERSION", resp.GetVersion(), resp.ErrorCode)
 	}
-	if len(resp.ApiKeys) != 3 || resp.ApiKeys[0].ApiKey != 0 || resp.ApiKeys[2].ApiKey != 18 {
+	// Kafka 2.4+ (KIP-511) lists only ApiVersions itself with the error.
+	if len(resp.ApiKeys) != 1 || resp.ApiKeys[0].ApiKey != 18 || resp.ApiKeys[0].MaxVersion != 3 {
 		t.Fatalf("keys %+v", resp.ApiKeys)
 	}
 	// The response header of ApiVersions never carries tags.
@@ -113,6 +134,7 @@ func FuzzDecode(f *testing.F) {
 	av := kmsg.NewPtrApiVersionsRequest()
 	av.SetVersion(3)
 	f.Add(frame(av, 3, "c"))
+	f.Add(frame(kmsg.NewPtrControlledShutdownRequest(), 4, ""))
 	full := Table{}
 	for k := int16(0); k < 100; k++ {
 		if r := kmsg.RequestForKey(k); r != nil {
