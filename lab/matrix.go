@@ -204,50 +204,12 @@ func (m *Matrix) cellDoc(preset Names, pid string, sch MatrixSchedule, seed int6
 	return yaml.Marshal(doc)
 }
 
-// CellResult is one cell's outcome.
-type CellResult struct {
-	Cell      string           `json:"cell"`
-	Preset    string           `json:"preset"`
-	Schedule  string           `json:"schedule"`
-	Seed      int64            `json:"seed"`
-	State     string           `json:"state"` // pending, running, done, error, skipped
-	Outcome   string           `json:"outcome,omitempty"`
-	Valid     string           `json:"valid,omitempty"`
-	Anomalies map[string]int64 `json:"anomalies,omitempty"`
-	Avail     float64          `json:"availability,omitempty"`
-	MaxUnavS  float64          `json:"max_unavailable_s,omitempty"`
-	Expect    string           `json:"expect"`
-	Reasons   []string         `json:"reasons,omitempty"`
-	Error     string           `json:"error,omitempty"`
-	Dir       string           `json:"dir,omitempty"`
-	Seconds   float64          `json:"seconds,omitempty"`
-}
+// CellResult is one cell's outcome, a row of table.json.
+type CellResult = results.Cell
 
-// MatrixResult is the whole table.
-type MatrixResult struct {
-	Matrix  string       `json:"matrix"`
-	Dir     string       `json:"dir"`
-	Started string       `json:"started"`
-	Seconds float64      `json:"seconds"`
-	Cells   []CellResult `json:"cells"`
-}
-
-// Code is the matrix's exit status: 255 if a cell could not run, else 1 if
-// any expectation was not met, else 2 if any was undecided, else 0.
-func (r *MatrixResult) Code() int {
-	code := 0
-	for _, c := range r.Cells {
-		switch {
-		case c.State == "error":
-			return 255
-		case c.Outcome == NotMet.String():
-			code = 1
-		case code == 0 && (c.Outcome == Undecided.String() || c.State != "done"):
-			code = 2
-		}
-	}
-	return code
-}
+// MatrixResult is the whole table (table.json); its Code is the matrix's
+// exit status.
+type MatrixResult = results.Table
 
 // MatrixOptions configure a matrix run.
 type MatrixOptions struct {

@@ -193,20 +193,13 @@ func WriteRun(dir string, verdict, outcome any) error {
 	return errors.Join(err, WriteReport(dir))
 }
 
-// WriteMatrix writes a finished matrix's files into dir: table.json
-// (table must encode as a Table does, as lab.MatrixResult does), table.txt
-// (text), junit.xml, a copy of the JUnit XML at extraJUnit when it is set,
-// and report.html.
-func WriteMatrix(dir string, table any, text []byte, extraJUnit string) error {
-	err := errors.Join(WriteJSON(filepath.Join(dir, TableFile), table),
+// WriteMatrix writes a finished matrix's files into dir: table.json,
+// table.txt (text), junit.xml, a copy of the JUnit XML at extraJUnit when it
+// is set, and report.html.
+func WriteMatrix(dir string, t *Table, text []byte, extraJUnit string) error {
+	err := errors.Join(WriteJSON(filepath.Join(dir, TableFile), t),
 		WriteFile(filepath.Join(dir, TableTextFile), text))
-	var t Table
-	if b, jerr := json.Marshal(table); jerr != nil {
-		return errors.Join(err, fmt.Errorf("encode table: %w", jerr))
-	} else if jerr := json.Unmarshal(b, &t); jerr != nil {
-		return errors.Join(err, fmt.Errorf("table is not a Table: %w", jerr))
-	}
-	junit, jerr := MatrixJUnit(&t)
+	junit, jerr := MatrixJUnit(t)
 	if jerr != nil {
 		err = errors.Join(err, jerr)
 	} else {

@@ -36,7 +36,7 @@ type Outcome struct {
 }
 
 // Table is a matrix's table.json: one Cell per preset x schedule x seed.
-// lab.MatrixResult encodes to it.
+// lab.MatrixResult is this type.
 type Table struct {
 	Matrix  string  `json:"matrix"`
 	Dir     string  `json:"dir"`
@@ -45,7 +45,7 @@ type Table struct {
 	Cells   []Cell  `json:"cells"`
 }
 
-// Cell is one cell of a Table. lab.CellResult encodes to it.
+// Cell is one cell of a Table (lab.CellResult).
 type Cell struct {
 	Cell      string           `json:"cell"`
 	Preset    string           `json:"preset"`
@@ -62,6 +62,24 @@ type Cell struct {
 	Error     string           `json:"error,omitempty"`
 	Dir       string           `json:"dir,omitempty"`
 	Seconds   float64          `json:"seconds,omitempty"`
+}
+
+// Code is a matrix's exit status: 255 if a cell could not run, else 1 if
+// any expectation was not met, else 2 if any was undecided or did not run,
+// else 0.
+func (t *Table) Code() int {
+	code := 0
+	for _, c := range t.Cells {
+		switch st := c.Status(); {
+		case st == "error":
+			return 255
+		case st == NotMet:
+			code = 1
+		case code == 0 && st != Met:
+			code = 2
+		}
+	}
+	return code
 }
 
 // Status is what a cell's colour and the diff go by: "met", "not met",
