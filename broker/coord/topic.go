@@ -21,6 +21,12 @@ type TopicSpec struct {
 	// Configs are topic-level overrides with Kafka's names
 	// ("min.insync.replicas", "unclean.leader.election.enable", ...).
 	Configs map[string]string
+	// Adding and Removing are the replicas a reassignment in progress adds
+	// to and removes from each partition (KIP-455: Kafka 2.4+ keeps them in
+	// /brokers/topics/<t> as adding_replicas and removing_replicas, so a new
+	// controller resumes the reassignment). Assignment then holds the full
+	// replica set, target and origin. Empty when nothing moves.
+	Adding, Removing map[int32][]int32
 	// MarkedForDeletion is true while /admin/delete_topics/<t> exists.
 	MarkedForDeletion bool
 	// Version is the ModRevision of /brokers/topics/<t> (reads only).
@@ -38,15 +44,32 @@ func (t TopicSpec) Partitions() []int32 {
 }
 
 // topicJSON is Kafka's /brokers/topics/<t> format.
+// Version 2 (Kafka 2.4+) adds adding_replicas and removing_replicas; it
+// is written only while a reassignment is in progress.
 type topicJSON struct {
-	Version    int                `json:"version"`
-	Partitions map[string][]int32 `json:"partitions"`
+	Version          int                `json:"version"`
+	Partitions       map[string][]int32 `json:"partitions"`
+	AddingReplicas   map[string][]int32 `json:"adding_replicas,omitempty"`
+	RemovingReplicas map[string][]int32 `json:"removing_replicas,omitempty"`
 }
 
 func encodeTopic(a map[int32][]int32) (string, error) {
-	tj := topicJSON{Version: 1, Partitions: make(map[string][]int32, len(a))}
-	for p, rs := range a {
-		tj.Partitions[strconv.FormatInt(int64(p), 10)] = rs
+	return encodeTopicSpec(TopicSpec{Assignment: a})
+}
+
+func encodeTopicSpec(spec TopicSpec) (string, error) {
+	byName := func(m map[int32][]int32) map[string][]int32 {
+		out := make(map[string][]int32, len(m))
+		for p, rs := range m {
+			if len(rs) > 0 {
+				out[strconv.FormatInt(int64(p), 10)] = rs
+			}
+		}
+		return out
+	}
+	tj := topicJSON{Version: 1, Partitions: byName(spec.Assignment)}
+	if add, rm := byName(spec.Adding), byName(spec.Removing); len(add) > 0 || len(rm) > 0 {
+		tj.Version, tj.AddingReplicas, tj.RemovingReplicas = 2, add, rm
 	}
 	b, err := json.Marshal(tj)
 	return string(b), err
@@ -64,6 +87,28 @@ func decodeTopic(name string, val []byte) (TopicSpec, error) {
 			return TopicSpec{}, fmt.Errorf("decode topic %s: partition %q: %w", name, ps, err)
 		}
 		spec.Assignment[int32(p)] = rs
+	}
+	for field, m := range map[string]map[string][]int32{"adding_replicas": tj.AddingReplicas, "removing_replicas": tj.RemovingReplicas} {
+		for ps, rs := range m {
+			p, err := strconv.ParseInt(ps, 10, 32)
+			if err != nil || len(rs) == 0 {
+				continue
+			}
+			if _, ok := spec.Assignment[int32(p)]; !ok {
+				return TopicSpec{}, fmt.Errorf("decode topic %s: %s for unassigned partition %s", name, field, ps)
+			}
+			if field == "adding_replicas" {
+				if spec.Adding == nil {
+					spec.Adding = map[int32][]int32{}
+				}
+				spec.Adding[int32(p)] = rs
+			} else {
+				if spec.Removing == nil {
+					spec.Removing = map[int32][]int32{}
+				}
+				spec.Removing[int32(p)] = rs
+			}
+		}
 	}
 	return spec, nil
 }
