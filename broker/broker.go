@@ -73,6 +73,9 @@ type Broker struct {
 
 	events stateEvents
 
+	quotaOnce   sync.Once
+	localQuotas *localQuotas // client quotas of a standalone broker
+
 	clockSkew atomic.Int64 // ms added to the clock (clock faults)
 
 	ready     chan struct{}
