@@ -16,13 +16,18 @@ var _ = serve(1, "Fetch", 4, 12, (*Broker).handleFetch)
 // handleFetch reads every requested partition; when fewer than MinBytes
 // are available it waits (off the handler thread) until a partition
 // changes or MaxWaitMillis passes — Kafka's fetch purgatory. Fetch
-// sessions are not kept: SessionID 0 tells clients to send full fetches.
+// sessions (fetchsession.go) decide which partitions are read and which
+// of them are answered.
 func (b *Broker) handleFetch(ctx context.Context, rq *request) {
-	req := rq.req.(*kmsg.FetchRequest)
+	sess, req := b.fetchSessions.open(rq.req.(*kmsg.FetchRequest))
+	if resp, ok := sess.errorResponse(req); ok {
+		rq.respond(resp)
+		return
+	}
 	bufs := &bufSet{}
 	resp, n, chans, anyErr := b.readFetch(req, bufs)
 	if anyErr || n >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(chans) == 0 {
-		rq.respondReleasing(resp, bufs)
+		rq.respondReleasing(sess.finish(resp), bufs)
 		return
 	}
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
@@ -45,12 +50,12 @@ func (b *Broker) handleFetch(ctx context.Context, rq *request) {
 				return
 			case 0:
 				resp, _, _, _ = b.readFetch(req, bufs)
-				rq.respondReleasing(resp, bufs)
+				rq.respondReleasing(sess.finish(resp), bufs)
 				return
 			}
 			resp, n, chans, anyErr = b.readFetch(req, bufs)
 			if anyErr || n >= int(req.MinBytes) || len(chans) == 0 {
-				rq.respondReleasing(resp, bufs)
+				rq.respondReleasing(sess.finish(resp), bufs)
 				return
 			}
 		}

@@ -73,6 +73,8 @@ type Broker struct {
 
 	events stateEvents
 
+	fetchSessions *fetchSessionCache
+
 	quotaOnce   sync.Once
 	localQuotas *localQuotas // client quotas of a standalone broker
 
@@ -123,6 +125,7 @@ func New(cfg *config.Config, opts ...Option) (*Broker, error) {
 	b.handlers = b.handlerTable()
 	b.queue = make(chan *request, cfg.Int("queued.max.requests"))
 	b.metrics = newMetrics(b)
+	b.fetchSessions = newFetchSessionCache(cfg.Int("max.incremental.fetch.session.cache.slots"), b.now, b.metrics.reg)
 
 	dirs := cfg.LogDirs()
 	logs, err := klog.OpenManager(dirs, b.logConfig(cfg.TopicDefaults()), klog.WithClock(b.now), klog.WithLogger(b.log))
