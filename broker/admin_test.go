@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/config"
 )
 
 // TestAdminAPIsKadm calls each admin API through kadm against a 3-broker
@@ -120,6 +122,35 @@ func TestAdminAPIsKadm(t *testing.T) {
 	})
 	if ares, err := adm.AlterTopicConfigsState(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: kmsg.StringPtr("x")}}, "grow"); err != nil || !errors.Is(ares[0].Err, kerr.InvalidConfig) {
 		t.Fatalf("invalid value: %v %+v", err, ares)
+	}
+
+	// DescribeConfigs answers every Kafka 3.7 broker key: ours with our
+	// values, the others at Kafka's default, read-only.
+	brc, err := adm.DescribeBrokerConfigs(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := brc.On("2", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]kadm.Config{}
+	for _, c := range bc.Configs {
+		byName[c.Key] = c
+	}
+	for _, d := range config.Kafka37BrokerDefaults {
+		if _, ok := byName[d.Name]; !ok {
+			t.Errorf("DescribeConfigs leaves out Kafka broker key %s", d.Name)
+		}
+	}
+	if c := byName["log.cleaner.threads"]; c.MaybeValue() != "1" || c.Source != kmsg.ConfigSourceDefaultConfig {
+		t.Errorf("log.cleaner.threads: %+v", c)
+	}
+	if c := byName["ssl.keystore.password"]; c.Value != nil || !c.Sensitive {
+		t.Errorf("ssl.keystore.password: %+v", c)
+	}
+	if c := byName["broker.id"]; c.MaybeValue() != "2" {
+		t.Errorf("broker.id: %+v", c)
 	}
 
 	// DescribeLogDirs: every broker reports its directory with the
