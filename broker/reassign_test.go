@@ -257,6 +257,15 @@ func TestReassignUnderLoad(t *testing.T) {
 		return nil
 	})
 
+	// Reordering only (nothing added or removed) completes at once and
+	// the new order reaches the metadata.
+	req = nil
+	req.Assign("ra", 0, []int32{3, 2})
+	if res, err := adm.AlterPartitionAssignments(ctx, req); err != nil || res.Error() != nil {
+		t.Fatalf("alter reassignments: %v %v", err, res.Error())
+	}
+	waitReassigned(t, cl, "ra", 0, []int32{3, 2}, 30*time.Second)
+
 	time.Sleep(300 * time.Millisecond) // a few more writes on the new leader
 	acked, failed := ld.finish()
 	t.Logf("%d acknowledged, %d failed", len(acked), failed)

@@ -282,13 +282,13 @@ func (t *term) reassign(ctx context.Context, tp coord.TopicPartition, next reass
 		// U3: replicas an earlier reassignment was adding and this one drops.
 		t.stopReplicas(tp, diff(cur.replicas, next.replicas))
 	}
-	if !next.active() {
-		return nil
-	}
 	if !p.hasState {
 		return nil // the partition gets its state (and replicas) when one is live
 	}
-	if !reassignmentComplete(p) {
+	// A target that only reorders the replicas (nothing to add or remove)
+	// is complete at once, and still goes through phase B: the new order
+	// reaches the replicas and the metadata with a leader epoch bump.
+	if next.active() && !reassignmentComplete(p) {
 		// A1, A2: bump the leader epoch and send RS (new replicas included).
 		_, err := t.bumpAndAnnounce(ctx, tp, keepLeader)
 		return err
