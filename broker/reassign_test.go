@@ -14,6 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/wire"
+	"github.com/isrlab/isrlab/internal/proctest"
 )
 
 // createAssigned creates topic with a manual replica assignment
@@ -306,4 +309,129 @@ func TestReassignUnderLoad(t *testing.T) {
 	if err != nil || !errors.Is(res["nope"][0].Err, kerr.UnknownTopicOrPartition) {
 		t.Fatalf("unknown topic: %v %+v", err, res)
 	}
+}
+
+// TestReassignResumesAfterControllerKill starts a reassignment that cannot
+// finish (its new replica's broker is paused), kills the controller (which
+// also led the partition and is the replica being removed) with SIGKILL,
+// and checks that the new controller resumes the reassignment from the
+// coordinator: once the paused broker runs again the partition ends on the
+// target replicas, and an acks=all producer running throughout lost
+// nothing it was told was written.
+func TestReassignResumesAfterControllerKill(t *testing.T) {
+	c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 4, Overrides: []string{
+		"coordinator.session.timeout.ms=3000", "replica.lag.time.max.ms=2000",
+		"replica.fetch.wait.max.ms=100", "replica.fetch.backoff.ms=100"}})
+	ctrl := liveController(c)
+	if ctrl < 0 {
+		t.Fatal("no controller")
+	}
+	var others []int32
+	for id := int32(1); id <= 4; id++ {
+		if id != ctrl {
+			others = append(others, id)
+		}
+	}
+	newcomer, x, y := others[0], others[1], others[2]
+	cl := c.Client()
+	createAssigned(t, cl, "kr", map[string]string{"min.insync.replicas": "2"}, []int32{ctrl, x, y})
+	waitFor(t, 30*time.Second, "kr fully replicated", func() error {
+		md, err := metadataOf(cl, "kr")
+		if err != nil {
+			return err
+		}
+		if md[0].leader != ctrl || len(md[0].isr) != 3 {
+			return fmt.Errorf("%+v", md[0])
+		}
+		return nil
+	})
+	ld := startLoad(t, c.Bootstrap(), "kr")
+	waitFor(t, 10*time.Second, "records acknowledged", func() error {
+		ld.mu.Lock()
+		defer ld.mu.Unlock()
+		if len(ld.acked) < 1000 {
+			return fmt.Errorf("%d acked", len(ld.acked))
+		}
+		return nil
+	})
+
+	// The newcomer cannot catch up while it is frozen.
+	c.Brokers[newcomer].Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			c.Brokers[newcomer].Resume()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign("kr", 0, []int32{newcomer, x, y})
+	res, err := kadm.NewClient(cl).AlterPartitionAssignments(ctx, req)
+	if err != nil || res.Error() != nil {
+		t.Fatalf("alter reassignments: %v %v", err, res.Error())
+	}
+	ras, err := reassignments(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rp, ok := ras["kr"][0]; !ok || !slices.Equal(rp.AddingReplicas, []int32{newcomer}) || !slices.Equal(rp.RemovingReplicas, []int32{ctrl}) {
+		t.Fatalf("reassignment in progress: %+v", ras)
+	}
+
+	c.Brokers[ctrl].Kill()
+	waitFor(t, 30*time.Second, "a new controller still reassigning kr-0", func() error {
+		if n := liveController(c); n < 0 || n == ctrl {
+			return fmt.Errorf("controller %d", n)
+		}
+		ras, err := reassignments(cl)
+		if err != nil {
+			return err
+		}
+		rp, ok := ras["kr"][0]
+		if !ok || !slices.Equal(rp.Replicas, []int32{newcomer, x, y, ctrl}) {
+			return fmt.Errorf("reassignments %+v", ras)
+		}
+		return nil
+	})
+	c.Brokers[newcomer].Resume()
+	resumed = true
+	waitReassigned(t, cl, "kr", 0, []int32{newcomer, x, y}, 60*time.Second)
+
+	time.Sleep(300 * time.Millisecond)
+	acked, failed := ld.finish()
+	t.Logf("%d acknowledged, %d failed", len(acked), failed)
+	got := consumeValues(t, c.Bootstrap(), "kr", acked, 60*time.Second)
+	var lost []string
+	for v := range acked {
+		if got[v] == 0 {
+			lost = append(lost, v)
+		}
+	}
+	if len(lost) > 0 {
+		slices.Sort(lost)
+		t.Fatalf("%d acknowledged records lost, e.g. %v", len(lost), lost[:min(10, len(lost))])
+	}
+}
+
+// liveController returns the broker that says it is the controller, -1 if
+// none does.
+func liveController(c *proctest.Cluster) int32 {
+	for id, p := range c.Brokers {
+		if !p.Running() {
+			continue
+		}
+		cl := wire.NewClient(c.BrokerAddrs[id], "test", nil)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(9)
+		req.Topics = []kmsg.MetadataRequestTopic{}
+		raw, err := cl.Request(ctx, req)
+		cancel()
+		cl.Close()
+		if err == nil && raw.(*kmsg.MetadataResponse).ControllerID == id {
+			return id
+		}
+	}
+	return -1
 }
