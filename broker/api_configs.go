@@ -86,6 +86,13 @@ func (b *Broker) handleDescribeConfigs(_ context.Context, rq *request) {
 				}
 				add(b.cfg, k, src, true)
 			}
+			// Every other Kafka 3.7 broker key, at Kafka's default.
+			for _, d := range config.Kafka37BrokerDefaults {
+				if b.cfg.Known(d.Name) || (len(want) > 0 && !want[d.Name]) {
+					continue
+				}
+				sr.Configs = append(sr.Configs, kafkaDefaultEntry(d, req.IncludeDocumentation))
+			}
 		default:
 			sr.ErrorCode = kerr.InvalidRequest.Code
 		}
@@ -215,4 +222,27 @@ func (b *Broker) alterTopicConfig(topic string, configs map[string]string) error
 		}
 	}
 	return nil
+}
+
+// kafkaDefaultEntry reports a Kafka broker key isrlab does not implement:
+// read-only, at Kafka 3.7's default, a password's value hidden.
+func kafkaDefaultEntry(d config.KafkaDefault, doc bool) kmsg.DescribeConfigsResponseResourceConfig {
+	e := kmsg.NewDescribeConfigsResponseResourceConfig()
+	e.Name = d.Name
+	if !d.Null && d.Type != "password" {
+		v := d.Default
+		e.Value = &v
+	}
+	e.ReadOnly, e.IsDefault, e.Source = true, true, kmsg.ConfigSource(sourceDefault)
+	e.IsSensitive = d.Type == "password"
+	e.ConfigType = map[string]kmsg.ConfigType{
+		"boolean": kmsg.ConfigTypeBoolean, "string": kmsg.ConfigTypeString, "int": kmsg.ConfigTypeInt,
+		"short": kmsg.ConfigTypeShort, "long": kmsg.ConfigTypeLong, "double": kmsg.ConfigTypeDouble,
+		"list": kmsg.ConfigTypeList, "class": kmsg.ConfigTypeClass, "password": kmsg.ConfigTypePassword,
+	}[d.Type]
+	if doc {
+		s := "Not implemented by isrlab; reported at Kafka 3.7's default."
+		e.Documentation = &s
+	}
+	return e
 }

@@ -19,7 +19,8 @@ var _ = serve(1, "Fetch", 0, 16, (*Broker).handleFetch, in("0.10", 0, 3), in("2.
 // handleFetch reads every requested partition; when fewer than MinBytes
 // are available it waits (off the handler thread) until a partition
 // changes or MaxWaitMillis passes — Kafka's fetch purgatory. Fetch
-// sessions are not kept: SessionID 0 tells clients to send full fetches.
+// sessions (KIP-227, fetchsession.go) decide which partitions are read and
+// which of them are answered.
 //
 // Kafka 3.7's version differences: v0-3 get the v2 batches down-converted
 // to message format v0 (v0-1) or v1 (v2-3), unless
@@ -31,11 +32,15 @@ var _ = serve(1, "Fetch", 0, 16, (*Broker).handleFetch, in("0.10", 0, 3), in("2.
 // the current leader to NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH
 // (KIP-951).
 func (b *Broker) handleFetch(ctx context.Context, rq *request) {
-	req := rq.req.(*kmsg.FetchRequest)
+	sess, req := b.fetchSessions.open(rq.req.(*kmsg.FetchRequest))
+	if resp, ok := sess.errorResponse(req); ok {
+		rq.respond(resp)
+		return
+	}
 	bufs := &bufSet{}
 	resp, n, chans, anyErr := b.readFetch(req, bufs)
 	if anyErr || n >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(chans) == 0 {
-		rq.respondReleasing(resp, bufs)
+		rq.respondReleasing(sess.finish(resp), bufs)
 		return
 	}
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
@@ -58,12 +63,12 @@ func (b *Broker) handleFetch(ctx context.Context, rq *request) {
 				return
 			case 0:
 				resp, _, _, _ = b.readFetch(req, bufs)
-				rq.respondReleasing(resp, bufs)
+				rq.respondReleasing(sess.finish(resp), bufs)
 				return
 			}
 			resp, n, chans, anyErr = b.readFetch(req, bufs)
 			if anyErr || n >= int(req.MinBytes) || len(chans) == 0 {
-				rq.respondReleasing(resp, bufs)
+				rq.respondReleasing(sess.finish(resp), bufs)
 				return
 			}
 		}

@@ -3,9 +3,14 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/coord"
 )
 
 var _ = serve(19, "CreateTopics", 0, 7, (*Broker).handleCreateTopics, in("0.10", 0, 1), in("2.4", 0, 5), in("2.6", 0, 5))
@@ -36,18 +41,26 @@ func (b *Broker) handleCreateTopics(_ context.Context, rq *request) {
 			}
 		}
 		_, exists := b.meta.topic(rt.Topic)
+		var assign map[int32][]int32
+		badAssign := ""
+		if len(rt.ReplicaAssignment) > 0 {
+			assign, badAssign = b.manualAssignment(rt)
+			np, rf = int32(len(assign)), int16(len(assign[0]))
+		}
 		switch {
 		case !validTopicName(rt.Topic):
 			fail(kerr.InvalidTopicException, "topic name is illegal: it must be 1-249 characters of [a-zA-Z0-9._-] and not '.' or '..'")
 		case exists:
 			fail(kerr.TopicAlreadyExists, "topic '"+rt.Topic+"' already exists")
-		case len(rt.ReplicaAssignment) > 0:
-			fail(kerr.InvalidReplicaAssignment, "manual replica assignment is not supported")
+		case len(rt.ReplicaAssignment) > 0 && (rt.NumPartitions != -1 || rt.ReplicationFactor != -1):
+			fail(kerr.InvalidRequest, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.")
+		case badAssign != "":
+			fail(kerr.InvalidReplicaAssignment, badAssign)
 		case np <= 0:
 			fail(kerr.InvalidPartitions, "number of partitions must be larger than 0")
 		case rf <= 0:
 			fail(kerr.InvalidReplicationFactor, "replication factor must be larger than 0")
-		case rf > live:
+		case assign == nil && rf > live:
 			fail(kerr.InvalidReplicationFactor, "replication factor is larger than the number of available brokers")
 		default:
 			tc, err := b.cfg.TopicConfig(configs)
@@ -59,7 +72,7 @@ func (b *Broker) handleCreateTopics(_ context.Context, rq *request) {
 			if req.ValidateOnly {
 				break
 			}
-			id, err := b.createTopic(rt.Topic, np, rf, configs)
+			id, err := b.createTopicAssigned(rt.Topic, np, rf, assign, configs)
 			if err != nil {
 				if errors.Is(err, errTopicExists) {
 					fail(kerr.TopicAlreadyExists, "topic '"+rt.Topic+"' already exists")
@@ -148,4 +161,65 @@ func (b *Broker) deleteTopicResult(name string) (int16, *string) {
 		msg := err.Error()
 		return kerr.UnknownServerError.Code, &msg
 	}
+}
+
+// manualAssignment reads CreateTopics' replica assignment and checks it as
+// Kafka does (AdminZkClient.validateTopicCreate): partitions numbered
+// 0..n-1, the same replica count everywhere, no broker twice in a
+// partition, only registered brokers. It returns the reason when the
+// assignment is invalid.
+func (b *Broker) manualAssignment(rt kmsg.CreateTopicsRequestTopic) (map[int32][]int32, string) {
+	assign := map[int32][]int32{}
+	for _, ra := range rt.ReplicaAssignment {
+		if _, dup := assign[ra.Partition]; dup {
+			return nil, fmt.Sprintf("Duplicate partition %d in replica assignment", ra.Partition)
+		}
+		assign[ra.Partition] = ra.Replicas
+	}
+	known := map[int32]bool{}
+	for _, be := range b.meta.brokerList() {
+		known[be.ID] = true
+	}
+	n := len(assign)
+	for p := int32(0); p < int32(n); p++ {
+		rs, ok := assign[p]
+		if !ok {
+			return nil, "partitions should be a consecutive 0-based integer sequence"
+		}
+		switch {
+		case len(rs) == 0:
+			return nil, fmt.Sprintf("Replica assignment of partition %d is empty", p)
+		case len(rs) != len(assign[0]):
+			return nil, "All partitions should have the same number of replicas"
+		case len(slices.Compact(slices.Sorted(slices.Values(rs)))) != len(rs):
+			return nil, fmt.Sprintf("Duplicate replica assignment found: %v", rs)
+		}
+		for _, r := range rs {
+			if !known[r] {
+				return nil, fmt.Sprintf("Unknown broker %d in replica assignment of partition %d", r, p)
+			}
+		}
+	}
+	return assign, ""
+}
+
+// createTopicAssigned creates a topic with the given assignment, or with
+// one the broker computes when assign is nil.
+func (b *Broker) createTopicAssigned(name string, partitions int32, rf int16, assign map[int32][]int32, configs map[string]string) ([16]byte, error) {
+	if assign == nil {
+		return b.createTopic(name, partitions, rf, configs)
+	}
+	if b.cluster == nil {
+		// Standalone the broker holds every replica; validation allowed
+		// only itself.
+		return b.createTopicStandalone(name, partitions, configs)
+	}
+	ctx, cancel := context.WithTimeout(b.runCtx, 10*time.Second)
+	defer cancel()
+	id := coord.NewTopicID()
+	err := b.cluster.coord.CreateTopic(ctx, nil, coord.TopicSpec{Name: name, ID: id, Assignment: assign, Configs: configs}, nil)
+	if errors.Is(err, coord.ErrTopicExists) {
+		return [16]byte{}, errTopicExists
+	}
+	return id, err
 }

@@ -74,6 +74,11 @@ type Broker struct {
 
 	events stateEvents
 
+	fetchSessions *fetchSessionCache
+
+	quotaOnce   sync.Once
+	localQuotas *localQuotas // client quotas of a standalone broker
+
 	clockSkew atomic.Int64 // ms added to the clock (clock faults)
 
 	ready     chan struct{}
@@ -122,6 +127,7 @@ func New(cfg *config.Config, opts ...Option) (*Broker, error) {
 	b.handlers = b.handlerTable()
 	b.queue = make(chan *request, cfg.Int("queued.max.requests"))
 	b.metrics = newMetrics(b)
+	b.fetchSessions = newFetchSessionCache(cfg.Int("max.incremental.fetch.session.cache.slots"), b.now, b.metrics.reg)
 
 	dirs := cfg.LogDirs()
 	logs, err := klog.OpenManager(dirs, b.logConfig(cfg.TopicDefaults()), klog.WithClock(b.now), klog.WithLogger(b.log))

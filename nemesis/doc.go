@@ -3,7 +3,9 @@
 // partitions and flaky links (nftables rules in the switch namespace's
 // bridge), bandwidth limits (TBF through netlink), packet delay and jitter
 // (netem where the kernel has it, else a userspace NFQUEUE delayer), and
-// disk faults through faultfs control sockets.
+// disk faults through faultfs control sockets, and membership changes
+// (reassign: partition replicas moved between brokers through the Kafka
+// API, moved back on heal).
 //
 // Each fault is a small struct whose JSON tags are its schema (Kind names
 // it). Targets are expressions resolved at injection time against live

@@ -93,6 +93,7 @@ func ParseSchedule(b []byte) ([]Event, error) {
 var runtimeFields = map[string]bool{
 	"resolved": true, "table": true, "side": true, "sockets": true, "mode": true,
 	"queue": true, "delayer_pid": true, "delayer_start": true, "reports": true, "no_disk": true,
+	"moves": true,
 }
 
 // ParseUserSpec decodes a fault as a user writes it ({"kind":"kill",
@@ -144,6 +145,8 @@ func TargetExprs(f Fault) []string {
 		return f.Nodes
 	case *SlowNet:
 		return f.Nodes
+	case *Reassign:
+		return f.targets()
 	}
 	var n struct {
 		Nodes []string `json:"nodes"`

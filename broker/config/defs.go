@@ -60,6 +60,7 @@ var BrokerDefs = []Def{
 	{Name: "min.insync.replicas", Type: Int, Default: "1", Min: min(1), Doc: "Minimum ISR size for acks=all writes."},
 	{Name: "unclean.leader.election.enable", Type: Bool, Default: "false", Doc: "Allow out-of-sync replicas to become leader."},
 	{Name: "replica.lag.time.max.ms", Type: Long, Default: "30000", Min: min(1), Doc: "Time a follower may lag before it leaves the ISR."},
+	{Name: "max.incremental.fetch.session.cache.slots", Type: Int, Default: "1000", Min: min(0), Doc: "Incremental fetch sessions (KIP-227) the broker keeps."},
 	{Name: "replica.fetch.wait.max.ms", Type: Int, Default: "500", Min: min(0), Doc: "Follower fetch long-poll time."},
 	{Name: "replica.fetch.min.bytes", Type: Int, Default: "1", Min: min(1), Doc: "Follower fetch minimum bytes."},
 	{Name: "replica.fetch.max.bytes", Type: Int, Default: "1048576", Min: min(0), Doc: "Follower fetch bytes per partition."},

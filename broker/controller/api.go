@@ -272,6 +272,9 @@ func (c *Controller) AlterPartition(ctx context.Context, req *kmsg.AlterPartitio
 		}
 		if len(changed) > 0 {
 			t.sendUpdateMetadata(changed, nil)
+			if fatal == nil {
+				fatal = t.maybeCompleteReassignments(ctx, changed)
+			}
 		}
 		return fatal
 	})

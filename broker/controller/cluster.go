@@ -9,7 +9,9 @@ import (
 // partition is the controller's cached view of one partition.
 type partition struct {
 	tp       coord.TopicPartition
-	replicas []int32
+	replicas []int32 // the full replica set (RS), with adding ones during a reassignment
+	adding   []int32 // AR of a reassignment in progress
+	removing []int32 // RR of a reassignment in progress
 	state    coord.PartitionState
 	hasState bool // false until the partition state exists on the coordinator
 }

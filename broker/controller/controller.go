@@ -293,7 +293,9 @@ func (t *term) run(ctx context.Context) error {
 			err = t.onTopics(ctx, ev.Topics)
 		case <-isrTick.C:
 			if !t.resync {
-				err = t.onISRChanges(ctx)
+				if err = t.onISRChanges(ctx); err == nil {
+					err = t.pollReassignments(ctx)
+				}
 			}
 		case <-rebalance:
 			if !t.resync {
@@ -438,7 +440,13 @@ func (t *term) stopSenders() {
 // new assignments and dropping partitions of topics that are gone.
 func (t *term) setTopics(ts []coord.TopicSpec) {
 	next := make(map[string]coord.TopicSpec, len(ts))
-	for _, s := range ts {
+	for i, s := range ts {
+		// A snapshot read before this controller's own assignment write
+		// (a reassignment step) must not undo it.
+		if old, ok := t.topics[s.Name]; ok && old.Version > s.Version {
+			ts[i] = old
+			s = old
+		}
 		next[s.Name] = s
 	}
 	for tp := range t.parts {
@@ -457,11 +465,12 @@ func (t *term) setTopics(ts []coord.TopicSpec) {
 		}
 		for p, replicas := range s.Assignment {
 			tp := coord.TopicPartition{Topic: s.Name, Partition: p}
-			if cur, ok := t.parts[tp]; ok {
-				cur.replicas = slices.Clone(replicas)
-				continue
+			p, ok := t.parts[tp]
+			if !ok {
+				p = &partition{tp: tp}
+				t.parts[tp] = p
 			}
-			t.parts[tp] = &partition{tp: tp, replicas: slices.Clone(replicas)}
+			p.setAssignment(reassignment{replicas: replicas, adding: s.Adding[tp.Partition], removing: s.Removing[tp.Partition]})
 		}
 	}
 	t.topics = next
@@ -511,6 +520,9 @@ func (t *term) doResync(ctx context.Context) error {
 	}
 	t.sendLeaderAndISR(t.allTPs(), isNew, nil)
 	t.sendUpdateMetadata(t.allTPs(), nil)
+	if err := t.resumeReassignments(ctx); err != nil {
+		return err
+	}
 	t.resync = false
 	t.log.Info("controller state synchronized", "brokers", len(t.brokers), "partitions", len(t.parts), "changed", len(changes))
 	return nil
@@ -795,6 +807,16 @@ func (t *term) onBrokers(ctx context.Context, bs []coord.BrokerInfo) error {
 	if err != nil {
 		return fmt.Errorf("handle startup of brokers %v: %w", started, err)
 	}
+	// Reassignments whose target includes a returning broker go on
+	// (Kafka's onBrokerStartup).
+	for _, tp := range t.reassigning() {
+		p := t.parts[tp]
+		if slices.ContainsFunc(p.assignment().target(), func(r int32) bool { return slices.Contains(started, r) }) {
+			if err := t.reassign(ctx, tp, p.assignment()); err != nil {
+				return err
+			}
+		}
+	}
 	// Deletions waiting for these brokers resume.
 	return t.processDeletions(ctx)
 }
@@ -973,7 +995,10 @@ func (t *term) onISRChanges(ctx context.Context) error {
 	}
 	sortTPs(tps)
 	t.sendUpdateMetadata(tps, nil)
-	return t.c.cfg.Coord.DeleteISRChangeNotifications(ctx, t.l, keys)
+	if err := t.c.cfg.Coord.DeleteISRChangeNotifications(ctx, t.l, keys); err != nil {
+		return err
+	}
+	return t.maybeCompleteReassignments(ctx, tps)
 }
 
 // onRebalance is the automatic preferred-leader rebalance (§4.4).

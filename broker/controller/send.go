@@ -250,8 +250,8 @@ func laiPartition(p *partition, isNew bool) kmsg.LeaderAndISRRequestTopicPartiti
 	ps.ISR = nonNil(p.state.ISR)
 	ps.ZKVersion = int32(p.state.Version)
 	ps.Replicas = nonNil(p.replicas)
-	ps.AddingReplicas = []int32{}
-	ps.RemovingReplicas = []int32{}
+	ps.AddingReplicas = nonNil(p.adding)
+	ps.RemovingReplicas = nonNil(p.removing)
 	ps.IsNew = isNew
 	return ps
 }

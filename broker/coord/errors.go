@@ -36,6 +36,9 @@ var (
 	ErrSessionLost = errors.New("coordinator session lost")
 	// ErrInvalidTopic: the topic name or assignment is not acceptable.
 	ErrInvalidTopic = errors.New("invalid topic")
+	// ErrTopicChanged: SetTopicAssignment found the topic at another
+	// version than expected (someone rewrote its assignment meanwhile).
+	ErrTopicChanged = errors.New("topic assignment changed")
 )
 
 // VersionMismatchError reports the first partition whose compare-and-swap

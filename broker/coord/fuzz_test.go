@@ -46,7 +46,7 @@ func FuzzDecode(f *testing.F) {
 		assign := map[int32][]int32{p: {leader, epoch}}
 		var id [16]byte
 		copy(id[:], raw)
-		tv, err := encodeTopic(id, assign)
+		tv, err := encodeTopicSpec(TopicSpec{ID: id, Assignment: assign})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,6 +26,12 @@ type TopicSpec struct {
 	// Configs are topic-level overrides with Kafka's names
 	// ("min.insync.replicas", "unclean.leader.election.enable", ...).
 	Configs map[string]string
+	// Adding and Removing are the replicas a reassignment in progress adds
+	// to and removes from each partition (KIP-455: Kafka 2.4+ keeps them in
+	// /brokers/topics/<t> as adding_replicas and removing_replicas, so a new
+	// controller resumes the reassignment). Assignment then holds the full
+	// replica set, target and origin. Empty when nothing moves.
+	Adding, Removing map[int32][]int32
 	// MarkedForDeletion is true while /admin/delete_topics/<t> exists.
 	MarkedForDeletion bool
 	// Version is the ModRevision of /brokers/topics/<t> (reads only).
@@ -42,8 +48,10 @@ func (t TopicSpec) Partitions() []int32 {
 	return ps
 }
 
-// topicJSON is Kafka's /brokers/topics/<t> format: version 3 (Kafka 2.8+)
-// carries the topic ID, older versions do not.
+// topicJSON is Kafka's /brokers/topics/<t> format: version 2 (Kafka 2.4+)
+// adds adding_replicas and removing_replicas, written while a reassignment
+// is in progress; version 3 (Kafka 2.8+) carries the topic ID and always
+// writes both maps, empty when nothing moves.
 type topicJSON struct {
 	Version          int                 `json:"version"`
 	TopicID          string              `json:"topic_id,omitempty"`
@@ -79,15 +87,23 @@ func ParseTopicID(s string) ([16]byte, error) {
 	return id, nil
 }
 
-func encodeTopic(id [16]byte, a map[int32][]int32) (string, error) {
-	tj := topicJSON{Version: 1, Partitions: make(map[string][]int32, len(a))}
-	if id != ([16]byte{}) {
-		tj.Version, tj.TopicID = 3, FormatTopicID(id)
-		none := map[string][]int32{}
-		tj.AddingReplicas, tj.RemovingReplicas = &none, &none
+func encodeTopicSpec(spec TopicSpec) (string, error) {
+	byName := func(m map[int32][]int32) map[string][]int32 {
+		out := make(map[string][]int32, len(m))
+		for p, rs := range m {
+			if len(rs) > 0 {
+				out[strconv.FormatInt(int64(p), 10)] = rs
+			}
+		}
+		return out
 	}
-	for p, rs := range a {
-		tj.Partitions[strconv.FormatInt(int64(p), 10)] = rs
+	tj := topicJSON{Version: 1, Partitions: byName(spec.Assignment)}
+	add, rm := byName(spec.Adding), byName(spec.Removing)
+	if len(add) > 0 || len(rm) > 0 {
+		tj.Version, tj.AddingReplicas, tj.RemovingReplicas = 2, &add, &rm
+	}
+	if spec.ID != ([16]byte{}) {
+		tj.Version, tj.TopicID, tj.AddingReplicas, tj.RemovingReplicas = 3, FormatTopicID(spec.ID), &add, &rm
 	}
 	b, err := json.Marshal(tj)
 	return string(b), err
@@ -112,6 +128,34 @@ func decodeTopic(name string, val []byte) (TopicSpec, error) {
 			return TopicSpec{}, fmt.Errorf("decode topic %s: partition %q: %w", name, ps, err)
 		}
 		spec.Assignment[int32(p)] = rs
+	}
+	deref := func(m *map[string][]int32) map[string][]int32 {
+		if m == nil {
+			return nil
+		}
+		return *m
+	}
+	for field, m := range map[string]map[string][]int32{"adding_replicas": deref(tj.AddingReplicas), "removing_replicas": deref(tj.RemovingReplicas)} {
+		for ps, rs := range m {
+			p, err := strconv.ParseInt(ps, 10, 32)
+			if err != nil || len(rs) == 0 {
+				continue
+			}
+			if _, ok := spec.Assignment[int32(p)]; !ok {
+				return TopicSpec{}, fmt.Errorf("decode topic %s: %s for unassigned partition %s", name, field, ps)
+			}
+			if field == "adding_replicas" {
+				if spec.Adding == nil {
+					spec.Adding = map[int32][]int32{}
+				}
+				spec.Adding[int32(p)] = rs
+			} else {
+				if spec.Removing == nil {
+					spec.Removing = map[int32][]int32{}
+				}
+				spec.Removing[int32(p)] = rs
+			}
+		}
 	}
 	return spec, nil
 }
@@ -176,7 +220,7 @@ func (c *Client) CreateTopic(ctx context.Context, l *Leadership, spec TopicSpec,
 	if spec.ID == ([16]byte{}) {
 		spec.ID = NewTopicID()
 	}
-	tval, err := encodeTopic(spec.ID, spec.Assignment)
+	tval, err := encodeTopicSpec(spec)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}

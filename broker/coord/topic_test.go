@@ -24,7 +24,7 @@ var update = flag.Bool("update", false, "rewrite testdata golden files")
 // before topic IDs) reads with the zero ID.
 func TestTopicIDEncoding(t *testing.T) {
 	id := [16]byte{0: 0xfb, 15: 0x7e}
-	v, err := encodeTopic(id, map[int32][]int32{0: {1, 2}})
+	v, err := encodeTopicSpec(TopicSpec{ID: id, Assignment: map[int32][]int32{0: {1, 2}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -209,7 +209,7 @@ kafka-topics.sh and kafka-configs.sh.`,
 	alter.Flags().StringVar(&topic, "topic", "", "topic name")
 	alter.Flags().StringArrayVar(&configs, "config", nil, "topic config key=value; repeatable")
 
-	cmd.AddCommand(create, describe, del, alter)
+	cmd.AddCommand(create, describe, del, alter, newReassignCmd(&af))
 	return cmd
 }
 
