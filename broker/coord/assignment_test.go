@@ -41,14 +41,16 @@ func TestTopicAssignmentWithReassignment(t *testing.T) {
 	if got.Version != v || !reflect.DeepEqual(got.Assignment, spec.Assignment) || !reflect.DeepEqual(got.Adding, spec.Adding) || !reflect.DeepEqual(got.Removing, spec.Removing) {
 		t.Fatalf("read back %+v, wrote %+v at %d", got, spec, v)
 	}
+	// The topic has an ID, so it is stored in version 3, which always
+	// carries the adding and removing replicas.
 	raw, err := c.cli.Get(ctx, topicKey("mv"))
-	if err != nil || !strings.Contains(string(raw.Kvs[0].Value), `"version":2`) || !strings.Contains(string(raw.Kvs[0].Value), `"adding_replicas":{"0":[3]}`) {
+	if err != nil || !strings.Contains(string(raw.Kvs[0].Value), `"version":3`) || !strings.Contains(string(raw.Kvs[0].Value), `"adding_replicas":{"0":[3]}`) {
 		t.Fatalf("stored %s (%v)", raw.Kvs[0].Value, err)
 	}
 	if _, err := c.SetTopicAssignment(ctx, nil, spec, spec.Version); !errors.Is(err, ErrTopicChanged) {
 		t.Fatalf("stale version: %v", err)
 	}
-	// Completion: no adding or removing left, version 1 again.
+	// Completion: no adding or removing left.
 	done := got
 	done.Assignment[0], done.Adding, done.Removing = []int32{3, 2}, nil, nil
 	if _, err := c.SetTopicAssignment(ctx, l, done, got.Version); err != nil {
