@@ -237,7 +237,7 @@ func RunMatrix(ctx context.Context, m *Matrix, o MatrixOptions) (*MatrixResult, 
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := results.MakeDir(dir); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInternal, err)
 	}
 	res := &MatrixResult{Matrix: m.Name, Dir: dir, Started: start.UTC().Format(time.RFC3339)}
@@ -306,9 +306,7 @@ func RunMatrix(ctx context.Context, m *Matrix, o MatrixOptions) (*MatrixResult, 
 // runCell runs one cell with its output in the cell's log.
 func runCell(ctx context.Context, sc Scenario, o Options, dir string) CellResult {
 	cr := CellResult{State: "done", Expect: sc.Expect.String()}
-	logPath := filepath.Join(dir, "logs", strings.ReplaceAll(sc.Name, "/", "_")+".log")
-	os.MkdirAll(filepath.Dir(logPath), 0o755)
-	lf, err := os.Create(logPath)
+	lf, err := results.CreateCellLog(dir, sc.Name)
 	if err != nil {
 		cr.State, cr.Error = "error", err.Error()
 		return cr

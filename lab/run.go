@@ -115,7 +115,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		return Result{}, fmt.Errorf("%w: %v", ErrInternal, err)
 	}
 	res = Result{Dir: dir, RunID: runID, Scenario: sc}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := results.MakeDir(dir); err != nil {
 		return res, fmt.Errorf("%w: %v", ErrInternal, err)
 	}
 	if err := results.WriteScenario(dir, sc); err != nil {
@@ -146,7 +146,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", ErrInternal, err)
 	}
-	histPath := filepath.Join(dir, "history.jsonl")
+	histPath := filepath.Join(dir, results.HistoryFile)
 	fmt.Fprintf(out, "isrlab run %s (seed %d, run %s): %d coordinators, %d brokers, %s backend\n  results: %s\n",
 		sc.Name, sc.Seed, runID, sc.Cluster.Coordinators, sc.Cluster.Brokers, orDefault(sc.Cluster.Backend, "netns"), dir)
 	if sc.Description != "" {
@@ -269,7 +269,7 @@ func (d *driver) run(ctx context.Context) (err error) {
 	if err := createTopic(ctx, adm, sc.Topic); err != nil {
 		return err
 	}
-	f, err := os.Create(d.histPath)
+	f, err := results.CreateHistory(filepath.Dir(d.histPath))
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInternal, err)
 	}

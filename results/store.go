@@ -21,9 +21,11 @@
 //	    logs/<cell>.log; runs/  (the cells' runs, laid out as above)
 //	<root>/matrices/<matrix>/latest -> the newest matrix of that name
 //
-// The JSON files are the contract: lab writes its own types, and this
-// package reads them back into Outcome and Table, so the two stay
-// compatible by test rather than by import (lab imports results).
+// Files written whole are written atomically; the two written while a run
+// goes on (the history, a matrix cell's log) are created here and streamed
+// by their writer, so a crash leaves what was recorded. Outcome and Table
+// are lab's types (lab.Summary encodes to Outcome; lab.MatrixResult is
+// Table).
 package results
 
 import (
@@ -33,6 +35,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -58,6 +61,21 @@ const (
 
 // StampFormat is the start time's format in directory names.
 const StampFormat = "20060102T150405Z"
+
+// MakeDir makes a run or matrix directory.
+func MakeDir(dir string) error { return os.MkdirAll(dir, 0o755) }
+
+// CreateHistory creates a run's history.jsonl, which the run streams into
+// as it goes.
+func CreateHistory(dir string) (*os.File, error) { return os.Create(filepath.Join(dir, HistoryFile)) }
+
+// CreateCellLog creates the log of a matrix cell (logs/<cell>.log).
+func CreateCellLog(dir, cell string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Join(dir, LogsDir), 0o755); err != nil {
+		return nil, err
+	}
+	return os.Create(filepath.Join(dir, LogsDir, strings.ReplaceAll(cell, "/", "_")+".log"))
+}
 
 // RunDir is the directory of a run of scenario started at start.
 func RunDir(root, scenario string, start time.Time, runID string) string {
