@@ -34,6 +34,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -157,7 +158,9 @@ func (w *Writer) write(s Sample) {
 	for k, x := range s.Values {
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			delete(s.Values, k) // JSON has no NaN; absent means not measured
+			continue
 		}
+		s.Values[k] = round(x)
 	}
 	b, err := json.Marshal(s)
 	w.mu.Lock()
@@ -194,6 +197,16 @@ func (w *Writer) Close() error {
 		w.err = fmt.Errorf("close series: %w", err)
 	}
 	return w.err
+}
+
+// round keeps 6 significant digits: more than any measure here carries,
+// and a third of the bytes of a full float.
+func round(x float64) float64 {
+	r, err := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 6, 64), 64)
+	if err != nil {
+		return x
+	}
+	return r
 }
 
 // ErrNotSeries marks a file that is not a series file.
