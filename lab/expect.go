@@ -25,6 +25,7 @@ import (
 //	    during-faults: "<0.5x"  # from the first fault's start to the last heal
 //	    after-heal: ">=0.9x"
 //	  isr-shrinks: ">=10"       # ISR shrinks the brokers made during the faults
+//	  collateral-isr-drops: ">0" # ISR drops between brokers no fault touched
 type Expect struct {
 	Valid          string          `yaml:"valid,omitempty"`
 	Anomalies      map[string]Cond `yaml:"anomalies,omitempty"`
@@ -32,6 +33,10 @@ type Expect struct {
 	Unavailability Cond            `yaml:"unavailability,omitempty"`
 	Throughput     Throughput      `yaml:"throughput,omitempty"`
 	IsrShrinks     Cond            `yaml:"isr-shrinks,omitempty"`
+	// CollateralIsrDrops counts, during the faults, the replicas dropped
+	// from an ISR by a leader when neither broker was a fault's target and
+	// no partition cut their link: churn that spread by itself.
+	CollateralIsrDrops Cond `yaml:"collateral-isr-drops,omitempty"`
 }
 
 // Throughput compares the rate workload's mean acknowledged records per
@@ -163,6 +168,9 @@ func (e Expect) validate() ([]string, error) {
 	if e.IsrShrinks.Dur || e.IsrShrinks.Ratio {
 		return []string{"isr-shrinks"}, fmt.Errorf("a count like \">=10\"")
 	}
+	if e.CollateralIsrDrops.Dur || e.CollateralIsrDrops.Ratio {
+		return []string{"collateral-isr-drops"}, fmt.Errorf("a count like \">0\"")
+	}
 	if e.Availability.Ratio || e.Unavailability.Ratio {
 		return []string{"availability"}, fmt.Errorf("availability and unavailability are not ratios to a baseline")
 	}
@@ -171,7 +179,7 @@ func (e Expect) validate() ([]string, error) {
 
 // series reports whether the expectation reads the run's time series.
 func (e Expect) series() bool {
-	return !e.Throughput.DuringFaults.IsZero() || !e.Throughput.AfterHeal.IsZero() || !e.IsrShrinks.IsZero()
+	return !e.Throughput.DuringFaults.IsZero() || !e.Throughput.AfterHeal.IsZero() || !e.IsrShrinks.IsZero() || !e.CollateralIsrDrops.IsZero()
 }
 
 // IsZero reports an empty expectation (which means: a valid history).
@@ -217,6 +225,9 @@ func (e Expect) String() string {
 	}
 	if !e.IsrShrinks.IsZero() {
 		parts = append(parts, "isr-shrinks "+e.IsrShrinks.String())
+	}
+	if !e.CollateralIsrDrops.IsZero() {
+		parts = append(parts, "collateral-isr-drops "+e.CollateralIsrDrops.String())
 	}
 	if len(parts) == 0 {
 		return "anything (observed only)"

@@ -76,7 +76,7 @@ type Summary struct {
 	Judgement
 	// Series sums up metrics.jsonl: throughput and ISR churn before,
 	// during and after the faults.
-	Series *series.Summary `json:"series,omitempty"`
+	Series *runSeries `json:"series,omitempty"`
 }
 
 // ErrInternal marks a failure of the lab itself (a result file that could
@@ -190,11 +190,11 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		return res, errors.Join(runErr, fmt.Errorf("%w: check %s: %v", ErrInternal, histPath, err))
 	}
 	res.Verdict = v
-	ser, serr := summarizeSeries(filepath.Join(dir, series.FileName), v)
+	ser, serr := summarizeSeries(dir, v)
 	if serr != nil {
 		o.Log.Warn("series", "err", serr)
 	}
-	res.Judgement = sc.Expect.JudgeSeries(sc.Expect.Judge(v, res.Incomplete), ser)
+	res.Judgement = sc.Expect.judgeSeries(sc.Expect.Judge(v, res.Incomplete), ser)
 	sum := Summary{Scenario: sc.Name, RunID: runID, Seed: sc.Seed, Started: start.UTC().Format(time.RFC3339),
 		Seconds: time.Since(start).Seconds(), Incomplete: res.Incomplete, Valid: v.Valid, Anomalies: v.Anomalies, Judgement: res.Judgement, Series: ser}
 	werr := errors.Join(writeJSON(filepath.Join(dir, "verdict.json"), v), writeJSON(filepath.Join(dir, "outcome.json"), sum))

@@ -2,11 +2,14 @@ package series
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -24,6 +27,10 @@ type Sink interface {
 type Target struct {
 	Name string // the sample's src: b1, b2, ...
 	URL  string // http://host:port/metrics
+	// Events, if set, is the broker's /v1/events: the replicas each ISR
+	// shrink it made as leader dropped are counted from it
+	// ("IsrDropped.<id>").
+	Events string
 }
 
 // Scrape reads every target's metrics every interval until ctx ends and
@@ -50,9 +57,14 @@ func scrapeOne(ctx context.Context, sink Sink, t Target, client *http.Client, ev
 	defer tick.Stop()
 	var prev *Snapshot
 	var prevAt time.Time
+	drops := &dropCounter{}
 	for {
 		at := time.Now()
 		cur, err := fetch(ctx, client, t.URL, min(every, 2*time.Second))
+		var dropped map[int32]int
+		if t.Events != "" && err == nil {
+			dropped, err = drops.poll(ctx, client, t.Events, min(every, 2*time.Second))
+		}
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -60,7 +72,11 @@ func scrapeOne(ctx context.Context, sink Sink, t Target, client *http.Client, ev
 			sink.Sample(t.Name, map[string]float64{"up": 0})
 			prev = nil
 		case prev != nil:
-			sink.Sample(t.Name, Convert(prev, cur, at.Sub(prevAt).Seconds()))
+			v := Convert(prev, cur, at.Sub(prevAt).Seconds())
+			for id, n := range dropped {
+				v["IsrDropped."+strconv.Itoa(int(id))] = float64(n)
+			}
+			sink.Sample(t.Name, v)
 		}
 		if err == nil {
 			prev, prevAt = cur, at
@@ -71,6 +87,75 @@ func scrapeOne(ctx context.Context, sink Sink, t Target, client *http.Client, ev
 		case <-tick.C:
 		}
 	}
+}
+
+// dropCounter follows one broker's /v1/events and counts the replicas its
+// ISR shrinks dropped: a change of a partition it leads, in the same
+// leader epoch, to an ISR without them.
+type dropCounter struct {
+	seq    int64
+	primed bool
+	last   map[string]stateEvent
+}
+
+// stateEvent is the part of the broker's StateEvent the counter reads.
+type stateEvent struct {
+	Seq         int64   `json:"seq"`
+	Topic       string  `json:"topic"`
+	Partition   int32   `json:"partition"`
+	Role        string  `json:"role"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+	ISR         []int32 `json:"isr"`
+}
+
+// poll reads the events since the last poll and returns the drops among
+// them; the first poll only learns the current state.
+func (d *dropCounter) poll(ctx context.Context, client *http.Client, url string, timeout time.Duration) (map[int32]int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"?since="+strconv.FormatInt(d.seq, 10), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	var body struct {
+		Events []stateEvent `json:"events"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", url, err)
+	}
+	return d.add(body.Events), nil
+}
+
+// add applies events in order and returns the drops they show.
+func (d *dropCounter) add(events []stateEvent) map[int32]int {
+	if d.last == nil {
+		d.last = map[string]stateEvent{}
+	}
+	out := map[int32]int{}
+	for _, e := range events {
+		d.seq = max(d.seq, e.Seq)
+		key := e.Topic + "/" + strconv.Itoa(int(e.Partition))
+		prev, ok := d.last[key]
+		d.last[key] = e
+		if !d.primed || !ok || prev.Role != "leader" || e.Role != "leader" || prev.LeaderEpoch != e.LeaderEpoch {
+			continue
+		}
+		for _, id := range prev.ISR {
+			if !slices.Contains(e.ISR, id) {
+				out[id]++
+			}
+		}
+	}
+	d.primed = true
+	return out
 }
 
 func fetch(ctx context.Context, client *http.Client, url string, timeout time.Duration) (*Snapshot, error) {

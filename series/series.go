@@ -112,6 +112,7 @@ var Measures = map[string]string{
 	"ProduceRequestsPerSec":          "Produce requests answered",
 	"ProduceP99Ms":                   "99th percentile of their total time",
 	"ProduceMeanMs":                  "mean of the same",
+	"IsrDropped.<id>":                "times an ISR shrink this broker made as leader dropped broker <id> (from /v1/events)",
 }
 
 // Writer writes samples to a series file as they come; it is safe for

@@ -138,7 +138,7 @@ func run() ([]Sample, []Window) {
 		}
 		ss = append(ss,
 			Sample{T: t, Src: SrcWorkload, Values: map[string]float64{"acked_per_s": acked, "offered_per_s": 1000, "produce_p99_ms": 2}},
-			Sample{T: t, Src: "b1", Values: map[string]float64{"up": 1, "IsrShrinksPerSec": shrinks, "RequestHandlerAvgIdlePercent": idle, "LockWaitMsPerSec.read": 10 * shrinks}},
+			Sample{T: t, Src: "b1", Values: map[string]float64{"up": 1, "IsrShrinksPerSec": shrinks, "RequestHandlerAvgIdlePercent": idle, "LockWaitMsPerSec.read": 10 * shrinks, "IsrDropped.2": shrinks}},
 			Sample{T: t, Src: "b2", Values: map[string]float64{"up": 1, "RequestHandlerAvgIdlePercent": 0.9, "LockWaitMsPerSec.read": 0}})
 	}
 	return ss, []Window{{Name: "slow-net", Start: 10, End: 20}, {Name: "partition", Start: 15, End: 30}}
@@ -156,6 +156,9 @@ func TestSummarize(t *testing.T) {
 	d := s.DuringFaults
 	if d.From != 10 || d.To != 30 || d.Samples != 20 || d.AckedPerSec != 500 || d.MinAckedPerSec != 500 {
 		t.Errorf("during %+v", d)
+	}
+	if d.IsrDrops["b1>b2"] != 20 || len(d.IsrDrops) != 1 || s.Baseline.IsrDrops != nil {
+		t.Errorf("drops during %v, before %v", d.IsrDrops, s.Baseline.IsrDrops)
 	}
 	if d.IsrShrinks != 20 || d.HandlerIdleMin != 0.2 || math.Abs(d.HandlerIdle-0.55) > 1e-9 || d.LockWaitMsPerSec != 10 {
 		t.Errorf("during, brokers: %+v", d)
@@ -258,4 +261,28 @@ func TestScrape(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestDropCounter: a leader's ISR shrink in one epoch counts each replica
+// it dropped; the first poll, leadership changes and followers' views do
+// not count.
+func TestDropCounter(t *testing.T) {
+	var d dropCounter
+	ev := func(seq int64, p int32, role string, epoch int32, isr ...int32) stateEvent {
+		return stateEvent{Seq: seq, Topic: "t", Partition: p, Role: role, LeaderEpoch: epoch, ISR: isr}
+	}
+	if got := d.add([]stateEvent{ev(1, 0, "leader", 1, 1, 2, 3), ev(2, 0, "leader", 1, 1, 2)}); len(got) != 0 {
+		t.Errorf("first poll counted %v", got)
+	}
+	got := d.add([]stateEvent{
+		ev(3, 0, "leader", 1, 1),       // drops 2
+		ev(4, 0, "leader", 1, 1, 2, 3), // expands: nothing
+		ev(5, 0, "leader", 2, 1),       // a new epoch: not a shrink
+		ev(6, 1, "follower", 1, 2, 3),  // first sight of p1
+		ev(7, 1, "follower", 1, 2),     // a follower's view: not its shrink
+		ev(8, 0, "leader", 2),          // drops 1
+	})
+	if len(got) != 2 || got[2] != 1 || got[1] != 1 || d.seq != 8 {
+		t.Errorf("drops %v, seq %d", got, d.seq)
+	}
 }

@@ -3,6 +3,7 @@ package series
 import (
 	"math"
 	"sort"
+	"strings"
 )
 
 // Window is one fault's time in effect, in seconds from the run's start
@@ -50,6 +51,9 @@ type Phase struct {
 	FetchFollowerP99Ms  float64 `json:"fetch_follower_p99_ms"`
 	FetchFollowerMeanMs float64 `json:"fetch_follower_mean_ms"`
 	MaxLag              float64 `json:"max_lag"`
+	// IsrDrops counts, per leader and dropped replica ("b1>b2"), how often
+	// an ISR shrink dropped the replica.
+	IsrDrops map[string]float64 `json:"isr_drops,omitempty"`
 }
 
 // Summary compares the fault period with the baseline before it.
@@ -195,6 +199,14 @@ func summarize(samples []Sample, from, to float64) Phase {
 			ffMeanN++
 		}
 		p.MaxLag = max(p.MaxLag, v["MaxLag"])
+		for k, n := range v {
+			if id, ok := strings.CutPrefix(k, "IsrDropped."); ok && n > 0 {
+				if p.IsrDrops == nil {
+					p.IsrDrops = map[string]float64{}
+				}
+				p.IsrDrops[s.Src+">b"+id] += n
+			}
+		}
 	}
 	if p.Samples > 0 {
 		p.AckedPerSec = acked / float64(p.Samples)

@@ -53,6 +53,7 @@ type Rate struct {
 	ackedTotal, settled     atomic.Int64 // settled: acked, failed or aborted
 	produceLat, endToEndLat latencies
 	payloads                [][]byte
+	keys                    [][]byte  // nil: records carry no key
 	pool                    sync.Pool // *kgo.Record, recycled by the promise
 	groups                  int
 }
@@ -80,6 +81,9 @@ func NewRate(cfg Config, rec *history.Recorder, sink Sampler, seeds []string, op
 		return nil, err
 	}
 	w := &Rate{base: b, sink: sink, groups: b.cfg.ConsumerGroups}
+	for i := 0; i < cfg.Keys; i++ {
+		w.keys = append(w.keys, []byte("k"+strconv.Itoa(i)))
+	}
 	if w.groups == 0 {
 		w.groups = 1
 	} else if w.groups < 0 {
@@ -99,13 +103,19 @@ func NewRate(cfg Config, rec *history.Recorder, sink Sampler, seeds []string, op
 	return w, nil
 }
 
-// rateOpts are the producer options of the rate workload.
-func (c Config) rateOpts() []kgo.Opt {
-	opts := append(c.producerOpts(),
-		// The records carry no key: kgo's default partitioner (sticky,
-		// KIP-794) fills one partition's batch at a time, as Kafka's
-		// does. It replaces the log workload's manual partitioner.
-		kgo.RecordPartitioner(kgo.UniformBytesPartitioner(64<<10, true, true, nil)),
+// rateOpts are the producer options of the rate workload; keyed says
+// whether the records carry keys.
+func (c Config) rateOpts(keyed bool) []kgo.Opt {
+	// Keyed records go to murmur2(key) mod partitions, as Kafka's
+	// DefaultPartitioner sends them; records without a key get kgo's
+	// default, Kafka 3.3's adaptive uniform sticky partitioner (KIP-794),
+	// which steers records away from a slow broker. Either replaces the
+	// log workload's manual partitioner.
+	part := kgo.UniformBytesPartitioner(64<<10, true, true, nil)
+	if keyed {
+		part = kgo.StickyKeyPartitioner(nil)
+	}
+	opts := append(c.producerOpts(), kgo.RecordPartitioner(part),
 		kgo.ProducerBatchCompression(compressionCodec(c.Compression)))
 	if c.BatchSize > 0 {
 		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(c.BatchSize)))
@@ -174,7 +184,7 @@ func (w *Rate) produce(ctx context.Context) error {
 		}
 	}()
 	for i := 0; i < w.cfg.Producers; i++ {
-		cl, err := w.clientFrom(w.seeds, w.cfg.rateOpts()...)
+		cl, err := w.clientFrom(w.seeds, w.cfg.rateOpts(w.keys != nil)...)
 		if err != nil {
 			return err
 		}
@@ -231,6 +241,9 @@ func (w *Rate) send(ctx context.Context, p *rateProducer, n int) bool {
 		r = &kgo.Record{}
 	}
 	*r = kgo.Record{Topic: w.cfg.Topic, Value: w.payloads[n%len(w.payloads)], Timestamp: time.Now()}
+	if w.keys != nil {
+		r.Key = w.keys[n%len(w.keys)]
+	}
 	if p.slots == nil {
 		p.cl.Produce(ctx, r, w.done)
 		return true
@@ -454,7 +467,7 @@ func (c Config) ValidateFor(kind string) error {
 	}
 	logOnly := map[string]bool{
 		"consumers": c.Consumers != 0, "sends": c.Sends != 0, "send.interval": c.SendInterval != 0,
-		"subscribe": c.Subscribe, "manual.commit": c.ManualCommit, "crash.every": c.CrashEvery != 0, "keys": c.Keys != 0,
+		"subscribe": c.Subscribe, "manual.commit": c.ManualCommit, "crash.every": c.CrashEvery != 0,
 	}
 	unused := rateOnly
 	switch kind {

@@ -39,6 +39,9 @@ type Config struct {
 	Partitions int32  `yaml:"partitions" json:"partitions"` // default 3
 	// Keys spread values over partitions: value v has key "k<v mod Keys>"
 	// and goes to partition fnv32a(key) mod Partitions (default 64 keys).
+	// The rate workload's n-th record of a producer has key "k<n mod
+	// Keys>" and goes where Kafka's partitioner sends it (murmur2); without
+	// Keys its records carry none.
 	Keys int `yaml:"keys" json:"keys"`
 
 	Producers int `yaml:"producers" json:"producers"` // default 2
