@@ -58,6 +58,12 @@ func Plot(w io.Writer, title string, samples []Sample, faults []Window, panels [
 		end = 1
 	}
 	plotW := width - left - right
+	interval := 1.0
+	if dts := Intervals(samples); len(dts) > 0 {
+		ds := slices.Clone(dts)
+		slices.Sort(ds)
+		interval = ds[len(ds)/2]
+	}
 	height := top + float64(len(panels))*(panelH+gap) + 10
 	x := func(t float64) float64 { return left + plotW*t/end }
 	var b strings.Builder
@@ -100,15 +106,26 @@ func Plot(w io.Writer, title string, samples []Sample, faults []Window, panels [
 				fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" fill="%s">%s</text>`+"\n", left+plotW+6, y0+12+float64(len(colors))*13, c, html.EscapeString(l.src))
 				colors[l.src] = c
 			}
-			var pts []string
-			for _, pt := range l.pts {
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(pt[0]), y(pt[1])))
-			}
 			dash := ""
 			if l.dashed {
 				dash = ` stroke-dasharray="4,3"`
 			}
-			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.4"%s points="%s"/>`+"\n", colors[l.src], dash, strings.Join(pts, " "))
+			// A gap in the samples (nothing measured, a broker that did
+			// not answer) breaks the line rather than bridging it.
+			var pts []string
+			flush := func() {
+				if len(pts) > 0 {
+					fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.4"%s points="%s"/>`+"\n", colors[l.src], dash, strings.Join(pts, " "))
+				}
+				pts = pts[:0]
+			}
+			for k, pt := range l.pts {
+				if k > 0 && pt[0]-l.pts[k-1][0] > 2*interval {
+					flush()
+				}
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(pt[0]), y(pt[1])))
+			}
+			flush()
 		}
 	}
 	b.WriteString("</svg>\n")

@@ -45,9 +45,10 @@ type Rate struct {
 	*base
 	sink Sampler
 
-	// scheduled and sent are cumulative over all producers; the others
-	// are reset by every sample, except the totals.
-	scheduled, sent         atomic.Int64
+	// start is when the schedules began (unix ns, 0 before); sent is
+	// cumulative over all producers; the others are reset by every sample,
+	// except the totals.
+	start, sent             atomic.Int64
 	acked, failed, consumed atomic.Int64
 	ackedBytes              atomic.Int64
 	ackedTotal, settled     atomic.Int64 // settled: acked, failed or aborted
@@ -197,26 +198,33 @@ func (w *Rate) produce(ctx context.Context) error {
 		}
 		ps = append(ps, p)
 	}
+	start := time.Now()
+	w.start.Store(start.UnixNano())
 	var g errgroup.Group
 	for _, p := range ps {
-		g.Go(func() error { w.schedule(ctx, p); return nil })
+		g.Go(func() error { w.schedule(ctx, p, start); return nil })
 	}
 	return g.Wait()
 }
 
+// scheduled is how many records the producers' schedules called for by t.
+func (w *Rate) scheduled(t time.Time) int64 {
+	s := w.start.Load()
+	if s == 0 {
+		return 0
+	}
+	return int64(w.cfg.Rate*t.Sub(time.Unix(0, s)).Seconds()) * int64(w.cfg.Producers)
+}
+
 // schedule sends records as the schedule calls for them: Rate per second
-// from the start, caught up every pace.
-func (w *Rate) schedule(ctx context.Context, p *rateProducer) {
-	start := time.Now()
+// from start, caught up every pace.
+func (w *Rate) schedule(ctx context.Context, p *rateProducer, start time.Time) {
 	tick := time.NewTicker(pace)
 	defer tick.Stop()
-	var due, sent int64
+	var sent int64
 	n := 0
 	for {
-		now := time.Now()
-		d := int64(w.cfg.Rate * now.Sub(start).Seconds())
-		w.scheduled.Add(d - due)
-		due = d
+		due := int64(w.cfg.Rate * time.Since(start).Seconds())
 		for sent < due && ctx.Err() == nil {
 			if !w.send(ctx, p, n) {
 				return
@@ -364,7 +372,9 @@ func (w *Rate) sample(ctx context.Context) {
 		case now := <-tick.C:
 			dt := now.Sub(last).Seconds()
 			last = now
-			scheduled, sent := w.scheduled.Load(), w.sent.Load()
+			// Sent before scheduled: the backlog is never negative.
+			sent := w.sent.Load()
+			scheduled := max(w.scheduled(now), sent)
 			v := map[string]float64{
 				"offered_per_s":     float64(scheduled-lastScheduled) / dt,
 				"sent_per_s":        float64(sent-lastSent) / dt,
