@@ -35,6 +35,10 @@ func SeriesReport(roots []string, svg bool) ([]SeriesRow, error) {
 	var rows []SeriesRow
 	var errs []error
 	for _, root := range roots {
+		// results/latest and the like are links.
+		if r, err := filepath.EvalSymlinks(root); err == nil {
+			root = r
+		}
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err

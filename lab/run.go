@@ -168,6 +168,11 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	for _, n := range topo.Role(compose.RoleCoordinator) {
 		os.RemoveAll(filepath.Join(n.DataDir, "member"))
 	}
+	// Neither are the brokers' logs of a rate run that records no history
+	// (gigabytes a minute at its rates); their log files stay.
+	if sc.Workload.Type == "rate" && !sc.Workload.RecordHistory {
+		removeBrokerData(topo)
+	}
 	res.Incomplete = ctx.Err() != nil
 	if runErr != nil && (!res.Incomplete || !errors.Is(runErr, context.Canceled)) {
 		runErr = fmt.Errorf("%w: %v", ErrInternal, runErr)

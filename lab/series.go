@@ -39,6 +39,17 @@ func scrapeBrokers(ctx context.Context, c *compose.Cluster, w series.Sink) {
 	series.Scrape(ctx, w, targets, client, time.Second)
 }
 
+// removeBrokerData deletes the brokers' log directories (and faultfs
+// backing directories) of a finished run.
+func removeBrokerData(topo compose.Topology) {
+	for _, n := range topo.Role(compose.RoleBroker) {
+		os.RemoveAll(n.DataDir)
+		if n.Disk != nil {
+			os.RemoveAll(n.Disk.Backing)
+		}
+	}
+}
+
 // faultWindows converts the checker's fault windows.
 func faultWindows(v *checker.Verdict) []series.Window {
 	var out []series.Window
