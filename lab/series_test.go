@@ -1,7 +1,9 @@
 package lab
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -112,5 +114,46 @@ func TestSummarizeSeriesCollateral(t *testing.T) {
 	// b1>b3 and b3>b1 went over the cut link; b1>b2 and b2>b1 did not.
 	if rs.Collateral != 5 || rs.Faults != 2 {
 		t.Errorf("collateral %v, faults %d, drops %v", rs.Collateral, rs.Faults, rs.DuringFaults.IsrDrops)
+	}
+}
+
+// TestSeriesReport: isrlab series finds the runs under a directory, plots
+// each and tabulates them.
+func TestSeriesReport(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "runs", "x", "20250101T000000Z-abcd")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "history.jsonl"), []byte(`{"isrlab_history":1}
+{"index":0,"time":4000000000,"process":"nemesis","type":"invoke","f":"start-pause","value":{"kind":"pause"}}
+{"index":1,"time":4100000000,"process":"nemesis","type":"ok","f":"start-pause","value":{"kind":"pause","resolved":["b3"]}}
+{"index":2,"time":6000000000,"process":"nemesis","type":"invoke","f":"stop-pause"}
+{"index":3,"time":6100000000,"process":"nemesis","type":"ok","f":"stop-pause"}
+`), 0o644)
+	ser := `{"isrlab_series":1}` + "\n"
+	for i := 1; i <= 8; i++ {
+		acked := 1000
+		if i == 5 || i == 6 {
+			acked = 200
+		}
+		ser += fmt.Sprintf(`{"t":%d,"src":"workload","v":{"acked_per_s":%d}}`+"\n", i, acked)
+	}
+	os.WriteFile(filepath.Join(dir, series.FileName), []byte(ser), 0o644)
+	v, err := checker.Check(func() (io.ReadCloser, error) { return os.Open(filepath.Join(dir, "history.jsonl")) }, "h", checker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(v)
+	os.WriteFile(filepath.Join(dir, "verdict.json"), b, 0o644)
+	rows, err := SeriesReport([]string{root}, true)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("rows %v, %v", rows, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "metrics.svg")); err != nil {
+		t.Error(err)
+	}
+	var md strings.Builder
+	WriteSeriesTable(&md, rows, root)
+	if !strings.Contains(md.String(), "(runs/x/20250101T000000Z-abcd/metrics.svg) | 1000 | 200 | 0.20x | 200 | 1.00x |") {
+		t.Errorf("table:\n%s", md.String())
 	}
 }
