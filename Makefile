@@ -5,7 +5,7 @@ PKGS    := ./...
 # Fuzz targets run briefly in every test run; FUZZTIME raises it locally.
 FUZZTIME ?= 10s
 
-.PHONY: all build test run broker-demo bench soak deps fuzz vet clean
+.PHONY: all build test run broker-demo bench soak deps fuzz vet clean incident
 
 all: build
 
@@ -35,6 +35,17 @@ run: deps build
 
 broker-demo: deps build
 	@scripts/broker-demo.sh
+
+# incident plays seed 004's ISR-churn collapse against its mitigations
+# (scenarios/matrices/isr-churn.yaml: 5 cells of about 90 s each) and writes
+# its report next to the matrix's table: report.md, and a metrics.svg in
+# every cell's run directory (docs/incidents/isr-churn.md). It exits with
+# the matrix's status, after writing the report either way.
+RESULTS ?= results
+incident: deps build
+	@status=0; $(BIN) matrix isr-churn --results $(RESULTS) || status=$$?; \
+	$(BIN) series --svg --markdown $(RESULTS)/matrices/isr-churn/latest/report.md $(RESULTS)/matrices/isr-churn/latest || exit 255; \
+	exit $$status
 
 bench: deps build
 	@scripts/bench.sh

@@ -39,6 +39,7 @@ type fetchPart struct {
 	truncating  bool  // truncate before fetching again
 	probeEpoch  int32 // epoch to ask about while truncating (KIP-279 iteration)
 	delayUntil  time.Time
+	lag         int64 // leader HW minus our LEO at the last fetch (FetcherLagMetrics)
 }
 
 // fetcher replicates a set of partitions from one leader.
@@ -54,7 +55,26 @@ type fetcher struct {
 }
 
 func newFetchers(ctx context.Context, b *Broker) *fetchers {
-	return &fetchers{b: b, ctx: ctx, all: map[fetcherKey]*fetcher{}}
+	fs := &fetchers{b: b, ctx: ctx, all: map[fetcherKey]*fetcher{}}
+	maxLag := fs.maxLag
+	b.metrics.maxLag.Store(&maxLag)
+	return fs
+}
+
+// maxLag is ReplicaFetcherManager's MaxLag: the largest lag of any
+// partition being fetched.
+func (fs *fetchers) maxLag() int64 {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var m int64
+	for _, f := range fs.all {
+		f.mu.Lock()
+		for _, fp := range f.parts {
+			m = max(m, fp.lag)
+		}
+		f.mu.Unlock()
+	}
+	return m
 }
 
 func (fs *fetchers) keyFor(leader int32, t tp) fetcherKey {
@@ -363,6 +383,9 @@ func (f *fetcher) apply(ctx context.Context, t tp, fp *fetchPart, rp *kmsg.Fetch
 			b.log.Warn("follower append", "topic", t.topic, "partition", t.partition, "err", err)
 			f.delay(fp)
 		}
+		f.mu.Lock()
+		fp.lag = max(0, rp.HighWatermark-p.Log().LogEndOffset())
+		f.mu.Unlock()
 	case errors.Is(err, kerr.OffsetOutOfRange):
 		f.outOfRange(ctx, t, fp)
 	case errors.Is(err, kerr.FencedLeaderEpoch), errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.UnknownTopicOrPartition):

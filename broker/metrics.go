@@ -27,6 +27,9 @@ type metrics struct {
 	requestTime                   *prometheus.HistogramVec
 	requestTimeByKey              [128]prometheus.Observer
 	requests                      *prometheus.CounterVec // per API and version
+	// Fetch is split as Kafka's RequestMetrics split it.
+	fetchFollowerTime, fetchConsumerTime prometheus.Observer
+	lockWaitRead, lockWaitWrite          prometheus.Observer
 
 	handlerBusy                        atomic.Int64 // ns the io threads spent handling requests
 	handlerClock                       []threadClock
@@ -34,6 +37,8 @@ type metrics struct {
 	handlerIdleMeter, networkIdleMeter idleMeter
 
 	replica replicaMetrics
+	// maxLag reports the replica fetchers' MaxLag once they exist.
+	maxLag atomic.Pointer[func() int64]
 }
 
 func newMetrics(b *Broker) *metrics {
@@ -56,6 +61,15 @@ func newMetrics(b *Broker) *metrics {
 		Name: "kafka_network_RequestsPerSec",
 		Help: "Requests decoded, per API and version (RequestMetrics, with KIP-272's version tag).",
 	}, []string{"request", "version"})
+	m.fetchFollowerTime = m.requestTime.WithLabelValues("FetchFollower")
+	m.fetchConsumerTime = m.requestTime.WithLabelValues("FetchConsumer")
+	lockWait := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kafka_cluster_Partition_LeaderIsrUpdateLockWaitTimeMs",
+		Help:    "Time an acquisition of a partition's leaderIsrUpdateLock waited: read (produce, fetch, ListOffsets) or write (ISR and leadership changes). isrlab's own; Kafka has none.",
+		Buckets: []float64{0.01, 0.1, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000},
+	}, []string{"lock"})
+	m.lockWaitRead, m.lockWaitWrite = lockWait.WithLabelValues("read"), lockWait.WithLabelValues("write")
+	m.reg.MustRegister(lockWait)
 	m.handlerClock = make([]threadClock, b.cfg.Int("num.io.threads"))
 	handlerIdle := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kafka_server_RequestHandlerAvgIdlePercent",
@@ -75,9 +89,30 @@ func (m *metrics) countRequest(key, version int16) {
 	m.requests.WithLabelValues(kmsg.NameForKey(key), strconv.Itoa(int(version))).Inc()
 }
 
-func (m *metrics) observeRequest(key int16, d time.Duration) {
+// observeRequest records a request's total time; a Fetch is also recorded
+// as FetchFollower or FetchConsumer, Kafka's RequestMetrics names.
+func (m *metrics) observeRequest(key int16, req kmsg.Request, d time.Duration) {
+	ms := float64(d.Microseconds()) / 1000
 	if key >= 0 && int(key) < len(m.requestTimeByKey) && m.requestTimeByKey[key] != nil {
-		m.requestTimeByKey[key].Observe(float64(d.Microseconds()) / 1000)
+		m.requestTimeByKey[key].Observe(ms)
+	}
+	if f, ok := req.(*kmsg.FetchRequest); ok {
+		// The replica id moved into ReplicaState in v15.
+		if f.ReplicaID >= 0 || (f.Version >= 15 && f.ReplicaState.ID >= 0) {
+			m.fetchFollowerTime.Observe(ms)
+		} else {
+			m.fetchConsumerTime.Observe(ms)
+		}
+	}
+}
+
+// LockWait implements partition.LockStats.
+func (m *metrics) LockWait(write bool, d time.Duration) {
+	ms := float64(d.Nanoseconds()) / 1e6
+	if write {
+		m.lockWaitWrite.Observe(ms)
+	} else {
+		m.lockWaitRead.Observe(ms)
 	}
 }
 
@@ -157,7 +192,16 @@ func (m *metrics) registerReplica() {
 	r.atMinIsr = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kafka_cluster_AtMinIsrPartitionCount", Help: "Led partitions whose ISR equals min.insync.replicas."})
 	r.leaderCount = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kafka_server_LeaderCount", Help: "Partitions this broker leads."})
 	r.partitionCount = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kafka_server_PartitionCount", Help: "Partition replicas on this broker."})
-	m.reg.MustRegister(r.isrShrinks, r.isrExpands, r.failedIsrUpdates, r.underReplicated, r.underMinIsr, r.atMinIsr, r.leaderCount, r.partitionCount)
+	maxLag := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kafka_server_ReplicaFetcherManager_MaxLag",
+		Help: "Largest lag in records of any partition this broker follows: the leader HW minus the log end offset after the last fetch (FetcherLagMetrics).",
+	}, func() float64 {
+		if f := m.maxLag.Load(); f != nil {
+			return float64((*f)())
+		}
+		return 0
+	})
+	m.reg.MustRegister(r.isrShrinks, r.isrExpands, r.failedIsrUpdates, r.underReplicated, r.underMinIsr, r.atMinIsr, r.leaderCount, r.partitionCount, maxLag)
 }
 
 // IsrShrink, IsrExpand and FailedIsrUpdate implement partition.Stats.

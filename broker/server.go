@@ -133,7 +133,7 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 				out = nil
 			}
 		}
-		b.metrics.observeRequest(hdr.Key, time.Since(rq.received))
+		b.metrics.observeRequest(hdr.Key, req, time.Since(rq.received))
 		b.metrics.networkBusy.Add(time.Since(busyStart).Nanoseconds())
 		if rep.close {
 			return

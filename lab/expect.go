@@ -21,21 +21,40 @@ import (
 //	    lost-write: ">0"        # a count: 0, ">0", ">=10", "<5", "!=0"
 //	  availability: ">=0.9"     # the fraction of ok sends and polls
 //	  unavailability: ">10s"    # the longest window with no ok send on a partition
+//	  throughput:               # the rate workload's, against its pre-fault baseline
+//	    during-faults: "<0.5x"  # from the first fault's start to the last heal
+//	    after-heal: ">=0.9x"
+//	  isr-shrinks: ">=10"       # ISR shrinks the brokers made during the faults
+//	  collateral-isr-drops: ">0" # ISR drops between brokers no fault touched
 type Expect struct {
 	Valid          string          `yaml:"valid,omitempty"`
 	Anomalies      map[string]Cond `yaml:"anomalies,omitempty"`
 	Availability   Cond            `yaml:"availability,omitempty"`
 	Unavailability Cond            `yaml:"unavailability,omitempty"`
+	Throughput     Throughput      `yaml:"throughput,omitempty"`
+	IsrShrinks     Cond            `yaml:"isr-shrinks,omitempty"`
+	// CollateralIsrDrops counts, during the faults, the replicas dropped
+	// from an ISR by a leader when neither broker was a fault's target and
+	// no partition cut their link: churn that spread by itself.
+	CollateralIsrDrops Cond `yaml:"collateral-isr-drops,omitempty"`
 }
 
-// Cond is a comparison against a number or a duration: "0", ">0", ">=0.9",
-// "<20s". A bare value means equality.
+// Throughput compares the rate workload's mean acknowledged records per
+// second with its pre-fault baseline (the run's metrics.jsonl, see package
+// series): ratios like "<0.5x".
+type Throughput struct {
+	DuringFaults Cond `yaml:"during-faults,omitempty"`
+	AfterHeal    Cond `yaml:"after-heal,omitempty"`
+}
+
+// Cond is a comparison against a number, a duration or a ratio: "0",
+// ">0", ">=0.9", "<20s", "<0.5x". A bare value means equality.
 type Cond struct {
 	Op    string // one of = != < <= > >=
 	Value float64
-	// Dur marks a duration (Value in seconds).
-	Dur bool
-	src string
+	// Dur marks a duration (Value in seconds), Ratio a ratio ("0.5x").
+	Dur, Ratio bool
+	src        string
 }
 
 // ParseCond parses a condition.
@@ -55,11 +74,17 @@ func ParseCond(s string) (Cond, error) {
 		c.Value = v
 		return c, nil
 	}
+	if r, ok := strings.CutSuffix(s, "x"); ok {
+		if v, err := strconv.ParseFloat(r, 64); err == nil {
+			c.Value, c.Ratio = v, true
+			return c, nil
+		}
+	}
 	if d, err := time.ParseDuration(s); err == nil {
 		c.Value, c.Dur = d.Seconds(), true
 		return c, nil
 	}
-	return Cond{}, fmt.Errorf("%q: want a number or duration with an optional comparison, like 0, \">0\", \">=0.9\" or \"<20s\"", c.src)
+	return Cond{}, fmt.Errorf("%q: want a number or duration with an optional comparison, like 0, \">0\", \">=0.9\" or \"<20s\" (or a ratio: \"<0.5x\")", c.src)
 }
 
 // IsZero reports an unset condition.
@@ -132,12 +157,34 @@ func (e Expect) validate() ([]string, error) {
 	if !e.Unavailability.IsZero() && !e.Unavailability.Dur && e.Unavailability.Value != 0 {
 		return []string{"unavailability"}, fmt.Errorf("a duration like \">10s\"")
 	}
+	for _, t := range []struct {
+		key string
+		c   Cond
+	}{{"during-faults", e.Throughput.DuringFaults}, {"after-heal", e.Throughput.AfterHeal}} {
+		if !t.c.IsZero() && !t.c.Ratio {
+			return []string{"throughput", t.key}, fmt.Errorf("a ratio to the baseline like \"<0.5x\"")
+		}
+	}
+	if e.IsrShrinks.Dur || e.IsrShrinks.Ratio {
+		return []string{"isr-shrinks"}, fmt.Errorf("a count like \">=10\"")
+	}
+	if e.CollateralIsrDrops.Dur || e.CollateralIsrDrops.Ratio {
+		return []string{"collateral-isr-drops"}, fmt.Errorf("a count like \">0\"")
+	}
+	if e.Availability.Ratio || e.Unavailability.Ratio {
+		return []string{"availability"}, fmt.Errorf("availability and unavailability are not ratios to a baseline")
+	}
 	return nil, nil
+}
+
+// series reports whether the expectation reads the run's time series.
+func (e Expect) series() bool {
+	return !e.Throughput.DuringFaults.IsZero() || !e.Throughput.AfterHeal.IsZero() || !e.IsrShrinks.IsZero() || !e.CollateralIsrDrops.IsZero()
 }
 
 // IsZero reports an empty expectation (which means: a valid history).
 func (e Expect) IsZero() bool {
-	return e.Valid == "" && len(e.Anomalies) == 0 && e.Availability.IsZero() && e.Unavailability.IsZero()
+	return e.Valid == "" && len(e.Anomalies) == 0 && e.Availability.IsZero() && e.Unavailability.IsZero() && !e.series()
 }
 
 // valid is the validity the expectation asks for: "true" when it says
@@ -169,6 +216,18 @@ func (e Expect) String() string {
 	}
 	if !e.Unavailability.IsZero() {
 		parts = append(parts, "unavailability "+e.Unavailability.String())
+	}
+	if c := e.Throughput.DuringFaults; !c.IsZero() {
+		parts = append(parts, "throughput during faults "+c.String())
+	}
+	if c := e.Throughput.AfterHeal; !c.IsZero() {
+		parts = append(parts, "throughput after heal "+c.String())
+	}
+	if !e.IsrShrinks.IsZero() {
+		parts = append(parts, "isr-shrinks "+e.IsrShrinks.String())
+	}
+	if !e.CollateralIsrDrops.IsZero() {
+		parts = append(parts, "collateral-isr-drops "+e.CollateralIsrDrops.String())
 	}
 	if len(parts) == 0 {
 		return "anything (observed only)"

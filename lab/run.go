@@ -34,6 +34,7 @@ import (
 	"github.com/isrlab/isrlab/history"
 	"github.com/isrlab/isrlab/nemesis"
 	"github.com/isrlab/isrlab/results"
+	"github.com/isrlab/isrlab/series"
 	"github.com/isrlab/isrlab/workloads"
 )
 
@@ -77,6 +78,9 @@ type Summary struct {
 	Valid      checker.Validity `json:"valid"`
 	Anomalies  map[string]int64 `json:"anomalies"`
 	Judgement
+	// Series sums up metrics.jsonl: throughput and ISR churn before,
+	// during and after the faults.
+	Series *runSeries `json:"series,omitempty"`
 }
 
 // ErrInternal marks a failure of the lab itself (a result file that could
@@ -170,6 +174,11 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	for _, n := range topo.Role(compose.RoleCoordinator) {
 		os.RemoveAll(filepath.Join(n.DataDir, "member"))
 	}
+	// Neither are the brokers' logs of a rate run that records no history
+	// (gigabytes a minute at its rates); their log files stay.
+	if sc.Workload.Type == "rate" && !sc.Workload.RecordHistory {
+		removeBrokerData(topo)
+	}
 	res.Incomplete = ctx.Err() != nil
 	if runErr != nil && (!res.Incomplete || !errors.Is(runErr, context.Canceled)) {
 		runErr = fmt.Errorf("%w: %v", ErrInternal, runErr)
@@ -192,11 +201,16 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		return res, errors.Join(runErr, fmt.Errorf("%w: check %s: %v", ErrInternal, histPath, err))
 	}
 	res.Verdict = v
-	res.Judgement = sc.Expect.Judge(v, res.Incomplete)
+	ser, serr := summarizeSeries(dir, v)
+	if serr != nil {
+		o.Log.Warn("series", "err", serr)
+	}
+	res.Judgement = sc.Expect.judgeSeries(sc.Expect.Judge(v, res.Incomplete), ser)
 	sum := Summary{Scenario: sc.Name, RunID: runID, Seed: sc.Seed, Started: start.UTC().Format(time.RFC3339),
-		Seconds: time.Since(start).Seconds(), Incomplete: res.Incomplete, Valid: v.Valid, Anomalies: v.Anomalies, Judgement: res.Judgement}
+		Seconds: time.Since(start).Seconds(), Incomplete: res.Incomplete, Valid: v.Valid, Anomalies: v.Anomalies, Judgement: res.Judgement, Series: ser}
 	// verdict.json, outcome.json, junit.xml and report.html.
 	werr := internalErr(results.WriteRun(dir, v, sum))
+	printSeries(out, ser)
 	printVerdict(out, v, res.Judgement)
 	return res, errors.Join(runErr, werr)
 }
@@ -282,6 +296,17 @@ func (d *driver) run(ctx context.Context) (err error) {
 	t0 := time.Now()
 	prog := newProgress(w, sc.Duration, t0)
 	rec := history.NewRecorder(prog, func() time.Duration { return time.Since(t0) })
+	// The workload's samples and the brokers' metrics, on the history's clock.
+	sw, err := series.Create(filepath.Join(filepath.Dir(d.histPath), series.FileName), series.Header{Run: c.RunID, Start: t0.UTC().Format(time.RFC3339)},
+		func() time.Duration { return time.Since(t0) })
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInternal, err)
+	}
+	defer func() {
+		if serr := sw.Close(); serr != nil {
+			o.Log.Warn("series", "err", serr)
+		}
+	}()
 	// The history is flushed and its write errors surface whatever way
 	// the run ends.
 	defer func() {
@@ -298,9 +323,12 @@ func (d *driver) run(ctx context.Context) (err error) {
 		Drain(context.Context) error
 	}
 	var wl runner
-	if sc.Workload.Type == "queue" {
+	switch sc.Workload.Type {
+	case "queue":
 		wl, err = workloads.NewQueue(sc.Workload.Config, rec, seeds, dial)
-	} else {
+	case "rate":
+		wl, err = workloads.NewRate(sc.Workload.Config, rec, sw, seeds, dial)
+	default:
 		wl, err = workloads.NewLog(sc.Workload.Config, rec, seeds, dial)
 	}
 	if err != nil {
@@ -334,6 +362,7 @@ func (d *driver) run(ctx context.Context) (err error) {
 	var og group
 	og.Go(func() error { observe(octx, adm, sc.Topic.Name, rec); return nil })
 	og.Go(func() error { observeHW(octx, c, sc.Topic.Name, rec); return nil })
+	og.Go(func() error { scrapeBrokers(octx, c, sw); return nil })
 	nctx, stopNemesis := context.WithCancel(ctx)
 	defer stopNemesis()
 	var nemErr error

@@ -95,10 +95,11 @@ type Topic struct {
 }
 
 // Workload is the client workload: the log workload (producers and
-// assigned or subscribed consumers) or the queue workload (consumer groups
-// that crash and rejoin).
+// assigned or subscribed consumers), the queue workload (consumer groups
+// that crash and rejoin) or the rate workload (producers at fixed rates and
+// consumer groups, sampled per second into metrics.jsonl).
 type Workload struct {
-	Type             string `yaml:"type,omitempty"` // log (default) or queue
+	Type             string `yaml:"type,omitempty"` // log (default), queue or rate
 	workloads.Config `yaml:",inline"`
 }
 
@@ -469,12 +470,12 @@ func (s *Scenario) Validate() error {
 		return bad([]string{"duration"}, "%v is negative", s.Duration)
 	}
 	switch s.Workload.Type {
-	case "", "log", "queue":
+	case "", "log", "queue", "rate":
 	default:
-		return bad([]string{"workload", "type"}, "%q: use log or queue", s.Workload.Type)
+		return bad([]string{"workload", "type"}, "%q: use log, queue or rate", s.Workload.Type)
 	}
 	s.Workload.Topic, s.Workload.Partitions = s.Topic.Name, s.Topic.Partitions
-	if err := s.Workload.Validate(); err != nil {
+	if err := s.Workload.ValidateFor(s.Workload.Type); err != nil {
 		return bad([]string{"workload"}, "%v", err)
 	}
 	for i, f := range s.Faults {

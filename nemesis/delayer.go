@@ -83,7 +83,12 @@ func RunDelayer(ctx context.Context, cfg DelayerConfig) error {
 			if ctx.Err() != nil {
 				break
 			}
-			if errors.Is(err, unix.ENOBUFS) {
+			// ENOBUFS: messages were lost under a burst. ENOENT: a verdict
+			// named a packet the kernel no longer holds: it drops every
+			// queued packet of the namespace when a netfilter hook goes,
+			// as when another fault's table is deleted. Neither ends the
+			// delay; quitting would let every packet bypass the queue.
+			if errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.ENOENT) {
 				continue
 			}
 			rerr = fmt.Errorf("delayer: receive: %w", err)

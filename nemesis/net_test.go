@@ -281,6 +281,71 @@ func TestDelay(t *testing.T) {
 	}
 }
 
+// TestDelaySurvivesAnotherHeal: deleting another fault's nftables table
+// makes the kernel drop the packets the delayer holds, and its verdicts on
+// them come back as errors; the delayer must go on delaying (it used to
+// exit, and every packet then bypassed the queue undelayed).
+func TestDelaySurvivesAnotherHeal(t *testing.T) {
+	requireLab(t)
+	l := newLab(t)
+	ctx := context.Background()
+	n := l.nemesis(t)
+	const delay = 40 * time.Millisecond
+	a, err := n.Inject(ctx, &SlowNet{Nodes: []string{"b1"}, Delay: faultfs.Duration(delay), Direction: "in"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Fault.Fault.(*SlowNet).Mode != "nfqueue" {
+		t.Skip("netem delays here; no delayer to test")
+	}
+	// Keep packets in the queue while the other fault comes and goes.
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		conn, err := compose.NetNSDialer(l.c.Node("client1").NetNS)(ctx, "tcp", l.addr("b1", echoPort))
+		if err != nil {
+			done <- err
+			return
+		}
+		defer conn.Close()
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if err := echoOn(conn, 10*time.Second); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	for i := 0; i < 3; i++ {
+		p, err := n.Inject(ctx, &Partition{Topology: TopoCut, Targets: []string{"b2"}, Others: []string{"b3"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // let echoes queue up behind the delay
+		if err := n.Heal(ctx, p.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatalf("echo during the other fault: %v", err)
+	}
+	if ps := delayers(l.c.SwitchNS); len(ps) != 1 {
+		t.Fatalf("delayer processes after the other fault's heals: %v", ps)
+	}
+	if got := l.rtt(t, "b1", 5); got < delay {
+		t.Fatalf("median RTT %v after another fault's heal, want the %v delay", got, delay)
+	}
+	if err := n.Heal(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // rtt returns the median round trip of count echoes from the client to node
 // over one connection.
 func (l *lab) rtt(t *testing.T, node string, count int) time.Duration {

@@ -22,6 +22,9 @@ run go test ./broker/coord -run '^$' -bench CAS -benchtime 2s -count 2
 run go test ./broker/coord -run '^$' -bench Leader -benchtime 10x
 echo "# controller"
 run go test ./broker/controller -run '^$' -bench 'ControllerFailover|BrokerFailover' -benchtime 20x -count 1
+echo "# the rate workload: rate control on one broker, highest sustained rate into three"
+run go test ./workloads -run '^$' -bench RateHeld -benchtime 1x
+run go test ./workloads -run '^$' -bench RateMax -benchtime 1x -timeout 20m
 echo "# checkers: 10M-line history, every anomaly, then linearizability on 100k operations"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

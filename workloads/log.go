@@ -324,6 +324,11 @@ func (w *Log) consume(ctx context.Context, proc int, parts []int32) error {
 // subscriber joins the consumer group as process proc; rebalances are
 // recorded as f "rebalance" with the new assignment.
 func (b *base) subscriber(ctx context.Context, proc int) (*kgo.Client, error) {
+	return b.subscriberTo(ctx, proc, b.cfg.Group)
+}
+
+// subscriberTo is subscriber with another group id.
+func (b *base) subscriberTo(ctx context.Context, proc int, group string) (*kgo.Client, error) {
 	var mu sync.Mutex
 	owned := map[int32]bool{}
 	note := func(add bool, ps map[string][]int32) {
@@ -346,7 +351,7 @@ func (b *base) subscriber(ctx context.Context, proc int) (*kgo.Client, error) {
 	}
 	opts := []kgo.Opt{
 		kgo.ConsumeTopics(b.cfg.Topic),
-		kgo.ConsumerGroup(b.cfg.Group),
+		kgo.ConsumerGroup(group),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(b.cfg.PollTimeout / 2),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { note(true, ps) }),

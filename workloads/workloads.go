@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,9 @@ type Config struct {
 	Partitions int32  `yaml:"partitions" json:"partitions"` // default 3
 	// Keys spread values over partitions: value v has key "k<v mod Keys>"
 	// and goes to partition fnv32a(key) mod Partitions (default 64 keys).
+	// The rate workload's n-th record of a producer has key "k<n mod
+	// Keys>" and goes where Kafka's partitioner sends it (murmur2); without
+	// Keys its records carry none.
 	Keys int `yaml:"keys" json:"keys"`
 
 	Producers int `yaml:"producers" json:"producers"` // default 2
@@ -72,6 +76,32 @@ type Config struct {
 	// CrashEvery is the mean time between consumer crashes in Queue (0: no
 	// crashes). A crashed consumer restarts as a new process.
 	CrashEvery time.Duration `yaml:"crash.every" json:"crash.every"`
+
+	// The rate workload's keys (NewRate).
+	//
+	// Rate is each producer's records per second (default 10000), of
+	// RecordSize bytes each (default 100).
+	Rate       float64 `yaml:"rate" json:"rate"`
+	RecordSize int     `yaml:"record.size" json:"record.size"`
+	// BatchSize is batch.size, the largest record batch in bytes (default
+	// kgo's 1000012); Compression is compression.type: none (default),
+	// gzip, snappy, lz4 or zstd.
+	BatchSize   int    `yaml:"batch.size" json:"batch.size"`
+	Compression string `yaml:"compression.type" json:"compression.type"`
+	// MaxInFlight is max.in.flight.requests.per.connection (default kgo's
+	// 1; with idempotence up to 5); BufferMemory is buffer.memory in bytes
+	// (default: kgo's limit of 50000 records only).
+	MaxInFlight  int `yaml:"max.in.flight.requests.per.connection" json:"max.in.flight.requests.per.connection"`
+	BufferMemory int `yaml:"buffer.memory" json:"buffer.memory"`
+	// ConsumerGroups is how many consumer groups read the whole topic,
+	// one member each: 0 means 1, -1 none.
+	ConsumerGroups int `yaml:"consumer.groups" json:"consumer.groups"`
+	// SampleInterval is how often throughput and latency are sampled
+	// (default 1 s).
+	SampleInterval time.Duration `yaml:"sample.interval" json:"sample.interval"`
+	// RecordHistory also records every send and poll in the history, as
+	// the log workload does (at most 64 records in flight per producer).
+	RecordHistory bool `yaml:"history.records" json:"history.records"`
 
 	// FirstProcess numbers this workload's processes from here, so several
 	// workloads can share a history.
@@ -110,6 +140,15 @@ func (c Config) withDefaults() Config {
 	if c.PollTimeout <= 0 {
 		c.PollTimeout = 500 * time.Millisecond
 	}
+	if c.Rate == 0 {
+		c.Rate = DefaultRate
+	}
+	if c.RecordSize == 0 {
+		c.RecordSize = DefaultRecordSize
+	}
+	if c.SampleInterval <= 0 {
+		c.SampleInterval = time.Second
+	}
 	return c
 }
 
@@ -123,6 +162,23 @@ func (c Config) Validate() error {
 	}
 	if c.Idempotent && c.Acks != "all" && c.Acks != "-1" {
 		return errors.New("enable.idempotence needs acks=all")
+	}
+	switch c.Compression {
+	case "", "none", "gzip", "snappy", "lz4", "zstd":
+	default:
+		return fmt.Errorf("compression.type %q: want none, gzip, snappy, lz4 or zstd", c.Compression)
+	}
+	switch {
+	case c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0):
+		return fmt.Errorf("rate %v: records per second per producer, positive", c.Rate)
+	case c.RecordSize < 0 || c.RecordSize > 1<<20:
+		return fmt.Errorf("record.size %d: 1 to %d bytes", c.RecordSize, 1<<20)
+	case c.BatchSize != 0 && (c.BatchSize < 512 || c.BatchSize > 1<<30):
+		return fmt.Errorf("batch.size %d: 512 bytes to 1 GiB", c.BatchSize)
+	case c.ConsumerGroups < -1:
+		return fmt.Errorf("consumer.groups %d: a count, or -1 for none", c.ConsumerGroups)
+	case c.SampleInterval < 0 || c.MaxInFlight < 0 || c.BufferMemory < 0:
+		return errors.New("sample.interval, max.in.flight.requests.per.connection and buffer.memory cannot be negative")
 	}
 	return nil
 }

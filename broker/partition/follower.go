@@ -13,7 +13,7 @@ import (
 // the caller (re)starts fetching with truncation first. The HW is kept,
 // clamped to the log.
 func (p *Partition) MakeFollower(st LeaderAndISR, replicas []int32, version int64, checkpointHW int64) bool {
-	p.lock.Lock()
+	p.wlock()
 	defer p.lock.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -33,7 +33,7 @@ func (p *Partition) MakeFollower(st LeaderAndISR, replicas []int32, version int6
 // Stop ends this replica's role (StopReplica); the caller deletes the log
 // if asked to.
 func (p *Partition) Stop() {
-	p.lock.Lock()
+	p.wlock()
 	defer p.lock.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -60,7 +60,7 @@ func (p *Partition) Role() Role {
 // offsets and epochs, then takes the leader's HW, clamped to the local log
 // (§2.3). leaderEpoch fences a fetch that raced a leadership change.
 func (p *Partition) AppendAsFollower(records []byte, leaderHW, leaderLogStart int64, leaderEpoch int32) error {
-	p.lock.RLock()
+	p.rlock()
 	defer p.lock.RUnlock()
 	p.mu.Lock()
 	ok := p.role == Follower && p.leaderEpoch == leaderEpoch
@@ -97,7 +97,7 @@ func (p *Partition) AppendAsFollower(records []byte, leaderHW, leaderLogStart in
 // follows it down. It holds the write lock so no read sees the range
 // while it is cut.
 func (p *Partition) TruncateTo(offset int64) error {
-	p.lock.Lock()
+	p.wlock()
 	defer p.lock.Unlock()
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
@@ -118,7 +118,7 @@ func (p *Partition) TruncateTo(offset int64) error {
 // TruncateFullyAndStartAt empties the log and restarts it at offset (a
 // follower whose fetch offset fell below the leader's log start).
 func (p *Partition) TruncateFullyAndStartAt(offset int64) error {
-	p.lock.Lock()
+	p.wlock()
 	defer p.lock.Unlock()
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
@@ -181,7 +181,7 @@ func (p *Partition) TruncationPoint(requested, leaderEpoch int32, leaderEnd int6
 // EndOffsetForEpoch answers OffsetsForLeaderEpoch on the leader (§5.2),
 // fenced by the requester's current leader epoch.
 func (p *Partition) EndOffsetForEpoch(epoch, currentLeaderEpoch int32, fromFollower bool) (int32, int64, error) {
-	p.lock.RLock()
+	p.rlock()
 	defer p.lock.RUnlock()
 	p.mu.Lock()
 	role, cur := p.role, p.leaderEpoch

@@ -28,7 +28,7 @@ func (p *Partition) maybeExpandISR(id int32) {
 	switch p.sw.ISRUpdate {
 	case ISRSyncAlways:
 		// <= 2.4: the write lock on every fetch from a non-ISR follower.
-		p.lock.Lock()
+		p.wlock()
 		defer p.lock.Unlock()
 		p.mu.Lock()
 		ok := p.needsExpandLocked(id)
@@ -44,7 +44,7 @@ func (p *Partition) maybeExpandISR(id int32) {
 		if !ok {
 			return
 		}
-		p.lock.Lock()
+		p.wlock()
 		defer p.lock.Unlock()
 		p.mu.Lock()
 		ok = p.needsExpandLocked(id)
@@ -107,7 +107,7 @@ func (p *Partition) MaybeShrinkISR() {
 	switch p.sw.ISRUpdate {
 	case ISRSyncAlways:
 		// <= 2.4: the write lock on every tick, changed or not.
-		p.lock.Lock()
+		p.wlock()
 		defer p.lock.Unlock()
 		p.mu.Lock()
 		if p.role != Leader {
@@ -121,7 +121,7 @@ func (p *Partition) MaybeShrinkISR() {
 			p.writeISRLocked(isr, false)
 		}
 	case ISRSyncChecked:
-		p.lock.RLock()
+		p.rlock()
 		p.mu.Lock()
 		need := p.role == Leader && len(p.outOfSyncLocked(p.nowMs())) > 0
 		p.mu.Unlock()
@@ -129,7 +129,7 @@ func (p *Partition) MaybeShrinkISR() {
 		if !need {
 			return
 		}
-		p.lock.Lock()
+		p.wlock()
 		defer p.lock.Unlock()
 		p.mu.Lock()
 		drop := p.outOfSyncLocked(p.nowMs())
@@ -201,7 +201,7 @@ func (p *Partition) countISRChange(expand bool) {
 // epoch replace the cached ones; on error the proposal is dropped and the
 // next fetch or shrink check proposes again.
 func (p *Partition) CompleteAlterPartition(leaderEpoch int32, isr []int32, partitionEpoch int64, err error) {
-	p.lock.Lock()
+	p.wlock()
 	defer p.lock.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -14,7 +14,7 @@ import (
 // fetched), the new epoch is recorded at the LEO, and the HW stays where it
 // was (from the checkpoint on a fresh start).
 func (p *Partition) MakeLeader(st LeaderAndISR, replicas []int32, version int64, checkpointHW int64) error {
-	p.lock.Lock()
+	p.wlock()
 	defer p.lock.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -52,7 +52,7 @@ func (p *Partition) MakeLeader(st LeaderAndISR, replicas []int32, version int64,
 // leader in the same epoch or an ISR/version change pushed by the
 // controller.
 func (p *Partition) UpdateISRFromController(st LeaderAndISR, replicas []int32, version int64) {
-	p.lock.Lock()
+	p.wlock()
 	defer p.lock.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -110,7 +110,7 @@ type AppendResult struct {
 // acks=-1 below min.insync.replicas is refused before anything is written.
 // Errors are Kafka errors from kerr.
 func (p *Partition) AppendAsLeader(data []byte, requiredAcks int16) (AppendResult, error) {
-	p.lock.RLock()
+	p.rlock()
 	defer p.lock.RUnlock()
 
 	p.mu.Lock()
@@ -168,7 +168,7 @@ func (p *Partition) AppendAsLeader(data []byte, requiredAcks int16) (AppendResul
 // NOT_ENOUGH_REPLICAS_AFTER_APPEND (the data stays committed); a lost
 // leadership gets NOT_LEADER_OR_FOLLOWER.
 func (p *Partition) AcksAllStatus(requiredOffset int64) (bool, error) {
-	p.lock.RLock()
+	p.rlock()
 	defer p.lock.RUnlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -223,7 +223,7 @@ func (p *Partition) Read(req FetchRequest) (ReadResult, error) {
 func (p *Partition) read(req FetchRequest) (res ReadResult, err error, expand bool) {
 	follower := req.ReplicaID >= 0
 	res.DivergingEpoch = -1
-	p.lock.RLock()
+	p.rlock()
 	defer p.lock.RUnlock()
 	p.mu.Lock()
 	role, epoch := p.role, p.leaderEpoch
@@ -306,7 +306,7 @@ type TimestampOffset struct{ Offset, Timestamp int64 }
 // OffsetForTimestamp finds the first offset whose batch has a timestamp at
 // or after ts, below the HW, and the leader epoch of that offset.
 func (p *Partition) OffsetForTimestamp(ts int64) (TimestampOffset, bool, int32) {
-	p.lock.RLock()
+	p.rlock()
 	defer p.lock.RUnlock()
 	hw := p.HighWatermark()
 	off, t, ok := p.log.OffsetForTimestamp(ts)
@@ -364,7 +364,7 @@ func (p *Partition) LegacyOffsets(ts int64, maxNum int, fromConsumer, leaderOnly
 // (Kafka's fetchOffsetForTimestamp holds it): a LATEST query before the HW
 // reaches the leader's epoch start gets OFFSET_NOT_AVAILABLE (KIP-207).
 func (p *Partition) ListOffsetsState(currentLeaderEpoch int32) (State, error) {
-	p.lock.RLock()
+	p.rlock()
 	defer p.lock.RUnlock()
 	s := p.State()
 	if err := checkEpoch(currentLeaderEpoch, s.LeaderEpoch); err != nil {

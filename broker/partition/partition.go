@@ -90,6 +90,14 @@ type Stats interface {
 	FailedIsrUpdate()
 }
 
+// LockStats is an optional capability of Stats: the time each acquisition
+// of the leaderIsrUpdateLock waited, for reading (produce, fetch,
+// ListOffsets) or writing (ISR and leadership changes). Kafka has no such
+// metric; in the seed 004 incident only thread dumps showed the wait.
+type LockStats interface {
+	LockWait(write bool, d time.Duration)
+}
+
 // Role of this replica.
 type Role int
 
@@ -125,6 +133,7 @@ type Partition struct {
 	sw     Switches
 	writer ISRWriter
 	stats  Stats
+	locks  LockStats // nil: lock waits are not measured
 	live   func(int32) bool
 
 	// leaderIsrUpdateLock: produce and fetch hold it for reading; changes
@@ -178,6 +187,7 @@ func New(topic string, index int32, self int32, lg *klog.Log, cfg Config, now fu
 		leader: -1, producers: NewProducers(), changed: make(chan struct{}),
 		remotes: map[int32]*remote{},
 	}
+	p.locks, _ = o.Stats.(LockStats)
 	// Rebuild the idempotent producers' last sequences from the log's batch
 	// headers, so a restarted replica still recognises retried batches.
 	lg.Batches(lg.LogStartOffset(), func(b klog.BatchInfo) bool {
@@ -201,6 +211,28 @@ func (p *Partition) SetConfig(cfg Config) {
 }
 
 func (p *Partition) nowMs() int64 { return p.now().UnixMilli() }
+
+// rlock takes the leaderIsrUpdateLock for reading, reporting the wait.
+func (p *Partition) rlock() {
+	if p.locks == nil {
+		p.lock.RLock()
+		return
+	}
+	t := p.now()
+	p.lock.RLock()
+	p.locks.LockWait(false, p.now().Sub(t))
+}
+
+// wlock takes the leaderIsrUpdateLock for writing, reporting the wait.
+func (p *Partition) wlock() {
+	if p.locks == nil {
+		p.lock.Lock()
+		return
+	}
+	t := p.now()
+	p.lock.Lock()
+	p.locks.LockWait(true, p.now().Sub(t))
+}
 
 // State is a snapshot of the partition's replica state.
 type State struct {

@@ -1,0 +1,166 @@
+package lab_test
+
+import (
+	"context"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/isrlab/isrlab/broker/config"
+	"github.com/isrlab/isrlab/internal/proctest"
+	"github.com/isrlab/isrlab/lab"
+)
+
+// effective is a broker key's value in a cluster config: set, or from the
+// kafka.profile, or the default.
+func effective(cfg map[string]string, key string) string {
+	if v, ok := cfg[key]; ok {
+		return v
+	}
+	if v, ok := config.Profiles[cfg["kafka.profile"]].Defaults[key]; ok {
+		return v
+	}
+	d, _ := config.NewBroker().Def(key)
+	return d.Default
+}
+
+// TestIsrChurnScenarios: the seed 004 incident and its mitigation matrix
+// load, drive 100,000 records/s, and each cell changes exactly the switch
+// it is named for; the matrix's incident cell is the library scenario.
+func TestIsrChurnScenarios(t *testing.T) {
+	sc, err := lab.Lookup("incidents/isr-churn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := sc.Workload
+	if w.Type != "rate" || float64(w.Producers)*w.Rate != 100000 || w.RecordSize != 100 || w.Acks != "1" || w.Keys == 0 {
+		t.Errorf("workload: %+v", w)
+	}
+	if effective(sc.Cluster.Config, "isr.update") != "sync-under-lock-always" || effective(sc.Cluster.Config, "replica.lag.time.max.ms") != "1000" {
+		t.Errorf("cluster config: %v", sc.Cluster.Config)
+	}
+	if sc.Expect.Throughput.DuringFaults.IsZero() || sc.Expect.CollateralIsrDrops.IsZero() {
+		t.Errorf("expectations: %v", sc.Expect)
+	}
+	cuts := 0
+	for _, f := range sc.Faults {
+		if f.Spec.Fault.Kind() == "partition" {
+			cuts++
+			// Longer than the 1 s lag limit, well under the 3 s one.
+			if f.HealAfter <= time.Second || f.HealAfter >= 2*time.Second {
+				t.Errorf("cut of %v", f.HealAfter)
+			}
+		}
+	}
+	if cuts < 5 {
+		t.Errorf("%d cuts", cuts)
+	}
+
+	m, err := lab.LoadMatrix("isr-churn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := map[string]string{"isr.update": "sync-under-lock-always", "replica.lag.time.max.ms": "1000", "num.replica.fetchers": "1"}
+	want := map[string]map[string]string{
+		"kafka-2.4+replica-lag-1s":                     {},
+		"kafka-2.4+replica-lag-3s":                     {"replica.lag.time.max.ms": "3000"},
+		"kafka-2.4+replica-lag-1s+replica-fetchers-10": {"num.replica.fetchers": "10"},
+		"kafka-2.4+replica-lag-1s+isr-update-checked":  {"isr.update": "sync-under-lock-checked"},
+		"kafka-2.4+replica-lag-1s+isr-update-async":    {"isr.update": "async-alter-partition"},
+	}
+	if len(m.Cells) != len(want) {
+		t.Fatalf("%d cells", len(m.Cells))
+	}
+	for _, c := range m.Cells {
+		diff, ok := want[c.Preset]
+		if !ok {
+			t.Errorf("unexpected cell %s", c.Preset)
+			continue
+		}
+		exp := maps.Clone(base)
+		maps.Copy(exp, diff)
+		for k, v := range exp {
+			if got := effective(c.Scenario.Cluster.Config, k); got != v {
+				t.Errorf("%s: %s = %s, want %s", c.Preset, k, got, v)
+			}
+		}
+		if c.Scenario.Expect.Throughput.DuringFaults.IsZero() {
+			t.Errorf("%s: no throughput expectation", c.Preset)
+		}
+		if c.Preset != "kafka-2.4+replica-lag-1s" {
+			continue
+		}
+		// Everything but the name and expectation's wording is the
+		// library scenario's.
+		same := func(s lab.Scenario) string {
+			s.Name, s.Description, s.Presets = "", "", nil
+			b, _ := yaml.Marshal(s)
+			return string(b)
+		}
+		if a, b := same(c.Scenario), same(sc); a != b {
+			t.Errorf("the matrix's incident cell differs from incidents/isr-churn:\n%s\n---\n%s", a, b)
+		}
+	}
+}
+
+// TestIsrChurnShort is the incident in CI, shortened to five cuts over
+// 20 s: with ISR writes under the partition lock throughput collapses and
+// the churn spreads to brokers no fault touched; with AlterPartition the
+// same faults leave throughput alone.
+func TestIsrChurnShort(t *testing.T) {
+	needRoot(t)
+	bin := proctest.Binary(t)
+	sc, err := lab.Lookup("incidents/isr-churn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, cut := sc.Faults[0], sc.Faults[1]
+	if slow.Spec.Fault.Kind() != "slow-net" || cut.Spec.Fault.Kind() != "partition" {
+		t.Fatalf("faults: %v, %v", slow.Spec.Fault.Kind(), cut.Spec.Fault.Kind())
+	}
+	slow.At, slow.HealAfter = 8*time.Second, 20*time.Second
+	sc.Faults = []lab.Fault{slow}
+	for at := 8 * time.Second; at <= 24*time.Second; at += 4 * time.Second {
+		c := cut
+		c.At = at
+		sc.Faults = append(sc.Faults, c)
+	}
+	sc.Duration = 36 * time.Second
+	cond := func(s string) lab.Cond {
+		c, err := lab.ParseCond(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		update string
+		expect lab.Expect
+	}{
+		{"sync-under-lock-always", lab.Expect{Throughput: lab.Throughput{DuringFaults: cond("<0.75x")},
+			IsrShrinks: cond(">=10"), CollateralIsrDrops: cond(">0")}},
+		{"async-alter-partition", lab.Expect{Throughput: lab.Throughput{DuringFaults: cond(">=0.85x")}}},
+	} {
+		t.Run(tc.update, func(t *testing.T) {
+			s := sc
+			s.Name = "incidents/isr-churn-short-" + tc.update
+			s.Cluster.Config = maps.Clone(sc.Cluster.Config)
+			s.Cluster.Config["isr.update"] = tc.update
+			s.Expect = tc.expect
+			var out strings.Builder
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			res, err := lab.Run(ctx, s, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out})
+			t.Log(out.String())
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if res.Judgement.Outcome != lab.Met {
+				t.Fatalf("%s: %v %v", tc.update, res.Judgement.Outcome, res.Judgement.Reasons)
+			}
+		})
+	}
+}

@@ -1,0 +1,218 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/isrlab/isrlab/checker"
+	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/history"
+	"github.com/isrlab/isrlab/series"
+)
+
+// IsZero reports an unset throughput expectation.
+func (t Throughput) IsZero() bool { return t.DuringFaults.IsZero() && t.AfterHeal.IsZero() }
+
+// scrapeBrokers samples every broker's metrics into w once a second until
+// ctx ends.
+func scrapeBrokers(ctx context.Context, c *compose.Cluster, w series.Sink) {
+	dial := c.Dial()
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) { return dial(ctx, network, addr) },
+	}}
+	defer client.CloseIdleConnections()
+	var targets []series.Target
+	for _, n := range c.Of(compose.RoleBroker) {
+		base := "http://" + net.JoinHostPort(n.Addr.String(), strconv.Itoa(compose.MetricsPort))
+		targets = append(targets, series.Target{Name: n.Name, URL: base + "/metrics", Events: base + "/v1/events"})
+	}
+	series.Scrape(ctx, w, targets, client, time.Second)
+}
+
+// removeBrokerData deletes the brokers' log directories (and faultfs
+// backing directories) of a finished run.
+func removeBrokerData(topo compose.Topology) {
+	for _, n := range topo.Role(compose.RoleBroker) {
+		os.RemoveAll(n.DataDir)
+		if n.Disk != nil {
+			os.RemoveAll(n.Disk.Backing)
+		}
+	}
+}
+
+// faultWindows converts the checker's fault windows.
+func faultWindows(v *checker.Verdict) []series.Window {
+	var out []series.Window
+	for _, f := range v.Timeline.Faults {
+		out = append(out, series.Window{Name: f.Name, Start: f.Start, End: f.End})
+	}
+	return out
+}
+
+// runSeries is a run's series summary and what its faults touched.
+type runSeries struct {
+	*series.Summary
+	// Collateral counts the ISR drops during the faults between two
+	// brokers that no fault touched: neither was a fault's target and no
+	// partition cut the link between them.
+	Collateral float64 `json:"collateral_isr_drops"`
+}
+
+// summarizeSeries reads a run's metrics.jsonl and sums it up against the
+// verdict's fault windows and the faults in the history.
+func summarizeSeries(dir string, v *checker.Verdict) (*runSeries, error) {
+	_, ss, err := series.ReadFile(filepath.Join(dir, series.FileName))
+	if err != nil {
+		return nil, err
+	}
+	s := series.Summarize(ss, faultWindows(v), series.Options{})
+	t, err := faultTouched(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	rs := &runSeries{Summary: &s}
+	for k, n := range s.DuringFaults.IsrDrops {
+		leader, replica, _ := strings.Cut(k, ">")
+		if !t.touched(leader, replica) {
+			rs.Collateral += n
+		}
+	}
+	return rs, nil
+}
+
+// touched is what a run's faults acted on: nodes, and links a partition cut.
+type touched struct {
+	nodes map[string]bool
+	links map[[2]string]bool
+}
+
+func (t touched) touched(a, b string) bool {
+	return t.nodes[a] || t.nodes[b] || t.links[[2]string{a, b}] || t.links[[2]string{b, a}]
+}
+
+// faultTouched reads the faults that started in a history: a partition's
+// grudge gives the links it cut, any other fault's resolved nodes what it
+// acted on.
+func faultTouched(path string) (touched, error) {
+	t := touched{nodes: map[string]bool{}, links: map[[2]string]bool{}}
+	f, err := os.Open(path)
+	if err != nil {
+		return t, err
+	}
+	defer f.Close()
+	r, err := history.NewReader(f, path)
+	if err != nil {
+		return t, err
+	}
+	for {
+		var op history.Op
+		if err := r.Next(&op); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, history.ErrTruncated) {
+				return t, nil
+			}
+			return t, err
+		}
+		if op.Process != history.Nemesis || op.Type != history.OK || !strings.HasPrefix(op.F, "start-") {
+			continue
+		}
+		var fv struct {
+			Resolved []string            `json:"resolved"`
+			Grudge   map[string][]string `json:"grudge"`
+		}
+		if json.Unmarshal(op.RawValue, &fv) != nil {
+			continue
+		}
+		for _, n := range fv.Resolved {
+			t.nodes[n] = true
+		}
+		for to, froms := range fv.Grudge {
+			for _, from := range froms {
+				t.links[[2]string{from, to}] = true
+			}
+		}
+	}
+}
+
+// judgeSeries adds the expectations on the time series (throughput, ISR
+// shrinks and drops) to j; s is the run's series summary (nil when it has
+// none).
+func (e Expect) judgeSeries(j Judgement, s *runSeries) Judgement {
+	if !e.series() {
+		return j
+	}
+	undecided := func(reason string) {
+		if j.Outcome == Met {
+			j.Outcome = Undecided
+		}
+		j.Reasons = append(j.Reasons, reason)
+	}
+	fail := func(format string, a ...any) {
+		j.Outcome = NotMet
+		j.Reasons = append(j.Reasons, fmt.Sprintf(format, a...))
+	}
+	if s == nil || s.Summary == nil || s.Faults == 0 {
+		undecided("no fault windows or no metrics to compare throughput and ISR churn")
+		return j
+	}
+	for _, x := range []struct {
+		name  string
+		c     Cond
+		ratio float64
+		have  bool
+	}{
+		{"throughput during faults", e.Throughput.DuringFaults, s.DuringRatio, s.HasThroughput()},
+		{"throughput after heal", e.Throughput.AfterHeal, s.AfterRatio, s.HasThroughput() && s.AfterHeal.Samples > 0},
+	} {
+		switch {
+		case x.c.IsZero():
+		case !x.have:
+			undecided("no rate-workload samples to measure " + x.name)
+		case !x.c.Holds(x.ratio):
+			fail("expected %s %s, got %.2fx (%.0f/s against a baseline of %.0f/s)", x.name, x.c, x.ratio, phaseRate(s, x.name), s.Baseline.AckedPerSec)
+		}
+	}
+	if c := e.IsrShrinks; !c.IsZero() && !c.Holds(s.DuringFaults.IsrShrinks) {
+		fail("expected isr-shrinks %s, got %.0f during the faults", c, s.DuringFaults.IsrShrinks)
+	}
+	if c := e.CollateralIsrDrops; !c.IsZero() && !c.Holds(s.Collateral) {
+		fail("expected collateral-isr-drops %s, got %.0f (ISR drops between brokers no fault touched)", c, s.Collateral)
+	}
+	return j
+}
+
+func phaseRate(s *runSeries, name string) float64 {
+	if strings.HasSuffix(name, "after heal") {
+		return s.AfterHeal.AckedPerSec
+	}
+	return s.DuringFaults.AckedPerSec
+}
+
+// printSeries prints the series summary's lines of the run report.
+func printSeries(out io.Writer, s *runSeries) {
+	if s == nil || s.Summary == nil {
+		return
+	}
+	b, d, a := s.Baseline, s.DuringFaults, s.AfterHeal
+	if s.Faults == 0 {
+		if b.Samples > 0 {
+			fmt.Fprintf(out, "  throughput: %.0f/s (worst second %.0f/s), produce p99 up to %.0f ms; no faults\n", b.AckedPerSec, b.MinAckedPerSec, b.ProduceP99Ms)
+		}
+		return
+	}
+	if b.Samples > 0 {
+		fmt.Fprintf(out, "  throughput: %.0f/s before the faults, %.0f/s during (%.2fx, worst second %.0f/s), %.0f/s after (%.2fx)\n",
+			b.AckedPerSec, d.AckedPerSec, s.DuringRatio, d.MinAckedPerSec, a.AckedPerSec, s.AfterRatio)
+	}
+	fmt.Fprintf(out, "  ISR churn during the faults: %.0f shrinks (%.0f between brokers no fault touched), %.0f expands; handler idle %.0f%% (min %.0f%%), read-lock wait %.0f ms/s, follower fetch p99 up to %.0f ms\n",
+		d.IsrShrinks, s.Collateral, d.IsrExpands, 100*d.HandlerIdle, 100*d.HandlerIdleMin, d.LockWaitMsPerSec, d.FetchFollowerP99Ms)
+}

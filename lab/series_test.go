@@ -1,0 +1,159 @@
+package lab
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/isrlab/isrlab/checker"
+	"github.com/isrlab/isrlab/series"
+)
+
+// TestJudgeSeries: throughput ratios and ISR shrinks are judged from the
+// series summary; a rate run's history has no client operations, so such
+// an expectation does not ask for validity.
+func TestJudgeSeries(t *testing.T) {
+	expect := func(s string) Expect {
+		t.Helper()
+		sc, err := Parse("x.yaml", "x", []byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc.Expect
+	}
+	collapse := &runSeries{Collateral: 12, Summary: &series.Summary{Faults: 3,
+		Baseline:     series.Phase{Samples: 10, AckedPerSec: 100000},
+		DuringFaults: series.Phase{Samples: 20, AckedPerSec: 40000, IsrShrinks: 30},
+		AfterHeal:    series.Phase{Samples: 5, AckedPerSec: 98000},
+		DuringRatio:  0.4, AfterRatio: 0.98}}
+	holds := &runSeries{Summary: &series.Summary{Faults: 3,
+		Baseline:     series.Phase{Samples: 10, AckedPerSec: 100000},
+		DuringFaults: series.Phase{Samples: 20, AckedPerSec: 97000, IsrShrinks: 0},
+		DuringRatio:  0.97}}
+	noWorkload := &runSeries{Summary: &series.Summary{Faults: 3, DuringFaults: series.Phase{IsrShrinks: 4}}}
+	incident := expect("expect: {throughput: {during-faults: \"<0.5x\", after-heal: \">=0.9x\"}, isr-shrinks: \">=10\", collateral-isr-drops: \">0\"}")
+	mitigated := expect("expect: {throughput: {during-faults: \">=0.9x\"}, isr-shrinks: \"<=2\", collateral-isr-drops: 0}")
+	// No client operations: validity unknown, which a series-only
+	// expectation does not ask about.
+	noOps := &checker.Verdict{Valid: checker.Unknown, Anomalies: map[string]int64{}}
+	for _, tc := range []struct {
+		name string
+		e    Expect
+		s    *runSeries
+		want Outcome
+	}{
+		{"incident-collapses", incident, collapse, Met},
+		{"incident-holds", incident, holds, NotMet},
+		{"mitigated-holds", mitigated, holds, Met},
+		{"mitigated-collapses", mitigated, collapse, NotMet},
+		{"no-series", incident, nil, Undecided},
+		{"no-workload-samples", incident, noWorkload, NotMet}, // 4 shrinks < 10 decides it
+		{"no-spread", expect("expect: {collateral-isr-drops: \">0\"}"), holds, NotMet},
+		{"no-workload-shrinks-ok", expect("expect: {throughput: {during-faults: \"<0.5x\"}, isr-shrinks: \">=1\"}"), noWorkload, Undecided},
+		{"not-asked", Expect{Valid: "any"}, nil, Met},
+	} {
+		j := tc.e.judgeSeries(tc.e.Judge(noOps, false), tc.s)
+		if j.Outcome != tc.want {
+			t.Errorf("%s: %v (%v), want %v", tc.name, j.Outcome, j.Reasons, tc.want)
+		}
+	}
+	j := mitigated.judgeSeries(mitigated.Judge(noOps, false), collapse)
+	if r := strings.Join(j.Reasons, "; "); !strings.Contains(r, "got 0.40x (40000/s against a baseline of 100000/s)") || !strings.Contains(r, "got 30 during the faults") || !strings.Contains(r, "collateral-isr-drops 0, got 12") {
+		t.Errorf("reasons: %s", r)
+	}
+	if s := incident.String(); s != "throughput during faults <0.5x, throughput after heal >=0.9x, isr-shrinks >=10, collateral-isr-drops >0" {
+		t.Errorf("String: %q", s)
+	}
+	for _, bad := range []string{
+		"expect: {throughput: {during-faults: \"<0.5\"}}",
+		"expect: {throughput: {during-faults: \"<5s\"}}",
+		"expect: {isr-shrinks: \"<0.5x\"}",
+		"expect: {availability: \">0.9x\"}",
+		"expect: {throughput: {during: \"<0.5x\"}}",
+		"expect: {collateral-isr-drops: \"1s\"}",
+	} {
+		if _, err := Parse("x.yaml", "x", []byte(bad)); !errors.Is(err, ErrScenario) {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}
+
+// TestSummarizeSeriesCollateral: ISR drops between brokers a partition cut
+// apart, or involving a fault's target, are the fault's own; the rest
+// spread by themselves.
+func TestSummarizeSeriesCollateral(t *testing.T) {
+	dir := t.TempDir()
+	hist := `{"isrlab_history":1}
+{"index":0,"time":1000000000,"process":"nemesis","type":"invoke","f":"start-slow-net","value":{"kind":"slow-net","nodes":["coordinators"]}}
+{"index":1,"time":1100000000,"process":"nemesis","type":"ok","f":"start-slow-net","value":{"kind":"slow-net","nodes":["coordinators"],"resolved":["c1"]}}
+{"index":2,"time":1200000000,"process":"nemesis","type":"invoke","f":"start-partition","value":{"kind":"partition"}}
+{"index":3,"time":1300000000,"process":"nemesis","type":"ok","f":"start-partition","value":{"kind":"partition","grudge":{"b1":["b3"],"b2":["b3"],"b3":["b1","b2"]}}}
+{"index":4,"time":9000000000,"process":"nemesis","type":"invoke","f":"heal"}
+{"index":5,"time":9100000000,"process":"nemesis","type":"ok","f":"heal"}
+`
+	ser := `{"isrlab_series":1}
+{"t":5,"src":"b1","v":{"up":1,"IsrDropped.3":4,"IsrDropped.2":2}}
+{"t":6,"src":"b3","v":{"up":1,"IsrDropped.1":1}}
+{"t":7,"src":"b2","v":{"up":1,"IsrDropped.1":3}}
+`
+	os.WriteFile(filepath.Join(dir, "history.jsonl"), []byte(hist), 0o644)
+	os.WriteFile(filepath.Join(dir, series.FileName), []byte(ser), 0o644)
+	v, err := checker.Check(func() (io.ReadCloser, error) { return os.Open(filepath.Join(dir, "history.jsonl")) }, "h", checker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := summarizeSeries(dir, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b1>b3 and b3>b1 went over the cut link; b1>b2 and b2>b1 did not.
+	if rs.Collateral != 5 || rs.Faults != 2 {
+		t.Errorf("collateral %v, faults %d, drops %v", rs.Collateral, rs.Faults, rs.DuringFaults.IsrDrops)
+	}
+}
+
+// TestSeriesReport: isrlab series finds the runs under a directory, plots
+// each and tabulates them.
+func TestSeriesReport(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "runs", "x", "20250101T000000Z-abcd")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "history.jsonl"), []byte(`{"isrlab_history":1}
+{"index":0,"time":4000000000,"process":"nemesis","type":"invoke","f":"start-pause","value":{"kind":"pause"}}
+{"index":1,"time":4100000000,"process":"nemesis","type":"ok","f":"start-pause","value":{"kind":"pause","resolved":["b3"]}}
+{"index":2,"time":6000000000,"process":"nemesis","type":"invoke","f":"stop-pause"}
+{"index":3,"time":6100000000,"process":"nemesis","type":"ok","f":"stop-pause"}
+`), 0o644)
+	ser := `{"isrlab_series":1}` + "\n"
+	for i := 1; i <= 8; i++ {
+		acked := 1000
+		if i == 5 || i == 6 {
+			acked = 200
+		}
+		ser += fmt.Sprintf(`{"t":%d,"src":"workload","v":{"acked_per_s":%d}}`+"\n", i, acked)
+	}
+	os.WriteFile(filepath.Join(dir, series.FileName), []byte(ser), 0o644)
+	v, err := checker.Check(func() (io.ReadCloser, error) { return os.Open(filepath.Join(dir, "history.jsonl")) }, "h", checker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(v)
+	os.WriteFile(filepath.Join(dir, "verdict.json"), b, 0o644)
+	rows, err := SeriesReport([]string{root}, true)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("rows %v, %v", rows, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "metrics.svg")); err != nil {
+		t.Error(err)
+	}
+	var md strings.Builder
+	WriteSeriesTable(&md, rows, root)
+	if !strings.Contains(md.String(), "(runs/x/20250101T000000Z-abcd/metrics.svg) | 1000 | 200 | 0.20x | 200 | 1.00x |") {
+		t.Errorf("table:\n%s", md.String())
+	}
+}
