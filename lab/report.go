@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/isrlab/isrlab/checker"
+	"github.com/isrlab/isrlab/results"
 	"github.com/isrlab/isrlab/series"
 )
 
@@ -88,15 +89,13 @@ func seriesRow(dir string, svg bool) (SeriesRow, error) {
 		if err != nil {
 			return row, err
 		}
-		f, err := os.Create(filepath.Join(dir, "metrics.svg"))
-		if err != nil {
+		path := filepath.Join(dir, "metrics.svg")
+		if err := results.WriteWith(path, func(w io.Writer) error {
+			return series.Plot(w, orDefault(row.Scenario, filepath.Base(dir)), ss, faultWindows(&v), series.IncidentPanels)
+		}); err != nil {
 			return row, err
 		}
-		perr := series.Plot(f, orDefault(row.Scenario, filepath.Base(dir)), ss, faultWindows(&v), series.IncidentPanels)
-		if err := errors.Join(perr, f.Close()); err != nil {
-			return row, err
-		}
-		row.SVG, _ = filepath.Abs(f.Name())
+		row.SVG, _ = filepath.Abs(path)
 	}
 	return row, nil
 }
