@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCLI drives `isrlab cluster` and `isrlab clean` as a user would, with a
@@ -57,6 +58,12 @@ func TestCLI(t *testing.T) {
 	}
 	for _, s := range steps {
 		out, code := isrlab(s.args...)
+		// A new topic reaches the brokers' metadata a moment after
+		// CreateTopics answers.
+		for deadline := time.Now().Add(20 * time.Second); len(s.args) > 1 && s.args[1] == "status" && code == 0 && !containsAll(out, s.contains) && time.Now().Before(deadline); {
+			time.Sleep(200 * time.Millisecond)
+			out, code = isrlab(s.args...)
+		}
 		if code != s.code {
 			t.Fatalf("isrlab %s: exit %d, want %d\n%s", strings.Join(s.args, " "), code, s.code, out)
 		}
@@ -231,4 +238,13 @@ func runCmd(t *testing.T, cmd *exec.Cmd) (string, int) {
 		t.Fatal(err)
 	}
 	return out.String(), 0
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
 }
