@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -8,13 +9,20 @@ import (
 	"github.com/google/nftables"
 )
 
-// injectNodes cuts each link in the receiving node's namespace: its input
-// hook drops IPv4 packets from the senders it holds a grudge against.
-func (p *Partition) injectNodes(env *Env) error {
+// injectNodes cuts each link in the receiving node's namespace (or on its
+// host, for a remote node): its input hook drops IPv4 packets from the
+// senders it holds a grudge against.
+func (p *Partition) injectNodes(ctx context.Context, env *Env) error {
 	for _, to := range sortedKeys(p.Grudge) {
 		n, err := env.node(to)
 		if err != nil {
 			return err
+		}
+		if n.Remote != nil {
+			if err := remoteDropFrom(ctx, env, n, p.Table, p.Grudge[to]); err != nil {
+				return err
+			}
+			continue
 		}
 		nft, done, err := nftIn(n.NetNS)
 		if err != nil {
@@ -40,11 +48,17 @@ func (p *Partition) injectNodes(env *Env) error {
 
 // injectNodes drops a random share of each node's packets on its own input
 // (in) and output (out) hooks.
-func (l *Loss) injectNodes(env *Env) error {
+func (l *Loss) injectNodes(ctx context.Context, env *Env) error {
 	for _, name := range l.Resolved {
 		n, err := env.node(name)
 		if err != nil {
 			return err
+		}
+		if n.Remote != nil {
+			if err := remoteLoss(ctx, n, l.Table, l.Percent, l.Direction); err != nil {
+				return err
+			}
+			continue
 		}
 		nft, done, err := nftIn(n.NetNS)
 		if err != nil {
@@ -67,13 +81,19 @@ func (l *Loss) injectNodes(env *Env) error {
 	return nil
 }
 
-// healNodeTables deletes table in each node's namespace.
-func healNodeTables(env *Env, nodes []string, table string) error {
+// healNodeTables deletes table in each node's namespace or on its host.
+func healNodeTables(ctx context.Context, env *Env, nodes []string, table string) error {
 	var errs []error
 	for _, name := range nodes {
 		n, err := env.node(name)
 		if err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		if n.Remote != nil {
+			if table != "" {
+				errs = append(errs, remoteRemoveTables(ctx, n, env.runID(), table))
+			}
 			continue
 		}
 		nft, done, err := nftIn(n.NetNS)
