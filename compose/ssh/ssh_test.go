@@ -160,4 +160,3 @@ func procState(t *testing.T, pid int) string {
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	return f[0]
 }
-
