@@ -46,7 +46,17 @@ type ExitError struct {
 }
 
 func (e *ExitError) Error() string {
-	msg := fmt.Sprintf("%s: exit status %d", strings.Join(e.Argv, " "), e.Status)
+	argv := slices.Clone(e.Argv)
+	// A fixed script reads better as its first line.
+	for i := 0; i+1 < len(argv); i++ {
+		if argv[i] == "sh" && argv[i+1] == "-c" && i+2 < len(argv) {
+			if first, _, more := strings.Cut(argv[i+2], "\n"); more {
+				argv[i+2] = "'" + first + " ...'"
+			}
+			break
+		}
+	}
+	msg := fmt.Sprintf("%s: exit status %d", strings.Join(argv, " "), e.Status)
 	if s := strings.TrimSpace(e.Stderr); s != "" {
 		msg += ": " + s
 	}

@@ -34,18 +34,26 @@ func (f *ClockSkew) Kind() string { return "clock-skew" }
 
 // Resolve implements Fault: the targets must be brokers.
 func (f *ClockSkew) Resolve(ctx context.Context, env *Env) error {
-	if err := f.resolve(ctx, env, f.Kind()); err != nil {
+	ns, err := env.ResolveTargets(ctx, f.Nodes)
+	if err != nil {
 		return err
 	}
-	for _, name := range f.Resolved {
-		n, _ := env.node(name)
-		if n != nil && systemClock(n) {
-			continue
+	if len(ns) == 0 {
+		return fmt.Errorf("%w: clock-skew needs nodes", ErrBadFault)
+	}
+	for _, name := range ns {
+		n, err := env.node(name)
+		if err != nil {
+			return err
 		}
-		if n == nil || n.Role != compose.RoleBroker {
+		if systemClock(n) {
+			continue // the host's clock: any node, with or without a process
+		}
+		if n.Role != compose.RoleBroker || n.Proc == nil {
 			return fmt.Errorf("%w: clock-skew: %s is not a broker", ErrBadFault, name)
 		}
 	}
+	f.Resolved = ns
 	return nil
 }
 

@@ -203,7 +203,10 @@ func remoteLoss(ctx context.Context, n *compose.Node, table string, pct float64,
 	}
 	port := controlPort(n.Remote)
 	if fw == "nft" {
-		rule := fmt.Sprintf("numgen random mod %d < %d drop", lossScale, int(pct/100*lossScale))
+		rule := "drop"
+		if th := int(pct / 100 * lossScale); th < lossScale {
+			rule = fmt.Sprintf("numgen random mod %d < %d drop", lossScale, th)
+		}
 		var in, out []string
 		if dir != "out" {
 			in = []string{rule}
@@ -383,13 +386,22 @@ func CleanRemote(ctx context.Context, c *compose.Cluster) error {
 		if n.Remote == nil {
 			continue
 		}
-		errs = append(errs, remoteRemoveTables(ctx, n, c.RunID))
-		if systemClock(n) {
-			pat := "/tmp/" + TablePrefix + c.RunID + "-*-" + n.Name + ".clock"
-			if _, err := n.Remote.Command(ctx, []string{"sh", "-c", clockUndoScript, "sh", "glob", pat}, nil); err != nil {
-				errs = append(errs, fmt.Errorf("undo clock skew on %s: %w", n.Name, err))
-			}
-		}
+		errs = append(errs, remoteRemoveTables(ctx, n, c.RunID), undoClockSkews(ctx, n, c.RunID))
 	}
 	return errors.Join(errs...)
+}
+
+// undoClockSkews undoes every clock skew of run still marked on n's host.
+func undoClockSkews(ctx context.Context, n *compose.Node, run string) error {
+	if !systemClock(n) {
+		return nil
+	}
+	if !runIDRE.MatchString(run) {
+		return fmt.Errorf("%w: run id %q", ErrBadFault, run)
+	}
+	pat := "/tmp/" + TablePrefix + run + "-*-" + n.Name + ".clock"
+	if _, err := n.Remote.Command(ctx, []string{"sh", "-c", clockUndoScript, "sh", "glob", pat}, nil); err != nil {
+		return fmt.Errorf("undo clock skew on %s: %w", n.Name, err)
+	}
+	return nil
 }
