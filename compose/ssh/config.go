@@ -19,6 +19,7 @@
 package ssh
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -28,6 +29,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/isrlab/isrlab/compose"
 )
@@ -405,4 +408,23 @@ func expand(p string) string {
 		}
 	}
 	return p
+}
+
+// Load reads a cluster file: a Config in YAML, strictly (an unknown key is
+// an error naming its line).
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrConfig, path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &c, nil
 }
