@@ -216,6 +216,47 @@ func TestCLIRunAndClean(t *testing.T) {
 	if out, code := run("clean", "--backend", "ssh"); code != 0 || !strings.Contains(out, "nothing to clean") {
 		t.Fatalf("second clean: exit %d:\n%s", code, out)
 	}
+
+	// A cluster kept up between commands, faults from other processes.
+	name := "byo"
+	t.Cleanup(func() { run("cluster", "down", "--name", name) })
+	var upRun string
+	for _, s := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"cluster", "up", "--backend", "ssh", "--hosts", hosts, "--name", name, "--run-dir", filepath.Join(dir, "byo")},
+			[]string{"backend ssh) is up", "b3", "client1"}},
+		{[]string{"cluster", "status", "--name", name}, []string{"c1", "up", "controller: broker"}},
+		{[]string{"fault", "inject", "partition", "--name", name, "--isolate", "b1"}, []string{"f1"}},
+		{[]string{"fault", "inject", "pause", "--name", name, "--node", "b2"}, []string{"f2"}},
+		{[]string{"fault", "list", "--name", name}, []string{"partition", "pause"}},
+		{[]string{"fault", "heal", "--name", name, "--all"}, []string{"healed 2 fault(s)"}},
+		{[]string{"cluster", "down", "--name", name}, []string{"is down"}},
+	} {
+		if upRun == "" {
+			if st, _ := compose.ListStates(stateDir); len(st) > 0 {
+				upRun = st[0].RunID
+			}
+		}
+		if s.args[0] == "cluster" && s.args[1] == "down" && upRun != "" {
+			if left := h.Leftovers(t, upRun); len(left) != 4 {
+				t.Errorf("after fault heal --all, before down: want the 4 node processes and no rule, got %v", left)
+			}
+		}
+		out, code := run(s.args...)
+		if code != 0 {
+			t.Fatalf("isrlab %v: exit %d:\n%s", s.args, code, out)
+		}
+		for _, w := range s.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("isrlab %v: no %q in:\n%s", s.args, w, out)
+			}
+		}
+	}
+	if left := h.Leftovers(t, upRun); upRun == "" || len(left) > 0 {
+		t.Fatalf("cluster down (run %q) left: %v", upRun, left)
+	}
 }
 
 // onlySSH lets connections out of ns go to TCP port 22 only.

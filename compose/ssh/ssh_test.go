@@ -160,3 +160,51 @@ func procState(t *testing.T, pid int) string {
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	return f[0]
 }
+
+// TestHostKeys shows that host keys are checked: a host missing from
+// known_hosts or known under another key is refused with a message saying
+// which, and only insecure_ignore_host_key lets it through.
+func TestHostKeys(t *testing.T) {
+	t.Setenv("ISRLAB_REGISTRY_DIR", t.TempDir())
+	h := sshtest.New(t, "10.221.0.0/24", "b1")
+	addr := h.Host("b1").Addr.String()
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, nil, 0o600)
+	wrong := filepath.Join(dir, "wrong")
+	// A key of another host, under b1's address.
+	os.WriteFile(wrong, []byte(addr+" ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"), 0o600)
+	up := func(cfg ssh.Config) error {
+		cfg.User, cfg.Key = "root", h.Key
+		cfg.Nodes = []ssh.Node{{Host: addr, Role: ssh.RoleBroker, ID: 1, Probe: "none"}}
+		topo, err := cfg.Topology("keys", "", dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := backend(h, &cfg, t.TempDir()).Up(ctx, topo)
+		if err == nil {
+			return c.Down(ctx)
+		}
+		return err
+	}
+	for _, tc := range []struct {
+		cfg  ssh.Config
+		want string
+	}{
+		{ssh.Config{KnownHosts: empty}, "is not in " + empty},
+		{ssh.Config{KnownHosts: wrong}, "HOST KEY MISMATCH"},
+		{ssh.Config{KnownHosts: filepath.Join(dir, "none")}, "known_hosts"},
+	} {
+		if err := up(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("known_hosts %s: got %v, want %q", tc.cfg.KnownHosts, err, tc.want)
+		}
+	}
+	if err := up(ssh.Config{KnownHosts: h.KnownHosts}); err != nil {
+		t.Errorf("the right known_hosts: %v", err)
+	}
+	if err := up(ssh.Config{KnownHosts: wrong, InsecureIgnoreHostKey: true}); err != nil {
+		t.Errorf("insecure_ignore_host_key: %v", err)
+	}
+}
