@@ -362,3 +362,71 @@ func (l localHost) Command(ctx context.Context, argv []string, stdin []byte) ([]
 func (l localHost) ControlPort() int     { return 22 }
 func (l localHost) SystemClock() bool    { return l.clock }
 func (l localHost) FirewallTool() string { return "nft" }
+
+// BenchmarkSSHInjectHeal measures inject and heal latency of the faults
+// the ssh backend applies on remote hosts (sshd in namespaces here, so the
+// network round trip is ~0: what is measured is SSH sessions and the
+// hosts' nft, iptables, tc and kill), through a Nemesis with a file store.
+// "ssh-true" is one bare remote command, the unit everything else costs.
+func BenchmarkSSHInjectHeal(b *testing.B) {
+	b.Setenv("ISRLAB_REGISTRY_DIR", b.TempDir())
+	h := sshtest.New(b, "10.222.0.0/24", "c1", "b1", "b2", "b3", "client1")
+	cfg := h.Cluster(b)
+	stateDir := b.TempDir()
+	topo, err := cfg.Topology("sshbench", "", b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	c, err := (&ssh.Backend{Config: cfg, StateDir: stateDir, Dial: h.Dial(), Grace: 5 * time.Second, ReadyTimeout: 60 * time.Second}).Up(ctx, topo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Down(context.Background()) })
+	nem := &Nemesis{Env: &Env{Cluster: c}, Store: &Store{Path: FaultsFile(stateDir, c.Name)}}
+	b.Run("ssh-true", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := c.Node("b1").Remote.Command(ctx, []string{"true"}, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, fc := range []struct {
+		name string
+		f    func() Fault
+		fw   string
+	}{
+		{"partition-isolate-nft", func() Fault { return &Partition{Topology: TopoIsolate, Targets: []string{"b1"}} }, ""},
+		{"partition-isolate-iptables", func() Fault { return &Partition{Topology: TopoIsolate, Targets: []string{"b1"}} }, "iptables"},
+		{"partition-halves", func() Fault { return &Partition{Topology: TopoHalves} }, ""},
+		{"loss", func() Fault { return &Loss{Nodes: []string{"b2"}, Percent: 10} }, ""},
+		{"slow-net-rate", func() Fault { return &SlowNet{Nodes: []string{"b2"}, Rate: "10mbit", Direction: "out"} }, ""},
+		{"pause", func() Fault { return &Pause{procNodes{Nodes: []string{"b3"}}} }, ""},
+		{"kill", func() Fault { return &Kill{procNodes{Nodes: []string{"b3"}}} }, ""},
+	} {
+		b.Run(fc.name, func(b *testing.B) {
+			for _, n := range c.Nodes {
+				n.Remote.(*ssh.Host).Firewall = fc.fw
+			}
+			var inject, heal time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				a, err := nem.Inject(ctx, fc.f())
+				if err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				if err := nem.Heal(ctx, a.ID); err != nil {
+					b.Fatal(err)
+				}
+				inject += t1.Sub(t0)
+				heal += time.Since(t1)
+			}
+			b.ReportMetric(float64(inject.Microseconds())/1000/float64(b.N), "inject-ms")
+			b.ReportMetric(float64(heal.Microseconds())/1000/float64(b.N), "heal-ms")
+		})
+	}
+	if left := h.Leftovers(b, c.RunID); len(left) != 4 {
+		b.Fatalf("want only the 4 node processes left, got %v", left)
+	}
+}
