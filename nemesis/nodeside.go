@@ -5,23 +5,28 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/google/nftables"
+
+	"github.com/isrlab/isrlab/compose"
 )
 
 // injectNodes cuts each link in the receiving node's namespace (or on its
 // host, for a remote node): its input hook drops IPv4 packets from the
 // senders it holds a grudge against.
 func (p *Partition) injectNodes(ctx context.Context, env *Env) error {
+	if err := eachRemote(env, sortedKeys(p.Grudge), func(n *compose.Node) error {
+		return remoteDropFrom(ctx, env, n, p.Table, p.Grudge[n.Name])
+	}); err != nil {
+		return err
+	}
 	for _, to := range sortedKeys(p.Grudge) {
 		n, err := env.node(to)
 		if err != nil {
 			return err
 		}
 		if n.Remote != nil {
-			if err := remoteDropFrom(ctx, env, n, p.Table, p.Grudge[to]); err != nil {
-				return err
-			}
 			continue
 		}
 		nft, done, err := nftIn(n.NetNS)
@@ -49,15 +54,17 @@ func (p *Partition) injectNodes(ctx context.Context, env *Env) error {
 // injectNodes drops a random share of each node's packets on its own input
 // (in) and output (out) hooks.
 func (l *Loss) injectNodes(ctx context.Context, env *Env) error {
+	if err := eachRemote(env, l.Resolved, func(n *compose.Node) error {
+		return remoteLoss(ctx, n, l.Table, l.Percent, l.Direction)
+	}); err != nil {
+		return err
+	}
 	for _, name := range l.Resolved {
 		n, err := env.node(name)
 		if err != nil {
 			return err
 		}
 		if n.Remote != nil {
-			if err := remoteLoss(ctx, n, l.Table, l.Percent, l.Direction); err != nil {
-				return err
-			}
 			continue
 		}
 		nft, done, err := nftIn(n.NetNS)
@@ -84,6 +91,11 @@ func (l *Loss) injectNodes(ctx context.Context, env *Env) error {
 // healNodeTables deletes table in each node's namespace or on its host.
 func healNodeTables(ctx context.Context, env *Env, nodes []string, table string) error {
 	var errs []error
+	if table != "" {
+		errs = append(errs, eachRemote(env, nodes, func(n *compose.Node) error {
+			return remoteRemoveTables(ctx, n, env.runID(), table)
+		}))
+	}
 	for _, name := range nodes {
 		n, err := env.node(name)
 		if err != nil {
@@ -91,9 +103,6 @@ func healNodeTables(ctx context.Context, env *Env, nodes []string, table string)
 			continue
 		}
 		if n.Remote != nil {
-			if table != "" {
-				errs = append(errs, remoteRemoveTables(ctx, n, env.runID(), table))
-			}
 			continue
 		}
 		nft, done, err := nftIn(n.NetNS)
@@ -104,6 +113,31 @@ func healNodeTables(ctx context.Context, env *Env, nodes []string, table string)
 		errs = append(errs, delTableOf(nft, nftables.TableFamilyIPv4, table))
 		done()
 	}
+	return errors.Join(errs...)
+}
+
+// eachRemote runs fn on every node of names that lives on another
+// machine, all at once (each is a round trip to its own host), and joins
+// the errors.
+func eachRemote(env *Env, names []string, fn func(*compose.Node) error) error {
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		n, err := env.node(name)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if n.Remote == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fn(n)
+		}()
+	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

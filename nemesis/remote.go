@@ -39,23 +39,33 @@ func controlPort(r compose.Commander) int {
 	return 22
 }
 
-// firewall picks nft or iptables on the node's host.
-func firewall(ctx context.Context, n *compose.Node) (string, error) {
-	if h, ok := n.Remote.(remoteHost); ok && h.FirewallTool() != "" {
-		return h.FirewallTool(), nil
+// firewallTool is the tool the node's host is set to use ("" for nft
+// where the host has it, else iptables).
+func firewallTool(n *compose.Node) string {
+	if h, ok := n.Remote.(remoteHost); ok {
+		return h.FirewallTool()
 	}
-	out, err := n.Remote.Command(ctx, []string{"sh", "-c", "command -v nft || command -v iptables"}, nil)
-	if err != nil {
-		var ee *compose.ExitError
-		if errors.As(err, &ee) {
-			return "", fmt.Errorf("%w: %s has neither nft nor iptables", ErrUnsupported, n.Name)
-		}
-		return "", err
+	return ""
+}
+
+// firewallPrelude picks the tool on the host in the same session as the
+// rules: $1 is nft, iptables or empty (nft where present); with nft the
+// ruleset on standard input is loaded and the rest is not run. Exit 127
+// means the host has neither tool.
+const firewallPrelude = `fw=$1
+shift
+if [ "$fw" != iptables ] && command -v nft >/dev/null 2>&1; then exec nft -f -; fi
+if [ "$fw" = nft ]; then echo "nft: not found" >&2; exit 127; fi
+command -v iptables >/dev/null 2>&1 || { echo "neither nft nor iptables" >&2; exit 127; }
+`
+
+// firewallError turns exit 127 of a firewall script into ErrUnsupported.
+func firewallError(n *compose.Node, what string, err error) error {
+	var ee *compose.ExitError
+	if errors.As(err, &ee) && ee.Status == 127 {
+		return fmt.Errorf("%w: %s on %s: %v", ErrUnsupported, what, n.Name, err)
 	}
-	if strings.HasSuffix(strings.TrimSpace(string(out)), "/nft") {
-		return "nft", nil
-	}
-	return "iptables", nil
+	return fmt.Errorf("%s on %s: %w", what, n.Name, err)
 }
 
 // nftRuleset is one table with the chains given, each accepting the SSH
@@ -101,9 +111,10 @@ func nftDropFrom(addrs []netip.Addr) []string {
 	return out
 }
 
-// iptablesDropScript adds chain $1, letting TCP to port $2 through and
-// dropping packets from $3..., and jumps to it first from INPUT.
-const iptablesDropScript = `set -e
+// iptablesDropScript (after the prelude) adds chain $1, letting TCP to
+// port $2 through and dropping packets from $3..., and jumps to it first
+// from INPUT.
+const iptablesDropScript = firewallPrelude + `set -e
 c=$1 port=$2
 shift 2
 iptables -w -N "$c"
@@ -111,10 +122,10 @@ iptables -w -A "$c" -p tcp --dport "$port" -j RETURN
 for a in "$@"; do iptables -w -A "$c" -s "$a" -j DROP; done
 iptables -w -I INPUT 1 -j "$c"`
 
-// iptablesLossScript adds chain $1-in (from INPUT) and/or $1-out (to
-// OUTPUT), per direction $4, each letting the SSH port $2 through and
-// dropping packets with probability $3.
-const iptablesLossScript = `set -e
+// iptablesLossScript (after the prelude) adds chain $1-in (from INPUT)
+// and/or $1-out (to OUTPUT), per direction $4, each letting the SSH port
+// $2 through and dropping packets with probability $3.
+const iptablesLossScript = firewallPrelude + `set -e
 c=$1 port=$2 p=$3 dir=$4
 if [ "$dir" != out ]; then
 	iptables -w -N "$c-in"
@@ -172,58 +183,42 @@ func remoteDropFrom(ctx context.Context, env *Env, n *compose.Node, table string
 		}
 		addrs = append(addrs, f.Addr)
 	}
-	fw, err := firewall(ctx, n)
-	if err != nil {
-		return err
-	}
+	fw := firewallTool(n)
 	port := controlPort(n.Remote)
-	if fw == "nft" {
-		_, err = n.Remote.Command(ctx, []string{"nft", "-f", "-"}, []byte(nftRuleset(table, port, nftDropFrom(addrs), nil)))
-	} else {
-		args := []string{table + "-in", strconv.Itoa(port)}
-		for _, a := range addrs {
-			if !a.Is4() {
-				return fmt.Errorf("%w: iptables on %s: %s is not IPv4", ErrUnsupported, n.Name, a)
-			}
-			args = append(args, a.String())
+	args := []string{"sh", "-c", iptablesDropScript, "sh", fw, table + "-in", strconv.Itoa(port)}
+	for _, a := range addrs {
+		if !a.Is4() && fw == "iptables" {
+			return fmt.Errorf("%w: iptables on %s: %s is not IPv4", ErrUnsupported, n.Name, a)
 		}
-		_, err = n.Remote.Command(ctx, append([]string{"sh", "-c", iptablesDropScript, "sh"}, args...), nil)
+		args = append(args, a.String())
 	}
-	if err != nil {
-		return fmt.Errorf("partition on %s: %w", n.Name, err)
+	if _, err := n.Remote.Command(ctx, args, []byte(nftRuleset(table, port, nftDropFrom(addrs), nil))); err != nil {
+		return firewallError(n, "partition", err)
 	}
 	return nil
 }
 
 // remoteLoss drops pct % of n's packets per direction.
 func remoteLoss(ctx context.Context, n *compose.Node, table string, pct float64, dir string) error {
-	fw, err := firewall(ctx, n)
-	if err != nil {
-		return err
-	}
 	port := controlPort(n.Remote)
-	if fw == "nft" {
-		rule := "drop"
-		if th := int(pct / 100 * lossScale); th < lossScale {
-			rule = fmt.Sprintf("numgen random mod %d < %d drop", lossScale, th)
-		}
-		var in, out []string
-		if dir != "out" {
-			in = []string{rule}
-		}
-		if dir != "in" {
-			out = []string{rule}
-		}
-		_, err = n.Remote.Command(ctx, []string{"nft", "-f", "-"}, []byte(nftRuleset(table, port, in, out)))
-	} else {
-		if dir == "" {
-			dir = "both"
-		}
-		p := strconv.FormatFloat(pct/100, 'f', 4, 64)
-		_, err = n.Remote.Command(ctx, []string{"sh", "-c", iptablesLossScript, "sh", table, strconv.Itoa(port), p, dir}, nil)
+	rule := "drop"
+	if th := int(pct / 100 * lossScale); th < lossScale {
+		rule = fmt.Sprintf("numgen random mod %d < %d drop", lossScale, th)
 	}
-	if err != nil {
-		return fmt.Errorf("loss on %s: %w", n.Name, err)
+	var in, out []string
+	if dir != "out" {
+		in = []string{rule}
+	}
+	if dir != "in" {
+		out = []string{rule}
+	}
+	if dir == "" {
+		dir = "both"
+	}
+	p := strconv.FormatFloat(pct/100, 'f', 4, 64)
+	argv := []string{"sh", "-c", iptablesLossScript, "sh", firewallTool(n), table, strconv.Itoa(port), p, dir}
+	if _, err := n.Remote.Command(ctx, argv, []byte(nftRuleset(table, port, in, out))); err != nil {
+		return firewallError(n, "loss", err)
 	}
 	return nil
 }
@@ -381,14 +376,10 @@ func systemClock(n *compose.Node) bool {
 // store are healed by Nemesis.HealAll first; this catches the rest. Nodes
 // on this machine are left to Clean.
 func CleanRemote(ctx context.Context, c *compose.Cluster) error {
-	var errs []error
-	for _, n := range c.Nodes {
-		if n.Remote == nil {
-			continue
-		}
-		errs = append(errs, remoteRemoveTables(ctx, n, c.RunID), undoClockSkews(ctx, n, c.RunID))
-	}
-	return errors.Join(errs...)
+	env := &Env{Cluster: c}
+	return eachRemote(env, names(c.Nodes), func(n *compose.Node) error {
+		return errors.Join(remoteRemoveTables(ctx, n, c.RunID), undoClockSkews(ctx, n, c.RunID))
+	})
 }
 
 // undoClockSkews undoes every clock skew of run still marked on n's host.
