@@ -534,6 +534,9 @@ func (r *run) teardown(ctx context.Context) error {
 	var g errgroup.Group
 	for name, p := range r.procs {
 		ns := r.node(name)
+		r.mu.Lock()
+		started, was := ns.Started, ns.WasRunning
+		r.mu.Unlock()
 		g.Go(func() error {
 			pid, start, err := p.refresh(ctx)
 			if err != nil {
@@ -545,11 +548,11 @@ func (r *run) teardown(ctx context.Context) error {
 				}
 			}
 			switch {
-			case ns.Started && pid != 0:
+			case started && pid != 0:
 				if err := p.Stop(ctx); err != nil {
 					return fmt.Errorf("stop %s: %w", name, err)
 				}
-			case ns.WasRunning && pid == 0:
+			case was && pid == 0:
 				if err := p.Start(ctx); err != nil {
 					return fmt.Errorf("start %s again: %w", name, err)
 				}

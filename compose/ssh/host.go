@@ -167,24 +167,33 @@ func (h *Host) Command(ctx context.Context, argv []string, stdin []byte) ([]byte
 		argv = append([]string{"sudo", "-n", "--"}, argv...)
 	}
 	out, err := h.run(ctx, argv, stdin)
-	var ee *compose.ExitError
-	if err != nil && !errors.As(err, &ee) && ctx.Err() == nil {
-		// A broken connection: dial once more and retry. Commands the lab
-		// sends are safe to repeat (starting a running node is refused).
+	var nr *notRun
+	if errors.As(err, &nr) && ctx.Err() == nil {
+		// The connection was broken before the command started: dial
+		// once more. A command that may have run is never sent twice.
 		out, err = h.run(ctx, argv, stdin)
+	}
+	if errors.As(err, &nr) {
+		err = nr.err
 	}
 	return out, err
 }
 
+// notRun marks a failure before the remote command started.
+type notRun struct{ err error }
+
+func (e *notRun) Error() string { return e.err.Error() }
+func (e *notRun) Unwrap() error { return e.err }
+
 func (h *Host) run(ctx context.Context, argv []string, stdin []byte) ([]byte, error) {
 	c, err := h.conn(ctx)
 	if err != nil {
-		return nil, err
+		return nil, &notRun{err}
 	}
 	s, err := c.NewSession()
 	if err != nil {
 		h.drop(c)
-		return nil, fmt.Errorf("ssh %s: session: %w", h.Node, err)
+		return nil, &notRun{fmt.Errorf("ssh %s: session: %w", h.Node, err)}
 	}
 	defer s.Close()
 	var stdout, stderr bytes.Buffer
