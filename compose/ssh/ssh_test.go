@@ -3,6 +3,7 @@ package ssh_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -85,9 +86,13 @@ func TestUpControlDown(t *testing.T) {
 	if err := b1.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	if s := procState(t, pid); s != "T" {
-		t.Errorf("b1 after pause: state %q, want T (stopped)", s)
-	}
+	// SIGSTOP is delivered asynchronously: wait for the stop to show.
+	proctest.Eventually(t, 5*time.Second, "b1 stopped by the pause", func() error {
+		if s := procState(t, pid); s != "T" {
+			return fmt.Errorf("state %q, want T (stopped)", s)
+		}
+		return nil
+	})
 	if err := b1.Resume(); err != nil {
 		t.Fatal(err)
 	}
