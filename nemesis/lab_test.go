@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"github.com/isrlab/isrlab/compose/netns"
 )
 
@@ -64,6 +65,7 @@ func TestMain(m *testing.M) {
 	if builtBin != "" && os.Getenv("ISRLAB_BIN") == "" {
 		os.RemoveAll(filepath.Dir(builtBin))
 	}
+	proctest.Cleanup() // the binary sshtest built, if any
 	os.Exit(code)
 }
 

@@ -32,7 +32,6 @@ import (
 func TestSSHFaults(t *testing.T) {
 	t.Setenv("ISRLAB_REGISTRY_DIR", t.TempDir())
 	h := sshtest.New(t, "10.219.0.0/24", "c1", "b1", "b2", "b3", "client1")
-	defer proctest.Cleanup()
 	cfg := h.Cluster(t)
 	cfg.Nodes[3].Iface = "" // b3 finds its interface by address
 	stateDir := t.TempDir()
