@@ -124,6 +124,11 @@ type Node struct {
 	// its output appended to LogFile, and writes PIDFile itself.
 	Daemon  bool   `yaml:"daemon,omitempty" json:"daemon,omitempty"`
 	PIDFile string `yaml:"pid_file,omitempty" json:"pid_file,omitempty"`
+	// Status, instead of PIDFile, is a command that prints the pid of
+	// the node's process (nothing, or a non-zero exit, when none runs),
+	// e.g. [pgrep, -o, -f, "[k]afka.Kafka"] (the brackets keep pgrep from
+	// matching the remote shell that runs it).
+	Status []string `yaml:"status,omitempty" json:"status,omitempty"`
 	// Stop replaces SIGTERM as the graceful stop (SIGKILL follows after
 	// the grace period either way).
 	Stop []string `yaml:"stop,omitempty" json:"stop,omitempty"`
@@ -251,14 +256,14 @@ func (c *Config) Validate() error {
 		if r == compose.RoleClient && n.Managed() {
 			return bad(f("role"), "a client host runs no process the lab controls")
 		}
-		if n.Systemd != "" && (len(n.Start) > 0 || n.PIDFile != "" || len(n.Stop) > 0 || n.Daemon) {
-			return bad(f("systemd"), "a systemd unit needs no start, stop, daemon or pid_file")
+		if n.Systemd != "" && (len(n.Start) > 0 || n.PIDFile != "" || len(n.Status) > 0 || len(n.Stop) > 0 || n.Daemon) {
+			return bad(f("systemd"), "a systemd unit needs no start, stop, status, daemon or pid_file")
 		}
-		if len(n.Start) > 0 && n.PIDFile == "" {
-			return bad(f("pid_file"), "a start command needs a pid file (the lab signals that process)")
+		if len(n.Start) > 0 && n.PIDFile == "" && len(n.Status) == 0 {
+			return bad(f("pid_file"), "a start command needs a pid file or a status command (the lab signals that process)")
 		}
-		if (n.PIDFile != "" || len(n.Stop) > 0 || n.Daemon) && len(n.Start) == 0 {
-			return bad(f("start"), "pid_file, stop and daemon go with a start command")
+		if (n.PIDFile != "" || len(n.Status) > 0 || len(n.Stop) > 0 || n.Daemon) && len(n.Start) == 0 {
+			return bad(f("start"), "pid_file, status, stop and daemon go with a start command")
 		}
 		if len(n.Start) > 0 && !n.Daemon && n.LogFile == "" && n.LogDir == "" {
 			return bad(f("log_file"), "the lab appends the start command's output to log_file (or log_dir/server.log): give one")

@@ -36,6 +36,8 @@ func kraft() Config {
 		{Host: "10.1.0.13", Role: RoleBroker, KafkaPort: 9094, Clock: true},
 		{Host: "10.1.0.21", Role: RoleController, Probe: "tcp", ProbePort: 9093},
 		{Host: "10.1.0.31", Role: RoleClient},
+		{Host: "10.1.0.14", Role: RoleBroker, Start: []string{"/opt/kafka/bin/kafka-server-start.sh", "-daemon", "/etc/kafka/server.properties"},
+			Daemon: true, Status: []string{"pgrep", "-o", "-f", "[k]afka.Kafka"}},
 	}}
 }
 
@@ -44,7 +46,7 @@ func TestConfigValidate(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(good.Names(), ","); got != "b1,b2,b3,c1,client1" {
+	if got := strings.Join(good.Names(), ","); got != "b1,b2,b3,c1,client1,b4" {
 		t.Errorf("names %s", got)
 	}
 	for _, tc := range []struct {
@@ -54,10 +56,12 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Nodes = nil }, "nodes: no nodes"},
 		{func(c *Config) { c.Nodes[0].Role = "kafka" }, `nodes[0].role: "kafka"`},
 		{func(c *Config) { c.Nodes[0].Host = "" }, "nodes[0].host: missing"},
-		{func(c *Config) { c.Nodes[1].PIDFile = "" }, "nodes[1].pid_file: a start command needs a pid file"},
+		{func(c *Config) { c.Nodes[1].PIDFile = "" }, "nodes[1].pid_file: a start command needs a pid file or a status command"},
+		{func(c *Config) { c.Nodes[0].Status = []string{"pgrep", "kafka"} }, "nodes[0].systemd: a systemd unit needs no"},
+		{func(c *Config) { c.Nodes[2].Status = []string{"pgrep", "kafka"} }, "nodes[2].start: pid_file, status"},
 		{func(c *Config) { c.Nodes[1].LogFile = "" }, "nodes[1].log_file"},
 		{func(c *Config) { c.Nodes[0].PIDFile = "/x" }, "nodes[0].systemd: a systemd unit needs no"},
-		{func(c *Config) { c.Nodes[2].PIDFile = "/x" }, "nodes[2].start: pid_file, stop and daemon go with a start command"},
+		{func(c *Config) { c.Nodes[2].PIDFile = "/x" }, "nodes[2].start: pid_file, status, stop and daemon go with a start command"},
 		{func(c *Config) { c.Nodes[1].PIDFile = "run/kafka.pid" }, "not an absolute path"},
 		{func(c *Config) { c.Nodes[3].ProbePort = 0 }, "probe tcp needs a port"},
 		{func(c *Config) { c.Nodes[3].Probe = "kafka" }, "only brokers answer the kafka probe"},
@@ -67,7 +71,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Agent = true }, "give key or agent"},
 		{func(c *Config) { c.Firewall = "pf" }, `firewall: "pf"`},
 		{func(c *Config) { c.Bootstrap = []string{"kafka1"} }, "is not host:port"},
-		{func(c *Config) { c.Nodes = c.Nodes[3:] }, "no broker"},
+		{func(c *Config) { c.Nodes = c.Nodes[3:5] }, "no broker"},
 		{func(c *Config) { c.Setup = []Step{{On: "b9", Run: []string{"true"}}} }, `on "b9" names no node`},
 		{func(c *Config) { c.Teardown = []Step{{On: "all"}} }, "runs no command"},
 	} {
@@ -101,7 +105,7 @@ func TestTopology(t *testing.T) {
 	if b3.KafkaAddr() != "10.1.0.13:9094" || c1.Role != compose.RoleCoordinator || c1.Probe != compose.ProbeTCP || c1.Port != 9093 {
 		t.Errorf("b3 %s, c1 %+v", b3.KafkaAddr(), c1)
 	}
-	if got := strings.Join(topo.Bootstrap(), ","); got != "10.1.0.11:9092,10.1.0.12:9092,10.1.0.13:9094" {
+	if got := strings.Join(topo.Bootstrap(), ","); got != "10.1.0.11:9092,10.1.0.12:9092,10.1.0.13:9094,10.1.0.14:9092" {
 		t.Errorf("bootstrap %s", got)
 	}
 	c.Bootstrap = []string{"kafka.example:9092"}
@@ -150,6 +154,8 @@ func TestPlan(t *testing.T) {
 		"b3  broker (id from metadata)",
 		"process: not controlled by the lab",
 		"SETS THE SYSTEM CLOCK",
+		"process: the pid pgrep -o -f '[k]afka.Kafka' prints",
+		"(it backgrounds itself)",
 		"nftables table inet isrlab-r1-<fault>",
 		"on brokers: systemctl stop chronyd",
 	} {

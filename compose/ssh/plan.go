@@ -53,11 +53,19 @@ func (c *Config) Plan(w io.Writer, t compose.Topology) error {
 			fmt.Fprintf(w, "    process: systemd unit %s (main pid from systemctl show)\n", n.Systemd)
 			fmt.Fprintf(w, "    starts with: systemctl start %s   stops with: systemctl stop %s\n", n.Systemd, n.Systemd)
 		case len(n.Start) > 0:
-			fmt.Fprintf(w, "    process: pid in %s\n", n.PIDFile)
-			if n.Daemon {
-				fmt.Fprintf(w, "    starts with: %s (it writes the pid file itself)\n", Quote(n.Start))
+			if len(n.Status) > 0 {
+				fmt.Fprintf(w, "    process: the pid %s prints\n", Quote(n.Status))
 			} else {
-				fmt.Fprintf(w, "    starts with: %s (in the background, output appended to %s, pid written to %s)\n", Quote(n.Start), n.logFile(), n.PIDFile)
+				fmt.Fprintf(w, "    process: pid in %s\n", n.PIDFile)
+			}
+			if n.Daemon {
+				fmt.Fprintf(w, "    starts with: %s (it backgrounds itself)\n", Quote(n.Start))
+			} else {
+				pf := ""
+				if n.PIDFile != "" {
+					pf = ", pid written to " + n.PIDFile
+				}
+				fmt.Fprintf(w, "    starts with: %s (in the background, output appended to %s%s)\n", Quote(n.Start), n.logFile(), pf)
 			}
 			if len(n.Stop) > 0 {
 				fmt.Fprintf(w, "    stops with: %s, SIGKILL after the grace period\n", Quote(n.Stop))

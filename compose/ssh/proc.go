@@ -18,11 +18,16 @@ import (
 // never signalled.
 
 // identScript prints "PID START" of the node's process, or nothing if it
-// does not run. $1 is pidfile or systemd, $2 the pid file or the unit.
-const identScript = `case $1 in
-pidfile) pid=$(cat -- "$2" 2>/dev/null) ;;
-systemd) pid=$(systemctl show -p MainPID --value -- "$2" 2>/dev/null) ;;
+// does not run. $1 is pidfile, systemd or command; then the pid file, the
+// unit, or the status command (whose first output line is the pid).
+const identScript = `mode=$1
+shift
+case $mode in
+pidfile) pid=$(cat -- "$1" 2>/dev/null) ;;
+systemd) pid=$(systemctl show -p MainPID --value -- "$1" 2>/dev/null) ;;
+command) pid=$("$@" 2>/dev/null | head -n 1) ;;
 esac
+pid=$(echo $pid)
 case $pid in ''|0|*[!0-9]*) exit 0 ;; esac
 s=$(cat /proc/"$pid"/stat 2>/dev/null) || exit 0
 s=${s##*\)}
@@ -44,13 +49,13 @@ kill -s "$sig" "$pid"`
 
 // startScript runs the command ($4...) in the background, detached from
 // the SSH session (its own session, no terminal, output appended to $2),
-// in directory $3 (if not empty), and writes its pid to $1. setsid and
-// nohup exec the program, so $! is its pid.
+// in directory $3 (if not empty), and writes its pid to $1 (if not
+// empty). setsid and nohup exec the program, so $! is its pid.
 const startScript = `pidfile=$1 log=$2 dir=$3
 shift 3
 if [ -n "$dir" ]; then cd -- "$dir" || exit 1; fi
 nohup setsid "$@" >>"$log" 2>&1 </dev/null &
-echo $! >"$pidfile"`
+if [ -n "$pidfile" ]; then echo $! >"$pidfile"; fi`
 
 // inDirScript runs $2... in directory $1 (if not empty).
 const inDirScript = `dir=$1
@@ -78,18 +83,21 @@ type proc struct {
 
 var _ compose.Process = (*proc)(nil)
 
-func (p *proc) source() (mode, src string) {
-	if p.n.Systemd != "" {
-		return "systemd", p.n.Systemd
+// source is how the node's process is found: identScript's arguments.
+func (p *proc) source() []string {
+	switch {
+	case p.n.Systemd != "":
+		return []string{"systemd", p.n.Systemd}
+	case len(p.n.Status) > 0:
+		return append([]string{"command"}, p.n.Status...)
 	}
-	return "pidfile", p.n.PIDFile
+	return []string{"pidfile", p.n.PIDFile}
 }
 
-// ident reads the process the node's pid file or unit names now; pid 0
-// means none runs.
+// ident reads the process the node's pid file, status command or unit
+// names now; pid 0 means none runs.
 func (p *proc) ident(ctx context.Context) (pid int, start uint64, err error) {
-	mode, src := p.source()
-	out, err := p.h.Command(ctx, script(identScript, mode, src), nil)
+	out, err := p.h.Command(ctx, script(identScript, p.source()...), nil)
 	if err != nil {
 		return 0, 0, fmt.Errorf("status of %s: %w", p.h.Node, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -211,5 +212,38 @@ func TestHostKeys(t *testing.T) {
 	}
 	if err := up(ssh.Config{KnownHosts: wrong, InsecureIgnoreHostKey: true}); err != nil {
 		t.Errorf("insecure_ignore_host_key: %v", err)
+	}
+
+	// The key through an agent instead of a file.
+	sock := filepath.Join(dir, "agent.sock")
+	agent := exec.Command("ssh-agent", "-D", "-a", sock)
+	if err := agent.Start(); err != nil {
+		t.Skipf("no ssh-agent: %v", err)
+	}
+	defer func() { agent.Process.Kill(); agent.Wait() }()
+	proctest.Eventually(t, 5*time.Second, "ssh-agent", func() error { _, err := os.Stat(sock); return err })
+	add := exec.Command("ssh-add", h.Key)
+	add.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
+	if out, err := add.CombinedOutput(); err != nil {
+		t.Fatalf("ssh-add: %v\n%s", err, out)
+	}
+	t.Setenv("SSH_AUTH_SOCK", sock)
+	agentUp := func(cfg ssh.Config) error {
+		cfg.User, cfg.Agent = "root", true
+		cfg.Nodes = []ssh.Node{{Host: addr, Role: ssh.RoleBroker, ID: 1, Probe: "none"}}
+		topo, err := cfg.Topology("agent", "", dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := backend(h, &cfg, t.TempDir()).Up(ctx, topo)
+		if err == nil {
+			return c.Down(ctx)
+		}
+		return err
+	}
+	if err := agentUp(ssh.Config{KnownHosts: h.KnownHosts}); err != nil {
+		t.Errorf("agent: %v", err)
 	}
 }

@@ -192,9 +192,10 @@ var KafkaConfig = []compose.KV{
 
 // Cluster returns an ssh cluster config for the hosts, as a user would
 // write one for hosts they installed isrlab on: every host named c<N>
-// runs an isrlab coordinator and every b<N> an isrlab broker, each started
-// by a command with a pid file (written by this function, as the hosts'
-// own installation would be); client<N> hosts run nothing.
+// runs an isrlab coordinator and every b<N> an isrlab broker (configs
+// written by this function, as the hosts' own installation would be),
+// each started by a command and found by its pid file, except b3, found
+// by a status command (pgrep); client<N> hosts run nothing.
 func (h *Hosts) Cluster(t testing.TB) *ssh.Config {
 	t.Helper()
 	topo := compose.Topology{Name: "sshtest", RunID: "hosts"}
@@ -231,6 +232,12 @@ func (h *Hosts) Cluster(t testing.TB) *ssh.Config {
 			}
 			node.Start = []string{h.Bin, "broker", "--config", props}
 			node.LogFile = filepath.Join(n.Dir, "server.log")
+			if n.Name == "b3" {
+				// Found by a status command instead of a pid file, as a
+				// Kafka started with -daemon would be.
+				node.PIDFile = ""
+				node.Status = []string{"pgrep", "-o", "-f", "[b]roker --config " + props}
+			}
 		default:
 			node = ssh.Node{Host: n.Addr.String(), Role: ssh.RoleClient}
 		}
