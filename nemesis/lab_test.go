@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/isrlab/isrlab/compose"
-	"github.com/isrlab/isrlab/internal/proctest"
 	"github.com/isrlab/isrlab/compose/netns"
+	"github.com/isrlab/isrlab/internal/proctest"
 )
 
 // Test servers the lab's nodes run (this test binary, re-executed).
