@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -28,6 +29,40 @@ type Process interface {
 	Resume() error                   // SIGCONT
 }
 
+// Commander runs a command on the host a node lives on. Backends whose
+// nodes are other machines (ssh) set it; where the node's network namespace
+// is on this machine it is nil and faults act on the namespace directly.
+// argv is one program and its arguments, never a shell string; stdin, if
+// not nil, is its standard input. A non-zero exit is an *ExitError.
+type Commander interface {
+	Command(ctx context.Context, argv []string, stdin []byte) (stdout []byte, err error)
+}
+
+// ExitError is a remote command that ran and exited non-zero.
+type ExitError struct {
+	Argv   []string
+	Status int
+	Stderr string
+}
+
+func (e *ExitError) Error() string {
+	argv := slices.Clone(e.Argv)
+	// A fixed script reads better as its first line.
+	for i := 0; i+1 < len(argv); i++ {
+		if argv[i] == "sh" && argv[i+1] == "-c" && i+2 < len(argv) {
+			if first, _, more := strings.Cut(argv[i+2], "\n"); more {
+				argv[i+2] = "'" + first + " ...'"
+			}
+			break
+		}
+	}
+	msg := fmt.Sprintf("%s: exit status %d", strings.Join(argv, " "), e.Status)
+	if s := strings.TrimSpace(e.Stderr); s != "" {
+		msg += ": " + s
+	}
+	return msg
+}
+
 // Node is a running node: its spec, where it lives and how to control it.
 type Node struct {
 	NodeSpec
@@ -41,6 +76,9 @@ type Node struct {
 	Iface string
 	// Proc is nil for client hosts.
 	Proc Process
+	// Remote runs commands on the node's host when it is another machine
+	// (the ssh backend); nil otherwise.
+	Remote Commander
 }
 
 // PID returns the node's process id, or 0 if it runs nothing.
@@ -129,7 +167,7 @@ func (n *Node) Restart(ctx context.Context) error {
 // Cluster is a running cluster.
 type Cluster struct {
 	Topology
-	Backend string // "netns" or "docker"
+	Backend string // "netns", "docker" or "ssh"
 	// SwitchNS names the namespace holding the lab bridge (Bridge), whose
 	// ports are the nodes' SwitchPort. For Docker the bridge is Docker's, in
 	// the host's namespace (/proc/1/ns/net), and SwitchPort is the host end
@@ -140,6 +178,9 @@ type Cluster struct {
 	Nodes    []*Node
 	// StateFile is where other processes find this cluster.
 	StateFile string
+	// Dialer, if set, is what Dial returns: the ssh backend's clients
+	// connect through a client host's SSH connection, or from this machine.
+	Dialer DialFunc
 
 	downOnce sync.Once
 	downErr  error
@@ -184,6 +225,9 @@ func (c *Cluster) Client() *Node {
 // Dial returns a DialFunc that connects from the first client host's
 // namespace: pass it to kgo.Dialer or http.Transport.DialContext.
 func (c *Cluster) Dial() DialFunc {
+	if c.Dialer != nil {
+		return c.Dialer
+	}
 	cl := c.Client()
 	if cl == nil {
 		return func(context.Context, string, string) (net.Conn, error) {

@@ -130,7 +130,7 @@ func ProbeNode(ctx context.Context, dial DialFunc, n NodeSpec, brokerIDs []int) 
 	case ProbeEtcd:
 		return probeEtcd(ctx, dial, "http://"+netip.AddrPortFrom(n.Addr, CoordinatorClientPort).String())
 	case ProbeKafka:
-		return probeKafka(ctx, dial, netip.AddrPortFrom(n.Addr, BrokerPort).String(), brokerIDs)
+		return probeKafka(ctx, dial, n.KafkaAddr(), brokerIDs)
 	}
 	return fmt.Errorf("unknown probe %q", n.Probe)
 }

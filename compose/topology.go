@@ -111,7 +111,9 @@ type NodeSpec struct {
 	Env     []string          `json:"env,omitempty"`
 	Files   map[string]string `json:"files,omitempty"`
 	Probe   Probe             `json:"probe,omitempty"`
-	Port    int               `json:"port,omitempty"` // the port ProbeTCP dials
+	// Port is the port ProbeTCP dials and, on a broker, its Kafka listener
+	// (0: BrokerPort).
+	Port int `json:"port,omitempty"`
 	// Disk, if set, is the faultfs daemon DataDir is mounted from.
 	Disk *DiskSpec `json:"disk,omitempty"`
 }
@@ -137,6 +139,9 @@ type Topology struct {
 	Subnet netip.Prefix `json:"subnet"`
 	RunDir string       `json:"run_dir"`
 	Nodes  []NodeSpec   `json:"nodes"`
+	// Servers, if set, are the bootstrap servers clients use instead of
+	// every broker's address (a cluster the lab did not lay out).
+	Servers []string `json:"bootstrap,omitempty"`
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,23}$`)
@@ -339,13 +344,25 @@ func (t Topology) Role(r Role) []NodeSpec {
 	return out
 }
 
-// Bootstrap returns the brokers' host:port list.
+// Bootstrap returns the brokers' host:port list (Servers if set).
 func (t Topology) Bootstrap() []string {
+	if len(t.Servers) > 0 {
+		return slices.Clone(t.Servers)
+	}
 	var out []string
 	for _, n := range t.Role(RoleBroker) {
-		out = append(out, netip.AddrPortFrom(n.Addr, BrokerPort).String())
+		out = append(out, n.KafkaAddr())
 	}
 	return out
+}
+
+// KafkaAddr is a broker's Kafka listener, host:port.
+func (n NodeSpec) KafkaAddr() string {
+	port := BrokerPort
+	if n.Port > 0 {
+		port = n.Port
+	}
+	return netip.AddrPortFrom(n.Addr, uint16(port)).String()
 }
 
 // CoordinatorEndpoints returns the coordinators' client URLs.

@@ -31,6 +31,7 @@ import (
 	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/backends"
+	"github.com/isrlab/isrlab/compose/ssh"
 	"github.com/isrlab/isrlab/history"
 	"github.com/isrlab/isrlab/nemesis"
 	"github.com/isrlab/isrlab/results"
@@ -138,15 +139,21 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	for _, k := range slices.Sorted(maps.Keys(sc.Cluster.Config)) {
 		kv = append(kv, compose.KV{Key: k, Value: sc.Cluster.Config[k]})
 	}
-	topo, err := compose.Build(compose.Options{
-		Name: "lab-" + runID, RunID: runID, Coordinators: sc.Cluster.Coordinators, Brokers: sc.Cluster.Brokers,
-		Clients: 1, BrokerConfig: kv, Binary: o.Binary, RunDir: filepath.Join(dir, "nodes"),
-		FaultFS: sc.diskBrokers(), Subnet: runSubnet(sc.Cluster.Backend, runID),
-	})
+	var topo compose.Topology
+	if sc.Cluster.Backend == ssh.Name {
+		// The hosts' own cluster: the lab lays nothing out.
+		topo, err = sc.Cluster.SSH.Topology("lab-"+runID, runID, filepath.Join(dir, "nodes"))
+	} else {
+		topo, err = compose.Build(compose.Options{
+			Name: "lab-" + runID, RunID: runID, Coordinators: sc.Cluster.Coordinators, Brokers: sc.Cluster.Brokers,
+			Clients: 1, BrokerConfig: kv, Binary: o.Binary, RunDir: filepath.Join(dir, "nodes"),
+			FaultFS: sc.diskBrokers(), Subnet: runSubnet(sc.Cluster.Backend, runID),
+		})
+	}
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", ErrInternal, err)
 	}
-	backend, err := backends.New(sc.Cluster.Backend, backends.Options{KeepData: true, Log: o.Log})
+	backend, err := backends.New(sc.Cluster.Backend, backends.Options{KeepData: true, Log: o.Log, SSH: sc.Cluster.SSH})
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", ErrInternal, err)
 	}

@@ -22,6 +22,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/isrlab/isrlab/broker/config"
+	"github.com/isrlab/isrlab/compose/ssh"
 	"github.com/isrlab/isrlab/nemesis"
 	"github.com/isrlab/isrlab/nemesis/faultfs"
 	"github.com/isrlab/isrlab/workloads"
@@ -76,7 +77,7 @@ func (n *Names) UnmarshalYAML(v *yaml.Node) error {
 
 // Cluster sizes the system under test.
 type Cluster struct {
-	Backend      string            `yaml:"backend,omitempty"` // netns (default) or docker
+	Backend      string            `yaml:"backend,omitempty"` // netns (default), docker or ssh
 	Coordinators int               `yaml:"coordinators"`
 	Brokers      int               `yaml:"brokers"`
 	Config       map[string]string `yaml:"config,omitempty"` // broker config, Kafka's names
@@ -84,6 +85,9 @@ type Cluster struct {
 	// list of broker names runs only those), so that power-loss drops
 	// unsynced writes and the disk faults apply.
 	Disk Names `yaml:"disk,omitempty"`
+	// SSH lists the hosts of backend ssh (see compose/ssh.Config); the
+	// node counts come from it.
+	SSH *ssh.Config `yaml:"ssh,omitempty"`
 }
 
 // Topic is the topic the workload uses.
@@ -412,11 +416,25 @@ func (s *Scenario) Validate() error {
 		}
 	}
 	switch s.Cluster.Backend {
-	case "", "netns", "docker":
+	case "", "netns", "docker", ssh.Name:
 	default:
-		return bad([]string{"cluster", "backend"}, "%q: use netns or docker", s.Cluster.Backend)
+		return bad([]string{"cluster", "backend"}, "%q: use netns, docker or ssh", s.Cluster.Backend)
 	}
-	if s.Cluster.Coordinators == 0 {
+	if s.Cluster.Backend == ssh.Name {
+		if s.Cluster.SSH == nil {
+			return bad([]string{"cluster", "backend"}, "ssh needs its hosts under cluster.ssh (or isrlab run --cluster FILE)")
+		}
+		if err := s.Cluster.SSH.Validate(); err != nil {
+			return bad([]string{"cluster", "ssh"}, "%v", err)
+		}
+		s.Cluster.Brokers, s.Cluster.Coordinators = s.Cluster.SSH.Counts()
+		if len(s.Cluster.Disk) > 0 {
+			return bad([]string{"cluster", "disk"}, "faultfs disks need a cluster the lab lays out (netns or docker)")
+		}
+	} else if s.Cluster.SSH != nil {
+		return bad([]string{"cluster", "ssh"}, "hosts are for backend ssh")
+	}
+	if s.Cluster.Coordinators == 0 && s.Cluster.Backend != ssh.Name {
 		s.Cluster.Coordinators = 3
 	}
 	if s.Cluster.Brokers == 0 {

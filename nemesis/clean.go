@@ -41,6 +41,9 @@ func Clean(ctx context.Context, switchNS, run string, nodeNS []string) error {
 		}
 	}
 	for _, p := range nodeNS {
+		if p == "" {
+			continue // a node on another machine: CleanRemote's
+		}
 		if err := cleanTables(p, run); err != nil {
 			errs = append(errs, err)
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/netns"
+	"github.com/isrlab/isrlab/internal/proctest"
 )
 
 // Test servers the lab's nodes run (this test binary, re-executed).
@@ -64,6 +65,7 @@ func TestMain(m *testing.M) {
 	if builtBin != "" && os.Getenv("ISRLAB_BIN") == "" {
 		os.RemoveAll(filepath.Dir(builtBin))
 	}
+	proctest.Cleanup() // the binary sshtest built, if any
 	os.Exit(code)
 }
 

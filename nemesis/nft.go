@@ -33,8 +33,11 @@ func nftIn(path string) (*nftables.Conn, func(), error) {
 	return c, func() { ns.Close() }, nil
 }
 
-// nodeSide reports whether network faults act in node namespaces.
-func (e *Env) nodeSide() bool { return e.NodeSide || e.Cluster.Backend == "docker" }
+// nodeSide reports whether network faults act in node namespaces (or, on
+// the ssh backend, on the nodes' hosts).
+func (e *Env) nodeSide() bool {
+	return e.NodeSide || e.Cluster.Backend == "docker" || e.Cluster.Backend == "ssh"
+}
 
 // switchNS is the namespace switch-side network faults act in.
 func (e *Env) switchNS() (string, error) {

@@ -1,20 +1,33 @@
 package nemesis
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/google/nftables"
+
+	"github.com/isrlab/isrlab/compose"
 )
 
-// injectNodes cuts each link in the receiving node's namespace: its input
-// hook drops IPv4 packets from the senders it holds a grudge against.
-func (p *Partition) injectNodes(env *Env) error {
+// injectNodes cuts each link in the receiving node's namespace (or on its
+// host, for a remote node): its input hook drops IPv4 packets from the
+// senders it holds a grudge against.
+func (p *Partition) injectNodes(ctx context.Context, env *Env) error {
+	if err := eachRemote(env, sortedKeys(p.Grudge), func(n *compose.Node) error {
+		return remoteDropFrom(ctx, env, n, p.Table, p.Grudge[n.Name])
+	}); err != nil {
+		return err
+	}
 	for _, to := range sortedKeys(p.Grudge) {
 		n, err := env.node(to)
 		if err != nil {
 			return err
+		}
+		if n.Remote != nil {
+			continue
 		}
 		nft, done, err := nftIn(n.NetNS)
 		if err != nil {
@@ -40,11 +53,19 @@ func (p *Partition) injectNodes(env *Env) error {
 
 // injectNodes drops a random share of each node's packets on its own input
 // (in) and output (out) hooks.
-func (l *Loss) injectNodes(env *Env) error {
+func (l *Loss) injectNodes(ctx context.Context, env *Env) error {
+	if err := eachRemote(env, l.Resolved, func(n *compose.Node) error {
+		return remoteLoss(ctx, n, l.Table, l.Percent, l.Direction)
+	}); err != nil {
+		return err
+	}
 	for _, name := range l.Resolved {
 		n, err := env.node(name)
 		if err != nil {
 			return err
+		}
+		if n.Remote != nil {
+			continue
 		}
 		nft, done, err := nftIn(n.NetNS)
 		if err != nil {
@@ -67,13 +88,21 @@ func (l *Loss) injectNodes(env *Env) error {
 	return nil
 }
 
-// healNodeTables deletes table in each node's namespace.
-func healNodeTables(env *Env, nodes []string, table string) error {
+// healNodeTables deletes table in each node's namespace or on its host.
+func healNodeTables(ctx context.Context, env *Env, nodes []string, table string) error {
 	var errs []error
+	if table != "" {
+		errs = append(errs, eachRemote(env, nodes, func(n *compose.Node) error {
+			return remoteRemoveTables(ctx, n, env.runID(), table)
+		}))
+	}
 	for _, name := range nodes {
 		n, err := env.node(name)
 		if err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		if n.Remote != nil {
 			continue
 		}
 		nft, done, err := nftIn(n.NetNS)
@@ -84,6 +113,31 @@ func healNodeTables(env *Env, nodes []string, table string) error {
 		errs = append(errs, delTableOf(nft, nftables.TableFamilyIPv4, table))
 		done()
 	}
+	return errors.Join(errs...)
+}
+
+// eachRemote runs fn on every node of names that lives on another
+// machine, all at once (each is a round trip to its own host), and joins
+// the errors.
+func eachRemote(env *Env, names []string, fn func(*compose.Node) error) error {
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		n, err := env.node(name)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if n.Remote == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fn(n)
+		}()
+	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

@@ -252,7 +252,7 @@ func (p *Partition) Inject(ctx context.Context, env *Env) error {
 		return fmt.Errorf("%w: partition not resolved", ErrBadFault)
 	}
 	if p.Side == SideNode {
-		return p.injectNodes(env)
+		return p.injectNodes(ctx, env)
 	}
 	nft, done, err := env.nft()
 	if err != nil {
@@ -284,7 +284,7 @@ func (p *Partition) Heal(ctx context.Context, env *Env) error {
 		for to := range p.Grudge {
 			tos = append(tos, to)
 		}
-		return healNodeTables(env, tos, p.Table)
+		return healNodeTables(ctx, env, tos, p.Table)
 	}
 	return healTable(env, nftables.TableFamilyBridge, p.Table)
 }
@@ -350,7 +350,7 @@ func (l *Loss) Resolve(ctx context.Context, env *Env) error {
 // Inject implements Fault.
 func (l *Loss) Inject(ctx context.Context, env *Env) error {
 	if l.Side == SideNode {
-		return l.injectNodes(env)
+		return l.injectNodes(ctx, env)
 	}
 	nft, done, err := env.nft()
 	if err != nil {
@@ -379,7 +379,7 @@ func (l *Loss) Inject(ctx context.Context, env *Env) error {
 // Heal implements Fault.
 func (l *Loss) Heal(ctx context.Context, env *Env) error {
 	if l.Side == SideNode {
-		return healNodeTables(env, l.Resolved, l.Table)
+		return healNodeTables(ctx, env, l.Resolved, l.Table)
 	}
 	return healTable(env, nftables.TableFamilyBridge, l.Table)
 }

@@ -191,7 +191,8 @@ func (p *PowerLoss) Inject(ctx context.Context, env *Env) error {
 		if err != nil {
 			return err
 		}
-		if pid := n.PID(); pid > 0 && n.Proc.Running() {
+		// A remote node's pid is on its host: only the Kill below reaches it.
+		if pid := n.PID(); pid > 0 && n.Remote == nil && n.Proc.Running() {
 			pids = append(pids, pid)
 		}
 		if s := env.Disks[name]; s != "" {

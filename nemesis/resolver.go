@@ -62,7 +62,7 @@ func (r *LiveResolver) kafka(ctx context.Context, bs []*compose.Node, topics []s
 	answers := make(chan answer, len(bs))
 	for _, b := range bs {
 		go func() {
-			md, err := r.metadata(ctx, net.JoinHostPort(b.Addr.String(), strconv.Itoa(compose.BrokerPort)), topics)
+			md, err := r.metadata(ctx, b.KafkaAddr(), topics)
 			answers <- answer{md, err}
 		}()
 	}

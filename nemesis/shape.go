@@ -12,6 +12,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/nemesis/faultfs"
 )
 
@@ -143,8 +144,42 @@ func (s *SlowNet) links(env *Env) ([]link, error) {
 	return out, nil
 }
 
+// remote returns the resolved nodes if they live on other machines.
+func (s *SlowNet) remote(env *Env) ([]*compose.Node, error) {
+	var out []*compose.Node
+	for _, name := range s.Resolved {
+		n, err := env.node(name)
+		if err != nil {
+			return nil, err
+		}
+		if n.Remote != nil {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
 // Inject implements Fault.
 func (s *SlowNet) Inject(ctx context.Context, env *Env) error {
+	if rs, err := s.remote(env); err != nil || len(rs) > 0 {
+		if err != nil {
+			return err
+		}
+		var rate uint64
+		if s.Rate != "" {
+			rate, _ = ParseRate(s.Rate)
+		}
+		for _, n := range rs {
+			mode, err := s.remoteShape(ctx, n, rate)
+			if err != nil {
+				return err
+			}
+			if s.Delay > 0 || s.Jitter > 0 {
+				s.Mode = mode
+			}
+		}
+		return nil
+	}
 	links, err := s.links(env)
 	if err != nil {
 		return err
@@ -180,6 +215,16 @@ func (s *SlowNet) Inject(ctx context.Context, env *Env) error {
 
 // Heal implements Fault.
 func (s *SlowNet) Heal(ctx context.Context, env *Env) error {
+	if rs, err := s.remote(env); err != nil || len(rs) > 0 {
+		if err != nil {
+			return err
+		}
+		var errs []error
+		for _, n := range rs {
+			errs = append(errs, remoteUnshape(ctx, n))
+		}
+		return errors.Join(errs...)
+	}
 	links, err := s.links(env)
 	if err != nil {
 		return err

@@ -34,5 +34,7 @@ run "$ISRLAB_BIN" check gen --ops 200000 --partitions 10 --seed 1 --out "$tmp/h1
 run /usr/bin/time -f "%e s wall, %U user, %S sys, %M KB maxrss" "$ISRLAB_BIN" check --linearizable=on "$tmp/h100k.jsonl" || true
 echo "# cluster composition (root)"
 run go test ./compose/netns ./compose/docker -run '^$' -bench UpDown -benchtime 5x || true
+echo "# faults over SSH (root, sshd: openssh-server)"
+run go test ./nemesis -run '^$' -bench SSHInjectHeal -benchtime 20x -count 2 || true
 echo "# faultfs vs plain disk (root, /dev/fuse)"
 run go test ./nemesis/faultfs -run '^$' -bench 'Append|FsyncHeavy' -benchtime 1s -count "$count" || true

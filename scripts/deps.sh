@@ -5,8 +5,11 @@
 set -euo pipefail
 
 # kcat: a librdkafka client the tests use; docker.io: the Docker backend;
-# time: /usr/bin/time for make bench; util-linux: nsenter/setpriv (rootless).
-pkgs=(kcat docker.io time util-linux iproute2)
+# time: /usr/bin/time for make bench; util-linux: nsenter/setpriv (rootless);
+# openssh-server: the sshd the SSH backend's tests run in each test host's
+# namespace (the package's own service is not started, see below);
+# nftables: the nft command the SSH backend runs on its hosts.
+pkgs=(kcat docker.io time util-linux iproute2 openssh-server nftables)
 pkgs+=("$@")
 # chromium: headless, for the web UI's browser test (it skips without one).
 # Optional: installed where apt has it (Debian), left out where it does not
@@ -36,8 +39,18 @@ if [ ${#missing[@]} -gt 0 ]; then
 	fi
 	echo "deps: installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
+	# Packages with a service (openssh-server) must not start it: the
+	# tests run their own daemons in namespaces. policy-rc.d exit 101
+	# tells invoke-rc.d not to; an existing policy is left as it is.
+	policy=
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		policy=/usr/sbin/policy-rc.d
+		printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+		$SUDO chmod 755 "$policy"
+	fi
 	$SUDO apt-get update -qq
 	$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	[ -z "$policy" ] || $SUDO rm -f "$policy"
 fi
 
 if [ ${#missing_optional[@]} -gt 0 ]; then

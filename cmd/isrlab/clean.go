@@ -3,11 +3,15 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/backends"
+	"github.com/isrlab/isrlab/compose/docker"
+	"github.com/isrlab/isrlab/compose/netns"
+	"github.com/isrlab/isrlab/compose/ssh"
 	"github.com/isrlab/isrlab/nemesis/faultfs"
 )
 
@@ -15,6 +19,7 @@ func init() { rootCmd.AddCommand(newCleanCmd()) }
 
 func newCleanCmd() *cobra.Command {
 	var all bool
+	var backend string
 	cmd := &cobra.Command{
 		Use:   "clean",
 		Short: "Remove what dead runs left: processes, namespaces, links, mounts, state",
@@ -25,24 +30,39 @@ run directories and state files. A run is alive while
 the process that owns it runs, or, for "isrlab cluster up", until "isrlab
 cluster down". Live runs are left alone, so clean is safe to run at any time,
 including next to a running test. --all also takes down live clusters and
-removes unused isrlab lab images from Docker.`,
+removes unused isrlab lab images from Docker.
+
+For runs on your own hosts (the ssh backend) clean connects to them again
+with the connection details recorded in the local state: it heals the
+run's recorded faults, removes every nftables table and iptables chain
+named after the run and undoes marked clock skews, resumes paused nodes,
+starts again the nodes that ran before the run and stops the ones it
+started. --backend limits clean to one backend.`,
 		Example: `  isrlab clean
+  isrlab clean --backend ssh
   isrlab clean --all`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()
 			defer stop()
-			if handled, err := reexecRootless(ctx); handled {
-				return err
+			if !slices.Contains(append(backends.Names(), ""), backend) {
+				return usageError("--backend %q: use one of %v", backend, backends.Names())
 			}
-			rep, err := backends.Clean(ctx, "", all)
+			if backend != ssh.Name {
+				if handled, err := reexecRootless(ctx); handled {
+					return err
+				}
+			}
+			rep, err := backends.CleanBackend(ctx, "", backend, all)
 			// faultfs mounts of runs that are gone (their daemon died with
 			// the run) are detached too; a run still alive keeps its mounts.
-			if ferr := faultfs.CleanStale(func(run string) bool {
-				st, _, ok := compose.LookupRun(run)
-				return ok && st.Live() && !all
-			}); ferr != nil {
-				err = errors.Join(err, ferr)
+			if backend == "" || backend == netns.Name || backend == docker.Name {
+				if ferr := faultfs.CleanStale(func(run string) bool {
+					st, _, ok := compose.LookupRun(run)
+					return ok && st.Live() && !all
+				}); ferr != nil {
+					err = errors.Join(err, ferr)
+				}
 			}
 			w := cmd.OutOrStdout()
 			for _, r := range rep.Runs {
@@ -67,5 +87,6 @@ removes unused isrlab lab images from Docker.`,
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "also take down live clusters and remove unused lab images")
+	cmd.Flags().StringVar(&backend, "backend", "", "clean only this backend's runs: netns, docker or ssh (default: all)")
 	return cmd
 }

@@ -67,7 +67,7 @@ func TestRunArguments(t *testing.T) {
 		{[]string{"run", "no/such/scenario"}, exitBadArgs, "no scenario \"no/such/scenario\" in the library"},
 		{[]string{"run", broken}, exitBadArgs, broken + ":3: cluster.config.min.insync.replica: unknown broker config key (did you mean min.insync.replicas?)"},
 		{[]string{"run", "--bogus"}, exitBadArgs, "unknown flag: --bogus"},
-		{[]string{"run", "leader-kill", "--backend", "vm"}, exitBadArgs, "cluster.backend: \"vm\": use netns or docker"},
+		{[]string{"run", "leader-kill", "--backend", "vm"}, exitBadArgs, "cluster.backend: \"vm\": use netns, docker or ssh"},
 		{[]string{"run", "a", "b"}, exitBadArgs, "accepts at most 1 arg"},
 		{[]string{"matrix", "no-such-matrix"}, exitBadArgs, "no library matrix matrices/no-such-matrix"},
 		{[]string{"matrix", "smoke", "--parallel", "0"}, exitBadArgs, "--parallel 0"},

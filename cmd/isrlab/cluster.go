@@ -27,6 +27,7 @@ import (
 	"github.com/isrlab/isrlab/compose/backends"
 	"github.com/isrlab/isrlab/compose/docker"
 	"github.com/isrlab/isrlab/compose/netns"
+	"github.com/isrlab/isrlab/compose/ssh"
 )
 
 func init() { rootCmd.AddCommand(newClusterCmd()) }
@@ -135,6 +136,7 @@ func newClusterUpCmd() *cobra.Command {
 		verbose    bool
 		system     string
 		kafkaImage string
+		hosts      string
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -164,7 +166,13 @@ root and /dev/fuse; the backing data stays after "cluster down" only with
 this isrlab binary (no registry), a labelled network on --subnet, and per node
 a sandbox container holding its address and network namespace plus a process
 container joining it (so a restarted node keeps its namespace). --system kafka
-runs apache/kafka in KRaft mode on the broker nodes (no coordinators).`,
+runs apache/kafka in KRaft mode on the broker nodes (no coordinators).
+
+--backend ssh --hosts FILE takes your own hosts instead (docs/external.md):
+it connects to each over SSH, starts the nodes that do not run, waits until
+they answer and records the run, so that "isrlab fault inject", "cluster
+status" and "cluster down" work on it from any shell; "cluster down" puts
+the hosts back as they were found.`,
 		Example: `  isrlab cluster up
   isrlab cluster up --name lab2 --coordinators 1 --brokers 5 --subnet 10.99.0.0/24
   isrlab cluster up --backend docker --name dock --subnet 10.214.0.0/24
@@ -185,8 +193,15 @@ runs apache/kafka in KRaft mode on the broker nodes (no coordinators).`,
 				if system != docker.SystemIsrlab && system != docker.SystemKafka {
 					return usageError("--system must be isrlab or kafka, not %q", system)
 				}
+			case ssh.Name:
+				if hosts == "" {
+					return usageError("--backend ssh needs --hosts FILE (the cluster file)")
+				}
 			default:
-				return usageError("--backend must be netns or docker, not %q", backend)
+				return usageError("--backend must be netns, docker or ssh, not %q", backend)
+			}
+			if hosts != "" && backend != ssh.Name {
+				return usageError("--hosts needs --backend ssh")
 			}
 			if o.Coordinators < 0 || o.Brokers < 0 || o.Clients < 1 {
 				return usageError("--coordinators and --brokers must be at least 0, --clients at least 1")
@@ -225,18 +240,27 @@ runs apache/kafka in KRaft mode on the broker nodes (no coordinators).`,
 			if o.RunDir == "" {
 				o.RunDir = defaultRunDir(o.Name, o.RunID)
 			}
-			top, err := compose.Build(o)
+			var top compose.Topology
+			var sshc *ssh.Config
+			if backend == ssh.Name {
+				if sshc, err = ssh.Load(hosts); err != nil {
+					return usageError("--hosts: %v", err)
+				}
+				top, err = sshc.Topology(o.Name, o.RunID, o.RunDir)
+			} else {
+				top, err = compose.Build(o)
+			}
 			if err != nil {
 				return usageError("%v", err)
 			}
 			b, err := backends.New(backend, backends.Options{Detach: true, KeepData: keepData, ReadyTimeout: timeout,
-				Log: cliLogger(cmd, verbose), System: system, KafkaImage: kafkaImage, KafkaConf: o.BrokerConfig})
+				Log: cliLogger(cmd, verbose), System: system, KafkaImage: kafkaImage, KafkaConf: o.BrokerConfig, SSH: sshc})
 			if err != nil {
 				return usageError("%v", err)
 			}
 			begin := time.Now()
 			c, err := b.Up(ctx, top)
-			if errors.Is(err, netns.ErrRunning) || errors.Is(err, docker.ErrRunning) {
+			if errors.Is(err, netns.ErrRunning) || errors.Is(err, docker.ErrRunning) || errors.Is(err, ssh.ErrRunning) {
 				return withCode(exitBadArgs, fmt.Errorf("%w: take it down first (isrlab cluster down --name %s) or pick another --name", err, o.Name))
 			}
 			if err != nil {
@@ -254,7 +278,8 @@ runs apache/kafka in KRaft mode on the broker nodes (no coordinators).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&backend, "backend", netns.Name, "netns (network namespaces) or docker")
+	f.StringVar(&backend, "backend", netns.Name, "netns (network namespaces), docker, or ssh (your hosts, with --hosts)")
+	f.StringVar(&hosts, "hosts", "", "the ssh backend's cluster file: your hosts and how to control their nodes")
 	f.StringVar(&system, "system", docker.SystemIsrlab, "what the brokers run: isrlab, or kafka (apache/kafka KRaft image; docker backend only)")
 	f.StringVar(&kafkaImage, "kafka-image", docker.DefaultKafkaImage, "image for --system kafka (must already be present: no registry is used)")
 	f.StringVar(&o.Name, "name", defaultClusterName, "cluster name")

@@ -531,7 +531,7 @@ first) and then anything a fault of this run left that no store knows
 				for _, node := range c.Nodes {
 					paths = append(paths, node.NetNS)
 				}
-				err = errors.Join(err, nemesis.Clean(ctx, c.SwitchNS, c.RunID, paths))
+				err = errors.Join(err, nemesis.Clean(ctx, c.SwitchNS, c.RunID, paths), nemesis.CleanRemote(ctx, c))
 				if err != nil {
 					return err
 				}

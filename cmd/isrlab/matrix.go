@@ -55,6 +55,16 @@ undecided, 254 bad arguments, 255 a cell could not run.`,
 			if parallel < 1 {
 				return usageError("--parallel %d: want at least 1", parallel)
 			}
+			if f.hosts != "" {
+				if parallel > 1 {
+					return usageError("--hosts: the cells share the hosts, so they run one at a time (no --parallel)")
+				}
+				for i := range m.Cells {
+					if err := f.applyHosts(&m.Cells[i].Scenario); err != nil {
+						return err
+					}
+				}
+			}
 			ctx, stop := runContext(cmd.Context())
 			defer stop()
 			if f.backend == "" || f.backend == "netns" {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/compose/ssh"
 	"github.com/isrlab/isrlab/lab"
 )
 
@@ -24,6 +26,7 @@ type labFlags struct {
 	seed     int64
 	duration time.Duration
 	backend  string
+	hosts    string
 	verbose  bool
 }
 
@@ -31,11 +34,12 @@ func (f *labFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.results, "results", "results", "directory for run results")
 	cmd.Flags().Int64Var(&f.seed, "seed", 0, "seed (0: pick one and record it)")
 	cmd.Flags().DurationVar(&f.duration, "duration", 0, "workload duration (default: the scenario's)")
-	cmd.Flags().StringVar(&f.backend, "backend", "", "cluster backend: netns or docker (default: the scenario's, netns)")
+	cmd.Flags().StringVar(&f.backend, "backend", "", "cluster backend: netns, docker or ssh (default: the scenario's, netns)")
+	cmd.Flags().StringVar(&f.hosts, "hosts", "", "run on your own hosts over SSH: a cluster file (docs/external.md); implies --backend ssh")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log cluster bring-up, faults and teardown")
 }
 
-func (f *labFlags) apply(sc *lab.Scenario) {
+func (f *labFlags) apply(sc *lab.Scenario) error {
 	if f.seed != 0 {
 		sc.Seed = f.seed
 	}
@@ -45,6 +49,23 @@ func (f *labFlags) apply(sc *lab.Scenario) {
 	if f.backend != "" {
 		sc.Cluster.Backend = f.backend
 	}
+	return f.applyHosts(sc)
+}
+
+// applyHosts puts the scenario on the hosts of --hosts.
+func (f *labFlags) applyHosts(sc *lab.Scenario) error {
+	if f.hosts == "" {
+		return nil
+	}
+	if f.backend != "" && f.backend != ssh.Name {
+		return usageError("--hosts runs on the ssh backend, not %s", f.backend)
+	}
+	cfg, err := ssh.Load(f.hosts)
+	if err != nil {
+		return usageError("--hosts: %v", err)
+	}
+	sc.Cluster.Backend, sc.Cluster.SSH = ssh.Name, cfg
+	return nil
 }
 
 func (f *labFlags) logger(w io.Writer) *slog.Logger {
@@ -101,6 +122,7 @@ func outcomeCode(o lab.Outcome) error {
 
 func newRunCmd() *cobra.Command {
 	var f labFlags
+	var plan bool
 	cmd := &cobra.Command{
 		Use:   "run [SCENARIO]",
 		Short: "Run a scenario: cluster up, workload, faults, history, verdict, expectation",
@@ -123,12 +145,21 @@ its fault rules are named after the run id, so runs can share a host.
 Ctrl-C, SIGTERM, SIGHUP or a closed stdout heal every fault, tear the
 cluster down and still check what was recorded (marked incomplete).
 
+--hosts FILE runs the scenario on your own cluster over SSH instead (the
+ssh backend, docs/external.md): the file lists the hosts, how to reach them
+and how to control each node's process; the scenario's faults, workload and
+checks are the same. Such a run first prints everything it will touch on the
+hosts; --plan prints that (for any backend) and exits without touching
+anything. 'isrlab clean --backend ssh' undoes what a killed run left.
+
 Exit status: 0 the run met its expectations, 1 it did not, 2 the checker
 could not decide, 254 bad arguments, 255 internal error.`,
 		Example: `  isrlab run
   isrlab run seed000/partition-4-acks1
   isrlab run scenarios/follower-pause.yaml --seed 42
-  isrlab run kip101/hw-truncation --duration 60s --results /var/tmp/isrlab`,
+  isrlab run kip101/hw-truncation --duration 60s --results /var/tmp/isrlab
+  isrlab run seed000/partition-1 --hosts kafka-hosts.yaml --plan
+  isrlab run seed000/partition-1 --hosts kafka-hosts.yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			arg := ""
@@ -139,9 +170,26 @@ could not decide, 254 bad arguments, 255 internal error.`,
 			if err != nil {
 				return err
 			}
-			f.apply(&sc)
+			if err := f.apply(&sc); err != nil {
+				return err
+			}
 			if err := sc.Validate(); err != nil {
 				return usageError("%v", err)
+			}
+			runID := compose.NewRunID()
+			out := cmd.OutOrStdout()
+			if plan {
+				if err := writePlan(out, sc, runID, f.results); err != nil {
+					return usageError("%v", err)
+				}
+				return nil
+			}
+			if sc.Cluster.Backend == ssh.Name {
+				// Said before anything is touched, every time.
+				if err := writePlan(out, sc, runID, f.results); err != nil {
+					return usageError("%v", err)
+				}
+				fmt.Fprintln(out)
 			}
 			ctx, stop := runContext(cmd.Context())
 			defer stop()
@@ -152,9 +200,8 @@ could not decide, 254 bad arguments, 255 internal error.`,
 					return err
 				}
 			}
-			out := cmd.OutOrStdout()
 			res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: f.results, Out: out, Live: isTerminal(out),
-				Log: f.logger(cmd.ErrOrStderr())})
+				Log: f.logger(cmd.ErrOrStderr()), RunID: runID})
 			if err != nil {
 				if errors.Is(err, lab.ErrScenario) {
 					return usageError("%v", err)
@@ -165,6 +212,7 @@ could not decide, 254 bad arguments, 255 internal error.`,
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().BoolVar(&plan, "plan", false, "print what the run would create, touch and run, and exit")
 	return cmd
 }
 

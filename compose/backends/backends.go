@@ -14,13 +14,15 @@ import (
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/docker"
 	"github.com/isrlab/isrlab/compose/netns"
+	"github.com/isrlab/isrlab/compose/ssh"
+	"github.com/isrlab/isrlab/nemesis"
 )
 
-// ErrUnknown reports a backend name that is neither netns nor docker.
+// ErrUnknown reports a backend name that is not netns, docker or ssh.
 var ErrUnknown = errors.New("unknown backend")
 
 // Names lists the backends, the default first.
-func Names() []string { return []string{netns.Name, docker.Name} }
+func Names() []string { return []string{netns.Name, docker.Name, ssh.Name} }
 
 // Options configure a backend; fields a backend does not use are ignored.
 type Options struct {
@@ -34,6 +36,8 @@ type Options struct {
 	System     string // docker.SystemIsrlab (default) or docker.SystemKafka
 	KafkaImage string
 	KafkaConf  []compose.KV
+	// SSH only: the hosts (a scenario's cluster.ssh).
+	SSH *ssh.Config
 }
 
 // New returns the backend called name.
@@ -49,8 +53,38 @@ func New(name string, o Options) (compose.Backend, error) {
 		return &docker.Backend{StateDir: o.StateDir, Detach: o.Detach, KeepData: o.KeepData,
 			ReadyTimeout: o.ReadyTimeout, Grace: o.Grace, Log: o.Log,
 			System: o.System, KafkaImage: o.KafkaImage, KafkaConf: o.KafkaConf}, nil
+	case ssh.Name:
+		if o.SSH == nil {
+			return nil, fmt.Errorf("the ssh backend needs its hosts (cluster.ssh in the scenario, or --cluster FILE)")
+		}
+		b := sshBackend(o.StateDir)
+		b.Config, b.Detach, b.ReadyTimeout, b.Grace, b.Log = o.SSH, o.Detach, o.ReadyTimeout, o.Grace, o.Log
+		return b, nil
 	}
 	return nil, fmt.Errorf("%w %q: use %v", ErrUnknown, name, Names())
+}
+
+// sshBackend is an ssh backend whose Down heals the run's stored faults
+// and sweeps what faults left on the hosts, before it touches a process.
+func sshBackend(stateDir string) *ssh.Backend {
+	b := &ssh.Backend{StateDir: stateDir}
+	b.CleanFaults = func(ctx context.Context, c *compose.Cluster) error {
+		dir := stateDir
+		if dir == "" {
+			dir = compose.StateDir()
+		}
+		return CleanFaults(ctx, dir, c)
+	}
+	return b
+}
+
+// CleanFaults heals every fault the store of c (in stateDir) holds, then
+// removes whatever else faults of c's run left on remote hosts: what the
+// ssh backend's Down does first, whoever calls it.
+func CleanFaults(ctx context.Context, stateDir string, c *compose.Cluster) error {
+	n := &nemesis.Nemesis{Env: &nemesis.Env{Cluster: c}, Store: &nemesis.Store{Path: nemesis.FaultsFile(stateDir, c.Name)}}
+	err := n.HealAll(ctx)
+	return errors.Join(err, nemesis.CleanRemote(ctx, c))
 }
 
 // Open finds cluster name in stateDir ("" for the default) and returns a
@@ -78,6 +112,9 @@ func Open(ctx context.Context, stateDir, name string) (st *compose.State, c *com
 			return st, nil, nil, err
 		}
 		return st, c, func() { cli.Close() }, nil
+	case ssh.Name:
+		c, err := sshBackend(stateDir).Attach(st)
+		return st, c, func() {}, err
 	}
 	return st, nil, nil, fmt.Errorf("cluster %s: %w %q", name, ErrUnknown, st.Backend)
 }
@@ -96,6 +133,10 @@ func Down(ctx context.Context, stateDir, name string, grace time.Duration) error
 		return (&netns.Backend{StateDir: stateDir, Grace: grace}).Down(ctx, name)
 	case docker.Name:
 		return (&docker.Backend{StateDir: stateDir, Grace: grace}).Down(ctx, name)
+	case ssh.Name:
+		b := sshBackend(stateDir)
+		b.Grace = grace
+		return b.Down(ctx, name)
 	}
 	return fmt.Errorf("cluster %s: %w %q", name, ErrUnknown, st.Backend)
 }
@@ -115,14 +156,37 @@ func (r CleanReport) Removed() int {
 	return len(r.Runs) + len(r.Namespaces) + r.Containers + r.Networks + r.Images
 }
 
-// Clean removes what dead runs of every backend left (see netns.Backend.Clean
-// and docker.Backend.Clean); with all, live runs too. Docker is skipped when
-// no daemon answers, and inside a rootless user namespace.
+// Clean removes what dead runs of every backend left (see netns.Backend.Clean,
+// docker.Backend.Clean and ssh.Backend.Clean); with all, live runs too. Docker
+// is skipped when no daemon answers, and inside a rootless user namespace.
 func Clean(ctx context.Context, stateDir string, all bool) (CleanReport, error) {
+	return CleanBackend(ctx, stateDir, "", all)
+}
+
+// CleanBackend is Clean for one backend only ("" for every one).
+func CleanBackend(ctx context.Context, stateDir, backend string, all bool) (CleanReport, error) {
 	var rep CleanReport
-	nrep, err := (&netns.Backend{StateDir: stateDir}).Clean(ctx, all)
-	rep.Runs, rep.Live, rep.Namespaces = nrep.Runs, nrep.Live, nrep.Namespaces
-	if netns.InUserNS() {
+	var err error
+	switch backend {
+	case "", netns.Name, docker.Name, ssh.Name:
+	default:
+		return rep, fmt.Errorf("%w %q: use %v", ErrUnknown, backend, Names())
+	}
+	if backend == "" || backend == ssh.Name {
+		srep, serr := sshBackend(stateDir).Clean(ctx, all)
+		rep.Runs, rep.Live, err = srep.Runs, srep.Live, serr
+		if backend == ssh.Name {
+			return rep, err
+		}
+	}
+	if backend == "" || backend == netns.Name {
+		nrep, nerr := (&netns.Backend{StateDir: stateDir}).Clean(ctx, all)
+		rep.Runs = append(rep.Runs, nrep.Runs...)
+		rep.Live = append(rep.Live, nrep.Live...)
+		rep.Namespaces = nrep.Namespaces
+		err = errors.Join(err, nerr)
+	}
+	if backend == netns.Name || netns.InUserNS() {
 		return rep, err
 	}
 	drep, derr := (&docker.Backend{StateDir: stateDir}).Clean(ctx, all)

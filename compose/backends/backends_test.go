@@ -8,6 +8,7 @@ import (
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/docker"
 	"github.com/isrlab/isrlab/compose/netns"
+	"github.com/isrlab/isrlab/compose/ssh"
 )
 
 func TestNew(t *testing.T) {
@@ -22,6 +23,8 @@ func TestNew(t *testing.T) {
 		{"docker", Options{System: docker.SystemKafka}, "docker", nil},
 		{"netns", Options{System: docker.SystemKafka}, "", nil},
 		{"lxc", Options{}, "", ErrUnknown},
+		{"ssh", Options{}, "", nil},
+		{"ssh", Options{SSH: &ssh.Config{}}, "ssh", nil},
 	}
 	for _, tt := range tests {
 		b, err := New(tt.name, tt.opts)
@@ -31,6 +34,11 @@ func TestNew(t *testing.T) {
 			got = "netns"
 		case *docker.Backend:
 			got = "docker"
+		case *ssh.Backend:
+			got = "ssh"
+			if b.(*ssh.Backend).CleanFaults == nil {
+				t.Error("an ssh backend that does not clean faults on Down")
+			}
 		}
 		if got != tt.want || (tt.want == "" && err == nil) || (tt.wantErr != nil && !errors.Is(err, tt.wantErr)) {
 			t.Errorf("New(%q, %+v) = %T, %v; want %s", tt.name, tt.opts, b, err, tt.want)

@@ -1,0 +1,431 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/compose/ssh"
+	"github.com/isrlab/isrlab/internal/proctest"
+	"github.com/isrlab/isrlab/internal/sshtest"
+)
+
+// TestSSHFaults applies faults to a cluster whose hosts the lab reaches
+// only over SSH: partitions and loss as nftables rules on the hosts (and
+// iptables chains where the host is set to use iptables), a bandwidth
+// limit as a tc qdisc, a kill of the partition leader found through the
+// Kafka metadata (tunnelled through the client host), then a "crash" that
+// leaves faults behind, which HealAll from the store and CleanRemote
+// remove to the last rule.
+func TestSSHFaults(t *testing.T) {
+	t.Setenv("ISRLAB_REGISTRY_DIR", t.TempDir())
+	h := sshtest.New(t, "10.219.0.0/24", "c1", "b1", "b2", "b3", "client1")
+	cfg := h.Cluster(t)
+	cfg.Nodes[3].Iface = "" // b3 finds its interface by address
+	stateDir := t.TempDir()
+	topo, err := cfg.Topology("sshfaults", "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	b := &ssh.Backend{Config: cfg, StateDir: stateDir, Dial: h.Dial(), Grace: 5 * time.Second, ReadyTimeout: 60 * time.Second}
+	c, err := b.Up(ctx, topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Down(context.Background()) })
+	store := &Store{Path: FaultsFile(stateDir, c.Name)}
+	nem := &Nemesis{Env: &Env{Cluster: c, Resolver: &LiveResolver{Cluster: c}, Rand: rand.New(rand.NewSource(1))}, Store: store}
+
+	// dialFrom connects from one host to another's Kafka port, through the
+	// first host's SSH connection.
+	dialFrom := func(from, to string, d time.Duration) error {
+		dctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		conn, err := c.Node(from).Remote.(*ssh.Host).DialContext(dctx, "tcp", c.Node(to).KafkaAddr())
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	}
+	sshOK := func(node string) {
+		t.Helper()
+		if _, err := c.Node(node).Remote.Command(ctx, []string{"true"}, nil); err != nil {
+			t.Fatalf("ssh to %s during the fault: %v", node, err)
+		}
+	}
+	tables := func(node string) []string {
+		t.Helper()
+		ts, err := RemoteTables(ctx, c.Node(node), c.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ts
+	}
+	if err := dialFrom("b2", "b1", 5*time.Second); err != nil {
+		t.Fatalf("b2 -> b1 before any fault: %v", err)
+	}
+
+	// Partition: b1 isolated; its host drops what the others send, but the
+	// lab's SSH connection still gets through.
+	a, err := nem.Inject(ctx, &Partition{Topology: TopoIsolate, Targets: []string{"b1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := a.Fault.Fault.(*Partition)
+	if p.Side != SideNode || !strings.HasPrefix(p.Table, "isrlab-"+c.RunID+"-") {
+		t.Fatalf("partition resolved to side %q table %q", p.Side, p.Table)
+	}
+	if err := dialFrom("b2", "b1", 500*time.Millisecond); err == nil {
+		t.Fatal("b2 -> b1 connected through the partition")
+	}
+	sshOK("b1")
+	if ts := tables("b1"); len(ts) == 0 {
+		t.Fatal("no nftables table on b1")
+	}
+	if err := nem.Heal(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ts := tables("b1"); len(ts) > 0 {
+		t.Fatalf("after heal, b1 has %v", ts)
+	}
+	proctest.Eventually(t, 10*time.Second, "b2 -> b1 after the heal", func() error { return dialFrom("b2", "b1", time.Second) })
+
+	// The same on a host set to use iptables.
+	c.Node("b3").Remote.(*ssh.Host).Firewall = "iptables"
+	a, err = nem.Inject(ctx, &Partition{Topology: TopoIsolate, Targets: []string{"b3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dialFrom("b2", "b3", 500*time.Millisecond); err == nil {
+		t.Fatal("b2 -> b3 connected through the iptables partition")
+	}
+	sshOK("b3")
+	if ts := tables("b3"); len(ts) == 0 || !strings.HasSuffix(ts[0], "-in") {
+		t.Fatalf("iptables chains on b3: %v", ts)
+	}
+	if err := nem.Heal(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ts := tables("b3"); len(ts) > 0 {
+		t.Fatalf("after heal, b3 has %v", ts)
+	}
+	proctest.Eventually(t, 10*time.Second, "b2 -> b3 after the heal", func() error { return dialFrom("b2", "b3", time.Second) })
+
+	// Loss of everything b2 receives: connections fail, SSH does not.
+	a, err = nem.Inject(ctx, &Loss{Nodes: []string{"b2"}, Percent: 100, Direction: "in"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dialFrom("b1", "b2", 500*time.Millisecond); err == nil {
+		t.Fatal("b1 -> b2 connected through 100% loss")
+	}
+	sshOK("b2")
+	if err := nem.Heal(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	// A bandwidth limit on what b1 sends: netem where the kernel has it,
+	// else TBF; a delay without netem is refused as unsupported.
+	a, err = nem.Inject(ctx, &SlowNet{Nodes: []string{"b1"}, Rate: "10mbit", Direction: "out"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qd := qdiscOn(t, h.Host("b1"))
+	if !strings.Contains(qd, " 1517: ") {
+		t.Fatalf("no fault qdisc on b1: %s", qd)
+	}
+	if err := nem.Heal(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if qd := qdiscOn(t, h.Host("b1")); strings.Contains(qd, " 1517: ") {
+		t.Fatalf("fault qdisc left on b1: %s", qd)
+	}
+	_, err = nem.Inject(ctx, &SlowNet{Nodes: []string{"b1"}, Delay: 20_000_000, Direction: "out"})
+	switch {
+	case err == nil:
+		if qd := qdiscOn(t, h.Host("b1")); !strings.Contains(qd, "netem 1517:") {
+			t.Fatalf("delay injected without netem: %s", qd)
+		}
+		if err := nem.HealAll(ctx); err != nil {
+			t.Fatal(err)
+		}
+	case errors.Is(err, ErrUnsupported):
+		t.Logf("no netem here: %v", err)
+	default:
+		t.Fatal(err)
+	}
+
+	// A Kafka-aware target: the leader of t/0, read through the tunnel.
+	createTopic(ctx, t, c, "t")
+	a, err = nem.Inject(ctx, &Kill{procNodes{Nodes: []string{"leader:t/0"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := a.Fault.Fault.(*Kill).Resolved[0]
+	if c.Node(victim).Proc.Running() {
+		t.Fatalf("%s runs after kill", victim)
+	}
+	if err := nem.Heal(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Node(victim).Proc.Running() {
+		t.Fatalf("%s not started by the heal", victim)
+	}
+
+	// A crash: faults injected, never healed by their process. The store
+	// and the sweep find them all.
+	for _, f := range []Fault{
+		&Partition{Topology: TopoHalves},
+		&Loss{Nodes: []string{"client1"}, Percent: 10},
+		&Pause{procNodes{Nodes: []string{"b2"}}},
+	} {
+		if _, err := nem.Inject(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A table no store knows (a crash between the rule and the record).
+	if _, err := c.Node("b3").Remote.Command(ctx, []string{"nft", "-f", "-"},
+		[]byte(nftRuleset(tableName(c.RunID, "f99"), 22, []string{"ip saddr 192.0.2.1 drop"}, nil))); err != nil {
+		t.Fatal(err)
+	}
+	other := &Nemesis{Env: &Env{Cluster: c}, Store: &Store{Path: store.Path}}
+	if err := errors.Join(other.HealAll(ctx), CleanRemote(ctx, c)); err != nil {
+		t.Fatal(err)
+	}
+	if left := h.Leftovers(t, c.RunID); len(left) > 0 {
+		var tablesLeft []string
+		for _, l := range left {
+			if !strings.Contains(l, "pid ") {
+				tablesLeft = append(tablesLeft, l)
+			}
+		}
+		if len(tablesLeft) > 0 {
+			t.Fatalf("left behind: %v", tablesLeft)
+		}
+	}
+	if s := stateOf(t, c.Node("b2").PID()); s == "T" {
+		t.Fatal("b2 still paused after the heal")
+	}
+}
+
+func qdiscOn(t *testing.T, x *sshtest.Host) string {
+	t.Helper()
+	cmd := exec.Command("tc", "qdisc", "show")
+	var b strings.Builder
+	cmd.Stdout = &b
+	if err := compose.InNetNS(x.NS, cmd.Run); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func stateOf(t *testing.T, pid int) string {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])[0]
+}
+
+func adminCreate(ctx context.Context, c *compose.Cluster, topic string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...), kgo.Dialer(c.Dial()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = kadm.NewClient(cl).CreateTopic(cctx, 1, 3, nil, topic)
+	if errors.Is(err, kerr.TopicAlreadyExists) {
+		return nil
+	}
+	return err
+}
+
+// createTopic makes a topic with RF 3 through the cluster's dialer.
+func createTopic(ctx context.Context, t *testing.T, c *compose.Cluster, topic string) {
+	t.Helper()
+	r := &LiveResolver{Cluster: c}
+	proctest.Eventually(t, 60*time.Second, "topic "+topic, func() error {
+		if err := adminCreate(ctx, c, topic); err != nil {
+			return err
+		}
+		v, err := r.View(ctx, []string{topic})
+		if err != nil {
+			return err
+		}
+		if pv, ok := v.Partitions[topic+"/0"]; !ok || pv.Leader < 0 || len(pv.ISR) < 3 {
+			return errors.New("no leader with a full ISR yet")
+		}
+		return nil
+	})
+}
+
+// TestClockScripts runs the clock-skew scripts with a stand-in date that
+// records what it is asked to set: skew, a second skew of the same fault
+// (ignored), undo, a second undo (ignored), and the sweep of a marker left
+// behind.
+func TestClockScripts(t *testing.T) {
+	bin := t.TempDir()
+	log := filepath.Join(t.TempDir(), "date.log")
+	fake := "#!/bin/sh\ncase $1 in\n+%s%N) echo 1000000000000000000 ;;\n-s) echo \"$2\" >>" + log + " ;;\nesac\n"
+	if err := os.WriteFile(filepath.Join(bin, "date"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := "t" + strconv.Itoa(os.Getpid())
+	n := &compose.Node{NodeSpec: compose.NodeSpec{Name: "b1", Role: compose.RoleBroker},
+		Remote: localHost{path: bin + ":" + os.Getenv("PATH"), clock: true}}
+	c := compose.NewCluster(compose.Topology{Name: "x", RunID: run}, "ssh", []*compose.Node{n}, nil)
+	env := &Env{Cluster: c, id: "f1"}
+	f := &ClockSkew{procNodes: procNodes{Nodes: []string{"b1"}}, OffsetMs: 5500}
+	ctx := context.Background()
+	if err := f.Resolve(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	marker := clockMarker(tableName(run, "f1"), "b1")
+	t.Cleanup(func() { os.Remove(marker) })
+	for range 2 {
+		if err := f.Inject(ctx, env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, err := os.ReadFile(marker); err != nil || strings.TrimSpace(string(b)) != "5500" {
+		t.Fatalf("marker %s: %q, %v", marker, b, err)
+	}
+	for range 2 {
+		if err := f.Heal(ctx, env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatalf("marker after heal: %v", err)
+	}
+	// A skew whose heal never ran: the sweep undoes it.
+	env.id = "f2"
+	f.OffsetMs = -250
+	if err := f.Inject(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	env.id = ""
+	if err := undoClockSkews(ctx, n, run); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "@1000000005.500000000\n@999999994.500000000\n@999999999.750000000\n@1000000000.250000000\n"
+	if string(b) != want {
+		t.Fatalf("date -s calls:\n%s\nwant:\n%s", b, want)
+	}
+}
+
+// localHost runs "remote" commands here, with PATH set: the remote
+// scripts' logic tested without a host.
+type localHost struct {
+	path  string
+	clock bool
+}
+
+func (l localHost) Command(ctx context.Context, argv []string, stdin []byte) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "PATH="+l.path)
+	if stdin != nil {
+		cmd.Stdin = strings.NewReader(string(stdin))
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out, &compose.ExitError{Argv: argv, Status: ee.ExitCode(), Stderr: stderr.String()}
+	}
+	return out, err
+}
+
+func (l localHost) ControlPort() int     { return 22 }
+func (l localHost) SystemClock() bool    { return l.clock }
+func (l localHost) FirewallTool() string { return "nft" }
+
+// BenchmarkSSHInjectHeal measures inject and heal latency of the faults
+// the ssh backend applies on remote hosts (sshd in namespaces here, so the
+// network round trip is ~0: what is measured is SSH sessions and the
+// hosts' nft, iptables, tc and kill), through a Nemesis with a file store.
+// "ssh-true" is one bare remote command, the unit everything else costs.
+func BenchmarkSSHInjectHeal(b *testing.B) {
+	b.Setenv("ISRLAB_REGISTRY_DIR", b.TempDir())
+	h := sshtest.New(b, "10.222.0.0/24", "c1", "b1", "b2", "b3", "client1")
+	cfg := h.Cluster(b)
+	stateDir := b.TempDir()
+	topo, err := cfg.Topology("sshbench", "", b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	c, err := (&ssh.Backend{Config: cfg, StateDir: stateDir, Dial: h.Dial(), Grace: 5 * time.Second, ReadyTimeout: 60 * time.Second}).Up(ctx, topo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Down(context.Background()) })
+	nem := &Nemesis{Env: &Env{Cluster: c}, Store: &Store{Path: FaultsFile(stateDir, c.Name)}}
+	b.Run("ssh-true", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := c.Node("b1").Remote.Command(ctx, []string{"true"}, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, fc := range []struct {
+		name string
+		f    func() Fault
+		fw   string
+	}{
+		{"partition-isolate-nft", func() Fault { return &Partition{Topology: TopoIsolate, Targets: []string{"b1"}} }, ""},
+		{"partition-isolate-iptables", func() Fault { return &Partition{Topology: TopoIsolate, Targets: []string{"b1"}} }, "iptables"},
+		{"partition-halves", func() Fault { return &Partition{Topology: TopoHalves} }, ""},
+		{"loss", func() Fault { return &Loss{Nodes: []string{"b2"}, Percent: 10} }, ""},
+		{"slow-net-rate", func() Fault { return &SlowNet{Nodes: []string{"b2"}, Rate: "10mbit", Direction: "out"} }, ""},
+		{"pause", func() Fault { return &Pause{procNodes{Nodes: []string{"b3"}}} }, ""},
+		{"kill", func() Fault { return &Kill{procNodes{Nodes: []string{"b3"}}} }, ""},
+	} {
+		b.Run(fc.name, func(b *testing.B) {
+			for _, n := range c.Nodes {
+				n.Remote.(*ssh.Host).Firewall = fc.fw
+			}
+			var inject, heal time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				a, err := nem.Inject(ctx, fc.f())
+				if err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				if err := nem.Heal(ctx, a.ID); err != nil {
+					b.Fatal(err)
+				}
+				inject += t1.Sub(t0)
+				heal += time.Since(t1)
+			}
+			b.ReportMetric(float64(inject.Microseconds())/1000/float64(b.N), "inject-ms")
+			b.ReportMetric(float64(heal.Microseconds())/1000/float64(b.N), "heal-ms")
+		})
+	}
+	if left := h.Leftovers(b, c.RunID); len(left) != 4 {
+		b.Fatalf("want only the 4 node processes left, got %v", left)
+	}
+}
