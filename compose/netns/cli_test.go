@@ -35,7 +35,7 @@ func TestCLI(t *testing.T) {
 		contains []string
 	}{
 		{[]string{"cluster", "up", "--brokers", "-1"}, 254, []string{"at least 0"}},
-		{[]string{"cluster", "up", "--backend", "lxc"}, 254, []string{"netns or docker"}},
+		{[]string{"cluster", "up", "--backend", "lxc"}, 254, []string{"netns, docker or ssh"}},
 		{[]string{"cluster", "up", "--config", "novalue"}, 254, []string{"key=value"}},
 		{[]string{"cluster", "up", "--config", "broker.id=9"}, 254, []string{"set by the topology"}},
 		{[]string{"cluster", "status", "--name", name}, 254, []string{"not found"}},
