@@ -3,7 +3,6 @@ package lab
 import (
 	"context"
 	"fmt"
-	"math"
 	"strings"
 )
 
@@ -19,6 +18,8 @@ type Signals struct {
 	// brokers' samples (a fraction, 0..1); HandlerIdleMin the lowest.
 	HandlerIdle    float64 `json:"handler_idle"`
 	HandlerIdleMin float64 `json:"handler_idle_min"`
+	// NoIdle: the brokers reported no handler idle metric.
+	NoIdle bool `json:"no_idle_metric,omitempty"`
 	// IsrChangeFraction is the fraction of the sampling intervals in which
 	// some broker shrank or expanded an ISR.
 	IsrChangeFraction float64 `json:"isr_change_fraction"`
@@ -185,7 +186,7 @@ func (s *Search) SetLimit(rate float64, brokers int) {
 // FormatSignals is one line of a point's signals for progress output.
 func FormatSignals(s Signals) string {
 	idle := "n/a"
-	if !math.IsNaN(s.HandlerIdle) {
+	if !s.NoIdle {
 		idle = fmt.Sprintf("%.0f%% (min %.0f%%)", 100*s.HandlerIdle, 100*s.HandlerIdleMin)
 	}
 	return strings.Join([]string{

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"math/rand/v2"
 	"testing"
+	"time"
+
+	"github.com/isrlab/isrlab/series"
 )
 
 // synthetic returns a probe that overloads from n >= limit on, counting
@@ -126,5 +129,39 @@ func TestThresholds(t *testing.T) {
 		if over, why := th.Overloaded(c.s); over != c.over {
 			t.Errorf("%+v: overloaded %v (%v), want %v", c.s, over, why, c.over)
 		}
+	}
+}
+
+func TestPointSignals(t *testing.T) {
+	var ss []series.Sample
+	for sec := 1; sec <= 10; sec++ {
+		ss = append(ss, series.Sample{T: float64(sec), Src: series.SrcWorkload, Values: map[string]float64{"acked_per_s": 1000, "offered_per_s": 1000, "produce_p99_ms": float64(sec)}})
+		for _, b := range []string{"b1", "b2"} {
+			v := map[string]float64{"up": 1, "RequestHandlerAvgIdlePercent": 0.5}
+			if b == "b1" && sec%2 == 0 {
+				v["IsrShrinksPerSec"] = 1
+			}
+			ss = append(ss, series.Sample{T: float64(sec) + 0.1, Src: b, Values: v})
+		}
+	}
+	sig := PointSignals(ss, 2, 100)
+	if sig.HandlerIdle != 0.5 || sig.AckedPerSec != 1000 || sig.AckedBytesPerSec != 100000 || sig.ProduceP99Ms != 10 {
+		t.Errorf("%+v", sig)
+	}
+	// Intervals after warmup: seconds 2..9 by their middles (8), changes
+	// in the even seconds' samples (4 of them: 4, 6, 8, 10 -> middles 3.6..9.6).
+	if sig.Intervals != 8 || sig.IsrChangeFraction != 0.5 {
+		t.Errorf("intervals %d fraction %v", sig.Intervals, sig.IsrChangeFraction)
+	}
+}
+
+func TestLimitScenario(t *testing.T) {
+	sc, err := LimitScenario(LimitsConfig{Brokers: 3, Rate: 500, Window: 10 * time.Second}, 1000, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Topic.Partitions != 30 || sc.Topic.ReplicationFactor != 3 || sc.Workload.Producers != 7 || sc.Workload.RecordSize != 1000 ||
+		sc.Workload.ConsumerGroups != 5 || sc.Duration != 15*time.Second || sc.Workload.Type != "rate" {
+		t.Errorf("%+v", sc)
 	}
 }
