@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,5 +166,38 @@ func TestLimitScenario(t *testing.T) {
 	if sc.Topic.Partitions != 30 || sc.Topic.ReplicationFactor != 3 || sc.Workload.Producers != 7 || sc.Workload.RecordSize != 1000 ||
 		sc.Workload.ConsumerGroups != 5 || sc.Duration != 15*time.Second || sc.Workload.Type != "rate" {
 		t.Errorf("%+v", sc)
+	}
+}
+
+func TestWriteLimits(t *testing.T) {
+	calls := 0
+	var ss []*Search
+	for _, size := range []int{100, 1000} {
+		s, err := FindLimit(context.Background(), size, synthetic(10, &calls), SearchOptions{MaxProducers: 16, Thresholds: DefaultThresholds()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SetLimit(1000, 3)
+		ss = append(ss, s)
+	}
+	r := &LimitsReport{Brokers: 3, ConsumerGroups: 5, Rate: 1000, WindowSeconds: 10, MaxProducers: 16, Acks: "1", Thresholds: DefaultThresholds(), Headroom: 0.8, Searches: ss}
+	dir := t.TempDir()
+	if err := WriteLimits(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{LimitsJSON, LimitsText, LimitsSVG} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil || len(b) == 0 {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, LimitsText))
+	// 9 producers x 1000/s / 3 brokers = 3000 msg/s/broker; x0.8 = 2400.
+	if !strings.Contains(string(b), "3000") || !strings.Contains(string(b), "2400") {
+		t.Errorf("table:\n%s", b)
+	}
+	svg, _ := os.ReadFile(filepath.Join(dir, LimitsSVG))
+	if !strings.HasPrefix(string(svg), "<svg") || !strings.Contains(string(svg), "MB/s per broker") {
+		t.Errorf("svg: %.200s", svg)
 	}
 }
