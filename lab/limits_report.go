@@ -155,6 +155,9 @@ func LimitsPlot(r *LimitsReport) string {
 			}
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s" stroke="#c33"/><text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n",
 				x, y, fill, x, y-8, short(val(s)))
+			yp := py(r.Headroom * val(s))
+			fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#c33" stroke-dasharray="3,2"/><text x="%.1f" y="%.1f" fill="#c33">plan %s</text>`+"\n",
+				x-14, x+14, yp, yp, x+16, yp+4, short(r.Headroom*val(s)))
 		}
 	}
 	panel(left, "messages/s per broker", func(s *Search) float64 { return s.LimitPerSecPerBroker })
