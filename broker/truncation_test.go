@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/isrlab/isrlab/internal/proctest"
@@ -56,7 +58,18 @@ func TestHWTruncationLosesAckedWrite(t *testing.T) {
 					t.Fatalf("produce %s: %v", v, err)
 				}
 			}
-			send("m1")
+			// The topic may not be in A's metadata cache yet: a produce it
+			// refuses as UNKNOWN_TOPIC_OR_PARTITION appended nothing and is
+			// tried again.
+			proctest.Eventually(t, 15*time.Second, "A takes m1", func() error {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("m1")}).FirstErr()
+				if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+					t.Fatalf("produce m1: %v", err)
+				}
+				return err
+			})
 			bCheckpoint := filepath.Join(c.Dir, fmt.Sprintf("b%d", b), "replication-offset-checkpoint")
 			proctest.Eventually(t, 30*time.Second, "B checkpoints HW 1", func() error {
 				if hw := checkpointed(bCheckpoint, topic); hw != 1 {
