@@ -1,6 +1,7 @@
 package compose
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -212,4 +213,44 @@ func Lock(dir, name string) (unlock func(), err error) {
 		return nil, fmt.Errorf("lock %s: %w", name, err)
 	}
 	return func() { f.Close() }, nil
+}
+
+// CleanDead tears down, with teardown, every run of backend among states
+// whose owner is gone (every run, with all), each under its lock and
+// re-read under it; runs whose lock is held or whose owner lives are left
+// alone. It returns the "name/run" ids removed and left alone, and the
+// errors met.
+func CleanDead(ctx context.Context, dir string, states []*State, backend string, all bool, teardown func(context.Context, *State) error) (removed, live []string, errs []error) {
+	for _, st := range states {
+		if st.Backend != backend {
+			continue
+		}
+		id := st.Name + "/" + st.RunID
+		unlock, err := Lock(dir, st.Name)
+		if errors.Is(err, ErrBusy) {
+			live = append(live, id)
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		// Re-read under the lock: the run may have changed hands.
+		cur, err := ReadState(dir, st.Name)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			errs = append(errs, err)
+		case cur.Live() && !all:
+			live = append(live, id)
+		default:
+			if err := teardown(ctx, cur); err != nil {
+				errs = append(errs, fmt.Errorf("clean %s: %w", id, err))
+			} else {
+				removed = append(removed, id)
+			}
+		}
+		unlock()
+	}
+	return removed, live, errs
 }

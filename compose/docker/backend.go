@@ -628,35 +628,11 @@ func (b *Backend) Clean(ctx context.Context, all bool) (CleanReport, error) {
 	known := map[string]bool{}
 	for _, st := range states {
 		known[st.RunID] = true
-		if st.Backend != Name {
-			continue
-		}
-		id := st.Name + "/" + st.RunID
-		unlock, err := compose.Lock(o.StateDir, st.Name)
-		if errors.Is(err, compose.ErrBusy) {
-			rep.Live = append(rep.Live, id)
-			continue
-		}
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		cur, err := compose.ReadState(o.StateDir, st.Name)
-		switch {
-		case errors.Is(err, compose.ErrNotFound):
-		case err != nil:
-			errs = append(errs, err)
-		case cur.Live() && !all:
-			rep.Live = append(rep.Live, id)
-		default:
-			if err := attach(o, cli, cur).teardown(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("clean %s: %w", id, err))
-			} else {
-				rep.Runs = append(rep.Runs, id)
-			}
-		}
-		unlock()
 	}
+	removed, live, cerrs := compose.CleanDead(ctx, o.StateDir, states, Name, all, func(ctx context.Context, cur *compose.State) error {
+		return attach(o, cli, cur).teardown(ctx)
+	})
+	rep.Runs, rep.Live, errs = append(rep.Runs, removed...), append(rep.Live, live...), append(errs, cerrs...)
 	// A run recorded in another state directory is judged by its state.
 	elsewhere := map[string]bool{}
 	for _, run := range runsOf(ctrs, nets) {

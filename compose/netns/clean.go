@@ -37,37 +37,12 @@ func (b *Backend) Clean(ctx context.Context, all bool) (CleanReport, error) {
 	known := map[string]bool{}
 	for _, st := range states {
 		known[st.RunID] = true
-		if st.Backend != Name {
-			continue
-		}
-		id := st.Name + "/" + st.RunID
-		unlock, err := compose.Lock(o.StateDir, st.Name)
-		if errors.Is(err, compose.ErrBusy) {
-			rep.Live = append(rep.Live, id)
-			continue
-		}
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		// Re-read under the lock: the run may have changed hands.
-		cur, err := compose.ReadState(o.StateDir, st.Name)
-		switch {
-		case errors.Is(err, compose.ErrNotFound):
-		case err != nil:
-			errs = append(errs, err)
-		case cur.Live() && !all:
-			rep.Live = append(rep.Live, id)
-		default:
-			known[cur.RunID] = true
-			if err := attach(o, cur).teardown(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("clean %s: %w", id, err))
-			} else {
-				rep.Runs = append(rep.Runs, id)
-			}
-		}
-		unlock()
 	}
+	removed, live, cerrs := compose.CleanDead(ctx, o.StateDir, states, Name, all, func(ctx context.Context, cur *compose.State) error {
+		known[cur.RunID] = true
+		return attach(o, cur).teardown(ctx)
+	})
+	rep.Runs, rep.Live, errs = append(rep.Runs, removed...), append(rep.Live, live...), append(errs, cerrs...)
 
 	orphans := map[string][]string{}
 	for _, name := range nsFiles {

@@ -672,35 +672,9 @@ func (b *Backend) Clean(ctx context.Context, all bool) (CleanReport, error) {
 	o := b.defaults()
 	var rep CleanReport
 	states, errs := compose.ListStates(o.StateDir)
-	for _, st := range states {
-		if st.Backend != Name {
-			continue
-		}
-		id := st.Name + "/" + st.RunID
-		unlock, err := compose.Lock(o.StateDir, st.Name)
-		if errors.Is(err, compose.ErrBusy) {
-			rep.Live = append(rep.Live, id)
-			continue
-		}
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		cur, err := compose.ReadState(o.StateDir, st.Name)
-		switch {
-		case errors.Is(err, compose.ErrNotFound):
-		case err != nil:
-			errs = append(errs, err)
-		case cur.Live() && !all:
-			rep.Live = append(rep.Live, id)
-		default:
-			if err := o.attach(cur).teardown(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("clean %s: %w", id, err))
-			} else {
-				rep.Runs = append(rep.Runs, id)
-			}
-		}
-		unlock()
-	}
+	removed, live, cerrs := compose.CleanDead(ctx, o.StateDir, states, Name, all, func(ctx context.Context, cur *compose.State) error {
+		return o.attach(cur).teardown(ctx)
+	})
+	rep.Runs, rep.Live, errs = append(rep.Runs, removed...), append(rep.Live, live...), append(errs, cerrs...)
 	return rep, errors.Join(errs...)
 }
