@@ -38,6 +38,9 @@ func decodeOp(b []byte, op *Op, intern map[string]string) error {
 	if d.i != len(d.b) {
 		return d.errf("unexpected %q after the object", d.b[d.i])
 	}
+	if isTxnF(op.F) && op.Txn == nil && op.RawValue != nil {
+		return txnFromRaw(op)
+	}
 	return nil
 }
 
@@ -305,6 +308,8 @@ func (d *decoder) field(key string, op *Op) error {
 		op.ISR, err = d.ints(op.spareISR)
 	case "hw":
 		op.HW, err = d.int()
+	case "commit_at":
+		op.CommitAt, err = d.int()
 	default:
 		err = d.skip(0)
 	}
@@ -329,6 +334,8 @@ func internF(s []byte) string {
 		return FDrain
 	case FState:
 		return FState
+	case FTxn:
+		return FTxn
 	}
 	return string(s)
 }
@@ -378,6 +385,10 @@ func (d *decoder) value(op *Op) error {
 	start := d.i
 	if c == 'n' {
 		return d.skip(0) // null: absent
+	}
+	if c == '[' && isTxnF(op.F) {
+		op.Txn, err = d.txn()
+		return err
 	}
 	if err := d.skip(0); err != nil {
 		return err

@@ -42,7 +42,10 @@ func AppendOp(b []byte, op *Op) []byte {
 		b = append(b, `,"key":`...)
 		b = appendString(b, op.Key)
 	}
-	if op.RawValue != nil {
+	if op.Txn != nil {
+		b = append(b, `,"value":`...)
+		b = appendTxn(b, op.Txn)
+	} else if op.RawValue != nil {
 		b = append(b, `,"value":`...)
 		b = append(b, op.RawValue...)
 	} else if op.HasValue {
@@ -111,6 +114,10 @@ func AppendOp(b []byte, op *Op) []byte {
 	if op.HW >= 0 {
 		b = append(b, `,"hw":`...)
 		b = strconv.AppendInt(b, op.HW, 10)
+	}
+	if op.CommitAt > 0 {
+		b = append(b, `,"commit_at":`...)
+		b = strconv.AppendInt(b, op.CommitAt, 10)
 	}
 	return append(b, '}')
 }

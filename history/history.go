@@ -38,6 +38,9 @@
 // assignment in partitions; "crash" (type info) ends a process, which never
 // comes back under its number.
 //
+// Transactional operations (f "txn") carry a list of micro-operations as
+// their value; see txn.go's Transactions section for their form.
+//
 // Outcomes follow Jepsen: ok means the operation happened, fail means it
 // definitely did not, info means it is unknown (a timeout, a disconnect).
 // Readers ignore fields they do not know, and checkers ignore f values and
@@ -158,6 +161,13 @@ type Op struct {
 	Error string
 	Node  string
 
+	// Txn holds a transactional op's micro-ops (f "txn" or "txn-drain");
+	// see the package's Transactions section. Its JSON is the "value".
+	Txn []MicroOp
+	// CommitAt is when a transaction's commit was requested, on the
+	// history's clock ("commit_at"); 0 when none was.
+	CommitAt int64
+
 	// Cluster state.
 	Leader int32
 	Epoch  int32
@@ -214,6 +224,7 @@ func (op *Op) Clone() Op {
 	if op.ISR != nil {
 		c.ISR = append([]int32(nil), op.ISR...)
 	}
+	c.Txn = cloneMicroOps(op.Txn)
 	return c
 }
 
