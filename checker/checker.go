@@ -28,6 +28,11 @@
 //   - unexpected: a value was read that no process ever sent; every record
 //     value that is not a number counts as one of its own, by its text.
 //
+// Transactional ops (f "txn") have their own checks, in txn.go; they
+// share the names above where the anomaly is the same and add
+// precommitted-read, G1b, txn-out-of-order and the cycles G0, G1c,
+// G-single and G2-item (aborted-read is G1a).
+//
 // Three more are orderings in real time that a log forbids, found in the
 // same pass without a search, at any history size. A log only grows at its
 // end, so an operation invoked after another completed comes after it:
@@ -89,7 +94,8 @@ const (
 // AnomalyNames lists every anomaly the checker looks for.
 var AnomalyNames = []string{LostWrite, Unseen, Duplicate, InconsistentOffsets,
 	NonmonotonicSend, NonmonotonicPoll, PollSkip, AbortedRead, Unexpected,
-	FutureRead, SendBelowRead, NonmonotonicSendRealtime}
+	FutureRead, SendBelowRead, NonmonotonicSendRealtime,
+	PrecommittedRead, G1b, TxnOutOfOrder, G0, G1c, GSingle, G2Item}
 
 // LinMode chooses whether to check linearizability.
 type LinMode int
@@ -240,11 +246,13 @@ type Verdict struct {
 
 // Example is one instance of an anomaly with the operations that show it.
 type Example struct {
-	Partition int32   `json:"partition"`
-	Value     *int64  `json:"value,omitempty"`
-	Offset    *int64  `json:"offset,omitempty"`
-	Offsets   []int64 `json:"offsets,omitempty"`
-	Values    []int64 `json:"values,omitempty"`
+	Partition int32 `json:"partition"`
+	// Key is the topic-partition of a transactional anomaly ("t/0").
+	Key     string  `json:"key,omitempty"`
+	Value   *int64  `json:"value,omitempty"`
+	Offset  *int64  `json:"offset,omitempty"`
+	Offsets []int64 `json:"offsets,omitempty"`
+	Values  []int64 `json:"values,omitempty"`
 	// Raw is the text of a record value that is not a number.
 	Raw     string `json:"raw,omitempty"`
 	Process *int   `json:"process,omitempty"`
@@ -274,6 +282,8 @@ type Stats struct {
 	FaultOps     int64 `json:"fault_ops"`
 	StateEvents  int64 `json:"cluster_events"`
 	Ignored      int64 `json:"ignored_ops"`
+	// Txn counts transactional ops, when the history has any.
+	Txn *TxnStats `json:"txn,omitempty"`
 }
 
 // OpenFunc opens the history for one streaming pass; the checker calls it

@@ -103,24 +103,31 @@ func TestGolden(t *testing.T) {
 					t.Errorf("%s example has %d ops, want %d: %s", kind, len(ex.Ops), tc.exOps, ex.Ops)
 				}
 			}
-			got, err := json.MarshalIndent(v, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			golden := filepath.Join("testdata", tc.name+".verdict.json")
-			if *update {
-				if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			wantJSON, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(wantJSON)) {
-				t.Errorf("verdict differs from %s:\n%s", golden, got)
-			}
+			compareGolden(t, tc.name, v)
 		})
+	}
+}
+
+// compareGolden compares v with testdata/<name>.verdict.json (rewritten
+// with -update).
+func compareGolden(t *testing.T, name string, v *Verdict) {
+	t.Helper()
+	got, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", name+".verdict.json")
+	if *update {
+		if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantJSON, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(wantJSON)) {
+		t.Errorf("verdict differs from %s:\n%s", golden, got)
 	}
 }
 

@@ -1,0 +1,83 @@
+package checker
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestTxnGolden checks one transactional history per anomaly from
+// testdata/txn-*.jsonl: the anomaly counts and validity must be exactly
+// the expected ones, the first example must name the expected key, value
+// and operations, and the verdict must match txn-<name>.verdict.json.
+func TestTxnGolden(t *testing.T) {
+	tests := []struct {
+		name      string
+		valid     Validity
+		anomalies map[string]int64
+		// The first example of each anomaly: key, value (-1: none), ops.
+		exKey   string
+		exValue int64
+		exOps   int
+		// note is a part of the verdict's notes.
+		note string
+	}{
+		{name: "clean", valid: Valid},
+		{name: "info-commit-resolved", valid: Valid},
+		{name: "aborted-read", valid: Invalid, anomalies: map[string]int64{AbortedRead: 1}, exKey: "t/0", exValue: 3, exOps: 3},
+		{name: "lost-committed", valid: Invalid, anomalies: map[string]int64{LostWrite: 1}, exKey: "t/0", exValue: 2, exOps: 2},
+		{name: "info-lost", valid: Invalid, anomalies: map[string]int64{LostWrite: 1}, exKey: "t/1", exValue: 2, exOps: 2},
+		{name: "duplicate", valid: Invalid, anomalies: map[string]int64{Duplicate: 1}, exKey: "t/0", exValue: 1, exOps: 2},
+		{name: "nonmonotonic-poll", valid: Invalid, anomalies: map[string]int64{NonmonotonicPoll: 1}, exKey: "t/0", exValue: -1, exOps: 2},
+		{name: "precommitted-read", valid: Invalid, anomalies: map[string]int64{PrecommittedRead: 2}, exKey: "t/0", exValue: 1, exOps: 1},
+		{name: "g1b", valid: Invalid, anomalies: map[string]int64{G1b: 1}, exKey: "t/0", exValue: 2, exOps: 2},
+		{name: "out-of-order", valid: Invalid, anomalies: map[string]int64{TxnOutOfOrder: 1}, exKey: "t/0", exValue: 2, exOps: 2},
+		{name: "unseen-no-drain", valid: Unknown, anomalies: map[string]int64{Unseen: 1}, exKey: "t/0", exValue: 2, exOps: 2},
+		// Cycles are reported, not judged, except one of wr edges alone
+		// (whose reads are also precommitted).
+		{name: "g0", valid: Valid, anomalies: map[string]int64{G0: 1}, exValue: -1, exOps: 2, note: "reported, not judged"},
+		{name: "g1c", valid: Valid, anomalies: map[string]int64{G1c: 1}, exValue: -1, exOps: 2, note: "reported, not judged"},
+		{name: "g-single", valid: Valid, anomalies: map[string]int64{GSingle: 1}, exValue: -1, exOps: 2, note: "reported, not judged"},
+		{name: "g1c-wr", valid: Invalid, anomalies: map[string]int64{G1c: 1, PrecommittedRead: 1}, exValue: -1, exOps: 2, note: "wr dependencies alone"},
+		{name: "g2-item", valid: Valid, anomalies: map[string]int64{G2Item: 1}, exValue: -1, exOps: 2, note: "reported, not judged"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join("testdata", "txn-"+tc.name+".jsonl")
+			v, err := Check(openFile(path), path, Options{Linearizable: LinOn})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Valid != tc.valid {
+				t.Errorf("valid = %s, want %s (anomalies %v, notes %q)", v.Valid, tc.valid, v.Anomalies, v.Notes)
+			}
+			want := tc.anomalies
+			if want == nil {
+				want = map[string]int64{}
+			}
+			if fmt.Sprint(v.Anomalies) != fmt.Sprint(want) {
+				t.Errorf("anomalies = %v, want %v", v.Anomalies, want)
+			}
+			if v.Stats.Txn == nil || v.Stats.Txn.Txns == 0 || v.Stats.Txn.Polls == 0 {
+				t.Errorf("stats.txn = %+v", v.Stats.Txn)
+			}
+			for kind := range tc.anomalies {
+				ex := v.Examples[kind][0]
+				if ex.Key != tc.exKey {
+					t.Errorf("%s example key = %q, want %q", kind, ex.Key, tc.exKey)
+				}
+				if tc.exValue >= 0 && (ex.Value == nil || *ex.Value != tc.exValue) {
+					t.Errorf("%s example value = %v, want %d", kind, ex.Value, tc.exValue)
+				}
+				if len(ex.Ops) != tc.exOps {
+					t.Errorf("%s example has %d ops, want %d: %s", kind, len(ex.Ops), tc.exOps, ex.Ops)
+				}
+			}
+			if tc.note != "" && !strings.Contains(strings.Join(v.Notes, "\n"), tc.note) {
+				t.Errorf("notes %q lack %q", v.Notes, tc.note)
+			}
+			compareGolden(t, "txn-"+tc.name, v)
+		})
+	}
+}
