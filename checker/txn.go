@@ -72,6 +72,9 @@ const (
 	G2Item           = "G2-item"
 )
 
+// TxnAnomalyNames are the anomalies only transactional ops can show.
+var TxnAnomalyNames = []string{PrecommittedRead, G1b, TxnOutOfOrder, G0, G1c, GSingle, G2Item}
+
 // cycleAnomalies are reported, not judged (see above).
 var cycleAnomalies = []string{G0, G1c, GSingle, G2Item}
 
@@ -143,11 +146,14 @@ type txProc struct {
 }
 
 type txSkip struct {
-	key              int32
-	from, to         int64
-	fromVal, toVal   int64
-	pos1, pos2, proc int64
+	key        int32
+	proc       int32
+	from, to   int64
+	pos1, pos2 int64
 }
+
+// skipChunk is how many skips one chunk holds: chunks are never copied.
+const skipChunk = 1 << 14
 
 type txnAnalysis struct {
 	a        *analysis
@@ -161,7 +167,7 @@ type txnAnalysis struct {
 	vals     map[int64]int32
 	vs       []txVal
 	procs    map[int]*txProc
-	skips    []txSkip
+	skips    [][]txSkip
 	reported map[[2]int64]struct{}
 	stats    TxnStats
 	invalid  bool
@@ -348,7 +354,11 @@ func (t *txnAnalysis) read(op *history.Op, pos int64, id int32, k int32, r histo
 		last.off, last.v, last.pos = r.Offset, r.Value, pos
 	default:
 		if r.Offset > last.off+1 {
-			t.skips = append(t.skips, txSkip{key: k, from: last.off, to: r.Offset, fromVal: last.v, toVal: r.Value, pos1: last.pos, pos2: pos, proc: int64(op.Process)})
+			if n := len(t.skips); n == 0 || len(t.skips[n-1]) == skipChunk {
+				t.skips = append(t.skips, make([]txSkip, 0, skipChunk))
+			}
+			c := &t.skips[len(t.skips)-1]
+			*c = append(*c, txSkip{key: k, from: last.off, to: r.Offset, pos1: last.pos, pos2: pos, proc: int32(op.Process)})
 		}
 		last.off, last.v, last.pos = r.Offset, r.Value, pos
 	}
@@ -549,31 +559,43 @@ func optI64(v int64) *int64 {
 
 // resolveSkips finds the committed values a process read past.
 func (t *txnAnalysis) resolveSkips(logs []sortedLog) {
-	for _, s := range t.skips {
-		l := &logs[s.key]
-		for i := l.after(s.from); i < len(l.offs) && l.offs[i] < s.to; i++ {
-			v := l.vals[i]
-			w := t.writerOf(v)
-			if !t.committed(w) {
-				continue
-			}
-			key := t.keyNames[s.key]
-			p := int(s.proc)
-			ex := Example{Key: key, Value: i64p(v), Offset: i64p(l.offs[i]), Offsets: []int64{s.from, s.to}, Process: &p,
-				positions: sorted(s.pos1, s.pos2, t.txs[w].pos)}
-			if t.writerOf(s.fromVal) == w || t.writerOf(s.toVal) == w {
-				ex.Note = fmt.Sprintf("process %d read offsets %d and %d of %s, values of one committed transaction, but not its value %d at offset %d between them",
-					p, s.from, s.to, key, v, l.offs[i])
-				t.a.flag(G1b, ex)
-			} else {
-				ex.Note = fmt.Sprintf("process %d read offset %d of %s then offset %d, past committed value %d at offset %d of another transaction",
-					p, s.from, key, s.to, v, l.offs[i])
-				t.a.flag(TxnOutOfOrder, ex)
-			}
-			break
+	for _, chunk := range t.skips {
+		for _, s := range chunk {
+			t.resolveSkip(logs, s)
 		}
 	}
 	t.skips = nil
+}
+
+func (t *txnAnalysis) resolveSkip(logs []sortedLog, s txSkip) {
+	l := &logs[s.key]
+	at := func(off int64) int64 {
+		if i := l.after(off) - 1; i >= 0 && l.offs[i] == off {
+			return l.vals[i]
+		}
+		return history.BadValue
+	}
+	for i := l.after(s.from); i < len(l.offs) && l.offs[i] < s.to; i++ {
+		v := l.vals[i]
+		w := t.writerOf(v)
+		if !t.committed(w) {
+			continue
+		}
+		key := t.keyNames[s.key]
+		p := int(s.proc)
+		ex := Example{Key: key, Value: i64p(v), Offset: i64p(l.offs[i]), Offsets: []int64{s.from, s.to}, Process: &p,
+			positions: sorted(s.pos1, s.pos2, t.txs[w].pos)}
+		if t.writerOf(at(s.from)) == w || t.writerOf(at(s.to)) == w {
+			ex.Note = fmt.Sprintf("process %d read offsets %d and %d of %s, values of one committed transaction, but not its value %d at offset %d between them",
+				p, s.from, s.to, key, v, l.offs[i])
+			t.a.flag(G1b, ex)
+		} else {
+			ex.Note = fmt.Sprintf("process %d read offset %d of %s then offset %d, past committed value %d at offset %d of another transaction",
+				p, s.from, key, s.to, v, l.offs[i])
+			t.a.flag(TxnOutOfOrder, ex)
+		}
+		break
+	}
 }
 
 // Dependency kinds.
@@ -596,9 +618,13 @@ type txGraph struct {
 	txOf  []int32 // node -> transaction
 	start []int32 // node -> first edge
 	edges []txEdge
-	// Tarjan's scratch space.
+	// Tarjan's and the searches' scratch space.
 	idx, low []int32
 	onStack  []bool
+	seen     []int32 // == stamp: seen by the current search
+	via      []int32 // the edge a search reached a node by
+	stamp    int32
+	queue    []int32
 }
 
 func (g *txGraph) out(n int32) []txEdge { return g.edges[g.start[n]:g.start[n+1]] }
@@ -764,33 +790,35 @@ func (g *txGraph) sccs(nodes []int32, in []int32, mark int32, kinds uint8) [][]i
 // in[n] == mark and edges of the given kinds (BFS), or nil. budget bounds
 // the nodes visited; it is decremented.
 func (g *txGraph) path(src, dst int32, in []int32, mark int32, kinds uint8, budget *int) []txEdge {
-	prev := map[int32]txEdge{}
-	queue := []int32{src}
-	seen := map[int32]bool{src: true}
-	for len(queue) > 0 && *budget > 0 {
-		v := queue[0]
-		queue = queue[1:]
+	if g.seen == nil {
+		g.seen = make([]int32, len(g.txOf))
+		g.via = make([]int32, len(g.txOf))
+	}
+	g.stamp++
+	stamp := g.stamp
+	g.queue = append(g.queue[:0], src)
+	g.seen[src] = stamp
+	for qi := 0; qi < len(g.queue) && *budget > 0; qi++ {
+		v := g.queue[qi]
 		*budget--
-		for _, e := range g.out(v) {
-			if e.kind&kinds == 0 || in[e.to] != mark || seen[e.to] {
+		for ei := g.start[v]; ei < g.start[v+1]; ei++ {
+			e := g.edges[ei]
+			if e.kind&kinds == 0 || in[e.to] != mark || g.seen[e.to] == stamp {
 				continue
 			}
-			seen[e.to] = true
-			prev[e.to] = e
+			g.seen[e.to] = stamp
+			g.via[e.to] = ei
 			if e.to == dst {
 				var p []txEdge
-				for at := dst; ; {
-					pe := prev[at]
+				for at := dst; at != src; {
+					pe := g.edges[g.via[at]]
 					p = append(p, pe)
 					at = pe.from
-					if at == src {
-						break
-					}
 				}
 				slices.Reverse(p)
 				return p
 			}
-			queue = append(queue, e.to)
+			g.queue = append(g.queue, e.to)
 		}
 	}
 	return nil
@@ -877,17 +905,20 @@ func (t *txnAnalysis) cycles(logs []sortedLog) {
 		} else if cyc = g.cycleIn(comp, in, &mark, depWW|depWR, &budget); cyc != nil {
 			kind = G1c
 		} else {
+			// The first rw edge that ww and wr edges lead back from.
+		search:
 			for _, v := range comp {
 				for _, e := range g.out(v) {
+					if budget <= 0 {
+						break search
+					}
 					if e.kind != depRW || in[e.to] != cm {
 						continue
 					}
-					if p := g.path(e.to, e.from, in, cm, depWW|depWR, &budget); p != nil && (cyc == nil || len(p)+1 < len(cyc)) {
+					if p := g.path(e.to, e.from, in, cm, depWW|depWR, &budget); p != nil {
 						cyc = append([]txEdge{e}, p...)
+						break search
 					}
-				}
-				if budget <= 0 {
-					break
 				}
 			}
 			if cyc != nil {
