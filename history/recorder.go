@@ -81,3 +81,7 @@ func (r *Recorder) Count() int64 {
 	defer r.mu.Unlock()
 	return r.next
 }
+
+// Now returns the current time on the history's clock, for fields such as
+// a transaction's commit_at.
+func (r *Recorder) Now() int64 { return int64(r.since()) }

@@ -103,6 +103,9 @@ type Config struct {
 	// the log workload does (at most 64 records in flight per producer).
 	RecordHistory bool `yaml:"history.records" json:"history.records"`
 
+	// The txn workload's keys (NewTxn).
+	TxnConfig `yaml:",inline"`
+
 	// FirstProcess numbers this workload's processes from here, so several
 	// workloads can share a history.
 	FirstProcess int   `yaml:"first.process" json:"first.process"`

@@ -1,0 +1,495 @@
+package workloads
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/isrlab/isrlab/history"
+)
+
+// TxnConfig holds the txn workload's keys (Kafka's names where Kafka has
+// one). Zero values take the defaults listed.
+type TxnConfig struct {
+	// TransactionalIDPrefix prefixes every producer's transactional.id:
+	// "<prefix>-<process>" (default "isrlab-txn-<topic>"). Each process has
+	// its own id; a producer whose transaction ended unknown, or that was
+	// fenced, goes on as a new process with a new id, as Jepsen's workload
+	// does.
+	TransactionalIDPrefix string `yaml:"transactional.id.prefix" json:"transactional.id.prefix"`
+	// TransactionTimeout is transaction.timeout.ms (default 10 s): how long
+	// the coordinator waits for an open transaction before aborting it.
+	TransactionTimeout time.Duration `yaml:"transaction.timeout" json:"transaction.timeout"`
+	// TxnAbortRatio is the fraction of transactions the workload aborts on
+	// purpose (default 0.1; negative: none).
+	TxnAbortRatio float64 `yaml:"txn.abort.ratio" json:"txn.abort.ratio"`
+	// TxnPollRatio is the fraction of transactions that first poll the
+	// producer's own read_committed consumer (read-process-write; default
+	// 0.5; negative: none).
+	TxnPollRatio float64 `yaml:"txn.poll.ratio" json:"txn.poll.ratio"`
+	// TxnMaxSends is the most values one transaction sends, each to a
+	// random partition (1 to TxnMaxSends; default 4).
+	TxnMaxSends int `yaml:"txn.max.sends" json:"txn.max.sends"`
+}
+
+// TxnKeys lists the txn workload's keys that c sets, for a scenario that
+// sets them on another workload.
+func (c Config) TxnKeys() []string {
+	var out []string
+	t := c.TxnConfig
+	for _, k := range []struct {
+		name string
+		set  bool
+	}{
+		{"transactional.id.prefix", t.TransactionalIDPrefix != ""},
+		{"transaction.timeout", t.TransactionTimeout != 0},
+		{"txn.abort.ratio", t.TxnAbortRatio != 0},
+		{"txn.poll.ratio", t.TxnPollRatio != 0},
+		{"txn.max.sends", t.TxnMaxSends != 0},
+	} {
+		if k.set {
+			out = append(out, k.name)
+		}
+	}
+	return out
+}
+
+func (c Config) txnDefaults() Config {
+	c = c.withDefaults()
+	t := &c.TxnConfig
+	if t.TransactionalIDPrefix == "" {
+		t.TransactionalIDPrefix = "isrlab-txn-" + c.Topic
+	}
+	if t.TransactionTimeout <= 0 {
+		t.TransactionTimeout = 10 * time.Second
+	}
+	if t.TxnAbortRatio == 0 {
+		t.TxnAbortRatio = 0.1
+	}
+	if t.TxnPollRatio == 0 {
+		t.TxnPollRatio = 0.5
+	}
+	if t.TxnMaxSends <= 0 {
+		t.TxnMaxSends = 4
+	}
+	return c
+}
+
+// ValidateTxn reports a txn workload configuration that kgo or the
+// workload would refuse, or that sets another workload's keys.
+func (c Config) ValidateTxn() error {
+	if err := c.ValidateFor("log"); err != nil {
+		return errors.New(strings.Replace(err.Error(), "the log workload", "the txn workload", 1))
+	}
+	if c.Acks != "" && c.Acks != "all" && c.Acks != "-1" {
+		return fmt.Errorf("acks %q: transactions need acks=all", c.Acks)
+	}
+	t := c.TxnConfig
+	switch {
+	case t.TxnAbortRatio > 1:
+		return fmt.Errorf("txn.abort.ratio %v: a fraction, 0 to 1 (negative: none)", t.TxnAbortRatio)
+	case t.TxnPollRatio > 1:
+		return fmt.Errorf("txn.poll.ratio %v: a fraction, 0 to 1 (negative: none)", t.TxnPollRatio)
+	case t.TxnMaxSends < 0 || t.TxnMaxSends > 64:
+		return fmt.Errorf("txn.max.sends %d: 1 to 64", t.TxnMaxSends)
+	case t.TransactionTimeout < 0:
+		return fmt.Errorf("transaction.timeout %v is negative", t.TransactionTimeout)
+	case c.Subscribe || c.ManualCommit || c.CrashEvery != 0:
+		return errors.New("subscribe, manual.commit and crash.every are not keys of the txn workload")
+	}
+	return nil
+}
+
+// Txn is the transactional workload: transactional producers (each
+// transaction sends 1 to txn.max.sends values to random partitions, some
+// first poll, and it commits or, at txn.abort.ratio, aborts), and
+// read_committed consumers that poll every partition from its start. Every
+// operation is a history op f "txn" (see package history); Drain reads the
+// topic to its end at the end.
+type Txn struct {
+	*base
+}
+
+// NewTxn returns a Txn workload; see NewLog for seeds and opts.
+func NewTxn(cfg Config, rec *history.Recorder, seeds []string, opts ...kgo.Opt) (*Txn, error) {
+	if err := cfg.ValidateTxn(); err != nil {
+		return nil, err
+	}
+	b, err := newBase(cfg, rec, seeds, opts)
+	if err != nil {
+		return nil, err
+	}
+	b.cfg = cfg.txnDefaults()
+	return &Txn{b}, nil
+}
+
+func (w *Txn) key(p int32) string { return history.TxnKey(w.cfg.Topic, p) }
+
+// Run runs the producers and consumers until ctx is done or cfg.Sends
+// values were sent; the consumers stop when the producers do. A
+// transaction under way when ctx ends is finished first.
+func (w *Txn) Run(ctx context.Context) error {
+	cctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var consumers errgroup.Group
+	for range w.cfg.Consumers {
+		proc := w.procs.take()
+		consumers.Go(func() error { return w.consume(cctx, proc) })
+	}
+	var producers errgroup.Group
+	for i := range w.cfg.Producers {
+		rng := rand.New(rand.NewPCG(uint64(w.cfg.Seed), uint64(i)+1))
+		producers.Go(func() error { return w.producer(ctx, rng) })
+	}
+	err := producers.Wait()
+	stop()
+	if cerr := consumers.Wait(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// readCommitted are a read_committed consumer's options, reading every
+// partition from its start.
+func (w *Txn) readCommitted() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.ConsumePartitions(w.allFromStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(w.cfg.PollTimeout / 2),
+	}
+}
+
+func (w *Txn) consume(ctx context.Context, proc int) error {
+	cl, err := w.client(w.readCommitted()...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for ctx.Err() == nil {
+		if _, err := w.poll(ctx, cl, proc, history.FTxn); err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// poll records one poll of cl as a txn op with a single poll micro-op.
+func (w *Txn) poll(ctx context.Context, cl *kgo.Client, proc int, f string) (history.Op, error) {
+	inv := history.NewOp(proc, history.Invoke, f)
+	inv.Txn = []history.MicroOp{{F: history.MPoll, Offset: -1}}
+	w.rec.Record(inv)
+	m, err := w.pollMicro(ctx, cl)
+	done := history.NewOp(proc, history.OK, f)
+	done.Txn = []history.MicroOp{m}
+	if err != nil && !errors.Is(err, kgo.ErrClientClosed) {
+		done.Error = errString(err)
+		if len(m.Reads) == 0 {
+			done.Type = history.Info
+		}
+	}
+	done = w.rec.Record(done)
+	if errors.Is(err, kgo.ErrClientClosed) {
+		return done, err
+	}
+	return done, nil
+}
+
+// pollMicro polls once and returns the completed poll micro-op and the
+// first error other than the poll's own timeout.
+func (w *Txn) pollMicro(ctx context.Context, cl *kgo.Client) (history.MicroOp, error) {
+	pctx, cancel := context.WithTimeout(ctx, w.cfg.PollTimeout)
+	fs := cl.PollFetches(pctx)
+	cancel()
+	m := history.MicroOp{F: history.MPoll, Offset: -1, Reads: []history.KeyRecords{}}
+	at := map[int32]int{}
+	fs.EachRecord(func(r *kgo.Record) {
+		i, ok := at[r.Partition]
+		if !ok {
+			i = len(m.Reads)
+			at[r.Partition] = i
+			m.Reads = append(m.Reads, history.KeyRecords{Key: w.key(r.Partition)})
+		}
+		hr := history.Record{Offset: r.Offset}
+		v, err := strconv.ParseInt(string(r.Value), 10, 64)
+		if err != nil || v == history.BadValue {
+			hr.Value, hr.Raw = history.BadValue, string(r.Value)
+		} else {
+			hr.Value = v
+		}
+		m.Reads[i].Records = append(m.Reads[i].Records, hr)
+	})
+	var first error
+	fs.EachError(func(_ string, _ int32, err error) {
+		if first == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			first = err
+		}
+	})
+	return m, first
+}
+
+// txnClient is a transactional producer for process proc that also
+// consumes read_committed, for read-process-write transactions.
+func (w *Txn) txnClient(proc int) (*kgo.Client, error) {
+	opts := []kgo.Opt{
+		kgo.TransactionalID(w.cfg.TransactionalIDPrefix + "-" + strconv.Itoa(proc)),
+		kgo.TransactionTimeout(w.cfg.TransactionTimeout),
+		kgo.DefaultProduceTopic(w.cfg.Topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProduceRequestTimeout(w.cfg.RequestTimeout),
+		kgo.RecordDeliveryTimeout(w.cfg.DeliveryTimeout),
+		kgo.ProducerLinger(w.cfg.Linger),
+	}
+	if w.cfg.TxnPollRatio > 0 {
+		opts = append(opts, w.readCommitted()...)
+	}
+	return w.client(opts...)
+}
+
+// producer runs transactions, one process after another: a process ends
+// when a transaction's outcome is unknown or its producer cannot go on.
+func (w *Txn) producer(ctx context.Context, rng *rand.Rand) error {
+	for ctx.Err() == nil && !w.sentAll() {
+		proc := w.procs.take()
+		cl, err := w.txnClient(proc)
+		if err != nil {
+			return err
+		}
+		for ctx.Err() == nil && !w.sentAll() {
+			if !w.txn(ctx, cl, proc, rng) {
+				break
+			}
+			if w.cfg.SendInterval > 0 {
+				pause(ctx, w.cfg.SendInterval)
+			}
+		}
+		cl.Close()
+	}
+	return nil
+}
+
+func (w *Txn) sentAll() bool { return w.cfg.Sends > 0 && w.vals.next.Load() >= w.cfg.Sends }
+
+// txn runs and records one transaction; it reports whether the process
+// can go on with another.
+func (w *Txn) txn(ctx context.Context, cl *kgo.Client, proc int, rng *rand.Rand) bool {
+	n := 1 + rng.IntN(w.cfg.TxnMaxSends)
+	polls := rng.Float64() < w.cfg.TxnPollRatio
+	abort := rng.Float64() < w.cfg.TxnAbortRatio
+	var recs []*kgo.Record
+	inv := history.NewOp(proc, history.Invoke, history.FTxn)
+	if polls {
+		inv.Txn = append(inv.Txn, history.MicroOp{F: history.MPoll, Offset: -1})
+	}
+	for range n {
+		v := w.vals.take()
+		if w.cfg.Sends > 0 && v >= w.cfg.Sends {
+			break
+		}
+		p := rng.Int32N(w.cfg.Partitions)
+		recs = append(recs, &kgo.Record{Partition: p, Value: encodeValue(v)})
+		inv.Txn = append(inv.Txn, history.Send(w.key(p), v))
+	}
+	if len(recs) == 0 {
+		return false
+	}
+	// The run's end does not cut a transaction short: its outcome would
+	// be unknown for no reason.
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.TransactionTimeout+w.cfg.DeliveryTimeout)
+	defer cancel()
+	w.rec.Record(inv)
+	done := inv
+	done.Txn = nil
+	goOn := true
+	finish := func(t history.Type, err error) {
+		done.Type = t
+		if err != nil {
+			done.Error = errString(err)
+		}
+		if t == history.Info {
+			goOn = false
+		}
+	}
+	if err := cl.BeginTransaction(); err != nil {
+		// Nothing was sent: the transaction never began.
+		done.Txn = sendsDone(inv.Txn, nil, nil)
+		finish(history.Fail, fmt.Errorf("begin: %w", err))
+		w.rec.Record(done)
+		return false
+	}
+	if polls {
+		m, _ := w.pollMicro(tctx, cl)
+		done.Txn = append(done.Txn, m)
+	}
+	res := cl.ProduceSync(tctx, recs...)
+	done.Txn = append(done.Txn, sendsDone(inv.Txn, recs, res)...)
+	switch perr := res.FirstErr(); {
+	case perr != nil:
+		// A failed send dooms the transaction: abort it.
+		cl.AbortBufferedRecords(tctx)
+		if err := cl.EndTransaction(tctx, kgo.TryAbort); err != nil {
+			finish(history.Info, fmt.Errorf("send: %v; abort: %w", perr, err))
+		} else {
+			finish(history.Fail, fmt.Errorf("send (aborted): %w", perr))
+		}
+	case abort:
+		if err := cl.EndTransaction(tctx, kgo.TryAbort); err != nil {
+			finish(history.Info, fmt.Errorf("abort: %w", err))
+		} else {
+			finish(history.Fail, errors.New("aborted by the workload"))
+		}
+	default:
+		done.CommitAt = w.rec.Now()
+		if err := cl.EndTransaction(tctx, kgo.TryCommit); err != nil {
+			finish(history.Info, fmt.Errorf("commit: %w", err))
+		} else {
+			finish(history.OK, nil)
+		}
+	}
+	w.rec.Record(done)
+	return goOn
+}
+
+// sendsDone returns the send micro-ops of inv in completion form, with the
+// offsets recs were acknowledged at in res (none when res is nil). res is
+// in the order the records completed, not the order of recs.
+func sendsDone(inv []history.MicroOp, recs []*kgo.Record, res kgo.ProduceResults) []history.MicroOp {
+	acked := map[*kgo.Record]bool{}
+	for _, r := range res {
+		if r.Err == nil && r.Record != nil {
+			acked[r.Record] = true
+		}
+	}
+	var out []history.MicroOp
+	i := 0
+	for _, m := range inv {
+		if m.F != history.MSend {
+			continue
+		}
+		m.Done = true
+		m.Offset = -1
+		if i < len(recs) && acked[recs[i]] {
+			m.Offset = recs[i].Offset
+		}
+		i++
+		out = append(out, m)
+	}
+	return out
+}
+
+// Drain makes sure the topic's transactional log is complete, then reads
+// it: a fresh transactional process commits one marker value to every
+// partition (which read_committed consumers see only after every earlier
+// transaction there was decided), and a fresh read_committed consumer
+// polls (f "txn-drain") until it has read every marker. A partition read to
+// its marker is recorded as f "drained" with its key, the offset after the
+// marker and the partition's start offset. ctx bounds it; if the markers
+// are not all read in time it returns ctx's error, having recorded what it
+// read.
+func (w *Txn) Drain(ctx context.Context) error {
+	var markers map[int32]int64
+	var last error
+	for ctx.Err() == nil && markers == nil {
+		if markers, last = w.markers(ctx); markers == nil {
+			pause(ctx, 100*time.Millisecond)
+		}
+	}
+	if markers == nil {
+		return fmt.Errorf("drain: commit the markers: %w (last error: %v)", ctx.Err(), last)
+	}
+	rc, err := w.client(w.readCommitted()...)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	starts, err := listOffsets(ctx, kadm.NewClient(rc), w.cfg.Topic, true)
+	if err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
+	reader := w.procs.take()
+	seen := map[int32]bool{}
+	for ctx.Err() == nil && len(seen) < len(markers) {
+		done, err := w.poll(ctx, rc, reader, history.FTxnDrain)
+		if err != nil {
+			return fmt.Errorf("drain: %w", err)
+		}
+		for _, kr := range done.Txn[0].Reads {
+			_, p, _ := history.ParseTxnKey(kr.Key)
+			for _, r := range kr.Records {
+				if r.Offset >= markers[p] {
+					seen[p] = true
+				}
+			}
+		}
+	}
+	if len(seen) < len(markers) {
+		return fmt.Errorf("drain: read %d of %d partitions to their marker: %w", len(seen), len(markers), ctx.Err())
+	}
+	for p := range w.cfg.Partitions {
+		op := history.NewOp(reader, history.OK, history.FDrained)
+		op.Key, op.Offset = w.key(p), markers[p]+1
+		op.Value, op.HasValue = starts[p], true
+		w.rec.Record(op)
+	}
+	return nil
+}
+
+// markers commits, as a fresh process, a transaction of one new value per
+// partition and returns each partition's marker offset; nil and the error
+// when it did not commit.
+func (w *Txn) markers(ctx context.Context) (map[int32]int64, error) {
+	proc := w.procs.take()
+	cl, err := w.txnClient(proc)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	inv := history.NewOp(proc, history.Invoke, history.FTxn)
+	for p := range w.cfg.Partitions {
+		v := w.vals.take()
+		recs = append(recs, &kgo.Record{Partition: p, Value: encodeValue(v)})
+		inv.Txn = append(inv.Txn, history.Send(w.key(p), v))
+	}
+	w.rec.Record(inv)
+	done := inv
+	done.Type = history.Info
+	defer func() { w.rec.Record(done) }()
+	if err := cl.BeginTransaction(); err != nil {
+		done.Type, done.Error = history.Fail, errString(err)
+		done.Txn = sendsDone(inv.Txn, nil, nil)
+		return nil, err
+	}
+	// Ending is not cut short by ctx: its outcome would be unknown.
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.TransactionTimeout+w.cfg.RequestTimeout)
+	defer cancel()
+	res := cl.ProduceSync(ctx, recs...)
+	done.Txn = sendsDone(inv.Txn, recs, res)
+	if err := res.FirstErr(); err != nil {
+		done.Error = errString(err)
+		cl.AbortBufferedRecords(ectx)
+		if aerr := cl.EndTransaction(ectx, kgo.TryAbort); aerr == nil {
+			done.Type = history.Fail
+		}
+		return nil, err
+	}
+	done.CommitAt = w.rec.Now()
+	if err := cl.EndTransaction(ectx, kgo.TryCommit); err != nil {
+		done.Error = errString(err)
+		return nil, err
+	}
+	done.Type = history.OK
+	out := map[int32]int64{}
+	for _, r := range recs {
+		out[r.Partition] = r.Offset
+	}
+	return out, nil
+}
