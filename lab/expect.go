@@ -19,6 +19,7 @@ import (
 //	  valid: false              # true (default), false or any
 //	  anomalies:
 //	    lost-write: ">0"        # a count: 0, ">0", ">=10", "<5", "!=0"
+//	    G0: 0                   # transactional ones too (G1a: aborted-read)
 //	  availability: ">=0.9"     # the fraction of ok sends and polls
 //	  unavailability: ">10s"    # the longest window with no ok send on a partition
 //	  throughput:               # the rate workload's, against its pre-fault baseline
@@ -136,6 +137,17 @@ func (c Cond) Holds(x float64) bool {
 	return true
 }
 
+// anomalyAliases are other names an expectation may give an anomaly:
+// Adya's G1a is the checker's aborted-read.
+var anomalyAliases = map[string]string{"G1a": checker.AbortedRead}
+
+func anomalyName(k string) string {
+	if a, ok := anomalyAliases[k]; ok {
+		return a
+	}
+	return k
+}
+
 // validate returns the path of the first bad field and what is wrong.
 func (e Expect) validate() ([]string, error) {
 	switch e.Valid {
@@ -144,7 +156,7 @@ func (e Expect) validate() ([]string, error) {
 		return []string{"valid"}, fmt.Errorf("%q: use true, false or any", e.Valid)
 	}
 	for _, k := range slices.Sorted(maps.Keys(e.Anomalies)) {
-		if !slices.Contains(checker.AnomalyNames, k) {
+		if !slices.Contains(checker.AnomalyNames, anomalyName(k)) {
 			return []string{"anomalies", k}, fmt.Errorf("unknown anomaly %q (known: %s)", k, strings.Join(checker.AnomalyNames, ", "))
 		}
 		if e.Anomalies[k].Dur {
@@ -300,7 +312,7 @@ func (e Expect) Judge(v *checker.Verdict, incomplete bool) Judgement {
 	}
 	for _, k := range slices.Sorted(maps.Keys(e.Anomalies)) {
 		c := e.Anomalies[k]
-		if n := v.Anomalies[k]; !c.Holds(float64(n)) {
+		if n := v.Anomalies[anomalyName(k)]; !c.Holds(float64(n)) {
 			fail("expected %s %s, got %d", k, c, n)
 		}
 	}

@@ -325,19 +325,7 @@ func (d *driver) run(ctx context.Context) (err error) {
 		}
 	}()
 
-	type runner interface {
-		Run(context.Context) error
-		Drain(context.Context) error
-	}
-	var wl runner
-	switch sc.Workload.Type {
-	case "queue":
-		wl, err = workloads.NewQueue(sc.Workload.Config, rec, seeds, dial)
-	case "rate":
-		wl, err = workloads.NewRate(sc.Workload.Config, rec, sw, seeds, dial)
-	default:
-		wl, err = workloads.NewLog(sc.Workload.Config, rec, seeds, dial)
-	}
+	wl, err := newWorkload(sc.Workload, rec, sw, seeds, dial)
 	if err != nil {
 		return err
 	}
@@ -422,6 +410,26 @@ func (d *driver) run(ctx context.Context) (err error) {
 		return perr
 	}
 	return ctx.Err()
+}
+
+// runner is a workload as the driver runs it.
+type runner interface {
+	Run(context.Context) error
+	Drain(context.Context) error
+}
+
+// newWorkload returns the scenario's workload, recording to rec (and the
+// rate workload's samples to sw).
+func newWorkload(w Workload, rec *history.Recorder, sw workloads.Sampler, seeds []string, opts ...kgo.Opt) (runner, error) {
+	switch w.Type {
+	case "queue":
+		return workloads.NewQueue(w.Config, rec, seeds, opts...)
+	case "rate":
+		return workloads.NewRate(w.Config, rec, sw, seeds, opts...)
+	case "txn":
+		return workloads.NewTxn(w.Config, rec, seeds, opts...)
+	}
+	return workloads.NewLog(w.Config, rec, seeds, opts...)
 }
 
 func countStarts(ev []nemesis.Event) int {
@@ -634,6 +642,10 @@ func printVerdict(out io.Writer, v *checker.Verdict, j Judgement) {
 		frac(v.Availability.Overall), frac(v.Availability.DuringFaults), frac(v.Availability.AfterHeal))
 	if line := unavailabilityLine(v); line != "" {
 		fmt.Fprintf(out, "  unavailability: %s\n", line)
+	}
+	if t := v.Stats.Txn; t != nil {
+		fmt.Fprintf(out, "  transactions: %d (ok %d, fail %d, info %d, pending %d; %d unknown ones committed, as reads show), %d polls\n",
+			t.Txns, t.OK, t.Fail, t.Info, t.Pending, t.InfoRead, t.Polls)
 	}
 	fmt.Fprintf(out, "  expectation (%s): %s", j.Expect, strings.ToUpper(j.Outcome.String()))
 	if len(j.Reasons) > 0 {

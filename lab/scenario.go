@@ -100,10 +100,11 @@ type Topic struct {
 
 // Workload is the client workload: the log workload (producers and
 // assigned or subscribed consumers), the queue workload (consumer groups
-// that crash and rejoin) or the rate workload (producers at fixed rates and
-// consumer groups, sampled per second into metrics.jsonl).
+// that crash and rejoin), the rate workload (producers at fixed rates and
+// consumer groups, sampled per second into metrics.jsonl) or the txn
+// workload (transactional producers and read_committed consumers).
 type Workload struct {
-	Type             string `yaml:"type,omitempty"` // log (default), queue or rate
+	Type             string `yaml:"type,omitempty"` // log (default), queue, rate or txn
 	workloads.Config `yaml:",inline"`
 }
 
@@ -488,12 +489,18 @@ func (s *Scenario) Validate() error {
 		return bad([]string{"duration"}, "%v is negative", s.Duration)
 	}
 	switch s.Workload.Type {
-	case "", "log", "queue", "rate":
+	case "", "log", "queue", "rate", "txn":
 	default:
-		return bad([]string{"workload", "type"}, "%q: use log, queue or rate", s.Workload.Type)
+		return bad([]string{"workload", "type"}, "%q: use log, queue, rate or txn", s.Workload.Type)
 	}
 	s.Workload.Topic, s.Workload.Partitions = s.Topic.Name, s.Topic.Partitions
-	if err := s.Workload.ValidateFor(s.Workload.Type); err != nil {
+	if s.Workload.Type == "txn" {
+		if err := s.Workload.ValidateTxn(); err != nil {
+			return bad([]string{"workload"}, "%v", err)
+		}
+	} else if keys := s.Workload.TxnKeys(); len(keys) > 0 {
+		return bad([]string{"workload", keys[0]}, "a key of the txn workload (workload.type: txn)")
+	} else if err := s.Workload.ValidateFor(s.Workload.Type); err != nil {
 		return bad([]string{"workload"}, "%v", err)
 	}
 	for i, f := range s.Faults {

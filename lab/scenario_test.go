@@ -139,7 +139,7 @@ func TestBadScenarios(t *testing.T) {
 		{"bad-schedule", "schedule:\n  type: every\n  interval: 5s\n  hold: 9s\n  mix:\n    - weight: 1\n      fault: {kind: kill, nodes: [random-broker]}\n", "x.yaml:1: schedule: bad fault: hold 9s must be in (0, interval 5s]"},
 		{"schedule-field", "schedule:\n  type: every\n  intervl: 5s\n", "x.yaml:2: schedule: unknown field \"intervl\""},
 		{"schedule-target", "schedule:\n  type: once\n  at: 1s\n  fault: {kind: kill, nodes: [b4]}\n", "schedule: kill: target b4"},
-		{"bad-workload", "workload:\n  type: stream\n", "x.yaml:2: workload.type: \"stream\": use log, queue or rate"},
+		{"bad-workload", "workload:\n  type: stream\n", "x.yaml:2: workload.type: \"stream\": use log, queue, rate or txn"},
 		{"not-yaml", "name: [\n", "x.yaml:"},
 		{"not-a-map", "- 1\n", "x.yaml:1: a scenario is a mapping"},
 	} {

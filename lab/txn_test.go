@@ -1,0 +1,108 @@
+package lab
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/isrlab/isrlab/checker"
+	"github.com/isrlab/isrlab/history"
+	"github.com/isrlab/isrlab/workloads"
+)
+
+// TestTxnScenarios loads the txn library scenarios: the txn workload with
+// its keys, the fault, and an expectation of a valid history.
+func TestTxnScenarios(t *testing.T) {
+	for _, name := range []string{"txn/leader-kill", "txn/coordinator-kill"} {
+		sc, err := Lookup(name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		w := sc.Workload
+		if w.Type != "txn" || w.TxnAbortRatio != 0.1 || w.TxnPollRatio != 0.5 || w.TransactionTimeout != 15*time.Second || w.Topic != "isrlab" {
+			t.Errorf("%s: workload %+v", name, w)
+		}
+		if len(sc.Faults) != 1 || sc.Expect.valid() != "true" || !strings.Contains(sc.Description, "outcome to be measured") {
+			t.Errorf("%s: faults %v, expect %q, description %q", name, sc.Faults, sc.Expect.String(), sc.Description)
+		}
+	}
+}
+
+func TestTxnScenarioValidation(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{"workload: {type: txn, txn.abort.ratio: 3}\n", "txn.abort.ratio 3"},
+		{"workload: {type: txn, rate: 10}\n", "rate is not a key of the txn workload"},
+		{"workload: {type: txn, acks: \"1\"}\n", "transactions need acks=all"},
+		{"workload: {txn.poll.ratio: 0.2}\n", "workload.txn.poll.ratio: a key of the txn workload"},
+		{"expect: {anomalies: {G2: 0}}\n", "unknown anomaly \"G2\""},
+	} {
+		if _, err := Parse("x.yaml", "x", []byte(tc.body)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err = %v, want %q", tc.body, err, tc.want)
+		}
+	}
+	sc, err := Parse("x.yaml", "x", []byte("workload: {type: txn}\nexpect: {anomalies: {G0: 0, G1a: 0, G-single: \">=0\", precommitted-read: 0}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &checker.Verdict{Valid: checker.Valid, Anomalies: map[string]int64{checker.G0: 2, checker.AbortedRead: 1}}
+	j := sc.Expect.Judge(v, false)
+	if j.Outcome != NotMet || !strings.Contains(strings.Join(j.Reasons, ";"), "G0 0, got 2") || !strings.Contains(strings.Join(j.Reasons, ";"), "G1a 0, got 1") {
+		t.Errorf("judgement %+v", j)
+	}
+}
+
+// TestTxnWorkloadAsTheLabRunsIt runs a txn scenario's workload as the
+// lab's driver does (newWorkload from the scenario, Run, Drain, then the
+// checker, the scenario's expectation and the printed verdict), against
+// kfake instead of a compose cluster.
+func TestTxnWorkloadAsTheLabRunsIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kfake cluster")
+	}
+	sc, err := Lookup("txn/leader-kill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(sc.Topic.Partitions, sc.Topic.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cfg := sc.Workload.Config
+	cfg.Sends, cfg.Seed = 300, 7
+	var m history.Memory
+	start := time.Now()
+	rec := history.NewRecorder(&m, func() time.Duration { return time.Since(start) })
+	wk := sc.Workload
+	wk.Config = cfg
+	w, err := newWorkload(wk, rec, nil, c.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := w.(*workloads.Txn); !ok {
+		t.Fatalf("workload.type txn runs %T", w)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := w.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v := checker.CheckOps(m.Ops, checker.Options{})
+	if v.Stats.Txn == nil || v.Stats.Txn.OK == 0 || v.Stats.Txn.Fail == 0 {
+		t.Fatalf("txn stats %+v", v.Stats.Txn)
+	}
+	if j := sc.Expect.Judge(v, false); j.Outcome != Met {
+		t.Errorf("expectation %s: %v (%v); anomalies %v", j.Expect, j.Outcome, j.Reasons, v.Anomalies)
+	}
+	var out strings.Builder
+	printVerdict(&out, v, Judgement{Outcome: Met, Expect: "valid"})
+	if !strings.Contains(out.String(), "transactions: ") {
+		t.Errorf("report lacks the transaction line:\n%s", out.String())
+	}
+}
