@@ -80,19 +80,22 @@ func txnSynth(ops int, partitions int, seed uint64) []history.Op {
 		}
 		return positions[proc]
 	}
+	// pollOp records a poll by proc.
+	pollOp := func(proc int, f string) {
+		inv := history.NewOp(proc, history.Invoke, f)
+		inv.Txn = []history.MicroOp{{F: history.MPoll, Offset: -1}}
+		emit(inv)
+		done := history.NewOp(proc, history.OK, f)
+		done.Txn = []history.MicroOp{{F: history.MPoll, Offset: -1, Reads: poll(pos(proc), open)}}
+		emit(done)
+	}
 	value := int64(0)
 	const producers, consumers = 8, 3
 	for len(out) < ops {
 		switch r := rng.IntN(10); {
 		case r < 2:
 			// A consumer polls.
-			c := 100 + rng.IntN(consumers)
-			inv := history.NewOp(c, history.Invoke, history.FTxn)
-			inv.Txn = []history.MicroOp{{F: history.MPoll, Offset: -1}}
-			emit(inv)
-			done := history.NewOp(c, history.OK, history.FTxn)
-			done.Txn = []history.MicroOp{{F: history.MPoll, Offset: -1, Reads: poll(pos(c), open)}}
-			emit(done)
+			pollOp(100+rng.IntN(consumers), history.FTxn)
 		default:
 			p := rng.IntN(producers)
 			t := open[p]
@@ -154,12 +157,7 @@ func txnSynth(ops int, partitions int, seed uint64) []history.Op {
 	}
 	clear(open)
 	d := 1000
-	inv := history.NewOp(d, history.Invoke, history.FTxnDrain)
-	inv.Txn = []history.MicroOp{{F: history.MPoll, Offset: -1}}
-	emit(inv)
-	done := history.NewOp(d, history.OK, history.FTxnDrain)
-	done.Txn = []history.MicroOp{{F: history.MPoll, Offset: -1, Reads: poll(pos(d), open)}}
-	emit(done)
+	pollOp(d, history.FTxnDrain)
 	for p := range partitions {
 		dr := history.NewOp(d, history.OK, history.FDrained)
 		dr.Key, dr.Value, dr.HasValue, dr.Offset = key(int32(p)), 0, true, int64(len(logs[p]))

@@ -68,22 +68,8 @@ func AppendOp(b []byte, op *Op) []byte {
 			}
 			b = append(b, '"')
 			b = strconv.AppendInt(b, int64(pr.Partition), 10)
-			b = append(b, `":[`...)
-			for j, r := range pr.Records {
-				if j > 0 {
-					b = append(b, ',')
-				}
-				b = append(b, '[')
-				b = strconv.AppendInt(b, r.Offset, 10)
-				b = append(b, ',')
-				if r.Value == BadValue {
-					b = appendString(b, r.Raw)
-				} else {
-					b = strconv.AppendInt(b, r.Value, 10)
-				}
-				b = append(b, ']')
-			}
-			b = append(b, ']')
+			b = append(b, `":`...)
+			b = appendRecords(b, pr.Records)
 		}
 		b = append(b, '}')
 	}

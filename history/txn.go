@@ -345,72 +345,57 @@ func (d *decoder) microOp() (MicroOp, error) {
 }
 
 func (d *decoder) keyRecords() ([]KeyRecords, error) {
-	if err := d.expect('{'); err != nil {
-		return nil, err
-	}
 	out := []KeyRecords{}
-	if c, err := d.peek(); err != nil {
-		return nil, err
-	} else if c == '}' {
-		d.i++
-		return out, nil
-	}
-	for {
-		k, err := d.str()
+	err := d.keyed(func(key string) error {
+		rs, err := d.records(nil)
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("key %q: %w", key, err)
 		}
-		kr := KeyRecords{Key: string(k)}
-		if err := d.expect(':'); err != nil {
-			return nil, err
+		if rs == nil {
+			rs = []Record{}
 		}
-		if kr.Records, err = d.records(nil); err != nil {
-			return nil, fmt.Errorf("key %q: %w", kr.Key, err)
-		}
-		if kr.Records == nil {
-			kr.Records = []Record{}
-		}
-		out = append(out, kr)
-		more, err := d.more('}')
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			return out, nil
-		}
-	}
+		out = append(out, KeyRecords{Key: key, Records: rs})
+		return nil
+	})
+	return out, err
 }
 
 func (d *decoder) keyOffsets() ([]KeyOffset, error) {
-	if err := d.expect('{'); err != nil {
-		return nil, err
-	}
 	out := []KeyOffset{}
+	err := d.keyed(func(key string) error {
+		off, err := d.int()
+		out = append(out, KeyOffset{Key: key, Offset: off})
+		return err
+	})
+	return out, err
+}
+
+// keyed reads a JSON object, calling fn to read each member's value.
+func (d *decoder) keyed(fn func(key string) error) error {
+	if err := d.expect('{'); err != nil {
+		return err
+	}
 	if c, err := d.peek(); err != nil {
-		return nil, err
+		return err
 	} else if c == '}' {
 		d.i++
-		return out, nil
+		return nil
 	}
 	for {
 		k, err := d.str()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		ko := KeyOffset{Key: string(k)}
+		key := string(k)
 		if err := d.expect(':'); err != nil {
-			return nil, err
+			return err
 		}
-		if ko.Offset, err = d.int(); err != nil {
-			return nil, err
+		if err := fn(key); err != nil {
+			return err
 		}
-		out = append(out, ko)
 		more, err := d.more('}')
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			return out, nil
+		if err != nil || !more {
+			return err
 		}
 	}
 }

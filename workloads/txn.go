@@ -205,34 +205,12 @@ func (w *Txn) poll(ctx context.Context, cl *kgo.Client, proc int, f string) (his
 // pollMicro polls once and returns the completed poll micro-op and the
 // first error other than the poll's own timeout.
 func (w *Txn) pollMicro(ctx context.Context, cl *kgo.Client) (history.MicroOp, error) {
-	pctx, cancel := context.WithTimeout(ctx, w.cfg.PollTimeout)
-	fs := cl.PollFetches(pctx)
-	cancel()
-	m := history.MicroOp{F: history.MPoll, Offset: -1, Reads: []history.KeyRecords{}}
-	at := map[int32]int{}
-	fs.EachRecord(func(r *kgo.Record) {
-		i, ok := at[r.Partition]
-		if !ok {
-			i = len(m.Reads)
-			at[r.Partition] = i
-			m.Reads = append(m.Reads, history.KeyRecords{Key: w.key(r.Partition)})
-		}
-		hr := history.Record{Offset: r.Offset}
-		v, err := strconv.ParseInt(string(r.Value), 10, 64)
-		if err != nil || v == history.BadValue {
-			hr.Value, hr.Raw = history.BadValue, string(r.Value)
-		} else {
-			hr.Value = v
-		}
-		m.Reads[i].Records = append(m.Reads[i].Records, hr)
-	})
-	var first error
-	fs.EachError(func(_ string, _ int32, err error) {
-		if first == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-			first = err
-		}
-	})
-	return m, first
+	reads, _, err := pollFetches(ctx, cl, w.cfg.PollTimeout)
+	m := history.MicroOp{F: history.MPoll, Offset: -1, Reads: make([]history.KeyRecords, len(reads))}
+	for i, pr := range reads {
+		m.Reads[i] = history.KeyRecords{Key: w.key(pr.Partition), Records: pr.Records}
+	}
+	return m, err
 }
 
 // txnClient is a transactional producer for process proc that also

@@ -341,36 +341,10 @@ func send(ctx context.Context, cl *kgo.Client, writes *attempts, rec *history.Re
 // the recorded completion. The error is kgo.ErrClientClosed only.
 func pollOnce(ctx context.Context, cl *kgo.Client, rec *history.Recorder, proc int, timeout time.Duration, f string) (history.Op, error) {
 	rec.Record(history.NewOp(proc, history.Invoke, f))
-	pctx, cancel := context.WithTimeout(ctx, timeout)
-	fs := cl.PollFetches(pctx)
-	cancel()
 	done := history.NewOp(proc, history.OK, f)
-	n := 0
-	byPart := map[int32]int{}
-	fs.EachRecord(func(r *kgo.Record) {
-		i, ok := byPart[r.Partition]
-		if !ok {
-			i = len(done.Reads)
-			byPart[r.Partition] = i
-			done.Reads = append(done.Reads, history.PartitionRecords{Partition: r.Partition})
-		}
-		v, err := strconv.ParseInt(string(r.Value), 10, 64)
-		hr := history.Record{Offset: r.Offset, Value: v}
-		if err != nil || v == history.BadValue {
-			hr.Value, hr.Raw = history.BadValue, string(r.Value)
-		}
-		done.Reads[i].Records = append(done.Reads[i].Records, hr)
-		n++
-	})
+	var n int
 	var firstErr error
-	fs.EachError(func(_ string, _ int32, err error) {
-		if firstErr == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-			firstErr = err
-		}
-	})
-	if done.Reads == nil {
-		done.Reads = []history.PartitionRecords{}
-	}
+	done.Reads, n, firstErr = pollFetches(ctx, cl, timeout)
 	if firstErr != nil {
 		done.Error = errString(firstErr)
 		if n == 0 {
@@ -382,4 +356,38 @@ func pollOnce(ctx context.Context, cl *kgo.Client, rec *history.Recorder, proc i
 		return done, firstErr
 	}
 	return done, nil
+}
+
+// pollFetches polls cl once and returns its records per partition, in the
+// order the client returned them (never nil), their number, and the first
+// error other than the poll's own timeout.
+func pollFetches(ctx context.Context, cl *kgo.Client, timeout time.Duration) ([]history.PartitionRecords, int, error) {
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	fs := cl.PollFetches(pctx)
+	cancel()
+	reads := []history.PartitionRecords{}
+	n := 0
+	byPart := map[int32]int{}
+	fs.EachRecord(func(r *kgo.Record) {
+		i, ok := byPart[r.Partition]
+		if !ok {
+			i = len(reads)
+			byPart[r.Partition] = i
+			reads = append(reads, history.PartitionRecords{Partition: r.Partition})
+		}
+		v, err := strconv.ParseInt(string(r.Value), 10, 64)
+		hr := history.Record{Offset: r.Offset, Value: v}
+		if err != nil || v == history.BadValue {
+			hr.Value, hr.Raw = history.BadValue, string(r.Value)
+		}
+		reads[i].Records = append(reads[i].Records, hr)
+		n++
+	})
+	var firstErr error
+	fs.EachError(func(_ string, _ int32, err error) {
+		if firstErr == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			firstErr = err
+		}
+	})
+	return reads, n, firstErr
 }
