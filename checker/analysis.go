@@ -490,7 +490,7 @@ func (a *analysis) add(op *history.Op, pos int64) {
 		if op.Key != "" {
 			a.txnA().drainedKey(op)
 		}
-	case history.FAssign, history.FSubscribe, history.FRebalance:
+	case history.FAssign, history.FSubscribe, history.FRebalance, history.FSeek:
 		if op.Type != history.Fail {
 			ps.lastPoll.reset()
 			if a.txn != nil {

@@ -39,10 +39,14 @@ import (
 // log ends with an op f "drained" whose key is the partition's key, offset
 // the end offset it read up to and value the partition's start offset.
 
-// Transactional operation names.
+// Transactional operation names. A consumer whose position moves other
+// than by reading (a group transact session going back to its group's
+// committed offsets after an abort) records an op f "seek" (type info),
+// after which its next read may repeat offsets.
 const (
 	FTxn      = "txn"
 	FTxnDrain = "txn-drain"
+	FSeek     = "seek"
 )
 
 // Micro-operation names.

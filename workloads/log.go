@@ -329,6 +329,29 @@ func (b *base) subscriber(ctx context.Context, proc int) (*kgo.Client, error) {
 
 // subscriberTo is subscriber with another group id.
 func (b *base) subscriberTo(ctx context.Context, proc int, group string) (*kgo.Client, error) {
+	opts := append([]kgo.Opt{
+		kgo.ConsumeTopics(b.cfg.Topic),
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(b.cfg.PollTimeout / 2),
+	}, b.rebalances(proc)...)
+	if b.cfg.ManualCommit {
+		opts = append(opts, kgo.DisableAutoCommit())
+	}
+	op := history.NewOp(proc, history.Invoke, history.FSubscribe)
+	b.rec.Record(op)
+	cl, err := b.client(opts...)
+	op.Type = history.OK
+	if err != nil {
+		op.Type, op.Error = history.Fail, err.Error()
+	}
+	b.rec.Record(op)
+	return cl, err
+}
+
+// rebalances are the options that record a group member's rebalances as
+// f "rebalance" with its new assignment.
+func (b *base) rebalances(proc int) []kgo.Opt {
 	var mu sync.Mutex
 	owned := map[int32]bool{}
 	note := func(add bool, ps map[string][]int32) {
@@ -349,27 +372,11 @@ func (b *base) subscriberTo(ctx context.Context, proc int, group string) (*kgo.C
 		sort.Slice(op.Partitions, func(i, j int) bool { return op.Partitions[i] < op.Partitions[j] })
 		b.rec.Record(op)
 	}
-	opts := []kgo.Opt{
-		kgo.ConsumeTopics(b.cfg.Topic),
-		kgo.ConsumerGroup(group),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(b.cfg.PollTimeout / 2),
+	return []kgo.Opt{
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { note(true, ps) }),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { note(false, ps) }),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { note(false, ps) }),
 	}
-	if b.cfg.ManualCommit {
-		opts = append(opts, kgo.DisableAutoCommit())
-	}
-	op := history.NewOp(proc, history.Invoke, history.FSubscribe)
-	b.rec.Record(op)
-	cl, err := b.client(opts...)
-	op.Type = history.OK
-	if err != nil {
-		op.Type, op.Error = history.Fail, err.Error()
-	}
-	b.rec.Record(op)
-	return cl, err
 }
 
 // commit commits what the last poll returned and records the outcome.

@@ -38,6 +38,12 @@ type TxnConfig struct {
 	// TxnMaxSends is the most values one transaction sends, each to a
 	// random partition (1 to TxnMaxSends; default 4).
 	TxnMaxSends int `yaml:"txn.max.sends" json:"txn.max.sends"`
+	// TxnGroup, when set, makes the producers members of this consumer
+	// group (kgo.GroupTransactSession): a read-process-write transaction
+	// reads what the group assigned it and commits its consumed offsets in
+	// the transaction (recorded as a send-offsets micro-op). Unset, each
+	// producer reads every partition from its start.
+	TxnGroup string `yaml:"txn.group.id" json:"txn.group.id"`
 }
 
 // TxnKeys lists the txn workload's keys that c sets, for a scenario that
@@ -54,6 +60,7 @@ func (c Config) TxnKeys() []string {
 		{"txn.abort.ratio", t.TxnAbortRatio != 0},
 		{"txn.poll.ratio", t.TxnPollRatio != 0},
 		{"txn.max.sends", t.TxnMaxSends != 0},
+		{"txn.group.id", t.TxnGroup != ""},
 	} {
 		if k.set {
 			out = append(out, k.name)
@@ -204,7 +211,7 @@ func (w *Txn) poll(ctx context.Context, cl *kgo.Client, proc int, f string) (his
 
 // pollMicro polls once and returns the completed poll micro-op and the
 // first error other than the poll's own timeout.
-func (w *Txn) pollMicro(ctx context.Context, cl *kgo.Client) (history.MicroOp, error) {
+func (w *Txn) pollMicro(ctx context.Context, cl poller) (history.MicroOp, error) {
 	reads, _, err := pollFetches(ctx, cl, w.cfg.PollTimeout)
 	m := history.MicroOp{F: history.MPoll, Offset: -1, Reads: make([]history.KeyRecords, len(reads))}
 	for i, pr := range reads {
@@ -213,10 +220,9 @@ func (w *Txn) pollMicro(ctx context.Context, cl *kgo.Client) (history.MicroOp, e
 	return m, err
 }
 
-// txnClient is a transactional producer for process proc that also
-// consumes read_committed, for read-process-write transactions.
-func (w *Txn) txnClient(proc int) (*kgo.Client, error) {
-	opts := []kgo.Opt{
+// txnOpts are a transactional producer's options for process proc.
+func (w *Txn) txnOpts(proc int) []kgo.Opt {
+	return []kgo.Opt{
 		kgo.TransactionalID(w.cfg.TransactionalIDPrefix + "-" + strconv.Itoa(proc)),
 		kgo.TransactionTimeout(w.cfg.TransactionTimeout),
 		kgo.DefaultProduceTopic(w.cfg.Topic),
@@ -226,10 +232,136 @@ func (w *Txn) txnClient(proc int) (*kgo.Client, error) {
 		kgo.RecordDeliveryTimeout(w.cfg.DeliveryTimeout),
 		kgo.ProducerLinger(w.cfg.Linger),
 	}
+}
+
+// txnClient is a transactional producer for process proc that also
+// consumes read_committed, for read-process-write transactions.
+func (w *Txn) txnClient(proc int) (*kgo.Client, error) {
+	opts := w.txnOpts(proc)
 	if w.cfg.TxnPollRatio > 0 {
 		opts = append(opts, w.readCommitted()...)
 	}
 	return w.client(opts...)
+}
+
+// transactor is what one transaction needs of its producer: a plain
+// transactional client, or a consumer group's transact session.
+type transactor interface {
+	begin() error
+	poll(ctx context.Context) (history.MicroOp, error)
+	produce(ctx context.Context, recs []*kgo.Record) kgo.ProduceResults
+	// end commits (or aborts); committed is false when the transaction
+	// aborted, err set when the outcome is unknown.
+	end(ctx context.Context, commit bool) (committed bool, err error)
+	// offsets is the send-offsets micro-op of what a commit commits, if
+	// anything.
+	offsets() *history.MicroOp
+	// ended records what follows the transaction's completion.
+	ended()
+	close()
+}
+
+type plainTransactor struct {
+	w  *Txn
+	cl *kgo.Client
+}
+
+func (p plainTransactor) begin() error { return p.cl.BeginTransaction() }
+func (p plainTransactor) poll(ctx context.Context) (history.MicroOp, error) {
+	return p.w.pollMicro(ctx, p.cl)
+}
+func (p plainTransactor) produce(ctx context.Context, recs []*kgo.Record) kgo.ProduceResults {
+	return p.cl.ProduceSync(ctx, recs...)
+}
+func (p plainTransactor) end(ctx context.Context, commit bool) (bool, error) {
+	if !commit {
+		p.cl.AbortBufferedRecords(ctx)
+	}
+	err := p.cl.EndTransaction(ctx, kgo.TransactionEndTry(commit))
+	return commit && err == nil, err
+}
+func (p plainTransactor) offsets() *history.MicroOp { return nil }
+func (p plainTransactor) ended()                    {}
+func (p plainTransactor) close()                    { p.cl.Close() }
+
+// sessionTransactor reads in consumer group txn.group.id and commits the
+// offsets it consumed in the transaction (kgo.GroupTransactSession).
+type sessionTransactor struct {
+	w    *Txn
+	s    *kgo.GroupTransactSession
+	proc int
+	next map[int32]int64 // the offsets a commit commits: after the last read
+	// rewound is set when the last end aborted.
+	rewound bool
+}
+
+func (w *Txn) session(proc int) (*sessionTransactor, error) {
+	opts := append(w.txnOpts(proc), kgo.SeedBrokers(w.seeds...),
+		kgo.ConsumerGroup(w.cfg.TxnGroup), kgo.ConsumeTopics(w.cfg.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(w.cfg.PollTimeout/2))
+	opts = append(opts, w.rebalances(proc)...)
+	s, err := kgo.NewGroupTransactSession(append(opts, w.opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("new transact session: %w", err)
+	}
+	return &sessionTransactor{w: w, s: s, proc: proc, next: map[int32]int64{}}, nil
+}
+
+func (s *sessionTransactor) begin() error {
+	clear(s.next)
+	return s.s.Begin()
+}
+func (s *sessionTransactor) poll(ctx context.Context) (history.MicroOp, error) {
+	m, err := s.w.pollMicro(ctx, s.s)
+	for _, kr := range m.Reads {
+		_, p, _ := history.ParseTxnKey(kr.Key)
+		if n := len(kr.Records); n > 0 {
+			s.next[p] = max(s.next[p], kr.Records[n-1].Offset+1)
+		}
+	}
+	return m, err
+}
+func (s *sessionTransactor) produce(ctx context.Context, recs []*kgo.Record) kgo.ProduceResults {
+	return s.s.ProduceSync(ctx, recs...)
+}
+func (s *sessionTransactor) end(ctx context.Context, commit bool) (bool, error) {
+	committed, err := s.s.End(ctx, kgo.TransactionEndTry(commit))
+	s.rewound = !committed && err == nil
+	return committed, err
+}
+
+// ended records, after the transaction's completion, that an abort took
+// the session back to the group's committed offsets: what it read in the
+// transaction comes again.
+func (s *sessionTransactor) ended() {
+	if s.rewound {
+		s.w.rec.Record(history.NewOp(s.proc, history.Info, history.FSeek))
+	}
+}
+func (s *sessionTransactor) offsets() *history.MicroOp {
+	if len(s.next) == 0 {
+		return nil
+	}
+	m := &history.MicroOp{F: history.MSendOffsets, Offset: -1, Group: s.w.cfg.TxnGroup}
+	for p := range s.w.cfg.Partitions {
+		if off, ok := s.next[p]; ok {
+			m.Offsets = append(m.Offsets, history.KeyOffset{Key: s.w.key(p), Offset: off})
+		}
+	}
+	return m
+}
+func (s *sessionTransactor) close() { s.s.Close() }
+
+func (w *Txn) transactor(proc int) (transactor, error) {
+	if w.cfg.TxnGroup != "" {
+		return w.session(proc)
+	}
+	cl, err := w.txnClient(proc)
+	if err != nil {
+		return nil, err
+	}
+	return plainTransactor{w: w, cl: cl}, nil
 }
 
 // producer runs transactions, one process after another: a process ends
@@ -237,19 +369,19 @@ func (w *Txn) txnClient(proc int) (*kgo.Client, error) {
 func (w *Txn) producer(ctx context.Context, rng *rand.Rand) error {
 	for ctx.Err() == nil && !w.sentAll() {
 		proc := w.procs.take()
-		cl, err := w.txnClient(proc)
+		tr, err := w.transactor(proc)
 		if err != nil {
 			return err
 		}
 		for ctx.Err() == nil && !w.sentAll() {
-			if !w.txn(ctx, cl, proc, rng) {
+			if !w.txn(ctx, tr, proc, rng) {
 				break
 			}
 			if w.cfg.SendInterval > 0 {
 				pause(ctx, w.cfg.SendInterval)
 			}
 		}
-		cl.Close()
+		tr.close()
 	}
 	return nil
 }
@@ -258,7 +390,7 @@ func (w *Txn) sentAll() bool { return w.cfg.Sends > 0 && w.vals.next.Load() >= w
 
 // txn runs and records one transaction; it reports whether the process
 // can go on with another.
-func (w *Txn) txn(ctx context.Context, cl *kgo.Client, proc int, rng *rand.Rand) bool {
+func (w *Txn) txn(ctx context.Context, tr transactor, proc int, rng *rand.Rand) bool {
 	n := 1 + rng.IntN(w.cfg.TxnMaxSends)
 	polls := rng.Float64() < w.cfg.TxnPollRatio
 	abort := rng.Float64() < w.cfg.TxnAbortRatio
@@ -296,7 +428,7 @@ func (w *Txn) txn(ctx context.Context, cl *kgo.Client, proc int, rng *rand.Rand)
 			goOn = false
 		}
 	}
-	if err := cl.BeginTransaction(); err != nil {
+	if err := tr.begin(); err != nil {
 		// Nothing was sent: the transaction never began.
 		done.Txn = sendsDone(inv.Txn, nil, nil)
 		finish(history.Fail, fmt.Errorf("begin: %w", err))
@@ -304,35 +436,42 @@ func (w *Txn) txn(ctx context.Context, cl *kgo.Client, proc int, rng *rand.Rand)
 		return false
 	}
 	if polls {
-		m, _ := w.pollMicro(tctx, cl)
+		m, _ := tr.poll(tctx)
 		done.Txn = append(done.Txn, m)
 	}
-	res := cl.ProduceSync(tctx, recs...)
+	res := tr.produce(tctx, recs)
 	done.Txn = append(done.Txn, sendsDone(inv.Txn, recs, res)...)
 	switch perr := res.FirstErr(); {
 	case perr != nil:
 		// A failed send dooms the transaction: abort it.
-		cl.AbortBufferedRecords(tctx)
-		if err := cl.EndTransaction(tctx, kgo.TryAbort); err != nil {
+		if _, err := tr.end(tctx, false); err != nil {
 			finish(history.Info, fmt.Errorf("send: %v; abort: %w", perr, err))
 		} else {
 			finish(history.Fail, fmt.Errorf("send (aborted): %w", perr))
 		}
 	case abort:
-		if err := cl.EndTransaction(tctx, kgo.TryAbort); err != nil {
+		if _, err := tr.end(tctx, false); err != nil {
 			finish(history.Info, fmt.Errorf("abort: %w", err))
 		} else {
 			finish(history.Fail, errors.New("aborted by the workload"))
 		}
 	default:
+		if m := tr.offsets(); m != nil {
+			done.Txn = append(done.Txn, *m)
+		}
 		done.CommitAt = w.rec.Now()
-		if err := cl.EndTransaction(tctx, kgo.TryCommit); err != nil {
+		switch committed, err := tr.end(tctx, true); {
+		case err != nil:
 			finish(history.Info, fmt.Errorf("commit: %w", err))
-		} else {
+		case committed:
 			finish(history.OK, nil)
+		default:
+			// The session aborted instead (the group rebalanced).
+			finish(history.Fail, errors.New("aborted by the transact session: the group rebalanced"))
 		}
 	}
 	w.rec.Record(done)
+	tr.ended()
 	return goOn
 }
 

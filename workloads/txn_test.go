@@ -24,56 +24,69 @@ func TestTxnWorkloadAgainstKfake(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a kfake cluster")
 	}
-	c := fakeCluster(t, 3, "txn")
-	m, rec := recorder()
-	cfg := Config{Topic: "txn", Partitions: 3, Producers: 3, Consumers: 2, Sends: 400, Seed: 1,
-		TxnConfig: TxnConfig{TxnAbortRatio: 0.2, TransactionTimeout: 30 * time.Second}}
-	w, err := NewTxn(cfg, rec, c.ListenAddrs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := runAndCheck(t, w.Run, w.Drain, m)
-	if v.Valid != checker.Valid {
-		t.Fatalf("verdict %s: anomalies %v examples %v notes %q", v.Valid, v.Anomalies, v.Examples, v.Notes)
-	}
-	st := v.Stats.Txn
-	if st == nil || st.OK == 0 || st.Fail == 0 || st.Polls == 0 {
-		t.Fatalf("txn stats = %+v; want commits, aborts and polls", st)
-	}
-	var rpw, drained, committedValues int
-	for _, op := range m.Ops {
-		switch {
-		case op.F == history.FDrained && op.Key != "":
-			drained++
-		case op.F == history.FTxn && op.Type == history.OK:
-			sends, read := 0, 0
-			for _, mo := range op.Txn {
-				if mo.F == history.MSend {
-					sends++
-					if mo.Offset < 0 {
-						t.Errorf("committed send without an offset: %+v", op)
+	for _, group := range []string{"", "etl"} {
+		t.Run("group="+group, func(t *testing.T) {
+			c := fakeCluster(t, 3, "txn")
+			m, rec := recorder()
+			cfg := Config{Topic: "txn", Partitions: 3, Producers: 3, Consumers: 2, Sends: 400, Seed: 1,
+				TxnConfig: TxnConfig{TxnAbortRatio: 0.2, TransactionTimeout: 30 * time.Second, TxnGroup: group}}
+			w, err := NewTxn(cfg, rec, c.ListenAddrs())
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := runAndCheck(t, w.Run, w.Drain, m)
+			if v.Valid != checker.Valid {
+				t.Fatalf("verdict %s: anomalies %v notes %q", v.Valid, v.Anomalies, v.Notes)
+			}
+			st := v.Stats.Txn
+			if st == nil || st.OK == 0 || st.Fail == 0 || st.Polls == 0 {
+				t.Fatalf("txn stats = %+v; want commits, aborts and polls", st)
+			}
+			var rpw, drained, committedValues, sendOffsets int
+			for _, op := range m.Ops {
+				switch {
+				case op.F == history.FDrained && op.Key != "":
+					drained++
+				case op.F == history.FTxn && op.Type == history.OK:
+					sends, read := 0, 0
+					for _, mo := range op.Txn {
+						switch mo.F {
+						case history.MSend:
+							sends++
+							if mo.Offset < 0 {
+								t.Errorf("committed send without an offset: %+v", op)
+							}
+						case history.MSendOffsets:
+							sendOffsets++
+							if mo.Group != group || len(mo.Offsets) == 0 {
+								t.Errorf("send-offsets %+v", mo)
+							}
+						}
+						for _, kr := range mo.Reads {
+							read += len(kr.Records)
+						}
+					}
+					committedValues += sends
+					if sends > 0 && read > 0 {
+						rpw++
+					}
+					if sends > 0 && op.CommitAt <= 0 {
+						t.Errorf("committed txn without commit_at: %+v", op)
 					}
 				}
-				for _, kr := range mo.Reads {
-					read += len(kr.Records)
-				}
 			}
-			committedValues += sends
-			if sends > 0 && read > 0 {
-				rpw++
+			if rpw == 0 || drained != 3 {
+				t.Errorf("read-process-write txns that read something: %d; drained partitions: %d of 3", rpw, drained)
 			}
-			if sends > 0 && op.CommitAt <= 0 {
-				t.Errorf("committed txn without commit_at: %+v", op)
+			if (group != "") != (sendOffsets > 0) {
+				t.Errorf("group %q: %d committed txns sent offsets", group, sendOffsets)
 			}
-		}
-	}
-	if rpw == 0 || drained != 3 {
-		t.Errorf("read-process-write txns that read something: %d; drained partitions: %d of 3", rpw, drained)
-	}
-	// Every committed value was read (lost-write and unseen are zero, and
-	// the count agrees).
-	if st.ValuesRead < int64(committedValues) {
-		t.Errorf("values read %d < committed values %d", st.ValuesRead, committedValues)
+			// Every committed value was read (lost-write and unseen are
+			// zero, and the count agrees).
+			if st.ValuesRead < int64(committedValues) {
+				t.Errorf("values read %d < committed values %d", st.ValuesRead, committedValues)
+			}
+		})
 	}
 }
 
@@ -156,17 +169,17 @@ func TestTxnDistinctIDsAndNewProcessAfterUnknown(t *testing.T) {
 
 func TestTxnConfig(t *testing.T) {
 	var cfg Config
-	if err := yaml.Unmarshal([]byte("txn.abort.ratio: 0.3\ntxn.poll.ratio: -1\ntxn.max.sends: 2\ntransaction.timeout: 5s\ntransactional.id.prefix: p\n"), &cfg); err != nil {
+	if err := yaml.Unmarshal([]byte("txn.abort.ratio: 0.3\ntxn.poll.ratio: -1\ntxn.max.sends: 2\ntransaction.timeout: 5s\ntransactional.id.prefix: p\ntxn.group.id: g\n"), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	want := TxnConfig{TransactionalIDPrefix: "p", TransactionTimeout: 5 * time.Second, TxnAbortRatio: 0.3, TxnPollRatio: -1, TxnMaxSends: 2}
+	want := TxnConfig{TransactionalIDPrefix: "p", TransactionTimeout: 5 * time.Second, TxnAbortRatio: 0.3, TxnPollRatio: -1, TxnMaxSends: 2, TxnGroup: "g"}
 	if cfg.TxnConfig != want {
 		t.Errorf("parsed %+v, want %+v", cfg.TxnConfig, want)
 	}
 	if err := cfg.ValidateTxn(); err != nil {
 		t.Errorf("ValidateTxn: %v", err)
 	}
-	if got := strings.Join(cfg.TxnKeys(), ","); got != "transactional.id.prefix,transaction.timeout,txn.abort.ratio,txn.poll.ratio,txn.max.sends" {
+	if got := strings.Join(cfg.TxnKeys(), ","); got != "transactional.id.prefix,transaction.timeout,txn.abort.ratio,txn.poll.ratio,txn.max.sends,txn.group.id" {
 		t.Errorf("TxnKeys = %s", got)
 	}
 	for _, bad := range []struct {

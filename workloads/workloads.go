@@ -358,10 +358,15 @@ func pollOnce(ctx context.Context, cl *kgo.Client, rec *history.Recorder, proc i
 	return done, nil
 }
 
+// poller is a kgo.Client or a kgo.GroupTransactSession.
+type poller interface {
+	PollFetches(context.Context) kgo.Fetches
+}
+
 // pollFetches polls cl once and returns its records per partition, in the
 // order the client returned them (never nil), their number, and the first
 // error other than the poll's own timeout.
-func pollFetches(ctx context.Context, cl *kgo.Client, timeout time.Duration) ([]history.PartitionRecords, int, error) {
+func pollFetches(ctx context.Context, cl poller, timeout time.Duration) ([]history.PartitionRecords, int, error) {
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	fs := cl.PollFetches(pctx)
 	cancel()
