@@ -13,13 +13,14 @@ import (
 // Transactions (f "txn" and "txn-drain"; see package history) are checked
 // after Jepsen's Kafka workload. Reads are the records of read_committed
 // polls, whatever the outcome of the op that polled; a transaction counts
-// as committed when it ended ok, or when it ended info or never completed
-// and a value it sent was read.
+// as committed when it ended ok, or when it ended info after asking to
+// commit (commit_at), or never completed, and a value it sent was read.
 //
 // These make the verdict invalid:
 //
 //   - aborted-read (Adya's G1a): a value was read whose transaction
-//     definitely aborted (ended fail).
+//     definitely aborted (ended fail), or ended info without asking to
+//     commit (no commit_at: an abort that was not confirmed).
 //   - lost-write: a committed transaction's value that no poll returned,
 //     although a later offset of its key was read or a complete drain
 //     (f "drained") of its key covers it; or a value read once and missing
@@ -409,7 +410,14 @@ func (t *txnAnalysis) committed(w int32) bool {
 		return false
 	}
 	tx := &t.txs[w]
-	return tx.typ == history.OK || (tx.typ != history.Fail && tx.anyRead)
+	return tx.typ == history.OK || (tx.typ != history.Fail && !t.neverCommits(w) && tx.anyRead)
+}
+
+// neverCommits reports a transaction that ended without asking to commit:
+// failed, or unknown with no commit_at (its abort was not confirmed).
+func (t *txnAnalysis) neverCommits(w int32) bool {
+	tx := &t.txs[w]
+	return tx.typ == history.Fail || (tx.typ == history.Info && tx.commitAt <= 0)
 }
 
 // sortedLog is one key's log in offset order.
@@ -505,9 +513,13 @@ func (t *txnAnalysis) values() {
 					Note: fmt.Sprintf("value %d was read from %s but no transaction sent it", v, key), positions: []int64{vs.readPos}})
 			}
 			continue
-		case vs.read && wtx.typ == history.Fail:
+		case vs.read && t.neverCommits(w):
+			how := "aborted"
+			if wtx.typ == history.Info {
+				how = "never asked to commit"
+			}
 			t.a.flag(AbortedRead, Example{Key: key, Value: i64p(v), Offset: optI64(vs.off),
-				Note:      fmt.Sprintf("value %d was read from %s although its transaction aborted (G1a)", v, key),
+				Note:      fmt.Sprintf("value %d was read from %s although its transaction %s (G1a)", v, key, how),
 				positions: sorted(wtx.invPos, wtx.pos, vs.readPos)})
 			continue
 		}

@@ -29,6 +29,7 @@ func TestTxnGolden(t *testing.T) {
 		{name: "info-commit-resolved", valid: Valid},
 		{name: "seek-reread", valid: Valid},
 		{name: "aborted-read", valid: Invalid, anomalies: map[string]int64{AbortedRead: 1}, exKey: "t/0", exValue: 3, exOps: 3},
+		{name: "info-never-committed", valid: Invalid, anomalies: map[string]int64{AbortedRead: 1}, exKey: "t/0", exValue: 2, exOps: 3},
 		{name: "lost-committed", valid: Invalid, anomalies: map[string]int64{LostWrite: 1}, exKey: "t/0", exValue: 2, exOps: 2},
 		{name: "info-lost", valid: Invalid, anomalies: map[string]int64{LostWrite: 1}, exKey: "t/1", exValue: 2, exOps: 2},
 		{name: "duplicate", valid: Invalid, anomalies: map[string]int64{Duplicate: 1}, exKey: "t/0", exValue: 1, exOps: 2},
