@@ -933,6 +933,12 @@ func (a *analysis) finish() *Verdict {
 		if a.txn.invalid {
 			v.Valid = Invalid
 		}
+		if st := a.txn.stats; st.OK+st.InfoRead == 0 && v.Valid == Valid {
+			// Nothing committed: nothing a transaction promises was put
+			// to the test.
+			v.Valid = Unknown
+			v.Notes = append(v.Notes, fmt.Sprintf("no transaction committed (%d failed, %d unknown): nothing transactional was checked", st.Fail, st.Info))
+		}
 		v.Notes = append(v.Notes, a.txn.notes...)
 		for _, k := range cycleAnomalies {
 			if a.anomalies[k] > 0 {

@@ -28,6 +28,7 @@ func TestTxnGolden(t *testing.T) {
 		{name: "clean", valid: Valid},
 		{name: "info-commit-resolved", valid: Valid},
 		{name: "seek-reread", valid: Valid},
+		{name: "none-committed", valid: Unknown, note: "no transaction committed"},
 		{name: "aborted-read", valid: Invalid, anomalies: map[string]int64{AbortedRead: 1}, exKey: "t/0", exValue: 3, exOps: 3},
 		{name: "info-never-committed", valid: Invalid, anomalies: map[string]int64{AbortedRead: 1}, exKey: "t/0", exValue: 2, exOps: 3},
 		{name: "lost-committed", valid: Invalid, anomalies: map[string]int64{LostWrite: 1}, exKey: "t/0", exValue: 2, exOps: 2},
