@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -133,6 +134,64 @@ type txVal struct {
 type txSlot struct {
 	v   int64
 	pos int64
+	set bool
+}
+
+// denseLimit bounds the values and offsets indexed by slices; larger ones
+// (a corrupt history) go to maps.
+const denseLimit = 1 << 26
+
+// txLog is one key's offsets: a slice for offsets from 0, a map beyond.
+type txLog struct {
+	dense  []txSlot
+	sparse map[int64]txSlot
+}
+
+func (l *txLog) get(off int64) (txSlot, bool) {
+	if off >= 0 && off < int64(len(l.dense)) {
+		s := l.dense[off]
+		return s, s.set
+	}
+	s, ok := l.sparse[off]
+	return s, ok
+}
+
+func (l *txLog) put(off int64, s txSlot) {
+	s.set = true
+	if off >= 0 && off < denseLimit {
+		if off >= int64(len(l.dense)) {
+			l.dense = slices.Grow(l.dense, int(off)+1-len(l.dense))[:off+1]
+		}
+		l.dense[off] = s
+		return
+	}
+	if l.sparse == nil {
+		l.sparse = map[int64]txSlot{}
+	}
+	l.sparse[off] = s
+}
+
+// sorted returns the log in offset order.
+func (l *txLog) sorted() sortedLog {
+	var out sortedLog
+	add := func(off int64, s txSlot) {
+		out.offs = append(out.offs, off)
+		out.vals = append(out.vals, s.v)
+	}
+	sp := slices.Sorted(maps.Keys(l.sparse))
+	i := 0
+	for ; i < len(sp) && sp[i] < 0; i++ {
+		add(sp[i], l.sparse[sp[i]])
+	}
+	for off, s := range l.dense {
+		if s.set {
+			add(int64(off), s)
+		}
+	}
+	for ; i < len(sp); i++ {
+		add(sp[i], l.sparse[sp[i]])
+	}
+	return out
 }
 
 type txLast struct {
@@ -160,12 +219,15 @@ type txnAnalysis struct {
 	a        *analysis
 	keys     map[string]int32
 	keyNames []string
-	logs     []map[int64]txSlot
+	logs     []txLog
 	maxRead  []int64
 	maxPos   []int64
 	drained  map[int32][2]int64
 	txs      []txState
-	vals     map[int64]int32
+	// A value's state is vs[dense[v]-1], or vs[sparse[v]] for values
+	// outside [0, denseLimit).
+	dense    []int32
+	sparse   map[int64]int32
 	vs       []txVal
 	procs    map[int]*txProc
 	skips    [][]txSkip
@@ -176,7 +238,7 @@ type txnAnalysis struct {
 }
 
 func newTxnAnalysis(a *analysis) *txnAnalysis {
-	return &txnAnalysis{a: a, keys: map[string]int32{}, vals: map[int64]int32{}, procs: map[int]*txProc{},
+	return &txnAnalysis{a: a, keys: map[string]int32{}, sparse: map[int64]int32{}, procs: map[int]*txProc{},
 		drained: map[int32][2]int64{}, reported: map[[2]int64]struct{}{}}
 }
 
@@ -187,20 +249,37 @@ func (t *txnAnalysis) key(k string) int32 {
 	id := int32(len(t.keyNames))
 	t.keys[k] = id
 	t.keyNames = append(t.keyNames, k)
-	t.logs = append(t.logs, map[int64]txSlot{})
+	t.logs = append(t.logs, txLog{})
 	t.maxRead = append(t.maxRead, -1)
 	t.maxPos = append(t.maxPos, -1)
 	return id
 }
 
 func (t *txnAnalysis) val(v int64) *txVal {
-	i, ok := t.vals[v]
+	i, ok := t.index(v)
 	if !ok {
 		i = int32(len(t.vs))
-		t.vals[v] = i
 		t.vs = append(t.vs, txVal{writer: -1, key: -1, off: -1, obsPos: -1, readPos: -1, readT: math.MaxInt64, readTPos: -1})
+		if v >= 0 && v < denseLimit {
+			if v >= int64(len(t.dense)) {
+				t.dense = slices.Grow(t.dense, int(v)+1-len(t.dense))[:v+1]
+			}
+			t.dense[v] = i + 1
+		} else {
+			t.sparse[v] = i
+		}
 	}
 	return &t.vs[i]
+}
+
+// index returns where value v's state is.
+func (t *txnAnalysis) index(v int64) (int32, bool) {
+	if v >= 0 && v < int64(len(t.dense)) {
+		i := t.dense[v] - 1
+		return i, i >= 0
+	}
+	i, ok := t.sparse[v]
+	return i, ok
 }
 
 func (t *txnAnalysis) proc(p int) *txProc {
@@ -389,9 +468,9 @@ func (t *txnAnalysis) observe(v int64, k int32, off, pos int64) *txVal {
 		t.a.flag(Duplicate, Example{Key: t.keyNames[k], Value: i64p(v), Offsets: []int64{vs.off, off},
 			Note: fmt.Sprintf("value %d is at %s", v, where), positions: uniq(vs.obsPos, pos)})
 	}
-	log := t.logs[k]
-	if s, ok := log[off]; !ok {
-		log[off] = txSlot{v: v, pos: pos}
+	log := &t.logs[k]
+	if s, ok := log.get(off); !ok {
+		log.put(off, txSlot{v: v, pos: pos})
 	} else if s.v != v {
 		id := [2]int64{int64(k), off}
 		if _, done := t.reported[id]; !done {
@@ -464,18 +543,9 @@ func (t *txnAnalysis) finish() {
 	}
 	t.stats.Keys = len(t.keyNames)
 	logs := make([]sortedLog, len(t.logs))
-	for k, m := range t.logs {
-		l := &logs[k]
-		l.offs = make([]int64, 0, len(m))
-		for off := range m {
-			l.offs = append(l.offs, off)
-		}
-		slices.Sort(l.offs)
-		l.vals = make([]int64, len(l.offs))
-		for i, off := range l.offs {
-			l.vals[i] = m[off].v
-		}
-		t.logs[k] = nil
+	for k := range t.logs {
+		logs[k] = t.logs[k].sorted()
+		t.logs[k] = txLog{}
 	}
 	t.values()
 	t.resolveSkips(logs)
@@ -483,20 +553,23 @@ func (t *txnAnalysis) finish() {
 }
 
 func (t *txnAnalysis) writerOf(v int64) int32 {
-	if i, ok := t.vals[v]; ok {
+	if i, ok := t.index(v); ok {
 		return t.vs[i].writer
 	}
 	return -1
 }
 
 func (t *txnAnalysis) values() {
-	order := make([]int64, 0, len(t.vals))
-	for v := range t.vals {
-		order = append(order, v)
+	order := slices.Sorted(maps.Keys(t.sparse))
+	for v, i := range t.dense {
+		if i > 0 {
+			order = append(order, int64(v))
+		}
 	}
 	slices.Sort(order)
 	for _, v := range order {
-		vs := &t.vs[t.vals[v]]
+		i, _ := t.index(v)
+		vs := &t.vs[i]
 		var key string
 		if vs.key >= 0 {
 			key = t.keyNames[vs.key]

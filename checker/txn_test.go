@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/isrlab/isrlab/history"
 )
 
 // TestTxnGolden checks one transactional history per anomaly from
@@ -87,5 +89,40 @@ func TestTxnGolden(t *testing.T) {
 			}
 			compareGolden(t, "txn-"+tc.name, v)
 		})
+	}
+}
+
+// TestTxnFarValuesAndOffsets: values and offsets outside the dense range
+// (negative, or beyond it) are checked like the others.
+func TestTxnFarValuesAndOffsets(t *testing.T) {
+	far := int64(1) << 40
+	send := func(proc int, typ history.Type, key string, v, off int64) []history.Op {
+		inv := history.NewOp(proc, history.Invoke, history.FTxn)
+		inv.Txn = []history.MicroOp{history.Send(key, v)}
+		done := history.NewOp(proc, typ, history.FTxn)
+		done.Txn = []history.MicroOp{{F: history.MSend, Key: key, Value: v, Offset: off, Done: true}}
+		done.CommitAt = 1
+		return []history.Op{inv, done}
+	}
+	var ops []history.Op
+	ops = append(ops, send(0, history.OK, "t/0", -5, far)...)
+	ops = append(ops, send(0, history.OK, "t/0", far, far+2)...)
+	ops = append(ops, send(1, history.OK, "t/0", 3, 1)...)
+	poll := history.NewOp(2, history.OK, history.FTxn)
+	// far+2 then far: nonmonotonic; 1 then far+2 skips the committed -5
+	// at far (another transaction: out of order).
+	poll.Txn = []history.MicroOp{{F: history.MPoll, Offset: -1, Reads: []history.KeyRecords{{Key: "t/0",
+		Records: []history.Record{{Offset: 1, Value: 3}, {Offset: far + 2, Value: far}, {Offset: far, Value: -5}}}}}}
+	ops = append(ops, poll)
+	for i := range ops {
+		ops[i].Index, ops[i].Time = int64(i), int64(i+1)*10
+	}
+	v := CheckOps(ops, Options{Linearizable: LinOff})
+	want := map[string]int64{NonmonotonicPoll: 1, TxnOutOfOrder: 1}
+	if fmt.Sprint(v.Anomalies) != fmt.Sprint(want) {
+		t.Errorf("anomalies = %v, want %v: %+v", v.Anomalies, want, v.Examples)
+	}
+	if ex := v.Examples[TxnOutOfOrder]; len(ex) != 1 || *ex[0].Value != -5 {
+		t.Errorf("out-of-order example %+v", ex)
 	}
 }
