@@ -373,7 +373,9 @@ func (w *Txn) producer(ctx context.Context, rng *rand.Rand) error {
 		if err != nil {
 			return err
 		}
+		ran := 0
 		for ctx.Err() == nil && !w.sentAll() {
+			ran++
 			if !w.txn(ctx, tr, proc, rng) {
 				break
 			}
@@ -382,6 +384,12 @@ func (w *Txn) producer(ctx context.Context, rng *rand.Rand) error {
 			}
 		}
 		tr.close()
+		if ran <= 1 {
+			// The first transaction of the process ended it: a cluster
+			// that refuses transactions should not get a process a
+			// millisecond.
+			pause(ctx, 100*time.Millisecond)
+		}
 	}
 	return nil
 }
@@ -516,7 +524,7 @@ func (w *Txn) Drain(ctx context.Context) error {
 	var last error
 	for ctx.Err() == nil && markers == nil {
 		if markers, last = w.markers(ctx); markers == nil {
-			pause(ctx, 100*time.Millisecond)
+			pause(ctx, 500*time.Millisecond)
 		}
 	}
 	if markers == nil {
