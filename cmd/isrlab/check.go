@@ -171,6 +171,10 @@ func printSummary(w io.Writer, file string, v *checker.Verdict, out, html string
 	fmt.Fprintf(w, "sends:        %d (ok %d, fail %d, info %d, pending %d; %d info sends were read)\n",
 		v.Stats.Sends, v.Stats.SendsOK, v.Stats.SendsFail, v.Stats.SendsInfo, v.Stats.SendsPending, v.Stats.InfoRead)
 	fmt.Fprintf(w, "polls:        %d (ok %d), %d records, %d distinct values read\n", v.Stats.Polls, v.Stats.PollsOK, v.Stats.Records, v.Stats.ReadValues)
+	if t := v.Stats.Txn; t != nil {
+		fmt.Fprintf(w, "transactions: %d (ok %d, fail %d, info %d, pending %d; %d unknown ones committed, as reads show), %d polls, %d of %d values read\n",
+			t.Txns, t.OK, t.Fail, t.Info, t.Pending, t.InfoRead, t.Polls, t.ValuesRead, t.Values)
+	}
 	if len(v.Anomalies) == 0 {
 		fmt.Fprintln(w, "anomalies:    none")
 	} else {
