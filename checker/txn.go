@@ -396,7 +396,7 @@ func (t *txnAnalysis) add(op *history.Op, pos int64, inv *pending) {
 
 func (t *txnAnalysis) read(op *history.Op, pos int64, id int32, k int32, r history.Record, readAt int64, own []int64, ps *txProc, tx *txState) {
 	if r.Value == history.BadValue {
-		t.a.flag(Unexpected, Example{Key: t.keyNames[k], Offset: i64p(r.Offset), Raw: r.Raw,
+		t.flag(Unexpected, Example{Key: t.keyNames[k], Offset: i64p(r.Offset), Raw: r.Raw,
 			Note: fmt.Sprintf("record value %q, not a number, was read from %s but never sent", r.Raw, t.keyNames[k]), positions: []int64{pos}})
 		return
 	}
@@ -416,7 +416,7 @@ func (t *txnAnalysis) read(op *history.Op, pos int64, id int32, k int32, r histo
 	}
 	if slices.Contains(own, r.Value) {
 		p := op.Process
-		t.a.flag(PrecommittedRead, Example{Key: t.keyNames[k], Value: i64p(r.Value), Offset: i64p(r.Offset), Process: &p,
+		t.flag(PrecommittedRead, Example{Key: t.keyNames[k], Value: i64p(r.Value), Offset: i64p(r.Offset), Process: &p,
 			Note: fmt.Sprintf("the transaction that sent value %d to %s read it before it committed", r.Value, t.keyNames[k]), positions: []int64{pos}})
 	}
 	last := ps.last[k]
@@ -427,7 +427,7 @@ func (t *txnAnalysis) read(op *history.Op, pos int64, id int32, k int32, r histo
 		if last.flagged != pos {
 			last.flagged = pos
 			p := op.Process
-			t.a.flag(NonmonotonicPoll, Example{Key: t.keyNames[k], Offsets: []int64{last.off, r.Offset}, Process: &p,
+			t.flag(NonmonotonicPoll, Example{Key: t.keyNames[k], Offsets: []int64{last.off, r.Offset}, Process: &p,
 				Note:      fmt.Sprintf("process %d read offset %d of %s, then offset %d", p, last.off, t.keyNames[k], r.Offset),
 				positions: uniq(last.pos, pos)})
 		}
@@ -453,6 +453,16 @@ func (t *txnAnalysis) read(op *history.Op, pos int64, id int32, k int32, r histo
 	tx.finals = append(tx.finals, txFinal{key: k, off: r.Offset})
 }
 
+// flag reports an anomaly; the example's partition is its key's (-1 for
+// a cycle, which has none).
+func (t *txnAnalysis) flag(kind string, ex Example) {
+	ex.Partition = -1
+	if _, p, ok := history.ParseTxnKey(ex.Key); ok {
+		ex.Partition = p
+	}
+	t.a.flag(kind, ex)
+}
+
 // observe records that value v is at offset off of key k.
 func (t *txnAnalysis) observe(v int64, k int32, off, pos int64) *txVal {
 	vs := t.val(v)
@@ -465,7 +475,7 @@ func (t *txnAnalysis) observe(v int64, k int32, off, pos int64) *txVal {
 		if vs.key != k {
 			where = fmt.Sprintf("offset %d of %s and offset %d of %s", vs.off, t.keyNames[max(vs.key, 0)], off, t.keyNames[k])
 		}
-		t.a.flag(Duplicate, Example{Key: t.keyNames[k], Value: i64p(v), Offsets: []int64{vs.off, off},
+		t.flag(Duplicate, Example{Key: t.keyNames[k], Value: i64p(v), Offsets: []int64{vs.off, off},
 			Note: fmt.Sprintf("value %d is at %s", v, where), positions: uniq(vs.obsPos, pos)})
 	}
 	log := &t.logs[k]
@@ -475,7 +485,7 @@ func (t *txnAnalysis) observe(v int64, k int32, off, pos int64) *txVal {
 		id := [2]int64{int64(k), off}
 		if _, done := t.reported[id]; !done {
 			t.reported[id] = struct{}{}
-			t.a.flag(InconsistentOffsets, Example{Key: t.keyNames[k], Offset: i64p(off), Values: []int64{s.v, v},
+			t.flag(InconsistentOffsets, Example{Key: t.keyNames[k], Offset: i64p(off), Values: []int64{s.v, v},
 				Note: fmt.Sprintf("offset %d of %s holds value %d and value %d", off, t.keyNames[k], s.v, v), positions: uniq(s.pos, pos)})
 		}
 	}
@@ -582,7 +592,7 @@ func (t *txnAnalysis) values() {
 		switch {
 		case w < 0:
 			if vs.read {
-				t.a.flag(Unexpected, Example{Key: key, Value: i64p(v), Offset: optI64(vs.off),
+				t.flag(Unexpected, Example{Key: key, Value: i64p(v), Offset: optI64(vs.off),
 					Note: fmt.Sprintf("value %d was read from %s but no transaction sent it", v, key), positions: []int64{vs.readPos}})
 			}
 			continue
@@ -591,7 +601,7 @@ func (t *txnAnalysis) values() {
 			if wtx.typ == history.Info {
 				how = "never asked to commit"
 			}
-			t.a.flag(AbortedRead, Example{Key: key, Value: i64p(v), Offset: optI64(vs.off),
+			t.flag(AbortedRead, Example{Key: key, Value: i64p(v), Offset: optI64(vs.off),
 				Note:      fmt.Sprintf("value %d was read from %s although its transaction %s (G1a)", v, key, how),
 				positions: sorted(wtx.invPos, wtx.pos, vs.readPos)})
 			continue
@@ -599,11 +609,11 @@ func (t *txnAnalysis) values() {
 		if vs.read && vs.readTPos != wtx.pos {
 			switch {
 			case wtx.inv >= 0 && vs.readT < wtx.inv:
-				t.a.flag(PrecommittedRead, Example{Key: key, Value: i64p(v), Offset: optI64(vs.off),
+				t.flag(PrecommittedRead, Example{Key: key, Value: i64p(v), Offset: optI64(vs.off),
 					Note:      fmt.Sprintf("value %d of %s was read (by %s) before its transaction was invoked (at %s)", v, key, fmtNanos(vs.readT), fmtNanos(wtx.inv)),
 					positions: sorted(wtx.invPos, wtx.pos, vs.readTPos)})
 			case wtx.commitAt > 0 && vs.readT < wtx.commitAt:
-				t.a.flag(PrecommittedRead, Example{Key: key, Value: i64p(v), Offset: optI64(vs.off),
+				t.flag(PrecommittedRead, Example{Key: key, Value: i64p(v), Offset: optI64(vs.off),
 					Note:      fmt.Sprintf("value %d of %s was read (by %s) before its transaction asked to commit (at %s)", v, key, fmtNanos(vs.readT), fmtNanos(wtx.commitAt)),
 					positions: sorted(wtx.invPos, wtx.pos, vs.readTPos)})
 			}
@@ -615,21 +625,21 @@ func (t *txnAnalysis) values() {
 		inDrain := drained && (vs.off < 0 || (vs.off >= dr[0] && vs.off < dr[1]))
 		switch {
 		case vs.read && !vs.drained && drained && vs.off >= dr[0] && vs.off < dr[1]:
-			t.a.flag(LostWrite, Example{Key: key, Value: i64p(v), Offset: optI64(vs.off),
+			t.flag(LostWrite, Example{Key: key, Value: i64p(v), Offset: optI64(vs.off),
 				Note:      fmt.Sprintf("value %d, read at offset %d of %s, is missing from the complete final drain of %s", v, vs.off, key, key),
 				positions: sorted(wtx.pos, vs.readPos)})
 		case vs.read:
 		case inDrain:
-			t.a.flag(LostWrite, Example{Key: key, Value: i64p(v), Offset: optI64(vs.off),
+			t.flag(LostWrite, Example{Key: key, Value: i64p(v), Offset: optI64(vs.off),
 				Note:      fmt.Sprintf("value %d of a committed transaction was never read, though a complete drain read %s to offset %d", v, key, dr[1]),
 				positions: sorted(wtx.invPos, wtx.pos)})
 		case vs.off >= 0 && vs.off <= t.maxRead[vs.key]:
-			t.a.flag(LostWrite, Example{Key: key, Value: i64p(v), Offset: optI64(vs.off),
+			t.flag(LostWrite, Example{Key: key, Value: i64p(v), Offset: optI64(vs.off),
 				Note: fmt.Sprintf("value %d of a committed transaction, at offset %d, was never read, though offset %d of %s was",
 					v, vs.off, t.maxRead[vs.key], key),
 				positions: sorted(wtx.invPos, wtx.pos, t.maxPos[vs.key])})
 		default:
-			t.a.flag(Unseen, Example{Key: key, Value: i64p(v), Offset: optI64(vs.off),
+			t.flag(Unseen, Example{Key: key, Value: i64p(v), Offset: optI64(vs.off),
 				Note: fmt.Sprintf("value %d of a committed transaction was never read from %s", v, key), positions: sorted(wtx.invPos, wtx.pos)})
 		}
 	}
@@ -673,11 +683,11 @@ func (t *txnAnalysis) resolveSkip(logs []sortedLog, s txSkip) {
 		if t.writerOf(at(s.from)) == w || t.writerOf(at(s.to)) == w {
 			ex.Note = fmt.Sprintf("process %d read offsets %d and %d of %s, values of one committed transaction, but not its value %d at offset %d between them",
 				p, s.from, s.to, key, v, l.offs[i])
-			t.a.flag(G1b, ex)
+			t.flag(G1b, ex)
 		} else {
 			ex.Note = fmt.Sprintf("process %d read offset %d of %s then offset %d, past committed value %d at offset %d of another transaction",
 				p, s.from, key, s.to, v, l.offs[i])
-			t.a.flag(TxnOutOfOrder, ex)
+			t.flag(TxnOutOfOrder, ex)
 		}
 		break
 	}
@@ -1021,7 +1031,7 @@ func (t *txnAnalysis) cycles(logs []sortedLog) {
 			ex.positions = append(ex.positions, t.txs[g.txOf[e.from]].pos)
 		}
 		ex.positions = sorted(ex.positions...)
-		t.a.flag(kind, ex)
+		t.flag(kind, ex)
 		for _, v := range comp {
 			in[v] = 0
 		}
