@@ -134,18 +134,19 @@ func compareGolden(t *testing.T, name string, v *Verdict) {
 
 // TestCheckOpsMatchesCheck: the in-memory and streaming paths agree.
 func TestCheckOpsMatchesCheck(t *testing.T) {
-	for _, name := range []string{"clean", "lost-write", "poll-skip", "faults", "duplicate", "aborted-read", "outage"} {
+	for _, name := range []string{"clean", "lost-write", "poll-skip", "faults", "duplicate", "aborted-read", "outage", "txn-clean", "txn-g1c", "txn-precommitted-read", "txn-out-of-order"} {
 		path := filepath.Join("testdata", name+".jsonl")
 		f, err := os.Open(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, ops, err := history.ReadAll(f, path)
+		h, ops, err := history.ReadAll(f, path)
 		f.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := CheckOps(ops, Options{Linearizable: LinOn})
+		// CheckOps has no header to take the partition count from.
+		a := CheckOps(ops, Options{Linearizable: LinOn, Partitions: h.Partitions})
 		b, err := Check(openFile(path), path, Options{Linearizable: LinOn})
 		if err != nil {
 			t.Fatal(err)
