@@ -36,6 +36,7 @@ func TestTxnGolden(t *testing.T) {
 		{name: "lost-committed", valid: Invalid, anomalies: map[string]int64{LostWrite: 1}, exKey: "t/0", exValue: 2, exOps: 2},
 		{name: "info-lost", valid: Invalid, anomalies: map[string]int64{LostWrite: 1}, exKey: "t/1", exValue: 2, exOps: 2},
 		{name: "duplicate", valid: Invalid, anomalies: map[string]int64{Duplicate: 1}, exKey: "t/0", exValue: 1, exOps: 2},
+		{name: "inconsistent-offsets", valid: Invalid, anomalies: map[string]int64{InconsistentOffsets: 1, LostWrite: 1}, exKind: InconsistentOffsets, exKey: "t/0", exValue: -1, exOps: 2},
 		{name: "nonmonotonic-poll", valid: Invalid, anomalies: map[string]int64{NonmonotonicPoll: 1}, exKey: "t/0", exValue: -1, exOps: 2},
 		{name: "precommitted-read", valid: Invalid, anomalies: map[string]int64{PrecommittedRead: 2}, exKey: "t/0", exValue: 1, exOps: 1},
 		{name: "g1b", valid: Invalid, anomalies: map[string]int64{G1b: 1}, exKey: "t/0", exValue: 2, exOps: 2},
