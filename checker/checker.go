@@ -30,7 +30,7 @@
 //
 // Transactional ops (f "txn") have their own checks, in txn.go; they
 // share the names above where the anomaly is the same and add
-// precommitted-read, G1b, txn-out-of-order and the cycles G0, G1c,
+// precommitted-read, G1b, txn-out-of-order, eos-duplicate and the cycles G0, G1c,
 // G-single and G2-item (aborted-read is G1a).
 //
 // Three more are orderings in real time that a log forbids, found in the
@@ -95,7 +95,7 @@ const (
 var AnomalyNames = []string{LostWrite, Unseen, Duplicate, InconsistentOffsets,
 	NonmonotonicSend, NonmonotonicPoll, PollSkip, AbortedRead, Unexpected,
 	FutureRead, SendBelowRead, NonmonotonicSendRealtime,
-	PrecommittedRead, G1b, TxnOutOfOrder, G0, G1c, GSingle, G2Item}
+	PrecommittedRead, G1b, TxnOutOfOrder, EOSDuplicate, G0, G1c, GSingle, G2Item}
 
 // LinMode chooses whether to check linearizability.
 type LinMode int

@@ -44,6 +44,9 @@ import (
 //     transaction's value without returning it, while returning values of
 //     other transactions on both sides: a later transaction was visible
 //     while an earlier committed one was not.
+//   - eos-duplicate: a record consumed by two committed transactions of
+//     one consumer group (each read it below the offsets it committed,
+//     send-offsets): processed twice, which exactly-once forbids.
 //   - unseen (a committed value not read, with no read past it and no
 //     complete drain of its key) makes the verdict unknown.
 //
@@ -72,10 +75,11 @@ const (
 	G1c              = "G1c"
 	GSingle          = "G-single"
 	G2Item           = "G2-item"
+	EOSDuplicate     = "eos-duplicate"
 )
 
 // TxnAnomalyNames are the anomalies only transactional ops can show.
-var TxnAnomalyNames = []string{PrecommittedRead, G1b, TxnOutOfOrder, G0, G1c, GSingle, G2Item}
+var TxnAnomalyNames = []string{PrecommittedRead, G1b, TxnOutOfOrder, EOSDuplicate, G0, G1c, GSingle, G2Item}
 
 // cycleAnomalies are reported, not judged (see above).
 var cycleAnomalies = []string{G0, G1c, GSingle, G2Item}
@@ -232,9 +236,12 @@ type txnAnalysis struct {
 	procs    map[int]*txProc
 	skips    [][]txSkip
 	reported map[[2]int64]struct{}
-	stats    TxnStats
-	invalid  bool
-	notes    []string
+	// groups holds, per consumer group, the committed transaction that
+	// consumed each value.
+	groups  map[string]map[int64]txConsumer
+	stats   TxnStats
+	invalid bool
+	notes   []string
 }
 
 func newTxnAnalysis(a *analysis) *txnAnalysis {
@@ -391,6 +398,9 @@ func (t *txnAnalysis) add(op *history.Op, pos int64, inv *pending) {
 	if !tx.sends {
 		tx.finals = nil
 	}
+	if op.Type == history.OK {
+		t.consumed(op, pos, id)
+	}
 	t.txs = append(t.txs, tx)
 }
 
@@ -461,6 +471,54 @@ func (t *txnAnalysis) flag(kind string, ex Example) {
 		ex.Partition = p
 	}
 	t.a.flag(kind, ex)
+}
+
+// consumed checks the records a committed transaction consumed for its
+// consumer group (read below the offsets it committed, send-offsets)
+// against the group's earlier committed transactions.
+func (t *txnAnalysis) consumed(op *history.Op, pos int64, id int32) {
+	for _, m := range op.Txn {
+		if m.F != history.MSendOffsets {
+			continue
+		}
+		if t.groups == nil {
+			t.groups = map[string]map[int64]txConsumer{}
+		}
+		g := t.groups[m.Group]
+		if g == nil {
+			g = map[int64]txConsumer{}
+			t.groups[m.Group] = g
+		}
+		for _, ko := range m.Offsets {
+			for _, r := range op.Txn {
+				for _, kr := range r.Reads {
+					if kr.Key != ko.Key {
+						continue
+					}
+					for _, rec := range kr.Records {
+						if rec.Offset >= ko.Offset || rec.Value == history.BadValue {
+							continue
+						}
+						prev, ok := g[rec.Value]
+						switch {
+						case !ok:
+							g[rec.Value] = txConsumer{tx: id, pos: pos}
+						case prev.tx != id:
+							t.flag(EOSDuplicate, Example{Key: kr.Key, Value: i64p(rec.Value), Offset: i64p(rec.Offset),
+								Note: fmt.Sprintf("value %d at offset %d of %s was consumed by two committed transactions of group %q (txns %d and %d)",
+									rec.Value, rec.Offset, kr.Key, m.Group, t.txs[prev.tx].index, op.Index),
+								positions: uniq(prev.pos, pos)})
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+type txConsumer struct {
+	tx  int32
+	pos int64
 }
 
 // observe records that value v is at offset off of key k.

@@ -41,6 +41,7 @@ func TestTxnGolden(t *testing.T) {
 		{name: "precommitted-read", valid: Invalid, anomalies: map[string]int64{PrecommittedRead: 2}, exKey: "t/0", exValue: 1, exOps: 1},
 		{name: "g1b", valid: Invalid, anomalies: map[string]int64{G1b: 1}, exKey: "t/0", exValue: 2, exOps: 2},
 		{name: "out-of-order", valid: Invalid, anomalies: map[string]int64{TxnOutOfOrder: 1}, exKey: "t/0", exValue: 2, exOps: 2},
+		{name: "eos-duplicate", valid: Invalid, anomalies: map[string]int64{EOSDuplicate: 1}, exKey: "t/0", exValue: 1, exOps: 2},
 		{name: "unseen-no-drain", valid: Unknown, anomalies: map[string]int64{Unseen: 1}, exKey: "t/0", exValue: 2, exOps: 2},
 		// Cycles are reported, not judged, except one of wr edges alone
 		// (whose reads are also precommitted).
