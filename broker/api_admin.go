@@ -316,7 +316,7 @@ func (b *Broker) handleDescribeProducers(_ context.Context, rq *request) {
 			for _, ap := range ps {
 				a := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 				a.ProducerID, a.ProducerEpoch, a.LastSequence, a.LastTimestamp = ap.ID, int32(ap.Epoch), ap.LastSequence, ap.LastTimestamp
-				a.CoordinatorEpoch, a.CurrentTxnStartOffset = -1, -1
+				a.CoordinatorEpoch, a.CurrentTxnStartOffset = ap.CoordinatorEpoch, ap.CurrentTxnStartOffset
 				sp.ActiveProducers = append(sp.ActiveProducers, a)
 			}
 			st.Partitions = append(st.Partitions, sp)

@@ -102,7 +102,7 @@ func ParseMarker(batch []byte) (Marker, error) {
 	if len(rec) < 1 {
 		return Marker{}, fmt.Errorf("empty control record: %w", ErrCorruptMessage)
 	}
-	rec = rec[1:] // attributes
+	rec = rec[1:]            // attributes
 	for i := 0; i < 2; i++ { // timestamp delta, offset delta
 		if _, n := binary.Varint(rec); n <= 0 {
 			return Marker{}, fmt.Errorf("control record header: %w", ErrCorruptMessage)

@@ -1372,6 +1372,10 @@ func (l *Log) Close() error {
 	return errors.Join(errs...)
 }
 
+// Abandon closes l's files the way a crash (SIGKILL) would: nothing
+// flushed, sealed, trimmed or snapshotted. For crash tests.
+func Abandon(l *Log) { l.abandon() }
+
 // abandon closes the files the way a crash would: nothing flushed, sealed
 // or trimmed. For tests.
 func (l *Log) abandon() {

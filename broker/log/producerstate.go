@@ -62,7 +62,7 @@ type ProducerState struct {
 	// or above the high watermark: their first offset bounds the last
 	// stable offset until the high watermark passes the marker.
 	unreplicated []CompletedTxn
-	mapEnd       int64 // offset after the last batch applied
+	mapEnd       int64  // offset after the last batch applied
 	gen          uint64 // bumped when the state is reloaded, to void guards
 }
 
@@ -235,6 +235,13 @@ func (ps *ProducerState) CheckData(b BatchInfo) (*ProducerBatch, error) {
 		}
 		return nil, nil
 	case firstSeq < 0:
+		return nil, nil
+	case len(e.Batches) == 0:
+		// Known only from a marker, which may have bumped the epoch: the
+		// epoch's first batch starts at sequence 0.
+		if firstSeq != 0 {
+			return nil, kerr.OutOfOrderSequenceNumber
+		}
 		return nil, nil
 	}
 	for i := range e.Batches {
