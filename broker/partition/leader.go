@@ -335,11 +335,15 @@ var ErrStaleState = kerr.InvalidUpdateVersion
 type TimestampOffset struct{ Offset, Timestamp int64 }
 
 // OffsetForTimestamp finds the first offset whose batch has a timestamp at
-// or after ts, below the HW, and the leader epoch of that offset.
-func (p *Partition) OffsetForTimestamp(ts int64) (TimestampOffset, bool, int32) {
+// or after ts, below the HW (below the LSO when committed, for
+// read_committed), and the leader epoch of that offset.
+func (p *Partition) OffsetForTimestamp(ts int64, committed bool) (TimestampOffset, bool, int32) {
 	p.rlock()
 	defer p.lock.RUnlock()
 	hw := p.HighWatermark()
+	if committed {
+		hw = p.log.LastStableOffset(hw)
+	}
 	off, t, ok := p.log.OffsetForTimestamp(ts)
 	if !ok || off >= hw {
 		return TimestampOffset{}, false, -1
@@ -357,12 +361,12 @@ func (p *Partition) OffsetForTimestamp(ts int64) (TimestampOffset, bool, int32) 
 // first record with the log's largest timestamp, if it is below the HW,
 // and its leader epoch. (Kafka 3.7 answers with the last offset of that
 // record's produce request, KAFKA-16310; this is the record itself.)
-func (p *Partition) MaxTimestampOffset() (TimestampOffset, bool, int32) {
+func (p *Partition) MaxTimestampOffset(committed bool) (TimestampOffset, bool, int32) {
 	ts := p.log.MaxTimestamp()
 	if ts < 0 {
 		return TimestampOffset{}, false, -1
 	}
-	return p.OffsetForTimestamp(ts)
+	return p.OffsetForTimestamp(ts, committed)
 }
 
 // LegacyOffsets answers ListOffsets v0 (Kafka's
