@@ -57,6 +57,7 @@ type Log struct {
 	wg      sync.WaitGroup // background fsyncs of rolled segments
 
 	recoveredBytes int64 // bytes validated by recovery in Open
+	replayed       int64 // batches replayed into the producer state (Open, truncation)
 
 	// ps is the producer and transaction state, updated by every append
 	// under mu; the pointer never changes (reloads swap its contents).
@@ -420,6 +421,7 @@ func (l *Log) latestSnapshot(upTo int64) (*ProducerState, error) {
 // abort marker its segment's transaction index lacks.
 func (l *Log) replay(ps *ProducerState, offset int64) error {
 	return l.batches(offset, func(s *segment, pos int64, b BatchInfo) (bool, error) {
+		l.replayed++
 		var m *Marker
 		if b.Control() {
 			buf := make([]byte, b.Size)
