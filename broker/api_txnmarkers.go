@@ -79,3 +79,8 @@ func (b *Broker) handleWriteTxnMarkers(ctx context.Context, rq *request) {
 		rq.respond(resp)
 	})
 }
+
+// withTxnMarkerHook sets the broker's txnMarkerHook.
+func withTxnMarkerHook(hook func(topic string, partition int32, producerID int64, producerEpoch int16, commit bool)) Option {
+	return optFunc(func(b *Broker) { b.txnMarkerHook = hook })
+}

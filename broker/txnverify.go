@@ -179,3 +179,8 @@ func errName(code int16) string {
 	}
 	return strconv.Itoa(int(code))
 }
+
+// withTxnCoordinator replaces how transaction coordinators are found.
+func withTxnCoordinator(find func(transactionalID string) (id int32, addr string, code int16, msg string)) Option {
+	return optFunc(func(b *Broker) { b.txnCoordinator = find })
+}

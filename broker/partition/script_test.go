@@ -2,12 +2,12 @@ package partition
 
 import (
 	"bufio"
-	"maps"
 	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
