@@ -654,11 +654,15 @@ func (l *Log) appendLocked(data []byte, batches []BatchInfo) (AppendResult, bool
 	markers := map[int]Marker{}
 	for i, pos := 0, 0; i < len(batches); i++ {
 		if batches[i].Control() {
+			// A control batch that is no transaction marker (another control
+			// type) changes no producer state; refusing it would stop a
+			// follower's replication for good.
 			m, err := ParseMarker(data[pos : pos+batches[i].Size])
 			if err != nil {
-				return AppendResult{}, false, fmt.Errorf("control batch %d: %w", i, err)
+				l.logger.Warn("control batch without a transaction marker", "offset", batches[i].BaseOffset, "err", err)
+			} else {
+				markers[i] = m
 			}
-			markers[i] = m
 		}
 		pos += batches[i].Size
 	}
