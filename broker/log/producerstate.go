@@ -173,9 +173,13 @@ func (ps *ProducerState) Entry(id int64) (ProducerEntry, bool) {
 	if !ok {
 		return ProducerEntry{}, false
 	}
+	return e.copy(), true
+}
+
+func (e *ProducerEntry) copy() ProducerEntry {
 	c := *e
 	c.Batches = slices.Clone(e.Batches)
-	return c, true
+	return c
 }
 
 // Entries returns a copy of every producer's state, by id.
@@ -184,9 +188,7 @@ func (ps *ProducerState) Entries() []ProducerEntry {
 	defer ps.mu.Unlock()
 	out := make([]ProducerEntry, 0, len(ps.producers))
 	for _, e := range ps.producers {
-		c := *e
-		c.Batches = slices.Clone(e.Batches)
-		out = append(out, c)
+		out = append(out, e.copy())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
@@ -319,8 +321,7 @@ func (ps *ProducerState) clone() *ProducerState {
 	defer ps.mu.Unlock()
 	c := newProducerState(ps.mapEnd)
 	for id, e := range ps.producers {
-		ce := *e
-		ce.Batches = slices.Clone(e.Batches)
+		ce := e.copy()
 		c.producers[id] = &ce
 	}
 	maps.Copy(c.ongoing, ps.ongoing)

@@ -158,11 +158,17 @@ func (p *Partition) AppendAsLeaderWith(data []byte, o AppendOptions) (AppendResu
 	if err != nil {
 		return AppendResult{}, kafkaError(err)
 	}
+	return p.appended(res, records), nil
+}
+
+// appended moves the HW after a leader append (a single-replica ISR
+// commits at once) and wakes the waiters.
+func (p *Partition) appended(res klog.AppendResult, records int) AppendResult {
 	p.mu.Lock()
 	p.maybeIncrementHWLocked(p.nowMs())
 	p.notifyLocked()
 	p.mu.Unlock()
-	return AppendResult{FirstOffset: res.FirstOffset, LastOffset: res.LastOffset, LogStartOffset: p.log.LogStartOffset(), LogAppendTime: res.LogAppendTime, Records: records}, nil
+	return AppendResult{FirstOffset: res.FirstOffset, LastOffset: res.LastOffset, LogStartOffset: p.log.LogStartOffset(), LogAppendTime: res.LogAppendTime, Records: records}
 }
 
 // AcksAllStatus reports whether an acks=-1 append ending before

@@ -98,11 +98,7 @@ func (p *Partition) AppendMarker(producerID int64, producerEpoch int16, m klog.M
 	if err != nil {
 		return AppendResult{}, kafkaError(err)
 	}
-	p.mu.Lock()
-	p.maybeIncrementHWLocked(p.nowMs())
-	p.notifyLocked()
-	p.mu.Unlock()
-	return AppendResult{FirstOffset: res.FirstOffset, LastOffset: res.LastOffset, LogStartOffset: p.log.LogStartOffset(), LogAppendTime: res.LogAppendTime, Records: 1}, nil
+	return p.appended(res, 1), nil
 }
 
 // LastStableOffset is the partition's LSO: the first offset of its
