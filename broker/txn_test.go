@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -487,5 +488,64 @@ func TestReadCommittedConsumer(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Fatalf("%v consumer got %v, want %v", tc.iso, got, tc.want)
 		}
+	}
+}
+
+// TestTxnStateAfterFailover: the followers build the transaction state
+// from the batches and markers they replicate, so after the leader's
+// broker stops the new leader has the same LSO, open transaction and
+// aborted transactions, and takes the open transaction's marker.
+func TestTxnStateAfterFailover(t *testing.T) {
+	tc := startCluster(t, 3, "transaction.partition.verification.enable=false")
+	topic := "txn-failover"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	min2 := "2"
+	if _, err := kadm.NewClient(tc.client()).CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": &min2}, topic); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitMetadataEverywhere(topic, 1, 3)
+	leaders, _, err := tc.describe(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := leaders[0]
+	c := &txnClient{t: t, rc: dialRaw(t, fmt.Sprintf("127.0.0.1:%d", tc.ports[old])), topic: topic}
+	txnID := "app-5"
+	mustCode(t, "aborted write", c.produce(0, &txnID, rawTxnBatch(900, 0, 0, true, "x")).ErrorCode, nil) // 0
+	mustCode(t, "abort", c.marker(0, 900, 0, false, 1), nil)                                             // 1
+	mustCode(t, "plain", c.produce(0, nil, rawTxnBatch(-1, -1, -1, false, "p")).ErrorCode, nil)          // 2
+	mustCode(t, "open write", c.produce(0, &txnID, rawTxnBatch(901, 0, 0, true, "y")).ErrorCode, nil)    // 3
+	mustCode(t, "plain", c.produce(0, nil, rawTxnBatch(-1, -1, -1, false, "q")).ErrorCode, nil)          // 4
+	before := c.fetch(0, 0, 1)
+	if before.lso != 3 || before.hw != 5 || len(before.aborted) != 1 {
+		t.Fatalf("on the first leader: %+v", before)
+	}
+
+	tc.stop(old)
+	var nc *txnClient
+	waitFor(t, 30*time.Second, "a new leader with the partition", func() error {
+		ls, _, err := tc.describe(topic)
+		if err != nil {
+			return err
+		}
+		if ls[0] == old || ls[0] < 0 {
+			return fmt.Errorf("leader %d", ls[0])
+		}
+		p := tc.brokers[ls[0]].partition(topic, 0)
+		if p == nil || p.HighWatermark() != 5 {
+			return fmt.Errorf("new leader %d not at HW 5", ls[0])
+		}
+		nc = &txnClient{t: t, rc: dialRaw(t, fmt.Sprintf("127.0.0.1:%d", tc.ports[ls[0]])), topic: topic}
+		return nil
+	})
+	after := nc.fetch(0, 0, 1)
+	if after.lso != 3 || after.hw != 5 || !slices.Equal(after.values, before.values) || len(after.aborted) != 1 || after.aborted[0].ProducerID != 900 || after.aborted[0].FirstOffset != 0 {
+		t.Fatalf("on the new leader: %+v, before %+v", after, before)
+	}
+	mustCode(t, "stale coordinator on the new leader", nc.marker(0, 900, 0, true, 0), kerr.TransactionCoordinatorFenced)
+	mustCode(t, "commit the open transaction", nc.marker(0, 901, 0, true, 1), nil)
+	if f := nc.fetch(0, 0, 1); f.lso != 6 || !slices.Equal(f.values, []string{"x", "p", "y", "q"}) {
+		t.Fatalf("after the commit on the new leader: %+v", f)
 	}
 }
