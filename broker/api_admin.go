@@ -287,10 +287,10 @@ func (b *Broker) handleDescribeLogDirs(_ context.Context, rq *request) {
 
 var _ = serve(61, "DescribeProducers", 0, 0, (*Broker).handleDescribeProducers, notIn("0.10", "2.4", "2.6"))
 
-// handleDescribeProducers lists the idempotent producers each led
-// partition tracks: id, epoch, last sequence and the last batch's
-// timestamp (no transactions here: coordinator epoch and transaction
-// start are -1). A replica that does not lead answers
+// handleDescribeProducers lists the producers each led partition tracks:
+// id, epoch, last sequence, the last batch's timestamp, the coordinator
+// epoch of its last transaction marker and the first offset of its open
+// transaction (-1 when none). A replica that does not lead answers
 // NOT_LEADER_OR_FOLLOWER.
 func (b *Broker) handleDescribeProducers(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.DescribeProducersRequest)
