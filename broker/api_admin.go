@@ -287,10 +287,10 @@ func (b *Broker) handleDescribeLogDirs(_ context.Context, rq *request) {
 
 var _ = serve(61, "DescribeProducers", 0, 0, (*Broker).handleDescribeProducers, notIn("0.10", "2.4", "2.6"))
 
-// handleDescribeProducers lists the idempotent producers each led
-// partition tracks: id, epoch, last sequence and the last batch's
-// timestamp (no transactions here: coordinator epoch and transaction
-// start are -1). A replica that does not lead answers
+// handleDescribeProducers lists the producers each led partition tracks:
+// id, epoch, last sequence, the last batch's timestamp, the coordinator
+// epoch of its last transaction marker and the first offset of its open
+// transaction (-1 when none). A replica that does not lead answers
 // NOT_LEADER_OR_FOLLOWER.
 func (b *Broker) handleDescribeProducers(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.DescribeProducersRequest)
@@ -316,7 +316,7 @@ func (b *Broker) handleDescribeProducers(_ context.Context, rq *request) {
 			for _, ap := range ps {
 				a := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 				a.ProducerID, a.ProducerEpoch, a.LastSequence, a.LastTimestamp = ap.ID, int32(ap.Epoch), ap.LastSequence, ap.LastTimestamp
-				a.CoordinatorEpoch, a.CurrentTxnStartOffset = -1, -1
+				a.CoordinatorEpoch, a.CurrentTxnStartOffset = ap.CoordinatorEpoch, ap.CurrentTxnStartOffset
 				sp.ActiveProducers = append(sp.ActiveProducers, a)
 			}
 			st.Partitions = append(st.Partitions, sp)

@@ -30,7 +30,10 @@ var _ = serve(1, "Fetch", 0, 16, (*Broker).handleFetch, in("0.10", 0, 3), in("2.
 // KAFKA_STORAGE_ERROR as NOT_LEADER_OR_FOLLOWER; v13+ name topics by ID
 // (UNKNOWN_TOPIC_ID); v15+ carry the replica id in ReplicaState; v16 adds
 // the current leader to NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH
-// (KIP-951).
+// (KIP-951). From v4 isolation_level=1 (read_committed) reads only up to
+// the last stable offset and returns the aborted transactions overlapping
+// the data; down-converted versions (v0-3) read uncommitted, without the
+// control batches.
 func (b *Broker) handleFetch(ctx context.Context, rq *request) {
 	sess, req := b.fetchSessions.open(rq.req.(*kmsg.FetchRequest))
 	if resp, ok := sess.errorResponse(req); ok {
@@ -95,6 +98,13 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest, bufs *bufSet) (*kmsg.FetchRes
 	case req.Version <= 3:
 		downTo = 1
 	}
+	// v4+ carry the isolation level: read_committed consumers read up to
+	// the LSO and get the aborted transactions of what they read; older
+	// fetchers (and followers) read uncommitted.
+	isolation := int8(0)
+	if req.Version >= 4 && replicaID < 0 && req.IsolationLevel == 1 {
+		isolation = 1
+	}
 	total := 0
 	anyErr := false
 	var chans []<-chan struct{}
@@ -142,9 +152,17 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest, bufs *bufSet) (*kmsg.FetchRes
 			res, err := p.Read(partition.FetchRequest{
 				ReplicaID: replicaID, Offset: rp.FetchOffset, MaxBytes: max,
 				CurrentLeaderEpoch: rp.CurrentLeaderEpoch, LastFetchedEpoch: rp.LastFetchedEpoch, MinOneBatch: total == 0 && req.Version > 2,
-				Alloc: bufs.alloc,
+				Isolation: isolation, Alloc: bufs.alloc,
 			})
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
+			if res.AbortedTxns != nil {
+				sp.AbortedTransactions = make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, 0, len(res.AbortedTxns))
+				for _, t := range res.AbortedTxns {
+					a := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+					a.ProducerID, a.FirstOffset = t.ProducerID, t.FirstOffset
+					sp.AbortedTransactions = append(sp.AbortedTransactions, a)
+				}
+			}
 			if res.DivergingEpoch >= 0 {
 				sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = res.DivergingEpoch, res.DivergingEndOffset
 				anyErr = true // answer at once: the follower must truncate

@@ -21,7 +21,8 @@ const debuggingReplica = -2
 var _ = serve(2, "ListOffsets", 0, 8, (*Broker).handleListOffsets, in("0.10", 0, 1), in("2.4", 0, 5), in("2.6", 0, 5))
 
 // handleListOffsets answers earliest, latest (the HW: consumers never see
-// past it), max-timestamp and by-timestamp lookups on the leader. v0 is
+// past it; the LSO for read_committed), max-timestamp and by-timestamp
+// lookups (bounded likewise) on the leader. v0 is
 // the old-style list of up to MaxNumOffsets segment offsets, which Burrow
 // and old sarama still send.
 func (b *Broker) handleListOffsets(_ context.Context, rq *request) {
@@ -52,11 +53,17 @@ func (b *Broker) handleListOffsets(_ context.Context, rq *request) {
 			default:
 				sp.LeaderEpoch = s.LeaderEpoch
 				replica := req.ReplicaID >= 0
+				// read_committed (v2+) sees up to the LSO.
+				committed := !replica && req.Version >= 2 && req.IsolationLevel == 1
 				switch rp.Timestamp {
 				case latestTimestamp:
 					// Followers learn the leader's LEO; consumers the HW,
-					// not before it reaches this leader's epoch (KIP-207).
+					// not before it reaches this leader's epoch (KIP-207);
+					// read_committed consumers the LSO.
 					sp.Offset = s.HighWatermark
+					if committed {
+						sp.Offset = s.LastStableOffset
+					}
 					if replica {
 						sp.Offset = s.LogEndOffset
 					} else if s.HighWatermark < s.EpochStartOffset {
@@ -66,12 +73,12 @@ func (b *Broker) handleListOffsets(_ context.Context, rq *request) {
 					sp.Offset = s.LogStartOffset
 				case maxTimestamp:
 					sp.LeaderEpoch = -1
-					if off, found, epoch := p.MaxTimestampOffset(); found {
+					if off, found, epoch := p.MaxTimestampOffset(committed); found {
 						sp.Offset, sp.Timestamp, sp.LeaderEpoch = off.Offset, off.Timestamp, epoch
 					}
 				default:
 					sp.LeaderEpoch = -1
-					if off, found, epoch := p.OffsetForTimestamp(rp.Timestamp); found {
+					if off, found, epoch := p.OffsetForTimestamp(rp.Timestamp, committed); found {
 						sp.Offset, sp.Timestamp, sp.LeaderEpoch = off.Offset, off.Timestamp, epoch
 					}
 				}

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	klog "github.com/isrlab/isrlab/broker/log"
 	"github.com/isrlab/isrlab/broker/msgset"
 	"github.com/isrlab/isrlab/broker/partition"
 )
@@ -20,7 +21,10 @@ var _ = serve(0, "Produce", 0, 10, (*Broker).handleProduce, in("0.10", 0, 2), in
 // handleProduce appends to each partition as leader. acks=0 gets no
 // response (any error closes the connection); acks=1 is answered after the
 // local append; acks=-1 waits, off the handler thread, until the HW covers
-// the append (the delayed-produce purgatory, KAFKA-SPEC §3).
+// the append (the delayed-produce purgatory, KAFKA-SPEC §3). With
+// transaction.partition.verification.enable a batch that opens a
+// transaction on a partition is first verified with the transaction
+// coordinator (txnverify.go).
 //
 // Versions 0-2 carry legacy message sets (magic 0 or 1), up-converted to
 // the log's v2 format with offsets assigned and timestamps kept; v3+ must
@@ -32,23 +36,21 @@ func (b *Broker) handleProduce(ctx context.Context, rq *request) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	acks := req.Acks
 
-	type pending struct {
-		ti, pi     int
-		rp         *kmsg.ProduceResponseTopicPartition
-		part       waitable
-		nextOffset int64
-	}
-	var waits []pending
-	anyErr := false
-	for ti, rt := range req.Topics {
+	// First every partition's records are checked; the ones that open a
+	// transaction are verified with the transaction coordinator (off the
+	// handler thread) before anything is appended, as Kafka's
+	// ReplicaManager.appendRecords does.
+	var prepared []producePart
+	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
-		for pi, rp := range rt.Partitions {
+		for _, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.BaseOffset = -1
 			sp.LogAppendTime = -1
 			sp.LogStartOffset = -1
+			pp := producePart{ti: len(resp.Topics), pi: len(st.Partitions)}
 			if acks != 0 && acks != 1 && acks != -1 {
 				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
 			} else if p := b.partition(rt.Topic, rp.Partition); p == nil {
@@ -57,33 +59,81 @@ func (b *Broker) handleProduce(ctx context.Context, rq *request) {
 				sp.ErrorCode = errCode(err)
 				msg := err.Error()
 				sp.ErrorMessage = &msg
-			} else if res, err := p.AppendAsLeader(records, acks); err != nil {
-				sp.ErrorCode = errCode(err)
-				if sp.ErrorCode == kerr.NotLeaderForPartition.Code && req.Version >= 10 {
-					var ep *brokerEndpoint
-					sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch, ep = b.currentLeader(rt.Topic, rp.Partition)
-					if ep != nil && !slices.ContainsFunc(resp.Brokers, func(x kmsg.ProduceResponseBroker) bool { return x.NodeID == ep.ID }) {
-						nb := kmsg.NewProduceResponseBroker()
-						nb.NodeID, nb.Host, nb.Port, nb.Rack = ep.ID, ep.Host, ep.Port, ep.Rack
-						resp.Brokers = append(resp.Brokers, nb)
+			} else {
+				pp.p, pp.records = p, records
+				if req.TransactionID != nil {
+					if g, ok := p.TxnVerificationNeeded(records); ok {
+						pp.guard = &g
 					}
 				}
-			} else {
-				sp.BaseOffset = res.FirstOffset
-				sp.LogStartOffset = res.LogStartOffset
-				sp.LogAppendTime = res.LogAppendTime
-				b.metrics.messagesIn.Add(float64(res.Records))
-				if acks == -1 {
-					waits = append(waits, pending{ti: ti, pi: pi, part: p, nextOffset: res.LastOffset + 1})
-				}
+				prepared = append(prepared, pp)
 			}
-			anyErr = anyErr || sp.ErrorCode != 0
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	for i := range waits {
-		waits[i].rp = &resp.Topics[waits[i].ti].Partitions[waits[i].pi]
+	if slices.ContainsFunc(prepared, func(pp producePart) bool { return pp.guard != nil }) {
+		go func() {
+			b.verifyTxnPartitions(ctx, *req.TransactionID, resp, prepared)
+			b.produceAppend(ctx, rq, req, resp, prepared)
+		}()
+		return
+	}
+	b.produceAppend(ctx, rq, req, resp, prepared)
+}
+
+// producePart is one partition of a produce request that passed the
+// request checks.
+type producePart struct {
+	ti, pi  int // its place in the response
+	p       *partition.Partition
+	records []byte
+	// guard is set when the batch opens a transaction and the
+	// transaction coordinator must confirm it first; failed is set when
+	// it did not.
+	guard  *klog.TxnGuard
+	failed bool
+}
+
+// produceAppend appends the prepared partitions and answers: acks=0 gets
+// no response (any error closes the connection); acks=1 is answered after
+// the local append; acks=-1 waits for the HW (the delayed produce).
+func (b *Broker) produceAppend(ctx context.Context, rq *request, req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse, prepared []producePart) {
+	acks := req.Acks
+	var waits []ackWait
+	for _, pp := range prepared {
+		if pp.failed {
+			continue
+		}
+		rt := &req.Topics[pp.ti]
+		sp := &resp.Topics[pp.ti].Partitions[pp.pi]
+		res, err := pp.p.AppendAsLeaderWith(pp.records, partition.AppendOptions{RequiredAcks: acks, TxnGuard: pp.guard})
+		if err != nil {
+			sp.ErrorCode = errCode(err)
+			if sp.ErrorCode == kerr.NotLeaderForPartition.Code && req.Version >= 10 {
+				var ep *brokerEndpoint
+				sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch, ep = b.currentLeader(rt.Topic, sp.Partition)
+				if ep != nil && !slices.ContainsFunc(resp.Brokers, func(x kmsg.ProduceResponseBroker) bool { return x.NodeID == ep.ID }) {
+					nb := kmsg.NewProduceResponseBroker()
+					nb.NodeID, nb.Host, nb.Port, nb.Rack = ep.ID, ep.Host, ep.Port, ep.Rack
+					resp.Brokers = append(resp.Brokers, nb)
+				}
+			}
+			continue
+		}
+		sp.BaseOffset = res.FirstOffset
+		sp.LogStartOffset = res.LogStartOffset
+		sp.LogAppendTime = res.LogAppendTime
+		b.metrics.messagesIn.Add(float64(res.Records))
+		if acks == -1 {
+			waits = append(waits, ackWait{part: pp.p, nextOffset: res.LastOffset + 1, code: &sp.ErrorCode})
+		}
+	}
+	anyErr := false
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			anyErr = anyErr || p.ErrorCode != 0
+		}
 	}
 	switch {
 	case acks == 0:
@@ -97,25 +147,41 @@ func (b *Broker) handleProduce(ctx context.Context, rq *request) {
 		rq.respond(resp)
 		return
 	}
-	// The delayed produce: complete when every partition's HW covers the
-	// append, the leadership changes, or the request times out.
 	deadline := time.Now().Add(time.Duration(req.TimeoutMillis) * time.Millisecond)
+	awaitAcksAll(ctx, waits, deadline, func() { rq.respond(resp) })
+}
+
+// ackWait is one partition append waiting for acks=-1: complete when the
+// partition's HW reaches nextOffset; *code gets the outcome.
+type ackWait struct {
+	part       waitable
+	nextOffset int64
+	code       *int16
+	done       bool
+}
+
+// awaitAcksAll is the delayed-produce purgatory: done is called (once)
+// when every wait completed, the leadership changed, or the deadline
+// passed (REQUEST_TIMED_OUT for the ones still pending); not at all if
+// ctx ends first. It waits off the caller's goroutine unless everything
+// is complete already.
+func awaitAcksAll(ctx context.Context, waits []ackWait, deadline time.Time, done func()) {
 	// check records every partition that completed and returns the first
 	// one still pending (nil when all are done).
 	check := func() waitable {
 		var first waitable
 		for i := range waits {
 			w := &waits[i]
-			if w.part == nil {
+			if w.done {
 				continue
 			}
 			complete, err := w.part.AcksAllStatus(w.nextOffset)
 			switch {
 			case err != nil:
-				w.rp.ErrorCode = errCode(err)
-				w.part = nil
+				*w.code = errCode(err)
+				w.done = true
 			case complete:
-				w.part = nil
+				w.done = true
 			case first == nil:
 				first = w.part
 			}
@@ -123,7 +189,7 @@ func (b *Broker) handleProduce(ctx context.Context, rq *request) {
 		return first
 	}
 	if check() == nil {
-		rq.respond(resp)
+		done()
 		return
 	}
 	go func() {
@@ -135,7 +201,7 @@ func (b *Broker) handleProduce(ctx context.Context, rq *request) {
 			// completed meanwhile, the loop picks the next one.
 			watched := check()
 			if watched == nil {
-				rq.respond(resp)
+				done()
 				return
 			}
 			ch := watched.Changed()
@@ -147,11 +213,11 @@ func (b *Broker) handleProduce(ctx context.Context, rq *request) {
 			case <-timer.C:
 				check()
 				for _, w := range waits {
-					if w.part != nil {
-						w.rp.ErrorCode = kerr.RequestTimedOut.Code
+					if !w.done {
+						*w.code = kerr.RequestTimedOut.Code
 					}
 				}
-				rq.respond(resp)
+				done()
 				return
 			case <-ctx.Done():
 				return

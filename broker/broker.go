@@ -81,6 +81,17 @@ type Broker struct {
 
 	clockSkew atomic.Int64 // ms added to the clock (clock faults)
 
+	// txnMarkerHook, if set, is called after each transaction marker this
+	// broker wrote as leader is committed (WriteTxnMarkers), so the group
+	// coordinator can complete the transaction's offset commits on a
+	// __consumer_offsets partition. It is called for every partition,
+	// whatever its topic, off the request handler threads.
+	txnMarkerHook func(topic string, partition int32, producerID int64, producerEpoch int16, commit bool)
+	// txnCoordinator finds the transaction coordinator of a transactional
+	// id for partition verification (txnverify.go); nil asks this
+	// broker's FindCoordinator logic (key type 1).
+	txnCoordinator func(transactionalID string) (id int32, addr string, code int16, msg string)
+
 	ready     chan struct{}
 	addrs     []string // bound listener addresses, set before ready closes
 	metricsAt string

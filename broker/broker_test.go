@@ -31,12 +31,18 @@ type testBroker struct {
 
 func startBroker(t testing.TB, dir string, overrides ...string) *testBroker {
 	t.Helper()
+	return startBrokerWith(t, dir, nil, overrides...)
+}
+
+// startBrokerWith is startBroker with options for New.
+func startBrokerWith(t testing.TB, dir string, opts []Option, overrides ...string) *testBroker {
+	t.Helper()
 	ov := append([]string{"log.dirs=" + dir, "listeners=PLAINTEXT://127.0.0.1:0"}, overrides...)
 	cfg, _, err := config.Load("", ov)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(cfg, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	b, err := New(cfg, append([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

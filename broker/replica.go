@@ -16,6 +16,7 @@ func (b *Broker) switches() partition.Switches {
 		ExpandNeedsEpochStart: b.cfg.String("isr.expand-needs-epoch-start") != "false",
 		HWRequiresMinISR:      b.cfg.String("hw.requires-min-isr") == "true",
 		ReplicaLagTimeMaxMs:   b.cfg.Long("replica.lag.time.max.ms"),
+		TxnVerification:       b.cfg.String("transaction.partition.verification.enable") == "true",
 	}
 	return sw
 }

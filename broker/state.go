@@ -16,16 +16,19 @@ import (
 // PartitionStatus is one replica's state as the broker reports it on
 // /v1/partitions, for the lab's cluster-state timeline.
 type PartitionStatus struct {
-	Topic          string  `json:"topic"`
-	Partition      int32   `json:"partition"`
-	Role           string  `json:"role"`
-	Leader         int32   `json:"leader"`
-	LeaderEpoch    int32   `json:"leader_epoch"`
-	ISR            []int32 `json:"isr"`
-	Replicas       []int32 `json:"replicas"`
-	HighWatermark  int64   `json:"hw"`
-	LogEndOffset   int64   `json:"leo"`
-	LogStartOffset int64   `json:"log_start"`
+	Topic         string  `json:"topic"`
+	Partition     int32   `json:"partition"`
+	Role          string  `json:"role"`
+	Leader        int32   `json:"leader"`
+	LeaderEpoch   int32   `json:"leader_epoch"`
+	ISR           []int32 `json:"isr"`
+	Replicas      []int32 `json:"replicas"`
+	HighWatermark int64   `json:"hw"`
+	// LastStableOffset is the LSO: the HW, or the first offset of the
+	// earliest undecided transaction when that is lower.
+	LastStableOffset int64 `json:"lso"`
+	LogEndOffset     int64 `json:"leo"`
+	LogStartOffset   int64 `json:"log_start"`
 }
 
 // StateEvent is a change of a replica's role, leader, leader epoch or ISR,
@@ -43,7 +46,7 @@ var roleNames = map[partition.Role]string{partition.None: "none", partition.Lead
 func statusOf(p *partition.Partition) PartitionStatus {
 	s := p.State()
 	return PartitionStatus{Topic: p.Topic, Partition: p.Index, Role: roleNames[s.Role], Leader: s.Leader, LeaderEpoch: s.LeaderEpoch,
-		ISR: s.ISR, Replicas: s.Replicas, HighWatermark: s.HighWatermark, LogEndOffset: s.LogEndOffset, LogStartOffset: s.LogStartOffset}
+		ISR: s.ISR, Replicas: s.Replicas, HighWatermark: s.HighWatermark, LastStableOffset: s.LastStableOffset, LogEndOffset: s.LogEndOffset, LogStartOffset: s.LogStartOffset}
 }
 
 // stateEvents keeps the last maxStateEvents changes.

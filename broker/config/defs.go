@@ -80,6 +80,7 @@ var BrokerDefs = []Def{
 	{Name: "isr.expand-needs-epoch-start", Type: String, Default: "", OneOf: []string{"", "true", "false"}, Doc: "Expansion also needs the follower past the leader epoch start (default from kafka.profile)."},
 	{Name: "fetch.leader-epoch-fencing", Type: String, Default: "", OneOf: []string{"", "true", "false"}, Doc: "Followers send their current leader epoch in Fetch, OffsetForLeaderEpoch and ListOffsets, so a deposed leader fences them (KIP-320; default from kafka.profile)."},
 	{Name: "hw.requires-min-isr", Type: String, Default: "", OneOf: []string{"", "true", "false"}, Doc: "HW does not advance below min ISR (default from kafka.profile)."},
+	{Name: "transaction.partition.verification.enable", Type: String, Default: "", OneOf: []string{"", "true", "false"}, Doc: "A partition leader asks the transaction coordinator (AddPartitionsToTxn v4, verify only) whether the partition is in the producer's transaction before appending a batch that opens one, and refuses it with INVALID_TXN_STATE if not (KIP-890 part 1, Kafka 3.6+). Off, a late write after an abort opens a transaction nobody ends and pins the last stable offset. Default from kafka.profile: true for 3.7, false before."},
 }
 
 // TopicDefs are the topic-level keys. Each defaults to a broker key (see

@@ -227,3 +227,7 @@ func firstRecordAtOrAfter(buf []byte, b BatchInfo, ts, minOffset int64) (offset,
 	}
 	return 0, 0, false
 }
+
+// ParseBatchHeader parses the header of the v2 batch at the start of buf
+// without checking its CRC or that the batch is whole.
+func ParseBatchHeader(buf []byte) (BatchInfo, error) { return parseBatch(buf, 0, false) }

@@ -57,6 +57,11 @@ type Log struct {
 	wg      sync.WaitGroup // background fsyncs of rolled segments
 
 	recoveredBytes int64 // bytes validated by recovery in Open
+	replayed       int64 // batches replayed into the producer state (Open, truncation)
+
+	// ps is the producer and transaction state, updated by every append
+	// under mu; the pointer never changes (reloads swap its contents).
+	ps *ProducerState
 }
 
 type pendingDelete struct {
@@ -74,6 +79,8 @@ type AppendResult struct {
 	RecordCount    int64       // records appended
 	LogAppendTime  int64       // the stamped time with LogAppendTime, else -1
 	Batches        []BatchInfo // the appended batches, offsets as stored
+	// Completed are the transactions the appended markers ended.
+	Completed []CompletedTxn
 }
 
 // ReadResult is the outcome of a Read.
@@ -127,7 +134,7 @@ func (l *Log) load(o options) error {
 				continue
 			}
 			bases = append(bases, base)
-		case strings.HasSuffix(name, IndexFileSuffix), strings.HasSuffix(name, TimeIndexFileSuffix):
+		case strings.HasSuffix(name, IndexFileSuffix), strings.HasSuffix(name, TimeIndexFileSuffix), strings.HasSuffix(name, TxnIndexFileSuffix):
 			indexes[name] = true
 		}
 	}
@@ -138,7 +145,7 @@ func (l *Log) load(o options) error {
 		have[segmentName(b)] = true
 	}
 	for name := range indexes {
-		if !have[strings.TrimSuffix(strings.TrimSuffix(name, TimeIndexFileSuffix), IndexFileSuffix)] {
+		if !have[strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, TimeIndexFileSuffix), TxnIndexFileSuffix), IndexFileSuffix)] {
 			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
 				return fmt.Errorf("remove orphan index: %w", err)
 			}
@@ -173,6 +180,11 @@ func (l *Log) load(o options) error {
 			cleanup()
 			return err
 		}
+		if err := removeSnapshots(l.dir, func(int64) bool { return true }); err != nil {
+			cleanup()
+			return err
+		}
+		l.ps = newProducerState(base)
 		l.publish(segs, base, base, base)
 		return nil
 	}
@@ -185,6 +197,7 @@ func (l *Log) load(o options) error {
 			recoverFrom = max(sort.Search(len(bases), func(i int) bool { return bases[i] > o.recoveryPoint })-1, 0)
 		}
 	}
+	txnRebuild := map[int64]bool{} // segments whose transaction index is rebuilt
 	for i, base := range bases {
 		s := newSegment(l.dir, base, l.cfg)
 		if s.log, err = os.OpenFile(s.path(LogFileSuffix), os.O_RDWR, 0o644); err != nil {
@@ -193,6 +206,15 @@ func (l *Log) load(o options) error {
 		}
 		segs = append(segs, s)
 		if err := s.openIndexes(false); err != nil {
+			cleanup()
+			return err
+		}
+		if s.txn, err = openTxnIndex(s.path(TxnIndexFileSuffix), false); errors.Is(err, os.ErrNotExist) {
+			l.logger.Info("transaction index missing, rebuilding it", "segment", base)
+			txnRebuild[base] = true
+			s.txn, err = openTxnIndex(s.path(TxnIndexFileSuffix), true)
+		}
+		if err != nil {
 			cleanup()
 			return err
 		}
@@ -227,6 +249,7 @@ func (l *Log) load(o options) error {
 		first := recoverFrom
 		for i := first; i < len(segs); i++ {
 			s := segs[i]
+			txnRebuild[s.base] = true
 			n, truncated, err := s.rebuild(l.cfg, true, func(b BatchInfo) {
 				if b.LeaderEpoch > epochs.LatestEpoch() {
 					if _, err := epochs.Assign(b.LeaderEpoch, b.BaseOffset); err != nil {
@@ -243,7 +266,7 @@ func (l *Log) load(o options) error {
 				l.logger.Warn("truncated corrupt or torn log tail", "segment", s.base, "valid_bytes", n, "deleted_segments", len(segs)-i-1)
 				for _, later := range segs[i+1:] {
 					later.closeFiles()
-					for _, suf := range []string{LogFileSuffix, IndexFileSuffix, TimeIndexFileSuffix} {
+					for _, suf := range segmentSuffixes {
 						if err := os.Remove(later.path(suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
 							cleanup()
 							return fmt.Errorf("delete segment after corruption: %w", err)
@@ -307,12 +330,118 @@ func (l *Log) load(o options) error {
 		cleanup()
 		return err
 	}
+	// Transaction indexes: check the kept ones, empty the ones rebuilt.
+	from := leo
+	for i, s := range segs {
+		next := leo
+		if i+1 < len(segs) {
+			next = segs[i+1].base
+		}
+		if !txnRebuild[s.base] {
+			if err := s.txn.load(s.base, next); err != nil {
+				l.logger.Error("transaction index corrupt, rebuilding it from the log", "segment", s.base, "err", err)
+				txnRebuild[s.base] = true
+			}
+		}
+		if txnRebuild[s.base] {
+			if err := s.txn.truncateFrom(-1); err != nil {
+				cleanup()
+				return err
+			}
+			from = min(from, s.base)
+		}
+	}
 	if err := syncDir(l.dir); err != nil {
 		cleanup()
 		return err
 	}
 	l.publish(segs, leo, start, leo)
+	if err := l.loadProducerState(from); err != nil {
+		cleanup()
+		return err
+	}
 	return nil
+}
+
+// loadProducerState builds the producer and transaction state at Open:
+// the latest readable snapshot at or below from (the first segment whose
+// transaction index is rebuilt, else the LEO) plus the batches after it.
+// Abort markers missing from their segment's transaction index are added
+// back on the way.
+func (l *Log) loadProducerState(from int64) error {
+	ps, err := l.latestSnapshot(from)
+	if err != nil {
+		return err
+	}
+	l.ps = newProducerState(ps.mapEnd)
+	l.ps.reset(ps)
+	if err := l.replay(l.ps, ps.mapEnd); err != nil {
+		return fmt.Errorf("rebuild producer state: %w", err)
+	}
+	return nil
+}
+
+// latestSnapshot removes the snapshots past the LEO and returns the state
+// of the newest readable one at or below upTo (an unreadable one is
+// reported and removed), or an empty state at the first segment.
+func (l *Log) latestSnapshot(upTo int64) (*ProducerState, error) {
+	leo := l.leo.Load()
+	if err := removeSnapshots(l.dir, func(off int64) bool { return off > leo }); err != nil {
+		return nil, err
+	}
+	offs, err := listSnapshots(l.dir)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(offs) - 1; i >= 0; i-- {
+		off := offs[i]
+		if off > upTo {
+			continue
+		}
+		data, err := os.ReadFile(snapshotPath(l.dir, off))
+		var ps *ProducerState
+		if err == nil {
+			ps, err = DecodeSnapshot(data)
+		}
+		if err == nil && ps.mapEnd != off {
+			err = fmt.Errorf("snapshot holds offset %d", ps.mapEnd)
+		}
+		if err == nil {
+			return ps, nil
+		}
+		l.logger.Error("producer state snapshot unreadable, using an older one", "snapshot", off, "err", err)
+		if err := os.Remove(snapshotPath(l.dir, off)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("remove unreadable snapshot: %w", err)
+		}
+	}
+	return newProducerState(l.segments()[0].base), nil
+}
+
+// replay applies the batches from offset to the LEO to ps, adding each
+// abort marker its segment's transaction index lacks.
+func (l *Log) replay(ps *ProducerState, offset int64) error {
+	return l.batches(offset, func(s *segment, pos int64, b BatchInfo) (bool, error) {
+		l.replayed++
+		var m *Marker
+		if b.Control() {
+			buf := make([]byte, b.Size)
+			if _, err := s.log.ReadAt(buf, pos); err != nil {
+				return false, fmt.Errorf("read control batch at %d: %w", b.BaseOffset, err)
+			}
+			mk, err := ParseMarker(buf)
+			if err != nil {
+				l.logger.Warn("control batch without a transaction marker", "offset", b.BaseOffset, "err", err)
+			} else {
+				m = &mk
+			}
+		}
+		if _, ab := ps.apply(b, m); ab != nil && ab.LastOffset > s.txn.lastOffset() {
+			if err := s.txn.append(*ab); err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	})
 }
 
 // publish installs a new segment list and offsets. Readers load the LEO
@@ -522,6 +651,21 @@ func (l *Log) appendLocked(data []byte, batches []BatchInfo) (AppendResult, bool
 		return AppendResult{}, false, fmt.Errorf("%d bytes exceed segment size %d: %w", len(data), l.cfg.SegmentBytes, ErrRecordListTooLarge)
 	}
 	first, last := batches[0].BaseOffset, batches[len(batches)-1].LastOffset
+	markers := map[int]Marker{}
+	for i, pos := 0, 0; i < len(batches); i++ {
+		if batches[i].Control() {
+			// A control batch that is no transaction marker (another control
+			// type) changes no producer state; refusing it would stop a
+			// follower's replication for good.
+			m, err := ParseMarker(data[pos : pos+batches[i].Size])
+			if err != nil {
+				l.logger.Warn("control batch without a transaction marker", "offset", batches[i].BaseOffset, "err", err)
+			} else {
+				markers[i] = m
+			}
+		}
+		pos += batches[i].Size
+	}
 	now := l.clock()
 	segs := l.segments()
 	if len(segs) == 0 {
@@ -564,6 +708,23 @@ func (l *Log) appendLocked(data []byte, batches []BatchInfo) (AppendResult, bool
 			}
 		}
 	}
+	for i, b := range batches {
+		var m *Marker
+		if mk, ok := markers[i]; ok {
+			m = &mk
+		}
+		c, ab := l.ps.apply(b, m)
+		if c != nil {
+			res.Completed = append(res.Completed, *c)
+		}
+		if ab != nil {
+			if err := active.txn.append(*ab); err != nil {
+				// The index is rebuilt from the log when the segment is
+				// next recovered.
+				l.logger.Error("append aborted transaction to index", "segment", active.base, "err", err)
+			}
+		}
+	}
 	active.size.Store(p)
 	l.leo.Store(last + 1)
 	res.LogStartOffset = l.logStart.Load()
@@ -596,7 +757,7 @@ func (l *Log) roll(base int64) (*segment, error) {
 	}
 	if err := old.seal(); err != nil {
 		s.closeFiles()
-		for _, suf := range []string{LogFileSuffix, IndexFileSuffix, TimeIndexFileSuffix} {
+		for _, suf := range segmentSuffixes {
 			os.Remove(s.path(suf))
 		}
 		return nil, fmt.Errorf("roll: %w", err)
@@ -604,12 +765,23 @@ func (l *Log) roll(base int64) (*segment, error) {
 	next := append(slices.Clip(segs), s)
 	l.segs.Store(&next)
 	l.logger.Debug("rolled segment", "segment", base)
+	// The producer state at the new segment's base, so recovery replays
+	// from here; fsynced with the rolled segment.
+	snap, serr := writeSnapshot(l.dir, l.ps, false)
+	if serr != nil {
+		l.logger.Error("producer state snapshot on roll", "segment", base, "err", serr)
+	}
 	gen := l.truncGen
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
 		if err := l.flushTo(base, gen); err != nil {
 			l.logger.Error("flush rolled segment", "segment", old.base, "err", err)
+		}
+		if serr == nil {
+			if err := syncFile(snapshotPath(l.dir, snap)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				l.logger.Error("fsync producer state snapshot", "snapshot", snap, "err", err)
+			}
 		}
 	}()
 	return s, nil
@@ -852,6 +1024,11 @@ func (s *segment) readFrom(pos, size, limit, offset int64, maxBytes int, maxOffs
 // last sequences after a restart costs little. Like Read, it must not run
 // concurrently with TruncateTo.
 func (l *Log) Batches(offset int64, fn func(BatchInfo) bool) error {
+	return l.batches(offset, func(_ *segment, _ int64, b BatchInfo) (bool, error) { return fn(b), nil })
+}
+
+// batches is Batches with each batch's segment and position.
+func (l *Log) batches(offset int64, fn func(s *segment, pos int64, b BatchInfo) (bool, error)) error {
 	leo := l.leo.Load()
 	segs := l.segments()
 	if l.closed.Load() {
@@ -873,12 +1050,13 @@ func (l *Log) Batches(offset int64, fn func(BatchInfo) bool) error {
 			if !ok || b.BaseOffset >= leo {
 				break
 			}
+			at := pos
 			pos += int64(b.Size)
 			if b.LastOffset < offset {
 				continue
 			}
-			if !fn(b) {
-				return nil
+			if more, err := fn(s, at, b); err != nil || !more {
+				return err
 			}
 		}
 	}
@@ -980,6 +1158,19 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := l.epochs.TruncateFromEnd(end); err != nil {
 		return fmt.Errorf("truncate epoch cache: %w", err)
 	}
+	if err := s.txn.truncateFrom(end); err != nil {
+		return fmt.Errorf("truncate: %w", err)
+	}
+	// The producer state as of end: the latest snapshot at or below it
+	// and the batches after.
+	ps, err := l.latestSnapshot(end)
+	if err != nil {
+		return fmt.Errorf("truncate producer state: %w", err)
+	}
+	if err := l.replay(ps, ps.mapEnd); err != nil {
+		return fmt.Errorf("truncate producer state: %w", err)
+	}
+	l.ps.reset(ps)
 	l.logger.Info("truncated log", "offset", offset, "log_end_offset", end)
 	return nil
 }
@@ -1013,6 +1204,10 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		return fmt.Errorf("truncate fully: %w", err)
 	}
 	l.publish([]*segment{s}, offset, offset, offset)
+	l.ps.reset(newProducerState(offset))
+	if err := removeSnapshots(l.dir, func(int64) bool { return true }); err != nil {
+		return fmt.Errorf("truncate fully: %w", err)
+	}
 	if err := l.epochs.clear(); err != nil {
 		return fmt.Errorf("truncate fully: %w", err)
 	}
@@ -1084,6 +1279,9 @@ func (l *Log) DeleteOldSegments(now time.Time, highWatermark int64) (int, error)
 		if err := l.epochs.TruncateFromStart(l.logStart.Load()); err != nil {
 			return n, err
 		}
+		if err := l.pruneSnapshots(start); err != nil {
+			return n, err
+		}
 		l.logger.Info("deleted old segments", "count", n, "log_start_offset", l.logStart.Load())
 	}
 	return n, l.removeExpiredLocked(now, false)
@@ -1096,7 +1294,7 @@ func (l *Log) scheduleDelete(segs []*segment) {
 		return
 	}
 	for _, s := range segs {
-		for _, suf := range []string{LogFileSuffix, IndexFileSuffix, TimeIndexFileSuffix} {
+		for _, suf := range segmentSuffixes {
 			if err := os.Rename(s.path(suf), s.path(suf)+DeletedFileSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 				l.logger.Warn("rename deleted segment", "segment", s.base, "err", err)
 			}
@@ -1117,7 +1315,7 @@ func (l *Log) removeExpiredLocked(now time.Time, force bool) error {
 		}
 		for _, s := range p.segs {
 			s.closeFiles()
-			for _, suf := range []string{LogFileSuffix, IndexFileSuffix, TimeIndexFileSuffix} {
+			for _, suf := range segmentSuffixes {
 				if err := os.Remove(s.path(suf) + DeletedFileSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 					errs = append(errs, fmt.Errorf("remove deleted segment: %w", err))
 				}
@@ -1165,6 +1363,12 @@ func (l *Log) Close() error {
 	if len(errs) == 0 {
 		l.recoveryPoint.Store(l.leo.Load())
 	}
+	// A clean shutdown's snapshot at the LEO: the next Open replays nothing.
+	if l.ps.MapEndOffset() == l.leo.Load() {
+		if _, err := writeSnapshot(l.dir, l.ps, true); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, s := range segs {
 		s.closeFiles()
 	}
@@ -1173,6 +1377,10 @@ func (l *Log) Close() error {
 	l.flushMu.Unlock()
 	return errors.Join(errs...)
 }
+
+// Abandon closes l's files the way a crash (SIGKILL) would: nothing
+// flushed, sealed, trimmed or snapshotted. For crash tests.
+func Abandon(l *Log) { l.abandon() }
 
 // abandon closes the files the way a crash would: nothing flushed, sealed
 // or trimmed. For tests.
@@ -1200,4 +1408,54 @@ func (l *Log) Delete() error {
 		return fmt.Errorf("delete log: %w", err)
 	}
 	return nil
+}
+
+// pruneSnapshots removes the snapshots older than the newest one at or
+// below base (the first segment's), which stays for the next recovery.
+func (l *Log) pruneSnapshots(base int64) error {
+	offs, err := listSnapshots(l.dir)
+	if err != nil {
+		return err
+	}
+	keep := int64(-1)
+	for _, off := range offs {
+		if off <= base {
+			keep = off
+		}
+	}
+	return removeSnapshots(l.dir, func(off int64) bool { return off < keep })
+}
+
+// Producers is the partition's producer and transaction state.
+func (l *Log) Producers() *ProducerState { return l.ps }
+
+// LastStableOffset is the LSO for high watermark hw (see
+// ProducerState.LastStableOffset).
+func (l *Log) LastStableOffset(hw int64) int64 { return l.ps.LastStableOffset(hw) }
+
+// AbortedTxns lists the aborted transactions that overlap [from, upTo),
+// oldest marker first, from the segments' transaction indexes: what a
+// read_committed fetch of that range returns so the consumer drops their
+// records.
+func (l *Log) AbortedTxns(from, upTo int64) []AbortedTxn {
+	segs := l.segments()
+	out := []AbortedTxn{}
+	i := max(sort.Search(len(segs), func(i int) bool { return segs[i].base > from })-1, 0)
+	for ; i < len(segs); i++ {
+		var done bool
+		if out, done = segs[i].txn.collect(from, upTo, out); done {
+			break
+		}
+	}
+	return out
+}
+
+// syncFile fsyncs the file at path.
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }

@@ -14,52 +14,13 @@ import (
 // that recovery keeps everything flushed before the crash, ends on a whole
 // batch, and leaves a log that reads back cleanly.
 func TestPowerLoss(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount faultfs (FUSE); CI runs as root")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("needs /dev/fuse to mount faultfs")
-	}
-	for _, tc := range []struct {
-		name         string
-		segmentBytes int64
-		opts         []faultfs.CrashOpt
-		exact        bool // recovery ends exactly at the flushed offset
-	}{
-		// No roll after the flush: tens of KiB stay unsynced in one file,
-		// so a torn crash keeps some pages and cuts a batch.
-		{"lose unsynced", 1 << 20, nil, true},
-		{"torn", 1 << 20, []faultfs.CrashOpt{faultfs.Torn()}, false},
-		// Rolls after the flush: rolled segments are fsynced in the
-		// background, the newest files may vanish.
-		{"lose unsynced across rolls", 4096, nil, false},
-	} {
+	needFaultFS(t)
+	for _, tc := range powerLossCases {
 		t.Run(tc.name, func(t *testing.T) {
-			backing, mnt := t.TempDir(), t.TempDir()
-			fs, err := faultfs.Mount(faultfs.Options{Backing: backing, Mount: mnt, RunID: fmt.Sprintf("logtest-%d", os.Getpid()), Seed: 7})
-			if err != nil {
-				t.Skipf("cannot mount faultfs here: %v", err)
-			}
-			t.Cleanup(func() { fs.Close() })
-			dirs := []string{mnt + "/data"}
-			cfg := smallConfig()
-			cfg.SegmentBytes = tc.segmentBytes
-			m, err := OpenManager(dirs, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := m.GetOrCreate("t", 0, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			env := startPowerLoss(t, "logtest", 7, tc.segmentBytes)
+			l := env.l
 			appendN(t, l, 20, 3, 100, 1, 1000)
-			if err := l.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			if err := m.CheckpointRecoveryPoints(); err != nil {
-				t.Fatal(err)
-			}
-			synced := l.LogEndOffset()
+			synced := env.flush(t)
 			var want []byte
 			for off := int64(0); off < synced; {
 				r, err := l.Read(off, 1<<30, synced, true)
@@ -72,21 +33,8 @@ func TestPowerLoss(t *testing.T) {
 			}
 			appendN(t, l, 70, 3, 100, 2, 2000) // page cache only
 			written := l.LogEndOffset()
-			m.crash() // the broker dies: no Close, no clean shutdown marker
-			rep := fs.Crash(tc.opts...)
-			if rep.BytesLost == 0 {
-				t.Fatalf("the crash lost nothing (%+v): the test did not exercise recovery", rep)
-			}
-
-			m, err = OpenManager(dirs, cfg)
-			if err != nil {
-				t.Fatalf("reopen after power loss: %v", err)
-			}
-			t.Cleanup(func() { m.Close() })
-			l, ok := m.Get("t", 0)
-			if !ok {
-				t.Fatal("partition lost")
-			}
+			rep := env.crashAndReopen(t, tc.opts...)
+			l = env.l
 			leo := l.LogEndOffset()
 			if tc.exact && leo != synced {
 				t.Fatalf("LEO %d after losing every unsynced write, want the flushed %d", leo, synced)
@@ -113,4 +61,95 @@ func TestPowerLoss(t *testing.T) {
 			t.Logf("flushed %d, written %d, recovered %d (crash %+v)", synced, written, leo, rep)
 		})
 	}
+}
+
+// powerLossCases are the crashes the power-loss tests run.
+var powerLossCases = []struct {
+	name         string
+	segmentBytes int64
+	opts         []faultfs.CrashOpt
+	exact        bool // recovery ends exactly at the flushed offset
+}{
+	// No roll after the flush: tens of KiB stay unsynced in one file,
+	// so a torn crash keeps some pages and cuts a batch.
+	{"lose unsynced", 1 << 20, nil, true},
+	{"torn", 1 << 20, []faultfs.CrashOpt{faultfs.Torn()}, false},
+	// Rolls after the flush: rolled segments are fsynced in the
+	// background, the newest files may vanish.
+	{"lose unsynced across rolls", 4096, nil, false},
+}
+
+// needFaultFS skips a test where faultfs cannot be mounted.
+func needFaultFS(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount faultfs (FUSE); CI runs as root")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("needs /dev/fuse to mount faultfs")
+	}
+}
+
+// powerLossEnv is partition t-0 of a Manager on a faultfs mount.
+type powerLossEnv struct {
+	fs   *faultfs.FS
+	dirs []string
+	cfg  Config
+	m    *Manager
+	l    *Log
+}
+
+func startPowerLoss(t *testing.T, runID string, seed, segmentBytes int64) *powerLossEnv {
+	t.Helper()
+	backing, mnt := t.TempDir(), t.TempDir()
+	fs, err := faultfs.Mount(faultfs.Options{Backing: backing, Mount: mnt, RunID: fmt.Sprintf("%s-%d", runID, os.Getpid()), Seed: seed})
+	if err != nil {
+		t.Skipf("cannot mount faultfs here: %v", err)
+	}
+	t.Cleanup(func() { fs.Close() })
+	e := &powerLossEnv{fs: fs, dirs: []string{mnt + "/data"}, cfg: smallConfig()}
+	e.cfg.SegmentBytes = segmentBytes
+	if e.m, err = OpenManager(e.dirs, e.cfg); err != nil {
+		t.Fatal(err)
+	}
+	if e.l, err = e.m.GetOrCreate("t", 0, e.cfg); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// flush fsyncs the log and checkpoints the recovery points; it returns
+// the flushed LEO.
+func (e *powerLossEnv) flush(t *testing.T) int64 {
+	t.Helper()
+	if err := e.l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.CheckpointRecoveryPoints(); err != nil {
+		t.Fatal(err)
+	}
+	return e.l.LogEndOffset()
+}
+
+// crashAndReopen kills the broker (no Close, no clean shutdown marker),
+// cuts the power, and opens the Manager and the log again.
+func (e *powerLossEnv) crashAndReopen(t *testing.T, opts ...faultfs.CrashOpt) faultfs.CrashReport {
+	t.Helper()
+	e.m.crash()
+	rep := e.fs.Crash(opts...)
+	if rep.BytesLost == 0 {
+		t.Fatalf("the crash lost nothing (%+v): the test did not exercise recovery", rep)
+	}
+	var err error
+	if e.m, err = OpenManager(e.dirs, e.cfg); err != nil {
+		t.Fatalf("reopen after power loss: %v", err)
+	}
+	m := e.m
+	t.Cleanup(func() { m.Close() })
+	l, ok := e.m.Get("t", 0)
+	if !ok {
+		t.Fatal("partition lost")
+	}
+	e.l = l
+	return rep
 }

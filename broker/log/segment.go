@@ -25,6 +25,9 @@ const (
 	timeEntrySize  = 12 // int64 timestamp, int32 relative offset
 )
 
+// segmentSuffixes are the files of one segment.
+var segmentSuffixes = []string{LogFileSuffix, IndexFileSuffix, TimeIndexFileSuffix, TxnIndexFileSuffix}
+
 // segmentName is the 20-digit zero-padded base offset.
 func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
 
@@ -66,6 +69,9 @@ type segment struct {
 	maxTsOff  int64 // base offset of the batch holding maxTs
 	lastTs    int64 // timestamp of the last time index entry, -1 if none
 
+	// txn is the aborted-transaction index, entries in memory.
+	txn *txnIndex
+
 	// Writer-only state, guarded by the Log's mutex.
 	next            int64     // offset after the last batch (base if empty)
 	bytesSinceIndex int       // bytes appended since the last index entry
@@ -86,6 +92,10 @@ func createSegment(dir string, base int64, cfg Config) (*segment, error) {
 		return nil, fmt.Errorf("create segment: %w", err)
 	}
 	if err := s.openIndexes(true); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	if s.txn, err = openTxnIndex(s.path(TxnIndexFileSuffix), true); err != nil {
 		s.closeFiles()
 		return nil, err
 	}
@@ -138,6 +148,9 @@ func (s *segment) closeFiles() {
 		if f != nil {
 			f.Close()
 		}
+	}
+	if s.txn != nil {
+		s.txn.close()
 	}
 }
 
@@ -237,6 +250,9 @@ func (s *segment) sync() error {
 		if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
 			return fmt.Errorf("fsync %s: %w", f.Name(), err)
 		}
+	}
+	if s.txn != nil {
+		return s.txn.sync()
 	}
 	return nil
 }

@@ -1,27 +1,27 @@
 package partition
 
 import (
-	"sort"
-
 	"github.com/twmb/franz-go/pkg/kerr"
-
-	klog "github.com/isrlab/isrlab/broker/log"
 )
 
-// ActiveProducer is an idempotent producer's last batch on this replica,
-// what DescribeProducers reports.
+// ActiveProducer is a producer's state on this replica, what
+// DescribeProducers reports.
 type ActiveProducer struct {
 	ID            int64
 	Epoch         int16
-	LastSequence  int32
-	LastOffset    int64
-	LastTimestamp int64 // max timestamp of the last batch, -1 if unread
+	LastSequence  int32 // -1 when no batch with a sequence is kept
+	LastOffset    int64 // -1 likewise
+	LastTimestamp int64 // max timestamp of its last batch or marker, -1 if none
+	// CoordinatorEpoch is that of its last transaction marker, -1 before any.
+	CoordinatorEpoch int32
+	// CurrentTxnStartOffset is the first offset of its open transaction,
+	// -1 when none is open.
+	CurrentTxnStartOffset int64
 }
 
 // ActiveProducers lists the producers the leader tracks, by id. A replica
 // that does not lead gets NOT_LEADER_OR_FOLLOWER, as in Kafka.
 func (p *Partition) ActiveProducers() ([]ActiveProducer, error) {
-	// The read lock keeps truncation out while batch headers are read.
 	p.lock.RLock()
 	defer p.lock.RUnlock()
 	p.mu.Lock()
@@ -30,26 +30,15 @@ func (p *Partition) ActiveProducers() ([]ActiveProducer, error) {
 	if role != Leader {
 		return nil, kerr.NotLeaderForPartition
 	}
-	p.appendMu.Lock()
-	out := make([]ActiveProducer, 0, len(p.producers.m))
-	for id, st := range p.producers.m {
-		if len(st.batches) == 0 {
-			continue
+	entries := p.log.Producers().Entries()
+	out := make([]ActiveProducer, 0, len(entries))
+	for _, e := range entries {
+		a := ActiveProducer{ID: e.ID, Epoch: e.Epoch, LastSequence: -1, LastOffset: -1, LastTimestamp: e.LastTimestamp,
+			CoordinatorEpoch: e.CoordinatorEpoch, CurrentTxnStartOffset: e.TxnFirstOffset}
+		if n := len(e.Batches); n > 0 {
+			a.LastSequence, a.LastOffset = e.Batches[n-1].LastSeq, e.Batches[n-1].LastOffset
 		}
-		last := st.batches[len(st.batches)-1]
-		out = append(out, ActiveProducer{ID: id, Epoch: st.epoch, LastSequence: last.lastSeq, LastOffset: last.lastOffset, LastTimestamp: -1})
-	}
-	p.appendMu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	for i := range out {
-		off := out[i].LastOffset
-		p.log.Batches(off, func(b klog.BatchInfo) bool {
-			if b.LastOffset >= off {
-				out[i].LastTimestamp = b.MaxTimestamp
-				return false
-			}
-			return true
-		})
+		out = append(out, a)
 	}
 	return out, nil
 }

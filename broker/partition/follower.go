@@ -70,12 +70,9 @@ func (p *Partition) AppendAsFollower(records []byte, leaderHW, leaderLogStart in
 	}
 	if len(records) > 0 {
 		p.appendMu.Lock()
-		res, err := p.log.AppendAsFollower(records)
-		if err == nil {
-			for _, b := range res.Batches {
-				p.producers.RecordBatch(b)
-			}
-		}
+		// The log applies the batches to its producer state, control
+		// batches included, so a new leader knows the open transactions.
+		_, err := p.log.AppendAsFollower(records)
 		p.appendMu.Unlock()
 		if err != nil {
 			return err
@@ -107,7 +104,6 @@ func (p *Partition) TruncateTo(offset int64) error {
 	if err := p.log.TruncateTo(offset); err != nil {
 		return err
 	}
-	p.producers.TruncateFrom(offset)
 	p.mu.Lock()
 	p.hw = min(p.hw, p.log.LogEndOffset())
 	p.notifyLocked()
@@ -125,7 +121,6 @@ func (p *Partition) TruncateFullyAndStartAt(offset int64) error {
 	if err := p.log.TruncateFullyAndStartAt(offset); err != nil {
 		return err
 	}
-	p.producers = NewProducers()
 	p.mu.Lock()
 	p.hw = offset
 	p.notifyLocked()

@@ -110,6 +110,17 @@ type AppendResult struct {
 // acks=-1 below min.insync.replicas is refused before anything is written.
 // Errors are Kafka errors from kerr.
 func (p *Partition) AppendAsLeader(data []byte, requiredAcks int16) (AppendResult, error) {
+	return p.AppendAsLeaderWith(data, AppendOptions{RequiredAcks: requiredAcks})
+}
+
+// AppendAsLeaderWith is AppendAsLeader with options. Besides the checks
+// above it applies the producer rules: an idempotent or transactional
+// batch is checked against its producer's epoch and sequences (a retried
+// duplicate answers with its original offsets), clients may not write
+// control batches, and with the txn-verification switch a batch opening a
+// transaction needs a valid o.TxnGuard (else INVALID_TXN_STATE).
+func (p *Partition) AppendAsLeaderWith(data []byte, o AppendOptions) (AppendResult, error) {
+	requiredAcks := o.RequiredAcks
 	p.rlock()
 	defer p.lock.RUnlock()
 
@@ -132,34 +143,32 @@ func (p *Partition) AppendAsLeader(data []byte, requiredAcks int16) (AppendResul
 
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
-	first := batches[0]
 	records := 0
 	for _, bi := range batches {
 		records += int(bi.LastOffset-bi.BaseOffset) + 1
 	}
-	idem := first.ProducerID >= 0 && len(batches) == 1
-	lastSeq := first.BaseSequence + int32(first.LastOffset-first.BaseOffset)
-	if idem {
-		df, dl, dup, err := p.producers.Check(first.ProducerID, first.ProducerEpoch, first.BaseSequence, lastSeq)
-		if err != nil {
-			return AppendResult{}, err
-		}
-		if dup {
-			return AppendResult{FirstOffset: df, LastOffset: dl, LogStartOffset: p.log.LogStartOffset(), LogAppendTime: -1, Duplicate: true}, nil
-		}
+	dup, err := p.checkProducerLocked(batches, o)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if dup != nil {
+		return AppendResult{FirstOffset: dup.FirstOffset, LastOffset: dup.LastOffset, LogStartOffset: p.log.LogStartOffset(), LogAppendTime: -1, Duplicate: true}, nil
 	}
 	res, err := p.log.AppendParsedAsLeader(data, batches, epoch)
 	if err != nil {
 		return AppendResult{}, kafkaError(err)
 	}
-	if idem {
-		p.producers.Record(first.ProducerID, first.ProducerEpoch, first.BaseSequence, lastSeq, res.FirstOffset, res.LastOffset)
-	}
+	return p.appended(res, records), nil
+}
+
+// appended moves the HW after a leader append (a single-replica ISR
+// commits at once) and wakes the waiters.
+func (p *Partition) appended(res klog.AppendResult, records int) AppendResult {
 	p.mu.Lock()
 	p.maybeIncrementHWLocked(p.nowMs())
 	p.notifyLocked()
 	p.mu.Unlock()
-	return AppendResult{FirstOffset: res.FirstOffset, LastOffset: res.LastOffset, LogStartOffset: p.log.LogStartOffset(), LogAppendTime: res.LogAppendTime, Records: records}, nil
+	return AppendResult{FirstOffset: res.FirstOffset, LastOffset: res.LastOffset, LogStartOffset: p.log.LogStartOffset(), LogAppendTime: res.LogAppendTime, Records: records}
 }
 
 // AcksAllStatus reports whether an acks=-1 append ending before
@@ -195,6 +204,9 @@ type ReadResult struct {
 	// epoch does not match the leader's log at its fetch offset (KIP-595).
 	DivergingEpoch     int32
 	DivergingEndOffset int64
+	// AbortedTxns (read_committed only, else nil) are the aborted
+	// transactions overlapping the records returned.
+	AbortedTxns []klog.AbortedTxn
 }
 
 // FetchRequest is one partition of a Fetch.
@@ -205,6 +217,9 @@ type FetchRequest struct {
 	CurrentLeaderEpoch int32 // -1: not given
 	LastFetchedEpoch   int32 // -1: not given
 	MinOneBatch        bool
+	// Isolation is the consumer's isolation level: 0 read_uncommitted
+	// reads up to the HW, 1 read_committed up to the LSO.
+	Isolation int8
 	// Alloc provides the read buffer (nil: allocate); see log.ReadWith.
 	Alloc func(n int) []byte
 }
@@ -248,7 +263,7 @@ func (p *Partition) read(req FetchRequest) (res ReadResult, err error, expand bo
 	hw := p.hw
 	p.mu.Unlock()
 
-	res.HighWatermark, res.LastStableOffset = hw, hw
+	res.HighWatermark, res.LastStableOffset = hw, p.log.LastStableOffset(hw)
 	res.LogStartOffset, res.LogEndOffset = p.log.LogStartOffset(), p.log.LogEndOffset()
 	if follower && req.LastFetchedEpoch >= 0 && p.sw.Truncation == TruncateDiverging {
 		e, end := p.log.Epochs().EndOffsetForEpoch(req.LastFetchedEpoch, res.LogEndOffset)
@@ -259,8 +274,13 @@ func (p *Partition) read(req FetchRequest) (res ReadResult, err error, expand bo
 		}
 	}
 	limit := hw
-	if follower {
+	committed := !follower && req.Isolation == 1
+	switch {
+	case follower:
 		limit = res.LogEndOffset
+	case committed:
+		limit = res.LastStableOffset
+		res.AbortedTxns = []klog.AbortedTxn{}
 	}
 	if req.Offset > res.LogEndOffset || req.Offset < res.LogStartOffset {
 		return res, kerr.OffsetOutOfRange, false
@@ -276,7 +296,24 @@ func (p *Partition) read(req FetchRequest) (res ReadResult, err error, expand bo
 	if rr.Records != nil {
 		res.Records = rr.Records
 	}
+	if committed && len(res.Records) > 0 {
+		res.AbortedTxns = p.log.AbortedTxns(req.Offset, endOffset(res.Records))
+	}
 	return res, nil, expand
+}
+
+// endOffset is the offset after the last whole batch in records.
+func endOffset(records []byte) int64 {
+	end := int64(-1)
+	for pos := 0; pos < len(records); {
+		b, err := klog.ParseBatchHeader(records[pos:])
+		if err != nil || b.Size <= 0 {
+			break
+		}
+		end = b.NextOffset()
+		pos += b.Size
+	}
+	return end
 }
 
 // updateFollowerLocked records a follower fetch at fetchOffset (§1.1) and
@@ -304,11 +341,15 @@ var ErrStaleState = kerr.InvalidUpdateVersion
 type TimestampOffset struct{ Offset, Timestamp int64 }
 
 // OffsetForTimestamp finds the first offset whose batch has a timestamp at
-// or after ts, below the HW, and the leader epoch of that offset.
-func (p *Partition) OffsetForTimestamp(ts int64) (TimestampOffset, bool, int32) {
+// or after ts, below the HW (below the LSO when committed, for
+// read_committed), and the leader epoch of that offset.
+func (p *Partition) OffsetForTimestamp(ts int64, committed bool) (TimestampOffset, bool, int32) {
 	p.rlock()
 	defer p.lock.RUnlock()
 	hw := p.HighWatermark()
+	if committed {
+		hw = p.log.LastStableOffset(hw)
+	}
 	off, t, ok := p.log.OffsetForTimestamp(ts)
 	if !ok || off >= hw {
 		return TimestampOffset{}, false, -1
@@ -326,12 +367,12 @@ func (p *Partition) OffsetForTimestamp(ts int64) (TimestampOffset, bool, int32) 
 // first record with the log's largest timestamp, if it is below the HW,
 // and its leader epoch. (Kafka 3.7 answers with the last offset of that
 // record's produce request, KAFKA-16310; this is the record itself.)
-func (p *Partition) MaxTimestampOffset() (TimestampOffset, bool, int32) {
+func (p *Partition) MaxTimestampOffset(committed bool) (TimestampOffset, bool, int32) {
 	ts := p.log.MaxTimestamp()
 	if ts < 0 {
 		return TimestampOffset{}, false, -1
 	}
-	return p.OffsetForTimestamp(ts)
+	return p.OffsetForTimestamp(ts, committed)
 }
 
 // LegacyOffsets answers ListOffsets v0 (Kafka's

@@ -55,6 +55,11 @@ type Switches struct {
 	ExpandNeedsEpochStart bool
 	HWRequiresMinISR      bool
 	ReplicaLagTimeMaxMs   int64
+	// TxnVerification: transaction.partition.verification.enable (3.6+,
+	// KIP-890 part 1). A transactional batch opening a transaction on this
+	// partition is appended only after the transaction coordinator
+	// confirmed the partition is in the transaction.
+	TxnVerification bool
 }
 
 // LeaderAndISR is the partition state the coordinator stores.
@@ -155,7 +160,6 @@ type Partition struct {
 	epochStart      int64 // LEO when this replica became leader
 	remotes         map[int32]*remote
 	hw              int64
-	producers       *Producers
 	changed         chan struct{}
 }
 
@@ -184,16 +188,10 @@ func New(topic string, index int32, self int32, lg *klog.Log, cfg Config, now fu
 	p := &Partition{
 		Topic: topic, Index: index, self: self, log: lg, now: now, cfg: cfg,
 		sw: o.Switches, writer: o.Writer, stats: o.Stats, live: o.Live,
-		leader: -1, producers: NewProducers(), changed: make(chan struct{}),
+		leader: -1, changed: make(chan struct{}),
 		remotes: map[int32]*remote{},
 	}
 	p.locks, _ = o.Stats.(LockStats)
-	// Rebuild the idempotent producers' last sequences from the log's batch
-	// headers, so a restarted replica still recognises retried batches.
-	lg.Batches(lg.LogStartOffset(), func(b klog.BatchInfo) bool {
-		p.producers.RecordBatch(b)
-		return true
-	})
 	return p
 }
 
@@ -246,6 +244,7 @@ type State struct {
 	LogStartOffset      int64
 	LogEndOffset        int64
 	EpochStartOffset    int64
+	LastStableOffset    int64
 }
 
 // State returns a snapshot.
@@ -256,7 +255,7 @@ func (p *Partition) State() State {
 		Role: p.role, Leader: p.leader, LeaderEpoch: p.leaderEpoch, ControllerEpoch: p.controllerEpoch, Version: p.version,
 		Replicas: slices.Clone(p.replicas), ISR: slices.Clone(p.isr), MaximalISR: p.maximalISRLocked(),
 		HighWatermark: p.hw, LogStartOffset: p.log.LogStartOffset(), LogEndOffset: p.log.LogEndOffset(),
-		EpochStartOffset: p.epochStart,
+		EpochStartOffset: p.epochStart, LastStableOffset: p.log.LastStableOffset(p.hw),
 	}
 }
 

@@ -6,112 +6,106 @@ import (
 	klog "github.com/isrlab/isrlab/broker/log"
 )
 
-// producerBatchesKept is how many recent batches per producer are kept for
-// duplicate detection; Kafka keeps five (max.in.flight for idempotence).
-const producerBatchesKept = 5
+// The producer and transaction state of a partition lives in its log
+// (klog.ProducerState), which every append, truncation and recovery keeps
+// up to date; this file holds the leader's checks against it.
 
-type producerBatch struct {
-	firstSeq, lastSeq       int32
-	firstOffset, lastOffset int64
+// AppendOptions are the leader append's parameters besides the data.
+type AppendOptions struct {
+	RequiredAcks int16
+	// TxnGuard is the transaction coordinator's confirmation, taken by
+	// TxnVerificationNeeded before asking it, that the producer's
+	// transaction includes this partition (KIP-890). With the
+	// txn-verification switch on, a transactional batch that opens a new
+	// transaction here needs it.
+	TxnGuard *klog.TxnGuard
+	// SkipTxnVerification: the caller checked the transaction itself (the
+	// group coordinator writing a TxnOffsetCommit to __consumer_offsets).
+	SkipTxnVerification bool
 }
 
-type producerState struct {
-	epoch   int16
-	batches []producerBatch // oldest first
+// TxnVerificationNeeded reports whether a produce payload opens a new
+// transaction for its producer on this partition while the
+// txn-verification switch is on: the leader must then ask the transaction
+// coordinator (AddPartitionsToTxn v4, verifyOnly) before appending it with
+// the returned guard. It looks at the first batch's header only.
+func (p *Partition) TxnVerificationNeeded(data []byte) (klog.TxnGuard, bool) {
+	if !p.sw.TxnVerification {
+		return klog.TxnGuard{}, false
+	}
+	b, err := klog.ParseBatchHeader(data)
+	if err != nil || !b.Transactional() || b.Control() || b.ProducerID < 0 {
+		return klog.TxnGuard{}, false
+	}
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	return p.log.Producers().NeedsTxnStart(b.ProducerID)
 }
 
-// Producers tracks idempotent producers' sequence numbers for one
-// partition, as Kafka's ProducerStateManager does for a leader.
-type Producers struct {
-	m map[int64]*producerState
-}
-
-// NewProducers returns an empty table.
-func NewProducers() *Producers { return &Producers{m: map[int64]*producerState{}} }
-
-// Check decides whether a batch from producer id/epoch with sequence range
-// [firstSeq, lastSeq] may be appended. A duplicate of a recent batch returns
-// its original offsets and dup=true (the broker answers success without
-// appending again). An unknown producer is accepted at any sequence, as
-// Kafka does when it holds no state for it.
-func (p *Producers) Check(id int64, epoch int16, firstSeq, lastSeq int32) (dupFirst, dupLast int64, dup bool, err error) {
-	if id < 0 {
-		return 0, 0, false, nil
-	}
-	st, ok := p.m[id]
-	if !ok {
-		return 0, 0, false, nil
-	}
-	switch {
-	case epoch < st.epoch:
-		return 0, 0, false, kerr.InvalidProducerEpoch
-	case epoch > st.epoch:
-		if firstSeq != 0 {
-			return 0, 0, false, kerr.OutOfOrderSequenceNumber
-		}
-		return 0, 0, false, nil
-	}
-	for _, b := range st.batches {
-		if b.firstSeq == firstSeq && b.lastSeq == lastSeq {
-			return b.firstOffset, b.lastOffset, true, nil
+// checkProducerLocked applies the producer rules to a client's batch
+// (appendMu held): control batches are the coordinator's; the epoch and
+// sequence checks of klog.ProducerState.CheckData; and a verified start
+// for a new transaction when the switch is on.
+func (p *Partition) checkProducerLocked(batches []klog.BatchInfo, o AppendOptions) (*klog.ProducerBatch, error) {
+	for _, b := range batches {
+		if b.Control() {
+			return nil, kerr.InvalidRecord
 		}
 	}
-	if len(st.batches) > 0 {
-		last := st.batches[len(st.batches)-1].lastSeq
-		if firstSeq != nextSeq(last) {
-			return 0, 0, false, kerr.OutOfOrderSequenceNumber
+	first := batches[0]
+	if first.ProducerID < 0 {
+		return nil, nil
+	}
+	ps := p.log.Producers()
+	if len(batches) == 1 {
+		dup, err := ps.CheckData(first)
+		if err != nil || dup != nil {
+			return dup, err
 		}
 	}
-	return 0, 0, false, nil
-}
-
-// Record notes an appended batch.
-func (p *Producers) Record(id int64, epoch int16, firstSeq, lastSeq int32, firstOffset, lastOffset int64) {
-	if id < 0 {
-		return
-	}
-	st, ok := p.m[id]
-	if !ok || epoch > st.epoch {
-		st = &producerState{epoch: epoch}
-		p.m[id] = st
-	}
-	st.batches = append(st.batches, producerBatch{firstSeq, lastSeq, firstOffset, lastOffset})
-	if len(st.batches) > producerBatchesKept {
-		st.batches = append(st.batches[:0], st.batches[len(st.batches)-producerBatchesKept:]...)
-	}
-}
-
-// TruncateFrom forgets batches at or above offset (after log truncation).
-func (p *Producers) TruncateFrom(offset int64) {
-	for id, st := range p.m {
-		kept := st.batches[:0]
-		for _, b := range st.batches {
-			if b.lastOffset < offset {
-				kept = append(kept, b)
-			}
-		}
-		st.batches = kept
-		if len(kept) == 0 {
-			delete(p.m, id)
+	if guard := o.TxnGuard; p.sw.TxnVerification && first.Transactional() && !o.SkipTxnVerification {
+		if _, starts := ps.NeedsTxnStart(first.ProducerID); starts &&
+			(guard == nil || guard.ProducerID != first.ProducerID || !ps.GuardValid(*guard)) {
+			return nil, kerr.InvalidTxnState
 		}
 	}
+	return nil, nil
 }
 
-// nextSeq is the sequence after s; sequences wrap at MaxInt32.
-func nextSeq(s int32) int32 {
-	if s == 1<<31-1 {
-		return 0
+// AppendMarker writes a transaction marker for producerID as the leader
+// (WriteTxnMarkers): checked against the producer's epoch and the
+// coordinator epoch of its last marker, refused below min.insync.replicas
+// as an acks=-1 append is. The caller waits with AcksAllStatus for the
+// marker to be committed.
+func (p *Partition) AppendMarker(producerID int64, producerEpoch int16, m klog.Marker) (AppendResult, error) {
+	p.rlock()
+	defer p.lock.RUnlock()
+	p.mu.Lock()
+	role, epoch, isrLen, minISR := p.role, p.leaderEpoch, len(p.isr), p.minISRLocked()
+	p.mu.Unlock()
+	if role != Leader {
+		return AppendResult{}, kerr.NotLeaderForPartition
 	}
-	return s + 1
+	if isrLen < minISR {
+		return AppendResult{}, kerr.NotEnoughReplicas
+	}
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	if err := p.log.Producers().CheckMarker(producerID, producerEpoch, m.CoordinatorEpoch); err != nil {
+		return AppendResult{}, err
+	}
+	res, err := p.log.AppendAsLeader(klog.ControlBatch(producerID, producerEpoch, m, p.nowMs()), epoch)
+	if err != nil {
+		return AppendResult{}, kafkaError(err)
+	}
+	return p.appended(res, 1), nil
 }
 
-// RecordBatch notes a batch appended by any path (leader, follower,
-// recovery) so that whichever replica leads next detects retried
-// duplicates, as Kafka's followers keep producer state too.
-func (p *Producers) RecordBatch(b klog.BatchInfo) {
-	if b.ProducerID < 0 || b.BaseSequence < 0 {
-		return
-	}
-	last := b.BaseSequence + int32(b.LastOffset-b.BaseOffset)
-	p.Record(b.ProducerID, b.ProducerEpoch, b.BaseSequence, last, b.BaseOffset, b.LastOffset)
+// LastStableOffset is the partition's LSO: the first offset of its
+// earliest undecided transaction, at most the HW.
+func (p *Partition) LastStableOffset() int64 {
+	return p.log.LastStableOffset(p.HighWatermark())
 }
+
+// OngoingTxns returns the open transactions' first offsets by producer id.
+func (p *Partition) OngoingTxns() map[int64]int64 { return p.log.Producers().OngoingTxns() }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -238,6 +239,9 @@ func (e *scriptEnv) run(line string) (res string) {
 		if v, ok := a["expand-needs-epoch-start"]; ok {
 			e.sw.ExpandNeedsEpochStart = v == "true"
 		}
+		if v, ok := a["txn-verification"]; ok {
+			e.sw.TxnVerification = v == "true"
+		}
 		if v, ok := a["min.insync.replicas"]; ok {
 			e.cfg.MinInsyncReplicas = int(num(v, 1))
 		}
@@ -261,7 +265,22 @@ func (e *scriptEnv) run(line string) (res string) {
 	case "append":
 		n := int(num(a["records"], 1))
 		acks := int16(num(a["acks"], -1))
-		r, err := e.p.AppendAsLeader(e.producerBatch(n, a), acks)
+		o := AppendOptions{RequiredAcks: acks}
+		data := e.producerBatch(n, a)
+		if a["verify"] != "" {
+			// The leader asks the coordinator first: verify=yes is its
+			// confirmation, verify=late a marker racing the answer.
+			g, needed := e.p.TxnVerificationNeeded(data)
+			if needed && a["verify"] == "late" {
+				if _, err := e.p.AppendMarker(g.ProducerID, 0, klog.Marker{CoordinatorEpoch: int32(num(a["coordinator-epoch"], 0))}); err != nil {
+					return "marker error: " + err.Error()
+				}
+			}
+			if needed && a["verify"] != "no" {
+				o.TxnGuard = &g
+			}
+		}
+		r, err := e.p.AppendAsLeaderWith(data, o)
 		if err != nil {
 			return "error: " + err.Error()
 		}
@@ -269,6 +288,55 @@ func (e *scriptEnv) run(line string) (res string) {
 			return fmt.Sprintf("duplicate of offsets %d..%d, not appended %s", r.FirstOffset, r.LastOffset, e.state())
 		}
 		return fmt.Sprintf("offsets %d..%d %s", r.FirstOffset, r.LastOffset, e.state())
+	case "marker":
+		// WriteTxnMarkers on the leader: marker pid=.. epoch=.. commit=.. coordinator-epoch=..
+		m := klog.Marker{Commit: a["commit"] == "true", CoordinatorEpoch: int32(num(a["coordinator-epoch"], 0))}
+		r, err := e.p.AppendMarker(num(a["pid"], 0), int16(num(a["epoch"], 0)), m)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return fmt.Sprintf("marker at %d %s", r.LastOffset, e.state())
+	case "follower-marker":
+		// A follower replicates a control batch: follower-marker from=.. pid=.. commit=.. batch-epoch=.. leader-hw=.. epoch=..
+		m := klog.Marker{Commit: a["commit"] == "true", CoordinatorEpoch: int32(num(a["coordinator-epoch"], 0))}
+		b := klog.ControlBatch(num(a["pid"], 0), int16(num(a["producer-epoch"], 0)), m, e.now.UnixMilli())
+		binary.BigEndian.PutUint64(b[0:], uint64(num(a["from"], 0)))
+		binary.BigEndian.PutUint32(b[12:], uint32(num(a["batch-epoch"], 0)))
+		if err := e.p.AppendAsFollower(b, num(a["leader-hw"], 0), 0, int32(num(a["epoch"], 0))); err != nil {
+			return "error: " + err.Error()
+		}
+		return e.state()
+	case "txns":
+		// The open transactions and the aborted-transaction index.
+		ongoing := e.p.OngoingTxns()
+		pids := slices.Sorted(maps.Keys(ongoing))
+		var parts []string
+		for _, pid := range pids {
+			parts = append(parts, fmt.Sprintf("%d@%d", pid, ongoing[pid]))
+		}
+		var ab []string
+		for _, t := range e.p.Log().AbortedTxns(0, e.p.Log().LogEndOffset()) {
+			ab = append(ab, fmt.Sprintf("%d:%d..%d(lso %d)", t.ProducerID, t.FirstOffset, t.LastOffset, t.LastStableOffset))
+		}
+		return fmt.Sprintf("ongoing=[%s] aborted=[%s] lso=%d hw=%d", strings.Join(parts, " "), strings.Join(ab, " "), e.p.LastStableOffset(), e.p.HighWatermark())
+	case "restart":
+		// The broker stops (clean=true: closes the log; else a crash) and
+		// the replica comes back as a follower with the checkpointed HW.
+		hw := e.p.HighWatermark()
+		lg := e.p.Log()
+		if a["clean"] == "true" {
+			if err := lg.Close(); err != nil {
+				return "close: " + err.Error()
+			}
+		} else {
+			klog.Abandon(lg)
+		}
+		e.p = nil
+		e.ensure()
+		e.p.mu.Lock()
+		e.p.hw = min(hw, e.p.log.LogEndOffset())
+		e.p.mu.Unlock()
+		return e.state()
 	case "follower-append":
 		// A follower appends batches it fetched: offsets from=..records=..epoch=..
 		n := int(num(a["records"], 1))
@@ -294,17 +362,29 @@ func (e *scriptEnv) run(line string) (res string) {
 		}
 		return fmt.Sprintf("bytes=%d response-hw=%d%s%s %s", len(r.Records), r.HighWatermark, div, errs, e.state())
 	case "consume":
-		r, err := e.p.Read(FetchRequest{ReplicaID: -1, Offset: num(a["offset"], 0), MaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1})
+		iso := int8(0)
+		if a["isolation"] == "read_committed" {
+			iso = 1
+		}
+		r, err := e.p.Read(FetchRequest{ReplicaID: -1, Offset: num(a["offset"], 0), MaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1, Isolation: iso})
 		if err != nil {
 			return "error: " + err.Error()
 		}
 		n := 0
 		for rest := r.Records; len(rest) >= 61; {
 			sz := int(binary.BigEndian.Uint32(rest[8:])) + 12
-			n += int(binary.BigEndian.Uint32(rest[23:])) + 1
+			n += int(int32(binary.BigEndian.Uint32(rest[23:]))) + 1
 			rest = rest[sz:]
 		}
-		return fmt.Sprintf("records=%d hw=%d", n, r.HighWatermark)
+		out := fmt.Sprintf("records=%d hw=%d", n, r.HighWatermark)
+		if iso == 1 {
+			var ab []string
+			for _, t := range r.AbortedTxns {
+				ab = append(ab, fmt.Sprintf("%d@%d", t.ProducerID, t.FirstOffset))
+			}
+			out += fmt.Sprintf(" lso=%d aborted=[%s]", r.LastStableOffset, strings.Join(ab, " "))
+		}
+		return out
 	case "tick":
 		e.now = e.now.Add(time.Duration(num(a["ms"], 0)) * time.Millisecond)
 		return fmt.Sprintf("now=+%dms", e.now.UnixMilli()-1_000_000)
@@ -389,8 +469,11 @@ func (e *scriptEnv) producerBatch(n int, a map[string]string) []byte {
 	b := e.batch(n)
 	if pid, ok := a["pid"]; ok {
 		binary.BigEndian.PutUint64(b[43:], uint64(num(pid, 0)))
-		binary.BigEndian.PutUint16(b[51:], 0)
+		binary.BigEndian.PutUint16(b[51:], uint16(num(a["producer-epoch"], 0)))
 		binary.BigEndian.PutUint32(b[53:], uint32(num(a["seq"], 0)))
+		if a["txn"] == "true" {
+			binary.BigEndian.PutUint16(b[21:], binary.BigEndian.Uint16(b[21:])|klog.AttrTransactional)
+		}
 		binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
 	}
 	return b
