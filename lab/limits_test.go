@@ -164,8 +164,15 @@ func TestLimitScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	if sc.Topic.Partitions != 30 || sc.Topic.ReplicationFactor != 3 || sc.Workload.Producers != 7 || sc.Workload.RecordSize != 1000 ||
-		sc.Workload.ConsumerGroups != 5 || sc.Duration != 15*time.Second || sc.Workload.Type != "rate" {
+		sc.Workload.ConsumerGroups != 5 || sc.Duration != 15*time.Second || sc.Workload.Type != "rate" || sc.Workload.Payload != "random" {
 		t.Errorf("%+v", sc)
+	}
+	sc, err = LimitScenario(LimitsConfig{Payload: "compressible"}, 100, 1)
+	if err != nil || sc.Workload.Payload != "compressible" {
+		t.Errorf("compressible: %q, %v", sc.Workload.Payload, err)
+	}
+	if _, err := LimitScenario(LimitsConfig{Payload: "zeros"}, 100, 1); err == nil || !strings.Contains(err.Error(), "payload") {
+		t.Errorf("payload zeros: %v", err)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/lab"
+	"github.com/isrlab/isrlab/workloads"
 )
 
 func init() { rootCmd.AddCommand(newLimitsCmd()) }
@@ -53,8 +54,10 @@ broker against record size, with the planning figure: the limit x
 directories are under points/. Ctrl-C stops the point under test and
 writes what was measured (marked incomplete).
 
-Payloads are the rate workload's (hex digits, sent uncompressed unless
---compression is set). Exit status: 0 done, 1 stopped early, 254 bad
+Payloads are random bytes by default (--payload random: incompressible,
+as the seed measured, so the limit is the conservative one); --payload
+compressible sends one character repeated, the seed's comparison case.
+Either goes uncompressed unless --compression is set. Exit status: 0 done, 1 stopped early, 254 bad
 arguments, 255 internal error.`,
 		Example: `  isrlab limits --record-sizes 100 --producer-rate 5000 --max-producers 16 --window 10s
   isrlab limits --record-sizes 100,1000,10000 --brokers 3 --window 60s --results /var/tmp/isrlab`,
@@ -81,6 +84,8 @@ arguments, 255 internal error.`,
 				return usageError("--window must be at least 1s")
 			case headroom <= 0 || headroom > 1:
 				return usageError("--headroom must be in (0, 1]")
+			case c.Payload != workloads.PayloadRandom && c.Payload != workloads.PayloadCompressible:
+				return usageError("--payload: %q: use %s or %s", c.Payload, workloads.PayloadRandom, workloads.PayloadCompressible)
 			case c.Backend != "" && c.Backend != "netns" && c.Backend != "docker":
 				return usageError("--backend: %q: use netns or docker", c.Backend)
 			}
@@ -167,6 +172,7 @@ arguments, 255 internal error.`,
 	fl.IntVar(&maxProd, "max-producers", 64, "the search's upper end: a number of producers that surely overloads")
 	fl.StringVar(&c.Backend, "backend", "", "cluster backend: netns (default) or docker")
 	fl.StringVar(&c.Acks, "acks", "1", "producers' acks: 1 or all")
+	fl.StringVar(&c.Payload, "payload", workloads.PayloadRandom, "record values: random (incompressible) or compressible (one character repeated)")
 	fl.StringVar(&c.Compression, "compression", "", "producers' compression: gzip, snappy, lz4 or zstd (default none)")
 	fl.Float64Var(&th.HandlerIdle, "idle", th.HandlerIdle, "overload when the mean request-handler idle share drops below this")
 	fl.Float64Var(&th.IsrChangeFraction, "isr-fraction", th.IsrChangeFraction, "overload when ISR changes happen in more than this fraction of the intervals")
