@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/isrlab/isrlab/results"
 	"github.com/isrlab/isrlab/series"
 )
 
@@ -192,7 +193,7 @@ func TestWriteLimits(t *testing.T) {
 	if err := WriteLimits(dir, r); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{LimitsJSON, LimitsText, LimitsSVG} {
+	for _, f := range []string{LimitsJSON, LimitsText, LimitsSVG, results.ReportFile} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil || len(b) == 0 {
 			t.Fatalf("%s: %v", f, err)
@@ -206,5 +207,9 @@ func TestWriteLimits(t *testing.T) {
 	svg, _ := os.ReadFile(filepath.Join(dir, LimitsSVG))
 	if !strings.HasPrefix(string(svg), "<svg") || !strings.Contains(string(svg), "MB/s per broker") {
 		t.Errorf("svg: %.200s", svg)
+	}
+	page, _ := os.ReadFile(filepath.Join(dir, results.ReportFile))
+	if n := strings.Count(string(page), `class="limit" data-size=`); n != 2 || !strings.Contains(string(page), `data-plot="limits"`) {
+		t.Errorf("report.html: %d boundary rows", n)
 	}
 }

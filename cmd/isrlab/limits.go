@@ -13,6 +13,7 @@ import (
 
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/lab"
+	"github.com/isrlab/isrlab/results"
 	"github.com/isrlab/isrlab/workloads"
 )
 
@@ -48,17 +49,21 @@ and the safe bound is the limit. --max-producers is probed first: if it
 does not overload, the limit is reported as at least that.
 
 Output, in --results/limits/<start>/: limits.json (every point and its
-signals), limits.txt (the table) and limits.svg (messages/s and MB/s per
+signals), limits.txt (the table), limits.svg (messages/s and MB/s per
 broker against record size, with the planning figure: the limit x
---headroom, 0.8 tolerating 20% of the brokers offline); the points' run
-directories are under points/. Ctrl-C stops the point under test and
-writes what was measured (marked incomplete).
+--headroom, 0.8 tolerating 20% of the brokers offline) and report.html
+(all of it on one self-contained page, each point linking to its run's
+report; isrlab report DIR writes it again); the points' run directories
+are under points/. Ctrl-C stops the point under test and writes what was
+measured (marked incomplete).
 
 Payloads are random bytes by default (--payload random: incompressible,
 as the seed measured, so the limit is the conservative one); --payload
 compressible sends one character repeated, the seed's comparison case.
-Either goes uncompressed unless --compression is set. Exit status: 0 done, 1 stopped early, 254 bad
-arguments, 255 internal error.`,
+Either goes uncompressed unless --compression is set.
+
+Exit status: 0 done, 2 stopped early (Ctrl-C, SIGTERM, SIGHUP: what was
+measured is kept), 254 bad arguments, 255 internal error.`,
 		Example: `  isrlab limits --record-sizes 100 --producer-rate 5000 --max-producers 16 --window 10s
   isrlab limits --record-sizes 100,1000,10000 --brokers 3 --window 60s --results /var/tmp/isrlab`,
 		Args: cobra.NoArgs,
@@ -111,7 +116,7 @@ arguments, 255 internal error.`,
 			}
 			groups := max(c.ConsumerGroups, 0)
 			rep := &lab.LimitsReport{Started: start.UTC().Format(time.RFC3339), Brokers: c.Brokers, ConsumerGroups: groups, Rate: c.Rate,
-				WindowSeconds: c.Window.Seconds(), MaxProducers: maxProd, Acks: c.Acks, Compression: c.Compression, Thresholds: th, Headroom: headroom}
+				WindowSeconds: c.Window.Seconds(), MaxProducers: maxProd, Acks: c.Acks, Compression: c.Compression, Payload: c.Payload, Thresholds: th, Headroom: headroom}
 			if rep.Acks == "" {
 				rep.Acks = "1"
 			}
@@ -152,11 +157,11 @@ arguments, 255 internal error.`,
 			}
 			fmt.Fprintln(out)
 			lab.WriteLimitsTable(out, rep)
-			fmt.Fprintf(out, "\nwrote %s, %s, %s in %s\n", lab.LimitsJSON, lab.LimitsText, lab.LimitsSVG, dir)
+			fmt.Fprintf(out, "\nwrote %s, %s, %s and %s in %s\n", lab.LimitsJSON, lab.LimitsText, lab.LimitsSVG, results.ReportFile, dir)
 			if stopErr != nil {
 				if ctx.Err() != nil && errors.Is(stopErr, ctx.Err()) {
 					fmt.Fprintf(out, "stopped early: kept what was measured\n")
-					return withCode(exitInvalid, nil)
+					return withCode(exitUnknown, nil)
 				}
 				return withCode(exitInternal, stopErr)
 			}
