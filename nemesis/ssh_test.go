@@ -37,21 +37,10 @@ func TestSSHFaults(t *testing.T) {
 	h := sshtest.New(t, "10.219.0.0/24", "c1", "b1", "b2", "b3", "client1")
 	cfg := h.Cluster(t)
 	cfg.Nodes[3].Iface = "" // b3 finds its interface by address
-	stateDir := t.TempDir()
-	topo, err := cfg.Topology("sshfaults", "", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	b := &ssh.Backend{Config: cfg, StateDir: stateDir, Dial: h.Dial(), Grace: 5 * time.Second, ReadyTimeout: 60 * time.Second}
-	c, err := b.Up(ctx, topo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Down(context.Background()) })
-	store := &Store{Path: FaultsFile(stateDir, c.Name)}
-	nem := &Nemesis{Env: &Env{Cluster: c, Resolver: &LiveResolver{Cluster: c}, Rand: rand.New(rand.NewSource(1))}, Store: store}
+	c, nem := upSSH(ctx, t, h, cfg, "sshfaults")
+	store := nem.Store
 
 	// dialFrom connects from one host to another's Kafka port, through the
 	// first host's SSH connection.
@@ -223,6 +212,26 @@ func TestSSHFaults(t *testing.T) {
 	if s := stateOf(t, c.Node("b2").PID()); s == "T" {
 		t.Fatal("b2 still paused after the heal")
 	}
+}
+
+// upSSH brings the ssh cluster of cfg up on h's hosts (taken down when
+// the test ends) and returns it with a Nemesis storing its faults in the
+// cluster's state directory, the faultfs disks the cluster has in its Env.
+func upSSH(ctx context.Context, t *testing.T, h *sshtest.Hosts, cfg *ssh.Config, name string) (*compose.Cluster, *Nemesis) {
+	t.Helper()
+	stateDir := t.TempDir()
+	topo, err := cfg.Topology(name, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &ssh.Backend{Config: cfg, StateDir: stateDir, Dial: h.Dial(), Grace: 5 * time.Second, ReadyTimeout: 60 * time.Second}
+	c, err := b.Up(ctx, topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Down(context.Background()) })
+	env := &Env{Cluster: c, Resolver: &LiveResolver{Cluster: c}, Disks: c.Disks(), Rand: rand.New(rand.NewSource(1))}
+	return c, &Nemesis{Env: env, Store: &Store{Path: FaultsFile(stateDir, c.Name)}}
 }
 
 func qdiscOn(t *testing.T, x *sshtest.Host) string {
@@ -476,24 +485,13 @@ func TestSSHDiskFaults(t *testing.T) {
 	}
 	b1.Faultfs = &ssh.Faultfs{Control: sock, Command: []string{wrapper}}
 
-	stateDir := t.TempDir()
-	topo, err := cfg.Topology("sshdisk", "", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if topo.Disks()["b1"] != sock {
-		t.Fatalf("the topology's disks: %v", topo.Disks())
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	b := &ssh.Backend{Config: cfg, StateDir: stateDir, Dial: h.Dial(), Grace: 5 * time.Second, ReadyTimeout: 60 * time.Second}
-	c, err := b.Up(ctx, topo)
-	if err != nil {
-		t.Fatal(err)
+	c, nem := upSSH(ctx, t, h, cfg, "sshdisk")
+	if c.Disks()["b1"] != sock || nem.Env.Disks["b1"] != sock {
+		t.Fatalf("the cluster's disks: %v", c.Disks())
 	}
-	t.Cleanup(func() { c.Down(context.Background()) })
-	store := &Store{Path: FaultsFile(stateDir, c.Name)}
-	nem := &Nemesis{Env: &Env{Cluster: c, Resolver: &LiveResolver{Cluster: c}, Disks: c.Disks(), Rand: rand.New(rand.NewSource(1))}, Store: store}
+	store := nem.Store
 	status := func() faultfs.Status {
 		t.Helper()
 		st, err := local.Status(ctx)
