@@ -88,7 +88,7 @@ workload:
   producers: %d
   rate: %g
   record.size: %d
-  payload: %s
+  payload: %q
   linger: %s
   acks: %q
   consumer.groups: %d%s
