@@ -3,14 +3,12 @@ package nemesis
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -452,39 +450,12 @@ func BenchmarkSSHInjectHeal(b *testing.B) {
 // disk left behind by a lab that died is healed by the store and the
 // sweep (what isrlab clean --backend ssh runs).
 func TestSSHDiskFaults(t *testing.T) {
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("needs /dev/fuse for the broker host's faultfs; CI has it")
-	}
 	t.Setenv("ISRLAB_REGISTRY_DIR", t.TempDir())
 	h := sshtest.New(t, "10.223.0.0/24", "c1", "b1", "client1")
 	cfg := h.Cluster(t)
+	sock, notes := h.Faultfs(t, cfg, "b1")
 	b1 := &cfg.Nodes[1]
-	// The host's installation: b1's data dir is a faultfs mount.
-	nodeDir := filepath.Dir(b1.DataDir)
-	backing, sock, notes := filepath.Join(nodeDir, "backing"), filepath.Join(nodeDir, "ffs.sock"), filepath.Join(nodeDir, "ctl.notes")
-	for _, d := range []string{backing, b1.DataDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	daemon := exec.Command(h.Bin, faultfs.Args(faultfs.Options{Backing: backing, Mount: b1.DataDir, RunID: "sshdisk-host", Seed: 1}, sock)...)
-	daemon.Stderr = os.Stderr
-	if err := daemon.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		daemon.Process.Signal(syscall.SIGTERM) // heals and unmounts
-		daemon.Wait()
-	})
 	local := faultfs.NewClient(sock) // the test's own view of the daemon
-	proctest.Eventually(t, 20*time.Second, "faultfs daemon", func() error { _, err := local.Status(context.Background()); return err })
-	wrapper := filepath.Join(nodeDir, "isrlab-ctl")
-	script := "#!/bin/sh\necho \"$(readlink /proc/self/ns/net) $*\" >>" + notes + "\nexec " + h.Bin + " \"$@\"\n"
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	b1.Faultfs = &ssh.Faultfs{Control: sock, Command: []string{wrapper}}
-
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	c, nem := upSSH(ctx, t, h, cfg, "sshdisk")
@@ -596,17 +567,13 @@ func TestSSHDiskFaults(t *testing.T) {
 	}
 
 	// Every request ran on b1's host, in its network namespace.
-	var st syscall.Stat_t
-	if err := syscall.Stat(h.Host("b1").NS, &st); err != nil {
-		t.Fatal(err)
-	}
 	noted, err := os.ReadFile(notes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(noted)), "\n")
 	t.Logf("control commands run on b1's host:\n%s", noted)
-	want := fmt.Sprintf("net:[%d] faultfs ctl --control %s -", st.Ino, sock)
+	want := h.Host("b1").NetNSInode(t) + " faultfs ctl --control " + sock + " -"
 	if len(lines) < 7 { // latency, heal, crash, latency, heal, latency, heal
 		t.Errorf("%d control commands ran on b1's host:\n%s", len(lines), noted)
 	}
