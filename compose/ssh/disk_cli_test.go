@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -62,28 +61,9 @@ func TestCLIDiskFaultClean(t *testing.T) {
 	}
 	onlySSH(t, h.LabNS)
 	env := append(os.Environ(), "ISRLAB_STATE_DIR="+stateDir, "ISRLAB_REGISTRY_DIR="+filepath.Join(dir, "runs"))
-	isrlab := func(ctx context.Context, args ...string) *exec.Cmd {
-		cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + h.LabNS, "--", h.Bin}, args...)...)
-		cmd.Env = env
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		return cmd
-	}
+	isrlab, run := labCLI(t, h, env)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	run := func(args ...string) (string, int) {
-		var out bytes.Buffer
-		cmd := isrlab(ctx, args...)
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return out.String(), ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out.String(), 0
-	}
 	out, code := run("run", scen, "--hosts", hosts, "--plan")
 	if code != 0 || !strings.Contains(out, "disk faults (slow-disk, disk-error, disk-hang, power-loss): the faultfs daemon behind "+cfg.Nodes[1].DataDir) ||
 		!strings.Contains(out, "faultfs ctl --control "+sock+" -") || !strings.Contains(out, `"kind":"slow-disk"`) {
