@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/isrlab/isrlab/results"
 )
 
 // Seed 002's throughput-limit finder: for a fixed record size, binary-search
@@ -12,98 +14,27 @@ import (
 // cluster becomes the new upper bound, one that does not the new lower
 // bound. The safe lower bound is the limit.
 
-// Signals are what one point's observation window showed.
-type Signals struct {
-	// HandlerIdle is the mean RequestHandlerAvgIdlePercent over the
-	// brokers' samples (a fraction, 0..1); HandlerIdleMin the lowest.
-	HandlerIdle    float64 `json:"handler_idle"`
-	HandlerIdleMin float64 `json:"handler_idle_min"`
-	// NoIdle: the brokers reported no handler idle metric.
-	NoIdle bool `json:"no_idle_metric,omitempty"`
-	// IsrChangeFraction is the fraction of the sampling intervals in which
-	// some broker shrank or expanded an ISR.
-	IsrChangeFraction float64 `json:"isr_change_fraction"`
-	Intervals         int     `json:"intervals"`
-	ProduceP99Ms      float64 `json:"produce_p99_ms"`
-	AckedPerSec       float64 `json:"acked_per_s"`
-	OfferedPerSec     float64 `json:"offered_per_s"`
-	AckedBytesPerSec  float64 `json:"acked_bytes_per_s"`
-}
-
-// Thresholds decide when a point overloads.
-type Thresholds struct {
-	// HandlerIdle: overloaded when the mean handler idle drops below it
-	// (default 0.20).
-	HandlerIdle float64 `json:"handler_idle"`
-	// IsrChangeFraction: overloaded when ISR changes happen in more than
-	// this fraction of the sampling intervals (default 0.50).
-	IsrChangeFraction float64 `json:"isr_change_fraction"`
-	// ProduceP99Ms: overloaded when the worst interval's produce p99
-	// exceeds it; 0 disables it.
-	ProduceP99Ms float64 `json:"produce_p99_ms,omitempty"`
-	// MinAckedRatio: overloaded when the acked rate falls below this
-	// fraction of the offered rate (the cluster cannot keep up); 0
-	// disables it.
-	MinAckedRatio float64 `json:"min_acked_ratio,omitempty"`
-}
+// The search's data are results' (limits.json is the results package's
+// to read and report).
+type (
+	// Signals are what one point's observation window showed.
+	Signals = results.LimitSignals
+	// Thresholds decide when a point overloads.
+	Thresholds = results.LimitThresholds
+	// Point is one measured point of a search.
+	Point = results.LimitPoint
+	// Search is one record size's binary search.
+	Search = results.LimitSearch
+)
 
 // DefaultThresholds are seed 002's.
 func DefaultThresholds() Thresholds {
 	return Thresholds{HandlerIdle: 0.20, IsrChangeFraction: 0.50}
 }
 
-// Overloaded reports whether s overloads under t, and why.
-func (t Thresholds) Overloaded(s Signals) (bool, []string) {
-	var why []string
-	if s.HandlerIdle < t.HandlerIdle {
-		why = append(why, fmt.Sprintf("handler idle %.0f%% < %.0f%%", 100*s.HandlerIdle, 100*t.HandlerIdle))
-	}
-	if s.IsrChangeFraction > t.IsrChangeFraction {
-		why = append(why, fmt.Sprintf("ISR changes in %.0f%% of intervals > %.0f%%", 100*s.IsrChangeFraction, 100*t.IsrChangeFraction))
-	}
-	if t.ProduceP99Ms > 0 && s.ProduceP99Ms > t.ProduceP99Ms {
-		why = append(why, fmt.Sprintf("produce p99 %.0f ms > %.0f ms", s.ProduceP99Ms, t.ProduceP99Ms))
-	}
-	if t.MinAckedRatio > 0 && s.OfferedPerSec > 0 && s.AckedPerSec < t.MinAckedRatio*s.OfferedPerSec {
-		why = append(why, fmt.Sprintf("acked %.0f/s < %.0f%% of offered %.0f/s", s.AckedPerSec, 100*t.MinAckedRatio, s.OfferedPerSec))
-	}
-	return len(why) > 0, why
-}
-
 // Probe measures one point: n producers at the search's per-producer rate
 // and record size.
 type Probe func(ctx context.Context, recordSize, producers int) (Signals, error)
-
-// Point is one measured point of a search.
-type Point struct {
-	Producers  int      `json:"producers"`
-	Signals    Signals  `json:"signals"`
-	Overloaded bool     `json:"overloaded"`
-	Why        []string `json:"why,omitempty"`
-	Dir        string   `json:"dir,omitempty"`
-}
-
-// Search is one record size's binary search.
-type Search struct {
-	RecordSize int `json:"record_size"`
-	// Lo is the largest producer count known safe (0: none measured
-	// safe), Hi the smallest known to overload (MaxProducers+1 when none
-	// did: the limit is at least Lo, the search's ceiling).
-	Lo int `json:"lo"`
-	Hi int `json:"hi"`
-	// Ceiling is set when even MaxProducers did not overload.
-	Ceiling bool `json:"ceiling,omitempty"`
-	// Done is set when the interval closed; false when the search was
-	// stopped (the bounds are what was measured).
-	Done   bool    `json:"done"`
-	Points []Point `json:"points"`
-	// LimitPerSec and LimitBytesPerSec are the safe bound's offered
-	// traffic (Lo producers × rate), in total and per broker.
-	LimitPerSec               float64 `json:"limit_per_s"`
-	LimitBytesPerSec          float64 `json:"limit_bytes_per_s"`
-	LimitPerSecPerBroker      float64 `json:"limit_per_s_per_broker"`
-	LimitBytesPerSecPerBroker float64 `json:"limit_bytes_per_s_per_broker"`
-}
 
 // SearchOptions configure FindLimit.
 type SearchOptions struct {
@@ -170,17 +101,6 @@ func FindLimit(ctx context.Context, recordSize int, probe Probe, o SearchOptions
 	}
 	s.Done = true
 	return s, nil
-}
-
-// SetLimit fills in the safe bound's traffic for a per-producer rate
-// (records/s) on a cluster of brokers.
-func (s *Search) SetLimit(rate float64, brokers int) {
-	s.LimitPerSec = float64(s.Lo) * rate
-	s.LimitBytesPerSec = s.LimitPerSec * float64(s.RecordSize)
-	if brokers > 0 {
-		s.LimitPerSecPerBroker = s.LimitPerSec / float64(brokers)
-		s.LimitBytesPerSecPerBroker = s.LimitBytesPerSec / float64(brokers)
-	}
 }
 
 // FormatSignals is one line of a point's signals for progress output.

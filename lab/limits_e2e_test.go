@@ -1,14 +1,18 @@
 package lab_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/isrlab/isrlab/internal/proctest"
 	"github.com/isrlab/isrlab/lab"
 )
@@ -68,4 +72,123 @@ func TestLimitsEndToEnd(t *testing.T) {
 		t.Errorf("table:\n%s\nsvg: %.300s", txt, svg)
 	}
 	t.Logf("\n%s", txt)
+}
+
+// TestLimitsCtrlC runs `isrlab limits` on a pseudo-terminal, as from a
+// shell, and types Ctrl-C while its second point's workload runs: the
+// terminal sends SIGINT to the whole foreground process group, the
+// command and every child it started. It stops, keeps what was measured
+// (the first point, in the table and limits.json, marked incomplete, and
+// report.html), exits 2 as isrlab run does when cut short, and leaves no
+// network namespace or process of any point's cluster.
+func TestLimitsCtrlC(t *testing.T) {
+	needRoot(t)
+	if testing.Short() {
+		t.Skip("-short: skipping the limit search's end-to-end run")
+	}
+	bin := proctest.Binary(t)
+	results := t.TempDir()
+	cmd := exec.Command(bin, "limits", "--record-sizes", "1000", "--brokers", "1", "--consumer-groups", "1",
+		"--producer-rate", "500", "--max-producers", "2", "--window", "20s", "--results", results,
+		"--p99", "0.01") // 2 producers overload (any acknowledgement takes longer), so 1 is tried next
+	tty, err := pty.Start(cmd) // a new session whose controlling terminal is tty
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
+	lines := make(chan string, 1000)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(tty)
+		for sc.Scan() {
+			lines <- strings.TrimRight(sc.Text(), "\r")
+		}
+	}()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	deadline := time.After(6 * time.Minute)
+	var out []string
+	var dir string
+	next := func() (string, bool) {
+		select {
+		case l, ok := <-lines:
+			if ok {
+				out = append(out, l)
+			}
+			return l, ok
+		case <-deadline:
+			cmd.Process.Kill()
+			t.Fatalf("isrlab limits: no progress:\n%s", strings.Join(out, "\n"))
+		}
+		return "", false
+	}
+	// The first point (2 producers) is measured, the second (1) started.
+	for l, ok := next(); !strings.Contains(l, "trying 1 producers"); l, ok = next() {
+		if !ok {
+			t.Fatalf("isrlab limits ended early: %v\n%s", <-done, strings.Join(out, "\n"))
+		}
+		if _, d, found := strings.Cut(l, "results: "); found {
+			dir = d
+		}
+	}
+	if dir == "" {
+		t.Fatalf("no results directory in:\n%s", strings.Join(out, "\n"))
+	}
+	// Wait for the second point's workload to sample (its series grows).
+	second := filepath.Join(dir, "points", "limits", "size-1000", "producers-1")
+	for wait := time.Now().Add(3 * time.Minute); ; {
+		ms, _ := filepath.Glob(filepath.Join(second, "*", "metrics.jsonl"))
+		if len(ms) == 1 {
+			if b, _ := os.ReadFile(ms[0]); strings.Count(string(b), `"src":"workload"`) >= 2 {
+				break
+			}
+		}
+		if time.Now().After(wait) {
+			t.Fatalf("the second point's workload never sampled:\n%s", strings.Join(out, "\n"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := tty.Write([]byte{0x03}); err != nil { // ^C: the line discipline's VINTR
+		t.Fatal(err)
+	}
+	for _, ok := next(); ok; _, ok = next() {
+	}
+	var werr error
+	select {
+	case werr = <-done:
+	case <-time.After(3 * time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("isrlab limits went on after Ctrl-C:\n%s", strings.Join(out, "\n"))
+	}
+	text := strings.Join(out, "\n")
+	t.Logf("isrlab limits on a terminal, Ctrl-C in its second point:\n%s", text)
+	if code := exitCode(werr); code != 2 {
+		t.Errorf("exit %d, want 2 (stopped early)\n%s", code, text)
+	}
+	if !strings.Contains(text, "stopped early: kept what was measured") || !strings.Contains(text, "INCOMPLETE") ||
+		!regexp.MustCompile(`(?m)^\s+2 producers: handler idle .* -> OVERLOAD`).MatchString(text) {
+		t.Errorf("the table of what was measured is not printed:\n%s", text)
+	}
+	var rep lab.LimitsReport
+	b, err := os.ReadFile(filepath.Join(dir, lab.LimitsJSON))
+	if err != nil || json.Unmarshal(b, &rep) != nil {
+		t.Fatalf("limits.json: %v\n%s", err, b)
+	}
+	if !rep.Incomplete || len(rep.Searches) != 1 || len(rep.Searches[0].Points) != 1 || rep.Searches[0].Points[0].Producers != 2 {
+		t.Errorf("limits.json: %s", b)
+	}
+	if page, err := os.ReadFile(filepath.Join(dir, "report.html")); err != nil || !strings.Contains(string(page), `id="incomplete"`) {
+		t.Errorf("report.html: %v", err)
+	}
+	// Every point's cluster is gone: both points' run ids.
+	runs, _ := filepath.Glob(filepath.Join(dir, "points", "limits", "size-1000", "producers-*", "*-*"))
+	if len(runs) != 2 {
+		t.Errorf("point run directories: %v", runs)
+	}
+	for _, r := range runs {
+		id := r[strings.LastIndex(r, "-")+1:]
+		if l := leftovers(t, id); len(l) > 0 {
+			t.Errorf("run %s left behind: %v", id, l)
+		}
+	}
 }

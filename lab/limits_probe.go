@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/isrlab/isrlab/series"
+	"github.com/isrlab/isrlab/workloads"
 )
 
 // LimitsConfig is the cluster and traffic every point of a limit search
@@ -23,9 +24,12 @@ type LimitsConfig struct {
 	Acks        string // default "1"
 	Linger      time.Duration
 	Compression string // "" none: the payloads go to the brokers as they are
-	Backend     string
-	ResultsDir  string // the points' run directories go here
-	Out         func(string, ...any)
+	// Payload is the rate workload's payload: random (default) or
+	// compressible.
+	Payload    string
+	Backend    string
+	ResultsDir string // the points' run directories go here
+	Out        func(string, ...any)
 }
 
 func (c LimitsConfig) withDefaults() LimitsConfig {
@@ -46,6 +50,9 @@ func (c LimitsConfig) withDefaults() LimitsConfig {
 	}
 	if c.Acks == "" {
 		c.Acks = "1"
+	}
+	if c.Payload == "" {
+		c.Payload = workloads.PayloadRandom
 	}
 	if c.Linger == 0 {
 		c.Linger = 5 * time.Millisecond
@@ -81,6 +88,7 @@ workload:
   producers: %d
   rate: %g
   record.size: %d
+  payload: %q
   linger: %s
   acks: %q
   consumer.groups: %d%s
@@ -88,7 +96,7 @@ duration: %s
 expect:
   valid: any
 `, recordSize, producers, producers, c.Rate, recordSize, c.ConsumerGroups,
-		c.Brokers, backend, 10*c.Brokers, rf, producers, c.Rate, recordSize, c.Linger, c.Acks, c.ConsumerGroups, comp, c.Warmup+c.Window)
+		c.Brokers, backend, 10*c.Brokers, rf, producers, c.Rate, recordSize, c.Payload, c.Linger, c.Acks, c.ConsumerGroups, comp, c.Warmup+c.Window)
 	return Parse("", "limits", []byte(y))
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/isrlab/isrlab/results"
 	"github.com/isrlab/isrlab/series"
 )
 
@@ -164,8 +165,15 @@ func TestLimitScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	if sc.Topic.Partitions != 30 || sc.Topic.ReplicationFactor != 3 || sc.Workload.Producers != 7 || sc.Workload.RecordSize != 1000 ||
-		sc.Workload.ConsumerGroups != 5 || sc.Duration != 15*time.Second || sc.Workload.Type != "rate" {
+		sc.Workload.ConsumerGroups != 5 || sc.Duration != 15*time.Second || sc.Workload.Type != "rate" || sc.Workload.Payload != "random" {
 		t.Errorf("%+v", sc)
+	}
+	sc, err = LimitScenario(LimitsConfig{Payload: "compressible"}, 100, 1)
+	if err != nil || sc.Workload.Payload != "compressible" {
+		t.Errorf("compressible: %q, %v", sc.Workload.Payload, err)
+	}
+	if _, err := LimitScenario(LimitsConfig{Payload: "zeros"}, 100, 1); err == nil || !strings.Contains(err.Error(), "payload") {
+		t.Errorf("payload zeros: %v", err)
 	}
 }
 
@@ -185,7 +193,7 @@ func TestWriteLimits(t *testing.T) {
 	if err := WriteLimits(dir, r); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{LimitsJSON, LimitsText, LimitsSVG} {
+	for _, f := range []string{LimitsJSON, LimitsText, LimitsSVG, results.ReportFile} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil || len(b) == 0 {
 			t.Fatalf("%s: %v", f, err)
@@ -199,5 +207,9 @@ func TestWriteLimits(t *testing.T) {
 	svg, _ := os.ReadFile(filepath.Join(dir, LimitsSVG))
 	if !strings.HasPrefix(string(svg), "<svg") || !strings.Contains(string(svg), "MB/s per broker") {
 		t.Errorf("svg: %.200s", svg)
+	}
+	page, _ := os.ReadFile(filepath.Join(dir, results.ReportFile))
+	if n := strings.Count(string(page), `class="limit" data-size=`); n != 2 || !strings.Contains(string(page), `data-plot="limits"`) {
+		t.Errorf("report.html: %d boundary rows", n)
 	}
 }

@@ -47,9 +47,13 @@ func (d *disk) resolve(ctx context.Context, env *Env, kind string) error {
 	return nil
 }
 
-func (d *disk) each(ctx context.Context, fn func(*faultfs.Client) error) error {
+func (d *disk) each(env *Env, fn func(*faultfs.Client) error) error {
 	for n, s := range d.Sockets {
-		if err := fn(faultfs.NewClient(s)); err != nil {
+		c, err := diskClient(env, n, s)
+		if err != nil {
+			return err
+		}
+		if err := fn(c); err != nil {
 			return fmt.Errorf("%s: %w", n, err)
 		}
 	}
@@ -57,8 +61,33 @@ func (d *disk) each(ctx context.Context, fn func(*faultfs.Client) error) error {
 }
 
 // heal lifts every fault of each node's faultfs (faultfs heals all at once).
-func (d *disk) heal(ctx context.Context) error {
-	return d.each(ctx, func(c *faultfs.Client) error { return c.Heal(ctx) })
+func (d *disk) heal(ctx context.Context, env *Env) error {
+	return d.each(env, func(c *faultfs.Client) error { return c.Heal(ctx) })
+}
+
+// remoteDisk is what a remote node's host tells about its faultfs
+// (compose/ssh's Host does): the argument list that sends one control
+// request, read from its standard input, to the daemon.
+type remoteDisk interface {
+	FaultfsCtl() []string
+}
+
+// diskClient is the client of node's faultfs at socket: on this machine,
+// the socket itself; on a remote node's host, the control command run
+// there over the node's Remote, the request on its standard input.
+func diskClient(env *Env, node, socket string) (*faultfs.Client, error) {
+	c := faultfs.NewClient(socket)
+	n := env.Cluster.Node(node)
+	if n == nil || n.Remote == nil {
+		return c, nil
+	}
+	h, ok := n.Remote.(remoteDisk)
+	if !ok || len(h.FaultfsCtl()) == 0 {
+		return nil, fmt.Errorf("%w: %s's host has no faultfs control command", ErrUnsupported, node)
+	}
+	argv := h.FaultfsCtl()
+	c.Exchange = func(ctx context.Context, req []byte) ([]byte, error) { return n.Remote.Command(ctx, argv, req) }
+	return c, nil
 }
 
 // SlowDisk delays matching filesystem operations by Latency plus up to
@@ -81,13 +110,13 @@ func (s *SlowDisk) Resolve(ctx context.Context, env *Env) error {
 
 // Inject implements Fault.
 func (s *SlowDisk) Inject(ctx context.Context, env *Env) error {
-	return s.each(ctx, func(c *faultfs.Client) error {
+	return s.each(env, func(c *faultfs.Client) error {
 		return c.Latency(ctx, s.Op, s.Prefix, time.Duration(s.Latency), time.Duration(s.Jitter))
 	})
 }
 
 // Heal implements Fault.
-func (s *SlowDisk) Heal(ctx context.Context, env *Env) error { return s.heal(ctx) }
+func (s *SlowDisk) Heal(ctx context.Context, env *Env) error { return s.heal(ctx, env) }
 
 // DiskError fails matching filesystem operations with EIO with a
 // probability.
@@ -108,11 +137,11 @@ func (e *DiskError) Resolve(ctx context.Context, env *Env) error {
 
 // Inject implements Fault.
 func (e *DiskError) Inject(ctx context.Context, env *Env) error {
-	return e.each(ctx, func(c *faultfs.Client) error { return c.EIO(ctx, e.Op, e.Prefix, e.Probability) })
+	return e.each(env, func(c *faultfs.Client) error { return c.EIO(ctx, e.Op, e.Prefix, e.Probability) })
 }
 
 // Heal implements Fault.
-func (e *DiskError) Heal(ctx context.Context, env *Env) error { return e.heal(ctx) }
+func (e *DiskError) Heal(ctx context.Context, env *Env) error { return e.heal(ctx, env) }
 
 // DiskHang blocks matching filesystem operations until healed.
 type DiskHang struct{ disk }
@@ -124,8 +153,8 @@ func (h *DiskHang) Resolve(ctx context.Context, env *Env) error { return h.resol
 
 // Inject implements Fault.
 func (h *DiskHang) Inject(ctx context.Context, env *Env) error {
-	return h.each(ctx, func(c *faultfs.Client) error { return c.Hang(ctx, h.Op, h.Prefix) })
+	return h.each(env, func(c *faultfs.Client) error { return c.Hang(ctx, h.Op, h.Prefix) })
 }
 
 // Heal implements Fault.
-func (h *DiskHang) Heal(ctx context.Context, env *Env) error { return h.heal(ctx) }
+func (h *DiskHang) Heal(ctx context.Context, env *Env) error { return h.heal(ctx, env) }

@@ -185,20 +185,32 @@ func (p *PowerLoss) Resolve(ctx context.Context, env *Env) error {
 func (p *PowerLoss) Inject(ctx context.Context, env *Env) error {
 	var pids []int
 	var clients []*faultfs.Client
-	var withDisk []string
+	var withDisk, remote []string
 	for _, name := range p.Resolved {
 		n, err := env.node(name)
 		if err != nil {
 			return err
 		}
-		// A remote node's pid is on its host: only the Kill below reaches it.
-		if pid := n.PID(); pid > 0 && n.Remote == nil && n.Proc.Running() {
+		// A remote node's pid is on its host: its Kill, below, reaches it
+		// and returns once it is gone.
+		if n.Remote != nil {
+			remote = append(remote, name)
+		} else if pid := n.PID(); pid > 0 && n.Proc.Running() {
 			pids = append(pids, pid)
 		}
 		if s := env.Disks[name]; s != "" {
-			clients = append(clients, faultfs.NewClient(s))
+			c, err := diskClient(env, name, s)
+			if err != nil {
+				return err
+			}
+			clients = append(clients, c)
 			withDisk = append(withDisk, name)
 		}
+	}
+	// Remote processes die first: no write of theirs may land after
+	// their disks forgot the unsynced ones.
+	if err := eachRemote(env, remote, func(n *compose.Node) error { return n.Kill() }); err != nil {
+		return fmt.Errorf("power loss: %w", err)
 	}
 	var opts []faultfs.CrashOpt
 	if p.Torn {

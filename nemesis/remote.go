@@ -372,14 +372,33 @@ func systemClock(n *compose.Node) bool {
 
 // CleanRemote removes what faults of c's run left on the hosts of its
 // remote nodes: every nftables table and iptables chain named after the
-// run, and every clock skew still marked (its offset undone). Faults in a
-// store are healed by Nemesis.HealAll first; this catches the rest. Nodes
-// on this machine are left to Clean.
+// run, every clock skew still marked (its offset undone), and every fault
+// of the faultfs daemons behind the brokers' data dirs (healed). Faults in
+// a store are healed by Nemesis.HealAll first; this catches the rest.
+// Nodes on this machine are left to Clean.
 func CleanRemote(ctx context.Context, c *compose.Cluster) error {
 	env := &Env{Cluster: c}
+	disks := c.Disks()
 	return eachRemote(env, names(c.Nodes), func(n *compose.Node) error {
-		return errors.Join(remoteRemoveTables(ctx, n, c.RunID), undoClockSkews(ctx, n, c.RunID))
+		err := errors.Join(remoteRemoveTables(ctx, n, c.RunID), undoClockSkews(ctx, n, c.RunID))
+		if s := disks[n.Name]; s != "" {
+			err = errors.Join(err, healRemoteDisk(ctx, env, n.Name, s))
+		}
+		return err
 	})
+}
+
+// healRemoteDisk heals every fault of the faultfs daemon behind node's
+// data dir, on its host.
+func healRemoteDisk(ctx context.Context, env *Env, node, socket string) error {
+	c, err := diskClient(env, node, socket)
+	if err == nil {
+		err = c.Heal(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("heal the faultfs of %s: %w", node, err)
+	}
+	return nil
 }
 
 // undoClockSkews undoes every clock skew of run still marked on n's host.

@@ -20,6 +20,7 @@ import (
 	"github.com/isrlab/isrlab/compose/ssh"
 	"github.com/isrlab/isrlab/internal/proctest"
 	"github.com/isrlab/isrlab/internal/sshtest"
+	"github.com/isrlab/isrlab/nemesis/faultfs"
 )
 
 // TestSSHFaults applies faults to a cluster whose hosts the lab reaches
@@ -34,21 +35,10 @@ func TestSSHFaults(t *testing.T) {
 	h := sshtest.New(t, "10.219.0.0/24", "c1", "b1", "b2", "b3", "client1")
 	cfg := h.Cluster(t)
 	cfg.Nodes[3].Iface = "" // b3 finds its interface by address
-	stateDir := t.TempDir()
-	topo, err := cfg.Topology("sshfaults", "", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	b := &ssh.Backend{Config: cfg, StateDir: stateDir, Dial: h.Dial(), Grace: 5 * time.Second, ReadyTimeout: 60 * time.Second}
-	c, err := b.Up(ctx, topo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Down(context.Background()) })
-	store := &Store{Path: FaultsFile(stateDir, c.Name)}
-	nem := &Nemesis{Env: &Env{Cluster: c, Resolver: &LiveResolver{Cluster: c}, Rand: rand.New(rand.NewSource(1))}, Store: store}
+	c, nem := upSSH(ctx, t, h, cfg, "sshfaults")
+	store := nem.Store
 
 	// dialFrom connects from one host to another's Kafka port, through the
 	// first host's SSH connection.
@@ -220,6 +210,26 @@ func TestSSHFaults(t *testing.T) {
 	if s := stateOf(t, c.Node("b2").PID()); s == "T" {
 		t.Fatal("b2 still paused after the heal")
 	}
+}
+
+// upSSH brings the ssh cluster of cfg up on h's hosts (taken down when
+// the test ends) and returns it with a Nemesis storing its faults in the
+// cluster's state directory, the faultfs disks the cluster has in its Env.
+func upSSH(ctx context.Context, t *testing.T, h *sshtest.Hosts, cfg *ssh.Config, name string) (*compose.Cluster, *Nemesis) {
+	t.Helper()
+	stateDir := t.TempDir()
+	topo, err := cfg.Topology(name, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &ssh.Backend{Config: cfg, StateDir: stateDir, Dial: h.Dial(), Grace: 5 * time.Second, ReadyTimeout: 60 * time.Second}
+	c, err := b.Up(ctx, topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Down(context.Background()) })
+	env := &Env{Cluster: c, Resolver: &LiveResolver{Cluster: c}, Disks: c.Disks(), Rand: rand.New(rand.NewSource(1))}
+	return c, &Nemesis{Env: env, Store: &Store{Path: FaultsFile(stateDir, c.Name)}}
 }
 
 func qdiscOn(t *testing.T, x *sshtest.Host) string {
@@ -427,5 +437,155 @@ func BenchmarkSSHInjectHeal(b *testing.B) {
 	}
 	if left := h.Leftovers(b, c.RunID); len(left) != 4 {
 		b.Fatalf("want only the 4 node processes left, got %v", left)
+	}
+}
+
+// TestSSHDiskFaults: a broker host whose data dir is a faultfs mount (its
+// daemon run by the host's own installation, as a user would set it up)
+// takes the disk faults over SSH: each request runs the host's control
+// command there (a wrapper that notes the network namespace it runs in,
+// then runs isrlab faultfs ctl). A slow disk delays the broker's writes
+// and is healed; a power loss kills the broker over SSH, then forgets the
+// disk's unsynced bytes, and its heal starts the broker again; a slow
+// disk left behind by a lab that died is healed by the store and the
+// sweep (what isrlab clean --backend ssh runs).
+func TestSSHDiskFaults(t *testing.T) {
+	t.Setenv("ISRLAB_REGISTRY_DIR", t.TempDir())
+	h := sshtest.New(t, "10.223.0.0/24", "c1", "b1", "client1")
+	cfg := h.Cluster(t)
+	sock, notes := h.Faultfs(t, cfg, "b1")
+	b1 := &cfg.Nodes[1]
+	local := faultfs.NewClient(sock) // the test's own view of the daemon
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c, nem := upSSH(ctx, t, h, cfg, "sshdisk")
+	if c.Disks()["b1"] != sock || nem.Env.Disks["b1"] != sock {
+		t.Fatalf("the cluster's disks: %v", c.Disks())
+	}
+	store := nem.Store
+	status := func() faultfs.Status {
+		t.Helper()
+		st, err := local.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	// produce sends n records to topic d (one partition) and waits for them.
+	produce := func(n int) error {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...), kgo.Dialer(c.Dial()), kgo.DefaultProduceTopic("d"),
+			kgo.RequiredAcks(kgo.AllISRAcks()))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if _, err := kadm.NewClient(cl).CreateTopic(pctx, 1, 1, nil, "d"); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return err
+		}
+		for i := range n {
+			if err := cl.ProduceSync(pctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	proctest.Eventually(t, 60*time.Second, "produce to b1", func() error { return produce(5) })
+
+	// A slow disk under b1: the broker's writes are delayed, then healed.
+	slow := &SlowDisk{Latency: faultfs.Duration(5 * time.Millisecond)}
+	slow.Nodes, slow.Op = []string{"b1"}, faultfs.OpWrite
+	a, err := nem.Inject(ctx, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := status().Faults; len(f) != 1 || f[0].Kind != faultfs.CmdLatency || f[0].Op != faultfs.OpWrite {
+		t.Fatalf("faults on b1's disk: %+v", f)
+	}
+	before := status().Counters[faultfs.OpWrite].Delayed
+	if err := produce(20); err != nil {
+		t.Fatal(err)
+	}
+	if after := status().Counters[faultfs.OpWrite].Delayed; after <= before {
+		t.Errorf("no write of b1 was delayed (%d before, %d after)", before, after)
+	} else {
+		t.Logf("b1's writes delayed by the slow disk: %d", after-before)
+	}
+	if err := nem.Heal(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if f := status().Faults; len(f) != 0 {
+		t.Fatalf("faults after the heal: %+v", f)
+	}
+
+	// Power loss: b1 dies over SSH, then its disk forgets what it did not
+	// sync (here a file no fsync covered).
+	lost := filepath.Join(b1.DataDir, "unsynced")
+	if err := os.WriteFile(lost, []byte("gone at the power loss"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err = nem.Inject(ctx, &PowerLoss{procNodes: procNodes{Nodes: []string{"b1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl := a.Fault.Fault.(*PowerLoss)
+	if r, ok := pl.Reports["b1"]; !ok || r.Files == 0 {
+		t.Errorf("power loss report: %+v", pl.Reports)
+	} else {
+		t.Logf("b1's disk at the power loss: %+v", r)
+	}
+	if _, err := os.Stat(lost); !os.IsNotExist(err) {
+		t.Errorf("the unsynced file survived the power loss: %v", err)
+	}
+	if c.Node("b1").Proc.Running() {
+		t.Fatal("b1 runs after the power loss")
+	}
+	if err := nem.Heal(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	proctest.Eventually(t, 60*time.Second, "produce to b1 after the power loss", func() error { return produce(1) })
+
+	// A lab that died with a slow disk injected: the store and the sweep
+	// heal it.
+	if _, err := nem.Inject(ctx, slow); err != nil {
+		t.Fatal(err)
+	}
+	other := &Nemesis{Env: &Env{Cluster: c}, Store: &Store{Path: store.Path}}
+	if err := other.HealAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nem.Inject(ctx, slow); err != nil { // one no store knows of
+		t.Fatal(err)
+	}
+	os.Remove(store.Path)
+	if err := CleanRemote(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if f := status().Faults; len(f) != 0 {
+		t.Fatalf("faults after the sweep: %+v", f)
+	}
+
+	// Every request ran on b1's host, in its network namespace.
+	noted, err := os.ReadFile(notes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(noted)), "\n")
+	t.Logf("control commands run on b1's host:\n%s", noted)
+	want := h.Host("b1").NetNSInode(t) + " faultfs ctl --control " + sock + " -"
+	if len(lines) < 7 { // latency, heal, crash, latency, heal, latency, heal
+		t.Errorf("%d control commands ran on b1's host:\n%s", len(lines), noted)
+	}
+	for _, l := range lines {
+		if l != want {
+			t.Errorf("control command %q, want %q", l, want)
+		}
+	}
+	if err := c.Down(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := h.Leftovers(t, c.RunID); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
 	}
 }

@@ -2,23 +2,16 @@ package results
 
 import (
 	"bytes"
-	"fmt"
 	"html/template"
 	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 )
 
 // WriteMatrixReport writes report.html into the matrix directory dir.
 func WriteMatrixReport(dir string) error {
-	b, err := MatrixReport(os.DirFS(dir), filepath.Base(dir))
-	if err != nil {
-		return fmt.Errorf("report %s: %w", dir, err)
-	}
-	return WriteFile(filepath.Join(dir, ReportFile), b)
+	return writeReport(dir, MatrixReport)
 }
 
 type matrixPage struct {
@@ -86,16 +79,8 @@ func MatrixReport(matrix fs.FS, name string) ([]byte, error) {
 			d.Counts = append(d.Counts, statusCount{s, counts[s]})
 		}
 	}
-	for _, f := range []string{TableFile, TableTextFile, JUnitFile} {
-		if _, err := fs.Stat(matrix, f); err == nil {
-			d.Files = append(d.Files, f)
-		}
-	}
-	var buf bytes.Buffer
-	if err := matrixTmpl.Execute(&buf, &d); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	d.Files = existing(matrix, TableFile, TableTextFile, JUnitFile)
+	return renderPage(matrixTmpl, &d)
 }
 
 var matrixTmpl = template.Must(template.New("matrix").Funcs(funcs).Parse(`<!DOCTYPE html>
@@ -136,3 +121,23 @@ table.grid td{padding:4px;min-width:180px}
 a.cell{display:block;color:#fff;text-decoration:none;padding:6px 8px;border-radius:4px;margin:2px 0;font-size:12px}
 a.cell:hover{filter:brightness(1.1)}
 `
+
+// existing returns the files of names that fsys has.
+func existing(fsys fs.FS, names ...string) []string {
+	var out []string
+	for _, f := range names {
+		if _, err := fs.Stat(fsys, f); err == nil {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// renderPage executes a page's template.
+func renderPage(t *template.Template, d any) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := t.Execute(&buf, d); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

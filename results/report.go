@@ -20,7 +20,12 @@ import (
 
 // WriteReport writes report.html into the run directory dir.
 func WriteReport(dir string) error {
-	b, err := RunReport(os.DirFS(dir), filepath.Base(dir))
+	return writeReport(dir, RunReport)
+}
+
+// writeReport writes the page build makes of dir as its report.html.
+func writeReport(dir string, build func(fs.FS, string) ([]byte, error)) error {
+	b, err := build(os.DirFS(dir), filepath.Base(dir))
 	if err != nil {
 		return fmt.Errorf("report %s: %w", dir, err)
 	}
@@ -288,7 +293,26 @@ var runTmpl = template.Must(template.New("run").Funcs(funcs).Parse(`<!DOCTYPE ht
 </main></body></html>
 `))
 
-const reportCSS = `
+var reportCSS = reportPageCSS + svgCSS
+
+// svgCSS styles the plots; a plot that stands alone as a file carries it.
+const svgCSS = `
+svg.plot{width:100%;height:auto;display:block}
+svg text{font:11px system-ui,sans-serif;fill:#333}
+svg .tick{fill:#666;font-size:10px}
+svg .grid{stroke:#eee;stroke-width:1}
+svg .axis{stroke:#999;stroke-width:1}
+svg .fault{fill-opacity:.16}
+svg .faultlabel{font-size:10px;fill:#555;paint-order:stroke;stroke:#fff;stroke-width:3px}
+svg .barlabel{font-size:10px;fill:#fff}
+svg .rowlabel{font-size:11px;fill:#333}
+svg .smalllabel{font-size:9px;fill:#666}
+svg .unavlabel{font-size:10px;fill:#c62828;paint-order:stroke;stroke:#fff;stroke-width:3px}
+svg .note{fill:#888}
+svg .legend{font-size:11px}
+`
+
+const reportPageCSS = `
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#222;background:#fafafa}
 header{background:#fff;border-bottom:1px solid #ddd;padding:12px 24px}
 h1{font-size:20px;margin:4px 0}h2{font-size:16px;margin:24px 0 8px}h3{font-size:14px}
@@ -305,19 +329,6 @@ table.kv th{width:130px}
 .note{background:#fff8e1;border:1px solid #ffe082;padding:6px 10px}
 figure{margin:10px 0 18px;background:#fff;border:1px solid #e0e0e0;padding:6px}
 figcaption{font-size:13px;color:#444;margin-bottom:4px}
-svg.plot{width:100%;height:auto;display:block}
-svg text{font:11px system-ui,sans-serif;fill:#333}
-svg .tick{fill:#666;font-size:10px}
-svg .grid{stroke:#eee;stroke-width:1}
-svg .axis{stroke:#999;stroke-width:1}
-svg .fault{fill-opacity:.16}
-svg .faultlabel{font-size:10px;fill:#555;paint-order:stroke;stroke:#fff;stroke-width:3px}
-svg .barlabel{font-size:10px;fill:#fff}
-svg .rowlabel{font-size:11px;fill:#333}
-svg .smalllabel{font-size:9px;fill:#666}
-svg .unavlabel{font-size:10px;fill:#c62828;paint-order:stroke;stroke:#fff;stroke-width:3px}
-svg .note{fill:#888}
-svg .legend{font-size:11px}
 .example{margin:2px 0 6px}
 .op{font-size:12px}.op .t{color:#666;font-variant-numeric:tabular-nums}
 code{font:12px ui-monospace,monospace;word-break:break-all}

@@ -1,7 +1,9 @@
 package workloads
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -53,7 +55,7 @@ type Rate struct {
 	ackedBytes              atomic.Int64
 	ackedTotal, settled     atomic.Int64 // settled: acked, failed or aborted
 	produceLat, endToEndLat latencies
-	payloads                [][]byte
+	payloads                payloads
 	keys                    [][]byte  // nil: records carry no key
 	pool                    sync.Pool // *kgo.Record, recycled by the promise
 	groups                  int
@@ -69,6 +71,46 @@ const (
 	// pace is how often a producer catches up with its schedule.
 	pace = 2 * time.Millisecond
 )
+
+// Payload kinds (the payload key).
+const (
+	PayloadRandom       = "random"
+	PayloadCompressible = "compressible"
+)
+
+// payloadPool is the least size of the random pool record values are cut
+// from (and at least 8 records): larger than a record batch (kgo's default
+// batch.size, 1 MB), so that the records of one batch never repeat each
+// other and a codec finds nothing to shrink.
+const payloadPool = 4 << 20
+
+// payloads are the record values: consecutive windows of size bytes of
+// one pool generated once from the seed, so that a record costs no random
+// numbers. A random pool is ChaCha8's stream; a compressible one is one
+// character repeated, and every value is the same.
+type payloads struct {
+	pool []byte
+	size int
+}
+
+func newPayloads(kind string, size int, seed int64) payloads {
+	if kind == PayloadCompressible {
+		return payloads{pool: bytes.Repeat([]byte{'a'}, size), size: size}
+	}
+	var key [32]byte
+	binary.LittleEndian.PutUint64(key[:], uint64(seed))
+	copy(key[8:], "isrlab rate payload")
+	p := make([]byte, max(payloadPool, 8*size)+size)
+	rand.NewChaCha8(key).Read(p)
+	return payloads{pool: p, size: size}
+}
+
+// value is the nth record's value: the pool's nth window (wrapping around).
+func (p payloads) value(n int) []byte {
+	span := len(p.pool) - p.size + 1
+	off := int((int64(n) * int64(p.size)) % int64(span))
+	return p.pool[off : off+p.size : off+p.size]
+}
 
 // NewRate returns a Rate workload sampling into sink (which may be nil);
 // rec receives the history when cfg.RecordHistory is set. See NewLog for
@@ -90,17 +132,7 @@ func NewRate(cfg Config, rec *history.Recorder, sink Sampler, seeds []string, op
 	} else if w.groups < 0 {
 		w.groups = 0
 	}
-	// Values are hex digits from the seed: half of each byte is entropy,
-	// so compression has something to do, as with text-like binlog rows.
-	rng := rand.New(rand.NewPCG(uint64(b.cfg.Seed), 4))
-	const hex = "0123456789abcdef"
-	for i := 0; i < 256; i++ {
-		p := make([]byte, b.cfg.RecordSize)
-		for j := range p {
-			p[j] = hex[rng.IntN(16)]
-		}
-		w.payloads = append(w.payloads, p)
-	}
+	w.payloads = newPayloads(b.cfg.Payload, b.cfg.RecordSize, b.cfg.Seed)
 	return w, nil
 }
 
@@ -248,7 +280,7 @@ func (w *Rate) send(ctx context.Context, p *rateProducer, n int) bool {
 	if r == nil {
 		r = &kgo.Record{}
 	}
-	*r = kgo.Record{Topic: w.cfg.Topic, Value: w.payloads[n%len(w.payloads)], Timestamp: time.Now()}
+	*r = kgo.Record{Topic: w.cfg.Topic, Value: w.payloads.value(n), Timestamp: time.Now()}
 	if w.keys != nil {
 		r.Key = w.keys[n%len(w.keys)]
 	}
@@ -268,7 +300,7 @@ func (w *Rate) send(ctx context.Context, p *rateProducer, n int) bool {
 	if pad := w.cfg.RecordSize - len(r.Value); pad > 0 {
 		// The value is the history's decimal; the rest of the record's
 		// size rides in a header.
-		r.Headers = []kgo.RecordHeader{{Key: "pad", Value: w.payloads[n%len(w.payloads)][:pad]}}
+		r.Headers = []kgo.RecordHeader{{Key: "pad", Value: w.payloads.value(n)[:pad]}}
 	}
 	inv := history.NewOp(proc, history.Invoke, history.FSend)
 	inv.Value, inv.HasValue = v, true
@@ -471,7 +503,7 @@ func (c Config) ValidateFor(kind string) error {
 	}
 	rateOnly := map[string]bool{
 		"rate": c.Rate != 0, "record.size": c.RecordSize != 0, "batch.size": c.BatchSize != 0,
-		"compression.type": c.Compression != "", "consumer.groups": c.ConsumerGroups != 0,
+		"compression.type": c.Compression != "", "payload": c.Payload != "", "consumer.groups": c.ConsumerGroups != 0,
 		"sample.interval": c.SampleInterval != 0, "history.records": c.RecordHistory,
 		"max.in.flight.requests.per.connection": c.MaxInFlight != 0, "buffer.memory": c.BufferMemory != 0,
 	}

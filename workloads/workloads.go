@@ -88,6 +88,10 @@ type Config struct {
 	// gzip, snappy, lz4 or zstd.
 	BatchSize   int    `yaml:"batch.size" json:"batch.size"`
 	Compression string `yaml:"compression.type" json:"compression.type"`
+	// Payload is what the record values hold: random (default) bytes no
+	// codec can shrink, as seed 002 measured with, or compressible: one
+	// character repeated, the seed's comparison case.
+	Payload string `yaml:"payload" json:"payload"`
 	// MaxInFlight is max.in.flight.requests.per.connection (default kgo's
 	// 1; with idempotence up to 5); BufferMemory is buffer.memory in bytes
 	// (default: kgo's limit of 50000 records only).
@@ -170,6 +174,11 @@ func (c Config) Validate() error {
 	case "", "none", "gzip", "snappy", "lz4", "zstd":
 	default:
 		return fmt.Errorf("compression.type %q: want none, gzip, snappy, lz4 or zstd", c.Compression)
+	}
+	switch c.Payload {
+	case "", PayloadRandom, PayloadCompressible:
+	default:
+		return fmt.Errorf("payload %q: want %s or %s", c.Payload, PayloadRandom, PayloadCompressible)
 	}
 	switch {
 	case c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0):

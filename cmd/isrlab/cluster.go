@@ -133,6 +133,7 @@ func newClusterUpCmd() *cobra.Command {
 		subnet     string
 		timeout    time.Duration
 		keepData   bool
+		plan       bool
 		verbose    bool
 		system     string
 		kafkaImage string
@@ -168,6 +169,12 @@ a sandbox container holding its address and network namespace plus a process
 container joining it (so a restarted node keeps its namespace). --system kafka
 runs apache/kafka in KRaft mode on the broker nodes (no coordinators).
 
+--plan checks the layout and prints what up would create (the netns nodes
+and their commands; the Docker network and every container with its
+image, command, environment and mounts) or touch (--backend ssh: the plan
+of docs/external.md), and exits: no daemon is contacted, nothing is
+created, and a layout the backend would refuse is an argument error.
+
 --backend ssh --hosts FILE takes your own hosts instead (docs/external.md):
 it connects to each over SSH, starts the nodes that do not run, waits until
 they answer and records the run, so that "isrlab fault inject", "cluster
@@ -177,6 +184,7 @@ the hosts back as they were found.`,
   isrlab cluster up --name lab2 --coordinators 1 --brokers 5 --subnet 10.99.0.0/24
   isrlab cluster up --backend docker --name dock --subnet 10.214.0.0/24
   isrlab cluster up --backend docker --system kafka --kafka-image apache/kafka:3.9.1
+  isrlab cluster up --backend docker --system kafka --plan
   isrlab cluster up --config min.insync.replicas=2 --config unclean.leader.election.enable=false
   isrlab cluster up --faultfs all`,
 		Args: cobra.NoArgs,
@@ -187,7 +195,7 @@ the hosts back as they were found.`,
 					return usageError("--system %s needs --backend docker", system)
 				}
 			case docker.Name:
-				if os.Geteuid() != 0 {
+				if os.Geteuid() != 0 && !plan {
 					return usageError("--backend docker needs root (to reach the containers' namespaces)")
 				}
 				if system != docker.SystemIsrlab && system != docker.SystemKafka {
@@ -226,7 +234,7 @@ the hosts back as they were found.`,
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			if backend == netns.Name {
+			if backend == netns.Name && !plan {
 				if handled, err := reexecRootless(ctx); handled {
 					return err
 				}
@@ -252,6 +260,9 @@ the hosts back as they were found.`,
 			}
 			if err != nil {
 				return usageError("%v", err)
+			}
+			if plan {
+				return writeClusterPlan(cmd.OutOrStdout(), backend, top, sshc, &docker.Backend{System: system, KafkaImage: kafkaImage, KafkaConf: o.BrokerConfig})
 			}
 			b, err := backends.New(backend, backends.Options{Detach: true, KeepData: keepData, ReadyTimeout: timeout,
 				Log: cliLogger(cmd, verbose), System: system, KafkaImage: kafkaImage, KafkaConf: o.BrokerConfig, SSH: sshc})
@@ -293,7 +304,34 @@ the hosts back as they were found.`,
 	f.BoolVar(&keepData, "keep-data", false, "keep the run directory when the cluster goes down")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log each step with its duration to stderr")
 	f.StringSliceVar(&o.FaultFS, "faultfs", nil, "brokers whose log.dirs live on faultfs (disk faults, power loss): b1,b2 or all")
+	f.BoolVar(&plan, "plan", false, "check the layout and print what up would create or touch, without doing it")
 	return cmd
+}
+
+// writeClusterPlan prints what cluster up would create (netns, docker)
+// or touch (ssh) for top, touching nothing; a layout the backend would
+// refuse is a usage error.
+func writeClusterPlan(w io.Writer, backend string, top compose.Topology, sshc *ssh.Config, d *docker.Backend) error {
+	var err error
+	switch backend {
+	case docker.Name:
+		err = d.Plan(w, top)
+	case ssh.Name:
+		err = sshc.Plan(w, top)
+	default:
+		fmt.Fprintf(w, "netns cluster %s: run %s, network namespaces and a bridge on %s named after the run\n", top.Name, top.RunID, top.Subnet)
+		for _, n := range top.Nodes {
+			fmt.Fprintf(w, "  %s  %s at %s", n.Name, n.Role, n.Addr)
+			if len(n.Argv) > 0 {
+				fmt.Fprintf(w, ": %s", strings.Join(n.Argv, " "))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	if err != nil {
+		return usageError("%v", err)
+	}
+	return nil
 }
 
 // cliLogger logs to stderr at debug level when verbose, else only errors.

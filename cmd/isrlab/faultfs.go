@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -111,16 +115,25 @@ func newFaultfsCtlCmd() *cobra.Command {
 		Short: "Send one command to a running faultfs daemon",
 		Long: `ctl sends one command to the faultfs daemon listening on --control and prints
 its JSON response. COMMAND is latency, eio, hang, unhang, crash, status or
-heal; --op and --prefix select the operations a fault applies to.`,
+heal; --op and --prefix select the operations a fault applies to.
+
+COMMAND "-" reads one request in the daemon's protocol (a JSON object) from
+standard input and prints the response on one line, even when the daemon
+refused it (exit status 1 then): the form the lab runs over SSH on a host
+whose broker runs on faultfs.`,
 		Example: `  isrlab faultfs ctl --control b1.sock latency --op write --latency 20ms --jitter 5ms
   isrlab faultfs ctl --control b1.sock eio --op fsync --probability 0.1
   isrlab faultfs ctl --control b1.sock hang --prefix topic-0/
   isrlab faultfs ctl --control b1.sock crash --torn
-  isrlab faultfs ctl --control b1.sock status`,
+  isrlab faultfs ctl --control b1.sock status
+  echo '{"cmd":"latency","op":"fsync","latency":"50ms"}' | isrlab faultfs ctl --control b1.sock -`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if control == "" {
 				return usageError("--control is required")
+			}
+			if args[0] == "-" {
+				return faultfsCtlStdin(cmd, control, timeout)
 			}
 			req.Cmd, req.Op = args[0], faultfs.Op(op)
 			req.Latency, req.Jitter = faultfs.Duration(latency), faultfs.Duration(jitter)
@@ -150,4 +163,32 @@ heal; --op and --prefix select the operations a fault applies to.`,
 	f.BoolVar(&req.Torn, "torn", false, "crash: keep a random page-aligned part of each file's unsynced appends (a torn tail)")
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
 	return cmd
+}
+
+// faultfsCtlStdin sends the request on standard input and prints the
+// response as one line; a refusal is exit status 1, an unreachable daemon
+// an error.
+func faultfsCtlStdin(cmd *cobra.Command, control string, timeout time.Duration) error {
+	line, err := bufio.NewReader(cmd.InOrStdin()).ReadBytes('\n')
+	if err != nil && (err != io.EOF || len(bytes.TrimSpace(line)) == 0) {
+		return usageError("read the request from standard input: %v", err)
+	}
+	var req faultfs.Request
+	if err := json.Unmarshal(line, &req); err != nil {
+		return usageError("the request on standard input: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	resp, err := faultfs.NewClient(control).Do(ctx, req)
+	var refused *faultfs.RemoteError
+	if err != nil && !errors.As(err, &refused) {
+		return err
+	}
+	if jerr := json.NewEncoder(cmd.OutOrStdout()).Encode(resp); jerr != nil {
+		return jerr
+	}
+	if refused != nil {
+		return withCode(exitInvalid, refused)
+	}
+	return nil
 }

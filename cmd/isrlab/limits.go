@@ -13,6 +13,8 @@ import (
 
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/lab"
+	"github.com/isrlab/isrlab/results"
+	"github.com/isrlab/isrlab/workloads"
 )
 
 func init() { rootCmd.AddCommand(newLimitsCmd()) }
@@ -47,15 +49,21 @@ and the safe bound is the limit. --max-producers is probed first: if it
 does not overload, the limit is reported as at least that.
 
 Output, in --results/limits/<start>/: limits.json (every point and its
-signals), limits.txt (the table) and limits.svg (messages/s and MB/s per
+signals), limits.txt (the table), limits.svg (messages/s and MB/s per
 broker against record size, with the planning figure: the limit x
---headroom, 0.8 tolerating 20% of the brokers offline); the points' run
-directories are under points/. Ctrl-C stops the point under test and
-writes what was measured (marked incomplete).
+--headroom, 0.8 tolerating 20% of the brokers offline) and report.html
+(all of it on one self-contained page, each point linking to its run's
+report; isrlab report DIR writes it again); the points' run directories
+are under points/. Ctrl-C stops the point under test and writes what was
+measured (marked incomplete).
 
-Payloads are the rate workload's (hex digits, sent uncompressed unless
---compression is set). Exit status: 0 done, 1 stopped early, 254 bad
-arguments, 255 internal error.`,
+Payloads are random bytes by default (--payload random: incompressible,
+as the seed measured, so the limit is the conservative one); --payload
+compressible sends one character repeated, the seed's comparison case.
+Either goes uncompressed unless --compression is set.
+
+Exit status: 0 done, 2 stopped early (Ctrl-C, SIGTERM, SIGHUP: what was
+measured is kept), 254 bad arguments, 255 internal error.`,
 		Example: `  isrlab limits --record-sizes 100 --producer-rate 5000 --max-producers 16 --window 10s
   isrlab limits --record-sizes 100,1000,10000 --brokers 3 --window 60s --results /var/tmp/isrlab`,
 		Args: cobra.NoArgs,
@@ -81,6 +89,8 @@ arguments, 255 internal error.`,
 				return usageError("--window must be at least 1s")
 			case headroom <= 0 || headroom > 1:
 				return usageError("--headroom must be in (0, 1]")
+			case c.Payload != workloads.PayloadRandom && c.Payload != workloads.PayloadCompressible:
+				return usageError("--payload: %q: use %s or %s", c.Payload, workloads.PayloadRandom, workloads.PayloadCompressible)
 			case c.Backend != "" && c.Backend != "netns" && c.Backend != "docker":
 				return usageError("--backend: %q: use netns or docker", c.Backend)
 			}
@@ -106,7 +116,7 @@ arguments, 255 internal error.`,
 			}
 			groups := max(c.ConsumerGroups, 0)
 			rep := &lab.LimitsReport{Started: start.UTC().Format(time.RFC3339), Brokers: c.Brokers, ConsumerGroups: groups, Rate: c.Rate,
-				WindowSeconds: c.Window.Seconds(), MaxProducers: maxProd, Acks: c.Acks, Compression: c.Compression, Thresholds: th, Headroom: headroom}
+				WindowSeconds: c.Window.Seconds(), MaxProducers: maxProd, Acks: c.Acks, Compression: c.Compression, Payload: c.Payload, Thresholds: th, Headroom: headroom}
 			if rep.Acks == "" {
 				rep.Acks = "1"
 			}
@@ -147,11 +157,11 @@ arguments, 255 internal error.`,
 			}
 			fmt.Fprintln(out)
 			lab.WriteLimitsTable(out, rep)
-			fmt.Fprintf(out, "\nwrote %s, %s, %s in %s\n", lab.LimitsJSON, lab.LimitsText, lab.LimitsSVG, dir)
+			fmt.Fprintf(out, "\nwrote %s, %s, %s and %s in %s\n", lab.LimitsJSON, lab.LimitsText, lab.LimitsSVG, results.ReportFile, dir)
 			if stopErr != nil {
 				if ctx.Err() != nil && errors.Is(stopErr, ctx.Err()) {
 					fmt.Fprintf(out, "stopped early: kept what was measured\n")
-					return withCode(exitInvalid, nil)
+					return withCode(exitUnknown, nil)
 				}
 				return withCode(exitInternal, stopErr)
 			}
@@ -167,6 +177,7 @@ arguments, 255 internal error.`,
 	fl.IntVar(&maxProd, "max-producers", 64, "the search's upper end: a number of producers that surely overloads")
 	fl.StringVar(&c.Backend, "backend", "", "cluster backend: netns (default) or docker")
 	fl.StringVar(&c.Acks, "acks", "1", "producers' acks: 1 or all")
+	fl.StringVar(&c.Payload, "payload", workloads.PayloadRandom, "record values: random (incompressible) or compressible (one character repeated)")
 	fl.StringVar(&c.Compression, "compression", "", "producers' compression: gzip, snappy, lz4 or zstd (default none)")
 	fl.Float64Var(&th.HandlerIdle, "idle", th.HandlerIdle, "overload when the mean request-handler idle share drops below this")
 	fl.Float64Var(&th.IsrChangeFraction, "isr-fraction", th.IsrChangeFraction, "overload when ISR changes happen in more than this fraction of the intervals")

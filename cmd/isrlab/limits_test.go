@@ -17,6 +17,7 @@ func TestLimitsArguments(t *testing.T) {
 		{[]string{"limits", "--window", "100ms"}, "--window must be at least 1s"},
 		{[]string{"limits", "--headroom", "1.5"}, "--headroom must be in (0, 1]"},
 		{[]string{"limits", "--backend", "vm"}, `--backend: "vm": use netns or docker`},
+		{[]string{"limits", "--payload", "zeros"}, `--payload: "zeros": use random or compressible`},
 		{[]string{"limits", "extra"}, "unknown command"},
 	} {
 		code, out := runCLI(t, tc.args...)

@@ -17,8 +17,8 @@ func init() { rootCmd.AddCommand(newReportCmd()) }
 func newReportCmd() *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
-		Use:   "report RUN-DIR | MATRIX-DIR",
-		Short: "Write report.html for a stored run or matrix: plots, anomalies, expectations",
+		Use:   "report RUN-DIR | MATRIX-DIR | LIMITS-DIR",
+		Short: "Write report.html for a stored run, matrix or limit search: plots, anomalies, expectations",
 		Long: `report writes one self-contained HTML file (inline SVG and CSS, no scripts,
 no network) for a run directory or a matrix directory; isrlab run and isrlab
 matrix write it at the end of every run.
@@ -39,7 +39,13 @@ run without verdict.json (cut short before its check) is checked in memory.
 A matrix's report is the grid of presets x schedules coloured by outcome,
 each cell linking to its run's report, and the table of cells.
 
-Exit status: 0 written, 254 bad arguments (not a run or matrix directory),
+A limit search's report (isrlab limits) is its settings, the boundary
+table, the plot of messages/s and MB/s per broker against record size with
+the planning figure, and every probed point's signals (handler idle, ISR
+change fraction, produce p99) and verdict, each linking to its run's
+report.
+
+Exit status: 0 written, 254 bad arguments (not a run, matrix or limits directory),
 255 a file could not be read or written.`,
 		Example: `  isrlab report results/latest
   isrlab report results/matrices/nightly/latest
@@ -54,12 +60,14 @@ Exit status: 0 written, 254 bad arguments (not a run or matrix directory),
 			fsys := os.DirFS(dir)
 			var build func(fs.FS, string) ([]byte, error)
 			switch {
+			case results.IsLimits(fsys, "."):
+				build = results.LimitsReport
 			case results.IsMatrix(fsys, "."):
 				build = results.MatrixReport
 			case results.IsRun(fsys, "."):
 				build = results.RunReport
 			default:
-				return usageError("%s: not a run directory (no %s) or a matrix directory (no %s)", dir, results.HistoryFile, results.TableFile)
+				return usageError("%s: not a run directory (no %s), a matrix directory (no %s) or a limit search's (no %s)", dir, results.HistoryFile, results.TableFile, results.LimitsFile)
 			}
 			abs, _ := filepath.Abs(dir)
 			if real, err := filepath.EvalSymlinks(abs); err == nil {

@@ -72,6 +72,8 @@ func TestReportCommand(t *testing.T) {
 	copyTree(t, filepath.Join(resultsTestdata, "run-kill"), run)
 	m := filepath.Join(t.TempDir(), "m")
 	copyTree(t, filepath.Join(resultsTestdata, "matrix", "new"), m)
+	lim := filepath.Join(t.TempDir(), "limits")
+	copyTree(t, filepath.Join(resultsTestdata, "limits"), lim)
 	out := filepath.Join(t.TempDir(), "elsewhere.html")
 	for _, tc := range []struct {
 		args []string
@@ -80,6 +82,7 @@ func TestReportCommand(t *testing.T) {
 	}{
 		{[]string{"report", run}, exitValid, filepath.Join(run, results.ReportFile)},
 		{[]string{"report", m}, exitValid, filepath.Join(m, results.ReportFile)},
+		{[]string{"report", lim}, exitValid, filepath.Join(lim, results.ReportFile)},
 		{[]string{"report", run, "--out", out}, exitValid, out},
 		{[]string{"report", t.TempDir()}, exitBadArgs, ""},
 		{[]string{"report", filepath.Join(run, "history.jsonl")}, exitBadArgs, ""},
@@ -93,6 +96,9 @@ func TestReportCommand(t *testing.T) {
 			b, err := os.ReadFile(tc.file)
 			if err != nil || !strings.Contains(string(b), "<!DOCTYPE html>") {
 				t.Errorf("isrlab %v: %s: %v", tc.args, tc.file, err)
+			}
+			if tc.file == filepath.Join(lim, results.ReportFile) && !strings.Contains(string(b), `data-plot="limits"`) {
+				t.Errorf("isrlab %v: not a limit search's report", tc.args)
 			}
 		}
 	}

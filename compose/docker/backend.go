@@ -120,16 +120,11 @@ func (r *run) save() error {
 func (b *Backend) Up(ctx context.Context, t compose.Topology) (c *compose.Cluster, err error) {
 	o := b.defaults()
 	log := o.Log.With("run", t.RunID, "cluster", t.Name)
-	if o.System == SystemKafka {
-		t = withoutCoordinators(t)
-	}
-	if gw := Gateway(t.Subnet); containsAddr(t, gw) {
-		return nil, fmt.Errorf("%w: node address %s is Docker's gateway; use a larger subnet", compose.ErrBadTopology, gw)
+	t, err = o.check(t)
+	if err != nil {
+		return nil, err
 	}
 	if len(t.Disks()) > 0 {
-		if o.System != SystemIsrlab {
-			return nil, fmt.Errorf("cluster %s: faultfs disks: %w for system %s (isrlab brokers only)", t.Name, errors.ErrUnsupported, o.System)
-		}
 		if err := compose.CheckFUSE(); err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", t.Name, err)
 		}

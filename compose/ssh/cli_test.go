@@ -73,28 +73,7 @@ func TestCLIRunAndClean(t *testing.T) {
 	// every other connection has to go through SSH.
 	onlySSH(t, h.LabNS)
 	env := append(os.Environ(), "ISRLAB_STATE_DIR="+stateDir, "ISRLAB_REGISTRY_DIR="+filepath.Join(dir, "runs"))
-	isrlab := func(ctx context.Context, args ...string) *exec.Cmd {
-		cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + h.LabNS, "--", h.Bin}, args...)...)
-		cmd.Env = env
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		return cmd
-	}
-	run := func(args ...string) (string, int) {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		var out bytes.Buffer
-		cmd := isrlab(ctx, args...)
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return out.String(), ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out.String(), 0
-	}
+	isrlab, run := labCLI(t, h, env)
 
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("user: root\nnodez: []\n"), 0o644)
@@ -257,6 +236,36 @@ func TestCLIRunAndClean(t *testing.T) {
 	if left := h.Leftovers(t, upRun); upRun == "" || len(left) > 0 {
 		t.Fatalf("cluster down (run %q) left: %v", upRun, left)
 	}
+}
+
+// labCLI is how the tests run isrlab on the lab's side of h, with env:
+// isrlab makes the command (in its own process group), run runs one to
+// its end (within 3 minutes) and returns its output and exit status.
+func labCLI(t *testing.T, h *sshtest.Hosts, env []string) (isrlab func(context.Context, ...string) *exec.Cmd, run func(...string) (string, int)) {
+	isrlab = func(ctx context.Context, args ...string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + h.LabNS, "--", h.Bin}, args...)...)
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return cmd
+	}
+	run = func(args ...string) (string, int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		var out bytes.Buffer
+		cmd := isrlab(ctx, args...)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return out.String(), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), 0
+	}
+	return isrlab, run
 }
 
 // onlySSH lets connections out of ns go to TCP port 22 only.

@@ -144,6 +144,30 @@ type Node struct {
 	Iface string `yaml:"iface,omitempty" json:"iface,omitempty"`
 	// Clock allows clock-skew to set this host's system clock with date.
 	Clock bool `yaml:"clock,omitempty" json:"clock,omitempty"`
+	// Faultfs says the broker's data_dir is a faultfs mount (isrlab
+	// faultfs, run by the host's own installation): the disk faults
+	// (slow-disk, disk-error, disk-hang, power-loss) reach it there.
+	Faultfs *Faultfs `yaml:"faultfs,omitempty" json:"faultfs,omitempty"`
+}
+
+// Faultfs is a broker host's faultfs daemon: the lab runs Command
+// `faultfs ctl --control Control -` on the host, over its SSH connection,
+// for every disk fault and heal.
+type Faultfs struct {
+	// Control is the daemon's control socket on the host (its --control).
+	Control string `yaml:"control" json:"control"`
+	// Command is the isrlab binary on the host (default [isrlab], found
+	// on the login's PATH); a list, e.g. [/usr/local/bin/isrlab].
+	Command []string `yaml:"command,omitempty" json:"command,omitempty"`
+}
+
+// ctl is the argument list of one control request to the daemon.
+func (f *Faultfs) ctl() []string {
+	cmd := f.Command
+	if len(cmd) == 0 {
+		cmd = []string{"isrlab"}
+	}
+	return append(slices.Clone(cmd), "faultfs", "ctl", "--control", f.Control, "-")
 }
 
 // Managed reports whether the lab controls the node's process.
@@ -276,6 +300,18 @@ func (c *Config) Validate() error {
 		if n.Key != "" && c.Agent {
 			return bad(f("key"), "the cluster uses the agent")
 		}
+		if ff := n.Faultfs; ff != nil {
+			switch {
+			case r != compose.RoleBroker:
+				return bad(f("faultfs"), "only a broker's data dir is a faultfs mount")
+			case n.DataDir == "":
+				return bad(f("data_dir"), "faultfs mounts the broker's data dir: give it")
+			case !strings.HasPrefix(ff.Control, "/"):
+				return bad(f("faultfs.control"), "%q is not an absolute path", ff.Control)
+			case slices.Contains(ff.Command, ""):
+				return bad(f("faultfs.command"), "an empty word")
+			}
+		}
 	}
 	if brokers == 0 {
 		return bad("nodes", "no broker")
@@ -355,6 +391,10 @@ func (c *Config) Topology(name, runID, runDir string) (compose.Topology, error) 
 			spec.Probe = compose.ProbeKafka
 		case r == compose.RoleCoordinator && n.Role == RoleCoordinator:
 			spec.Probe = compose.ProbeEtcd
+		}
+		if n.Faultfs != nil {
+			// The host runs the daemon: the lab only sends it faults.
+			spec.Disk = &compose.DiskSpec{Mount: n.DataDir, Control: n.Faultfs.Control}
 		}
 		switch n.Probe {
 		case "kafka":

@@ -74,6 +74,14 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Nodes = c.Nodes[3:5] }, "no broker"},
 		{func(c *Config) { c.Setup = []Step{{On: "b9", Run: []string{"true"}}} }, `on "b9" names no node`},
 		{func(c *Config) { c.Teardown = []Step{{On: "all"}} }, "runs no command"},
+		{func(c *Config) { c.Nodes[3].Faultfs = &Faultfs{Control: "/run/ffs.sock"} }, "nodes[3].faultfs: only a broker's data dir"},
+		{func(c *Config) { c.Nodes[2].Faultfs = &Faultfs{Control: "/run/ffs.sock"} }, "nodes[2].data_dir: faultfs mounts the broker's data dir"},
+		{func(c *Config) {
+			c.Nodes[0].DataDir, c.Nodes[0].Faultfs = "/var/lib/kafka", &Faultfs{Control: "ffs.sock"}
+		}, `nodes[0].faultfs.control: "ffs.sock" is not an absolute path`},
+		{func(c *Config) {
+			c.Nodes[0].DataDir, c.Nodes[0].Faultfs = "/var/lib/kafka", &Faultfs{Control: "/run/ffs.sock", Command: []string{""}}
+		}, "nodes[0].faultfs.command: an empty word"},
 	} {
 		c := kraft()
 		c.Nodes = append([]Node(nil), c.Nodes...)
@@ -108,6 +116,14 @@ func TestTopology(t *testing.T) {
 	if got := strings.Join(topo.Bootstrap(), ","); got != "10.1.0.11:9092,10.1.0.12:9092,10.1.0.13:9094,10.1.0.14:9092" {
 		t.Errorf("bootstrap %s", got)
 	}
+	if len(topo.Disks()) != 0 {
+		t.Errorf("disks without faultfs: %v", topo.Disks())
+	}
+	c.Nodes[0].DataDir, c.Nodes[0].Faultfs = "/var/lib/kafka", &Faultfs{Control: "/run/isrlab/b1-ffs.sock"}
+	topo, _ = c.Topology("k", "r1", "/tmp/x")
+	if b1, _ := topo.Node("b1"); topo.Disks()["b1"] != "/run/isrlab/b1-ffs.sock" || len(topo.Disks()) != 1 || b1.Disk.Mount != c.Nodes[0].DataDir {
+		t.Errorf("disks %v, b1's %+v", topo.Disks(), b1.Disk)
+	}
 	c.Bootstrap = []string{"kafka.example:9092"}
 	topo, _ = c.Topology("k", "r1", "/tmp/x")
 	if got := strings.Join(topo.Bootstrap(), ","); got != "kafka.example:9092" {
@@ -135,6 +151,8 @@ func TestLoad(t *testing.T) {
 func TestPlan(t *testing.T) {
 	c := kraft()
 	c.Setup = []Step{{On: "brokers", Run: []string{"systemctl", "stop", "chronyd"}}}
+	c.Nodes[0].DataDir = "/var/lib/kafka"
+	c.Nodes[0].Faultfs = &Faultfs{Control: "/run/isrlab/b1 ffs.sock", Command: []string{"/usr/local/bin/isrlab"}}
 	topo, err := c.Topology("k", "r1", "/tmp/x")
 	if err != nil {
 		t.Fatal(err)
@@ -158,6 +176,9 @@ func TestPlan(t *testing.T) {
 		"(it backgrounds itself)",
 		"nftables table inet isrlab-r1-<fault>",
 		"on brokers: systemctl stop chronyd",
+		"disk faults (slow-disk, disk-error, disk-hang, power-loss): the faultfs daemon behind /var/lib/kafka, sent one request each on standard input to: /usr/local/bin/isrlab faultfs ctl --control '/run/isrlab/b1 ffs.sock' -",
+		"healed on heal, at the end and by isrlab clean --backend ssh",
+		"disk faults: none (no faultfs under its data dir); power-loss is a kill",
 	} {
 		if !strings.Contains(out, w) {
 			t.Errorf("plan has no %q:\n%s", w, out)

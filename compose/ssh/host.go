@@ -39,6 +39,8 @@ type Host struct {
 	Port     int
 	Clock    bool
 	Firewall string
+	// Faultfs is the node's faultfs daemon, if its data dir is on one.
+	Faultfs *Faultfs
 
 	auth *auth
 	keys []string // key files, unless the agent is used
@@ -62,6 +64,15 @@ func (h *Host) SystemClock() bool { return h.Clock }
 
 // FirewallTool is "nft", "iptables" or "" (nft where the host has it).
 func (h *Host) FirewallTool() string { return h.Firewall }
+
+// FaultfsCtl is the argument list that sends one request, on its standard
+// input, to the faultfs daemon behind the node's data dir (nil: none).
+func (h *Host) FaultfsCtl() []string {
+	if h.Faultfs == nil {
+		return nil
+	}
+	return h.Faultfs.ctl()
+}
 
 // conn returns the live client, dialling if there is none.
 func (h *Host) conn(ctx context.Context) (*xssh.Client, error) {
@@ -434,7 +445,7 @@ func hostsOf(c *Config, names []string, dial compose.DialFunc) ([]*Host, *auth) 
 			}
 		}
 		out = append(out, &Host{Node: names[i], Addr: net.JoinHostPort(n.Host, strconv.Itoa(port)), User: u,
-			Sudo: c.Sudo, Port: port, Clock: n.Clock, Firewall: c.Firewall, auth: a, keys: keyFiles(c, n), dial: dial})
+			Sudo: c.Sudo, Port: port, Clock: n.Clock, Firewall: c.Firewall, Faultfs: n.Faultfs, auth: a, keys: keyFiles(c, n), dial: dial})
 	}
 	return out, a
 }

@@ -79,8 +79,18 @@ func (c *Config) Plan(w io.Writer, t compose.Topology) error {
 			fmt.Fprintln(w, "    up: started if it is not running (and stopped again at the end); left running if it is")
 			fmt.Fprintln(w, "    faults may send it SIGKILL, SIGTERM, SIGSTOP and SIGCONT and start it again")
 		}
-		if n.DataDir != "" {
+		switch {
+		case n.Faultfs != nil:
+			fmt.Fprintf(w, "    data dir %s: a faultfs mount; the lab touches no file in it (only disk faults, below, and setup/teardown steps could)\n", n.DataDir)
+		case n.DataDir != "":
 			fmt.Fprintf(w, "    data dir %s: not touched (only setup/teardown steps could)\n", n.DataDir)
+		}
+		if n.Faultfs != nil {
+			fmt.Fprintf(w, "    disk faults (slow-disk, disk-error, disk-hang, power-loss): the faultfs daemon behind %s, sent one request each on standard input to: %s\n",
+				n.DataDir, Quote(n.Faultfs.ctl()))
+			fmt.Fprintln(w, "      healed on heal, at the end and by isrlab clean --backend ssh (faultfs heal); a power loss kills the process first, then drops the disk's unsynced writes")
+		} else if n.Role == RoleBroker {
+			fmt.Fprintln(w, "    disk faults: none (no faultfs under its data dir); power-loss is a kill")
 		}
 		if f := n.logFile(); f != "" {
 			fmt.Fprintf(w, "    log %s: its last %d MiB copied to %s/%s/\n", f, logTailBytes>>20, t.RunDir, names[i])

@@ -30,6 +30,7 @@ import (
 	"github.com/isrlab/isrlab/compose/netns"
 	"github.com/isrlab/isrlab/compose/ssh"
 	"github.com/isrlab/isrlab/internal/proctest"
+	"github.com/isrlab/isrlab/nemesis/faultfs"
 )
 
 // Sshd is the OpenSSH server the hosts run.
@@ -288,4 +289,65 @@ func (h *Hosts) Leftovers(t testing.TB, run string) []string {
 		}
 	}
 	return out
+}
+
+// Faultfs puts the data dir of broker node (cfg's node of that name) on a
+// faultfs mount, as a host's own installation would: it starts the
+// daemon (stopped, healing and unmounting, when the test ends) and sets
+// the node's faultfs to its control socket, with a control command that
+// notes each call's network namespace and arguments in the file notes,
+// then runs isrlab.
+func (h *Hosts) Faultfs(t testing.TB, cfg *ssh.Config, node string) (sock, notes string) {
+	t.Helper()
+	var n *ssh.Node
+	for i, name := range cfg.Names() {
+		if name == node {
+			n = &cfg.Nodes[i]
+		}
+	}
+	if n == nil || n.Role != ssh.RoleBroker || n.DataDir == "" {
+		t.Fatalf("faultfs: %s is not a broker with a data dir in the config", node)
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("needs /dev/fuse for %s's faultfs; CI has it: %v", node, err)
+	}
+	dir := filepath.Dir(n.DataDir)
+	backing := filepath.Join(dir, "backing")
+	sock, notes = filepath.Join(dir, "ffs.sock"), filepath.Join(dir, "ctl.notes")
+	for _, d := range []string{backing, n.DataDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	daemon := exec.Command(h.Bin, faultfs.Args(faultfs.Options{Backing: backing, Mount: n.DataDir, RunID: "sshtest-" + node, Seed: 1}, sock)...)
+	daemon.Stderr = os.Stderr
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		daemon.Process.Signal(syscall.SIGTERM)
+		daemon.Wait()
+	})
+	proctest.Eventually(t, 20*time.Second, node+"'s faultfs daemon", func() error {
+		_, err := faultfs.NewClient(sock).Status(context.Background())
+		return err
+	})
+	wrapper := filepath.Join(dir, "isrlab-ctl")
+	script := "#!/bin/sh\necho \"$(readlink /proc/self/ns/net) $*\" >>" + notes + "\nexec " + h.Bin + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n.Faultfs = &ssh.Faultfs{Control: sock, Command: []string{wrapper}}
+	return sock, notes
+}
+
+// NetNSInode is the inode of the host's network namespace, as
+// readlink /proc/self/ns/net shows it there ("net:[inode]").
+func (x *Host) NetNSInode(t testing.TB) string {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(x.NS, &st); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("net:[%d]", st.Ino)
 }

@@ -2,6 +2,7 @@ package faultfs
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -178,6 +179,12 @@ func (f *FS) serveConn(c net.Conn) {
 // concurrent use: each call uses its own connection.
 type Client struct {
 	Socket string
+	// Exchange, if set, carries one request line to the daemon and returns
+	// its response line, instead of dialling Socket from this process: for
+	// a daemon on another host, it runs `isrlab faultfs ctl --control
+	// Socket -` there. Its output is read even when it also returns an
+	// error (the command exits non-zero when the daemon refused).
+	Exchange func(ctx context.Context, request []byte) (response []byte, err error)
 }
 
 // NewClient returns a client for the control socket at path.
@@ -193,6 +200,9 @@ func (e *RemoteError) Error() string { return fmt.Sprintf("faultfs %s: %s", e.Cm
 
 // Do sends one request and waits for its response.
 func (c *Client) Do(ctx context.Context, req Request) (Response, error) {
+	if c.Exchange != nil {
+		return c.exchange(ctx, req)
+	}
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.Socket)
 	if err != nil {
@@ -211,6 +221,26 @@ func (c *Client) Do(ctx context.Context, req Request) (Response, error) {
 	var resp Response
 	if err := json.NewDecoder(bufio.NewReader(conn)).Decode(&resp); err != nil {
 		return Response{}, fmt.Errorf("faultfs %s: read response: %w", req.Cmd, ctxErr(ctx, err))
+	}
+	if !resp.OK {
+		return resp, &RemoteError{Cmd: req.Cmd, Msg: resp.Error}
+	}
+	return resp, nil
+}
+
+// exchange is Do through c.Exchange.
+func (c *Client) exchange(ctx context.Context, req Request) (Response, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return Response{}, fmt.Errorf("faultfs %s: %w", req.Cmd, err)
+	}
+	out, xerr := c.Exchange(ctx, append(b, '\n'))
+	var resp Response
+	if derr := json.Unmarshal(bytes.TrimSpace(out), &resp); derr != nil {
+		if xerr != nil {
+			return Response{}, fmt.Errorf("faultfs %s on %s: %w", req.Cmd, c.Socket, xerr)
+		}
+		return Response{}, fmt.Errorf("faultfs %s on %s: read response %q: %w", req.Cmd, c.Socket, out, derr)
 	}
 	if !resp.OK {
 		return resp, &RemoteError{Cmd: req.Cmd, Msg: resp.Error}
