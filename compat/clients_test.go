@@ -5,5 +5,8 @@ package compat
 func clients() []client {
 	return []client{
 		franz(),
+		confluentPython(),
+		kafkaPython(),
+		kafkajs(),
 	}
 }
