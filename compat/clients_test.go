@@ -10,6 +10,7 @@ func clients() []client {
 		saramaRow(sarama.V0_10_2_0),
 		saramaRow(sarama.V2_0_0_0),
 		saramaRow(sarama.MaxVersion),
+		kafkaGo(),
 		confluentPython(),
 		kafkaPython(),
 		kafkajs(),
