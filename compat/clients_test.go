@@ -11,6 +11,7 @@ func clients() []client {
 		saramaRow(sarama.V2_0_0_0),
 		saramaRow(sarama.MaxVersion),
 		kafkaGo(),
+		kcat(),
 		confluentPython(),
 		kafkaPython(),
 		kafkajs(),
