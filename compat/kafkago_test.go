@@ -39,7 +39,7 @@ func fromKafkaGo(m kafka.Message) record {
 
 // writer sends each record to its partition (the Writer's Balancer picks
 // it from the key) and reports the offsets through Completion.
-func kafkaGoWriter(j job, recs []record, acked func([]kafka.Message)) *kafka.Writer {
+func kafkaGoWriter(j job, tr *kafka.Transport, recs []record, acked func([]kafka.Message)) *kafka.Writer {
 	part := map[string]int{}
 	for _, r := range recs {
 		part[r.Key] = int(r.Partition)
@@ -47,7 +47,7 @@ func kafkaGoWriter(j job, recs []record, acked func([]kafka.Message)) *kafka.Wri
 	return &kafka.Writer{
 		Addr: kafka.TCP(j.Bootstrap...), Topic: j.Topic, RequiredAcks: kafka.RequireAll,
 		Balancer:     kafka.BalancerFunc(func(m kafka.Message, _ ...int) int { return part[string(m.Key)] }),
-		BatchTimeout: 5 * time.Millisecond,
+		BatchTimeout: 5 * time.Millisecond, Transport: tr,
 		Completion: func(ms []kafka.Message, err error) {
 			if err == nil && acked != nil {
 				acked(ms)
@@ -56,14 +56,22 @@ func kafkaGoWriter(j job, recs []record, acked func([]kafka.Message)) *kafka.Wri
 	}
 }
 
+// transport is a job's own: kafka-go's default one is shared by the
+// process and caches metadata for 6 s, across jobs that create topics.
+func transport() *kafka.Transport {
+	return &kafka.Transport{MetadataTTL: 200 * time.Millisecond, ClientID: "isrlab-compat"}
+}
+
 func runKafkaGo(ctx context.Context, t *testing.T, j job) (result, error) {
 	var r result
+	tr := transport()
+	defer tr.CloseIdleConnections()
 	switch j.Capability {
 	case "produce":
 		r.NotOffered = map[string]string{"idempotence": "kafka-go's Writer has no idempotent producer"}
 		var mu sync.Mutex
 		at := map[string]ack{}
-		w := kafkaGoWriter(j, j.Records, func(ms []kafka.Message) {
+		w := kafkaGoWriter(j, tr, j.Records, func(ms []kafka.Message) {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, m := range ms {
@@ -110,7 +118,7 @@ func runKafkaGo(ctx context.Context, t *testing.T, j job) (result, error) {
 		}
 		return r, nil
 	case "groups":
-		w := kafkaGoWriter(j, j.After, nil)
+		w := kafkaGoWriter(j, tr, j.After, nil)
 		defer w.Close()
 		n := 0
 		return runGroup(ctx, j, func(ctx context.Context) (member, error) {
@@ -124,7 +132,7 @@ func runKafkaGo(ctx context.Context, t *testing.T, j job) (result, error) {
 			return w.WriteMessages(ctx, ms...)
 		})
 	case "offsets":
-		cl := &kafka.Client{Addr: kafka.TCP(j.Bootstrap...), Timeout: 30 * time.Second}
+		cl := &kafka.Client{Addr: kafka.TCP(j.Bootstrap...), Timeout: 30 * time.Second, Transport: tr}
 		var commits []kafka.OffsetCommit
 		for p, o := range j.Commit {
 			commits = append(commits, kafka.OffsetCommit{Partition: int(p), Offset: o})
@@ -138,7 +146,9 @@ func runKafkaGo(ctx context.Context, t *testing.T, j job) (result, error) {
 				return r, fmt.Errorf("offset commit partition %d: %w", p.Partition, p.Error)
 			}
 		}
-		fresh := &kafka.Client{Addr: kafka.TCP(j.Bootstrap...), Timeout: 30 * time.Second}
+		ftr := transport()
+		defer ftr.CloseIdleConnections()
+		fresh := &kafka.Client{Addr: kafka.TCP(j.Bootstrap...), Timeout: 30 * time.Second, Transport: ftr}
 		var ps []int
 		for p := 0; p < int(j.Partitions); p++ {
 			ps = append(ps, p)
@@ -159,7 +169,7 @@ func runKafkaGo(ctx context.Context, t *testing.T, j job) (result, error) {
 		}
 		return r, nil
 	case "admin":
-		return kafkaGoAdmin(ctx, j)
+		return kafkaGoAdmin(ctx, j, tr)
 	}
 	return r, fmt.Errorf("unknown capability %q", j.Capability)
 }
@@ -178,7 +188,7 @@ func controllerConn(ctx context.Context, bootstrap string) (*kafka.Conn, error) 
 	return kafka.DialContext(ctx, "tcp", net.JoinHostPort(ctrl.Host, strconv.Itoa(ctrl.Port)))
 }
 
-func kafkaGoAdmin(ctx context.Context, j job) (result, error) {
+func kafkaGoAdmin(ctx context.Context, j job, tr *kafka.Transport) (result, error) {
 	var r result
 	conn, err := controllerConn(ctx, j.Bootstrap[0])
 	if err != nil {
@@ -192,7 +202,7 @@ func kafkaGoAdmin(ctx context.Context, j job) (result, error) {
 	if err := conn.CreateTopics(tc); err != nil {
 		return r, fmt.Errorf("create topics: %w", err)
 	}
-	cl := &kafka.Client{Addr: kafka.TCP(j.Bootstrap...), Timeout: 30 * time.Second}
+	cl := &kafka.Client{Addr: kafka.TCP(j.Bootstrap...), Timeout: 30 * time.Second, Transport: tr}
 	dc, err := cl.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{ResourceType: kafka.ResourceTypeTopic, ResourceName: j.CreateTopic}}})
 	if err != nil {
 		return r, fmt.Errorf("describe configs: %w", err)
@@ -316,7 +326,7 @@ func startKafkaGoMember(j job, clientID string) (member, error) {
 		ReadBackoffMin: 50 * time.Millisecond, ReadBackoffMax: 200 * time.Millisecond,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &kafkaGoMember{rd: rd, cl: &kafka.Client{Addr: kafka.TCP(j.Bootstrap...), Timeout: 10 * time.Second},
+	m := &kafkaGoMember{rd: rd, cl: &kafka.Client{Addr: kafka.TCP(j.Bootstrap...), Timeout: 10 * time.Second, Transport: transport()},
 		group: j.Group, clientID: clientID, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
@@ -366,6 +376,7 @@ func (m *kafkaGoMember) close() error {
 		m.cancel()
 		<-m.done
 		m.err = m.rd.Close()
+		m.cl.Transport.(*kafka.Transport).CloseIdleConnections()
 	})
 	return m.err
 }
