@@ -19,7 +19,7 @@ import (
 	"github.com/isrlab/isrlab/internal/proctest"
 )
 
-var matrixOut = flag.String("matrix", "", "write the client × capability table (markdown) to this file")
+var matrixOut = flag.String("matrix", "", "rewrite the client × capability table between the <!-- matrix --> markers of this markdown file")
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -185,7 +185,7 @@ func TestClients(t *testing.T) {
 		})
 	}
 	if *matrixOut != "" {
-		if err := os.WriteFile(*matrixOut, []byte(matrixTable()), 0o644); err != nil {
+		if err := writeMatrix(*matrixOut); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -195,6 +195,23 @@ var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9._-]`)
 
 func name(row, capability string) string {
 	return unsafeName.ReplaceAllString(row+"-"+capability, "_")
+}
+
+// writeMatrix replaces what lies between the markers in path with the
+// table of this run.
+func writeMatrix(path string) error {
+	const begin, end = "<!-- matrix -->\n", "<!-- /matrix -->"
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("matrix: %w", err)
+	}
+	s := string(doc)
+	i, k := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || k < i {
+		return fmt.Errorf("matrix: %s has no %q ... %q markers", path, strings.TrimSpace(begin), end)
+	}
+	s = s[:i+len(begin)] + matrixTable() + s[k:]
+	return os.WriteFile(path, []byte(s), 0o644)
 }
 
 func matrixTable() string {

@@ -35,6 +35,9 @@ func scriptClient(name string, missing func() string, argv ...string) client {
 		start := time.Now()
 		err = cmd.Run()
 		t.Logf("%s %s: %v, exit %v", filepath.Base(argv[len(argv)-1]), j.Capability, time.Since(start).Round(time.Millisecond), err)
+		if err == nil && errOut.Len() > 0 {
+			t.Logf("stderr:\n%s", proctest.Tail(errOut.String(), 20))
+		}
 		if err != nil {
 			return result{}, fmt.Errorf("%s: %w\nstderr:\n%s", strings.Join(argv, " "), err, proctest.Tail(errOut.String(), 40))
 		}
