@@ -29,6 +29,8 @@ func scriptClient(name string, missing func() string, argv ...string) client {
 		}
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.Stdin = bytes.NewReader(in)
+		// No __pycache__ in the source tree.
+		cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 		var out, errOut bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errOut
 		cmd.WaitDelay = 5 * time.Second

@@ -3,13 +3,12 @@
 Run by compat/script_test.go: the job is JSON on stdin, the result JSON on
 stdout.
 """
-import sys
 import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition, OFFSET_BEGINNING
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
-from jobio import Deadline, emit, headers_in, log, read_job, record, split_done
+from jobio import Deadline, headers_in, log, read_job, record, run, split_done
 
 job = read_job()
 bootstrap = ",".join(job["bootstrap"])
@@ -163,16 +162,10 @@ def admin():
             "earliest": earliest, "latest": latest}
 
 
-cap = job["capability"]
-if cap == "produce":
-    emit({"acks": produce(job["records"], True), "idempotent": True})
-elif cap == "consume":
-    emit({"records": consume()})
-elif cap == "groups":
-    emit(groups())
-elif cap == "offsets":
-    emit(offsets())
-elif cap == "admin":
-    emit(admin())
-else:
-    sys.exit("unknown capability " + cap)
+run(job, {
+    "produce": lambda: {"acks": produce(job["records"], True), "idempotent": True},
+    "consume": lambda: {"records": consume()},
+    "groups": groups,
+    "offsets": offsets,
+    "admin": admin,
+})

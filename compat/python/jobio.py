@@ -18,6 +18,14 @@ def emit(result):
     sys.stdout.flush()
 
 
+def run(job, handlers):
+    """Prints the result of the job's capability's handler."""
+    handler = handlers.get(job["capability"])
+    if handler is None:
+        sys.exit("unknown capability " + job["capability"])
+    emit(handler())
+
+
 def log(*args):
     print(*args, file=sys.stderr, flush=True)
 

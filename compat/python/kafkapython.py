@@ -3,7 +3,6 @@
 Run by compat/script_test.go: the job is JSON on stdin, the result JSON on
 stdout. kafka-python has no idempotent producer.
 """
-import sys
 import threading
 import time
 
@@ -12,7 +11,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTo
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.structs import OffsetAndMetadata
 
-from jobio import Deadline, emit, headers_in, log, read_job, record, split_done
+from jobio import Deadline, headers_in, log, read_job, record, run, split_done
 
 job = read_job()
 bootstrap = job["bootstrap"]
@@ -171,17 +170,11 @@ def admin():
             "earliest": earliest, "latest": latest}
 
 
-cap = job["capability"]
-no_idempotence = {"idempotence": "kafka-python 2.0 has no idempotent producer"}
-if cap == "produce":
-    emit({"acks": produce(job["records"]), "idempotent": False, "not_offered": no_idempotence})
-elif cap == "consume":
-    emit({"records": consume()})
-elif cap == "groups":
-    emit(groups())
-elif cap == "offsets":
-    emit(offsets())
-elif cap == "admin":
-    emit(admin())
-else:
-    sys.exit("unknown capability " + cap)
+run(job, {
+    "produce": lambda: {"acks": produce(job["records"]), "idempotent": False,
+                 "not_offered": {"idempotence": "kafka-python 2.0 has no idempotent producer"}},
+    "consume": lambda: {"records": consume()},
+    "groups": groups,
+    "offsets": offsets,
+    "admin": admin,
+})
