@@ -118,9 +118,6 @@ type client struct {
 	// missing says what is not installed, or "" when the client can run.
 	missing func() string
 	run     runner
-	// gaps are capabilities (or features, "capability/feature") that fail
-	// against isrlab for a known reason: the subtest skips with it.
-	gaps map[string]string
 }
 
 var capabilities = []string{"produce", "consume", "groups", "offsets", "admin"}
@@ -165,10 +162,6 @@ func TestClients(t *testing.T) {
 				t.Run(capability, func(t *testing.T) {
 					status := "FAIL"
 					defer func() { setCell(c.name, capability, status) }()
-					if why, ok := c.gaps[capability]; ok {
-						status = "known gap: " + why
-						t.Skipf("known gap of %s against isrlab: %s", c.name, why)
-					}
 					notes := checks[capability](t, cl, c, name(c.name, capability))
 					if t.Failed() {
 						return

@@ -257,7 +257,7 @@ func kafkaGoAdmin(ctx context.Context, j job, tr *kafka.Transport) (result, erro
 	case err != nil && strings.Contains(err.Error(), "failed to decode member metadata"):
 		// The live group's member is franz-go, whose consumer metadata
 		// is version 3 (KIP-881, as Java clients from 3.5 send it).
-		r.Gaps = map[string]string{"describe_groups": "kafka-go decodes consumer member metadata only up to version 1; franz-go and Java 3.5+ members send version 3 (" + err.Error() + ")"}
+		r.Gaps = map[string]string{"describe_groups": "kafka-go decodes consumer member metadata of versions 0 and 1 only; the live group's franz-go member sends version 3, as Java consumers do since 3.5 (" + err.Error() + ")"}
 	case err != nil:
 		return r, fmt.Errorf("describe groups: %w", err)
 	default:
