@@ -231,6 +231,24 @@ func matrixTable() string {
 	return b.String()
 }
 
+// untilKnown retries call while it fails because the answering broker
+// does not know a topic created a moment ago: in Kafka as in isrlab,
+// brokers other than the one that answered the creation learn of the topic
+// from the controller shortly after.
+func untilKnown(ctx context.Context, unknown func(error) bool, call func() error) error {
+	for {
+		err := call()
+		if err == nil || !unknown(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (still unknown: %v)", err, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // notOffered renders a result's NotOffered for the matrix.
 func notOffered(r result) string {
 	var parts []string

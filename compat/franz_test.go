@@ -2,12 +2,14 @@ package compat
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -137,11 +139,18 @@ func kadmAdmin(ctx context.Context, adm *kadm.Client, j job) (result, error) {
 	if err != nil {
 		return r, fmt.Errorf("create topic: %w", err)
 	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, j.CreateTopic)
-	if err != nil {
-		return r, fmt.Errorf("describe configs: %w", err)
-	}
-	rc, err := rcs.On(j.CreateTopic, nil)
+	var rc kadm.ResourceConfig
+	err = untilKnown(ctx, func(err error) bool { return errors.Is(err, kerr.UnknownTopicOrPartition) }, func() error {
+		rcs, err := adm.DescribeTopicConfigs(ctx, j.CreateTopic)
+		if err != nil {
+			return err
+		}
+		rc, err = rcs.On(j.CreateTopic, nil)
+		if err == nil {
+			err = rc.Err
+		}
+		return err
+	})
 	if err != nil {
 		return r, fmt.Errorf("describe configs: %w", err)
 	}
@@ -149,10 +158,14 @@ func kadmAdmin(ctx context.Context, adm *kadm.Client, j job) (result, error) {
 	for _, c := range rc.Configs {
 		r.Configs[c.Key] = c.MaybeValue()
 	}
-	cps, err := adm.CreatePartitions(ctx, int(j.GrowTo-j.Partitions), j.CreateTopic)
-	if err == nil {
-		err = cps.Error()
-	}
+	// kadm looks the partition count up first, from any broker.
+	err = untilKnown(ctx, func(err error) bool { return errors.Is(err, kerr.UnknownTopicOrPartition) }, func() error {
+		cps, err := adm.CreatePartitions(ctx, int(j.GrowTo-j.Partitions), j.CreateTopic)
+		if err == nil {
+			err = cps.Error()
+		}
+		return err
+	})
 	if err != nil {
 		return r, fmt.Errorf("create partitions: %w", err)
 	}

@@ -203,15 +203,21 @@ func kafkaGoAdmin(ctx context.Context, j job, tr *kafka.Transport) (result, erro
 		return r, fmt.Errorf("create topics: %w", err)
 	}
 	cl := &kafka.Client{Addr: kafka.TCP(j.Bootstrap...), Timeout: 30 * time.Second, Transport: tr}
-	dc, err := cl.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{ResourceType: kafka.ResourceTypeTopic, ResourceName: j.CreateTopic}}})
+	var dc *kafka.DescribeConfigsResponse
+	err = untilKnown(ctx, func(err error) bool { return errors.Is(err, kafka.UnknownTopicOrPartition) }, func() (err error) {
+		dc, err = cl.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{ResourceType: kafka.ResourceTypeTopic, ResourceName: j.CreateTopic}}})
+		if err == nil {
+			for _, res := range dc.Resources {
+				err = errors.Join(err, res.Error)
+			}
+		}
+		return err
+	})
 	if err != nil {
 		return r, fmt.Errorf("describe configs: %w", err)
 	}
 	r.Configs = map[string]string{}
 	for _, res := range dc.Resources {
-		if res.Error != nil {
-			return r, fmt.Errorf("describe configs %s: %w", res.ResourceName, res.Error)
-		}
 		for _, e := range res.ConfigEntries {
 			r.Configs[e.ConfigName] = e.ConfigValue
 		}

@@ -244,7 +244,11 @@ func saramaAdmin(ctx context.Context, cfg *sarama.Config, j job) (result, error)
 	if err := adm.CreateTopic(j.CreateTopic, &sarama.TopicDetail{NumPartitions: j.Partitions, ReplicationFactor: 3, ConfigEntries: entries}, false); err != nil {
 		return r, fmt.Errorf("create topic: %w", err)
 	}
-	ces, err := adm.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: j.CreateTopic})
+	var ces []sarama.ConfigEntry
+	err = untilKnown(ctx, func(err error) bool { return errors.Is(err, sarama.ErrUnknownTopicOrPartition) }, func() (err error) {
+		ces, err = adm.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: j.CreateTopic})
+		return err
+	})
 	if err != nil && !unsupported(&r, "describe_configs", err, cfg.Version) {
 		return r, fmt.Errorf("describe configs: %w", err)
 	}

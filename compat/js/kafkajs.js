@@ -148,15 +148,28 @@ async function run (job) {
         }]
       })
       if (!created) throw new Error('createTopics: topic already existed')
-      const described = await admin.describeConfigs({
-        includeSynonyms: false,
-        resources: [{ type: ConfigResourceTypes.TOPIC, name: job.create_topic }]
-      })
-      const configs = {}
-      for (const r of described.resources) {
-        if (r.errorCode) throw new Error('describeConfigs: error ' + r.errorCode + ' ' + r.errorMessage)
-        for (const e of r.configEntries) configs[e.configName] = e.configValue
-      }
+      // A broker other than the one that answered the creation may not
+      // know the topic yet (UNKNOWN_TOPIC_OR_PARTITION), in Kafka as here.
+      let configs
+      await waitFor('describeConfigs of ' + job.create_topic, async () => {
+        let described
+        try {
+          described = await admin.describeConfigs({
+            includeSynonyms: false,
+            resources: [{ type: ConfigResourceTypes.TOPIC, name: job.create_topic }]
+          })
+        } catch (e) {
+          if (e.type === 'UNKNOWN_TOPIC_OR_PARTITION') return false
+          throw e
+        }
+        configs = {}
+        for (const r of described.resources) {
+          if (r.errorCode === 3) return false
+          if (r.errorCode) throw new Error('describeConfigs: error ' + r.errorCode + ' ' + r.errorMessage)
+          for (const e of r.configEntries) configs[e.configName] = e.configValue
+        }
+        return true
+      }, 30)
       await admin.createPartitions({ topicPartitions: [{ topic: job.create_topic, count: job.grow_to }] })
       let partitions = 0
       // Other brokers learn of the new partitions shortly after the answer.

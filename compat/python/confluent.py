@@ -5,10 +5,10 @@ stdout.
 """
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition, OFFSET_BEGINNING
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition, OFFSET_BEGINNING
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
-from jobio import Deadline, headers_in, log, read_job, record, run, split_done
+from jobio import Deadline, headers_in, log, read_job, record, run, split_done, until_known
 
 job = read_job()
 bootstrap = ",".join(job["bootstrap"])
@@ -135,11 +135,15 @@ def admin():
     new = job["create_topic"]
     wait(adm.create_topics([NewTopic(new, num_partitions=job["partitions"], replication_factor=3,
                                      config=job["configs"])], operation_timeout=30), "create topic")
-    res = adm.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, new)])
-    configs = {}
-    for _, f in res.items():
-        for name, entry in f.result(timeout=60).items():
-            configs[name] = entry.value
+    def describe():
+        configs = {}
+        for _, f in adm.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, new)]).items():
+            for name, entry in f.result(timeout=60).items():
+                configs[name] = entry.value
+        return configs
+
+    configs = until_known(describe, lambda e: isinstance(e, KafkaException) and
+                          e.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART)
     wait(adm.create_partitions([NewPartitions(new, job["grow_to"])], operation_timeout=30), "create partitions")
     # Other brokers learn of the new partitions shortly after the answer.
     d = Deadline(30, "metadata shows %d partitions" % job["grow_to"])

@@ -60,6 +60,21 @@ class Deadline:
         return True
 
 
+def until_known(call, unknown, seconds=30):
+    """Retries call while it fails because the answering broker does not
+    know a topic created a moment ago: brokers other than the one that
+    answered the creation learn of it from the controller shortly after,
+    in Kafka as in isrlab."""
+    end = time.monotonic() + seconds
+    while True:
+        try:
+            return call()
+        except Exception as e:
+            if not unknown(e) or time.monotonic() > end:
+                raise
+        time.sleep(0.1)
+
+
 def split_done(a, b, partitions):
     """Both members own partitions, and together exactly all of them."""
     return bool(a) and bool(b) and not (a & b) and (a | b) == set(range(partitions))

@@ -8,10 +8,11 @@ import time
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic
+from kafka.errors import UnknownTopicOrPartitionError
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.structs import OffsetAndMetadata
 
-from jobio import Deadline, headers_in, log, read_job, record, run, split_done
+from jobio import Deadline, headers_in, log, read_job, record, run, split_done, until_known
 
 job = read_job()
 bootstrap = job["bootstrap"]
@@ -141,13 +142,18 @@ def admin():
     adm = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
     new = job["create_topic"]
     adm.create_topics([NewTopic(new, job["partitions"], 3, topic_configs=job["configs"])], timeout_ms=30000)
-    configs = {}
-    for resp in adm.describe_configs([ConfigResource(ConfigResourceType.TOPIC, new)]):
-        for res in resp.resources:
-            if res[0]:
-                raise RuntimeError("describe configs: error %d %s" % (res[0], res[1]))
-            for entry in res[4]:
-                configs[entry[0]] = entry[1]
+    def describe():
+        configs = {}
+        for resp in adm.describe_configs([ConfigResource(ConfigResourceType.TOPIC, new)]):
+            for res in resp.resources:
+                if res[0]:
+                    raise UnknownTopicOrPartitionError(res[1]) if res[0] == 3 else \
+                        RuntimeError("describe configs: error %d %s" % (res[0], res[1]))
+                for entry in res[4]:
+                    configs[entry[0]] = entry[1]
+        return configs
+
+    configs = until_known(describe, lambda e: isinstance(e, UnknownTopicOrPartitionError))
     adm.create_partitions({new: NewPartitions(job["grow_to"])}, timeout_ms=30000)
     c = KafkaConsumer(bootstrap_servers=bootstrap, metadata_max_age_ms=100)
     # Other brokers learn of the new partitions shortly after the answer.
