@@ -38,6 +38,7 @@ func (b *Broker) handleCreatePartitions(_ context.Context, rq *request) {
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
 	}
+	var grown []awaited
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
@@ -45,10 +46,14 @@ func (b *Broker) handleCreatePartitions(_ context.Context, rq *request) {
 			st.ErrorCode, st.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr("Duplicate topic in request.")
 		} else if e, msg := b.createPartitions(rt, req.ValidateOnly, 0); e != nil {
 			st.ErrorCode, st.ErrorMessage = e.Code, &msg
+		} else if !req.ValidateOnly {
+			grown = append(grown, awaited{index: len(resp.Topics), topic: rt.Topic, partitions: rt.Count})
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	rq.respond(resp)
+	b.respondWhenVisible(rq, req.TimeoutMillis, grown, func(w awaited) {
+		resp.Topics[w.index].ErrorCode = kerr.RequestTimedOut.Code
+	}, resp)
 }
 
 func (b *Broker) createPartitions(rt kmsg.CreatePartitionsRequestTopic, validateOnly bool, attempt int) (*kerr.Error, string) {

@@ -20,6 +20,7 @@ func (b *Broker) handleCreateTopics(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	live := int16(len(b.meta.brokerList()))
+	var created []awaited
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
@@ -94,9 +95,57 @@ func (b *Broker) handleCreateTopics(_ context.Context, rq *request) {
 				st.Configs = append(st.Configs, c)
 			}
 		}
+		if st.ErrorCode == 0 && !req.ValidateOnly {
+			created = append(created, awaited{index: len(resp.Topics), topic: rt.Topic, partitions: np})
+		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	rq.respond(resp)
+	b.respondWhenVisible(rq, req.TimeoutMillis, created, func(w awaited) {
+		st := kmsg.NewCreateTopicsResponseTopic()
+		st.Topic, st.ErrorCode = w.topic, kerr.RequestTimedOut.Code
+		resp.Topics[w.index] = st
+	}, resp)
+}
+
+// awaited is a topic a request created, grew or deleted: its response
+// entry waits until the broker's metadata has its partitions with leaders,
+// or no longer has it when gone.
+type awaited struct {
+	index      int // of the topic's entry in the response
+	topic      string
+	partitions int32
+	gone       bool
+}
+
+func (b *Broker) visible(w awaited) bool {
+	if w.gone {
+		_, ok := b.meta.topic(w.topic)
+		return !ok
+	}
+	return b.meta.online(w.topic, w.partitions)
+}
+
+// respondWhenVisible answers rq with resp once every awaited topic is
+// online in this broker's metadata, as Kafka's DelayedCreatePartitions
+// (and DelayedDeleteTopics) does: a client may use a topic it was told is
+// created. A topic still
+// not online after timeoutMs is answered REQUEST_TIMED_OUT (timedOut
+// rewrites its entry); with timeoutMs <= 0 the answer does not wait.
+func (b *Broker) respondWhenVisible(rq *request, timeoutMs int32, ws []awaited, timedOut func(awaited), resp kmsg.Response) {
+	if timeoutMs <= 0 || len(ws) == 0 {
+		rq.respond(resp)
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(b.runCtx, time.Duration(timeoutMs)*time.Millisecond)
+		defer cancel()
+		for _, w := range ws {
+			if !b.meta.await(ctx, func() bool { return b.visible(w) }) {
+				timedOut(w)
+			}
+		}
+		rq.respond(resp)
+	}()
 }
 
 var _ = serve(20, "DeleteTopics", 0, 6, (*Broker).handleDeleteTopics, in("0.10", 0, 0), in("2.4", 0, 4), in("2.6", 0, 4))
@@ -122,6 +171,7 @@ func (b *Broker) handleDeleteTopics(_ context.Context, rq *request) {
 		targets = append(targets, target{name: t.Topic, id: t.TopicID})
 	}
 	disabled := !b.cfg.Bool("delete.topic.enable")
+	var deleted []awaited
 	for _, t := range targets {
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		st.Topic, st.TopicID = t.name, t.id
@@ -143,9 +193,14 @@ func (b *Broker) handleDeleteTopics(_ context.Context, rq *request) {
 		default:
 			st.ErrorCode, st.ErrorMessage = b.deleteTopicResult(*t.name)
 		}
+		if st.ErrorCode == 0 {
+			deleted = append(deleted, awaited{index: len(resp.Topics), topic: *st.Topic, gone: true})
+		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	rq.respond(resp)
+	b.respondWhenVisible(rq, req.TimeoutMillis, deleted, func(w awaited) {
+		resp.Topics[w.index].ErrorCode = kerr.RequestTimedOut.Code
+	}, resp)
 }
 
 // deleteTopicResult deletes one topic and returns the error code and

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -54,6 +55,56 @@ type metadata struct {
 	topics     map[string]*topicMeta
 	byID       map[[16]byte]string          // topic ID -> name, for requests that name topics by ID
 	configs    map[string]map[string]string // clustered: topic configs seen before the topic
+	change     chan struct{}                // closed at the next change of topics or partitions
+}
+
+// changed returns a channel closed at the cache's next change of a topic
+// or partition, for requests that answer once their change is visible.
+func (m *metadata) changed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.change == nil {
+		m.change = make(chan struct{})
+	}
+	return m.change
+}
+
+func (m *metadata) notifyLocked() {
+	if m.change != nil {
+		close(m.change)
+		m.change = nil
+	}
+}
+
+// await waits until cond holds on the cache or ctx ends; it reports
+// whether cond held.
+func (m *metadata) await(ctx context.Context, cond func() bool) bool {
+	for {
+		ch := m.changed()
+		if cond() {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return cond()
+		}
+	}
+}
+
+// online reports whether topic is cached with at least n partitions, each
+// with a leader.
+func (m *metadata) online(topic string, n int32) bool {
+	t, ok := m.topic(topic)
+	if !ok || int32(len(t.Partitions)) < n {
+		return false
+	}
+	for _, p := range t.Partitions {
+		if p.Leader < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 const topicsFile = "isrlab-topics.json"
@@ -164,6 +215,7 @@ func (m *metadata) setIDLocked(t *topicMeta, id [16]byte) {
 // deleteLocked drops a topic from the cache.
 func (m *metadata) deleteLocked(name string) {
 	if t, ok := m.topics[name]; ok {
+		m.notifyLocked()
 		m.setIDLocked(t, [16]byte{})
 		delete(m.topics, name)
 	}
@@ -344,6 +396,7 @@ func (m *metadata) setPartition(topic string, p int32, pm partitionMeta) {
 	if pm.LeaderEpoch >= t.Partitions[p].LeaderEpoch {
 		t.Partitions[p] = pm
 	}
+	m.notifyLocked()
 }
 
 func (m *metadata) setTopicConfigs(topic string, configs map[string]string, partitions int) {
@@ -383,6 +436,7 @@ const leaderDuringDelete = -2
 func (m *metadata) applyUpdateMetadata(req *kmsg.UpdateMetadataRequest) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	defer m.notifyLocked()
 	m.controller = req.ControllerID
 	m.brokers = map[int32]brokerEndpoint{}
 	for _, lb := range req.LiveBrokers {

@@ -8,8 +8,11 @@ set -euo pipefail
 # time: /usr/bin/time for make bench; util-linux: nsenter/setpriv (rootless);
 # openssh-server: the sshd the SSH backend's tests run in each test host's
 # namespace (the package's own service is not started, see below);
-# nftables: the nft command the SSH backend runs on its hosts.
-pkgs=(kcat docker.io time util-linux iproute2 openssh-server nftables)
+# nftables: the nft command the SSH backend runs on its hosts;
+# python3-confluent-kafka, python3-kafka: clients of the compatibility
+# matrix (compat/), with kcat and kafkajs.
+pkgs=(kcat docker.io time util-linux iproute2 openssh-server nftables
+	python3-confluent-kafka python3-kafka)
 pkgs+=("$@")
 # chromium: headless, for the web UI's browser test (it skips without one).
 # Optional: installed where apt has it (Debian), left out where it does not
@@ -21,6 +24,12 @@ installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install o
 missing=()
 for p in "${pkgs[@]}"; do
 	installed "$p" || missing+=("$p")
+done
+# node and npm for kafkajs: Debian's nodejs and npm only where the command
+# is missing (a Node.js installed otherwise brings its own npm, which
+# Debian's npm package would conflict with).
+for c in node:nodejs npm:npm; do
+	command -v "${c%%:*}" >/dev/null 2>&1 || installed "${c#*:}" || missing+=("${c#*:}")
 done
 missing_optional=()
 for p in "${optional[@]}"; do
@@ -79,6 +88,20 @@ if [ "$(id -u)" -eq 0 ] && command -v dockerd >/dev/null 2>&1 && ! docker info >
 		sleep 0.5
 	done
 	docker info >/dev/null 2>&1 || echo "deps: dockerd did not start (see /var/log/dockerd.log); Docker tests will skip"
+fi
+
+# kafkajs for the compatibility matrix: npm ci in compat/js when its
+# node_modules is missing or older than the lock file. Without node or the
+# npm registry the kafkajs row skips, saying what is missing.
+js="$(dirname "$0")/../compat/js"
+if command -v npm >/dev/null 2>&1; then
+	if [ ! -f "$js/node_modules/.package-lock.json" ] || [ "$js/package-lock.json" -nt "$js/node_modules/.package-lock.json" ]; then
+		echo "deps: npm ci in compat/js (kafkajs)"
+		(cd "$js" && npm ci --no-audit --no-fund --loglevel=error) ||
+			echo "deps: npm ci in compat/js failed; the kafkajs compatibility tests skip"
+	fi
+else
+	echo "deps: no npm; the kafkajs compatibility tests skip"
 fi
 
 go mod download

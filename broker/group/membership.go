@@ -1,6 +1,7 @@
 package group
 
 import (
+	"bytes"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -17,6 +18,11 @@ func joinError(req *kmsg.JoinGroupRequest, code int16) *kmsg.JoinGroupResponse {
 // and from another goroutine, when the rebalance completes or fails.
 // clientHost is the client's address as Kafka shows it ("/127.0.0.1").
 func (m *Manager) JoinGroup(req *kmsg.JoinGroupRequest, clientID, clientHost string, respond func(*kmsg.JoinGroupResponse)) {
+	// The request's bytes alias the connection's read buffer, which the
+	// next request overwrites; the group keeps the metadata.
+	for i := range req.Protocols {
+		req.Protocols[i].Metadata = bytes.Clone(req.Protocols[i].Metadata)
+	}
 	m.mu.Lock()
 	defer m.unlock()
 	fail := func(code int16) { m.later(func() { respond(joinError(req, code)) }) }
@@ -419,6 +425,10 @@ func (m *Manager) heartbeatLocked(mem *member) {
 // SyncGroup handles a SyncGroup. respond is called once: at once, or when
 // the leader's assignment is stored, or when the rebalance fails.
 func (m *Manager) SyncGroup(req *kmsg.SyncGroupRequest, respond func(*kmsg.SyncGroupResponse)) {
+	// As in JoinGroup: the group keeps the assignments beyond the request.
+	for i := range req.GroupAssignment {
+		req.GroupAssignment[i].MemberAssignment = bytes.Clone(req.GroupAssignment[i].MemberAssignment)
+	}
 	m.mu.Lock()
 	defer m.unlock()
 	fail := func(code int16) {
