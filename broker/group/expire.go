@@ -82,10 +82,10 @@ func (m *Manager) expireOffsets() {
 		var recs []record
 		for _, e := range es {
 			for _, tp := range e.tps {
-				recs = append(recs, record{key: offsetKey(e.g.id, tp.Topic, tp.Partition)})
+				recs = append(recs, record{Key: offsetKey(e.g.id, tp.Topic, tp.Partition)})
 			}
 			if e.drop {
-				recs = append(recs, record{key: groupKey(e.g.id)})
+				recs = append(recs, record{Key: groupKey(e.g.id)})
 			}
 		}
 		if _, err := m.store(p, recs); err != nil {

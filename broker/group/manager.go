@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/isrlab/isrlab/broker/coordlog"
 )
 
 // Topic is the name of the offsets topic.
@@ -41,18 +43,10 @@ type Log interface {
 }
 
 // Clock is the manager's time source.
-type Clock interface {
-	Now() time.Time
-	AfterFunc(d time.Duration, f func()) Timer
-}
+type Clock = coordlog.Clock
 
 // Timer is a scheduled callback.
-type Timer interface{ Stop() bool }
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                            { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+type Timer = coordlog.Timer
 
 // Config holds the coordinator settings, under Kafka's names.
 type Config struct {
@@ -164,7 +158,7 @@ func New(cfg Config, l Log, opts ...Option) *Manager {
 	if cfg.RetentionCheckInterval <= 0 {
 		cfg.RetentionCheckInterval = d.RetentionCheckInterval
 	}
-	m := &Manager{cfg: cfg, log: l, clock: realClock{}, logger: slog.Default(), newID: randomMemberID, owned: map[int32]*ownership{}, groups: map[string]*groupState{}}
+	m := &Manager{cfg: cfg, log: l, clock: coordlog.RealClock, logger: slog.Default(), newID: randomMemberID, owned: map[int32]*ownership{}, groups: map[string]*groupState{}}
 	for _, o := range opts {
 		o.apply(m)
 	}
@@ -336,6 +330,9 @@ func (m *Manager) load(ctx context.Context, p int32, o *ownership) {
 		}
 		return l
 	}
+	// Transactional offsets wait for their producer's marker, as Kafka's
+	// GroupMetadataManager loads them: producer -> group -> offsets.
+	pending := map[int64]map[string]map[TopicPartition]Offset{}
 	from, records := int64(0), 0
 	for {
 		data, err := m.log.Read(ctx, p, from)
@@ -354,29 +351,65 @@ func (m *Manager) load(ctx context.Context, p int32, o *ownership) {
 		if len(data) == 0 {
 			break
 		}
-		next, err := decodeBatches(data, func(off int64, r record) error {
+		next, err := coordlog.Decode(data, func(b coordlog.Batch, off int64, r record) error {
 			records++
-			k, err := parseKey(r.key)
+			if b.Control {
+				typ, err := coordlog.ControlType(r.Key)
+				if err != nil {
+					m.logger.Warn("skip unreadable control record", "partition", p, "offset", off, "err", err)
+					return nil
+				}
+				if typ == coordlog.ControlCommit {
+					for id, offs := range pending[b.Producer.ID] {
+						applyNewer(get(id).offsets, offs)
+					}
+				}
+				delete(pending, b.Producer.ID)
+				return nil
+			}
+			k, err := parseKey(r.Key)
 			if err != nil {
 				m.logger.Warn("skip unreadable record", "partition", p, "offset", off, "err", err)
 				return nil
 			}
+			if b.Producer.Transactional && k.isOffset {
+				byGroup := pending[b.Producer.ID]
+				if byGroup == nil {
+					byGroup = map[string]map[TopicPartition]Offset{}
+					pending[b.Producer.ID] = byGroup
+				}
+				if byGroup[k.group] == nil {
+					byGroup[k.group] = map[TopicPartition]Offset{}
+				}
+				if r.Value == nil {
+					delete(byGroup[k.group], k.tp)
+					return nil
+				}
+				v, err := parseOffsetValue(r.Value)
+				if err != nil {
+					m.logger.Warn("skip unreadable offset", "partition", p, "offset", off, "err", err)
+					return nil
+				}
+				v.logOffset = off
+				byGroup[k.group][k.tp] = v
+				return nil
+			}
 			l := get(k.group)
 			switch {
-			case k.isOffset && r.value == nil:
+			case k.isOffset && r.Value == nil:
 				delete(l.offsets, k.tp)
 			case k.isOffset:
-				v, err := parseOffsetValue(r.value)
+				v, err := parseOffsetValue(r.Value)
 				if err != nil {
 					m.logger.Warn("skip unreadable offset", "partition", p, "offset", off, "err", err)
 					return nil
 				}
 				v.logOffset = off
 				l.offsets[k.tp] = v
-			case r.value == nil:
+			case r.Value == nil:
 				l.meta, l.deleted = nil, true
 			default:
-				gr, err := parseGroupValue(r.value)
+				gr, err := parseGroupValue(r.Value)
 				if err != nil {
 					m.logger.Warn("skip unreadable group metadata", "partition", p, "offset", off, "err", err)
 					return nil
@@ -394,6 +427,11 @@ func (m *Manager) load(ctx context.Context, p int32, o *ownership) {
 		}
 		from = next
 	}
+	for _, byGroup := range pending {
+		for id := range byGroup {
+			get(id)
+		}
+	}
 
 	m.mu.Lock()
 	defer m.unlock()
@@ -402,11 +440,23 @@ func (m *Manager) load(ctx context.Context, p int32, o *ownership) {
 	}
 	now := m.clock.Now()
 	for id, l := range groups {
-		if l.meta == nil && len(l.offsets) == 0 {
+		var open map[int64]map[TopicPartition]Offset
+		for pid, byGroup := range pending {
+			if offs := byGroup[id]; len(offs) > 0 {
+				if open == nil {
+					open = map[int64]map[TopicPartition]Offset{}
+				}
+				open[pid] = offs
+			}
+		}
+		if l.meta == nil && len(l.offsets) == 0 && open == nil {
 			continue
 		}
 		g := newGroupState(id, p)
 		g.offsets = l.offsets
+		if open != nil {
+			g.pendingTxn = open
+		}
 		g.stateSince = now.UnixMilli()
 		if gr := l.meta; gr != nil {
 			g.protocolType, g.protocol, g.generation, g.leader = gr.protocolType, gr.protocol, gr.generation, gr.leader
@@ -472,5 +522,5 @@ func (m *Manager) lostLeadershipLocked(p int32, o *ownership, err error) {
 func (m *Manager) store(p int32, recs []record) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CommitTimeout)
 	defer cancel()
-	return m.log.Append(ctx, p, encodeBatch(recs, m.nowMs()))
+	return m.log.Append(ctx, p, coordlog.Encode(recs, m.nowMs(), coordlog.NoProducer))
 }

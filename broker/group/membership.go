@@ -338,7 +338,7 @@ func (m *Manager) storeGroupLater(g *groupState, done func(code int16)) {
 	p, id := g.partition, g.id
 	owner := m.owned[p]
 	m.later(func() {
-		_, err := m.store(p, []record{{key: groupKey(id), value: value}})
+		_, err := m.store(p, []record{{Key: groupKey(id), Value: value}})
 		code := int16(0)
 		if err != nil {
 			code = appendErr(err, false)

@@ -70,7 +70,7 @@ func (m *Manager) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommit
 			}
 			o := Offset{Offset: p.Offset, LeaderEpoch: epoch, Metadata: md, CommitTimestamp: now}
 			tp := TopicPartition{t.Topic, p.Partition}
-			recs = append(recs, record{key: offsetKey(req.Group, tp.Topic, tp.Partition), value: offsetValue(o)})
+			recs = append(recs, record{Key: offsetKey(req.Group, tp.Topic, tp.Partition), Value: offsetValue(o)})
 			tps, vals = append(tps, tp), append(vals, o)
 		}
 	}
@@ -157,7 +157,7 @@ func (m *Manager) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRes
 					topics = append(topics, kmsg.OffsetFetchRequestTopic{Topic: t.Topic, Partitions: t.Partitions})
 				}
 			}
-			code, got := m.fetchLocked(rg.Group, topics)
+			code, got := m.fetchLocked(rg.Group, topics, req.RequireStable)
 			g := kmsg.NewOffsetFetchResponseGroup()
 			g.Group, g.ErrorCode = rg.Group, code
 			for _, t := range got {
@@ -174,7 +174,7 @@ func (m *Manager) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRes
 		}
 		return resp
 	}
-	code, got := m.fetchLocked(req.Group, req.Topics)
+	code, got := m.fetchLocked(req.Group, req.Topics, req.Version >= 7 && req.RequireStable)
 	resp.ErrorCode, resp.Topics = code, got
 	if req.Version < 2 && code != 0 {
 		// v0–v1 have no top-level error: report it per partition.
@@ -193,13 +193,16 @@ func (m *Manager) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRes
 }
 
 // fetchLocked returns the committed offsets of the requested partitions
-// (all of the group's when topics is nil); unknown ones are -1.
-func (m *Manager) fetchLocked(group string, topics []kmsg.OffsetFetchRequestTopic) (int16, []kmsg.OffsetFetchResponseTopic) {
+// (all of the group's when topics is nil); unknown ones are -1. With
+// requireStable (KIP-447) a partition with a transactional offset still
+// pending answers UNSTABLE_OFFSET_COMMIT.
+func (m *Manager) fetchLocked(group string, topics []kmsg.OffsetFetchRequestTopic, requireStable bool) (int16, []kmsg.OffsetFetchResponseTopic) {
 	if e := m.checkLocked(group); e != nil {
 		return e.Code, nil
 	}
 	var offsets map[TopicPartition]Offset
-	if g := m.groups[group]; g != nil {
+	g := m.groups[group]
+	if g != nil {
 		offsets = g.offsets
 	}
 	if topics == nil {
@@ -227,9 +230,14 @@ func (m *Manager) fetchLocked(group string, topics []kmsg.OffsetFetchRequestTopi
 			rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
 			empty := ""
 			rp.Metadata = &empty
-			if o, ok := offsets[TopicPartition{t.Topic, p}]; ok {
+			tp := TopicPartition{t.Topic, p}
+			if o, ok := offsets[tp]; ok {
 				md := o.Metadata
 				rp.Offset, rp.LeaderEpoch, rp.Metadata = o.Offset, o.LeaderEpoch, &md
+			}
+			if requireStable && g.hasPendingTxn(tp) {
+				rp.Offset, rp.LeaderEpoch, rp.Metadata = -1, -1, &empty
+				rp.ErrorCode = kerr.UnstableOffsetCommit.Code
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
@@ -285,7 +293,7 @@ func (m *Manager) OffsetDelete(req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDelete
 			} else if top == 0 {
 				tp := TopicPartition{t.Topic, p.Partition}
 				if _, ok := g.offsets[tp]; ok {
-					recs = append(recs, record{key: offsetKey(req.Group, tp.Topic, tp.Partition)})
+					recs = append(recs, record{Key: offsetKey(req.Group, tp.Topic, tp.Partition)})
 					del = append(del, tp)
 				}
 			}
@@ -343,9 +351,9 @@ func (m *Manager) deleteGroup(id string) int16 {
 	}
 	recs := []record{}
 	for tp := range g.offsets {
-		recs = append(recs, record{key: offsetKey(id, tp.Topic, tp.Partition)})
+		recs = append(recs, record{Key: offsetKey(id, tp.Topic, tp.Partition)})
 	}
-	recs = append(recs, record{key: groupKey(id)})
+	recs = append(recs, record{Key: groupKey(id)})
 	part := g.partition
 	m.unlock()
 	if _, err := m.store(part, recs); err != nil {

@@ -136,9 +136,9 @@ func (r *scriptRun) exec(f []string) {
 	case "fail-appends":
 		switch f[1] {
 		case "none":
-			h.log.setFail(nil)
+			h.log.SetFail(nil)
 		default:
-			h.log.setFail(kerr.ErrorForCode(int16(atoi(f[1], 0))))
+			h.log.SetFail(kerr.ErrorForCode(int16(atoi(f[1], 0))))
 		}
 	case "join":
 		req := kmsg.NewPtrJoinGroupRequest()
@@ -222,7 +222,7 @@ func (r *scriptRun) exec(f []string) {
 		req.Groups = []string{group}
 		r.emit("delete%s %s: %s", label, group, errName(h.m.DeleteGroups(req).Groups[0].ErrorCode))
 	case "log":
-		recs := h.log.records(t, 0)
+		recs := records(t, h.log, 0)
 		r.emit("log%s: %d records", label, len(recs))
 		for _, rec := range recs {
 			r.emit("  %s", rec)
