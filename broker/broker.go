@@ -58,6 +58,10 @@ type Broker struct {
 
 	producerIDs producerIDAllocator // set by New standalone, by Run with a coordinator
 
+	// txnMarkerHook is called once a transaction marker is written to a
+	// partition this broker leads (WriteTxnMarkers).
+	txnMarkerHook func(topic string, partition int32, producerID int64, producerEpoch int16, commit bool)
+
 	// Clustered mode (coordinator.connect set); nil standalone.
 	cluster       *cluster
 	newController ControllerFactory
@@ -114,6 +118,7 @@ func New(cfg *config.Config, opts ...Option) (*Broker, error) {
 		runCtx:     context.Background(),
 	}
 	b.isrWriter = isrWriter{b: b}
+	b.txnMarkerHook = b.onTxnMarker
 	for _, o := range opts {
 		o.apply(b)
 	}
