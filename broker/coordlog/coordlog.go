@@ -5,10 +5,12 @@
 package coordlog
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -170,4 +172,50 @@ func Decode(data []byte, fn func(b Batch, offset int64, r Record) error) (int64,
 		}
 	}
 	return next, nil
+}
+
+// Reader reads a coordinator's partition: whole batches from offset from
+// up to the log end; an empty result means the end.
+type Reader interface {
+	Read(ctx context.Context, partition int32, from int64) ([]byte, error)
+}
+
+// Replay reads partition p from its start to its end and calls fn for
+// every record, as a coordinator loads its state when it becomes the
+// partition's leader. Read errors are retried every retry until ctx
+// ends; a batch that does not decode ends the replay early (what was
+// read before it stands). It returns the records seen and ctx's error.
+func Replay(ctx context.Context, r Reader, p int32, retry time.Duration, logger *slog.Logger, fn func(b Batch, offset int64, rec Record)) (int, error) {
+	from, n := int64(0), 0
+	for {
+		data, err := r.Read(ctx, p, from)
+		if err != nil {
+			if ctx.Err() != nil {
+				return n, ctx.Err()
+			}
+			logger.Warn("read coordinator partition", "partition", p, "offset", from, "err", err)
+			select {
+			case <-ctx.Done():
+				return n, ctx.Err()
+			case <-time.After(retry):
+			}
+			continue
+		}
+		if len(data) == 0 {
+			return n, nil
+		}
+		next, err := Decode(data, func(b Batch, off int64, rec Record) error {
+			n++
+			fn(b, off, rec)
+			return nil
+		})
+		if err != nil {
+			logger.Warn("read coordinator partition: stop at a bad batch", "partition", p, "offset", from, "err", err)
+			return n, nil
+		}
+		if next <= from {
+			return n, nil
+		}
+		from = next
+	}
 }

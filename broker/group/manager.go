@@ -333,99 +333,74 @@ func (m *Manager) load(ctx context.Context, p int32, o *ownership) {
 	// Transactional offsets wait for their producer's marker, as Kafka's
 	// GroupMetadataManager loads them: producer -> group -> offsets.
 	pending := map[int64]map[string]map[TopicPartition]Offset{}
-	from, records := int64(0), 0
-	for {
-		data, err := m.log.Read(ctx, p, from)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			m.logger.Warn("load group partition", "partition", p, "offset", from, "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-			continue
-		}
-		if len(data) == 0 {
-			break
-		}
-		next, err := coordlog.Decode(data, func(b coordlog.Batch, off int64, r record) error {
-			records++
-			if b.Control {
-				typ, err := coordlog.ControlType(r.Key)
-				if err != nil {
-					m.logger.Warn("skip unreadable control record", "partition", p, "offset", off, "err", err)
-					return nil
-				}
-				if typ == coordlog.ControlCommit {
-					for id, offs := range pending[b.Producer.ID] {
-						applyNewer(get(id).offsets, offs)
-					}
-				}
-				delete(pending, b.Producer.ID)
-				return nil
-			}
-			k, err := parseKey(r.Key)
+	records, err := coordlog.Replay(ctx, m.log, p, 200*time.Millisecond, m.logger, func(b coordlog.Batch, off int64, r record) {
+		if b.Control {
+			typ, err := coordlog.ControlType(r.Key)
 			if err != nil {
-				m.logger.Warn("skip unreadable record", "partition", p, "offset", off, "err", err)
-				return nil
+				m.logger.Warn("skip unreadable control record", "partition", p, "offset", off, "err", err)
+				return
 			}
-			if b.Producer.Transactional && k.isOffset {
-				byGroup := pending[b.Producer.ID]
-				if byGroup == nil {
-					byGroup = map[string]map[TopicPartition]Offset{}
-					pending[b.Producer.ID] = byGroup
+			if typ == coordlog.ControlCommit {
+				for id, offs := range pending[b.Producer.ID] {
+					applyNewer(get(id).offsets, offs)
 				}
-				if byGroup[k.group] == nil {
-					byGroup[k.group] = map[TopicPartition]Offset{}
-				}
-				if r.Value == nil {
-					delete(byGroup[k.group], k.tp)
-					return nil
-				}
-				v, err := parseOffsetValue(r.Value)
-				if err != nil {
-					m.logger.Warn("skip unreadable offset", "partition", p, "offset", off, "err", err)
-					return nil
-				}
-				v.logOffset = off
-				byGroup[k.group][k.tp] = v
-				return nil
 			}
-			l := get(k.group)
-			switch {
-			case k.isOffset && r.Value == nil:
-				delete(l.offsets, k.tp)
-			case k.isOffset:
-				v, err := parseOffsetValue(r.Value)
-				if err != nil {
-					m.logger.Warn("skip unreadable offset", "partition", p, "offset", off, "err", err)
-					return nil
-				}
-				v.logOffset = off
-				l.offsets[k.tp] = v
-			case r.Value == nil:
-				l.meta, l.deleted = nil, true
-			default:
-				gr, err := parseGroupValue(r.Value)
-				if err != nil {
-					m.logger.Warn("skip unreadable group metadata", "partition", p, "offset", off, "err", err)
-					return nil
-				}
-				l.meta, l.deleted = gr, false
-			}
-			return nil
-		})
+			delete(pending, b.Producer.ID)
+			return
+		}
+		k, err := parseKey(r.Key)
 		if err != nil {
-			m.logger.Warn("load group partition: stop at a bad batch", "partition", p, "offset", from, "err", err)
-			break
+			m.logger.Warn("skip unreadable record", "partition", p, "offset", off, "err", err)
+			return
 		}
-		if next <= from {
-			break
+		if b.Producer.Transactional && k.isOffset {
+			byGroup := pending[b.Producer.ID]
+			if byGroup == nil {
+				byGroup = map[string]map[TopicPartition]Offset{}
+				pending[b.Producer.ID] = byGroup
+			}
+			if byGroup[k.group] == nil {
+				byGroup[k.group] = map[TopicPartition]Offset{}
+			}
+			if r.Value == nil {
+				delete(byGroup[k.group], k.tp)
+				return
+			}
+			v, err := parseOffsetValue(r.Value)
+			if err != nil {
+				m.logger.Warn("skip unreadable offset", "partition", p, "offset", off, "err", err)
+				return
+			}
+			v.logOffset = off
+			byGroup[k.group][k.tp] = v
+			return
 		}
-		from = next
+		l := get(k.group)
+		switch {
+		case k.isOffset && r.Value == nil:
+			delete(l.offsets, k.tp)
+		case k.isOffset:
+			v, err := parseOffsetValue(r.Value)
+			if err != nil {
+				m.logger.Warn("skip unreadable offset", "partition", p, "offset", off, "err", err)
+				return
+			}
+			v.logOffset = off
+			l.offsets[k.tp] = v
+		case r.Value == nil:
+			l.meta, l.deleted = nil, true
+		default:
+			gr, err := parseGroupValue(r.Value)
+			if err != nil {
+				m.logger.Warn("skip unreadable group metadata", "partition", p, "offset", off, "err", err)
+				return
+			}
+			l.meta, l.deleted = gr, false
+		}
+		return
+	})
+	if err != nil {
+		return
 	}
 	for _, byGroup := range pending {
 		for id := range byGroup {

@@ -3,7 +3,6 @@ package group
 import (
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/isrlab/isrlab/broker/coordlog/coordlogtest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -46,60 +46,23 @@ func (r *scriptRun) emit(format string, args ...any) {
 	r.out = append(r.out, fmt.Sprintf(format, args...))
 }
 
-func errName(code int16) string {
-	if code == 0 {
-		return "ok"
-	}
-	if e := kerr.ErrorForCode(code); e != nil {
-		return e.(*kerr.Error).Message
-	}
-	return strconv.Itoa(int(code))
-}
+var errName = coordlogtest.ErrName
 
 func runScript(t *testing.T, path string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &scriptRun{t: t, h: newHarness(t, newMemLog(), testConfig())}
-	var got []string // the file as it should be
-	var want []string
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	for i := 0; i < len(lines); i++ {
-		line := lines[i]
-		if !strings.HasPrefix(line, "> ") {
-			if strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "" {
-				got, want = append(got, line), append(want, line)
-			} else {
-				want = append(want, line)
-			}
-			continue
-		}
-		got, want = append(got, line), append(want, line)
+	r := &scriptRun{t: t}
+	r.h = newHarness(t, newMemLog(), testConfig())
+	coordlogtest.RunScript(t, path, *rewrite, func(fields []string) []string {
+		r.mu.Lock()
 		r.out = nil
-		r.exec(strings.Fields(line[2:]))
-		got = append(got, r.out...)
-	}
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if g, w := strings.Join(got, "\n"), strings.Join(want, "\n"); g != w {
-		t.Fatalf("%s: output differs (go test -run TestScripts -rewrite to accept):\n--- got\n%s\n--- want\n%s", path, g, w)
-	}
+		r.mu.Unlock()
+		r.exec(fields)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.out
+	})
 }
 
-// args parses key=value arguments.
-func args(fields []string) map[string]string {
-	out := map[string]string{}
-	for _, f := range fields {
-		k, v, _ := strings.Cut(f, "=")
-		out[k] = v
-	}
-	return out
-}
+var args = coordlogtest.Args
 
 func atoi(s string, def int) int {
 	if s == "" {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/isrlab/isrlab/broker/coordlog/coordlogtest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -48,62 +48,23 @@ func (r *scriptRun) emit(format string, args ...any) {
 	r.out = append(r.out, fmt.Sprintf(format, args...))
 }
 
-func errName(code int16) string {
-	if code == 0 {
-		return "ok"
-	}
-	if e := kerr.ErrorForCode(code); e != nil {
-		return e.(*kerr.Error).Message
-	}
-	return strconv.Itoa(int(code))
-}
+var errName = coordlogtest.ErrName
 
 func runScript(t *testing.T, path string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	r := &scriptRun{t: t}
 	r.h = newHarness(t, testConfig(), r.emit)
-	var got, want []string
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	for _, line := range lines {
-		if !strings.HasPrefix(line, "> ") {
-			if strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "" {
-				got, want = append(got, line), append(want, line)
-			} else {
-				want = append(want, line)
-			}
-			continue
-		}
-		got, want = append(got, line), append(want, line)
+	coordlogtest.RunScript(t, path, *rewrite, func(fields []string) []string {
 		r.mu.Lock()
 		r.out = nil
 		r.mu.Unlock()
-		r.exec(strings.Fields(line[2:]))
+		r.exec(fields)
 		r.mu.Lock()
-		got = append(got, r.out...)
-		r.mu.Unlock()
-	}
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if g, w := strings.Join(got, "\n"), strings.Join(want, "\n"); g != w {
-		t.Fatalf("%s: output differs (go test -run TestScripts -rewrite to accept):\n--- got\n%s\n--- want\n%s", path, g, w)
-	}
+		defer r.mu.Unlock()
+		return r.out
+	})
 }
 
-func args(fields []string) map[string]string {
-	out := map[string]string{}
-	for _, f := range fields {
-		k, v, _ := strings.Cut(f, "=")
-		out[k] = v
-	}
-	return out
-}
+var args = coordlogtest.Args
 
 func num(s string, def int64) int64 {
 	if s == "" {

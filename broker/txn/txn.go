@@ -304,54 +304,28 @@ func (m *Manager) ownerLocked(id string) (*ownership, *kerr.Error) {
 func (m *Manager) load(ctx context.Context, p int32, o *ownership) {
 	start := m.clock.Now()
 	loaded := map[string]record{}
-	from, records := int64(0), 0
-	for {
-		data, err := m.log.Read(ctx, p, from)
+	records, err := coordlog.Replay(ctx, m.log, p, 200*time.Millisecond, m.logger, func(b coordlog.Batch, off int64, r coordlog.Record) {
+		if b.Control {
+			return
+		}
+		id, err := parseKey(r.Key)
 		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			m.logger.Warn("load transaction state partition", "partition", p, "offset", from, "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-			continue
+			m.logger.Warn("skip unreadable transaction log key", "partition", p, "offset", off, "err", err)
+			return
 		}
-		if len(data) == 0 {
-			break
+		if r.Value == nil {
+			delete(loaded, id)
+			return
 		}
-		next, err := coordlog.Decode(data, func(b coordlog.Batch, off int64, r coordlog.Record) error {
-			if b.Control {
-				return nil
-			}
-			records++
-			id, err := parseKey(r.Key)
-			if err != nil {
-				m.logger.Warn("skip unreadable transaction log key", "partition", p, "offset", off, "err", err)
-				return nil
-			}
-			if r.Value == nil {
-				delete(loaded, id)
-				return nil
-			}
-			v, err := parseValue(r.Value)
-			if err != nil {
-				m.logger.Warn("skip unreadable transaction log value", "partition", p, "offset", off, "transactional_id", id, "err", err)
-				return nil
-			}
-			loaded[id] = v
-			return nil
-		})
+		v, err := parseValue(r.Value)
 		if err != nil {
-			m.logger.Warn("load transaction state partition: stop at a bad batch", "partition", p, "offset", from, "err", err)
-			break
+			m.logger.Warn("skip unreadable transaction log value", "partition", p, "offset", off, "transactional_id", id, "err", err)
+			return
 		}
-		if next <= from {
-			break
-		}
-		from = next
+		loaded[id] = v
+	})
+	if err != nil {
+		return
 	}
 
 	m.mu.Lock()
