@@ -62,7 +62,7 @@ func (m *Manager) expireOffsets() {
 	}
 	byPartition := map[int32][]expiry{}
 	for _, g := range m.groups {
-		if o := m.owned[g.partition]; o == nil || o.loading {
+		if o := m.owned.Get(g.partition); o == nil || o.Loading {
 			continue
 		}
 		tps := m.expired(g, now)

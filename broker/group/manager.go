@@ -107,13 +107,6 @@ func WithTopicCheck(exists func(topic string, partition int32) bool) Option {
 	return optFunc(func(m *Manager) { m.exists = exists })
 }
 
-// ownership is a __consumer_offsets partition this broker leads.
-type ownership struct {
-	epoch   int32
-	loading bool
-	cancel  context.CancelFunc
-}
-
 // Manager coordinates the groups of the __consumer_offsets partitions
 // this broker leads.
 type Manager struct {
@@ -125,13 +118,12 @@ type Manager struct {
 	exists func(topic string, partition int32) bool
 
 	mu     sync.Mutex
-	owned  map[int32]*ownership
+	owned  coordlog.Partitions
 	groups map[string]*groupState
 	out    []func() // run after mu is released: callbacks and appends
 	closed bool
 	expiry Timer // the next offset expiry run, armed while partitions are owned
 
-	wg sync.WaitGroup // loaders
 }
 
 // New returns a Manager that owns no partition yet.
@@ -158,7 +150,7 @@ func New(cfg Config, l Log, opts ...Option) *Manager {
 	if cfg.RetentionCheckInterval <= 0 {
 		cfg.RetentionCheckInterval = d.RetentionCheckInterval
 	}
-	m := &Manager{cfg: cfg, log: l, clock: coordlog.RealClock, logger: slog.Default(), newID: randomMemberID, owned: map[int32]*ownership{}, groups: map[string]*groupState{}}
+	m := &Manager{cfg: cfg, log: l, clock: coordlog.RealClock, logger: slog.Default(), newID: randomMemberID, groups: map[string]*groupState{}}
 	for _, o := range opts {
 		o.apply(m)
 	}
@@ -205,8 +197,8 @@ func (m *Manager) OnBecomeLeader(p int32, leaderEpoch int32) {
 	if m.closed {
 		return
 	}
-	if o, ok := m.owned[p]; ok {
-		if o.epoch == leaderEpoch {
+	if o := m.owned.Get(p); o != nil {
+		if o.Epoch == leaderEpoch {
 			return
 		}
 		m.resignLocked(p)
@@ -214,15 +206,7 @@ func (m *Manager) OnBecomeLeader(p int32, leaderEpoch int32) {
 	if m.expiry == nil {
 		m.expiry = m.clock.AfterFunc(m.cfg.RetentionCheckInterval, m.expireOffsets)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	o := &ownership{epoch: leaderEpoch, loading: true, cancel: cancel}
-	m.owned[p] = o
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		defer cancel()
-		m.load(ctx, p, o)
-	}()
+	m.owned.Start(p, leaderEpoch, func(ctx context.Context, o *coordlog.Ownership) { m.load(ctx, p, o) })
 }
 
 // OnResign drops the groups of partition p: another broker coordinates
@@ -234,12 +218,9 @@ func (m *Manager) OnResign(p int32) {
 }
 
 func (m *Manager) resignLocked(p int32) {
-	o, ok := m.owned[p]
-	if !ok {
+	if !m.owned.Drop(p) {
 		return
 	}
-	o.cancel()
-	delete(m.owned, p)
 	n := 0
 	for id, g := range m.groups {
 		if g.partition != p {
@@ -279,11 +260,11 @@ func (m *Manager) Close() {
 	if m.expiry != nil {
 		m.expiry.Stop()
 	}
-	for p := range m.owned {
+	for _, p := range m.owned.List() {
 		m.resignLocked(p)
 	}
 	m.unlock()
-	m.wg.Wait()
+	m.owned.Wait()
 }
 
 // Owned returns the partitions this manager coordinates and whether each
@@ -291,11 +272,7 @@ func (m *Manager) Close() {
 func (m *Manager) Owned() map[int32]bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := map[int32]bool{}
-	for p, o := range m.owned {
-		out[p] = o.loading
-	}
-	return out
+	return m.owned.Status()
 }
 
 // checkLocked is the coordinator check every group request starts with.
@@ -303,18 +280,18 @@ func (m *Manager) checkLocked(groupID string) *kerr.Error {
 	if groupID == "" {
 		return kerr.InvalidGroupID
 	}
-	o, ok := m.owned[m.partitionLocked(groupID)]
+	o := m.owned.Get(m.partitionLocked(groupID))
 	switch {
-	case !ok:
+	case o == nil:
 		return kerr.NotCoordinator
-	case o.loading:
+	case o.Loading:
 		return kerr.CoordinatorLoadInProgress
 	}
 	return nil
 }
 
 // load replays partition p of __consumer_offsets into groups and offsets.
-func (m *Manager) load(ctx context.Context, p int32, o *ownership) {
+func (m *Manager) load(ctx context.Context, p int32, o *coordlog.Ownership) {
 	start := m.clock.Now()
 	type loaded struct {
 		meta    *groupRecord
@@ -410,7 +387,7 @@ func (m *Manager) load(ctx context.Context, p int32, o *ownership) {
 
 	m.mu.Lock()
 	defer m.unlock()
-	if m.owned[p] != o {
+	if m.owned.Get(p) != o {
 		return
 	}
 	now := m.clock.Now()
@@ -453,7 +430,7 @@ func (m *Manager) load(ctx context.Context, p int32, o *ownership) {
 		}
 		m.groups[id] = g
 	}
-	o.loading = false
+	o.Loading = false
 	if records > 0 {
 		m.logger.Info("loaded group partition", "partition", p, "records", records, "groups", len(groups), "took", m.clock.Now().Sub(start).String())
 	}
@@ -486,8 +463,8 @@ func appendErr(err error, offsets bool) int16 {
 // lostLeadership resigns partition p when an append found this broker no
 // longer its leader (a StopReplica, or a LeaderAndIsr not yet seen), so
 // requests get NOT_COORDINATOR instead of stale state.
-func (m *Manager) lostLeadershipLocked(p int32, o *ownership, err error) {
-	if errors.Is(err, kerr.NotLeaderForPartition) && m.owned[p] == o {
+func (m *Manager) lostLeadershipLocked(p int32, o *coordlog.Ownership, err error) {
+	if errors.Is(err, kerr.NotLeaderForPartition) && m.owned.Get(p) == o {
 		m.logger.Info("no longer leader of the group partition", "partition", p)
 		m.resignLocked(p)
 	}

@@ -75,7 +75,7 @@ func (m *Manager) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommit
 		}
 	}
 	part := m.partitionLocked(req.Group)
-	owner := m.owned[part]
+	owner := m.owned.Get(part)
 	m.unlock()
 	if len(recs) == 0 {
 		return build()
@@ -91,7 +91,7 @@ func (m *Manager) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommit
 		return build()
 	}
 	m.mu.Lock()
-	if m.owned[part] == owner {
+	if m.owned.Get(part) == owner {
 		g := m.groups[req.Group]
 		if g == nil {
 			g = newGroupState(req.Group, part)

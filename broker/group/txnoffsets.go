@@ -104,7 +104,7 @@ func (m *Manager) TxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) *kmsg.TxnOff
 			offs[tp] = vals[i]
 		}
 	}
-	owner := m.owned[part]
+	owner := m.owned.Get(part)
 	m.unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CommitTimeout)
@@ -114,7 +114,7 @@ func (m *Manager) TxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) *kmsg.TxnOff
 
 	m.mu.Lock()
 	defer m.unlock()
-	live := m.owned[part] == owner && m.groups[req.Group] == g && g.pendingTxn[req.ProducerID] != nil
+	live := m.owned.Get(part) == owner && m.groups[req.Group] == g && g.pendingTxn[req.ProducerID] != nil
 	if err != nil {
 		m.logger.Info("transactional offset commit failed", "group", req.Group, "partition", part, "producer_id", req.ProducerID, "err", err)
 		setAll(txnAppendErr(err))

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/isrlab/isrlab/broker/coordlog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -213,7 +214,7 @@ func (t *txnMeta) prepareFence(nowMs int64) (*transit, error) {
 
 // txnLocked finds id's metadata and checks the producer (Kafka's checks
 // in handleAddPartitionsToTransaction).
-func (m *Manager) txnLocked(id string, pid int64, epoch int16) (*txnMeta, *ownership, *kerr.Error) {
+func (m *Manager) txnLocked(id string, pid int64, epoch int16) (*txnMeta, *coordlog.Ownership, *kerr.Error) {
 	if id == "" {
 		return nil, nil, kerr.InvalidRequest
 	}
@@ -422,7 +423,7 @@ func (m *Manager) EndTxn(req *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
 	return resp
 }
 
-func (m *Manager) endTxnLookupLocked(id string, pid int64) (*txnMeta, *ownership, *kerr.Error) {
+func (m *Manager) endTxnLookupLocked(id string, pid int64) (*txnMeta, *coordlog.Ownership, *kerr.Error) {
 	if id == "" {
 		return nil, nil, kerr.InvalidRequest
 	}
@@ -440,7 +441,7 @@ func (m *Manager) endTxnLookupLocked(id string, pid int64) (*txnMeta, *ownership
 // endTxn is Kafka's endTransaction: fromClient requires the producer's
 // exact epoch; the coordinator's own aborts (fencing, timeouts) carry the
 // bumped epoch of a pending PrepareEpochFence.
-func (m *Manager) endTxn(t *txnMeta, o *ownership, pid int64, epoch int16, commit, fromClient bool) *kerr.Error {
+func (m *Manager) endTxn(t *txnMeta, o *coordlog.Ownership, pid int64, epoch int16, commit, fromClient bool) *kerr.Error {
 	m.mu.Lock()
 	x, fence, e := m.prepareEndLocked(t, o, pid, epoch, commit, fromClient)
 	if e != nil && t.pending != nil && t.pending.state == PrepareEpochFence {
@@ -460,7 +461,7 @@ func (m *Manager) endTxn(t *txnMeta, o *ownership, pid int64, epoch int16, commi
 	}
 	m.mu.Lock()
 	defer m.unlock()
-	if m.owned[t.partition] != o || m.txns[t.id] != t || t.state != x.state || t.producerID != pid || t.epoch != x.epoch {
+	if m.owned.Get(t.partition) != o || m.txns[t.id] != t || t.state != x.state || t.producerID != pid || t.epoch != x.epoch {
 		return kerr.NotCoordinator
 	}
 	t.failedFence = false
@@ -469,8 +470,8 @@ func (m *Manager) endTxn(t *txnMeta, o *ownership, pid int64, epoch int16, commi
 	return nil
 }
 
-func (m *Manager) prepareEndLocked(t *txnMeta, o *ownership, pid int64, epoch int16, commit, fromClient bool) (x *transit, fence bool, e *kerr.Error) {
-	if m.owned[t.partition] != o || m.txns[t.id] != t {
+func (m *Manager) prepareEndLocked(t *txnMeta, o *coordlog.Ownership, pid int64, epoch int16, commit, fromClient bool) (x *transit, fence bool, e *kerr.Error) {
+	if m.owned.Get(t.partition) != o || m.txns[t.id] != t {
 		return nil, false, kerr.NotCoordinator
 	}
 	switch {

@@ -55,11 +55,9 @@ func (m *Manager) ListTransactions(req *kmsg.ListTransactionsRequest) *kmsg.List
 	resp := req.ResponseKind().(*kmsg.ListTransactionsResponse)
 	m.mu.Lock()
 	defer m.unlock()
-	for _, o := range m.owned {
-		if o.loading {
-			resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
-			return resp
-		}
+	if m.owned.AnyLoading() {
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		return resp
 	}
 	states := map[State]bool{}
 	for _, name := range req.StateFilters {

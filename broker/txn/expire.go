@@ -1,6 +1,10 @@
 package txn
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/isrlab/isrlab/broker/coordlog"
+)
 
 // abortTimedOut aborts, every transaction.abort.timed.out.transaction.
 // cleanup.interval.ms, the ongoing transactions older than their
@@ -16,7 +20,7 @@ func (m *Manager) abortTimedOut() {
 	now := m.nowMs()
 	var due []*txnMeta
 	for _, t := range m.txns {
-		if o := m.owned[t.partition]; o == nil || o.loading || t.pending != nil || t.state != Ongoing {
+		if o := m.owned.Get(t.partition); o == nil || o.Loading || t.pending != nil || t.state != Ongoing {
 			continue
 		}
 		if t.startMs+int64(t.timeoutMs) < now {
@@ -30,7 +34,7 @@ func (m *Manager) abortTimedOut() {
 			m.logger.Error("fence timed-out transaction", "err", err)
 			continue
 		}
-		o := m.owned[t.partition]
+		o := m.owned.Get(t.partition)
 		m.logger.Info("aborting timed-out transaction", "transactional_id", t.id, "producer_id", t.producerID, "producer_epoch", t.epoch, "timeout_ms", t.timeoutMs)
 		m.later(func() {
 			if e := m.endTxn(t, o, x.producerID, x.epoch, false, false); e != nil {
@@ -55,7 +59,7 @@ func (m *Manager) expireIDs() {
 	now := m.nowMs()
 	var due []*txnMeta
 	for _, t := range m.txns {
-		if o := m.owned[t.partition]; o == nil || o.loading || t.pending != nil {
+		if o := m.owned.Get(t.partition); o == nil || o.Loading || t.pending != nil {
 			continue
 		}
 		switch t.state {
@@ -72,17 +76,17 @@ func (m *Manager) expireIDs() {
 			m.logger.Error("expire transactional id", "err", err)
 			continue
 		}
-		o := m.owned[t.partition]
+		o := m.owned.Get(t.partition)
 		m.later(func() { m.removeID(t, o, x) })
 	}
 	m.unlock()
 }
 
-func (m *Manager) removeID(t *txnMeta, o *ownership, x *transit) {
+func (m *Manager) removeID(t *txnMeta, o *coordlog.Ownership, x *transit) {
 	err := m.write(t.partition, t.id, nil)
 	m.mu.Lock()
 	defer m.unlock()
-	current := m.owned[t.partition] == o && m.txns[t.id] == t && t.pending == x
+	current := m.owned.Get(t.partition) == o && m.txns[t.id] == t && t.pending == x
 	if !current {
 		return
 	}

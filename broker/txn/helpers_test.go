@@ -207,7 +207,7 @@ func newHarness(t *testing.T, cfg Config, emit func(string, ...any)) *harness {
 // for the load (and the marker sends it resumes).
 func (h *harness) lead(epoch int32) {
 	h.m.OnBecomeLeader(0, epoch)
-	h.m.loaders.Wait()
+	h.m.owned.Wait()
 }
 
 // failover replaces the manager by a new one on the same log and the

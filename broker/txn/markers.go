@@ -3,6 +3,7 @@ package txn
 import (
 	"sort"
 
+	"github.com/isrlab/isrlab/broker/coordlog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -25,7 +26,7 @@ type MarkerSender interface {
 // partition has answered, and then the Complete record.
 type markerRun struct {
 	t        *txnMeta
-	o        *ownership
+	o        *coordlog.Ownership
 	commit   bool
 	complete *transit // CompleteCommit or CompleteAbort, pending
 	left     map[TopicPartition]bool
@@ -43,7 +44,7 @@ func (r *markerRun) stop() {
 
 // startMarkersLocked starts the marker run of t, in PrepareCommit or
 // PrepareAbort, with the coordinator epoch of o.
-func (m *Manager) startMarkersLocked(t *txnMeta, o *ownership) {
+func (m *Manager) startMarkersLocked(t *txnMeta, o *coordlog.Ownership) {
 	final := CompleteAbort
 	if t.state == PrepareCommit {
 		final = CompleteCommit
@@ -59,7 +60,7 @@ func (m *Manager) startMarkersLocked(t *txnMeta, o *ownership) {
 }
 
 func (m *Manager) runCurrentLocked(r *markerRun) bool {
-	return !r.stopped && !m.closed && m.owned[r.t.partition] == r.o && m.txns[r.t.id] == r.t && r.t.markers == r
+	return !r.stopped && !m.closed && m.owned.Get(r.t.partition) == r.o && m.txns[r.t.id] == r.t && r.t.markers == r
 }
 
 // sendMarkersLocked sends the markers still due, one request per leader;
@@ -110,7 +111,7 @@ func (m *Manager) markerRequest(r *markerRun, tps []TopicPartition) *kmsg.WriteT
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	req.SetVersion(1)
 	mk := kmsg.NewWriteTxnMarkersRequestMarker()
-	mk.ProducerID, mk.ProducerEpoch, mk.Committed, mk.CoordinatorEpoch = r.t.producerID, r.t.epoch, r.commit, r.o.epoch
+	mk.ProducerID, mk.ProducerEpoch, mk.Committed, mk.CoordinatorEpoch = r.t.producerID, r.t.epoch, r.commit, r.o.Epoch
 	for _, tp := range tps {
 		n := len(mk.Topics)
 		if n == 0 || mk.Topics[n-1].Topic != tp.Topic {

@@ -114,14 +114,6 @@ func WithTopicCheck(exists func(topic string, partition int32) bool) Option {
 	return optFunc(func(m *Manager) { m.exists = exists })
 }
 
-// ownership is a __transaction_state partition this broker leads; its
-// leader epoch is the coordinator epoch markers carry.
-type ownership struct {
-	epoch   int32
-	loading bool
-	cancel  context.CancelFunc
-}
-
 // Manager coordinates the transactional ids of the __transaction_state
 // partitions this broker leads.
 type Manager struct {
@@ -134,14 +126,13 @@ type Manager struct {
 	exists  func(topic string, partition int32) bool
 
 	mu     sync.Mutex
-	owned  map[int32]*ownership
+	owned  coordlog.Partitions
 	txns   map[string]*txnMeta
 	out    []func() // run after mu is released: callbacks, sends, writes
 	closed bool
 	abort  Timer // the next timed-out transaction check
 	expire Timer // the next transactional id expiry
 
-	loaders sync.WaitGroup
 }
 
 // New returns a Manager that owns no partition yet.
@@ -168,7 +159,7 @@ func New(cfg Config, l Log, ids ProducerIDs, markers MarkerSender, opts ...Optio
 	if cfg.RetryBackoff <= 0 {
 		cfg.RetryBackoff = d.RetryBackoff
 	}
-	m := &Manager{cfg: cfg, log: l, ids: ids, markers: markers, clock: coordlog.RealClock, logger: slog.Default(), owned: map[int32]*ownership{}, txns: map[string]*txnMeta{}}
+	m := &Manager{cfg: cfg, log: l, ids: ids, markers: markers, clock: coordlog.RealClock, logger: slog.Default(), txns: map[string]*txnMeta{}}
 	for _, o := range opts {
 		o.apply(m)
 	}
@@ -207,8 +198,8 @@ func (m *Manager) OnBecomeLeader(p int32, leaderEpoch int32) {
 	if m.closed {
 		return
 	}
-	if o, ok := m.owned[p]; ok {
-		if o.epoch == leaderEpoch {
+	if o := m.owned.Get(p); o != nil {
+		if o.Epoch == leaderEpoch {
 			return
 		}
 		m.resignLocked(p)
@@ -219,15 +210,7 @@ func (m *Manager) OnBecomeLeader(p int32, leaderEpoch int32) {
 	if m.expire == nil {
 		m.expire = m.clock.AfterFunc(m.cfg.RemoveInterval, m.expireIDs)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	o := &ownership{epoch: leaderEpoch, loading: true, cancel: cancel}
-	m.owned[p] = o
-	m.loaders.Add(1)
-	go func() {
-		defer m.loaders.Done()
-		defer cancel()
-		m.load(ctx, p, o)
-	}()
+	m.owned.Start(p, leaderEpoch, func(ctx context.Context, o *coordlog.Ownership) { m.load(ctx, p, o) })
 }
 
 // OnResign drops the transactional ids of partition p: another broker
@@ -239,12 +222,9 @@ func (m *Manager) OnResign(p int32) {
 }
 
 func (m *Manager) resignLocked(p int32) {
-	o, ok := m.owned[p]
-	if !ok {
+	if !m.owned.Drop(p) {
 		return
 	}
-	o.cancel()
-	delete(m.owned, p)
 	n := 0
 	for id, t := range m.txns {
 		if t.partition != p {
@@ -269,11 +249,11 @@ func (m *Manager) Close() {
 	if m.expire != nil {
 		m.expire.Stop()
 	}
-	for p := range m.owned {
+	for _, p := range m.owned.List() {
 		m.resignLocked(p)
 	}
 	m.unlock()
-	m.loaders.Wait()
+	m.owned.Wait()
 }
 
 // Owned returns the partitions this manager coordinates and whether each
@@ -281,27 +261,23 @@ func (m *Manager) Close() {
 func (m *Manager) Owned() map[int32]bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := map[int32]bool{}
-	for p, o := range m.owned {
-		out[p] = o.loading
-	}
-	return out
+	return m.owned.Status()
 }
 
 // ownerLocked is the coordinator check every request starts with.
-func (m *Manager) ownerLocked(id string) (*ownership, *kerr.Error) {
-	o, ok := m.owned[m.PartitionFor(id)]
+func (m *Manager) ownerLocked(id string) (*coordlog.Ownership, *kerr.Error) {
+	o := m.owned.Get(m.PartitionFor(id))
 	switch {
-	case !ok:
+	case o == nil:
 		return nil, kerr.NotCoordinator
-	case o.loading:
+	case o.Loading:
 		return nil, kerr.CoordinatorLoadInProgress
 	}
 	return o, nil
 }
 
 // load replays partition p of __transaction_state.
-func (m *Manager) load(ctx context.Context, p int32, o *ownership) {
+func (m *Manager) load(ctx context.Context, p int32, o *coordlog.Ownership) {
 	start := m.clock.Now()
 	loaded := map[string]record{}
 	records, err := coordlog.Replay(ctx, m.log, p, 200*time.Millisecond, m.logger, func(b coordlog.Batch, off int64, r coordlog.Record) {
@@ -330,7 +306,7 @@ func (m *Manager) load(ctx context.Context, p int32, o *ownership) {
 
 	m.mu.Lock()
 	defer m.unlock()
-	if m.owned[p] != o {
+	if m.owned.Get(p) != o {
 		return
 	}
 	resumed := 0
@@ -346,8 +322,8 @@ func (m *Manager) load(ctx context.Context, p int32, o *ownership) {
 			m.startMarkersLocked(t, o)
 		}
 	}
-	o.loading = false
-	m.logger.Info("loaded transaction state partition", "partition", p, "coordinator_epoch", o.epoch, "records", records, "transactional_ids", len(loaded), "resumed_markers", resumed, "took", m.clock.Now().Sub(start).String())
+	o.Loading = false
+	m.logger.Info("loaded transaction state partition", "partition", p, "coordinator_epoch", o.Epoch, "records", records, "transactional_ids", len(loaded), "resumed_markers", resumed, "took", m.clock.Now().Sub(start).String())
 }
 
 // appendErr maps an append error to the code Kafka's coordinator answers
@@ -384,18 +360,18 @@ func (m *Manager) write(p int32, id string, value []byte) error {
 // write succeeded and this broker still coordinates t at the same epoch;
 // otherwise the transition is dropped. It returns the error to answer
 // with. mu is not held.
-func (m *Manager) writeTransit(t *txnMeta, o *ownership, x *transit) *kerr.Error {
+func (m *Manager) writeTransit(t *txnMeta, o *coordlog.Ownership, x *transit) *kerr.Error {
 	err := m.write(t.partition, t.id, encodeValue(x.record(), m.cfg.ValueVersion))
 	m.mu.Lock()
 	defer m.unlock()
-	current := m.owned[t.partition] == o && m.txns[t.id] == t && t.pending == x
+	current := m.owned.Get(t.partition) == o && m.txns[t.id] == t && t.pending == x
 	if err != nil {
 		ke := appendErr(err)
 		m.logger.Info("transaction state write failed", "transactional_id", t.id, "state", x.state.String(), "err", err)
 		if current {
 			t.pending = nil
 		}
-		if errors.Is(err, kerr.NotLeaderForPartition) && m.owned[t.partition] == o {
+		if errors.Is(err, kerr.NotLeaderForPartition) && m.owned.Get(t.partition) == o {
 			m.resignLocked(t.partition)
 		}
 		return ke

@@ -152,7 +152,7 @@ func TestLoadInProgress(t *testing.T) {
 		t.Fatalf("list while loading: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 	close(gate)
-	h.m.loaders.Wait()
+	h.m.owned.Wait()
 	if r := h.m.InitProducerID(context.Background(), initReq("x", -1, -1, 4)); r.ErrorCode != 0 {
 		t.Fatalf("init after load: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
