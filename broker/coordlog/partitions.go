@@ -84,3 +84,21 @@ func (s *Partitions) Status() map[int32]bool {
 	}
 	return out
 }
+
+// Queue is work a coordinator queues while it holds its lock, to run
+// once the lock is released: callbacks to waiting requests, appends and
+// sends, which must not run under it.
+type Queue struct{ out []func() }
+
+// Later queues f.
+func (q *Queue) Later(f func()) { q.out = append(q.out, f) }
+
+// Unlock releases mu and runs the queued work in order.
+func (q *Queue) Unlock(mu *sync.Mutex) {
+	out := q.out
+	q.out = nil
+	mu.Unlock()
+	for _, f := range out {
+		f()
+	}
+}

@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/isrlab/isrlab/broker/coordlog"
-	"github.com/isrlab/isrlab/broker/coordlog/coordlogtest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/coordlog"
+	"github.com/isrlab/isrlab/broker/coordlog/coordlogtest"
 )
 
 type fakeClock = coordlogtest.Clock

@@ -120,7 +120,7 @@ type Manager struct {
 	mu     sync.Mutex
 	owned  coordlog.Partitions
 	groups map[string]*groupState
-	out    []func() // run after mu is released: callbacks and appends
+	queue  coordlog.Queue // run after mu is released
 	closed bool
 	expiry Timer // the next offset expiry run, armed while partitions are owned
 
@@ -173,16 +173,9 @@ func (m *Manager) PartitionFor(groupID string) int32 {
 func (m *Manager) partitionLocked(groupID string) int32 { return Partition(groupID, m.cfg.Partitions) }
 
 // unlock releases mu and then runs the work queued under it.
-func (m *Manager) unlock() {
-	out := m.out
-	m.out = nil
-	m.mu.Unlock()
-	for _, f := range out {
-		f()
-	}
-}
+func (m *Manager) unlock() { m.queue.Unlock(&m.mu) }
 
-func (m *Manager) later(f func()) { m.out = append(m.out, f) }
+func (m *Manager) later(f func()) { m.queue.Later(f) }
 
 func (m *Manager) nowMs() int64 { return m.clock.Now().UnixMilli() }
 

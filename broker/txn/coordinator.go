@@ -5,9 +5,10 @@ import (
 	"math"
 	"time"
 
-	"github.com/isrlab/isrlab/broker/coordlog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/coordlog"
 )
 
 // fencedCode is PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH for requests

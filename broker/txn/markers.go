@@ -3,9 +3,10 @@ package txn
 import (
 	"sort"
 
-	"github.com/isrlab/isrlab/broker/coordlog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/coordlog"
 )
 
 // MarkerSender is the broker's side of marker sending: partition leaders

@@ -4,16 +4,15 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/isrlab/isrlab/broker/coordlog/coordlogtest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/coordlog/coordlogtest"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/scripts")
@@ -25,44 +24,27 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 // sent to partition leaders (which the script answers with "reply").
 // go test -run TestScripts -rewrite regenerates the expected lines.
 func TestScripts(t *testing.T) {
-	files, _ := filepath.Glob("testdata/scripts/*.txt")
-	if len(files) == 0 {
-		t.Fatal("no scripts")
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) { runScript(t, f) })
-	}
+	coordlogtest.RunScripts(t, "testdata/scripts", *rewrite, func(t *testing.T) func([]string) []string {
+		r := &scriptRun{t: t}
+		r.h = newHarness(t, testConfig(), r.emit)
+		return func(fields []string) []string {
+			r.trace.Take()
+			r.exec(fields)
+			return r.trace.Take()
+		}
+	})
 }
 
 type scriptRun struct {
-	t   *testing.T
-	h   *harness
-	mu  sync.Mutex
-	out []string
-	n   int
+	t     *testing.T
+	h     *harness
+	trace coordlogtest.Trace
+	n     int
 }
 
-func (r *scriptRun) emit(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.out = append(r.out, fmt.Sprintf(format, args...))
-}
+func (r *scriptRun) emit(format string, args ...any) { r.trace.Emit(format, args...) }
 
 var errName = coordlogtest.ErrName
-
-func runScript(t *testing.T, path string) {
-	r := &scriptRun{t: t}
-	r.h = newHarness(t, testConfig(), r.emit)
-	coordlogtest.RunScript(t, path, *rewrite, func(fields []string) []string {
-		r.mu.Lock()
-		r.out = nil
-		r.mu.Unlock()
-		r.exec(fields)
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.out
-	})
-}
 
 var args = coordlogtest.Args
 

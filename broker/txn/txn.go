@@ -128,7 +128,7 @@ type Manager struct {
 	mu     sync.Mutex
 	owned  coordlog.Partitions
 	txns   map[string]*txnMeta
-	out    []func() // run after mu is released: callbacks, sends, writes
+	queue  coordlog.Queue // run after mu is released
 	closed bool
 	abort  Timer // the next timed-out transaction check
 	expire Timer // the next transactional id expiry
@@ -174,16 +174,9 @@ func Partition(id string, partitions int) int32 { return group.Partition(id, par
 func (m *Manager) PartitionFor(id string) int32 { return Partition(id, m.cfg.Partitions) }
 
 // unlock releases mu and then runs the work queued under it.
-func (m *Manager) unlock() {
-	out := m.out
-	m.out = nil
-	m.mu.Unlock()
-	for _, f := range out {
-		f()
-	}
-}
+func (m *Manager) unlock() { m.queue.Unlock(&m.mu) }
 
-func (m *Manager) later(f func()) { m.out = append(m.out, f) }
+func (m *Manager) later(f func()) { m.queue.Later(f) }
 
 func (m *Manager) nowMs() int64 { return m.clock.Now().UnixMilli() }
 

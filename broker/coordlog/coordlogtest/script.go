@@ -1,9 +1,12 @@
 package coordlogtest
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -61,4 +64,38 @@ func ErrName(code int16) string {
 		return e.(*kerr.Error).Message
 	}
 	return strconv.Itoa(int(code))
+}
+
+// RunScripts runs every script in dir (dir/*.txt) as a subtest; start
+// returns, for a fresh coordinator, the function that runs one command.
+func RunScripts(t *testing.T, dir string, rewrite bool, start func(t *testing.T) func(fields []string) []string) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.txt"))
+	if len(files) == 0 {
+		t.Fatal("no scripts in " + dir)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) { RunScript(t, f, rewrite, start(t)) })
+	}
+}
+
+// Trace collects the lines a command's effects print, from any goroutine.
+type Trace struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// Emit adds a line.
+func (tr *Trace) Emit(format string, args ...any) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.lines = append(tr.lines, fmt.Sprintf(format, args...))
+}
+
+// Take returns the lines added since the last Take.
+func (tr *Trace) Take() []string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	out := tr.lines
+	tr.lines = nil
+	return out
 }
