@@ -12,10 +12,7 @@ import (
 // cache changes only after the append succeeded (KAFKA-SPEC §9.3).
 func (m *Manager) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-	codes := make([][]int16, len(req.Topics))
-	for i, t := range req.Topics {
-		codes[i] = make([]int16, len(t.Partitions))
-	}
+	codes := newCodes(req.Topics, func(t kmsg.OffsetCommitRequestTopic) int { return len(t.Partitions) })
 	build := func() *kmsg.OffsetCommitResponse {
 		for i, t := range req.Topics {
 			rt := kmsg.NewOffsetCommitResponseTopic()
@@ -29,15 +26,7 @@ func (m *Manager) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommit
 		}
 		return resp
 	}
-	setAll := func(code int16) {
-		for i := range codes {
-			for j := range codes[i] {
-				if codes[i][j] == 0 {
-					codes[i][j] = code
-				}
-			}
-		}
-	}
+	setAll := codes.setAll
 
 	m.mu.Lock()
 	code := m.commitCheckLocked(req)
@@ -108,6 +97,28 @@ func (m *Manager) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommit
 	}
 	m.unlock()
 	return build()
+}
+
+// codes are a commit's error codes, by topic and partition.
+type codes [][]int16
+
+func newCodes[T any](topics []T, partitions func(T) int) codes {
+	c := make(codes, len(topics))
+	for i, t := range topics {
+		c[i] = make([]int16, partitions(t))
+	}
+	return c
+}
+
+// setAll sets code where no error is set yet.
+func (c codes) setAll(code int16) {
+	for i := range c {
+		for j := range c[i] {
+			if c[i][j] == 0 {
+				c[i][j] = code
+			}
+		}
+	}
 }
 
 // commitCheckLocked decides whether a commit may be written (Kafka's

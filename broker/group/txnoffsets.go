@@ -17,10 +17,7 @@ import (
 // blocks until the append is acknowledged with acks=-1.
 func (m *Manager) TxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) *kmsg.TxnOffsetCommitResponse {
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-	codes := make([][]int16, len(req.Topics))
-	for i, t := range req.Topics {
-		codes[i] = make([]int16, len(t.Partitions))
-	}
+	codes := newCodes(req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) int { return len(t.Partitions) })
 	build := func() *kmsg.TxnOffsetCommitResponse {
 		for i, t := range req.Topics {
 			rt := kmsg.NewTxnOffsetCommitResponseTopic()
@@ -34,15 +31,7 @@ func (m *Manager) TxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) *kmsg.TxnOff
 		}
 		return resp
 	}
-	setAll := func(code int16) {
-		for i := range codes {
-			for j := range codes[i] {
-				if codes[i][j] == 0 {
-					codes[i][j] = code
-				}
-			}
-		}
-	}
+	setAll := codes.setAll
 
 	m.mu.Lock()
 	if code := m.txnCommitCheckLocked(req); code != 0 {
