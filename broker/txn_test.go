@@ -255,3 +255,64 @@ func fetchStable(ctx context.Context, t *testing.T, cl *kgo.Client) (int64, int1
 	p := g.Topics[0].Partitions[0]
 	return p.Offset, p.ErrorCode
 }
+
+// describeTxn returns the coordinator's view of a transactional id.
+func describeTxn(ctx context.Context, cl *kgo.Client, id string) (kmsg.DescribeTransactionsResponseTransactionState, error) {
+	req := kmsg.NewPtrDescribeTransactionsRequest()
+	req.TransactionalIDs = []string{id}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return kmsg.DescribeTransactionsResponseTransactionState{}, err
+	}
+	s := resp.TransactionStates[0]
+	return s, kerr.ErrorForCode(s.ErrorCode)
+}
+
+// TestTransactionsStandalone: a single broker creates __transaction_state
+// with one replica (and min.insync.replicas 1), and a restarted broker
+// reloads it: the id keeps its producer id and the next InitProducerId
+// bumps the epoch.
+func TestTransactionsStandalone(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir, "transaction.state.log.num.partitions=2")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	createTopic(t, b.client(t), "st", 1, nil)
+	p := b.client(t, kgo.TransactionalID("solo"), kgo.DefaultProduceTopic("st"))
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	pid, _, err := p.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "CompleteCommit", func() error {
+		s, err := describeTxn(ctx, p, "solo")
+		if err == nil && s.State != "CompleteCommit" {
+			err = fmt.Errorf("state %s", s.State)
+		}
+		return err
+	})
+	p.Close()
+	b.stop(t)
+
+	b = startBroker(t, dir, "transaction.state.log.num.partitions=2")
+	adm := b.client(t)
+	waitFor(t, 30*time.Second, "reloaded", func() error {
+		s, err := describeTxn(ctx, adm, "solo")
+		if err == nil && (s.State != "CompleteCommit" || s.ProducerID != pid || s.ProducerEpoch != 0) {
+			err = fmt.Errorf("state %s producer %d/%d, want CompleteCommit %d/0", s.State, s.ProducerID, s.ProducerEpoch, pid)
+		}
+		return err
+	})
+	p2 := b.client(t, kgo.TransactionalID("solo"))
+	if id, epoch, err := p2.ProducerID(ctx); err != nil || id != pid || epoch != 1 {
+		t.Fatalf("after restart: producer %d/%d (%v), want %d/1", id, epoch, err, pid)
+	}
+}
