@@ -316,3 +316,48 @@ func TestTransactionsStandalone(t *testing.T) {
 		t.Fatalf("after restart: producer %d/%d (%v), want %d/1", id, epoch, err, pid)
 	}
 }
+
+// TestTxnCoordinatorFailover stops the coordinator of an ongoing
+// transaction: the broker elected leader of its __transaction_state
+// partition loads it, and the producer's EndTxn, retried there after
+// NOT_COORDINATOR, commits it.
+func TestTxnCoordinatorFailover(t *testing.T) {
+	tc := startCluster(t, 3, txnClusterOverrides...)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	createTopicRF(t, tc.bootstrap()[0], "fo", 3, 3)
+	tc.waitMetadataEverywhere("fo", 3, 3)
+	p := tc.client(kgo.TransactionalID("tx-fo"), kgo.DefaultProduceTopic("fo"), kgo.TransactionTimeout(60*time.Second))
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := p.ProduceSync(ctx, &kgo.Record{Partition: int32(i), Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorType, fc.CoordinatorKeys = 1, []string{"tx-fo"}
+	fr, err := fc.RequestWith(ctx, tc.client())
+	if err != nil || fr.Coordinators[0].ErrorCode != 0 {
+		t.Fatalf("FindCoordinator: %v %+v", err, fr)
+	}
+	old := fr.Coordinators[0].NodeID
+	tc.stop(old)
+
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("EndTransaction after the coordinator stopped: %v", err)
+	}
+	admin := tc.client()
+	waitFor(t, 60*time.Second, "CompleteCommit at the new coordinator", func() error {
+		s, err := describeTxn(ctx, admin, "tx-fo")
+		if err == nil && s.State != "CompleteCommit" {
+			err = fmt.Errorf("state %s", s.State)
+		}
+		return err
+	})
+	fr, err = fc.RequestWith(ctx, admin)
+	if err != nil || fr.Coordinators[0].ErrorCode != 0 || fr.Coordinators[0].NodeID == old {
+		t.Fatalf("coordinator after failover: %v %+v (old %d)", err, fr, old)
+	}
+}
