@@ -201,10 +201,15 @@ func TestTxnOffsetCommit(t *testing.T) {
 		}
 		ao := kmsg.NewPtrAddOffsetsToTxnRequest()
 		ao.TransactionalID, ao.ProducerID, ao.ProducerEpoch, ao.Group = "tx-o", pid, epoch, "g"
-		aor, err := ao.RequestWith(ctx, cl)
-		if err != nil || aor.ErrorCode != 0 {
-			t.Fatalf("AddOffsetsToTxn: %v %v", err, kerr.ErrorForCode(aor.ErrorCode))
-		}
+		// CONCURRENT_TRANSACTIONS until the previous transaction's
+		// Complete record is written, as a producer retries it.
+		waitFor(t, 30*time.Second, "AddOffsetsToTxn", func() error {
+			r, err := ao.RequestWith(ctx, cl)
+			if err != nil {
+				return err
+			}
+			return kerr.ErrorForCode(r.ErrorCode)
+		})
 		oc := kmsg.NewPtrTxnOffsetCommitRequest()
 		oc.TransactionalID, oc.Group, oc.ProducerID, oc.ProducerEpoch, oc.Generation = "tx-o", "g", pid, epoch, -1
 		oc.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "src", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: offset, LeaderEpoch: -1}}}}
