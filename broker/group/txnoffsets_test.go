@@ -176,3 +176,19 @@ func TestTxnOffsetCommitErrors(t *testing.T) {
 		t.Fatalf("member commit: %v", kerr.ErrorForCode(c))
 	}
 }
+
+// TestTxnOffsetsSurviveExpiry: an Empty group whose only offsets are
+// pending transactional ones is not removed by offset expiry.
+func TestTxnOffsetsSurviveExpiry(t *testing.T) {
+	cfg := testConfig()
+	h := newHarness(t, newMemLog(), cfg)
+	h.lead()
+	if c := h.txnCommit("g", 4, 0, "t", 0, 11); c != 0 {
+		t.Fatal(kerr.ErrorForCode(c))
+	}
+	h.clock.Advance(cfg.OffsetsRetention + 2*cfg.RetentionCheckInterval)
+	h.marker(4, 0, true)
+	if off, c := h.fetchStable("g", "t", 0); c != 0 || off != 11 {
+		t.Fatalf("after expiry runs and the marker: %d %v, want 11", off, kerr.ErrorForCode(c))
+	}
+}
