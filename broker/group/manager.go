@@ -120,6 +120,10 @@ type Manager struct {
 	mu     sync.Mutex
 	owned  coordlog.Partitions
 	groups map[string]*groupState
+	// markersWhileLoading are the transaction completions of partitions
+	// still loading: their markers may be past what the load reads, so
+	// they are applied when it completes.
+	markersWhileLoading map[int32][]txnCompletion
 	queue  coordlog.Queue // run after mu is released
 	closed bool
 	expiry Timer // the next offset expiry run, armed while partitions are owned
@@ -211,6 +215,7 @@ func (m *Manager) OnResign(p int32) {
 }
 
 func (m *Manager) resignLocked(p int32) {
+	delete(m.markersWhileLoading, p)
 	if !m.owned.Drop(p) {
 		return
 	}
@@ -424,6 +429,10 @@ func (m *Manager) load(ctx context.Context, p int32, o *coordlog.Ownership) {
 		m.groups[id] = g
 	}
 	o.Loading = false
+	for _, c := range m.markersWhileLoading[p] {
+		m.completeTxnLocked(p, c)
+	}
+	delete(m.markersWhileLoading, p)
 	if records > 0 {
 		m.logger.Info("loaded group partition", "partition", p, "records", records, "groups", len(groups), "took", m.clock.Now().Sub(start).String())
 	}

@@ -173,27 +173,48 @@ func (m *Manager) txnCommitCheckLocked(req *kmsg.TxnOffsetCommitRequest) int16 {
 // __consumer_offsets: on commit the producer's pending offsets of every
 // group of the partition become the committed ones (where no later
 // commit replaced them), on abort they are dropped. The partition
-// leader's WriteTxnMarkers handler calls it once the marker is written.
+// leader's WriteTxnMarkers handler calls it once the marker is written;
+// a marker that arrives while the partition loads is applied after the
+// load, which may have stopped reading before it.
 func (m *Manager) CompleteTxn(partition int32, producerID int64, producerEpoch int16, commit bool) {
 	m.mu.Lock()
 	defer m.unlock()
+	c := txnCompletion{producerID, producerEpoch, commit}
+	if o := m.owned.Get(partition); o != nil && o.Loading {
+		if m.markersWhileLoading == nil {
+			m.markersWhileLoading = map[int32][]txnCompletion{}
+		}
+		m.markersWhileLoading[partition] = append(m.markersWhileLoading[partition], c)
+		return
+	}
+	m.completeTxnLocked(partition, c)
+}
+
+// txnCompletion is a transaction marker written to a partition.
+type txnCompletion struct {
+	producerID    int64
+	producerEpoch int16
+	commit        bool
+}
+
+func (m *Manager) completeTxnLocked(partition int32, c txnCompletion) {
 	n := 0
 	for _, g := range m.groups {
 		if g.partition != partition {
 			continue
 		}
-		offs, ok := g.pendingTxn[producerID]
+		offs, ok := g.pendingTxn[c.producerID]
 		if !ok {
 			continue
 		}
-		delete(g.pendingTxn, producerID)
+		delete(g.pendingTxn, c.producerID)
 		n++
-		if commit {
+		if c.commit {
 			applyNewer(g.offsets, offs)
 		}
 	}
 	if n > 0 {
-		m.logger.Debug("transaction completed on the group partition", "partition", partition, "producer_id", producerID, "producer_epoch", producerEpoch, "commit", commit, "groups", n)
+		m.logger.Debug("transaction completed on the group partition", "partition", partition, "producer_id", c.producerID, "producer_epoch", c.producerEpoch, "commit", c.commit, "groups", n)
 	}
 }
 

@@ -192,3 +192,26 @@ func TestTxnOffsetsSurviveExpiry(t *testing.T) {
 		t.Fatalf("after expiry runs and the marker: %d %v, want 11", off, kerr.ErrorForCode(c))
 	}
 }
+
+// TestTxnMarkerDuringLoad: a marker that arrives while the partition is
+// loading (after the load read the log) still releases the offsets.
+func TestTxnMarkerDuringLoad(t *testing.T) {
+	lg := newMemLog()
+	h := newHarness(t, lg, testConfig())
+	h.lead()
+	if c := h.txnCommit("g", 5, 0, "t", 0, 42); c != 0 {
+		t.Fatal(kerr.ErrorForCode(c))
+	}
+	h.m.Close()
+	h2 := newHarness(t, lg, testConfig())
+	gate := make(chan struct{})
+	lg.SetGate(gate)
+	h2.m.OnBecomeLeader(0, 1)
+	h2.m.CompleteTxn(0, 5, 0, true) // the marker itself is not in the log the load reads
+	lg.SetGate(nil)
+	close(gate)
+	h2.waitLoaded()
+	if off, c := h2.fetchStable("g", "t", 0); c != 0 || off != 42 {
+		t.Fatalf("after load: %d %v, want 42", off, kerr.ErrorForCode(c))
+	}
+}
