@@ -124,9 +124,9 @@ type Manager struct {
 	// still loading: their markers may be past what the load reads, so
 	// they are applied when it completes.
 	markersWhileLoading map[int32][]txnCompletion
-	queue  coordlog.Queue // run after mu is released
-	closed bool
-	expiry Timer // the next offset expiry run, armed while partitions are owned
+	queue               coordlog.Queue // run after mu is released
+	closed              bool
+	expiry              Timer // the next offset expiry run, armed while partitions are owned
 
 }
 
