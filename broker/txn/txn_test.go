@@ -157,3 +157,41 @@ func TestLoadInProgress(t *testing.T) {
 		t.Fatalf("init after load: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 }
+
+// TestVerifyBatched: one AddPartitionsToTxn v4 from a partition leader
+// carries several transactions, each answered on its own.
+func TestVerifyBatched(t *testing.T) {
+	h := newHarness(t, testConfig(), func(string, ...any) {})
+	h.lead(0)
+	ctx := context.Background()
+	a := h.m.InitProducerID(ctx, initReq("a", -1, -1, 4))
+	b := h.m.InitProducerID(ctx, initReq("b", -1, -1, 4))
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.SetVersion(3)
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = "a", a.ProducerID, a.ProducerEpoch
+	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "t", Partitions: []int32{0}}}
+	if c := h.m.AddPartitionsToTxn(add).Topics[0].Partitions[0].ErrorCode; c != 0 {
+		t.Fatal(kerr.ErrorForCode(c))
+	}
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.SetVersion(4)
+	for _, tx := range []struct {
+		id    string
+		pid   int64
+		epoch int16
+	}{{"a", a.ProducerID, a.ProducerEpoch}, {"b", b.ProducerID, b.ProducerEpoch}, {"a", a.ProducerID, a.ProducerEpoch + 1}} {
+		rt := kmsg.NewAddPartitionsToTxnRequestTransaction()
+		rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, rt.VerifyOnly = tx.id, tx.pid, tx.epoch, true
+		rt.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: "t", Partitions: []int32{0}}}
+		req.Transactions = append(req.Transactions, rt)
+	}
+	resp := h.m.AddPartitionsToTxn(req)
+	var got []int16
+	for _, r := range resp.Transactions {
+		got = append(got, r.Topics[0].Partitions[0].ErrorCode)
+	}
+	want := []int16{0, kerr.InvalidTxnState.Code, kerr.ProducerFenced.Code}
+	if !reflect.DeepEqual(got, want) || resp.ErrorCode != 0 {
+		t.Fatalf("codes %v (top %d), want %v", got, resp.ErrorCode, want)
+	}
+}
