@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/isrlab/isrlab/broker/group"
+	"github.com/isrlab/isrlab/broker/partition"
+	"github.com/isrlab/isrlab/broker/txn"
 )
 
 // groupManagers holds each broker's group coordinator, made on first use.
@@ -44,7 +46,7 @@ func (b *Broker) groups() *group.Manager {
 		if b.cfg.Known("group.max.session.timeout.ms") {
 			cfg.MaxSessionTimeout = time.Duration(b.cfg.Int("group.max.session.timeout.ms")) * time.Millisecond
 		}
-		e := &groupEntry{m: group.New(cfg, groupLog{b}, group.WithLogger(b.log.With("component", "group-coordinator")), group.WithTopicCheck(b.partitionExists))}
+		e := &groupEntry{m: group.New(cfg, coordinatorLog{b, group.Topic}, group.WithLogger(b.log.With("component", "group-coordinator")), group.WithTopicCheck(b.partitionExists))}
 		v, _ = groupManagers.LoadOrStore(b, e)
 	}
 	e := v.(*groupEntry)
@@ -67,35 +69,47 @@ func (b *Broker) partitionExists(topic string, p int32) bool {
 
 // groupsOnLeader is called when this broker becomes leader of a
 // partition: for __consumer_offsets it becomes the coordinator of the
-// partition's groups.
+// partition's groups, for __transaction_state of its transactional ids.
 func (b *Broker) groupsOnLeader(topic string, p, leaderEpoch int32) {
-	if topic != group.Topic {
-		return
+	switch topic {
+	case group.Topic:
+		b.groups().OnBecomeLeader(p, leaderEpoch)
+	case txn.Topic:
+		b.txns().OnBecomeLeader(p, leaderEpoch)
 	}
-	b.groups().OnBecomeLeader(p, leaderEpoch)
 }
 
 // groupsOnResign is called when this broker stops leading a partition.
 func (b *Broker) groupsOnResign(topic string, p int32) {
-	if topic != group.Topic {
-		return
-	}
-	if v, ok := groupManagers.Load(b); ok {
-		v.(*groupEntry).m.OnResign(p)
+	switch topic {
+	case group.Topic:
+		if v, ok := groupManagers.Load(b); ok {
+			v.(*groupEntry).m.OnResign(p)
+		}
+	case txn.Topic:
+		if v, ok := txnManagers.Load(b); ok {
+			v.(*txnEntry).m.OnResign(p)
+		}
 	}
 }
 
-// groupLog is the broker's side of the coordinator's persistence.
-type groupLog struct{ b *Broker }
+// coordinatorLog is the broker's side of a coordinator's persistence:
+// the partitions of its internal topic that this broker leads.
+type coordinatorLog struct {
+	b     *Broker
+	topic string
+}
 
 // Append appends as leader with acks=-1 and waits until the HW covers the
 // batch or ctx ends (offsets.commit.timeout.ms).
-func (l groupLog) Append(ctx context.Context, idx int32, batch []byte) (int64, error) {
-	p := l.b.partition(group.Topic, idx)
+func (l coordinatorLog) Append(ctx context.Context, idx int32, batch []byte) (int64, error) {
+	p := l.b.partition(l.topic, idx)
 	if p == nil {
 		return 0, kerr.NotLeaderForPartition
 	}
-	res, err := p.AppendAsLeader(batch, -1)
+	// A coordinator writes transactional offset commits itself, on behalf
+	// of a producer whose transaction it knows: there is nothing to verify.
+	res, err := p.AppendAsLeaderWith(batch, partition.AppendOptions{RequiredAcks: -1, SkipTxnVerification: true})
 	if err != nil {
 		return 0, err
 	}
@@ -114,8 +128,8 @@ func (l groupLog) Append(ctx context.Context, idx int32, batch []byte) (int64, e
 }
 
 // Read reads whole batches from the local log up to its end.
-func (l groupLog) Read(_ context.Context, idx int32, from int64) ([]byte, error) {
-	p := l.b.partition(group.Topic, idx)
+func (l coordinatorLog) Read(_ context.Context, idx int32, from int64) ([]byte, error) {
+	p := l.b.partition(l.topic, idx)
 	if p == nil {
 		return nil, kerr.NotLeaderForPartition
 	}
@@ -139,36 +153,60 @@ var offsetsTopicConfigs = map[string]string{"retention.ms": "-1", "segment.bytes
 // ensureOffsetsTopic creates __consumer_offsets on first use, with
 // offsets.topic.replication.factor clamped to the live brokers.
 func (b *Broker) ensureOffsetsTopic() {
-	rf := b.cfg.Int("offsets.topic.replication.factor")
+	rf := b.clampRF(group.Topic, "offsets.topic.replication.factor")
+	b.ensureInternalTopic(group.Topic, b.cfg.Int("offsets.topic.num.partitions"), rf, offsetsTopicConfigs)
+}
+
+// clampRF is the replication factor configured under rfKey, clamped to
+// the live brokers with a warning.
+func (b *Broker) clampRF(name, rfKey string) int {
+	rf := b.cfg.Int(rfKey)
 	live := len(b.meta.brokerList())
 	if live < 1 {
 		live = 1
 	}
 	if rf > live {
-		b.log.Warn("offsets.topic.replication.factor is larger than the live brokers; creating __consumer_offsets with fewer replicas", "configured", rf, "replication_factor", live)
+		b.log.Warn(rfKey+" is larger than the live brokers; creating "+name+" with fewer replicas", "configured", rf, "replication_factor", live)
 		rf = live
 	}
-	_, err := b.createTopic(group.Topic, int32(b.cfg.Int("offsets.topic.num.partitions")), int16(rf), offsetsTopicConfigs)
+	return rf
+}
+
+// ensureInternalTopic creates a coordinator's topic unless it exists.
+func (b *Broker) ensureInternalTopic(name string, partitions, rf int, configs map[string]string) {
+	_, err := b.createTopic(name, int32(partitions), int16(rf), configs)
 	if err != nil && !errors.Is(err, errTopicExists) {
-		b.log.Warn("create "+group.Topic, "err", err)
+		b.log.Warn("create "+name, "err", err)
 	}
 }
 
-// coordinatorFor finds the broker leading key's __consumer_offsets partition.
+// coordinatorFor finds the broker leading the partition of key: the
+// group's __consumer_offsets partition (key type 0) or the transactional
+// id's __transaction_state partition (key type 1). The internal topic is
+// created on first use.
 func (b *Broker) coordinatorFor(key string, keyType int8) (id int32, host string, port int32, code int16, msg string) {
 	id = -1
-	switch {
-	case keyType != 0:
-		return id, "", -1, kerr.InvalidRequest.Code, "only group coordinators exist: transactions are not supported"
-	case key == "":
-		return id, "", -1, kerr.InvalidRequest.Code, "empty group id"
+	var topic string
+	var p int32
+	// The configured counts, as the coordinators use: changing them after
+	// the topic exists is not supported.
+	switch keyType {
+	case 0:
+		if key == "" {
+			return id, "", -1, kerr.InvalidRequest.Code, "empty group id"
+		}
+		topic, p = group.Topic, group.Partition(key, b.cfg.Int("offsets.topic.num.partitions"))
+	case 1:
+		if key == "" {
+			return id, "", -1, kerr.InvalidRequest.Code, "empty transactional id"
+		}
+		topic, p = txn.Topic, txn.Partition(key, b.cfg.Int("transaction.state.log.num.partitions"))
+	default:
+		return id, "", -1, kerr.InvalidRequest.Code, "unknown coordinator key type " + strconv.Itoa(int(keyType))
 	}
-	// The configured count, as the coordinator uses: changing
-	// offsets.topic.num.partitions after the topic exists is not supported.
-	p := group.Partition(key, b.cfg.Int("offsets.topic.num.partitions"))
 	// UpdateMetadata rewrites partition entries in place: read under the lock.
 	b.meta.mu.RLock()
-	t, ok := b.meta.topics[group.Topic]
+	t, ok := b.meta.topics[topic]
 	n, leader := 0, int32(-1)
 	if ok {
 		n = len(t.Partitions)
@@ -178,14 +216,18 @@ func (b *Broker) coordinatorFor(key string, keyType int8) (id int32, host string
 	}
 	b.meta.mu.RUnlock()
 	if n == 0 {
-		b.ensureOffsetsTopic()
-		return id, "", -1, kerr.CoordinatorNotAvailable.Code, group.Topic + " is being created"
+		if keyType == 0 {
+			b.ensureOffsetsTopic()
+		} else {
+			b.ensureTxnTopic()
+		}
+		return id, "", -1, kerr.CoordinatorNotAvailable.Code, topic + " is being created"
 	}
 	if int(p) >= n {
-		return id, "", -1, kerr.CoordinatorNotAvailable.Code, group.Topic + " has fewer partitions than offsets.topic.num.partitions"
+		return id, "", -1, kerr.CoordinatorNotAvailable.Code, topic + " has fewer partitions than configured"
 	}
 	if leader < 0 {
-		return id, "", -1, kerr.CoordinatorNotAvailable.Code, "the group's " + group.Topic + " partition has no leader"
+		return id, "", -1, kerr.CoordinatorNotAvailable.Code, "the key's " + topic + " partition has no leader"
 	}
 	for _, be := range b.meta.brokerList() {
 		if be.ID == leader {

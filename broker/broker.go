@@ -58,6 +58,7 @@ type Broker struct {
 
 	producerIDs producerIDAllocator // set by New standalone, by Run with a coordinator
 
+
 	// Clustered mode (coordinator.connect set); nil standalone.
 	cluster       *cluster
 	newController ControllerFactory
@@ -125,6 +126,7 @@ func New(cfg *config.Config, opts ...Option) (*Broker, error) {
 		runCtx:     context.Background(),
 	}
 	b.isrWriter = isrWriter{b: b}
+	b.txnMarkerHook = b.onTxnMarker
 	for _, o := range opts {
 		o.apply(b)
 	}

@@ -116,17 +116,17 @@ func (p *coordProducerIDs) allocate(ctx context.Context) (int64, error) {
 
 var _ = serve(22, "InitProducerId", 0, 4, (*Broker).handleInitProducerID, notIn("0.10"), in("2.4", 0, 2), in("2.6", 0, 3))
 
-// handleInitProducerID gives an idempotent producer a fresh id at epoch 0.
-// Transactions are not supported. When no block can be reserved in time
-// the answer is COORDINATOR_LOAD_IN_PROGRESS, retriable for every client,
-// as Kafka 3.x answers while it waits for a block.
+// handleInitProducerID gives an idempotent producer a fresh id at epoch 0;
+// with a transactional id the transaction coordinator answers (api_txn.go).
+// When no block can be reserved in time the answer is
+// COORDINATOR_LOAD_IN_PROGRESS, retriable for every client, as Kafka 3.x
+// answers while it waits for a block.
 func (b *Broker) handleInitProducerID(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		rq.respond(resp)
+		b.initTransactional(rq, req)
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, producerIDTimeout)

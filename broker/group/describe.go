@@ -59,10 +59,8 @@ func (m *Manager) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRespon
 	m.mu.Lock()
 	defer m.unlock()
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
-	for _, o := range m.owned {
-		if o.loading {
-			resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
-		}
+	if m.owned.AnyLoading() {
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
 	}
 	ids := make([]string, 0, len(m.groups))
 	for id := range m.groups {

@@ -44,8 +44,9 @@ func (m *Manager) expired(g *groupState, nowMs int64) []TopicPartition {
 
 // expireOffsets is the periodic offset expiry: tombstones for expired
 // offsets, and for Empty groups left without offsets, which then are gone
-// (Dead). The cache drops an offset only after its tombstone is appended
-// and only if no commit replaced it meanwhile.
+// (Dead); a group with transactional offsets still pending stays, as
+// Kafka's hasOffsets counts them. The cache drops an offset only after
+// its tombstone is appended and only if no commit replaced it meanwhile.
 func (m *Manager) expireOffsets() {
 	m.mu.Lock()
 	if m.closed {
@@ -62,11 +63,11 @@ func (m *Manager) expireOffsets() {
 	}
 	byPartition := map[int32][]expiry{}
 	for _, g := range m.groups {
-		if o := m.owned[g.partition]; o == nil || o.loading {
+		if o := m.owned.Get(g.partition); o == nil || o.Loading {
 			continue
 		}
 		tps := m.expired(g, now)
-		drop := g.state == Empty && len(g.members) == 0 && len(g.pending) == 0 && len(tps) == len(g.offsets)
+		drop := g.state == Empty && len(g.members) == 0 && len(g.pending) == 0 && len(g.pendingTxn) == 0 && len(tps) == len(g.offsets)
 		if len(tps) == 0 && !drop {
 			continue
 		}
@@ -82,10 +83,10 @@ func (m *Manager) expireOffsets() {
 		var recs []record
 		for _, e := range es {
 			for _, tp := range e.tps {
-				recs = append(recs, record{key: offsetKey(e.g.id, tp.Topic, tp.Partition)})
+				recs = append(recs, record{Key: offsetKey(e.g.id, tp.Topic, tp.Partition)})
 			}
 			if e.drop {
-				recs = append(recs, record{key: groupKey(e.g.id)})
+				recs = append(recs, record{Key: groupKey(e.g.id)})
 			}
 		}
 		if _, err := m.store(p, recs); err != nil {
@@ -104,7 +105,7 @@ func (m *Manager) expireOffsets() {
 				}
 			}
 			m.logger.Info("offsets expired", "group", g.id, "partitions", len(e.tps))
-			if e.drop && g.state == Empty && len(g.members) == 0 && len(g.pending) == 0 && len(g.offsets) == 0 {
+			if e.drop && g.state == Empty && len(g.members) == 0 && len(g.pending) == 0 && len(g.pendingTxn) == 0 && len(g.offsets) == 0 {
 				m.dropGroupLocked(g, kerr.CoordinatorNotAvailable.Code)
 				delete(m.groups, g.id)
 				m.logger.Info("group removed: empty and without offsets", "group", g.id)

@@ -92,10 +92,13 @@ type groupState struct {
 	joinTimer    Timer             // completes the running join
 	stateSince   int64             // ms: when the state last changed (expiry, records)
 	offsets      map[TopicPartition]Offset
+	// pendingTxn holds the transactional offsets (TxnOffsetCommit) of
+	// each producer, visible only once its commit marker arrives.
+	pendingTxn map[int64]map[TopicPartition]Offset
 }
 
 func newGroupState(id string, partition int32) *groupState {
-	return &groupState{id: id, partition: partition, state: Empty, members: map[string]*member{}, static: map[string]string{}, pending: map[string]Timer{}, offsets: map[TopicPartition]Offset{}}
+	return &groupState{id: id, partition: partition, state: Empty, members: map[string]*member{}, static: map[string]string{}, pending: map[string]Timer{}, offsets: map[TopicPartition]Offset{}, pendingTxn: map[int64]map[TopicPartition]Offset{}}
 }
 
 // sorted returns the members in join order, so that answers and records

@@ -10,35 +10,36 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/isrlab/isrlab/broker/coordlog"
 	klog "github.com/isrlab/isrlab/broker/log"
 )
 
 func TestBatchEncoding(t *testing.T) {
 	recs := []record{
-		{key: offsetKey("g", "t", 3), value: offsetValue(Offset{Offset: 42, LeaderEpoch: 7, Metadata: "m", CommitTimestamp: 5})},
-		{key: groupKey("g")},
+		{Key: offsetKey("g", "t", 3), Value: offsetValue(Offset{Offset: 42, LeaderEpoch: 7, Metadata: "m", CommitTimestamp: 5})},
+		{Key: groupKey("g")},
 	}
-	batch := encodeBatch(recs, 1000)
+	batch := coordlog.Encode(recs, 1000, coordlog.NoProducer)
 	// The broker's own parser accepts it, CRC included.
 	infos, err := klog.ParseBatches(batch, 1<<20)
 	if err != nil || len(infos) != 1 || infos[0].LastOffset != 1 {
 		t.Fatalf("ParseBatches: %v %+v", err, infos)
 	}
 	var got []record
-	next, err := decodeBatches(batch, func(_ int64, r record) error { got = append(got, r); return nil })
+	next, err := coordlog.Decode(batch, func(_ coordlog.Batch, _ int64, r record) error { got = append(got, r); return nil })
 	if err != nil || next != 2 || len(got) != 2 {
 		t.Fatalf("decode: next %d err %v records %d", next, err, len(got))
 	}
-	k, err := parseKey(got[0].key)
+	k, err := parseKey(got[0].Key)
 	if err != nil || !k.isOffset || k.group != "g" || k.tp != (TopicPartition{"t", 3}) {
 		t.Fatalf("offset key %+v %v", k, err)
 	}
-	o, err := parseOffsetValue(got[0].value)
+	o, err := parseOffsetValue(got[0].Value)
 	if err != nil || o.Offset != 42 || o.LeaderEpoch != 7 || o.Metadata != "m" || o.CommitTimestamp != 5 {
 		t.Fatalf("offset value %+v %v", o, err)
 	}
-	if k, err := parseKey(got[1].key); err != nil || k.isOffset || k.group != "g" || got[1].value != nil {
-		t.Fatalf("group tombstone %+v %v %v", k, err, got[1].value)
+	if k, err := parseKey(got[1].Key); err != nil || k.isOffset || k.group != "g" || got[1].Value != nil {
+		t.Fatalf("group tombstone %+v %v %v", k, err, got[1].Value)
 	}
 }
 
@@ -153,7 +154,7 @@ func TestRebalanceLifecycle(t *testing.T) {
 		t.Fatalf("committed %d, want 6", off)
 	}
 	want := []string{"group grp", "offset grp t/0", "offset grp t/0", "group grp", "group grp"}
-	if got := h.log.records(t, 0); !slices.Equal(got, want) {
+	if got := records(t, h.log, 0); !slices.Equal(got, want) {
 		t.Fatalf("log %v, want %v", got, want)
 	}
 }
@@ -217,7 +218,7 @@ func TestCommitOnlyAfterAppend(t *testing.T) {
 		{kerr.MessageTooLarge, kerr.InvalidCommitOffsetSize.Code},
 		{kerr.NotLeaderForPartition, kerr.NotCoordinator.Code}, // last: it resigns
 	} {
-		lg.setFail(tc.err)
+		lg.SetFail(tc.err)
 		if code := h.commit("simple", "", -1, "t", 0, 20); code != tc.want {
 			t.Errorf("append error %v: code %d, want %d", tc.err, code, tc.want)
 		}
@@ -228,7 +229,7 @@ func TestCommitOnlyAfterAppend(t *testing.T) {
 			t.Fatalf("after a failed append (%v) the cache says %d", tc.err, off)
 		}
 	}
-	lg.setFail(nil)
+	lg.SetFail(nil)
 	if off, code := h.fetch("simple", "t", 0); code != kerr.NotCoordinator.Code {
 		t.Fatalf("after NOT_LEADER the manager still answers (offset %d, code %d)", off, code)
 	}
@@ -268,12 +269,13 @@ func TestReload(t *testing.T) {
 	}
 
 	h2 := newHarness(t, lg, testConfig())
-	lg.gate = make(chan struct{})
+	gate := make(chan struct{})
+	lg.SetGate(gate)
 	h2.m.OnBecomeLeader(0, 1)
 	if _, code := h2.fetch("live", "t", 0); code != kerr.CoordinatorLoadInProgress.Code {
 		t.Fatalf("while loading: %d", code)
 	}
-	close(lg.gate)
+	close(gate)
 	h2.waitLoaded()
 	for _, tc := range []struct {
 		group string
@@ -320,7 +322,7 @@ func TestDeleteGroups(t *testing.T) {
 	if len(list.Groups) != 1 || list.Groups[0].Group != "busy" {
 		t.Fatalf("list %+v", list.Groups)
 	}
-	if recs := h.log.records(t, 0); !slices.Contains(recs, "group idle tombstone") || !slices.Contains(recs, "offset idle t/0 tombstone") {
+	if recs := records(t, h.log, 0); !slices.Contains(recs, "group idle tombstone") || !slices.Contains(recs, "offset idle t/0 tombstone") {
 		t.Fatalf("no tombstones: %v", recs)
 	}
 }
@@ -339,7 +341,7 @@ func TestCommitToUnknownTopic(t *testing.T) {
 			t.Errorf("%s/%d: code %d, want %d", tc.topic, tc.p, code, tc.want)
 		}
 	}
-	if recs := h.log.records(t, 0); len(recs) != 1 {
+	if recs := records(t, h.log, 0); len(recs) != 1 {
 		t.Fatalf("log %v: only the known partition's commit belongs there", recs)
 	}
 }
@@ -470,7 +472,7 @@ func TestOffsetExpiry(t *testing.T) {
 	if off, _ := h.fetch("cg", "t", 0); off != -1 || h.state("cg") != string(Dead) {
 		t.Fatalf("after the retention: t/0 %d, state %s", off, h.state("cg"))
 	}
-	recs := h.log.records(t, 0)
+	recs := records(t, h.log, 0)
 	for _, want := range []string{"offset simple t/0 tombstone", "offset cg u/0 tombstone", "offset cg t/0 tombstone", "group cg tombstone", "group simple tombstone"} {
 		if !slices.Contains(recs, want) {
 			t.Errorf("no %q in %v", want, recs)

@@ -2,147 +2,39 @@ package group
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
-	"sort"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/coordlog"
+	"github.com/isrlab/isrlab/broker/coordlog/coordlogtest"
 )
 
-// fakeClock fires timers only when a test advances it.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
+type fakeClock = coordlogtest.Clock
 
-type fakeTimer struct {
-	c       *fakeClock
-	at      time.Time
-	f       func()
-	stopped bool
-}
+var newFakeClock = coordlogtest.NewClock
 
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_800_000_000, 0)} }
+type memLog = coordlogtest.Log
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := !t.stopped
-	t.stopped = true
-	return was
-}
-
-// Advance moves time on, firing due timers in deadline order.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	end := c.now.Add(d)
-	for {
-		sort.SliceStable(c.timers, func(i, j int) bool { return c.timers[i].at.Before(c.timers[j].at) })
-		var due *fakeTimer
-		for _, t := range c.timers {
-			if !t.stopped && !t.at.After(end) {
-				due = t
-				break
-			}
-		}
-		if due == nil {
-			break
-		}
-		due.stopped = true
-		if due.at.After(c.now) {
-			c.now = due.at
-		}
-		c.mu.Unlock()
-		due.f()
-		c.mu.Lock()
-	}
-	c.now = end
-	c.mu.Unlock()
-}
-
-// memLog is an in-memory __consumer_offsets.
-type memLog struct {
-	mu      sync.Mutex
-	parts   map[int32][][]byte
-	next    map[int32]int64
-	failErr error         // the next appends fail with it
-	gate    chan struct{} // when set, Read waits for it
-}
-
-func newMemLog() *memLog { return &memLog{parts: map[int32][][]byte{}, next: map[int32]int64{}} }
-
-func (l *memLog) Append(_ context.Context, p int32, batch []byte) (int64, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.failErr != nil {
-		return 0, l.failErr
-	}
-	b := append([]byte(nil), batch...)
-	base := l.next[p]
-	binary.BigEndian.PutUint64(b[0:8], uint64(base))
-	n := int64(binary.BigEndian.Uint32(b[57:61]))
-	l.next[p] = base + n
-	l.parts[p] = append(l.parts[p], b)
-	return base, nil
-}
-
-func (l *memLog) Read(ctx context.Context, p int32, from int64) ([]byte, error) {
-	l.mu.Lock()
-	gate := l.gate
-	l.mu.Unlock()
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []byte
-	for _, b := range l.parts[p] {
-		if int64(binary.BigEndian.Uint64(b[0:8])) >= from {
-			out = append(out, b...)
-		}
-	}
-	return out, nil
-}
-
-func (l *memLog) setFail(err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.failErr = err
-}
+var newMemLog = coordlogtest.NewLog
 
 // keys lists the partition's records as "group-key" / "offset-key" with
 // tombstones marked.
-func (l *memLog) records(t *testing.T, p int32) []string {
+func records(t *testing.T, l *memLog, p int32) []string {
 	t.Helper()
 	data, _ := l.Read(context.Background(), p, 0)
 	var out []string
-	if _, err := decodeBatches(data, func(_ int64, r record) error {
-		k, err := parseKey(r.key)
+	if _, err := coordlog.Decode(data, func(b coordlog.Batch, _ int64, r record) error {
+		if b.Control {
+			out = append(out, "marker")
+			return nil
+		}
+		k, err := parseKey(r.Key)
 		if err != nil {
 			return err
 		}
@@ -150,7 +42,7 @@ func (l *memLog) records(t *testing.T, p int32) []string {
 		if k.isOffset {
 			s = fmt.Sprintf("offset %s %s/%d", k.group, k.tp.Topic, k.tp.Partition)
 		}
-		if r.value == nil {
+		if r.Value == nil {
 			s += " tombstone"
 		}
 		out = append(out, s)

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/isrlab/isrlab/broker/coordlog"
 )
 
 // Topic is the name of the offsets topic.
@@ -41,18 +43,10 @@ type Log interface {
 }
 
 // Clock is the manager's time source.
-type Clock interface {
-	Now() time.Time
-	AfterFunc(d time.Duration, f func()) Timer
-}
+type Clock = coordlog.Clock
 
 // Timer is a scheduled callback.
-type Timer interface{ Stop() bool }
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                            { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+type Timer = coordlog.Timer
 
 // Config holds the coordinator settings, under Kafka's names.
 type Config struct {
@@ -113,13 +107,6 @@ func WithTopicCheck(exists func(topic string, partition int32) bool) Option {
 	return optFunc(func(m *Manager) { m.exists = exists })
 }
 
-// ownership is a __consumer_offsets partition this broker leads.
-type ownership struct {
-	epoch   int32
-	loading bool
-	cancel  context.CancelFunc
-}
-
 // Manager coordinates the groups of the __consumer_offsets partitions
 // this broker leads.
 type Manager struct {
@@ -131,13 +118,16 @@ type Manager struct {
 	exists func(topic string, partition int32) bool
 
 	mu     sync.Mutex
-	owned  map[int32]*ownership
+	owned  coordlog.Partitions
 	groups map[string]*groupState
-	out    []func() // run after mu is released: callbacks and appends
-	closed bool
-	expiry Timer // the next offset expiry run, armed while partitions are owned
+	// markersWhileLoading are the transaction completions of partitions
+	// still loading: their markers may be past what the load reads, so
+	// they are applied when it completes.
+	markersWhileLoading map[int32][]txnCompletion
+	queue               coordlog.Queue // run after mu is released
+	closed              bool
+	expiry              Timer // the next offset expiry run, armed while partitions are owned
 
-	wg sync.WaitGroup // loaders
 }
 
 // New returns a Manager that owns no partition yet.
@@ -164,7 +154,7 @@ func New(cfg Config, l Log, opts ...Option) *Manager {
 	if cfg.RetentionCheckInterval <= 0 {
 		cfg.RetentionCheckInterval = d.RetentionCheckInterval
 	}
-	m := &Manager{cfg: cfg, log: l, clock: realClock{}, logger: slog.Default(), newID: randomMemberID, owned: map[int32]*ownership{}, groups: map[string]*groupState{}}
+	m := &Manager{cfg: cfg, log: l, clock: coordlog.RealClock, logger: slog.Default(), newID: randomMemberID, groups: map[string]*groupState{}}
 	for _, o := range opts {
 		o.apply(m)
 	}
@@ -187,16 +177,9 @@ func (m *Manager) PartitionFor(groupID string) int32 {
 func (m *Manager) partitionLocked(groupID string) int32 { return Partition(groupID, m.cfg.Partitions) }
 
 // unlock releases mu and then runs the work queued under it.
-func (m *Manager) unlock() {
-	out := m.out
-	m.out = nil
-	m.mu.Unlock()
-	for _, f := range out {
-		f()
-	}
-}
+func (m *Manager) unlock() { m.queue.Unlock(&m.mu) }
 
-func (m *Manager) later(f func()) { m.out = append(m.out, f) }
+func (m *Manager) later(f func()) { m.queue.Later(f) }
 
 func (m *Manager) nowMs() int64 { return m.clock.Now().UnixMilli() }
 
@@ -211,8 +194,8 @@ func (m *Manager) OnBecomeLeader(p int32, leaderEpoch int32) {
 	if m.closed {
 		return
 	}
-	if o, ok := m.owned[p]; ok {
-		if o.epoch == leaderEpoch {
+	if o := m.owned.Get(p); o != nil {
+		if o.Epoch == leaderEpoch {
 			return
 		}
 		m.resignLocked(p)
@@ -220,15 +203,7 @@ func (m *Manager) OnBecomeLeader(p int32, leaderEpoch int32) {
 	if m.expiry == nil {
 		m.expiry = m.clock.AfterFunc(m.cfg.RetentionCheckInterval, m.expireOffsets)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	o := &ownership{epoch: leaderEpoch, loading: true, cancel: cancel}
-	m.owned[p] = o
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		defer cancel()
-		m.load(ctx, p, o)
-	}()
+	m.owned.Start(p, leaderEpoch, func(ctx context.Context, o *coordlog.Ownership) { m.load(ctx, p, o) })
 }
 
 // OnResign drops the groups of partition p: another broker coordinates
@@ -240,12 +215,10 @@ func (m *Manager) OnResign(p int32) {
 }
 
 func (m *Manager) resignLocked(p int32) {
-	o, ok := m.owned[p]
-	if !ok {
+	delete(m.markersWhileLoading, p)
+	if !m.owned.Drop(p) {
 		return
 	}
-	o.cancel()
-	delete(m.owned, p)
 	n := 0
 	for id, g := range m.groups {
 		if g.partition != p {
@@ -285,11 +258,11 @@ func (m *Manager) Close() {
 	if m.expiry != nil {
 		m.expiry.Stop()
 	}
-	for p := range m.owned {
+	for _, p := range m.owned.List() {
 		m.resignLocked(p)
 	}
 	m.unlock()
-	m.wg.Wait()
+	m.owned.Wait()
 }
 
 // Owned returns the partitions this manager coordinates and whether each
@@ -297,11 +270,7 @@ func (m *Manager) Close() {
 func (m *Manager) Owned() map[int32]bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := map[int32]bool{}
-	for p, o := range m.owned {
-		out[p] = o.loading
-	}
-	return out
+	return m.owned.Status()
 }
 
 // checkLocked is the coordinator check every group request starts with.
@@ -309,18 +278,18 @@ func (m *Manager) checkLocked(groupID string) *kerr.Error {
 	if groupID == "" {
 		return kerr.InvalidGroupID
 	}
-	o, ok := m.owned[m.partitionLocked(groupID)]
+	o := m.owned.Get(m.partitionLocked(groupID))
 	switch {
-	case !ok:
+	case o == nil:
 		return kerr.NotCoordinator
-	case o.loading:
+	case o.Loading:
 		return kerr.CoordinatorLoadInProgress
 	}
 	return nil
 }
 
 // load replays partition p of __consumer_offsets into groups and offsets.
-func (m *Manager) load(ctx context.Context, p int32, o *ownership) {
+func (m *Manager) load(ctx context.Context, p int32, o *coordlog.Ownership) {
 	start := m.clock.Now()
 	type loaded struct {
 		meta    *groupRecord
@@ -336,77 +305,108 @@ func (m *Manager) load(ctx context.Context, p int32, o *ownership) {
 		}
 		return l
 	}
-	from, records := int64(0), 0
-	for {
-		data, err := m.log.Read(ctx, p, from)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			m.logger.Warn("load group partition", "partition", p, "offset", from, "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-			continue
-		}
-		if len(data) == 0 {
-			break
-		}
-		next, err := decodeBatches(data, func(off int64, r record) error {
-			records++
-			k, err := parseKey(r.key)
+	// Transactional offsets wait for their producer's marker, as Kafka's
+	// GroupMetadataManager loads them: producer -> group -> offsets.
+	pending := map[int64]map[string]map[TopicPartition]Offset{}
+	records, err := coordlog.Replay(ctx, m.log, p, 200*time.Millisecond, m.logger, func(b coordlog.Batch, off int64, r record) {
+		if b.Control {
+			typ, err := coordlog.ControlType(r.Key)
 			if err != nil {
-				m.logger.Warn("skip unreadable record", "partition", p, "offset", off, "err", err)
-				return nil
+				m.logger.Warn("skip unreadable control record", "partition", p, "offset", off, "err", err)
+				return
 			}
-			l := get(k.group)
-			switch {
-			case k.isOffset && r.value == nil:
-				delete(l.offsets, k.tp)
-			case k.isOffset:
-				v, err := parseOffsetValue(r.value)
-				if err != nil {
-					m.logger.Warn("skip unreadable offset", "partition", p, "offset", off, "err", err)
-					return nil
+			if typ == coordlog.ControlCommit {
+				for id, offs := range pending[b.Producer.ID] {
+					applyNewer(get(id).offsets, offs)
 				}
-				v.logOffset = off
-				l.offsets[k.tp] = v
-			case r.value == nil:
-				l.meta, l.deleted = nil, true
-			default:
-				gr, err := parseGroupValue(r.value)
-				if err != nil {
-					m.logger.Warn("skip unreadable group metadata", "partition", p, "offset", off, "err", err)
-					return nil
-				}
-				l.meta, l.deleted = gr, false
 			}
-			return nil
-		})
+			delete(pending, b.Producer.ID)
+			return
+		}
+		k, err := parseKey(r.Key)
 		if err != nil {
-			m.logger.Warn("load group partition: stop at a bad batch", "partition", p, "offset", from, "err", err)
-			break
+			m.logger.Warn("skip unreadable record", "partition", p, "offset", off, "err", err)
+			return
 		}
-		if next <= from {
-			break
+		if b.Producer.Transactional && k.isOffset {
+			byGroup := pending[b.Producer.ID]
+			if byGroup == nil {
+				byGroup = map[string]map[TopicPartition]Offset{}
+				pending[b.Producer.ID] = byGroup
+			}
+			if byGroup[k.group] == nil {
+				byGroup[k.group] = map[TopicPartition]Offset{}
+			}
+			if r.Value == nil {
+				delete(byGroup[k.group], k.tp)
+				return
+			}
+			v, err := parseOffsetValue(r.Value)
+			if err != nil {
+				m.logger.Warn("skip unreadable offset", "partition", p, "offset", off, "err", err)
+				return
+			}
+			v.logOffset = off
+			byGroup[k.group][k.tp] = v
+			return
 		}
-		from = next
+		l := get(k.group)
+		switch {
+		case k.isOffset && r.Value == nil:
+			delete(l.offsets, k.tp)
+		case k.isOffset:
+			v, err := parseOffsetValue(r.Value)
+			if err != nil {
+				m.logger.Warn("skip unreadable offset", "partition", p, "offset", off, "err", err)
+				return
+			}
+			v.logOffset = off
+			l.offsets[k.tp] = v
+		case r.Value == nil:
+			l.meta, l.deleted = nil, true
+		default:
+			gr, err := parseGroupValue(r.Value)
+			if err != nil {
+				m.logger.Warn("skip unreadable group metadata", "partition", p, "offset", off, "err", err)
+				return
+			}
+			l.meta, l.deleted = gr, false
+		}
+		return
+	})
+	if err != nil {
+		return
+	}
+	for _, byGroup := range pending {
+		for id := range byGroup {
+			get(id)
+		}
 	}
 
 	m.mu.Lock()
 	defer m.unlock()
-	if m.owned[p] != o {
+	if m.owned.Get(p) != o {
 		return
 	}
 	now := m.clock.Now()
 	for id, l := range groups {
-		if l.meta == nil && len(l.offsets) == 0 {
+		var open map[int64]map[TopicPartition]Offset
+		for pid, byGroup := range pending {
+			if offs := byGroup[id]; len(offs) > 0 {
+				if open == nil {
+					open = map[int64]map[TopicPartition]Offset{}
+				}
+				open[pid] = offs
+			}
+		}
+		if l.meta == nil && len(l.offsets) == 0 && open == nil {
 			continue
 		}
 		g := newGroupState(id, p)
 		g.offsets = l.offsets
+		if open != nil {
+			g.pendingTxn = open
+		}
 		g.stateSince = now.UnixMilli()
 		if gr := l.meta; gr != nil {
 			g.protocolType, g.protocol, g.generation, g.leader = gr.protocolType, gr.protocol, gr.generation, gr.leader
@@ -428,7 +428,11 @@ func (m *Manager) load(ctx context.Context, p int32, o *ownership) {
 		}
 		m.groups[id] = g
 	}
-	o.loading = false
+	o.Loading = false
+	for _, c := range m.markersWhileLoading[p] {
+		m.completeTxnLocked(p, c)
+	}
+	delete(m.markersWhileLoading, p)
 	if records > 0 {
 		m.logger.Info("loaded group partition", "partition", p, "records", records, "groups", len(groups), "took", m.clock.Now().Sub(start).String())
 	}
@@ -461,8 +465,8 @@ func appendErr(err error, offsets bool) int16 {
 // lostLeadership resigns partition p when an append found this broker no
 // longer its leader (a StopReplica, or a LeaderAndIsr not yet seen), so
 // requests get NOT_COORDINATOR instead of stale state.
-func (m *Manager) lostLeadershipLocked(p int32, o *ownership, err error) {
-	if errors.Is(err, kerr.NotLeaderForPartition) && m.owned[p] == o {
+func (m *Manager) lostLeadershipLocked(p int32, o *coordlog.Ownership, err error) {
+	if errors.Is(err, kerr.NotLeaderForPartition) && m.owned.Get(p) == o {
 		m.logger.Info("no longer leader of the group partition", "partition", p)
 		m.resignLocked(p)
 	}
@@ -472,5 +476,5 @@ func (m *Manager) lostLeadershipLocked(p int32, o *ownership, err error) {
 func (m *Manager) store(p int32, recs []record) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CommitTimeout)
 	defer cancel()
-	return m.log.Append(ctx, p, encodeBatch(recs, m.nowMs()))
+	return m.log.Append(ctx, p, coordlog.Encode(recs, m.nowMs(), coordlog.NoProducer))
 }

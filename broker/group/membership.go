@@ -342,9 +342,9 @@ func (m *Manager) completeJoinLocked(g *groupState) {
 func (m *Manager) storeGroupLater(g *groupState, done func(code int16)) {
 	value := groupValue(g)
 	p, id := g.partition, g.id
-	owner := m.owned[p]
+	owner := m.owned.Get(p)
 	m.later(func() {
-		_, err := m.store(p, []record{{key: groupKey(id), value: value}})
+		_, err := m.store(p, []record{{Key: groupKey(id), Value: value}})
 		code := int16(0)
 		if err != nil {
 			code = appendErr(err, false)

@@ -12,10 +12,7 @@ import (
 // cache changes only after the append succeeded (KAFKA-SPEC §9.3).
 func (m *Manager) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-	codes := make([][]int16, len(req.Topics))
-	for i, t := range req.Topics {
-		codes[i] = make([]int16, len(t.Partitions))
-	}
+	codes := newCodes(req.Topics, func(t kmsg.OffsetCommitRequestTopic) int { return len(t.Partitions) })
 	build := func() *kmsg.OffsetCommitResponse {
 		for i, t := range req.Topics {
 			rt := kmsg.NewOffsetCommitResponseTopic()
@@ -29,15 +26,7 @@ func (m *Manager) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommit
 		}
 		return resp
 	}
-	setAll := func(code int16) {
-		for i := range codes {
-			for j := range codes[i] {
-				if codes[i][j] == 0 {
-					codes[i][j] = code
-				}
-			}
-		}
-	}
+	setAll := codes.setAll
 
 	m.mu.Lock()
 	code := m.commitCheckLocked(req)
@@ -70,12 +59,12 @@ func (m *Manager) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommit
 			}
 			o := Offset{Offset: p.Offset, LeaderEpoch: epoch, Metadata: md, CommitTimestamp: now}
 			tp := TopicPartition{t.Topic, p.Partition}
-			recs = append(recs, record{key: offsetKey(req.Group, tp.Topic, tp.Partition), value: offsetValue(o)})
+			recs = append(recs, record{Key: offsetKey(req.Group, tp.Topic, tp.Partition), Value: offsetValue(o)})
 			tps, vals = append(tps, tp), append(vals, o)
 		}
 	}
 	part := m.partitionLocked(req.Group)
-	owner := m.owned[part]
+	owner := m.owned.Get(part)
 	m.unlock()
 	if len(recs) == 0 {
 		return build()
@@ -91,7 +80,7 @@ func (m *Manager) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommit
 		return build()
 	}
 	m.mu.Lock()
-	if m.owned[part] == owner {
+	if m.owned.Get(part) == owner {
 		g := m.groups[req.Group]
 		if g == nil {
 			g = newGroupState(req.Group, part)
@@ -108,6 +97,28 @@ func (m *Manager) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommit
 	}
 	m.unlock()
 	return build()
+}
+
+// codes are a commit's error codes, by topic and partition.
+type codes [][]int16
+
+func newCodes[T any](topics []T, partitions func(T) int) codes {
+	c := make(codes, len(topics))
+	for i, t := range topics {
+		c[i] = make([]int16, partitions(t))
+	}
+	return c
+}
+
+// setAll sets code where no error is set yet.
+func (c codes) setAll(code int16) {
+	for i := range c {
+		for j := range c[i] {
+			if c[i][j] == 0 {
+				c[i][j] = code
+			}
+		}
+	}
 }
 
 // commitCheckLocked decides whether a commit may be written (Kafka's
@@ -157,7 +168,7 @@ func (m *Manager) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRes
 					topics = append(topics, kmsg.OffsetFetchRequestTopic{Topic: t.Topic, Partitions: t.Partitions})
 				}
 			}
-			code, got := m.fetchLocked(rg.Group, topics)
+			code, got := m.fetchLocked(rg.Group, topics, req.RequireStable)
 			g := kmsg.NewOffsetFetchResponseGroup()
 			g.Group, g.ErrorCode = rg.Group, code
 			for _, t := range got {
@@ -174,7 +185,7 @@ func (m *Manager) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRes
 		}
 		return resp
 	}
-	code, got := m.fetchLocked(req.Group, req.Topics)
+	code, got := m.fetchLocked(req.Group, req.Topics, req.Version >= 7 && req.RequireStable)
 	resp.ErrorCode, resp.Topics = code, got
 	if req.Version < 2 && code != 0 {
 		// v0–v1 have no top-level error: report it per partition.
@@ -193,13 +204,16 @@ func (m *Manager) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRes
 }
 
 // fetchLocked returns the committed offsets of the requested partitions
-// (all of the group's when topics is nil); unknown ones are -1.
-func (m *Manager) fetchLocked(group string, topics []kmsg.OffsetFetchRequestTopic) (int16, []kmsg.OffsetFetchResponseTopic) {
+// (all of the group's when topics is nil); unknown ones are -1. With
+// requireStable (KIP-447) a partition with a transactional offset still
+// pending answers UNSTABLE_OFFSET_COMMIT.
+func (m *Manager) fetchLocked(group string, topics []kmsg.OffsetFetchRequestTopic, requireStable bool) (int16, []kmsg.OffsetFetchResponseTopic) {
 	if e := m.checkLocked(group); e != nil {
 		return e.Code, nil
 	}
 	var offsets map[TopicPartition]Offset
-	if g := m.groups[group]; g != nil {
+	g := m.groups[group]
+	if g != nil {
 		offsets = g.offsets
 	}
 	if topics == nil {
@@ -227,9 +241,14 @@ func (m *Manager) fetchLocked(group string, topics []kmsg.OffsetFetchRequestTopi
 			rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
 			empty := ""
 			rp.Metadata = &empty
-			if o, ok := offsets[TopicPartition{t.Topic, p}]; ok {
+			tp := TopicPartition{t.Topic, p}
+			if o, ok := offsets[tp]; ok {
 				md := o.Metadata
 				rp.Offset, rp.LeaderEpoch, rp.Metadata = o.Offset, o.LeaderEpoch, &md
+			}
+			if requireStable && g.hasPendingTxn(tp) {
+				rp.Offset, rp.LeaderEpoch, rp.Metadata = -1, -1, &empty
+				rp.ErrorCode = kerr.UnstableOffsetCommit.Code
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
@@ -285,7 +304,7 @@ func (m *Manager) OffsetDelete(req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDelete
 			} else if top == 0 {
 				tp := TopicPartition{t.Topic, p.Partition}
 				if _, ok := g.offsets[tp]; ok {
-					recs = append(recs, record{key: offsetKey(req.Group, tp.Topic, tp.Partition)})
+					recs = append(recs, record{Key: offsetKey(req.Group, tp.Topic, tp.Partition)})
 					del = append(del, tp)
 				}
 			}
@@ -343,9 +362,9 @@ func (m *Manager) deleteGroup(id string) int16 {
 	}
 	recs := []record{}
 	for tp := range g.offsets {
-		recs = append(recs, record{key: offsetKey(id, tp.Topic, tp.Partition)})
+		recs = append(recs, record{Key: offsetKey(id, tp.Topic, tp.Partition)})
 	}
-	recs = append(recs, record{key: groupKey(id)})
+	recs = append(recs, record{Key: groupKey(id)})
 	part := g.partition
 	m.unlock()
 	if _, err := m.store(part, recs); err != nil {

@@ -4,9 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/coordlog"
 )
 
 // Record key and value versions written to __consumer_offsets, as Kafka
@@ -20,9 +21,7 @@ const (
 )
 
 // record is one key/value of __consumer_offsets; a nil value is a tombstone.
-type record struct {
-	key, value []byte
-}
+type record = coordlog.Record
 
 func offsetKey(group, topic string, partition int32) []byte {
 	k := kmsg.OffsetCommitKey{Version: offsetKeyVersion, Group: group, Topic: topic, Partition: partition}
@@ -64,68 +63,6 @@ func groupValue(g *groupState) []byte {
 		v.Members = append(v.Members, gm)
 	}
 	return v.AppendTo(nil)
-}
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// encodeBatch builds an uncompressed magic-2 record batch of recs with
-// timestamp nowMs; the broker assigns its offsets on append.
-func encodeBatch(recs []record, nowMs int64) []byte {
-	var body []byte
-	for i, r := range recs {
-		rec := kmsg.Record{OffsetDelta: int32(i), Key: r.key, Value: r.value}
-		// Length counts what follows it: encode once with a zero length
-		// (one varint byte) to measure.
-		rec.Length = int32(len(rec.AppendTo(nil)) - 1)
-		body = rec.AppendTo(body)
-	}
-	b := kmsg.RecordBatch{
-		PartitionLeaderEpoch: -1, Magic: 2, LastOffsetDelta: int32(len(recs) - 1),
-		FirstTimestamp: nowMs, MaxTimestamp: nowMs, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
-		NumRecords: int32(len(recs)), Records: body,
-	}
-	b.Length = int32(49 + len(body))
-	out := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(out[17:21], crc32.Checksum(out[21:], castagnoli))
-	return out
-}
-
-// decodeBatches calls fn for every record of the whole batches in data, in
-// order, and returns the offset after the last batch. Compressed and
-// control batches are not written by the coordinator and are skipped.
-func decodeBatches(data []byte, fn func(offset int64, r record) error) (int64, error) {
-	next := int64(-1)
-	for len(data) >= 12 {
-		size := int(int32(binary.BigEndian.Uint32(data[8:12]))) + 12
-		if size < 61 || size > len(data) {
-			return next, fmt.Errorf("truncated batch (%d of %d bytes)", len(data), size)
-		}
-		var b kmsg.RecordBatch
-		if err := b.ReadFrom(data[:size]); err != nil {
-			return next, fmt.Errorf("decode batch: %w", err)
-		}
-		data = data[size:]
-		next = b.FirstOffset + int64(b.LastOffsetDelta) + 1
-		if b.Attributes&0x07 != 0 || b.Attributes&0x20 != 0 {
-			continue
-		}
-		recs := b.Records
-		for i := int32(0); i < b.NumRecords; i++ {
-			n, w := binary.Varint(recs)
-			if w <= 0 || int(n) < 0 || w+int(n) > len(recs) {
-				return next, errors.New("truncated record")
-			}
-			var r kmsg.Record
-			if err := r.ReadFrom(recs[:w+int(n)]); err != nil {
-				return next, fmt.Errorf("decode record: %w", err)
-			}
-			recs = recs[w+int(n):]
-			if err := fn(b.FirstOffset+int64(r.OffsetDelta), record{key: r.Key, value: r.Value}); err != nil {
-				return next, err
-			}
-		}
-	}
-	return next, nil
 }
 
 // parsedKey is a decoded __consumer_offsets key.

@@ -3,16 +3,15 @@ package group
 import (
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/coordlog/coordlogtest"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/scripts")
@@ -23,83 +22,29 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 // requests included), labelled with the number of the request they answer.
 // go test -run TestScripts -rewrite regenerates the expected lines.
 func TestScripts(t *testing.T) {
-	files, _ := filepath.Glob("testdata/scripts/*.txt")
-	if len(files) == 0 {
-		t.Fatal("no scripts")
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) { runScript(t, f) })
-	}
+	coordlogtest.RunScripts(t, "testdata/scripts", *rewrite, func(t *testing.T) func([]string) []string {
+		r := &scriptRun{t: t}
+		r.h = newHarness(t, newMemLog(), testConfig())
+		return func(fields []string) []string {
+			r.trace.Take()
+			r.exec(fields)
+			return r.trace.Take()
+		}
+	})
 }
 
 type scriptRun struct {
-	t   *testing.T
-	h   *harness
-	mu  sync.Mutex
-	out []string
-	n   int
+	t     *testing.T
+	h     *harness
+	trace coordlogtest.Trace
+	n     int
 }
 
-func (r *scriptRun) emit(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.out = append(r.out, fmt.Sprintf(format, args...))
-}
+func (r *scriptRun) emit(format string, args ...any) { r.trace.Emit(format, args...) }
 
-func errName(code int16) string {
-	if code == 0 {
-		return "ok"
-	}
-	if e := kerr.ErrorForCode(code); e != nil {
-		return e.(*kerr.Error).Message
-	}
-	return strconv.Itoa(int(code))
-}
+var errName = coordlogtest.ErrName
 
-func runScript(t *testing.T, path string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &scriptRun{t: t, h: newHarness(t, newMemLog(), testConfig())}
-	var got []string // the file as it should be
-	var want []string
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	for i := 0; i < len(lines); i++ {
-		line := lines[i]
-		if !strings.HasPrefix(line, "> ") {
-			if strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "" {
-				got, want = append(got, line), append(want, line)
-			} else {
-				want = append(want, line)
-			}
-			continue
-		}
-		got, want = append(got, line), append(want, line)
-		r.out = nil
-		r.exec(strings.Fields(line[2:]))
-		got = append(got, r.out...)
-	}
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if g, w := strings.Join(got, "\n"), strings.Join(want, "\n"); g != w {
-		t.Fatalf("%s: output differs (go test -run TestScripts -rewrite to accept):\n--- got\n%s\n--- want\n%s", path, g, w)
-	}
-}
-
-// args parses key=value arguments.
-func args(fields []string) map[string]string {
-	out := map[string]string{}
-	for _, f := range fields {
-		k, v, _ := strings.Cut(f, "=")
-		out[k] = v
-	}
-	return out
-}
+var args = coordlogtest.Args
 
 func atoi(s string, def int) int {
 	if s == "" {
@@ -136,9 +81,9 @@ func (r *scriptRun) exec(f []string) {
 	case "fail-appends":
 		switch f[1] {
 		case "none":
-			h.log.setFail(nil)
+			h.log.SetFail(nil)
 		default:
-			h.log.setFail(kerr.ErrorForCode(int16(atoi(f[1], 0))))
+			h.log.SetFail(kerr.ErrorForCode(int16(atoi(f[1], 0))))
 		}
 	case "join":
 		req := kmsg.NewPtrJoinGroupRequest()
@@ -222,7 +167,7 @@ func (r *scriptRun) exec(f []string) {
 		req.Groups = []string{group}
 		r.emit("delete%s %s: %s", label, group, errName(h.m.DeleteGroups(req).Groups[0].ErrorCode))
 	case "log":
-		recs := h.log.records(t, 0)
+		recs := records(t, h.log, 0)
 		r.emit("log%s: %d records", label, len(recs))
 		for _, rec := range recs {
 			r.emit("  %s", rec)

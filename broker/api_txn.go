@@ -1,0 +1,216 @@
+package broker
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/group"
+	"github.com/isrlab/isrlab/broker/txn"
+)
+
+// Transactions (KIP-98). The transaction coordinator is broker/txn: the
+// leader of a transactional id's __transaction_state partition
+// coordinates it. The handlers below wait for acks=-1 appends to
+// __transaction_state, so they answer off the handler thread, like a
+// delayed produce. Kafka 0.10.2 had none of these APIs; the 2.4 and 2.6
+// ranges are those releases' message JSON.
+
+// txnManagers holds each broker's transaction coordinator, made on first
+// use.
+var txnManagers sync.Map // *Broker -> *txnEntry
+
+type txnEntry struct {
+	m      *txn.Manager
+	sender *markerSender
+	closer atomic.Bool
+}
+
+// txns returns the broker's transaction coordinator. It is closed when
+// the broker stops serving.
+func (b *Broker) txns() *txn.Manager {
+	v, ok := txnManagers.Load(b)
+	if !ok {
+		cfg := txn.DefaultConfig()
+		cfg.Partitions = b.cfg.Int("transaction.state.log.num.partitions")
+		cfg.MaxTimeout = time.Duration(b.cfg.Int("transaction.max.timeout.ms")) * time.Millisecond
+		cfg.AbortInterval = time.Duration(b.cfg.Int("transaction.abort.timed.out.transaction.cleanup.interval.ms")) * time.Millisecond
+		cfg.RemoveInterval = time.Duration(b.cfg.Int("transaction.remove.expired.transaction.cleanup.interval.ms")) * time.Millisecond
+		cfg.IDExpiration = time.Duration(b.cfg.Int("transactional.id.expiration.ms")) * time.Millisecond
+		s := &markerSender{b: b}
+		e := &txnEntry{sender: s, m: txn.New(cfg, coordinatorLog{b, txn.Topic}, txnProducerIDs{b}, s,
+			txn.WithLogger(b.log.With("component", "transaction-coordinator")), txn.WithTopicCheck(b.partitionExists))}
+		var loaded bool
+		if v, loaded = txnManagers.LoadOrStore(b, e); loaded {
+			e.m.Close()
+		}
+	}
+	e := v.(*txnEntry)
+	if b.runCtx != context.Background() && e.closer.CompareAndSwap(false, true) {
+		context.AfterFunc(b.runCtx, func() {
+			e.m.Close()
+			e.sender.wait()
+			txnManagers.Delete(b)
+		})
+	}
+	return e.m
+}
+
+// txnProducerIDs gives the coordinator ids from the broker's
+// cluster-unique block allocator.
+type txnProducerIDs struct{ b *Broker }
+
+func (p txnProducerIDs) NewProducerID(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, producerIDTimeout)
+	defer cancel()
+	return p.b.producerIDs.allocate(ctx)
+}
+
+// markerSender sends the coordinator's WriteTxnMarkers to partition
+// leaders over the broker's inter-broker connections; leaders come from
+// the metadata the controller keeps current, so a retry sees a new
+// leader as soon as this broker has heard of it.
+type markerSender struct {
+	b  *Broker
+	wg sync.WaitGroup // requests in flight
+}
+
+// markerTimeout bounds one WriteTxnMarkers round trip.
+const markerTimeout = 30 * time.Second
+
+func (s *markerSender) Leader(topic string, p int32) (int32, bool) {
+	m := s.b.meta
+	m.mu.RLock()
+	t, ok := m.topics[topic]
+	if !ok || p < 0 || int(p) >= len(t.Partitions) {
+		m.mu.RUnlock()
+		return -1, false
+	}
+	leader := t.Partitions[p].Leader
+	m.mu.RUnlock()
+	if _, ok := m.brokerAddr(leader); !ok {
+		return -1, true
+	}
+	return leader, true
+}
+
+func (s *markerSender) Send(broker int32, req *kmsg.WriteTxnMarkersRequest, done func(*kmsg.WriteTxnMarkersResponse, error)) {
+	addr, ok := s.b.meta.brokerAddr(broker)
+	if !ok {
+		done(nil, &txnSendError{broker: broker})
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(s.b.runCtx, markerTimeout)
+		defer cancel()
+		raw, err := s.b.brokerClient(broker, addr).Request(ctx, req)
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		done(raw.(*kmsg.WriteTxnMarkersResponse), nil)
+	}()
+}
+
+func (s *markerSender) wait() { s.wg.Wait() }
+
+// txnSendError is a marker request to a broker this one has no address of.
+type txnSendError struct{ broker int32 }
+
+func (e *txnSendError) Error() string {
+	return "send markers: broker " + strconv.Itoa(int(e.broker)) + " is not live"
+}
+
+// txnTopicConfigs: as for __consumer_offsets, records are kept by never
+// deleting by time (only cleanup.policy=delete exists).
+func (b *Broker) txnTopicConfigs(rf int) map[string]string {
+	minISR := b.cfg.Int("transaction.state.log.min.isr")
+	if minISR > rf {
+		b.log.Warn("transaction.state.log.min.isr is larger than the replication factor of "+txn.Topic+"; using the replication factor", "configured", minISR, "replication_factor", rf)
+		minISR = rf
+	}
+	return map[string]string{
+		"retention.ms":        "-1",
+		"segment.bytes":       strconv.Itoa(b.cfg.Int("transaction.state.log.segment.bytes")),
+		"min.insync.replicas": strconv.Itoa(minISR),
+	}
+}
+
+// ensureTxnTopic creates __transaction_state on first use, with
+// transaction.state.log.replication.factor clamped to the live brokers.
+func (b *Broker) ensureTxnTopic() {
+	rf := b.clampRF(txn.Topic, "transaction.state.log.replication.factor")
+	b.ensureInternalTopic(txn.Topic, b.cfg.Int("transaction.state.log.num.partitions"), rf, b.txnTopicConfigs(rf))
+}
+
+// onTxnMarker is called by the partition side once a transaction marker
+// is written to a partition this broker leads: transactional offsets in
+// __consumer_offsets become visible or are dropped.
+func (b *Broker) onTxnMarker(topic string, partition int32, producerID int64, producerEpoch int16, commit bool) {
+	if topic != group.Topic {
+		return
+	}
+	b.groups().CompleteTxn(partition, producerID, producerEpoch, commit)
+}
+
+var _ = serve(24, "AddPartitionsToTxn", 0, 4, (*Broker).handleAddPartitionsToTxn, notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1))
+
+func (b *Broker) handleAddPartitionsToTxn(_ context.Context, rq *request) {
+	m := b.txns()
+	go func() { rq.respond(m.AddPartitionsToTxn(rq.req.(*kmsg.AddPartitionsToTxnRequest))) }()
+}
+
+var _ = serve(25, "AddOffsetsToTxn", 0, 3, (*Broker).handleAddOffsetsToTxn, notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1))
+
+// handleAddOffsetsToTxn adds the group's __consumer_offsets partition to
+// the transaction.
+func (b *Broker) handleAddOffsetsToTxn(_ context.Context, rq *request) {
+	req := rq.req.(*kmsg.AddOffsetsToTxnRequest)
+	m := b.txns()
+	offsets := txn.TopicPartition{Topic: group.Topic, Partition: group.Partition(req.Group, b.cfg.Int("offsets.topic.num.partitions"))}
+	go func() { rq.respond(m.AddOffsetsToTxn(req, offsets)) }()
+}
+
+var _ = serve(26, "EndTxn", 0, 3, (*Broker).handleEndTxn, notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1))
+
+func (b *Broker) handleEndTxn(_ context.Context, rq *request) {
+	m := b.txns()
+	go func() { rq.respond(m.EndTxn(rq.req.(*kmsg.EndTxnRequest))) }()
+}
+
+var _ = serve(28, "TxnOffsetCommit", 0, 3, (*Broker).handleTxnOffsetCommit, notIn("0.10"), in("2.4", 0, 2))
+
+// handleTxnOffsetCommit is the group coordinator's: the offsets are
+// written as the producer's transactional batch and wait for its marker.
+func (b *Broker) handleTxnOffsetCommit(_ context.Context, rq *request) {
+	m := b.groups()
+	go func() { rq.respond(m.TxnOffsetCommit(rq.req.(*kmsg.TxnOffsetCommitRequest))) }()
+}
+
+var _ = serve(65, "DescribeTransactions", 0, 0, (*Broker).handleDescribeTransactions, notIn("0.10", "2.4", "2.6"))
+
+func (b *Broker) handleDescribeTransactions(_ context.Context, rq *request) {
+	rq.respond(b.txns().DescribeTransactions(rq.req.(*kmsg.DescribeTransactionsRequest)))
+}
+
+var _ = serve(66, "ListTransactions", 0, 0, (*Broker).handleListTransactions, notIn("0.10", "2.4", "2.6"))
+
+func (b *Broker) handleListTransactions(_ context.Context, rq *request) {
+	rq.respond(b.txns().ListTransactions(rq.req.(*kmsg.ListTransactionsRequest)))
+}
+
+// initTransactional answers an InitProducerId with a transactional id.
+func (b *Broker) initTransactional(rq *request, req *kmsg.InitProducerIDRequest) {
+	m := b.txns()
+	go func() {
+		ctx, cancel := context.WithTimeout(b.runCtx, 2*producerIDTimeout)
+		defer cancel()
+		rq.respond(m.InitProducerID(ctx, req))
+	}()
+}

@@ -1,0 +1,275 @@
+package txn
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/broker/coordlog/coordlogtest"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/scripts")
+
+// TestScripts runs the coordinator scripts in testdata/scripts. A line
+// "> command args" is a request or an action; the lines after it are its
+// answer ("name#n id: error ...") and, indented, every effect it caused:
+// records written to __transaction_state and WriteTxnMarkers requests
+// sent to partition leaders (which the script answers with "reply").
+// go test -run TestScripts -rewrite regenerates the expected lines.
+func TestScripts(t *testing.T) {
+	coordlogtest.RunScripts(t, "testdata/scripts", *rewrite, func(t *testing.T) func([]string) []string {
+		r := &scriptRun{t: t}
+		r.h = newHarness(t, testConfig(), r.emit)
+		return func(fields []string) []string {
+			r.trace.Take()
+			r.exec(fields)
+			return r.trace.Take()
+		}
+	})
+}
+
+type scriptRun struct {
+	t     *testing.T
+	h     *harness
+	trace coordlogtest.Trace
+	n     int
+}
+
+func (r *scriptRun) emit(format string, args ...any) { r.trace.Emit(format, args...) }
+
+var errName = coordlogtest.ErrName
+
+var args = coordlogtest.Args
+
+func num(s string, def int64) int64 {
+	if s == "" {
+		return def
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+// tps parses "t/0,t/1".
+func tps(s string) []TopicPartition {
+	var out []TopicPartition
+	for _, f := range strings.Split(s, ",") {
+		if f == "" {
+			continue
+		}
+		topic, p, _ := strings.Cut(f, "/")
+		out = append(out, TopicPartition{topic, int32(num(p, 0))})
+	}
+	return out
+}
+
+// codeNamed parses an error name ("NOT_LEADER_OR_FOLLOWER") or number.
+func codeNamed(s string) int16 {
+	if n, err := strconv.Atoi(s); err == nil {
+		return int16(n)
+	}
+	for c := int16(-1); c < 130; c++ {
+		if e, ok := kerr.ErrorForCode(c).(*kerr.Error); ok && e.Message == s {
+			return c
+		}
+	}
+	panic("unknown error " + s)
+}
+
+func (r *scriptRun) exec(f []string) {
+	t, h := r.t, r.h
+	r.n++
+	n := r.n
+	a := args(f[1:])
+	id := a["id"]
+	if id == "" {
+		id = "tx"
+	}
+	version := int16(num(a["version"], -1))
+	pid, epoch := num(a["pid"], -1), int16(num(a["epoch"], -1))
+	switch f[0] {
+	case "lead":
+		h.lead(int32(num(a["epoch"], 0)))
+	case "resign":
+		h.m.OnResign(0)
+	case "failover":
+		h.failover(int32(num(a["epoch"], 1)))
+	case "advance":
+		d, err := time.ParseDuration(f[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.clock.Advance(d)
+	case "fail-appends":
+		if f[1] == "none" {
+			h.log.SetFail(nil)
+		} else {
+			h.log.SetFail(kerr.ErrorForCode(codeNamed(f[1])))
+		}
+	case "leader":
+		// leader t/0=2 (t/0=-1: none, t/0=gone: no such partition)
+		for k, v := range a {
+			tp := tps(k)[0]
+			l := int32(-2)
+			if v != "gone" {
+				l = int32(num(v, 0))
+			}
+			h.sender.mu.Lock()
+			h.sender.leaders[tp] = l
+			h.sender.mu.Unlock()
+		}
+	case "init":
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.SetVersion(int16(num(a["version"], 4)))
+		if _, ok := a["id"]; ok || a["noid"] == "" {
+			req.TransactionalID = &id
+		}
+		if a["empty"] != "" {
+			empty := ""
+			req.TransactionalID = &empty
+		}
+		req.TransactionTimeoutMillis = int32(num(a["timeout"], 60000))
+		req.ProducerID, req.ProducerEpoch = pid, epoch
+		resp := h.m.InitProducerID(context.Background(), req)
+		r.emit("init#%d %s: %s pid=%d epoch=%d", n, id, errName(resp.ErrorCode), resp.ProducerID, resp.ProducerEpoch)
+	case "add", "verify":
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		if version < 0 {
+			version = 3
+			if f[0] == "verify" {
+				version = 4
+			}
+		}
+		req.SetVersion(version)
+		byTopic := map[string][]int32{}
+		var order []string
+		for _, tp := range tps(a["tp"]) {
+			if _, ok := byTopic[tp.Topic]; !ok {
+				order = append(order, tp.Topic)
+			}
+			byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
+		}
+		if version < 4 {
+			req.TransactionalID, req.ProducerID, req.ProducerEpoch = id, pid, epoch
+			for _, topic := range order {
+				req.Topics = append(req.Topics, kmsg.AddPartitionsToTxnRequestTopic{Topic: topic, Partitions: byTopic[topic]})
+			}
+			resp := h.m.AddPartitionsToTxn(req)
+			r.emit("%s#%d %s: %s", f[0], n, id, partErrs(resp.Topics))
+			return
+		}
+		tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
+		tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = id, pid, epoch, f[0] == "verify"
+		for _, topic := range order {
+			tx.Topics = append(tx.Topics, kmsg.AddPartitionsToTxnRequestTransactionTopic{Topic: topic, Partitions: byTopic[topic]})
+		}
+		req.Transactions = append(req.Transactions, tx)
+		resp := h.m.AddPartitionsToTxn(req)
+		for _, rt := range resp.Transactions {
+			var ts []kmsg.AddPartitionsToTxnResponseTopic
+			for _, t := range rt.Topics {
+				tt := kmsg.AddPartitionsToTxnResponseTopic{Topic: t.Topic}
+				for _, p := range t.Partitions {
+					tt.Partitions = append(tt.Partitions, kmsg.AddPartitionsToTxnResponseTopicPartition{Partition: p.Partition, ErrorCode: p.ErrorCode})
+				}
+				ts = append(ts, tt)
+			}
+			r.emit("%s#%d %s: %s", f[0], n, rt.TransactionalID, partErrs(ts))
+		}
+	case "offsets":
+		req := kmsg.NewPtrAddOffsetsToTxnRequest()
+		req.SetVersion(int16(num(a["version"], 3)))
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = id, pid, epoch, a["group"]
+		resp := h.m.AddOffsetsToTxn(req, TopicPartition{"__consumer_offsets", int32(num(a["offsets"], 0))})
+		r.emit("offsets#%d %s: %s", n, id, errName(resp.ErrorCode))
+	case "end":
+		req := kmsg.NewPtrEndTxnRequest()
+		req.SetVersion(int16(num(a["version"], 3)))
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = id, pid, epoch, a["commit"] == "true"
+		resp := h.m.EndTxn(req)
+		r.emit("end#%d %s: %s", n, id, errName(resp.ErrorCode))
+	case "reply":
+		// reply b=1 [err=CODE | t/0=CODE ...] [disconnect]
+		b := int32(num(a["b"], 1))
+		s, ok := h.sender.take(b)
+		if !ok {
+			r.emit("reply#%d: nothing sent to b%d", n, b)
+			return
+		}
+		if _, ok := a["disconnect"]; ok {
+			r.emit("reply#%d b%d: connection lost", n, b)
+			s.done(nil, fmt.Errorf("connection to b%d lost", b))
+			return
+		}
+		errs := map[string]int16{}
+		for k, v := range a {
+			switch {
+			case k == "err":
+				errs["*"] = codeNamed(v)
+			case strings.Contains(k, "/"):
+				errs[k] = codeNamed(v)
+			}
+		}
+		r.emit("reply#%d b%d: %s", n, b, markerString(s.req))
+		s.done(answer(s, errs), nil)
+	case "pending":
+		h.sender.mu.Lock()
+		for _, s := range h.sender.queue {
+			r.emit("  pending b%d %s", s.broker, markerString(s.req))
+		}
+		h.sender.mu.Unlock()
+	case "describe":
+		req := kmsg.NewPtrDescribeTransactionsRequest()
+		req.TransactionalIDs = []string{id}
+		s := h.m.DescribeTransactions(req).TransactionStates[0]
+		var parts []string
+		for _, t := range s.Topics {
+			for _, p := range t.Partitions {
+				parts = append(parts, fmt.Sprintf("%s/%d", t.Topic, p))
+			}
+		}
+		r.emit("describe#%d %s: %s state=%s pid=%d epoch=%d timeout=%d parts=[%s]", n, id, errName(s.ErrorCode), s.State, s.ProducerID, s.ProducerEpoch, s.TimeoutMillis, strings.Join(parts, ","))
+	case "list":
+		req := kmsg.NewPtrListTransactionsRequest()
+		if a["states"] != "" {
+			req.StateFilters = strings.Split(a["states"], ",")
+		}
+		if a["pids"] != "" {
+			for _, p := range strings.Split(a["pids"], ",") {
+				req.ProducerIDFilters = append(req.ProducerIDFilters, num(p, 0))
+			}
+		}
+		resp := h.m.ListTransactions(req)
+		var s []string
+		for _, ts := range resp.TransactionStates {
+			s = append(s, fmt.Sprintf("%s:%d:%s", ts.TransactionalID, ts.ProducerID, ts.TransactionState))
+		}
+		r.emit("list#%d: %s [%s] unknown=%v", n, errName(resp.ErrorCode), strings.Join(s, " "), resp.UnknownStateFilters)
+	case "log":
+		data, _ := h.log.Read(context.Background(), 0, 0)
+		for _, s := range describeRecords(data) {
+			r.emit("  %s", s)
+		}
+	default:
+		t.Fatalf("unknown command %q", f[0])
+	}
+}
+
+func partErrs(ts []kmsg.AddPartitionsToTxnResponseTopic) string {
+	var s []string
+	for _, t := range ts {
+		for _, p := range t.Partitions {
+			s = append(s, fmt.Sprintf("%s/%d=%s", t.Topic, p.Partition, errName(p.ErrorCode)))
+		}
+	}
+	return strings.Join(s, " ")
+}
