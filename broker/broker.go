@@ -58,7 +58,6 @@ type Broker struct {
 
 	producerIDs producerIDAllocator // set by New standalone, by Run with a coordinator
 
-
 	// Clustered mode (coordinator.connect set); nil standalone.
 	cluster       *cluster
 	newController ControllerFactory
