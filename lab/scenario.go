@@ -554,6 +554,13 @@ func (s *Scenario) isBroker(name string) bool {
 	return ok && err == nil && i >= 1 && i <= s.Cluster.Brokers && "b"+strconv.Itoa(i) == name
 }
 
+// internalTopics are the coordinators' topics a target may name, with the
+// broker key that sets their partition count (Kafka's default 50).
+var internalTopics = map[string]string{
+	"__transaction_state": "transaction.state.log.num.partitions",
+	"__consumer_offsets":  "offsets.topic.num.partitions",
+}
+
 // checkTargets rejects targets that cannot exist in this scenario's
 // cluster: nodes it does not have, partitions its topic does not have.
 func (s *Scenario) checkTargets(f nemesis.Fault) error {
@@ -568,11 +575,21 @@ func (s *Scenario) checkTargets(f nemesis.Fault) error {
 			if err != nil {
 				return err
 			}
-			if topic != s.Topic.Name {
-				return fmt.Errorf("target %s: the scenario's topic is %s", x, s.Topic.Name)
+			n := s.Topic.Partitions
+			switch {
+			case topic == s.Topic.Name:
+			case internalTopics[topic] != "":
+				// The coordinators' topics: leader:__transaction_state/0
+				// is the transaction coordinator of the ids hashed there.
+				n = 50
+				if v, err := strconv.Atoi(s.Cluster.Config[internalTopics[topic]]); err == nil {
+					n = int32(v)
+				}
+			default:
+				return fmt.Errorf("target %s: the scenario's topic is %s (or __transaction_state, __consumer_offsets)", x, s.Topic.Name)
 			}
-			if part >= s.Topic.Partitions {
-				return fmt.Errorf("target %s: topic %s has partitions 0..%d", x, topic, s.Topic.Partitions-1)
+			if part >= n {
+				return fmt.Errorf("target %s: topic %s has partitions 0..%d", x, topic, n-1)
 			}
 			continue
 		}
