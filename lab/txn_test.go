@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,23 +11,52 @@ import (
 
 	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/history"
+	"github.com/isrlab/isrlab/nemesis"
 	"github.com/isrlab/isrlab/workloads"
 )
 
 // TestTxnScenarios loads the txn library scenarios: the txn workload with
-// its keys, the fault, and an expectation of a valid history.
+// its keys, the fault and its target, and the expectation measured.
 func TestTxnScenarios(t *testing.T) {
-	for _, name := range []string{"txn/leader-kill", "txn/coordinator-kill"} {
-		sc, err := Lookup(name)
+	for _, tc := range []struct {
+		name, target, valid string
+		faults              int
+	}{
+		{"txn/leader-kill", "leader:isrlab/0", "true", 1},
+		{"txn/coordinator-kill", "leader:__transaction_state/0", "true", 1},
+		{"txn/unclean-lost-commits", "leader:isrlab/0", "false", 2},
+	} {
+		sc, err := Lookup(tc.name)
 		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+			t.Fatalf("%s: %v", tc.name, err)
 		}
 		w := sc.Workload
-		if w.Type != "txn" || w.TxnAbortRatio != 0.1 || w.TxnPollRatio != 0.5 || w.TransactionTimeout != 15*time.Second || w.Topic != "isrlab" {
-			t.Errorf("%s: workload %+v", name, w)
+		if w.Type != "txn" || w.TxnAbortRatio != 0.1 || w.TransactionTimeout != 15*time.Second || w.Topic != "isrlab" {
+			t.Errorf("%s: workload %+v", tc.name, w)
 		}
-		if len(sc.Faults) != 1 || sc.Expect.valid() != "true" || !strings.Contains(sc.Description, "outcome to be measured") {
-			t.Errorf("%s: faults %v, expect %q, description %q", name, sc.Faults, sc.Expect.String(), sc.Description)
+		if len(sc.Faults) != tc.faults || sc.Expect.valid() != tc.valid {
+			t.Errorf("%s: faults %v, expect %q", tc.name, sc.Faults, sc.Expect.String())
+		}
+		last := sc.Faults[len(sc.Faults)-1]
+		if got := nemesis.TargetExprs(last.Spec.Fault); !slices.Contains(got, tc.target) {
+			t.Errorf("%s: last fault targets %v, want %s", tc.name, got, tc.target)
+		}
+	}
+}
+
+// TestInternalTopicTargets: a fault may name a partition of the
+// coordinators' topics, within the partition count the cluster sets.
+func TestInternalTopicTargets(t *testing.T) {
+	ok := "cluster:\n  config:\n    transaction.state.log.num.partitions: \"1\"\nfaults:\n  - kind: kill\n    nodes: [leader:__transaction_state/0]\n"
+	if _, err := Parse("x.yaml", "x", []byte(ok)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ body, want string }{
+		{"cluster:\n  config:\n    transaction.state.log.num.partitions: \"1\"\nfaults:\n  - kind: kill\n    nodes: [leader:__transaction_state/1]\n", "topic __transaction_state has partitions 0..0"},
+		{"faults:\n  - kind: kill\n    nodes: [leader:__consumer_offsets/50]\n", "topic __consumer_offsets has partitions 0..49"},
+	} {
+		if _, err := Parse("x.yaml", "x", []byte(tc.body)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err = %v, want %q", tc.body, err, tc.want)
 		}
 	}
 }
