@@ -206,6 +206,71 @@ func TestTxnOffsetCommit(t *testing.T) {
 	}
 }
 
+// TestTxnOffsetCommitsOfOneProducer: the group coordinator writes every
+// TxnOffsetCommit of a producer as a batch starting at sequence 0; each
+// one is appended, not taken for a retried duplicate of the first, so the
+// last committed transaction's offset is the group's, before and after a
+// restart reloads __consumer_offsets.
+func TestTxnOffsetCommitsOfOneProducer(t *testing.T) {
+	dir := t.TempDir()
+	overrides := []string{"transaction.state.log.num.partitions=2", "offsets.topic.num.partitions=2"}
+	b := startBroker(t, dir, overrides...)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	createTopic(t, b.client(t), "src", 1, nil)
+	cl := b.client(t, kgo.TransactionalID("tx-o2"))
+	pid, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStable := func(cl *kgo.Client, step string, want int64) {
+		t.Helper()
+		waitFor(t, 30*time.Second, step, func() error {
+			off, code := fetchStable(ctx, t, cl)
+			if code != 0 {
+				return kerr.ErrorForCode(code)
+			}
+			if off != want {
+				return fmt.Errorf("offset %d, want %d", off, want)
+			}
+			return nil
+		})
+	}
+	for _, offset := range []int64{5, 8, 13} {
+		ao := kmsg.NewPtrAddOffsetsToTxnRequest()
+		ao.TransactionalID, ao.ProducerID, ao.ProducerEpoch, ao.Group = "tx-o2", pid, epoch, "g"
+		waitFor(t, 30*time.Second, "AddOffsetsToTxn", func() error {
+			r, err := ao.RequestWith(ctx, cl)
+			if err != nil {
+				return err
+			}
+			return kerr.ErrorForCode(r.ErrorCode)
+		})
+		oc := kmsg.NewPtrTxnOffsetCommitRequest()
+		oc.TransactionalID, oc.Group, oc.ProducerID, oc.ProducerEpoch, oc.Generation = "tx-o2", "g", pid, epoch, -1
+		oc.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "src", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: offset, LeaderEpoch: -1}}}}
+		ocr, err := oc.RequestWith(ctx, cl)
+		if err != nil || ocr.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("TxnOffsetCommit %d: %v %+v", offset, err, ocr)
+		}
+		et := kmsg.NewPtrEndTxnRequest()
+		et.TransactionalID, et.ProducerID, et.ProducerEpoch, et.Commit = "tx-o2", pid, epoch, true
+		waitFor(t, 30*time.Second, "EndTxn", func() error {
+			r, err := et.RequestWith(ctx, cl)
+			if err != nil {
+				return err
+			}
+			return kerr.ErrorForCode(r.ErrorCode)
+		})
+		wantStable(cl, fmt.Sprintf("offset %d committed", offset), offset)
+	}
+	cl.Close()
+	b.stop(t)
+
+	b = startBroker(t, dir, overrides...)
+	wantStable(b.client(t), "offset 13 after the restart", 13)
+}
+
 // fetchStable is OffsetFetch v8 with require_stable of g's src/0.
 func fetchStable(ctx context.Context, t *testing.T, cl *kgo.Client) (int64, int16) {
 	t.Helper()
