@@ -108,8 +108,9 @@ func (l coordinatorLog) Append(ctx context.Context, idx int32, batch []byte) (in
 		return 0, kerr.NotLeaderForPartition
 	}
 	// A coordinator writes transactional offset commits itself, on behalf
-	// of a producer whose transaction it knows: there is nothing to verify.
-	res, err := p.AppendAsLeaderWith(batch, partition.AppendOptions{RequiredAcks: -1, SkipTxnVerification: true})
+	// of a producer whose transaction it knows: each starts at sequence 0
+	// and none is a retried duplicate of an earlier one.
+	res, err := p.AppendAsLeaderWith(batch, partition.AppendOptions{RequiredAcks: -1, Coordinator: true})
 	if err != nil {
 		return 0, err
 	}

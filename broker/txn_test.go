@@ -163,36 +163,11 @@ func TestTxnOffsetCommit(t *testing.T) {
 		if !commit {
 			offset = 9
 		}
-		ao := kmsg.NewPtrAddOffsetsToTxnRequest()
-		ao.TransactionalID, ao.ProducerID, ao.ProducerEpoch, ao.Group = "tx-o", pid, epoch, "g"
-		// CONCURRENT_TRANSACTIONS until the previous transaction's
-		// Complete record is written, as a producer retries it.
-		waitFor(t, 30*time.Second, "AddOffsetsToTxn", func() error {
-			r, err := ao.RequestWith(ctx, cl)
-			if err != nil {
-				return err
-			}
-			return kerr.ErrorForCode(r.ErrorCode)
-		})
-		oc := kmsg.NewPtrTxnOffsetCommitRequest()
-		oc.TransactionalID, oc.Group, oc.ProducerID, oc.ProducerEpoch, oc.Generation = "tx-o", "g", pid, epoch, -1
-		oc.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "src", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: offset, LeaderEpoch: -1}}}}
-		ocr, err := oc.RequestWith(ctx, cl)
-		if err != nil || ocr.Topics[0].Partitions[0].ErrorCode != 0 {
-			t.Fatalf("TxnOffsetCommit: %v %+v", err, ocr)
-		}
+		commitTxnOffset(ctx, t, cl, "tx-o", pid, epoch, offset)
 		if off, code := fetchStable(ctx, t, cl); code != kerr.UnstableOffsetCommit.Code {
 			t.Fatalf("require_stable fetch before EndTxn: offset %d code %v, want UNSTABLE_OFFSET_COMMIT", off, kerr.ErrorForCode(code))
 		}
-		et := kmsg.NewPtrEndTxnRequest()
-		et.TransactionalID, et.ProducerID, et.ProducerEpoch, et.Commit = "tx-o", pid, epoch, commit
-		waitFor(t, 30*time.Second, "EndTxn", func() error {
-			r, err := et.RequestWith(ctx, cl)
-			if err != nil {
-				return err
-			}
-			return kerr.ErrorForCode(r.ErrorCode)
-		})
+		endTxn(ctx, t, cl, "tx-o", pid, epoch, commit)
 		waitFor(t, 30*time.Second, "stable offsets after the marker", func() error {
 			off, code := fetchStable(ctx, t, cl)
 			if code != 0 {
@@ -204,6 +179,87 @@ func TestTxnOffsetCommit(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// TestTxnOffsetCommitsOfOneProducer: the group coordinator writes every
+// TxnOffsetCommit of a producer as a batch starting at sequence 0; each
+// one is appended, not taken for a retried duplicate of the first, so the
+// last committed transaction's offset is the group's, before and after a
+// restart reloads __consumer_offsets.
+func TestTxnOffsetCommitsOfOneProducer(t *testing.T) {
+	dir := t.TempDir()
+	overrides := []string{"transaction.state.log.num.partitions=2", "offsets.topic.num.partitions=2"}
+	b := startBroker(t, dir, overrides...)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	createTopic(t, b.client(t), "src", 1, nil)
+	cl := b.client(t, kgo.TransactionalID("tx-o2"))
+	pid, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStable := func(cl *kgo.Client, step string, want int64) {
+		t.Helper()
+		waitFor(t, 30*time.Second, step, func() error {
+			off, code := fetchStable(ctx, t, cl)
+			if code != 0 {
+				return kerr.ErrorForCode(code)
+			}
+			if off != want {
+				return fmt.Errorf("offset %d, want %d", off, want)
+			}
+			return nil
+		})
+	}
+	for _, offset := range []int64{5, 8, 13} {
+		commitTxnOffset(ctx, t, cl, "tx-o2", pid, epoch, offset)
+		endTxn(ctx, t, cl, "tx-o2", pid, epoch, true)
+		wantStable(cl, fmt.Sprintf("offset %d committed", offset), offset)
+	}
+	cl.Close()
+	b.stop(t)
+
+	b = startBroker(t, dir, overrides...)
+	wantStable(b.client(t), "offset 13 after the restart", 13)
+}
+
+// commitTxnOffset adds group g to transactional id's transaction and
+// commits offset for src/0 in it (AddOffsetsToTxn, TxnOffsetCommit).
+func commitTxnOffset(ctx context.Context, t *testing.T, cl *kgo.Client, id string, pid int64, epoch int16, offset int64) {
+	t.Helper()
+	ao := kmsg.NewPtrAddOffsetsToTxnRequest()
+	ao.TransactionalID, ao.ProducerID, ao.ProducerEpoch, ao.Group = id, pid, epoch, "g"
+	// CONCURRENT_TRANSACTIONS until the previous transaction's
+	// Complete record is written, as a producer retries it.
+	waitFor(t, 30*time.Second, "AddOffsetsToTxn", func() error {
+		r, err := ao.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(r.ErrorCode)
+	})
+	oc := kmsg.NewPtrTxnOffsetCommitRequest()
+	oc.TransactionalID, oc.Group, oc.ProducerID, oc.ProducerEpoch, oc.Generation = id, "g", pid, epoch, -1
+	oc.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "src", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: offset, LeaderEpoch: -1}}}}
+	ocr, err := oc.RequestWith(ctx, cl)
+	if err != nil || ocr.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("TxnOffsetCommit %d: %v %+v", offset, err, ocr)
+	}
+}
+
+// endTxn ends transactional id's transaction, retrying until it is
+// answered without error.
+func endTxn(ctx context.Context, t *testing.T, cl *kgo.Client, id string, pid int64, epoch int16, commit bool) {
+	t.Helper()
+	et := kmsg.NewPtrEndTxnRequest()
+	et.TransactionalID, et.ProducerID, et.ProducerEpoch, et.Commit = id, pid, epoch, commit
+	waitFor(t, 30*time.Second, "EndTxn", func() error {
+		r, err := et.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(r.ErrorCode)
+	})
 }
 
 // fetchStable is OffsetFetch v8 with require_stable of g's src/0.

@@ -19,9 +19,13 @@ type AppendOptions struct {
 	// txn-verification switch on, a transactional batch that opens a new
 	// transaction here needs it.
 	TxnGuard *klog.TxnGuard
-	// SkipTxnVerification: the caller checked the transaction itself (the
-	// group coordinator writing a TxnOffsetCommit to __consumer_offsets).
-	SkipTxnVerification bool
+	// Coordinator marks a coordinator's own append (Kafka's
+	// AppendOrigin.COORDINATOR: the group coordinator writing a
+	// TxnOffsetCommit to __consumer_offsets on behalf of a producer whose
+	// transaction it checked itself). Only the producer epoch is checked:
+	// every such batch starts at sequence 0, so neither duplicate
+	// detection nor sequence checks apply, and there is nothing to verify.
+	Coordinator bool
 }
 
 // TxnVerificationNeeded reports whether a produce payload opens a new
@@ -45,7 +49,8 @@ func (p *Partition) TxnVerificationNeeded(data []byte) (klog.TxnGuard, bool) {
 // checkProducerLocked applies the producer rules to a client's batch
 // (appendMu held): control batches are the coordinator's; the epoch and
 // sequence checks of klog.ProducerState.CheckData; and a verified start
-// for a new transaction when the switch is on.
+// for a new transaction when the switch is on. A coordinator's append
+// gets the epoch check only.
 func (p *Partition) checkProducerLocked(batches []klog.BatchInfo, o AppendOptions) (*klog.ProducerBatch, error) {
 	for _, b := range batches {
 		if b.Control() {
@@ -57,13 +62,21 @@ func (p *Partition) checkProducerLocked(batches []klog.BatchInfo, o AppendOption
 		return nil, nil
 	}
 	ps := p.log.Producers()
+	if o.Coordinator {
+		for _, b := range batches {
+			if e, ok := ps.Entry(b.ProducerID); ok && b.ProducerEpoch < e.Epoch {
+				return nil, kerr.InvalidProducerEpoch
+			}
+		}
+		return nil, nil
+	}
 	if len(batches) == 1 {
 		dup, err := ps.CheckData(first)
 		if err != nil || dup != nil {
 			return dup, err
 		}
 	}
-	if guard := o.TxnGuard; p.sw.TxnVerification && first.Transactional() && !o.SkipTxnVerification {
+	if guard := o.TxnGuard; p.sw.TxnVerification && first.Transactional() {
 		if _, starts := ps.NeedsTxnStart(first.ProducerID); starts &&
 			(guard == nil || guard.ProducerID != first.ProducerID || !ps.GuardValid(*guard)) {
 			return nil, kerr.InvalidTxnState

@@ -265,7 +265,9 @@ func (e *scriptEnv) run(line string) (res string) {
 	case "append":
 		n := int(num(a["records"], 1))
 		acks := int16(num(a["acks"], -1))
-		o := AppendOptions{RequiredAcks: acks}
+		// coordinator=true appends as the group coordinator writes a
+		// TxnOffsetCommit.
+		o := AppendOptions{RequiredAcks: acks, Coordinator: a["coordinator"] == "true"}
 		data := e.producerBatch(n, a)
 		if a["verify"] != "" {
 			// The leader asks the coordinator first: verify=yes is its
