@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -50,6 +51,7 @@ func (b *Broker) handleLeaderAndISR(_ context.Context, rq *request) {
 		rq.respond(resp)
 		return
 	}
+	start := time.Now()
 	for _, l := range req.LiveLeaders {
 		b.meta.setBroker(brokerEndpoint{ID: l.BrokerID, Host: l.Host, Port: l.Port})
 	}
@@ -79,6 +81,7 @@ func (b *Broker) handleLeaderAndISR(_ context.Context, rq *request) {
 		last := &resp.Topics[len(resp.Topics)-1]
 		last.Partitions = append(last.Partitions, rp)
 	}
+	b.log.Info("applied LeaderAndIsr", "controller", req.ControllerID, "controller_epoch", req.ControllerEpoch, "partitions", len(states), "took", time.Since(start))
 	rq.respond(resp)
 }
 
@@ -146,8 +149,9 @@ func (b *Broker) handleUpdateMetadata(_ context.Context, rq *request) {
 		rq.respond(resp)
 		return
 	}
-	b.log.Debug("UpdateMetadata", "controller", req.ControllerID, "controller_epoch", req.ControllerEpoch, "brokers", len(req.LiveBrokers), "topics", len(req.TopicStates))
-	b.meta.applyUpdateMetadata(req)
+	start := time.Now()
+	n := b.meta.applyUpdateMetadata(req)
+	b.log.Info("applied UpdateMetadata", "controller", req.ControllerID, "controller_epoch", req.ControllerEpoch, "brokers", len(req.LiveBrokers), "partitions", n, "took", time.Since(start))
 	rq.respond(resp)
 }
 

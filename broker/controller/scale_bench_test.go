@@ -1,0 +1,224 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/isrlab/isrlab/broker/coord"
+	"github.com/isrlab/isrlab/broker/coord/coordtest"
+)
+
+// BenchmarkScaleFailover measures the controller's own work at cluster
+// scale: 3 fake brokers (answering at once), 1,000 or 10,000 partitions
+// in topics of 10 at replication factor 3, one in-process coordinator
+// member (fsync off). The session timeout is not part of any number.
+//
+//   - init_ms: a controller starts on topics without partition states (a
+//     new cluster's topics): states initialized, LeaderAndIsr and
+//     UpdateMetadata received by every broker.
+//
+//   - ctrlfo_ms: the active controller resigns while a standby campaigns;
+//     from the standby's election to the last broker having received
+//     its UpdateMetadata of every partition (after the LeaderAndIsr).
+//
+//   - brokerfo_ms: a broker's registration goes (its session ended); from
+//     then to the last survivor having received the UpdateMetadata that
+//     follows the new leaders' LeaderAndIsr. Between iterations the broker
+//     comes back and the ISRs are restored by leader-style writes.
+//
+//     go test ./broker/controller -run '^$' -bench ScaleFailover -benchtime 5x -count 3
+func BenchmarkScaleFailover(b *testing.B) {
+	for _, parts := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("partitions=%d", parts), func(b *testing.B) {
+			e := newEnv(b, 1, 2, 3)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			const perTopic = 10
+			assigns := map[string]map[int32][]int32{}
+			for i := range parts / perTopic {
+				name := fmt.Sprintf("s%05d", i)
+				assign := map[int32][]int32{}
+				for p := range int32(perTopic) {
+					r := int32(i) + p
+					assign[p] = []int32{1 + r%3, 1 + (r+1)%3, 1 + (r+2)%3}
+				}
+				assigns[name] = assign
+				e.createTopic(name, assign, nil)
+			}
+			clients := []*coord.Client{coordtest.Dial(b, e.srv), coordtest.Dial(b, e.srv)}
+			type term struct {
+				l       *coord.Leadership
+				elected time.Time
+				done    chan error
+			}
+			start := func(i int) (*term, error) {
+				l, err := clients[i%2].Campaign(ctx, int32(100+i%2))
+				if err != nil {
+					return nil, err
+				}
+				ctrl := New(Config{BrokerID: int32(100 + i%2), Coord: clients[i%2], RetryBackoff: 20 * time.Millisecond,
+					Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+				t := &term{l: l, elected: time.Now(), done: make(chan error, 1)}
+				go func() { t.done <- ctrl.Run(ctx, l) }()
+				return t, nil
+			}
+			cur, err := start(0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			at := waitFullUM(b, e, cur.l.Epoch(), cur.elected, parts, 0)
+			init := at.Sub(cur.elected)
+
+			var ctrlFO, brokerFO time.Duration
+			b.ResetTimer()
+			for i := 1; i <= b.N; i++ {
+				b.StopTimer()
+				next := make(chan *term, 1)
+				go func() {
+					t, err := start(i)
+					if err != nil {
+						b.Error(err)
+					}
+					next <- t
+				}()
+				coordtest.Eventually(b, 30*time.Second, func() error {
+					resp, err := e.admin.Etcd().Get(ctx, "/controller/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+					if err != nil {
+						return err
+					}
+					if resp.Count != 2 {
+						return fmt.Errorf("%d candidates", resp.Count)
+					}
+					return nil
+				})
+				b.StartTimer()
+				if err := cur.l.Resign(ctx); err != nil {
+					b.Fatal(err)
+				}
+				nt := <-next
+				if nt == nil {
+					b.FailNow()
+				}
+				at := waitFullUM(b, e, nt.l.Epoch(), nt.elected, parts, 0)
+				b.StopTimer()
+				ctrlFO += at.Sub(nt.elected)
+				<-cur.done
+				cur = nt
+
+				// Broker failover.
+				victim := int32(1 + i%3)
+				b.StartTimer()
+				killed := time.Now()
+				e.kill(victim)
+				at = waitFullUM(b, e, cur.l.Epoch(), killed, parts, victim)
+				b.StopTimer()
+				brokerFO += at.Sub(killed)
+				restoreISRs(b, e, victim, assigns)
+				b.StartTimer()
+			}
+			b.StopTimer()
+			b.ReportMetric(ms(init), "init_ms")
+			b.ReportMetric(ms(ctrlFO)/float64(b.N), "ctrlfo_ms")
+			b.ReportMetric(ms(brokerFO)/float64(b.N), "brokerfo_ms")
+		})
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// waitFullUM waits until every registered broker but gone has received,
+// at or after since, an UpdateMetadata of epoch with parts partitions,
+// and returns when the last of them arrived.
+func waitFullUM(b *testing.B, e *env, epoch int64, since time.Time, parts int, gone int32) time.Time {
+	b.Helper()
+	var last time.Time
+	for id, fb := range e.brokers {
+		if id == gone {
+			continue
+		}
+		coordtest.Eventually(b, 2*time.Minute, func() error {
+			for _, r := range fb.requests() {
+				um, ok := r.req.(*kmsg.UpdateMetadataRequest)
+				if !ok || um.ControllerEpoch != int32(epoch) || r.at.Before(since) {
+					continue
+				}
+				n := 0
+				for _, ts := range um.TopicStates {
+					n += len(ts.PartitionStates)
+				}
+				if n == parts {
+					last = maxTime(last, r.at)
+					return nil
+				}
+			}
+			return fmt.Errorf("broker %d: no full UpdateMetadata of epoch %d yet", id, epoch)
+		})
+	}
+	return last
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// restoreISRs brings a killed broker back and writes full ISRs, as its
+// partitions' leaders would after it caught up, then waits until the
+// controller has told the broker about its replicas again.
+func restoreISRs(b *testing.B, e *env, victim int32, assigns map[string]map[int32][]int32) {
+	b.Helper()
+	ctx := context.Background()
+	mark := time.Now()
+	e.start(victim)
+	names := make([]string, 0, len(assigns))
+	for name := range assigns {
+		names = append(names, name)
+	}
+	coordtest.Eventually(b, time.Minute, func() error {
+		var ups []coord.PartitionStateUpdate
+		for _, name := range names {
+			states, err := e.admin.PartitionStates(ctx, name)
+			if err != nil {
+				return err
+			}
+			for p, st := range states {
+				if len(st.ISR) != 3 {
+					next := st
+					next.ISR = assigns[name][p]
+					ups = append(ups, coord.PartitionStateUpdate{Topic: name, Partition: p, State: next, ExpectedVersion: st.Version})
+				}
+			}
+		}
+		if len(ups) == 0 {
+			return nil
+		}
+		_, err := e.admin.SetPartitionStates(ctx, nil, ups)
+		if err == nil {
+			err = fmt.Errorf("%d ISRs restored, checking again", len(ups))
+		}
+		return err
+	})
+	coordtest.Eventually(b, time.Minute, func() error {
+		for _, r := range e.brokers[victim].requests() {
+			if _, ok := r.req.(*kmsg.LeaderAndISRRequest); ok && !r.at.Before(mark) {
+				return nil
+			}
+		}
+		return fmt.Errorf("broker %d has no LeaderAndIsr since its restart", victim)
+	})
+	// Drop what the fake brokers recorded so far: the next waits scan less.
+	for _, fb := range e.brokers {
+		fb.mu.Lock()
+		fb.got = nil
+		fb.mu.Unlock()
+	}
+}
