@@ -476,25 +476,41 @@ func (t *term) setTopics(ts []coord.TopicSpec) {
 	t.topics = next
 }
 
-// readStates refreshes the cached states of topics from the coordinator.
+// readStates refreshes the cached states of topics from the coordinator,
+// with one round trip per coord.MaxTxnOps topics.
 func (t *term) readStates(ctx context.Context, topics []string) error {
+	if len(topics) == 0 {
+		return nil
+	}
+	states, err := t.c.cfg.Coord.PartitionStatesOf(ctx, topics)
+	if err != nil {
+		return err
+	}
 	for _, name := range topics {
-		states, err := t.c.cfg.Coord.PartitionStates(ctx, name)
-		if err != nil {
-			if errors.Is(err, coord.ErrTopicNotFound) {
-				continue
-			}
-			return err
-		}
-		for tp, p := range t.parts {
-			if tp.Topic != name {
-				continue
-			}
-			st, ok := states[tp.Partition]
-			p.state, p.hasState = st, ok
-		}
+		t.setStates(name, states[name], nil)
 	}
 	return nil
+}
+
+// setStates caches a topic's states as read (a partition without one has
+// none); only limits it to some partitions when not nil.
+func (t *term) setStates(topic string, states map[int32]coord.PartitionState, only []int32) {
+	set := func(p int32) {
+		tp := coord.TopicPartition{Topic: topic, Partition: p}
+		if part, ok := t.parts[tp]; ok {
+			st, ok := states[p]
+			part.state, part.hasState = st, ok
+		}
+	}
+	if only != nil {
+		for _, p := range only {
+			set(p)
+		}
+		return
+	}
+	for p := range t.topics[topic].Assignment {
+		set(p)
+	}
 }
 
 // doResync is the failover sequence, also used to recover after a failed
@@ -572,22 +588,19 @@ func (t *term) apply(ctx context.Context, tps []coord.TopicPartition, decide dec
 		if !errors.Is(err, coord.ErrVersionMismatch) || round >= 2 {
 			return applied, err
 		}
-		// Re-read the rest with one range read per topic, as Kafka reads
-		// the current states before an election batch.
-		fresh := map[string]map[int32]coord.PartitionState{}
+		// Re-read the rest (one range read per topic, batched), as Kafka
+		// reads the current states before an election batch.
+		byTopic := map[string][]int32{}
 		for _, tp := range pending {
-			states, ok := fresh[tp.Topic]
-			if !ok {
-				var err error
-				states, err = t.c.cfg.Coord.PartitionStates(ctx, tp.Topic)
-				if err != nil && !errors.Is(err, coord.ErrTopicNotFound) {
-					return applied, err
-				}
-				fresh[tp.Topic] = states
-			}
-			st, ok := states[tp.Partition]
-			p := t.parts[tp]
-			p.state, p.hasState = st, ok
+			byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
+		}
+		names := slices.Sorted(maps.Keys(byTopic))
+		fresh, err := t.c.cfg.Coord.PartitionStatesOf(ctx, names)
+		if err != nil {
+			return applied, err
+		}
+		for _, name := range names {
+			t.setStates(name, fresh[name], byTopic[name])
 		}
 	}
 	for _, ch := range applied {

@@ -1,0 +1,70 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+
+	"github.com/isrlab/isrlab/broker/coord"
+	"github.com/isrlab/isrlab/broker/coord/coordtest"
+)
+
+// TestFailoverManyTopics: a new controller reads the states of more topics
+// than one batched read holds and sends every broker each partition's
+// state as the previous controller left it.
+func TestFailoverManyTopics(t *testing.T) {
+	e := newEnv(t, 1, 2, 3)
+	first := e.startController(100, nil)
+	const topics = coord.MaxTxnOps + 23 // (topics-1)%3 == 0
+	for i := range topics {
+		r := int32(i % 3)
+		e.createTopic(fmt.Sprintf("t%03d", i), map[int32][]int32{0: {1 + r, 1 + (r+1)%3, 1 + (r+2)%3}, 1: {1 + (r+1)%3, 1 + (r+2)%3, 1 + r}}, nil)
+	}
+	last := fmt.Sprintf("t%03d", topics-1)
+	e.waitLAI(1, tp(last, 0), 1, ids(1, 2, 3), 0) // (topics-1)%3 == 0: replicas 1, 2, 3
+	// The first controller sees broker 3 die: its partitions get new leaders.
+	e.kill(3)
+	e.waitState(tp(last, 0), 1, ids(1, 2), 1)
+	coordtest.Eventually(t, 30*time.Second, func() error {
+		for i := range topics {
+			for p := range int32(2) {
+				st, err := e.admin.PartitionState(context.Background(), fmt.Sprintf("t%03d", i), p)
+				if err != nil {
+					return err
+				}
+				if st.Leader == 3 || slices.Contains(st.ISR, 3) {
+					return fmt.Errorf("t%03d-%d: %+v", i, p, st)
+				}
+			}
+		}
+		return nil
+	})
+	if err := first.l.Resign(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	second := e.startController(101, nil)
+	for i := range topics {
+		name := fmt.Sprintf("t%03d", i)
+		for p := range int32(2) {
+			st, err := e.admin.PartitionState(context.Background(), name, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range []int32{1, 2} {
+				coordtest.Eventually(t, 30*time.Second, func() error {
+					lai, req, ok := e.brokers[id].lastLAI(tp(name, p))
+					if !ok || req.ControllerEpoch != int32(second.l.Epoch()) {
+						return fmt.Errorf("broker %d: no LeaderAndIsr for %s-%d from epoch %d", id, name, p, second.l.Epoch())
+					}
+					if lai.Leader != st.Leader || lai.LeaderEpoch != st.LeaderEpoch || !slices.Equal(lai.ISR, st.ISR) || lai.ZKVersion != int32(st.Version) {
+						return fmt.Errorf("broker %d: %s-%d %+v, stored %+v", id, name, p, lai, st)
+					}
+					return nil
+				})
+			}
+		}
+	}
+}
