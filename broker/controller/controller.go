@@ -871,10 +871,17 @@ func (t *term) onTopics(ctx context.Context, ts []coord.TopicSpec) error {
 	if err := t.readStates(ctx, added); err != nil {
 		return err
 	}
+	isAdded := map[string]bool{}
+	for _, name := range added {
+		isAdded[name] = true
+	}
 	var tps []coord.TopicPartition
-	for _, tp := range t.allTPs() {
-		if slices.Contains(added, tp.Topic) || slices.Contains(uncleanOn, tp.Topic) {
-			tps = append(tps, tp)
+	for _, name := range slices.Sorted(slices.Values(append(slices.Clone(added), uncleanOn...))) {
+		for _, p := range t.topics[name].Partitions() {
+			tp := coord.TopicPartition{Topic: name, Partition: p}
+			if _, ok := t.parts[tp]; ok {
+				tps = append(tps, tp)
+			}
 		}
 	}
 	chs, err := t.apply(ctx, tps, livenessDecision(t.live, t.up, t.unclean, t.epoch))
@@ -884,9 +891,13 @@ func (t *term) onTopics(ctx context.Context, ts []coord.TopicSpec) error {
 	}
 	// Partitions of new topics that already had state (written by an
 	// earlier controller) are announced too.
+	changed := make(map[coord.TopicPartition]bool, len(chs))
+	for _, ch := range chs {
+		changed[ch.TP] = true
+	}
 	var known []coord.TopicPartition
 	for _, tp := range tps {
-		if slices.Contains(added, tp.Topic) && !slices.ContainsFunc(chs, func(c stateChange) bool { return c.TP == tp }) {
+		if isAdded[tp.Topic] && !changed[tp] {
 			known = append(known, tp)
 		}
 	}

@@ -68,3 +68,26 @@ func TestFailoverManyTopics(t *testing.T) {
 		}
 	}
 }
+
+// TestManyTopicsAtOnce: topics written in quick succession reach the
+// controller in a few snapshots; each of their partitions is initialized
+// with its preferred leader and announced to its replicas.
+func TestManyTopicsAtOnce(t *testing.T) {
+	e := newEnv(t, 1, 2, 3)
+	e.startController(100, nil)
+	const topics = 60
+	for i := range topics {
+		r := int32(i % 3)
+		e.createTopic(fmt.Sprintf("n%02d", i), map[int32][]int32{0: {1 + r, 1 + (r+1)%3}, 1: {1 + (r+1)%3, 1 + (r+2)%3}, 2: {1 + (r+2)%3, 1 + r}}, nil)
+	}
+	for i := range topics {
+		r := int32(i % 3)
+		name := fmt.Sprintf("n%02d", i)
+		for p, rs := range [][]int32{{1 + r, 1 + (r+1)%3}, {1 + (r+1)%3, 1 + (r+2)%3}, {1 + (r+2)%3, 1 + r}} {
+			e.waitState(tp(name, int32(p)), rs[0], rs, 0)
+			for _, id := range rs {
+				e.waitLAI(id, tp(name, int32(p)), rs[0], rs, 0)
+			}
+		}
+	}
+}
