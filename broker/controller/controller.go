@@ -208,6 +208,9 @@ type term struct {
 	acks     chan stopAck
 
 	resync bool // a coordinator call failed: re-read and reconcile
+
+	gaugesAt    time.Time // last updateGauges
+	gaugesDirty bool      // an event since then may have changed them
 }
 
 func (t *term) run(ctx context.Context) error {
@@ -258,6 +261,9 @@ func (t *term) run(ctx context.Context) error {
 	resyncTimer := time.NewTimer(backoff)
 	defer resyncTimer.Stop()
 	armed := true
+	gaugeTick := time.NewTicker(gaugeInterval)
+	defer gaugeTick.Stop()
+	t.gaugesDirty = true
 	// The failover sequence runs before any other event is looked at.
 	if err := t.doResync(ctx); err != nil {
 		if errors.Is(err, coord.ErrNotController) || ctx.Err() != nil {
@@ -306,6 +312,11 @@ func (t *term) run(ctx context.Context) error {
 			close(cl.reply)
 		case a := <-t.acks:
 			err = t.onStopAck(ctx, a)
+		case <-gaugeTick.C:
+			if t.gaugesDirty {
+				t.updateGauges()
+			}
+			continue
 		}
 		if err != nil {
 			if errors.Is(err, coord.ErrNotController) {
@@ -324,9 +335,19 @@ func (t *term) run(ctx context.Context) error {
 				t.log.Debug("controller action failed while a resync is pending", "err", err)
 			}
 		}
-		t.updateGauges()
+		if time.Since(t.gaugesAt) >= gaugeInterval {
+			t.updateGauges()
+		} else {
+			t.gaugesDirty = true
+		}
 	}
 }
+
+// gaugeInterval bounds how often the partition gauges, a walk over every
+// partition, are recomputed: at once after an event in a quiet period, at
+// most once per interval during a burst of events (thousands of
+// AlterPartition calls while a broker rejoins every ISR).
+const gaugeInterval = time.Second
 
 // maxResyncBackoff caps the pause between resync attempts, which bounds how
 // long the controller stays idle after the coordinator is back.
@@ -358,6 +379,7 @@ func (t *term) unclean(topic string) bool {
 }
 
 func (t *term) updateGauges() {
+	t.gaugesAt, t.gaugesDirty = time.Now(), false
 	n, off, imb := 0, 0, 0
 	for _, p := range t.parts {
 		n++

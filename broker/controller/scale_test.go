@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/isrlab/isrlab/broker/coord"
 	"github.com/isrlab/isrlab/broker/coord/coordtest"
@@ -90,4 +93,49 @@ func TestManyTopicsAtOnce(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestGaugesAfterBurst: during a burst of events the partition gauges are
+// recomputed at most once per gaugeInterval; when the burst ends they
+// still settle on the cluster's state.
+func TestGaugesAfterBurst(t *testing.T) {
+	e := newEnv(t, 1, 2, 3)
+	reg := prometheus.NewRegistry()
+	c := e.startController(100, func(cfg *Config) { cfg.Registerer = reg })
+	const parts = 40
+	assign := map[int32][]int32{}
+	for p := range int32(parts) {
+		assign[p] = []int32{1 + p%2, 2 - p%2}
+	}
+	e.createTopic("g", assign, nil)
+	e.waitLAI(1, tp("g", parts-1), 2, ids(2, 1), 0)
+	// A burst: one AlterPartition event per partition, each a no-op
+	// answered with the current state.
+	states, err := e.admin.PartitionStates(context.Background(), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(parts) {
+		req := kmsg.NewPtrAlterPartitionRequest()
+		req.SetVersion(1)
+		req.BrokerID, req.BrokerEpoch = assign[p][0], e.regs[assign[p][0]].Epoch()
+		rt := kmsg.NewAlterPartitionRequestTopic()
+		rt.Topic = "g"
+		rp := kmsg.NewAlterPartitionRequestTopicPartition()
+		rp.Partition, rp.NewISR, rp.PartitionEpoch = p, assign[p], int32(states[p].Version)
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		if resp := c.ctrl.AlterPartition(context.Background(), req); resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("AlterPartition %d: %v", p, kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
+		}
+	}
+	// Brokers 1 and 2 hold every replica: without them all are offline.
+	e.kill(1)
+	e.kill(2)
+	coordtest.Eventually(t, 10*time.Second, func() error {
+		if g, o := metricValue(c.ctrl.metrics.global), metricValue(c.ctrl.metrics.offline); g != parts || o != parts {
+			return fmt.Errorf("GlobalPartitionCount %v, OfflinePartitionsCount %v, want %d and %d", g, o, parts, parts)
+		}
+		return nil
+	})
 }
