@@ -199,6 +199,7 @@ type term struct {
 	brokers      map[int32]coord.BrokerInfo // live registrations
 	shuttingDown map[int32]bool             // brokers in controlled shutdown
 	topics       map[string]coord.TopicSpec
+	topicIDs     map[[16]byte]string // topic ID -> name, as of the last topics snapshot
 	parts        map[coord.TopicPartition]*partition
 
 	senders map[int32]*sender
@@ -496,6 +497,12 @@ func (t *term) setTopics(ts []coord.TopicSpec) {
 		}
 	}
 	t.topics = next
+	t.topicIDs = make(map[[16]byte]string, len(next))
+	for name, s := range next {
+		if s.ID != ([16]byte{}) {
+			t.topicIDs[s.ID] = name
+		}
+	}
 }
 
 // readStates refreshes the cached states of topics from the coordinator,

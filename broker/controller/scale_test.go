@@ -15,6 +15,69 @@ import (
 	"github.com/isrlab/isrlab/broker/coord/coordtest"
 )
 
+// TestAlterPartitionBatch sends one AlterPartition with more partitions
+// than one coordinator Txn holds, one of them with a stale partition
+// epoch: that one is INVALID_UPDATE_VERSION, every other is written (the
+// ones sharing its Txn are tried again) and answered with its new state,
+// and every broker learns the new ISRs.
+func TestAlterPartitionBatch(t *testing.T) {
+	e := newEnv(t, 1, 2, 3)
+	c := e.startController(100, nil)
+	const parts = coord.MaxTxnOps + 40
+	assign := map[int32][]int32{}
+	for p := range int32(parts) {
+		assign[p] = []int32{1, 2, 3}
+	}
+	e.createTopic("t", assign, nil)
+	e.waitLAI(1, tp("t", parts-1), 1, ids(1, 2, 3), 0)
+	states, err := e.admin.PartitionStates(context.Background(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const stale = 3
+	req := kmsg.NewPtrAlterPartitionRequest()
+	req.SetVersion(1)
+	req.BrokerID, req.BrokerEpoch = 1, e.regs[1].Epoch()
+	rt := kmsg.NewAlterPartitionRequestTopic()
+	rt.Topic = "t"
+	for p := range int32(parts) {
+		rp := kmsg.NewAlterPartitionRequestTopicPartition()
+		rp.Partition, rp.LeaderEpoch, rp.NewISR, rp.PartitionEpoch = p, 0, ids(1, 2), int32(states[p].Version)
+		if p == stale {
+			rp.PartitionEpoch--
+		}
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp := c.ctrl.AlterPartition(context.Background(), req)
+	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != parts {
+		t.Fatalf("response: %v, %+v", kerr.ErrorForCode(resp.ErrorCode), resp.Topics)
+	}
+	after, err := e.admin.PartitionStates(context.Background(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, pr := range resp.Topics[0].Partitions {
+		p := int32(i)
+		if pr.Partition != p {
+			t.Fatalf("answer %d is for partition %d", i, pr.Partition)
+		}
+		if p == stale {
+			if pr.ErrorCode != kerr.InvalidUpdateVersion.Code || !slices.Equal(after[p].ISR, ids(1, 2, 3)) {
+				t.Fatalf("stale partition: %v, stored ISR %v", kerr.ErrorForCode(pr.ErrorCode), after[p].ISR)
+			}
+			continue
+		}
+		if pr.ErrorCode != 0 || !slices.Equal(pr.ISR, ids(1, 2)) || pr.PartitionEpoch != int32(after[p].Version) || !slices.Equal(after[p].ISR, ids(1, 2)) {
+			t.Fatalf("partition %d: %v, answer %+v, stored %+v", p, kerr.ErrorForCode(pr.ErrorCode), pr, after[p])
+		}
+	}
+	for _, id := range []int32{1, 2, 3} {
+		e.waitUMISR(id, tp("t", 0), ids(1, 2))
+		e.waitUMISR(id, tp("t", parts-1), ids(1, 2))
+	}
+}
+
 // TestFailoverManyTopics: a new controller reads the states of more topics
 // than one batched read holds and sends every broker each partition's
 // state as the previous controller left it.
