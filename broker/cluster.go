@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand"
 	"net"
 	"strconv"
@@ -219,10 +220,21 @@ func (c *cluster) isrNotifyLoop(ctx context.Context) {
 	}
 }
 
-// topicConfigLoop keeps topic configs current from the coordinator.
+// topicConfigLoop keeps topic configs current from the coordinator. Each
+// snapshot has every topic; only topics whose configs changed since the
+// last one are applied to their replicas (replicas opened in between took
+// the cached configs), so creating topics one by one does not cost a walk
+// over every replica each time.
 func (c *cluster) topicConfigLoop(ctx context.Context) {
+	applied := map[string]map[string]string{}
 	for ev := range c.coord.WatchTopics(ctx) {
+		seen := make(map[string]map[string]string, len(ev.Topics))
 		for _, t := range ev.Topics {
+			prev, ok := applied[t.Name]
+			seen[t.Name] = t.Configs
+			if ok && maps.Equal(prev, t.Configs) {
+				continue
+			}
 			c.b.meta.setTopicConfigs(t.Name, t.Configs, len(t.Assignment))
 			tc, err := c.b.cfg.TopicConfig(t.Configs)
 			if err != nil {
@@ -235,6 +247,7 @@ func (c *cluster) topicConfigLoop(ctx context.Context) {
 				}
 			}
 		}
+		applied = seen
 	}
 }
 
