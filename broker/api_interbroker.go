@@ -64,8 +64,16 @@ func (b *Broker) handleLeaderAndISR(_ context.Context, rq *request) {
 			states = append(states, ps)
 		}
 	}
+	// Topic configs are looked up once per topic of the request, not once
+	// per partition (a new broker's first request lists all its replicas).
+	configs := map[string]map[string]string{}
 	for _, ps := range states {
-		code := b.applyLeaderAndISR(req.ControllerEpoch, ps)
+		cfg, ok := configs[ps.Topic]
+		if !ok {
+			cfg = b.topicConfigsForReplica(ps.Topic)
+			configs[ps.Topic] = cfg
+		}
+		code := b.applyLeaderAndISR(req.ControllerEpoch, ps, cfg)
 		b.meta.setTopicID(ps.Topic, ids[ps.Topic])
 		rp := kmsg.NewLeaderAndISRResponseTopicPartition()
 		rp.Topic, rp.Partition, rp.ErrorCode = ps.Topic, ps.Partition, code
@@ -85,17 +93,24 @@ func (b *Broker) handleLeaderAndISR(_ context.Context, rq *request) {
 	rq.respond(resp)
 }
 
-func (b *Broker) applyLeaderAndISR(controllerEpoch int32, ps kmsg.LeaderAndISRRequestTopicPartition) int16 {
-	if !slices.Contains(ps.Replicas, b.id) {
-		return kerr.UnknownTopicOrPartition.Code
-	}
-	configs := b.meta.topicConfigs(ps.Topic)
+// topicConfigsForReplica is a topic's configs for opening a replica: the
+// cached ones, or the coordinator's when the topic watch has not brought
+// them yet.
+func (b *Broker) topicConfigsForReplica(topic string) map[string]string {
+	configs := b.meta.topicConfigs(topic)
 	if configs == nil && b.cluster != nil {
 		ctx, cancel := context.WithTimeout(b.runCtx, 5e9)
-		if c, err := b.cluster.coord.TopicConfig(ctx, ps.Topic); err == nil {
+		if c, err := b.cluster.coord.TopicConfig(ctx, topic); err == nil {
 			configs = c
 		}
 		cancel()
+	}
+	return configs
+}
+
+func (b *Broker) applyLeaderAndISR(controllerEpoch int32, ps kmsg.LeaderAndISRRequestTopicPartition, configs map[string]string) int16 {
+	if !slices.Contains(ps.Replicas, b.id) {
+		return kerr.UnknownTopicOrPartition.Code
 	}
 	p, err := b.ensurePartition(ps.Topic, ps.Partition, configs)
 	if err != nil {
