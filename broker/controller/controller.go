@@ -371,6 +371,20 @@ func (t *term) up(id int32) bool {
 // controlled shutdown.
 func (t *term) live(id int32) bool { return t.up(id) && !t.shuttingDown[id] }
 
+// uncleanByTopic is unclean remembered per topic, for one decision over
+// many partitions (resolving a topic's configs is not free).
+func (t *term) uncleanByTopic() func(topic string) bool {
+	seen := map[string]bool{}
+	return func(topic string) bool {
+		v, ok := seen[topic]
+		if !ok {
+			v = t.unclean(topic)
+			seen[topic] = v
+		}
+		return v
+	}
+}
+
 func (t *term) unclean(topic string) bool {
 	tc, err := t.c.broker.TopicConfig(t.topics[topic].Configs)
 	if err != nil {
@@ -553,7 +567,7 @@ func (t *term) doResync(ctx context.Context) error {
 	if err := t.processDeletions(ctx); err != nil {
 		return err
 	}
-	changes, err := t.apply(ctx, t.allTPs(), livenessDecision(t.live, t.up, t.unclean, t.epoch))
+	changes, err := t.apply(ctx, t.allTPs(), livenessDecision(t.live, t.up, t.uncleanByTopic(), t.epoch))
 	if err != nil {
 		return err
 	}
@@ -820,7 +834,7 @@ func (t *term) onBrokers(ctx context.Context, bs []coord.BrokerInfo) error {
 		}
 		alive := func(id int32) bool { return t.live(id) && !gone[id] }
 		up := func(id int32) bool { return t.up(id) && !gone[id] }
-		chs, err := t.apply(ctx, t.allTPs(), livenessDecision(alive, up, t.unclean, t.epoch))
+		chs, err := t.apply(ctx, t.allTPs(), livenessDecision(alive, up, t.uncleanByTopic(), t.epoch))
 		failed = chs
 		if err != nil {
 			t.setBrokers(ctx, bs)
@@ -844,7 +858,7 @@ func (t *term) onBrokers(ctx context.Context, bs []coord.BrokerInfo) error {
 	if len(started) == 0 {
 		return nil
 	}
-	chs, err := t.apply(ctx, t.allTPs(), livenessDecision(t.live, t.up, t.unclean, t.epoch))
+	chs, err := t.apply(ctx, t.allTPs(), livenessDecision(t.live, t.up, t.uncleanByTopic(), t.epoch))
 	t.announce(chs)
 	if err != nil {
 		return fmt.Errorf("handle startup of brokers %v: %w", started, err)
@@ -913,7 +927,7 @@ func (t *term) onTopics(ctx context.Context, ts []coord.TopicSpec) error {
 			}
 		}
 	}
-	chs, err := t.apply(ctx, tps, livenessDecision(t.live, t.up, t.unclean, t.epoch))
+	chs, err := t.apply(ctx, tps, livenessDecision(t.live, t.up, t.uncleanByTopic(), t.epoch))
 	t.announce(chs)
 	if err != nil {
 		return err
