@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/isrlab/isrlab/broker/coord"
@@ -16,57 +17,79 @@ import (
 // BenchmarkMetadata measures a Metadata request (v9) answered from a
 // metadata cache of 1,000 or 10,000 partitions (topics of 10 partitions,
 // 3 replicas on 3 live brokers), as a controller's UpdateMetadata fills
-// it: for all topics and for one topic, each a round trip on loopback
-// with the client's decoding. cache_B/partition is the live heap the
+// it, next to franz-go's kfake (3 brokers) seeded with the same topics:
+// for all topics and for one topic, each a round trip on loopback with
+// the client's decoding. cache_B/partition is the live heap the isrlab
 // cache added per partition.
 //
-//	go test ./broker -run '^$' -bench Metadata -benchtime 2s -count 3
+//	go test ./broker -run '^$' -bench '^BenchmarkMetadata$' -benchtime 2s -count 3
 func BenchmarkMetadata(b *testing.B) {
 	for _, parts := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("partitions=%d", parts), func(b *testing.B) {
-			tb := startBroker(b, b.TempDir())
-			before := liveHeap()
-			um := scaleUpdateMetadata(tb.id, parts)
-			tb.meta.applyUpdateMetadata(um)
-			um = nil
-			perPartition := float64(liveHeap()-before) / float64(parts)
-			cl := wire.NewClient(tb.Addrs()[0], "bench", nil)
-			defer cl.Close()
-			for _, c := range []struct {
-				name   string
-				topics []string
-			}{{"all", nil}, {"one", []string{fmt.Sprintf("s%05d", parts/20)}}} {
-				b.Run(c.name, func(b *testing.B) {
-					want := parts
-					if c.topics != nil {
-						want = 10
+		names := make([]string, parts/10)
+		for i := range names {
+			names[i] = fmt.Sprintf("s%05d", i)
+		}
+		for _, target := range []string{"isrlab", "kfake"} {
+			b.Run(fmt.Sprintf("partitions=%d/%s", parts, target), func(b *testing.B) {
+				var addr string
+				perPartition := -1.0
+				switch target {
+				case "isrlab":
+					tb := startBroker(b, b.TempDir())
+					before := liveHeap()
+					um := scaleUpdateMetadata(tb.id, parts)
+					tb.meta.applyUpdateMetadata(um)
+					um = nil
+					perPartition = float64(liveHeap()-before) / float64(parts)
+					addr = tb.Addrs()[0]
+				case "kfake":
+					c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(10, names...))
+					if err != nil {
+						b.Fatal(err)
 					}
-					for b.Loop() {
-						req := kmsg.NewPtrMetadataRequest()
-						req.SetVersion(9)
-						for _, t := range c.topics {
-							rt := kmsg.NewMetadataRequestTopic()
-							rt.Topic = &t
-							req.Topics = append(req.Topics, rt)
+					b.Cleanup(c.Close)
+					addr = c.ListenAddrs()[0]
+				}
+				cl := wire.NewClient(addr, "bench", nil)
+				defer cl.Close()
+				for _, c := range []struct {
+					name   string
+					topics []string
+				}{{"all", nil}, {"one", []string{names[len(names)/2]}}} {
+					b.Run(c.name, func(b *testing.B) {
+						want := parts
+						if c.topics != nil {
+							want = 10
 						}
-						ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-						raw, err := cl.Request(ctx, req)
-						cancel()
-						if err != nil {
-							b.Fatal(err)
+						for b.Loop() {
+							req := kmsg.NewPtrMetadataRequest()
+							req.SetVersion(9)
+							for _, t := range c.topics {
+								rt := kmsg.NewMetadataRequestTopic()
+								rt.Topic = &t
+								req.Topics = append(req.Topics, rt)
+							}
+							ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+							raw, err := cl.Request(ctx, req)
+							cancel()
+							if err != nil {
+								b.Fatal(err)
+							}
+							n := 0
+							for _, t := range raw.(*kmsg.MetadataResponse).Topics {
+								n += len(t.Partitions)
+							}
+							if n != want {
+								b.Fatalf("%d partitions in the response, want %d", n, want)
+							}
 						}
-						n := 0
-						for _, t := range raw.(*kmsg.MetadataResponse).Topics {
-							n += len(t.Partitions)
+						if perPartition >= 0 {
+							b.ReportMetric(perPartition, "cache_B/partition")
 						}
-						if n != want {
-							b.Fatalf("%d partitions in the response, want %d", n, want)
-						}
-					}
-					b.ReportMetric(perPartition, "cache_B/partition")
-				})
-			}
-		})
+					})
+				}
+			})
+		}
 	}
 }
 
