@@ -1043,20 +1043,30 @@ func (t *term) onISRChanges(ctx context.Context) error {
 	}
 	seen := map[coord.TopicPartition]bool{}
 	var tps []coord.TopicPartition
+	byTopic := map[string][]int32{}
 	keys := make([]string, 0, len(ns))
 	for _, n := range ns {
 		keys = append(keys, n.Key)
 		for _, tp := range n.Partitions {
-			if p, ok := t.parts[tp]; ok && !seen[tp] {
+			if _, ok := t.parts[tp]; ok && !seen[tp] {
 				seen[tp] = true
 				tps = append(tps, tp)
-				st, err := t.c.cfg.Coord.PartitionState(ctx, tp.Topic, tp.Partition)
-				if err != nil && !errors.Is(err, coord.ErrPartitionNotFound) {
-					return err
-				}
-				if err == nil {
-					p.state, p.hasState = st, true
-				}
+				byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
+			}
+		}
+	}
+	// The notified partitions' states, read by topic in batches (a
+	// broker coming back notifies thousands at once).
+	names := slices.Sorted(maps.Keys(byTopic))
+	fresh, err := t.c.cfg.Coord.PartitionStatesOf(ctx, names)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		for _, p := range byTopic[name] {
+			if st, ok := fresh[name][p]; ok {
+				part := t.parts[coord.TopicPartition{Topic: name, Partition: p}]
+				part.state, part.hasState = st, true
 			}
 		}
 	}

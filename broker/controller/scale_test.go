@@ -202,3 +202,35 @@ func TestGaugesAfterBurst(t *testing.T) {
 		return nil
 	})
 }
+
+// TestISRChangeNotificationBatch: leaders' own ISR writes (Kafka <= 2.6)
+// for partitions of several topics, notified together, reach every broker
+// in UpdateMetadata with the written ISRs.
+func TestISRChangeNotificationBatch(t *testing.T) {
+	e := newEnv(t, 1, 2, 3)
+	e.startController(100, nil)
+	var tps []coord.TopicPartition
+	for i := range 5 {
+		name := fmt.Sprintf("i%d", i)
+		e.createTopic(name, map[int32][]int32{0: {1, 2, 3}, 1: {2, 3, 1}}, nil)
+		tps = append(tps, tp(name, 0), tp(name, 1))
+	}
+	for _, p := range tps {
+		st := e.waitState(p, p.Partition+1, map[int32][]int32{0: {1, 2, 3}, 1: {2, 3, 1}}[p.Partition], 0)
+		st.ISR = st.ISR[:2]
+		if _, err := e.admin.SetPartitionStates(context.Background(), nil, []coord.PartitionStateUpdate{
+			{Topic: p.Topic, Partition: p.Partition, State: st, ExpectedVersion: st.Version},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.admin.NotifyISRChange(context.Background(), tps); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range tps {
+		want := map[int32][]int32{0: {1, 2}, 1: {2, 3}}[p.Partition]
+		for _, r := range []int32{1, 2, 3} {
+			e.waitUMISR(r, p, want)
+		}
+	}
+}
