@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/isrlab/isrlab/broker/coord"
 	"github.com/isrlab/isrlab/broker/coord/coordtest"
@@ -52,24 +51,8 @@ func BenchmarkScaleFailover(b *testing.B) {
 				assigns[name] = assign
 				e.createTopic(name, assign, nil)
 			}
-			clients := []*coord.Client{coordtest.Dial(b, e.srv), coordtest.Dial(b, e.srv)}
-			type term struct {
-				l       *coord.Leadership
-				elected time.Time
-				done    chan error
-			}
-			start := func(i int) (*term, error) {
-				l, err := clients[i%2].Campaign(ctx, int32(100+i%2))
-				if err != nil {
-					return nil, err
-				}
-				ctrl := New(Config{BrokerID: int32(100 + i%2), Coord: clients[i%2], RetryBackoff: 20 * time.Millisecond,
-					Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-				t := &term{l: l, elected: time.Now(), done: make(chan error, 1)}
-				go func() { t.done <- ctrl.Run(ctx, l) }()
-				return t, nil
-			}
-			cur, err := start(0)
+			pair := newControllerPair(b, e, ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			cur, err := pair.start(0)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -80,24 +63,7 @@ func BenchmarkScaleFailover(b *testing.B) {
 			b.ResetTimer()
 			for i := 1; i <= b.N; i++ {
 				b.StopTimer()
-				next := make(chan *term, 1)
-				go func() {
-					t, err := start(i)
-					if err != nil {
-						b.Error(err)
-					}
-					next <- t
-				}()
-				coordtest.Eventually(b, 30*time.Second, func() error {
-					resp, err := e.admin.Etcd().Get(ctx, "/controller/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-					if err != nil {
-						return err
-					}
-					if resp.Count != 2 {
-						return fmt.Errorf("%d candidates", resp.Count)
-					}
-					return nil
-				})
+				next := pair.standby(i)
 				b.StartTimer()
 				if err := cur.l.Resign(ctx); err != nil {
 					b.Fatal(err)
