@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,17 +23,20 @@ import (
 //   - init_ms: a controller starts on topics without partition states (a
 //     new cluster's topics): states initialized, LeaderAndIsr and
 //     UpdateMetadata received by every broker.
-//
 //   - ctrlfo_ms: the active controller resigns while a standby campaigns;
-//     from the standby's election to the last broker having received
-//     its UpdateMetadata of every partition (after the LeaderAndIsr).
-//
+//     from the standby's election to the last broker having received its
+//     UpdateMetadata of every partition (after the LeaderAndIsr).
 //   - brokerfo_ms: a broker's registration goes (its session ended); from
 //     then to the last survivor having received the UpdateMetadata that
 //     follows the new leaders' LeaderAndIsr. Between iterations the broker
 //     comes back and the ISRs are restored by leader-style writes.
+//   - *_cpu_ms: the CPU time the process (controller, coordinator member,
+//     fake brokers) used over the same intervals, from the old term's end:
+//     less stretched by a loaded machine than the wall clock.
 //
-//     go test ./broker/controller -run '^$' -bench ScaleFailover -benchtime 5x -count 3
+// Run it with:
+//
+//	go test ./broker/controller -run '^$' -bench ScaleFailover -benchtime 3x -count 5
 func BenchmarkScaleFailover(b *testing.B) {
 	for _, parts := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("partitions=%d", parts), func(b *testing.B) {
@@ -52,19 +56,21 @@ func BenchmarkScaleFailover(b *testing.B) {
 				e.createTopic(name, assign, nil)
 			}
 			pair := newControllerPair(b, e, ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			cpu0 := cpuTime()
 			cur, err := pair.start(0)
 			if err != nil {
 				b.Fatal(err)
 			}
 			at := waitFullUM(b, e, cur.l.Epoch(), cur.elected, parts, 0)
-			init := at.Sub(cur.elected)
+			init, initCPU := at.Sub(cur.elected), cpuTime()-cpu0
 
-			var ctrlFO, brokerFO time.Duration
+			var ctrlFO, brokerFO, ctrlCPU, brokerCPU time.Duration
 			b.ResetTimer()
 			for i := 1; i <= b.N; i++ {
 				b.StopTimer()
 				next := pair.standby(i)
 				b.StartTimer()
+				cpu0 := cpuTime()
 				if err := cur.l.Resign(ctx); err != nil {
 					b.Fatal(err)
 				}
@@ -73,6 +79,7 @@ func BenchmarkScaleFailover(b *testing.B) {
 					b.FailNow()
 				}
 				at := waitFullUM(b, e, nt.l.Epoch(), nt.elected, parts, 0)
+				ctrlCPU += cpuTime() - cpu0
 				b.StopTimer()
 				ctrlFO += at.Sub(nt.elected)
 				<-cur.done
@@ -81,9 +88,11 @@ func BenchmarkScaleFailover(b *testing.B) {
 				// Broker failover.
 				victim := int32(1 + i%3)
 				b.StartTimer()
+				cpu0 = cpuTime()
 				killed := time.Now()
 				e.kill(victim)
 				at = waitFullUM(b, e, cur.l.Epoch(), killed, parts, victim)
+				brokerCPU += cpuTime() - cpu0
 				b.StopTimer()
 				brokerFO += at.Sub(killed)
 				restoreISRs(b, e, victim, assigns)
@@ -93,8 +102,22 @@ func BenchmarkScaleFailover(b *testing.B) {
 			b.ReportMetric(ms(init), "init_ms")
 			b.ReportMetric(ms(ctrlFO)/float64(b.N), "ctrlfo_ms")
 			b.ReportMetric(ms(brokerFO)/float64(b.N), "brokerfo_ms")
+			b.ReportMetric(ms(initCPU), "init_cpu_ms")
+			b.ReportMetric(ms(ctrlCPU)/float64(b.N), "ctrlfo_cpu_ms")
+			b.ReportMetric(ms(brokerCPU)/float64(b.N), "brokerfo_cpu_ms")
 		})
 	}
+}
+
+// cpuTime is the CPU time (user and system) this process used so far:
+// controller, coordinator member and fake brokers together, which a loaded
+// machine stretches less than the wall clock.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
