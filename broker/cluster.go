@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand"
 	"net"
 	"strconv"
@@ -222,21 +221,10 @@ func (c *cluster) isrNotifyLoop(ctx context.Context) {
 	}
 }
 
-// topicConfigLoop keeps topic configs current from the coordinator. Each
-// snapshot has every topic; only topics whose configs changed since the
-// last one are applied to their replicas (replicas opened in between took
-// the cached configs), so creating topics one by one does not cost a walk
-// over every replica each time.
+// topicConfigLoop keeps topic configs current from the coordinator.
 func (c *cluster) topicConfigLoop(ctx context.Context) {
-	applied := map[string]map[string]string{}
 	for ev := range c.coord.WatchTopics(ctx) {
-		seen := make(map[string]map[string]string, len(ev.Topics))
 		for _, t := range ev.Topics {
-			prev, ok := applied[t.Name]
-			seen[t.Name] = t.Configs
-			if ok && maps.Equal(prev, t.Configs) {
-				continue
-			}
 			c.b.meta.setTopicConfigs(t.Name, t.Configs, len(t.Assignment))
 			tc, err := c.b.cfg.TopicConfig(t.Configs)
 			if err != nil {
@@ -249,7 +237,6 @@ func (c *cluster) topicConfigLoop(ctx context.Context) {
 				}
 			}
 		}
-		applied = seen
 	}
 }
 

@@ -10,9 +10,8 @@ import (
 )
 
 // TestTopicConfigReachesReplicas: a topic's config change reaches every
-// replica, also after snapshots in which only other topics changed (the
-// watch applies only changed topics), and a topic created later gets its
-// own configs.
+// replica, also after snapshots in which only other topics changed, and
+// a topic created later gets its own configs.
 func TestTopicConfigReachesReplicas(t *testing.T) {
 	tc := startCluster(t, 2)
 	adm := kadm.NewClient(tc.client())
