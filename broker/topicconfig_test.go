@@ -15,7 +15,7 @@ import (
 func TestTopicConfigReachesReplicas(t *testing.T) {
 	tc := startCluster(t, 2)
 	adm := kadm.NewClient(tc.client())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	hour := "3600000"
 	if _, err := adm.CreateTopic(ctx, 2, 2, map[string]*string{"retention.ms": &hour}, "a"); err != nil {
@@ -29,7 +29,7 @@ func TestTopicConfigReachesReplicas(t *testing.T) {
 	}
 	waitRetention := func(topic string, parts int32, want int64) {
 		t.Helper()
-		waitFor(t, 30*time.Second, fmt.Sprintf("%s retention.ms %d on every replica", topic, want), func() error {
+		waitFor(t, 2*time.Minute, fmt.Sprintf("%s retention.ms %d on every replica", topic, want), func() error {
 			for id, tb := range tc.brokers {
 				for p := range parts {
 					rp := tb.partition(topic, p)
