@@ -5,7 +5,7 @@ PKGS    := ./...
 # Fuzz targets run briefly in every test run; FUZZTIME raises it locally.
 FUZZTIME ?= 10s
 
-.PHONY: all build test run broker-demo bench soak deps fuzz vet clean incident
+.PHONY: all build test run broker-demo bench bench-scale soak deps fuzz vet clean incident
 
 all: build
 
@@ -49,6 +49,11 @@ incident: deps build
 
 bench: deps build
 	@scripts/bench.sh
+
+# bench-scale is only the scale set of bench (docs/PERFORMANCE.md, "Scale"):
+# clusters of 1,000-10,000 partitions, which take minutes each.
+bench-scale: deps build
+	@scripts/bench.sh scale
 
 # soak repeats the leader-kill experiment (acks=1 vs acks=all) SOAK times.
 SOAK ?= 20

@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -50,6 +52,7 @@ func (b *Broker) handleLeaderAndISR(_ context.Context, rq *request) {
 		rq.respond(resp)
 		return
 	}
+	start := time.Now()
 	for _, l := range req.LiveLeaders {
 		b.meta.setBroker(brokerEndpoint{ID: l.BrokerID, Host: l.Host, Port: l.Port})
 	}
@@ -62,11 +65,23 @@ func (b *Broker) handleLeaderAndISR(_ context.Context, rq *request) {
 			states = append(states, ps)
 		}
 	}
-	for _, ps := range states {
-		code := b.applyLeaderAndISR(req.ControllerEpoch, ps)
+	// Topic configs are looked up once per topic of the request, not once
+	// per partition (a new broker's first request lists all its replicas).
+	configs := map[string]map[string]string{}
+	steps := make([]laiStep, len(states))
+	for i, ps := range states {
+		cfg, ok := configs[ps.Topic]
+		if !ok {
+			cfg = b.topicConfigsForReplica(ps.Topic)
+			configs[ps.Topic] = cfg
+		}
+		steps[i] = b.prepareLeaderAndISR(ps, cfg)
+	}
+	b.applyLeaderAndISR(steps)
+	for i, ps := range states {
 		b.meta.setTopicID(ps.Topic, ids[ps.Topic])
 		rp := kmsg.NewLeaderAndISRResponseTopicPartition()
-		rp.Topic, rp.Partition, rp.ErrorCode = ps.Topic, ps.Partition, code
+		rp.Topic, rp.Partition, rp.ErrorCode = ps.Topic, ps.Partition, steps[i].code
 		if req.Version < 5 {
 			resp.Partitions = append(resp.Partitions, rp)
 			continue
@@ -79,58 +94,155 @@ func (b *Broker) handleLeaderAndISR(_ context.Context, rq *request) {
 		last := &resp.Topics[len(resp.Topics)-1]
 		last.Partitions = append(last.Partitions, rp)
 	}
+	b.log.Info("applied LeaderAndIsr", "controller", req.ControllerID, "controller_epoch", req.ControllerEpoch, "partitions", len(states), "took", time.Since(start))
 	rq.respond(resp)
 }
 
-func (b *Broker) applyLeaderAndISR(controllerEpoch int32, ps kmsg.LeaderAndISRRequestTopicPartition) int16 {
-	if !slices.Contains(ps.Replicas, b.id) {
-		return kerr.UnknownTopicOrPartition.Code
-	}
-	configs := b.meta.topicConfigs(ps.Topic)
+// topicConfigsForReplica is a topic's configs for opening a replica: the
+// cached ones, or the coordinator's when the topic watch has not brought
+// them yet.
+func (b *Broker) topicConfigsForReplica(topic string) map[string]string {
+	configs := b.meta.topicConfigs(topic)
 	if configs == nil && b.cluster != nil {
 		ctx, cancel := context.WithTimeout(b.runCtx, 5e9)
-		if c, err := b.cluster.coord.TopicConfig(ctx, ps.Topic); err == nil {
+		if c, err := b.cluster.coord.TopicConfig(ctx, topic); err == nil {
 			configs = c
 		}
 		cancel()
 	}
+	return configs
+}
+
+// laiStep is one partition of a LeaderAndIsr on its way through
+// prepareLeaderAndISR and applyLeaderAndISR.
+type laiStep struct {
+	ps     kmsg.LeaderAndISRRequestTopicPartition
+	p      *partition.Partition
+	st     partition.LeaderAndISR
+	act    laiAction
+	code   int16
+	follow bool // MakeFollower started following
+}
+
+type laiAction int
+
+const (
+	laiDone     laiAction = iota // answered (code) without a role change
+	laiLeader                    // become leader
+	laiFollower                  // become follower of ps.Leader
+	laiStop                      // no leader: stop the replica
+)
+
+// prepareLeaderAndISR opens the replica, decides what the partition's
+// entry asks (per partition only when its leader epoch is newer than
+// ours, §6.3) and does what has to come before the role change: a new
+// leader stops fetching, a new follower's group coordinator resigns.
+func (b *Broker) prepareLeaderAndISR(ps kmsg.LeaderAndISRRequestTopicPartition, configs map[string]string) laiStep {
+	s := laiStep{ps: ps}
+	if !slices.Contains(ps.Replicas, b.id) {
+		s.code = kerr.UnknownTopicOrPartition.Code
+		return s
+	}
 	p, err := b.ensurePartition(ps.Topic, ps.Partition, configs)
 	if err != nil {
 		b.log.Error("create partition", "topic", ps.Topic, "partition", ps.Partition, "err", err)
-		return kerr.KafkaStorageError.Code
+		s.code = kerr.KafkaStorageError.Code
+		return s
 	}
-	st := partition.LeaderAndISR{Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, ISR: ps.ISR, ControllerEpoch: ps.ControllerEpoch}
+	s.p = p
+	s.st = partition.LeaderAndISR{Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, ISR: ps.ISR, ControllerEpoch: ps.ControllerEpoch}
 	cur := p.State()
 	if cur.Role != partition.None && ps.LeaderEpoch <= cur.LeaderEpoch {
 		if ps.LeaderEpoch == cur.LeaderEpoch && cur.Role == partition.Leader && ps.Leader == b.id && int64(ps.ZKVersion) > cur.Version {
 			// Same epoch, newer state (the controller committed an ISR
 			// change): take it.
-			p.UpdateISRFromController(st, ps.Replicas, int64(ps.ZKVersion))
-			return 0
+			p.UpdateISRFromController(s.st, ps.Replicas, int64(ps.ZKVersion))
+			return s
 		}
-		return kerr.StaleControllerEpoch.Code
+		s.code = kerr.StaleControllerEpoch.Code
+		return s
 	}
-	if ps.Leader == b.id {
+	switch {
+	case ps.Leader == b.id:
+		s.act = laiLeader
 		b.fetchers.remove(tp{ps.Topic, ps.Partition})
-		if err := p.MakeLeader(st, ps.Replicas, int64(ps.ZKVersion), b.checkpointHW(ps.Topic, ps.Partition)); err != nil {
-			b.log.Error("become leader", "topic", ps.Topic, "partition", ps.Partition, "err", err)
-			return kerr.KafkaStorageError.Code
+	case ps.Leader < 0:
+		s.act = laiStop
+		b.groupsOnResign(ps.Topic, ps.Partition)
+	default:
+		s.act = laiFollower
+		b.groupsOnResign(ps.Topic, ps.Partition)
+	}
+	return s
+}
+
+// leaderAndISRWorkers bounds how many partitions of one LeaderAndIsr
+// change role at once. Each new leader epoch fsyncs the partition's
+// leader-epoch checkpoint (file and directory), as Kafka's does; the
+// partitions are independent, so their fsyncs overlap on the disk
+// instead of queueing behind each other for the whole request.
+const leaderAndISRWorkers = 16
+
+// applyLeaderAndISR changes the prepared partitions' roles, up to
+// leaderAndISRWorkers at once, then does what follows each change in
+// request order: a new leader's group coordinator loads, a new follower
+// starts fetching, a stopped replica stops fetching. A request naming a
+// partition twice is applied one entry at a time.
+func (b *Broker) applyLeaderAndISR(steps []laiStep) {
+	workers := leaderAndISRWorkers
+	seen := make(map[*partition.Partition]bool, len(steps))
+	for _, s := range steps {
+		if s.p != nil && s.act != laiDone {
+			if seen[s.p] {
+				workers = 1
+				break
+			}
+			seen[s.p] = true
 		}
-		b.log.Info("became leader", "topic", ps.Topic, "partition", ps.Partition, "leader_epoch", ps.LeaderEpoch, "isr", fmtIDs(ps.ISR))
-		b.groupsOnLeader(ps.Topic, ps.Partition, ps.LeaderEpoch)
-		return 0
 	}
-	b.groupsOnResign(ps.Topic, ps.Partition)
-	if ps.Leader < 0 {
-		p.Stop()
-		b.fetchers.remove(tp{ps.Topic, ps.Partition})
-		return 0
+	sem := make(chan struct{}, workers)
+	var wg sync.WaitGroup
+	for i := range steps {
+		s := &steps[i]
+		if s.act == laiDone {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			ps := s.ps
+			hw := b.checkpointHW(ps.Topic, ps.Partition)
+			switch s.act {
+			case laiLeader:
+				if err := s.p.MakeLeader(s.st, ps.Replicas, int64(ps.ZKVersion), hw); err != nil {
+					b.log.Error("become leader", "topic", ps.Topic, "partition", ps.Partition, "err", err)
+					s.code = kerr.KafkaStorageError.Code
+				}
+			case laiStop:
+				s.p.Stop()
+			case laiFollower:
+				s.follow = s.p.MakeFollower(s.st, ps.Replicas, int64(ps.ZKVersion), hw)
+			}
+		}()
+		if workers == 1 {
+			wg.Wait()
+		}
 	}
-	if p.MakeFollower(st, ps.Replicas, int64(ps.ZKVersion), b.checkpointHW(ps.Topic, ps.Partition)) {
-		b.fetchers.add(p, ps.Leader, ps.LeaderEpoch)
-		b.log.Info("became follower", "topic", ps.Topic, "partition", ps.Partition, "leader", ps.Leader, "leader_epoch", ps.LeaderEpoch)
+	wg.Wait()
+	for _, s := range steps {
+		ps := s.ps
+		switch {
+		case s.act == laiLeader && s.code == 0:
+			b.log.Info("became leader", "topic", ps.Topic, "partition", ps.Partition, "leader_epoch", ps.LeaderEpoch, "isr", fmtIDs(ps.ISR))
+			b.groupsOnLeader(ps.Topic, ps.Partition, ps.LeaderEpoch)
+		case s.act == laiStop:
+			b.fetchers.remove(tp{ps.Topic, ps.Partition})
+		case s.act == laiFollower && s.follow:
+			b.fetchers.add(s.p, ps.Leader, ps.LeaderEpoch)
+			b.log.Info("became follower", "topic", ps.Topic, "partition", ps.Partition, "leader", ps.Leader, "leader_epoch", ps.LeaderEpoch)
+		}
 	}
-	return 0
 }
 
 var _ = serve(6, "UpdateMetadata", 0, 8, (*Broker).handleUpdateMetadata, in("0.10", 0, 3), in("2.4", 0, 6), in("2.6", 0, 6))
@@ -146,8 +258,9 @@ func (b *Broker) handleUpdateMetadata(_ context.Context, rq *request) {
 		rq.respond(resp)
 		return
 	}
-	b.log.Debug("UpdateMetadata", "controller", req.ControllerID, "controller_epoch", req.ControllerEpoch, "brokers", len(req.LiveBrokers), "topics", len(req.TopicStates))
-	b.meta.applyUpdateMetadata(req)
+	start := time.Now()
+	n := b.meta.applyUpdateMetadata(req)
+	b.log.Info("applied UpdateMetadata", "controller", req.ControllerID, "controller_epoch", req.ControllerEpoch, "brokers", len(req.LiveBrokers), "partitions", n, "took", time.Since(start))
 	rq.respond(resp)
 }
 

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,6 +70,7 @@ func (b *Broker) handleMetadata(_ context.Context, rq *request) {
 		}
 	}
 	autoCreate := b.cfg.Bool("auto.create.topics.enable") && (req.Version < 4 || req.AllowAutoTopicCreation) && !allTopics && !byID
+	resp.Topics = slices.Grow(resp.Topics, len(names))
 	for _, name := range names {
 		rt := kmsg.NewMetadataResponseTopic()
 		n := name
@@ -91,6 +93,7 @@ func (b *Broker) handleMetadata(_ context.Context, rq *request) {
 		default:
 			rt.TopicID = t.ID
 			rt.IsInternal = strings.HasPrefix(name, "__")
+			rt.Partitions = make([]kmsg.MetadataResponseTopicPartition, 0, len(t.Partitions))
 			for i, pm := range t.Partitions {
 				rt.Partitions = append(rt.Partitions, b.partitionMetadata(req.Version, int32(i), pm))
 			}

@@ -53,8 +53,10 @@ type cluster struct {
 	isrMu      sync.Mutex
 	isrChanged map[coord.TopicPartition]struct{}
 
-	alterMu sync.Mutex
-	alterTo *brokerClient // to the controller, for AlterPartition
+	alterMu      sync.Mutex
+	alterTo      *brokerClient // to the controller, for AlterPartition
+	alterQueue   []alterItem   // proposals waiting for the next request
+	alterSending bool          // a goroutine is sending alterQueue
 }
 
 // BrokerEpoch returns the broker's current registration epoch (-1 before
@@ -284,62 +286,134 @@ func (w isrWriter) NotifyISRChange(topic string, p int32) {
 	c.isrMu.Unlock()
 }
 
-// AlterPartition sends the proposal to the controller in the background.
+// AlterPartition queues the proposal for the controller. Proposals are
+// sent in batches, one request in flight at a time, as Kafka's
+// AlterPartitionManager sends them: whatever queued while a request was
+// out goes in the next one, so a broker rejoining thousands of ISRs sends
+// a few requests instead of one per partition.
 func (w isrWriter) AlterPartition(p *partition.Partition, leaderEpoch int32, isr []int32, partitionEpoch int64) {
-	b := w.b
-	go func() {
-		newISR, newEpoch, err := b.sendAlterPartition(p.Topic, p.Index, leaderEpoch, isr, partitionEpoch)
-		if err != nil {
-			b.log.Info("AlterPartition failed", "topic", p.Topic, "partition", p.Index, "isr", fmt.Sprint(isr), "err", err)
-		}
-		p.CompleteAlterPartition(leaderEpoch, newISR, newEpoch, err)
-	}()
+	c := w.b.cluster
+	item := alterItem{p: p, leaderEpoch: leaderEpoch, isr: isr, partitionEpoch: partitionEpoch}
+	if c == nil {
+		go p.CompleteAlterPartition(leaderEpoch, nil, 0, errors.New("standalone broker"))
+		return
+	}
+	c.alterMu.Lock()
+	c.alterQueue = append(c.alterQueue, item)
+	start := !c.alterSending
+	c.alterSending = true
+	c.alterMu.Unlock()
+	if start {
+		go c.sendAlters()
+	}
 }
 
-func (b *Broker) sendAlterPartition(topic string, idx, leaderEpoch int32, isr []int32, partitionEpoch int64) ([]int32, int64, error) {
-	c := b.cluster
-	if c == nil {
-		return nil, 0, errors.New("standalone broker")
+// alterItem is one queued AlterPartition proposal.
+type alterItem struct {
+	p              *partition.Partition
+	leaderEpoch    int32
+	isr            []int32
+	partitionEpoch int64
+}
+
+// sendAlters sends the queued proposals until the queue is empty.
+func (c *cluster) sendAlters() {
+	for {
+		c.alterMu.Lock()
+		batch := c.alterQueue
+		c.alterQueue = nil
+		if len(batch) == 0 {
+			c.alterSending = false
+			c.alterMu.Unlock()
+			return
+		}
+		c.alterMu.Unlock()
+		results, err := c.b.sendAlterPartition(batch)
+		for i, it := range batch {
+			r := results[i]
+			if err != nil {
+				r.err = err
+			}
+			if r.err != nil {
+				c.b.log.Info("AlterPartition failed", "topic", it.p.Topic, "partition", it.p.Index, "isr", fmt.Sprint(it.isr), "err", r.err)
+			}
+			it.p.CompleteAlterPartition(it.leaderEpoch, r.isr, r.epoch, r.err)
+		}
 	}
+}
+
+// alterResult is the controller's answer for one proposal.
+type alterResult struct {
+	isr   []int32
+	epoch int64
+	err   error
+}
+
+// sendAlterPartition sends one AlterPartition (v1, topics by name) with
+// every proposal of batch and returns each one's answer, in batch order.
+func (b *Broker) sendAlterPartition(batch []alterItem) ([]alterResult, error) {
+	results := make([]alterResult, len(batch))
+	c := b.cluster
 	ctrlID := b.meta.controllerID()
 	if c.ctrl != nil && c.ctrl.Active() {
 		ctrlID = b.id
 	}
 	addr, ok := b.meta.brokerAddr(ctrlID)
 	if !ok {
-		return nil, 0, fmt.Errorf("controller %d unknown", ctrlID)
+		return results, fmt.Errorf("controller %d unknown", ctrlID)
 	}
 	req := kmsg.NewPtrAlterPartitionRequest()
 	req.SetVersion(1)
 	req.BrokerID, req.BrokerEpoch = b.id, c.epoch.Load()
-	rt := kmsg.NewAlterPartitionRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewAlterPartitionRequestTopicPartition()
-	rp.Partition, rp.LeaderEpoch, rp.NewISR, rp.PartitionEpoch = idx, leaderEpoch, isr, int32(partitionEpoch)
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	topicAt := map[string]int{}
+	for _, it := range batch {
+		i, ok := topicAt[it.p.Topic]
+		if !ok {
+			i = len(req.Topics)
+			topicAt[it.p.Topic] = i
+			rt := kmsg.NewAlterPartitionRequestTopic()
+			rt.Topic = it.p.Topic
+			req.Topics = append(req.Topics, rt)
+		}
+		rp := kmsg.NewAlterPartitionRequestTopicPartition()
+		rp.Partition, rp.LeaderEpoch, rp.NewISR, rp.PartitionEpoch = it.p.Index, it.leaderEpoch, it.isr, int32(it.partitionEpoch)
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
 	ctx, cancel := context.WithTimeout(b.runCtx, 10*time.Second)
 	defer cancel()
-	cl := b.brokerClient(ctrlID, addr)
-	raw, err := cl.Request(ctx, req)
+	raw, err := b.brokerClient(ctrlID, addr).Request(ctx, req)
 	if err != nil {
-		return nil, 0, err
+		return results, err
 	}
 	resp := raw.(*kmsg.AlterPartitionResponse)
 	if err := kerrFor(resp.ErrorCode); err != nil {
-		return nil, 0, err
+		return results, err
 	}
+	// Answers by topic and partition, in the order asked (a partition
+	// has one proposal at a time, but order keeps even repeats apart).
+	answers := map[tp][]kmsg.AlterPartitionResponseTopicPartition{}
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
-			if p.Partition == idx {
-				if err := kerrFor(p.ErrorCode); err != nil {
-					return nil, 0, err
-				}
-				return p.ISR, int64(p.PartitionEpoch), nil
-			}
+			k := tp{t.Topic, p.Partition}
+			answers[k] = append(answers[k], p)
 		}
 	}
-	return nil, 0, errors.New("AlterPartition response without the partition")
+	for i, it := range batch {
+		k := tp{it.p.Topic, it.p.Index}
+		as := answers[k]
+		if len(as) == 0 {
+			results[i].err = errors.New("AlterPartition response without the partition")
+			continue
+		}
+		a := as[0]
+		answers[k] = as[1:]
+		if err := kerrFor(a.ErrorCode); err != nil {
+			results[i].err = err
+			continue
+		}
+		results[i] = alterResult{isr: a.ISR, epoch: int64(a.PartitionEpoch)}
+	}
+	return results, nil
 }
 
 // createTopicClustered writes a new topic's assignment to the coordinator;

@@ -432,8 +432,9 @@ func (m *metadata) topicConfigs(topic string) map[string]string {
 const leaderDuringDelete = -2
 
 // applyUpdateMetadata merges an UpdateMetadata into the cache: live brokers
-// are replaced, partition states updated, deleted topics dropped.
-func (m *metadata) applyUpdateMetadata(req *kmsg.UpdateMetadataRequest) {
+// are replaced, partition states updated, deleted topics dropped. It
+// returns the number of partition states in the request.
+func (m *metadata) applyUpdateMetadata(req *kmsg.UpdateMetadataRequest) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	defer m.notifyLocked()
@@ -469,4 +470,5 @@ func (m *metadata) applyUpdateMetadata(req *kmsg.UpdateMetadataRequest) {
 		}
 		t.Partitions[ps.Partition] = partitionMeta{Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, Replicas: ps.Replicas, ISR: ps.ISR, Offline: ps.OfflineReplicas}
 	}
+	return len(states)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -142,6 +143,11 @@ func (m *metrics) sampleLoop(ctx context.Context, ioThreads, netThreads int) {
 func (m *metrics) serve(ctx context.Context, ln net.Listener, extra func(*http.ServeMux)) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	// Go's profiles (CPU, heap, goroutines) for finding what a large
+	// cluster costs: go tool pprof http://<metrics.listen>/debug/pprof/heap.
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	if extra != nil {
 		extra(mux)
 	}

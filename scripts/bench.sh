@@ -2,12 +2,28 @@
 # bench.sh is `make bench`: every benchmark docs/PERFORMANCE.md quotes, with
 # the same commands, side by side where there is a peer to compare with.
 # BENCH_QUICK=1 runs each once (fewer iterations) for a smoke check.
+# `bench.sh scale` (make bench-scale) runs only the scale set: 1,000 to
+# 10,000 partitions, slow (minutes per cluster); plain `bench.sh` runs it
+# last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export ISRLAB_BIN=${ISRLAB_BIN:-$PWD/bin/isrlab}
 count=3
 [ "${BENCH_QUICK:-}" = 1 ] && count=1
 run() { echo; echo "\$ $*"; "$@"; }
+
+scale() {
+  echo "# scale: controller work at 1,000 and 10,000 partitions (fake brokers), Metadata, then 3-process clusters"
+  uptime
+  run go test ./broker/controller -run '^$' -bench ScaleFailover -benchtime 3x -count "$((count + 2))"
+  run go test ./broker -run '^$' -bench '^BenchmarkMetadata$' -benchtime 2s -count "$count"
+  run go test ./broker -run '^$' -bench '^BenchmarkScale$' -benchtime 1x -count "$count" -timeout 120m
+  uptime
+}
+if [ "${1:-}" = scale ]; then
+  scale
+  exit 0
+fi
 
 echo "# broker vs franz-go kfake (1 KiB random records, acks=1, 8 partitions)"
 run go test ./broker -run '^$' -bench 'Produce|Consume' -benchtime 200000x -count "$count"
@@ -38,3 +54,4 @@ echo "# faults over SSH (root, sshd: openssh-server)"
 run go test ./nemesis -run '^$' -bench SSHInjectHeal -benchtime 20x -count 2 || true
 echo "# faultfs vs plain disk (root, /dev/fuse)"
 run go test ./nemesis/faultfs -run '^$' -bench 'Append|FsyncHeavy' -benchtime 1s -count "$count" || true
+scale

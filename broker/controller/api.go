@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -195,8 +196,12 @@ func (c *Controller) AlterPartition(ctx context.Context, req *kmsg.AlterPartitio
 			resp.ErrorCode = kerr.StaleBrokerEpoch.Code
 			return nil
 		}
-		var changed []coord.TopicPartition
-		var fatal error
+		// Validate every entry first, then write the accepted changes
+		// together (pipelined Txns instead of one round trip each: a
+		// broker rejoining thousands of ISRs sends them in one request).
+		type slot struct{ topic, part int }
+		var writes []isrWrite
+		var current []isrWrite // accepted without a write: answered with the current state
 		for _, rt := range req.Topics {
 			out := kmsg.NewAlterPartitionResponseTopic()
 			out.Topic, out.TopidID = rt.Topic, rt.TopicID
@@ -208,67 +213,53 @@ func (c *Controller) AlterPartition(ctx context.Context, req *kmsg.AlterPartitio
 				tp := coord.TopicPartition{Topic: name, Partition: rp.Partition}
 				pr := kmsg.NewAlterPartitionResponseTopicPartition()
 				pr.Partition = rp.Partition
-				if fatal != nil {
-					pr.ErrorCode = errCode(fatal)
-					out.Partitions = append(out.Partitions, pr)
-					continue
-				}
-				if !known {
+				at := slot{len(resp.Topics), len(out.Partitions)}
+				p, exists := t.parts[tp]
+				switch {
+				case !known:
 					pr.ErrorCode = kerr.UnknownTopicID.Code
-					out.Partitions = append(out.Partitions, pr)
-					continue
-				}
-				p, ok := t.parts[tp]
-				if !ok || !p.hasState {
+				case !exists || !p.hasState:
 					pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
-					out.Partitions = append(out.Partitions, pr)
-					continue
-				}
-				isr, epochs := requestedISR(rp)
-				code, write := ValidateAlterPartition(req.BrokerID, p.replicas, p.state, rp.LeaderEpoch, rp.PartitionEpoch, isr, epochs, t.liveEpoch)
-				if code == 0 && write {
-					next := p.state
-					next.ISR = isr
-					next.ControllerEpoch = t.epoch
-					vs, err := t.c.cfg.Coord.SetPartitionStates(ctx, t.l, []coord.PartitionStateUpdate{
-						{Topic: tp.Topic, Partition: tp.Partition, State: next, ExpectedVersion: p.state.Version},
-					})
+				default:
+					isr, epochs := requestedISR(rp)
+					code, write := ValidateAlterPartition(req.BrokerID, p.replicas, p.state, rp.LeaderEpoch, rp.PartitionEpoch, isr, epochs, t.liveEpoch)
+					pr.ErrorCode = code
 					switch {
-					case err == nil:
-						next.Version = vs[0]
-						p.state = next
-						changed = append(changed, tp)
-						t.log.Info("ISR altered", "topic", tp.Topic, "partition", tp.Partition, "isr", isr, "version", next.Version)
-						if t.shuttingDown[req.BrokerID] {
-							shutting := func(r int32) bool { return t.shuttingDown[r] }
-							chs, err := t.apply(ctx, []coord.TopicPartition{tp}, shutdownDecision(t.live, shutting, t.epoch))
-							t.announce(chs)
-							if err != nil {
-								fatal = err
-							} else if p.state.Leader != req.BrokerID {
-								code = kerr.NewLeaderElected.Code
-							}
-						}
-					case errors.Is(err, coord.ErrVersionMismatch):
-						code = kerr.InvalidUpdateVersion.Code
-						if st, rerr := t.c.cfg.Coord.PartitionState(ctx, tp.Topic, tp.Partition); rerr == nil {
-							p.state = st
-						}
-					default:
-						code = errCode(err)
-						fatal = err
+					case code == 0 && write:
+						writes = append(writes, isrWrite{tp: tp, isr: isr, expected: p.state.Version, topic: at.topic, part: at.part})
+					case code == 0:
+						current = append(current, isrWrite{tp: tp, topic: at.topic, part: at.part})
 					}
-				}
-				pr.ErrorCode = code
-				if code == 0 {
-					pr.LeaderID = p.state.Leader
-					pr.LeaderEpoch = p.state.LeaderEpoch
-					pr.ISR = nonNil(p.state.ISR)
-					pr.PartitionEpoch = int32(p.state.Version)
 				}
 				out.Partitions = append(out.Partitions, pr)
 			}
 			resp.Topics = append(resp.Topics, out)
+		}
+		changed, fatal := t.writeISRs(ctx, writes)
+		// A leader in controlled shutdown has its change applied, then
+		// loses the leadership.
+		if t.shuttingDown[req.BrokerID] && len(changed) > 0 && fatal == nil {
+			shutting := func(r int32) bool { return t.shuttingDown[r] }
+			chs, err := t.apply(ctx, changed, shutdownDecision(t.live, shutting, t.epoch))
+			t.announce(chs)
+			fatal = err
+		}
+		for _, w := range writes {
+			pr := &resp.Topics[w.topic].Partitions[w.part]
+			pr.ErrorCode = w.code
+			if w.code == 0 && fatal == nil && t.shuttingDown[req.BrokerID] && t.parts[w.tp].state.Leader != req.BrokerID {
+				pr.ErrorCode = kerr.NewLeaderElected.Code
+			}
+		}
+		for _, w := range append(writes, current...) {
+			pr := &resp.Topics[w.topic].Partitions[w.part]
+			if pr.ErrorCode == 0 {
+				st := t.parts[w.tp].state
+				pr.LeaderID = st.Leader
+				pr.LeaderEpoch = st.LeaderEpoch
+				pr.ISR = nonNil(st.ISR)
+				pr.PartitionEpoch = int32(st.Version)
+			}
 		}
 		if len(changed) > 0 {
 			t.sendUpdateMetadata(changed, nil)
@@ -285,17 +276,97 @@ func (c *Controller) AlterPartition(ctx context.Context, req *kmsg.AlterPartitio
 	return resp
 }
 
+// isrWrite is one accepted ISR change of an AlterPartition request and
+// where its answer goes.
+type isrWrite struct {
+	tp          coord.TopicPartition
+	isr         []int32
+	expected    int64 // the partition epoch (state version) the leader had
+	topic, part int   // response indexes
+	code        int16 // the answer once written
+}
+
+// writeISRs writes accepted ISR changes with compare-and-swap, all in one
+// SetPartitionStates call. A Txn that failed on another partition's
+// mismatch is tried again for the partitions whose versions did not
+// change; a changed version is INVALID_UPDATE_VERSION (the cache then
+// holds the state read). It returns the partitions written, in topic and
+// partition order, and the error that ends the term's work (not a
+// mismatch).
+func (t *term) writeISRs(ctx context.Context, writes []isrWrite) ([]coord.TopicPartition, error) {
+	var changed []coord.TopicPartition
+	pending := make([]int, len(writes))
+	for i := range writes {
+		pending[i] = i
+	}
+	for round := 0; len(pending) > 0; round++ {
+		ups := make([]coord.PartitionStateUpdate, len(pending))
+		for j, i := range pending {
+			w := writes[i]
+			next := t.parts[w.tp].state
+			next.ISR = w.isr
+			next.ControllerEpoch = t.epoch
+			ups[j] = coord.PartitionStateUpdate{Topic: w.tp.Topic, Partition: w.tp.Partition, State: next, ExpectedVersion: w.expected}
+		}
+		vs, err := t.c.cfg.Coord.SetPartitionStates(ctx, t.l, ups)
+		var failed []int
+		for j, i := range pending {
+			if vs[j] == 0 {
+				failed = append(failed, i)
+				continue
+			}
+			w := &writes[i]
+			p := t.parts[w.tp]
+			p.state = ups[j].State
+			p.state.Version = vs[j]
+			changed = append(changed, w.tp)
+			t.log.Info("ISR altered", "topic", w.tp.Topic, "partition", w.tp.Partition, "isr", w.isr, "version", vs[j])
+		}
+		pending = nil
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, coord.ErrVersionMismatch) {
+			for _, i := range failed {
+				writes[i].code = errCode(err)
+			}
+			sortTPs(changed)
+			return changed, err
+		}
+		byTopic := map[string][]int32{}
+		for _, i := range failed {
+			byTopic[writes[i].tp.Topic] = append(byTopic[writes[i].tp.Topic], writes[i].tp.Partition)
+		}
+		names := slices.Sorted(maps.Keys(byTopic))
+		fresh, rerr := t.c.cfg.Coord.PartitionStatesOf(ctx, names)
+		for _, i := range failed {
+			w := &writes[i]
+			w.code = kerr.InvalidUpdateVersion.Code
+			if rerr != nil {
+				continue
+			}
+			if st, ok := fresh[w.tp.Topic][w.tp.Partition]; ok {
+				t.parts[w.tp].state = st
+				if st.Version == w.expected && round < 2 {
+					pending = append(pending, i) // failed with another partition's Txn
+				}
+			}
+		}
+	}
+	sortTPs(changed)
+	return changed, nil
+}
+
 // topicName resolves a topic ID; the zero ID never resolves.
 func (t *term) topicName(id [16]byte) (string, bool) {
 	if id == ([16]byte{}) {
 		return "", false
 	}
-	for name, spec := range t.topics {
-		if spec.ID == id {
-			return name, true
-		}
+	name, ok := t.topicIDs[id]
+	if !ok || t.topics[name].ID != id {
+		return "", false
 	}
-	return "", false
+	return name, true
 }
 
 // requestedISR reads the new ISR of either request layout; epochs holds -1

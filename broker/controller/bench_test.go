@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -12,6 +13,65 @@ import (
 	"github.com/isrlab/isrlab/broker/coord"
 	"github.com/isrlab/isrlab/broker/coord/coordtest"
 )
+
+// benchTerm is one controller term of the failover benchmarks.
+type benchTerm struct {
+	l       *coord.Leadership
+	elected time.Time // when its Campaign returned
+	done    chan error
+}
+
+// controllerPair is two controllers, each on its own coordinator client,
+// taking turns: term i runs on client i%2 as broker 100+i%2.
+type controllerPair struct {
+	b       *testing.B
+	e       *env
+	ctx     context.Context
+	clients [2]*coord.Client
+	logger  *slog.Logger
+}
+
+func newControllerPair(b *testing.B, e *env, ctx context.Context, logger *slog.Logger) *controllerPair {
+	return &controllerPair{b: b, e: e, ctx: ctx, clients: [2]*coord.Client{coordtest.Dial(b, e.srv), coordtest.Dial(b, e.srv)}, logger: logger}
+}
+
+// start campaigns for term i and runs its controller once elected.
+func (cp *controllerPair) start(i int) (*benchTerm, error) {
+	cl := cp.clients[i%2]
+	l, err := cl.Campaign(cp.ctx, int32(100+i%2))
+	if err != nil {
+		return nil, err
+	}
+	ctrl := New(Config{BrokerID: int32(100 + i%2), Coord: cl, RetryBackoff: 20 * time.Millisecond, Logger: cp.logger})
+	t := &benchTerm{l: l, elected: time.Now(), done: make(chan error, 1)}
+	go func() { t.done <- ctrl.Run(cp.ctx, l) }()
+	return t, nil
+}
+
+// standby starts term i campaigning behind the active one and returns
+// once its election key is there; the channel delivers the term when it
+// is elected (nil if the campaign failed).
+func (cp *controllerPair) standby(i int) <-chan *benchTerm {
+	next := make(chan *benchTerm, 1)
+	go func() {
+		t, err := cp.start(i)
+		if err != nil {
+			cp.b.Error(err)
+		}
+		next <- t
+	}()
+	coordtest.Eventually(cp.b, 30*time.Second, func() error {
+		resp, err := cp.e.admin.Etcd().Get(cp.ctx, "/controller/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return err
+		}
+		if resp.Count != 2 {
+			return fmt.Errorf("%d candidates", resp.Count)
+		}
+		return nil
+	})
+	return next
+}
 
 // firstLAIFrom returns when broker fb first received a LeaderAndIsr from
 // the controller epoch, or false.
@@ -43,23 +103,8 @@ func BenchmarkControllerFailover(b *testing.B) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			clients := []*coord.Client{coordtest.Dial(b, e.srv), coordtest.Dial(b, e.srv)}
-			type term struct {
-				l       *coord.Leadership
-				elected time.Time
-				done    chan error
-			}
-			start := func(i int) (*term, error) {
-				l, err := clients[i%2].Campaign(ctx, int32(100+i%2))
-				if err != nil {
-					return nil, err
-				}
-				ctrl := New(Config{BrokerID: int32(100 + i%2), Coord: clients[i%2], RetryBackoff: 20 * time.Millisecond})
-				t := &term{l: l, elected: time.Now(), done: make(chan error, 1)}
-				go func() { t.done <- ctrl.Run(ctx, l) }()
-				return t, nil
-			}
-			cur, err := start(0)
+			pair := newControllerPair(b, e, ctx, nil)
+			cur, err := pair.start(0)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -69,25 +114,7 @@ func BenchmarkControllerFailover(b *testing.B) {
 			b.ResetTimer()
 			for i := 1; i <= b.N; i++ {
 				b.StopTimer()
-				next := make(chan *term, 1)
-				go func() {
-					t, err := start(i)
-					if err != nil {
-						b.Error(err)
-					}
-					next <- t
-				}()
-				// Wait until the standby's election key exists behind ours.
-				coordtest.Eventually(b, 10*time.Second, func() error {
-					resp, err := e.admin.Etcd().Get(ctx, "/controller/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-					if err != nil {
-						return err
-					}
-					if resp.Count != 2 {
-						return fmt.Errorf("%d candidates", resp.Count)
-					}
-					return nil
-				})
+				next := pair.standby(i)
 				b.StartTimer()
 				ended := time.Now()
 				if err := cur.l.Resign(ctx); err != nil {

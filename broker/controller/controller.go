@@ -199,6 +199,7 @@ type term struct {
 	brokers      map[int32]coord.BrokerInfo // live registrations
 	shuttingDown map[int32]bool             // brokers in controlled shutdown
 	topics       map[string]coord.TopicSpec
+	topicIDs     map[[16]byte]string // topic ID -> name, as of the last topics snapshot
 	parts        map[coord.TopicPartition]*partition
 
 	senders map[int32]*sender
@@ -208,6 +209,9 @@ type term struct {
 	acks     chan stopAck
 
 	resync bool // a coordinator call failed: re-read and reconcile
+
+	gaugesAt    time.Time // last updateGauges
+	gaugesDirty bool      // an event since then may have changed them
 }
 
 func (t *term) run(ctx context.Context) error {
@@ -258,6 +262,9 @@ func (t *term) run(ctx context.Context) error {
 	resyncTimer := time.NewTimer(backoff)
 	defer resyncTimer.Stop()
 	armed := true
+	gaugeTick := time.NewTicker(gaugeInterval)
+	defer gaugeTick.Stop()
+	t.gaugesDirty = true
 	// The failover sequence runs before any other event is looked at.
 	if err := t.doResync(ctx); err != nil {
 		if errors.Is(err, coord.ErrNotController) || ctx.Err() != nil {
@@ -306,6 +313,11 @@ func (t *term) run(ctx context.Context) error {
 			close(cl.reply)
 		case a := <-t.acks:
 			err = t.onStopAck(ctx, a)
+		case <-gaugeTick.C:
+			if t.gaugesDirty {
+				t.updateGauges()
+			}
+			continue
 		}
 		if err != nil {
 			if errors.Is(err, coord.ErrNotController) {
@@ -324,9 +336,19 @@ func (t *term) run(ctx context.Context) error {
 				t.log.Debug("controller action failed while a resync is pending", "err", err)
 			}
 		}
-		t.updateGauges()
+		if time.Since(t.gaugesAt) >= gaugeInterval {
+			t.updateGauges()
+		} else {
+			t.gaugesDirty = true
+		}
 	}
 }
+
+// gaugeInterval bounds how often the partition gauges, a walk over every
+// partition, are recomputed: at once after an event in a quiet period, at
+// most once per interval during a burst of events (thousands of
+// AlterPartition calls while a broker rejoins every ISR).
+const gaugeInterval = time.Second
 
 // maxResyncBackoff caps the pause between resync attempts, which bounds how
 // long the controller stays idle after the coordinator is back.
@@ -349,6 +371,20 @@ func (t *term) up(id int32) bool {
 // controlled shutdown.
 func (t *term) live(id int32) bool { return t.up(id) && !t.shuttingDown[id] }
 
+// uncleanByTopic is unclean remembered per topic, for one decision over
+// many partitions (resolving a topic's configs is not free).
+func (t *term) uncleanByTopic() func(topic string) bool {
+	seen := map[string]bool{}
+	return func(topic string) bool {
+		v, ok := seen[topic]
+		if !ok {
+			v = t.unclean(topic)
+			seen[topic] = v
+		}
+		return v
+	}
+}
+
 func (t *term) unclean(topic string) bool {
 	tc, err := t.c.broker.TopicConfig(t.topics[topic].Configs)
 	if err != nil {
@@ -358,6 +394,7 @@ func (t *term) unclean(topic string) bool {
 }
 
 func (t *term) updateGauges() {
+	t.gaugesAt, t.gaugesDirty = time.Now(), false
 	n, off, imb := 0, 0, 0
 	for _, p := range t.parts {
 		n++
@@ -474,27 +511,49 @@ func (t *term) setTopics(ts []coord.TopicSpec) {
 		}
 	}
 	t.topics = next
-}
-
-// readStates refreshes the cached states of topics from the coordinator.
-func (t *term) readStates(ctx context.Context, topics []string) error {
-	for _, name := range topics {
-		states, err := t.c.cfg.Coord.PartitionStates(ctx, name)
-		if err != nil {
-			if errors.Is(err, coord.ErrTopicNotFound) {
-				continue
-			}
-			return err
-		}
-		for tp, p := range t.parts {
-			if tp.Topic != name {
-				continue
-			}
-			st, ok := states[tp.Partition]
-			p.state, p.hasState = st, ok
+	t.topicIDs = make(map[[16]byte]string, len(next))
+	for name, s := range next {
+		if s.ID != ([16]byte{}) {
+			t.topicIDs[s.ID] = name
 		}
 	}
+}
+
+// readStates refreshes the cached states of topics from the coordinator,
+// with one round trip per coord.MaxTxnOps topics.
+func (t *term) readStates(ctx context.Context, topics []string) error {
+	if len(topics) == 0 {
+		return nil
+	}
+	states, err := t.c.cfg.Coord.PartitionStatesOf(ctx, topics)
+	if err != nil {
+		return err
+	}
+	for _, name := range topics {
+		t.setStates(name, states[name], nil)
+	}
 	return nil
+}
+
+// setStates caches a topic's states as read (a partition without one has
+// none); only limits it to some partitions when not nil.
+func (t *term) setStates(topic string, states map[int32]coord.PartitionState, only []int32) {
+	set := func(p int32) {
+		tp := coord.TopicPartition{Topic: topic, Partition: p}
+		if part, ok := t.parts[tp]; ok {
+			st, ok := states[p]
+			part.state, part.hasState = st, ok
+		}
+	}
+	if only != nil {
+		for _, p := range only {
+			set(p)
+		}
+		return
+	}
+	for p := range t.topics[topic].Assignment {
+		set(p)
+	}
 }
 
 // doResync is the failover sequence, also used to recover after a failed
@@ -508,7 +567,7 @@ func (t *term) doResync(ctx context.Context) error {
 	if err := t.processDeletions(ctx); err != nil {
 		return err
 	}
-	changes, err := t.apply(ctx, t.allTPs(), livenessDecision(t.live, t.up, t.unclean, t.epoch))
+	changes, err := t.apply(ctx, t.allTPs(), livenessDecision(t.live, t.up, t.uncleanByTopic(), t.epoch))
 	if err != nil {
 		return err
 	}
@@ -572,22 +631,19 @@ func (t *term) apply(ctx context.Context, tps []coord.TopicPartition, decide dec
 		if !errors.Is(err, coord.ErrVersionMismatch) || round >= 2 {
 			return applied, err
 		}
-		// Re-read the rest with one range read per topic, as Kafka reads
-		// the current states before an election batch.
-		fresh := map[string]map[int32]coord.PartitionState{}
+		// Re-read the rest (one range read per topic, batched), as Kafka
+		// reads the current states before an election batch.
+		byTopic := map[string][]int32{}
 		for _, tp := range pending {
-			states, ok := fresh[tp.Topic]
-			if !ok {
-				var err error
-				states, err = t.c.cfg.Coord.PartitionStates(ctx, tp.Topic)
-				if err != nil && !errors.Is(err, coord.ErrTopicNotFound) {
-					return applied, err
-				}
-				fresh[tp.Topic] = states
-			}
-			st, ok := states[tp.Partition]
-			p := t.parts[tp]
-			p.state, p.hasState = st, ok
+			byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
+		}
+		names := slices.Sorted(maps.Keys(byTopic))
+		fresh, err := t.c.cfg.Coord.PartitionStatesOf(ctx, names)
+		if err != nil {
+			return applied, err
+		}
+		for _, name := range names {
+			t.setStates(name, fresh[name], byTopic[name])
 		}
 	}
 	for _, ch := range applied {
@@ -778,7 +834,7 @@ func (t *term) onBrokers(ctx context.Context, bs []coord.BrokerInfo) error {
 		}
 		alive := func(id int32) bool { return t.live(id) && !gone[id] }
 		up := func(id int32) bool { return t.up(id) && !gone[id] }
-		chs, err := t.apply(ctx, t.allTPs(), livenessDecision(alive, up, t.unclean, t.epoch))
+		chs, err := t.apply(ctx, t.allTPs(), livenessDecision(alive, up, t.uncleanByTopic(), t.epoch))
 		failed = chs
 		if err != nil {
 			t.setBrokers(ctx, bs)
@@ -802,7 +858,7 @@ func (t *term) onBrokers(ctx context.Context, bs []coord.BrokerInfo) error {
 	if len(started) == 0 {
 		return nil
 	}
-	chs, err := t.apply(ctx, t.allTPs(), livenessDecision(t.live, t.up, t.unclean, t.epoch))
+	chs, err := t.apply(ctx, t.allTPs(), livenessDecision(t.live, t.up, t.uncleanByTopic(), t.epoch))
 	t.announce(chs)
 	if err != nil {
 		return fmt.Errorf("handle startup of brokers %v: %w", started, err)
@@ -858,22 +914,33 @@ func (t *term) onTopics(ctx context.Context, ts []coord.TopicSpec) error {
 	if err := t.readStates(ctx, added); err != nil {
 		return err
 	}
+	isAdded := map[string]bool{}
+	for _, name := range added {
+		isAdded[name] = true
+	}
 	var tps []coord.TopicPartition
-	for _, tp := range t.allTPs() {
-		if slices.Contains(added, tp.Topic) || slices.Contains(uncleanOn, tp.Topic) {
-			tps = append(tps, tp)
+	for _, name := range slices.Sorted(slices.Values(append(slices.Clone(added), uncleanOn...))) {
+		for _, p := range t.topics[name].Partitions() {
+			tp := coord.TopicPartition{Topic: name, Partition: p}
+			if _, ok := t.parts[tp]; ok {
+				tps = append(tps, tp)
+			}
 		}
 	}
-	chs, err := t.apply(ctx, tps, livenessDecision(t.live, t.up, t.unclean, t.epoch))
+	chs, err := t.apply(ctx, tps, livenessDecision(t.live, t.up, t.uncleanByTopic(), t.epoch))
 	t.announce(chs)
 	if err != nil {
 		return err
 	}
 	// Partitions of new topics that already had state (written by an
 	// earlier controller) are announced too.
+	changed := make(map[coord.TopicPartition]bool, len(chs))
+	for _, ch := range chs {
+		changed[ch.TP] = true
+	}
 	var known []coord.TopicPartition
 	for _, tp := range tps {
-		if slices.Contains(added, tp.Topic) && !slices.ContainsFunc(chs, func(c stateChange) bool { return c.TP == tp }) {
+		if isAdded[tp.Topic] && !changed[tp] {
 			known = append(known, tp)
 		}
 	}
@@ -976,20 +1043,30 @@ func (t *term) onISRChanges(ctx context.Context) error {
 	}
 	seen := map[coord.TopicPartition]bool{}
 	var tps []coord.TopicPartition
+	byTopic := map[string][]int32{}
 	keys := make([]string, 0, len(ns))
 	for _, n := range ns {
 		keys = append(keys, n.Key)
 		for _, tp := range n.Partitions {
-			if p, ok := t.parts[tp]; ok && !seen[tp] {
+			if _, ok := t.parts[tp]; ok && !seen[tp] {
 				seen[tp] = true
 				tps = append(tps, tp)
-				st, err := t.c.cfg.Coord.PartitionState(ctx, tp.Topic, tp.Partition)
-				if err != nil && !errors.Is(err, coord.ErrPartitionNotFound) {
-					return err
-				}
-				if err == nil {
-					p.state, p.hasState = st, true
-				}
+				byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
+			}
+		}
+	}
+	// The notified partitions' states, read by topic in batches (a
+	// broker coming back notifies thousands at once).
+	names := slices.Sorted(maps.Keys(byTopic))
+	fresh, err := t.c.cfg.Coord.PartitionStatesOf(ctx, names)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		for _, p := range byTopic[name] {
+			if st, ok := fresh[name][p]; ok {
+				part := t.parts[coord.TopicPartition{Topic: name, Partition: p}]
+				part.state, part.hasState = st, true
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -102,16 +103,61 @@ func (c *Client) PartitionStates(ctx context.Context, topic string) (map[int32]P
 	return out, nil
 }
 
+// PartitionStatesOf reads every partition state of each of topics, by
+// topic and partition, with one round trip per MaxTxnOps topics (a Txn of
+// range reads, each Txn one consistent snapshot), as Kafka's controller
+// reads partition states with pipelined ZooKeeper multi-gets. Topics
+// without states are absent from the result.
+func (c *Client) PartitionStatesOf(ctx context.Context, topics []string) (map[string]map[int32]PartitionState, error) {
+	out := make(map[string]map[int32]PartitionState, len(topics))
+	for start := 0; start < len(topics); start += MaxTxnOps {
+		batch := topics[start:min(start+MaxTxnOps, len(topics))]
+		ops := make([]clientv3.Op, len(batch))
+		for i, t := range batch {
+			ops[i] = clientv3.OpGet(partitionsPrefix(t), clientv3.WithPrefix())
+		}
+		cctx, cancel := c.callCtx(ctx)
+		resp, err := c.cli.Txn(cctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return nil, wrapErr(fmt.Sprintf("get partition states of %d topics", len(topics)), err)
+		}
+		for i, r := range resp.Responses {
+			kvs := r.GetResponseRange().Kvs
+			if len(kvs) == 0 {
+				continue
+			}
+			states := make(map[int32]PartitionState, len(kvs))
+			for _, kv := range kvs {
+				_, p, ok := parsePartitionStateKey(string(kv.Key))
+				if !ok {
+					continue
+				}
+				st, err := decodeState(kv.Value, kv.ModRevision)
+				if err != nil {
+					return nil, fmt.Errorf("get partition states of %s: %w", batch[i], err)
+				}
+				states[p] = st
+			}
+			out[batch[i]] = states
+		}
+	}
+	return out, nil
+}
+
 // SetPartitionStates writes the updates as compare-and-swap Txns and returns
 // each partition's new version, in update order.
 //
 // l fences the write to the controller; pass nil for a partition leader's
 // own ISR change (Kafka <= 2.6), which is guarded by the version alone.
-// Updates are applied in Txns of at most MaxTxnOps-1 partitions; each Txn is
-// atomic, the whole call is not: on a mismatch in a later Txn the earlier
-// ones stay applied and their versions are returned (0 for the rest). A
-// mismatch is a *VersionMismatchError (errors.Is ErrVersionMismatch) naming
-// the first failing partition; a fenced write fails with ErrNotController.
+// Updates are applied in Txns of at most MaxTxnOps-1 partitions, up to
+// maxTxnsInFlight of them at once (pipelined, as Kafka's controller sends
+// its ZooKeeper writes asynchronously); each Txn is atomic, the whole call
+// is not: when a Txn fails the others stay applied and their versions are
+// returned (0 for the partitions of the failed ones). A mismatch is a
+// *VersionMismatchError (errors.Is ErrVersionMismatch) naming the first
+// failing partition of the first failed Txn; a fenced write fails with
+// ErrNotController.
 func (c *Client) SetPartitionStates(ctx context.Context, l *Leadership, updates []PartitionStateUpdate) ([]int64, error) {
 	versions := make([]int64, len(updates))
 	seen := make(map[string]bool, len(updates))
@@ -129,21 +175,48 @@ func (c *Client) SetPartitionStates(ctx context.Context, l *Leadership, updates 
 		vals[i] = v
 	}
 	const chunk = MaxTxnOps - 1 // room for the controller fence
-	for start := 0; start < len(updates); start += chunk {
-		end := min(start+chunk, len(updates))
-		rev, err := c.casStates(ctx, l, updates[start:end], vals[start:end])
+	n := (len(updates) + chunk - 1) / chunk
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxTxnsInFlight)
+	for i := range n {
+		start, end := i*chunk, min((i+1)*chunk, len(updates))
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			rev, err := c.casStates(ctx, l, updates[start:end], vals[start:end])
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			for j := start; j < end; j++ {
+				versions[j] = rev
+			}
+		}()
+	}
+	wg.Wait()
+	applied := 0
+	for _, v := range versions {
+		if v != 0 {
+			applied++
+		}
+	}
+	for _, err := range errs {
 		if err != nil {
-			if start > 0 {
-				err = fmt.Errorf("%d of %d applied: %w", start, len(updates), err)
+			if applied > 0 {
+				err = fmt.Errorf("%d of %d applied: %w", applied, len(updates), err)
 			}
 			return versions, fmt.Errorf("set partition states: %w", err)
-		}
-		for i := start; i < end; i++ {
-			versions[i] = rev
 		}
 	}
 	return versions, nil
 }
+
+// maxTxnsInFlight bounds the Txns one SetPartitionStates call has in
+// flight: enough to fill etcd's proposal pipeline, few enough that a
+// large batch does not starve other clients of the coordinator.
+const maxTxnsInFlight = 8
 
 // casStates runs one Txn of at most MaxTxnOps-1 updates and returns the
 // revision it committed at.

@@ -102,6 +102,91 @@ func TestPartitionStateCAS(t *testing.T) {
 	if vs[0] == 0 || vs[MaxTxnOps-2] == 0 || vs[MaxTxnOps-1] != 0 {
 		t.Fatalf("partial batch versions: first Txn %d..%d, second %d", vs[0], vs[MaxTxnOps-2], vs[MaxTxnOps-1])
 	}
+
+	// The Txns of one call are pipelined: a mismatch in the first of three
+	// leaves the other two applied, and the states read back are the
+	// versions returned.
+	states, _ = c.PartitionStates(ctx, "big")
+	ups = ups[:0]
+	for p := range int32(parts) {
+		v := states[p].Version
+		if p == 5 {
+			v-- // stale
+		}
+		next := states[p]
+		next.LeaderEpoch++
+		ups = append(ups, PartitionStateUpdate{Topic: "big", Partition: p, ExpectedVersion: v, State: next})
+	}
+	vs, err = c.SetPartitionStates(ctx, l, ups)
+	if !errors.As(err, &vm) || vm.Partition != 5 {
+		t.Fatalf("first Txn stale: %v, want mismatch on big-5", err)
+	}
+	after, err := c.PartitionStates(ctx, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(parts) {
+		first := p < MaxTxnOps-1
+		switch {
+		case first && (vs[p] != 0 || after[p].Version != states[p].Version):
+			t.Fatalf("partition %d in the failed Txn: returned version %d, stored %+v (was %+v)", p, vs[p], after[p], states[p])
+		case !first && (vs[p] == 0 || after[p].Version != vs[p] || after[p].LeaderEpoch != states[p].LeaderEpoch+1):
+			t.Fatalf("partition %d in an applied Txn: returned version %d, stored %+v", p, vs[p], after[p])
+		}
+	}
+}
+
+func TestPartitionStatesOf(t *testing.T) {
+	tc := startCluster(t, 1, false)
+	ctx := context.Background()
+	c := tc.dial(t)
+	l, err := c.Campaign(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Resign(ctx)
+	// More topics than one Txn reads; every third without states (an
+	// admin create the controller has not initialized yet).
+	const topics = MaxTxnOps + 10
+	var names []string
+	for i := range topics {
+		name := fmt.Sprintf("t%03d", i)
+		names = append(names, name)
+		assign := map[int32][]int32{0: {1}, 1: {2}}
+		var init map[int32]PartitionState
+		lead := l
+		if i%3 != 0 {
+			init = map[int32]PartitionState{0: {Leader: 1, LeaderEpoch: int32(i), ISR: []int32{1}}, 1: {Leader: 2, ISR: []int32{2}}}
+		} else {
+			lead = nil
+		}
+		if err := c.CreateTopic(ctx, lead, TopicSpec{Name: name, Assignment: assign}, init); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names = append(names, "absent")
+	got, err := c.PartitionStatesOf(ctx, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		want, err := c.PartitionStates(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want) == 0 {
+			if _, ok := got[name]; ok {
+				t.Fatalf("%s without states in the result: %+v", name, got[name])
+			}
+			continue
+		}
+		if !reflect.DeepEqual(got[name], want) {
+			t.Fatalf("%s: %+v, want %+v", name, got[name], want)
+		}
+	}
+	if len(got) != 2*topics/3 {
+		t.Fatalf("%d topics with states, want %d", len(got), 2*topics/3)
+	}
 }
 
 func TestSetPartitionStatesInput(t *testing.T) {

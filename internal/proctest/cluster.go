@@ -33,6 +33,9 @@ type ClusterOptions struct {
 	Coordinators int      // default 1
 	Brokers      int      // default 3
 	Overrides    []string // broker config key=value for every broker
+	// BrokerOverrides are more key=value settings for one broker (by id),
+	// after Overrides.
+	BrokerOverrides map[int32][]string
 }
 
 // StartCluster starts the coordinators, then the brokers, and waits until
@@ -76,7 +79,7 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 			"--override", "listeners=PLAINTEXT://" + addr,
 			"--override", "coordinator.connect=" + strings.Join(c.ClientURLs, ","),
 		}
-		for _, ov := range o.Overrides {
+		for _, ov := range append(slices.Clone(o.Overrides), o.BrokerOverrides[id]...) {
 			args = append(args, "--override", ov)
 		}
 		c.Brokers[id] = Start(t, c.Dir, fmt.Sprintf("b%d", id), args...)
