@@ -24,7 +24,7 @@ func TestTxnScenarios(t *testing.T) {
 	}{
 		{"txn/leader-kill", "leader:isrlab/0", "true", 1},
 		{"txn/coordinator-kill", "leader:__transaction_state/0", "true", 1},
-		{"txn/unclean-lost-commits", "leader:isrlab/0", "false", 2},
+		{"txn/unclean-lost-commits", "leader:isrlab/0", "any", 2},
 	} {
 		sc, err := Lookup(tc.name)
 		if err != nil {
