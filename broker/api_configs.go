@@ -20,10 +20,28 @@ const (
 	resourceTypeBroker = 4
 )
 
+// describedTopicConfigs is what DescribeConfigs reports for a topic: in a
+// cluster the coordinator's current overrides, as Kafka reads them from
+// ZooKeeper, because the topic watch may not have brought a change (or a
+// new topic's overrides) to this broker's cache yet; the cached ones when
+// the coordinator does not answer in time, and standalone.
+func (b *Broker) describedTopicConfigs(ctx context.Context, topic string, cached map[string]string) map[string]string {
+	if b.cluster == nil {
+		return cached
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := b.cluster.coord.TopicConfig(ctx, topic)
+	if err != nil {
+		return cached
+	}
+	return c
+}
+
 var _ = serve(32, "DescribeConfigs", 0, 4, (*Broker).handleDescribeConfigs, notIn("0.10"), in("2.4", 0, 2), in("2.6", 0, 3))
 
 // handleDescribeConfigs describes topic and broker configs.
-func (b *Broker) handleDescribeConfigs(_ context.Context, rq *request) {
+func (b *Broker) handleDescribeConfigs(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.DescribeConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	for _, rr := range req.Resources {
@@ -60,14 +78,15 @@ func (b *Broker) handleDescribeConfigs(_ context.Context, rq *request) {
 				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				break
 			}
-			tc, err := b.cfg.TopicConfig(t.Configs)
+			configs := b.describedTopicConfigs(ctx, rr.ResourceName, t.Configs)
+			tc, err := b.cfg.TopicConfig(configs)
 			if err != nil {
 				sr.ErrorCode = kerr.InvalidConfig.Code
 				break
 			}
 			for _, k := range tc.Keys() {
 				src := int8(sourceDefault)
-				if _, ok := t.Configs[k]; ok {
+				if _, ok := configs[k]; ok {
 					src = sourceTopic
 				} else if bk := config.TopicToBroker[k]; bk != "" && b.cfg.IsSet(bk) {
 					src = sourceStaticBroker
