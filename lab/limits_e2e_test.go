@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,18 +137,15 @@ func TestLimitsCtrlC(t *testing.T) {
 	}
 	// Wait for the second point's workload to sample (its series grows).
 	second := filepath.Join(dir, "points", "limits", "size-1000", "producers-1")
-	for wait := time.Now().Add(3 * time.Minute); ; {
+	proctest.Eventually(t, 3*time.Minute, "the second point's workload sampling", func() error {
 		ms, _ := filepath.Glob(filepath.Join(second, "*", "metrics.jsonl"))
 		if len(ms) == 1 {
 			if b, _ := os.ReadFile(ms[0]); strings.Count(string(b), `"src":"workload"`) >= 2 {
-				break
+				return nil
 			}
 		}
-		if time.Now().After(wait) {
-			t.Fatalf("the second point's workload never sampled:\n%s", strings.Join(out, "\n"))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("no two workload samples yet:\n%s", strings.Join(out, "\n"))
+	})
 	if _, err := tty.Write([]byte{0x03}); err != nil { // ^C: the line discipline's VINTR
 		t.Fatal(err)
 	}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/isrlab/isrlab/internal/proctest"
 )
 
 func TestWriterRoundTrip(t *testing.T) {
@@ -240,8 +242,7 @@ func TestScrape(t *testing.T) {
 		Scrape(ctx, m, []Target{{Name: "b1", URL: srv.URL + "/metrics"}, {Name: "b9", URL: "http://127.0.0.1:1/metrics"}}, srv.Client(), 50*time.Millisecond)
 		close(done)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	proctest.Eventually(t, 10*time.Second, "two samples of each target", func() error {
 		up, down := 0, 0
 		for _, s := range m.samples() {
 			switch {
@@ -251,14 +252,11 @@ func TestScrape(t *testing.T) {
 				down++
 			}
 		}
-		if up >= 2 && down >= 2 {
-			break
+		if up < 2 || down < 2 {
+			return fmt.Errorf("samples %+v", m.samples())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("samples %+v", m.samples())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	cancel()
 	<-done
 }

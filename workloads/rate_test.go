@@ -2,6 +2,7 @@ package workloads
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/history"
+	"github.com/isrlab/isrlab/internal/proctest"
 )
 
 // samples is a Sampler in memory.
@@ -64,22 +66,20 @@ func TestRateWorkloadAgainstKfake(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for len(sink.all()) < 10 || w.consumed.Load() == 0 && w.ackedTotal.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("samples: %v", sink.all())
+	proctest.Eventually(t, 30*time.Second, "10 samples and traffic", func() error {
+		if len(sink.all()) < 10 || w.consumed.Load() == 0 && w.ackedTotal.Load() == 0 {
+			return fmt.Errorf("samples: %v", sink.all())
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	// Both groups read everything acknowledged so far.
 	acked := w.ackedTotal.Load()
-	for readAll := false; !readAll; {
-		readAll = sink.sum("consumed_per_s", interval) >= 2*float64(acked)*0.999
-		if time.Now().After(deadline) {
-			t.Fatalf("consumed %.0f of 2 x %d", sink.sum("consumed_per_s", interval), acked)
+	proctest.Eventually(t, 30*time.Second, "both groups read every acknowledged record", func() error {
+		if got := sink.sum("consumed_per_s", interval); got < 2*float64(acked)*0.999 {
+			return fmt.Errorf("consumed %.0f of 2 x %d", got, acked)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v", err)
