@@ -780,7 +780,11 @@ func TestGroupSurvivesCoordinatorMove(t *testing.T) {
 	produceValues(t, cl, "mv", 4, "y", 200)
 	want = append(want, values("y", 200)...)
 	waitConsumed(t, got, want)
-	waitMembers(t, adm, grp, "mv", 4, "m1", "m2")
+	// A fresh admin client: cl may have refreshed its metadata between
+	// the old coordinator's controlled shutdown and its deregistration,
+	// as Kafka's clients may, and then keeps dialling it as the group's
+	// coordinator until metadata.max.age.ms (5 min) passes.
+	waitMembers(t, kadm.NewClient(tc.client(fresh)), grp, "mv", 4, "m1", "m2")
 	l, _, err := tc.describe(group.Topic)
 	if err != nil {
 		t.Fatal(err)
