@@ -123,7 +123,7 @@ func (m *Manager) initProducerID(ctx context.Context, req *kmsg.InitProducerIDRe
 			// Abort the previous producer's transaction at the bumped
 			// epoch; the producer retries and then gets that epoch
 			// bumped once more (Kafka never returns the fencing epoch).
-			if e := m.endTxn(t, o, x.producerID, x.epoch, false, false); e != nil {
+			if _, e := m.endTxn(t, o, x.producerID, x.epoch, false, false, false); e != nil {
 				return e
 			}
 			return kerr.ConcurrentTransactions
@@ -234,8 +234,9 @@ func (m *Manager) txnLocked(id string, pid int64, epoch int16) (*txnMeta, *coord
 }
 
 // addPartitions adds parts to id's transaction, starting it if none is
-// ongoing.
-func (m *Manager) addPartitions(id string, pid int64, epoch int16, parts []TopicPartition) *kerr.Error {
+// ongoing. tv2 marks the implicit add of a partition leader under
+// transaction.version 2 (the transaction is then a TV_2 one).
+func (m *Manager) addPartitions(id string, pid int64, epoch int16, parts []TopicPartition, tv2 bool) *kerr.Error {
 	m.mu.Lock()
 	t, o, e := m.txnLocked(id, pid, epoch)
 	if e != nil {
@@ -264,6 +265,9 @@ func (m *Manager) addPartitions(id string, pid int64, epoch int16, parts []Topic
 		start = now
 	}
 	x, err := t.prepare(Ongoing, t.producerID, t.epoch, t.lastEpoch, t.timeoutMs, all, start, now)
+	if err == nil {
+		x.tv2 = tv2
+	}
 	m.unlock()
 	if err != nil {
 		return internal(m, err)
@@ -272,9 +276,10 @@ func (m *Manager) addPartitions(id string, pid int64, epoch int16, parts []Topic
 }
 
 // AddPartitionsToTxn handles AddPartitionsToTxn: v0–v3 from a producer
-// (one transaction), v4 (KIP-890) from a partition leader, several
-// transactions per request, each either added to or, with VerifyOnly,
-// checked against the ongoing transaction.
+// (one transaction), v4+ (KIP-890) from a partition leader, several
+// transactions per request, each either checked against the ongoing
+// transaction (VerifyOnly, part 1) or added to it (part 2: the partitions
+// a produce request v12 implies, under transaction.version 2).
 func (m *Manager) AddPartitionsToTxn(req *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	if req.Version < 4 {
@@ -342,7 +347,7 @@ func (m *Manager) addPartitionsOne(version int16, id string, pid int64, epoch in
 	case verifyOnly:
 		codes = m.verify(id, pid, epoch, parts)
 	default:
-		c := fencedCode(orNone(m.addPartitions(id, pid, epoch, parts)), version, 2)
+		c := fencedCode(orNone(m.addPartitions(id, pid, epoch, parts, version >= 4 && m.cfg.TransactionVersion >= 2)), version, 2)
 		for _, tp := range parts {
 			codes[tp] = c
 		}
@@ -404,7 +409,7 @@ func (m *Manager) verify(id string, pid int64, epoch int16, parts []TopicPartiti
 // coordinator's transactional offsets get the transaction's marker.
 func (m *Manager) AddOffsetsToTxn(req *kmsg.AddOffsetsToTxnRequest, offsets TopicPartition) *kmsg.AddOffsetsToTxnResponse {
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-	resp.ErrorCode = fencedCode(orNone(m.addPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, []TopicPartition{offsets})), req.Version, 2)
+	resp.ErrorCode = fencedCode(orNone(m.addPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, []TopicPartition{offsets}, false)), req.Version, 2)
 	return resp
 }
 
@@ -412,19 +417,31 @@ func (m *Manager) AddOffsetsToTxn(req *kmsg.AddOffsetsToTxnRequest, offsets Topi
 // is written; the markers and CompleteCommit or CompleteAbort follow. A
 // retry answers CONCURRENT_TRANSACTIONS while the markers are being
 // written and NONE once the same outcome is complete.
+//
+// EndTxn v5 under transaction.version 2 (KIP-890 part 2) bumps the
+// producer epoch: PrepareX and the markers carry epoch+1, which fences
+// every write of the transaction that arrives late, and the response
+// gives the producer id and epoch of the next transaction (a new
+// producer id at epoch 0 when the epoch is exhausted).
 func (m *Manager) EndTxn(req *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	tv2 := req.Version >= 5 && m.cfg.TransactionVersion >= 2
 	m.mu.Lock()
-	t, o, e := m.endTxnLookupLocked(req.TransactionalID, req.ProducerID)
+	t, o, e := m.endTxnLookupLocked(req.TransactionalID, req.ProducerID, req.ProducerEpoch)
 	m.unlock()
+	var next producerIDAndEpoch
 	if e == nil {
-		e = m.endTxn(t, o, req.ProducerID, req.ProducerEpoch, req.Commit, true)
+		next, e = m.endTxn(t, o, req.ProducerID, req.ProducerEpoch, req.Commit, true, tv2)
 	}
 	resp.ErrorCode = fencedCode(orNone(e), req.Version, 2)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if e == nil {
+		resp.ProducerID, resp.ProducerEpoch = next.id, next.epoch
+	}
 	return resp
 }
 
-func (m *Manager) endTxnLookupLocked(id string, pid int64) (*txnMeta, *coordlog.Ownership, *kerr.Error) {
+func (m *Manager) endTxnLookupLocked(id string, pid int64, epoch int16) (*txnMeta, *coordlog.Ownership, *kerr.Error) {
 	if id == "" {
 		return nil, nil, kerr.InvalidRequest
 	}
@@ -433,77 +450,165 @@ func (m *Manager) endTxnLookupLocked(id string, pid int64) (*txnMeta, *coordlog.
 		return nil, nil, e
 	}
 	t := m.txns[id]
-	if t == nil || t.producerID != pid {
+	if t == nil || (t.producerID != pid && !t.retryOnOverflow(pid, epoch)) {
 		return nil, nil, kerr.InvalidProducerIDMapping
 	}
 	return t, o, nil
 }
 
-// endTxn is Kafka's endTransaction: fromClient requires the producer's
-// exact epoch; the coordinator's own aborts (fencing, timeouts) carry the
-// bumped epoch of a pending PrepareEpochFence.
-func (m *Manager) endTxn(t *txnMeta, o *coordlog.Ownership, pid int64, epoch int16, commit, fromClient bool) *kerr.Error {
-	m.mu.Lock()
-	x, fence, e := m.prepareEndLocked(t, o, pid, epoch, commit, fromClient)
-	if e != nil && t.pending != nil && t.pending.state == PrepareEpochFence {
-		t.pending = nil // the fence is not written: nothing is pending
-	}
-	m.unlock()
-	if e != nil || x == nil {
-		return e
-	}
-	if e := m.writeTransit(t, o, x); e != nil {
-		if fence {
-			m.mu.Lock()
-			t.failedFence = true
-			m.unlock()
-		}
-		return e
-	}
-	m.mu.Lock()
-	defer m.unlock()
-	if m.owned.Get(t.partition) != o || m.txns[t.id] != t || t.state != x.state || t.producerID != pid || t.epoch != x.epoch {
-		return kerr.NotCoordinator
-	}
-	t.failedFence = false
-	m.logger.Info("transaction prepared", "transactional_id", t.id, "producer_id", pid, "producer_epoch", t.epoch, "state", t.state.String(), "partitions", len(t.partitions))
-	m.startMarkersLocked(t, o)
-	return nil
+// epochBumps reports whether t's last transition came from a
+// transaction.version 2 client and no fence is pending: then every EndTxn
+// bumps the epoch, and the epoch check looks at the epoch before the bump
+// (Kafka's currentTxnMetadataIsAtLeastTransactionsV2).
+func (t *txnMeta) epochBumps() bool {
+	return t.tv2 && (t.pending == nil || t.pending.state != PrepareEpochFence)
 }
 
-func (m *Manager) prepareEndLocked(t *txnMeta, o *coordlog.Ownership, pid int64, epoch int16, commit, fromClient bool) (x *transit, fence bool, e *kerr.Error) {
+// retryOnEpochBump: an EndTxn at epoch is a retry of one that bumped it.
+func (t *txnMeta) retryOnEpochBump(epoch int16) bool {
+	return t.epochBumps() && int32(t.epoch) == int32(epoch)+1
+}
+
+// retryOnOverflow: an EndTxn by the previous producer id at the last
+// epoch is a retry of the one that moved the id to the next producer id.
+func (t *txnMeta) retryOnOverflow(pid int64, epoch int16) bool {
+	return t.epochBumps() && t.lastProducerID == pid && epoch == math.MaxInt16-1 && t.epoch == 0
+}
+
+// endTxn is Kafka's endTransaction: fromClient requires the producer's
+// exact epoch; the coordinator's own aborts (fencing, timeouts) carry the
+// bumped epoch of a pending PrepareEpochFence. tv2 is an EndTxn v5 under
+// transaction.version 2. It returns the producer id and epoch the
+// producer continues with.
+func (m *Manager) endTxn(t *txnMeta, o *coordlog.Ownership, pid int64, epoch int16, commit, fromClient, tv2 bool) (producerIDAndEpoch, *kerr.Error) {
+	nextID := int64(noProducerID)
+	for attempt := 0; ; attempt++ {
+		m.mu.Lock()
+		x, fence, needID, e := m.prepareEndLocked(t, o, pid, epoch, commit, fromClient, tv2, nextID)
+		if e != nil && t.pending != nil && t.pending.state == PrepareEpochFence {
+			t.pending = nil // the fence is not written: nothing is pending
+		}
+		current := producerIDAndEpoch{t.producerID, t.epoch}
+		m.unlock()
+		if needID {
+			if attempt > 2 {
+				return producerIDAndEpoch{}, kerr.ConcurrentTransactions
+			}
+			id, err := m.ids.NewProducerID(context.Background())
+			if err != nil {
+				m.logger.Warn("allocate producer id", "transactional_id", t.id, "err", err)
+				return producerIDAndEpoch{}, kerr.CoordinatorLoadInProgress
+			}
+			nextID = id
+			continue
+		}
+		if e != nil || x == nil {
+			return current, e
+		}
+		if e := m.writeTransit(t, o, x); e != nil {
+			if fence {
+				m.mu.Lock()
+				t.failedFence = true
+				m.unlock()
+			}
+			return producerIDAndEpoch{}, e
+		}
+		m.mu.Lock()
+		defer m.unlock()
+		if m.owned.Get(t.partition) != o || m.txns[t.id] != t || t.state != x.state || t.producerID != pid || t.epoch != x.epoch {
+			return producerIDAndEpoch{}, kerr.NotCoordinator
+		}
+		t.failedFence = false
+		m.logger.Info("transaction prepared", "transactional_id", t.id, "producer_id", pid, "producer_epoch", t.epoch, "state", t.state.String(), "partitions", len(t.partitions))
+		m.startMarkersLocked(t, o)
+		if t.nextProducerID >= 0 {
+			return producerIDAndEpoch{t.nextProducerID, 0}, nil
+		}
+		return producerIDAndEpoch{t.producerID, t.epoch}, nil
+	}
+}
+
+// prepareEndLocked prepares PrepareCommit or PrepareAbort. needID asks
+// the caller for a producer id (nextID) and to call again: an EndTxn v5
+// found the epoch exhausted.
+func (m *Manager) prepareEndLocked(t *txnMeta, o *coordlog.Ownership, pid int64, epoch int16, commit, fromClient, tv2 bool, nextID int64) (x *transit, fence, needID bool, e *kerr.Error) {
 	if m.owned.Get(t.partition) != o || m.txns[t.id] != t {
-		return nil, false, kerr.NotCoordinator
+		return nil, false, false, kerr.NotCoordinator
+	}
+	overflowRetry := t.retryOnOverflow(pid, epoch)
+	bumps := t.epochBumps()
+	// With epoch bumps a retry carries the epoch before the bump; the
+	// current epoch in a Complete state is the next transaction's EndTxn.
+	retry := bumps && (t.retryOnEpochBump(epoch) || overflowRetry)
+	var validEpoch bool
+	switch {
+	case bumps:
+		switch t.state {
+		case PrepareCommit, PrepareAbort:
+			validEpoch = retry
+		case CompleteCommit, CompleteAbort:
+			validEpoch = retry || epoch == t.epoch
+		default:
+			validEpoch = epoch == t.epoch
+		}
+	default:
+		validEpoch = (!fromClient || epoch == t.epoch) && epoch >= t.epoch
 	}
 	switch {
-	case t.producerID != pid:
-		return nil, false, kerr.InvalidProducerIDMapping
-	case (fromClient && epoch != t.epoch) || epoch < t.epoch:
-		return nil, false, kerr.ProducerFenced
+	case t.producerID != pid && !overflowRetry:
+		return nil, false, false, kerr.InvalidProducerIDMapping
+	case !validEpoch:
+		return nil, false, false, kerr.ProducerFenced
 	case t.pending != nil && t.pending.state != PrepareEpochFence:
-		return nil, false, kerr.ConcurrentTransactions
+		return nil, false, false, kerr.ConcurrentTransactions
 	}
 	want, prepared := CompleteAbort, PrepareAbort
 	if commit {
 		want, prepared = CompleteCommit, PrepareCommit
 	}
-	switch t.state {
-	case Ongoing:
-		if !commit && t.pending != nil && t.pending.state == PrepareEpochFence {
+	// An abort with nothing to abort is legal under transaction.version
+	// 2 and bumps the epoch like any other (Kafka 4.0): a producer whose
+	// produce requests all failed may have had partitions added by them.
+	emptyAbort := tv2 && !commit && fromClient && !retry &&
+		(t.state == Empty || t.state == CompleteCommit || t.state == CompleteAbort)
+	switch {
+	case t.state == Ongoing || emptyAbort:
+		fencing := t.pending != nil && t.pending.state == PrepareEpochFence
+		bump := tv2 && !fencing
+		if bump && epochExhausted(t.epoch) && nextID < 0 {
+			return nil, false, true, nil
+		}
+		if !commit && fencing {
 			fence = true
 			t.pending = nil
 			t.epoch, t.lastEpoch = epoch, noProducerEpoch
 		}
-		x, err := t.prepare(prepared, t.producerID, t.epoch, t.lastEpoch, t.timeoutMs, copyParts(t.partitions), t.startMs, m.nowMs())
-		return x, fence, internal(m, err)
-	case want:
-		return nil, false, nil
-	case prepared:
-		return nil, false, kerr.ConcurrentTransactions
+		newEpoch, lastEpoch := t.epoch, t.lastEpoch
+		if bump {
+			newEpoch, lastEpoch = t.epoch+1, t.epoch
+		}
+		start := t.startMs
+		if emptyAbort {
+			start = m.nowMs()
+		}
+		x, err := t.prepare(prepared, t.producerID, newEpoch, lastEpoch, t.timeoutMs, copyParts(t.partitions), start, m.nowMs())
+		if err == nil && bump {
+			x.tv2 = true
+			if epochExhausted(t.epoch) {
+				x.nextProducerID = nextID
+			}
+		}
+		return x, fence, false, internal(m, err)
+	case t.state == want && (retry || !bumps):
+		return nil, false, false, nil
+	case t.state == prepared:
+		return nil, false, false, kerr.ConcurrentTransactions
+	}
+	switch t.state {
 	case CompleteCommit, CompleteAbort, PrepareCommit, PrepareAbort, Empty:
 		m.logger.Info("EndTxn in a state it cannot end", "transactional_id", t.id, "state", t.state.String(), "commit", commit)
-		return nil, false, kerr.InvalidTxnState
+		return nil, false, false, kerr.InvalidTxnState
 	}
 	m.logger.Error("EndTxn found an illegal state", "transactional_id", t.id, "state", t.state.String())
-	return nil, false, kerr.UnknownServerError
+	return nil, false, false, kerr.UnknownServerError
 }

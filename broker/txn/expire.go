@@ -37,7 +37,7 @@ func (m *Manager) abortTimedOut() {
 		o := m.owned.Get(t.partition)
 		m.logger.Info("aborting timed-out transaction", "transactional_id", t.id, "producer_id", t.producerID, "producer_epoch", t.epoch, "timeout_ms", t.timeoutMs)
 		m.later(func() {
-			if e := m.endTxn(t, o, x.producerID, x.epoch, false, false); e != nil {
+			if _, e := m.endTxn(t, o, x.producerID, x.epoch, false, false, false); e != nil {
 				m.logger.Info("abort timed-out transaction", "transactional_id", t.id, "err", e.Error())
 			}
 		})

@@ -52,7 +52,14 @@ func describeRecords(data []byte) []string {
 			out = append(out, id+" bad value: "+err.Error())
 			return nil
 		}
-		out = append(out, fmt.Sprintf("%s %s pid=%d epoch=%d timeout=%d parts=%s", id, v.state, v.producerID, v.epoch, v.timeoutMs, partsString(v.partitions)))
+		s := fmt.Sprintf("%s %s pid=%d epoch=%d timeout=%d parts=%s", id, v.state, v.producerID, v.epoch, v.timeoutMs, partsString(v.partitions))
+		if v.tv2 {
+			s += fmt.Sprintf(" tv2 prev=%d", v.lastProducerID)
+		}
+		if v.nextProducerID >= 0 {
+			s += fmt.Sprintf(" next=%d", v.nextProducerID)
+		}
+		out = append(out, s)
 		return nil
 	})
 	if err != nil {

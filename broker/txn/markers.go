@@ -55,6 +55,15 @@ func (m *Manager) startMarkersLocked(t *txnMeta, o *coordlog.Ownership) {
 		m.logger.Error("start markers", "err", err)
 		return
 	}
+	if t.tv2 {
+		// Kafka's prepareComplete under transaction.version 2: the
+		// markers carry the bumped epoch; after an exhausted epoch the
+		// transactional id moves to the next producer id at epoch 0.
+		x.tv2, x.lastEpoch, x.lastProducerID = true, t.epoch, t.producerID
+		if t.nextProducerID >= 0 {
+			x.producerID, x.epoch = t.nextProducerID, 0
+		}
+	}
 	r := &markerRun{t: t, o: o, commit: final == CompleteCommit, complete: x, left: copyParts(t.partitions)}
 	t.markers = r
 	m.sendMarkersLocked(r)
@@ -209,7 +218,7 @@ func (m *Manager) writeComplete(r *markerRun) {
 		return
 	}
 	m.unlock()
-	err := m.write(r.t.partition, r.t.id, encodeValue(r.complete.record(), m.cfg.ValueVersion))
+	err := m.write(r.t.partition, r.t.id, encodeValue(r.complete.record(), m.cfg.valueVersion()))
 	m.mu.Lock()
 	defer m.unlock()
 	if !m.runCurrentLocked(r) {

@@ -11,8 +11,9 @@ import (
 
 // Record versions written to __transaction_state, as Kafka's
 // TransactionLog writes them: key v0 (the transactional id); value v0,
-// or v1 (flexible, with the previous producer id as a tagged field) when
-// transaction.version is 2 (Kafka 4.0, KIP-890 part 2).
+// or v1 when transaction.version is 1 or 2 (Kafka 4.0, KIP-890): flexible,
+// with the previous and next producer ids and the client's transaction
+// version as tagged fields.
 const (
 	keyVersion = 0
 )
@@ -34,6 +35,10 @@ func encodeValue(v record, version int16) []byte {
 	out.LastUpdateTimestamp, out.StartTimestamp = v.updateMs, v.startMs
 	if version >= 1 {
 		out.PreviousProducerID = v.lastProducerID
+		out.NextProducerID = v.nextProducerID
+		if v.tv2 {
+			out.ClientTransactionVersion = 2
+		}
 	}
 	if v.state != Empty {
 		out.Topics = []kmsg.TxnMetadataValueTopic{}
@@ -49,9 +54,12 @@ func encodeValue(v record, version int16) []byte {
 	return out.AppendTo(nil)
 }
 
-// record is the persisted part of a transaction's metadata.
+// record is the persisted part of a transaction's metadata. tv2 and
+// nextProducerID are kept by value v1 only.
 type record struct {
 	producerID, lastProducerID int64
+	nextProducerID             int64
+	tv2                        bool
 	epoch                      int16
 	timeoutMs                  int32
 	state                      State
@@ -95,11 +103,12 @@ func parseValue(b []byte) (record, error) {
 		return record{}, fmt.Errorf("producer epoch %d", v.ProducerEpoch)
 	}
 	r := record{
-		producerID: v.ProducerID, lastProducerID: -1, epoch: v.ProducerEpoch, timeoutMs: v.TimeoutMillis,
+		producerID: v.ProducerID, lastProducerID: -1, nextProducerID: -1, epoch: v.ProducerEpoch, timeoutMs: v.TimeoutMillis,
 		state: st, partitions: map[TopicPartition]bool{}, startMs: v.StartTimestamp, updateMs: v.LastUpdateTimestamp,
 	}
 	if v.Version >= 1 {
-		r.lastProducerID = v.PreviousProducerID
+		r.lastProducerID, r.nextProducerID = v.PreviousProducerID, v.NextProducerID
+		r.tv2 = v.ClientTransactionVersion >= 2
 	}
 	for _, t := range v.Topics {
 		for _, p := range t.Partitions {

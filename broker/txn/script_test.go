@@ -97,6 +97,19 @@ func (r *scriptRun) exec(f []string) {
 	version := int16(num(a["version"], -1))
 	pid, epoch := num(a["pid"], -1), int16(num(a["epoch"], -1))
 	switch f[0] {
+	case "transaction-version":
+		// transaction-version 2: the coordinator's transaction.version,
+		// from now on and after a failover.
+		h.cfg.TransactionVersion = int16(num(f[1], 0))
+		h.m.mu.Lock()
+		h.m.cfg.TransactionVersion = h.cfg.TransactionVersion
+		h.m.mu.Unlock()
+	case "force":
+		// force id=tx epoch=32766: set the id's epoch in memory, to reach
+		// an exhausted epoch without 32766 transactions.
+		h.m.mu.Lock()
+		h.m.txns[id].epoch = epoch
+		h.m.mu.Unlock()
 	case "lead":
 		h.lead(int32(num(a["epoch"], 0)))
 	case "resign":
@@ -196,6 +209,10 @@ func (r *scriptRun) exec(f []string) {
 		req.SetVersion(int16(num(a["version"], 3)))
 		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = id, pid, epoch, a["commit"] == "true"
 		resp := h.m.EndTxn(req)
+		if req.Version >= 5 {
+			r.emit("end#%d %s: %s next pid=%d epoch=%d", n, id, errName(resp.ErrorCode), resp.ProducerID, resp.ProducerEpoch)
+			return
+		}
 		r.emit("end#%d %s: %s", n, id, errName(resp.ErrorCode))
 	case "reply":
 		// reply b=1 [err=CODE | t/0=CODE ...] [disconnect]

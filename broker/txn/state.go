@@ -46,7 +46,7 @@ var validPrevious = map[State][]State{
 	Empty:             {Empty, CompleteCommit, CompleteAbort},
 	Ongoing:           {Ongoing, Empty, CompleteCommit, CompleteAbort},
 	PrepareCommit:     {Ongoing},
-	PrepareAbort:      {Ongoing, PrepareEpochFence},
+	PrepareAbort:      {Ongoing, PrepareEpochFence, Empty, CompleteCommit, CompleteAbort}, // the last three: Kafka 4.0's empty abort
 	CompleteCommit:    {PrepareCommit},
 	CompleteAbort:     {PrepareAbort},
 	Dead:              {Empty, CompleteCommit, CompleteAbort},
@@ -98,6 +98,13 @@ type txnMeta struct {
 	failedFence bool
 	// markers is the marker run of a PrepareCommit or PrepareAbort.
 	markers *markerRun
+	// tv2 is Kafka's clientTransactionVersion >= 2 (KIP-890 part 2): the
+	// last transition came from a client speaking transaction.version 2,
+	// whose every EndTxn bumps the epoch. nextProducerID is the producer
+	// id allocated when such a bump exhausted the epoch (-1 otherwise);
+	// the Complete record switches to it at epoch 0.
+	tv2            bool
+	nextProducerID int64
 }
 
 // transit is a transition being written (Kafka's TxnTransitMetadata).
@@ -108,14 +115,15 @@ type transit struct {
 	timeoutMs                  int32
 	partitions                 map[TopicPartition]bool
 	startMs, updateMs          int64
-}
-
-func (t *txnMeta) record() record {
-	return record{producerID: t.producerID, lastProducerID: t.lastProducerID, epoch: t.epoch, timeoutMs: t.timeoutMs, state: t.state, partitions: t.partitions, startMs: t.startMs, updateMs: t.updateMs}
+	// tv2 and nextProducerID as in txnMeta; prepare leaves them false and
+	// -1 (Kafka's transitions default to TV_0), the callers that speak
+	// transaction.version 2 set them.
+	tv2            bool
+	nextProducerID int64
 }
 
 func (x *transit) record() record {
-	return record{producerID: x.producerID, lastProducerID: x.lastProducerID, epoch: x.epoch, timeoutMs: x.timeoutMs, state: x.state, partitions: x.partitions, startMs: x.startMs, updateMs: x.updateMs}
+	return record{producerID: x.producerID, lastProducerID: x.lastProducerID, nextProducerID: x.nextProducerID, epoch: x.epoch, timeoutMs: x.timeoutMs, state: x.state, partitions: x.partitions, startMs: x.startMs, updateMs: x.updateMs, tv2: x.tv2}
 }
 
 // prepare starts the transition to state (Kafka's prepareTransitionTo);
@@ -131,19 +139,26 @@ func (t *txnMeta) prepare(state State, producerID int64, epoch, lastEpoch int16,
 	if state == Empty {
 		last = t.producerID
 	}
-	x := &transit{state: state, producerID: producerID, lastProducerID: last, epoch: epoch, lastEpoch: lastEpoch, timeoutMs: timeoutMs, partitions: parts, startMs: startMs, updateMs: nowMs}
+	x := &transit{state: state, producerID: producerID, lastProducerID: last, epoch: epoch, lastEpoch: lastEpoch, timeoutMs: timeoutMs, partitions: parts, startMs: startMs, updateMs: nowMs, nextProducerID: noProducerID}
 	t.pending = x
 	return x, nil
 }
 
 // complete applies the written transition x (Kafka's
-// completeTransitionTo): only InitProducerId (to Empty) changes the
-// producer ids.
+// completeTransitionTo): InitProducerId (to Empty) changes the producer
+// ids, and so, under transaction.version 2, do PrepareX (the next id) and
+// CompleteX (the switch to it after an exhausted epoch).
 func (t *txnMeta) complete(x *transit) {
 	t.state = x.state
-	if x.state == Empty {
+	switch {
+	case x.state == Empty:
 		t.producerID, t.lastProducerID = x.producerID, x.lastProducerID
+	case x.tv2 && (x.state == PrepareCommit || x.state == PrepareAbort):
+		t.nextProducerID = x.nextProducerID
+	case x.tv2 && (x.state == CompleteCommit || x.state == CompleteAbort):
+		t.producerID, t.lastProducerID, t.nextProducerID = x.producerID, x.lastProducerID, x.nextProducerID
 	}
+	t.tv2 = x.tv2
 	t.epoch, t.lastEpoch = x.epoch, x.lastEpoch
 	t.timeoutMs = x.timeoutMs
 	t.partitions = x.partitions

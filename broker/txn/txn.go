@@ -76,9 +76,21 @@ type Config struct {
 	WriteTimeout time.Duration
 	// RetryBackoff spaces marker and Complete-record retries.
 	RetryBackoff time.Duration
-	// ValueVersion is the TransactionLogValue version written: 0 (Kafka
-	// 3.7) or 1 (Kafka 4.0 with transaction.version=2).
-	ValueVersion int16
+	// TransactionVersion is Kafka 4.0's transaction.version feature: 0
+	// (Kafka 3.7's coordinator), 1 (TransactionLogValue v1, flexible) or 2
+	// (KIP-890 part 2: EndTxn v5 bumps the epoch of every transaction, and
+	// a partition leader's AddPartitionsToTxn adds the partitions a
+	// produce request implies).
+	TransactionVersion int16
+}
+
+// valueVersion is the TransactionLogValue version written (Kafka's
+// TransactionVersion.transactionLogValueVersion).
+func (c Config) valueVersion() int16 {
+	if c.TransactionVersion >= 1 {
+		return 1
+	}
+	return 0
 }
 
 // DefaultConfig is Kafka's defaults.
@@ -308,6 +320,7 @@ func (m *Manager) load(ctx context.Context, p int32, o *coordlog.Ownership) {
 			id: id, partition: p, producerID: r.producerID, lastProducerID: r.lastProducerID,
 			epoch: r.epoch, lastEpoch: noProducerEpoch, timeoutMs: r.timeoutMs, state: r.state,
 			partitions: r.partitions, startMs: r.startMs, updateMs: r.updateMs,
+			tv2: r.tv2, nextProducerID: r.nextProducerID,
 		}
 		m.txns[id] = t
 		if t.state == PrepareCommit || t.state == PrepareAbort {
@@ -354,7 +367,7 @@ func (m *Manager) write(p int32, id string, value []byte) error {
 // otherwise the transition is dropped. It returns the error to answer
 // with. mu is not held.
 func (m *Manager) writeTransit(t *txnMeta, o *coordlog.Ownership, x *transit) *kerr.Error {
-	err := m.write(t.partition, t.id, encodeValue(x.record(), m.cfg.ValueVersion))
+	err := m.write(t.partition, t.id, encodeValue(x.record(), m.cfg.valueVersion()))
 	m.mu.Lock()
 	defer m.unlock()
 	current := m.owned.Get(t.partition) == o && m.txns[t.id] == t && t.pending == x

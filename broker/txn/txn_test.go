@@ -15,15 +15,19 @@ import (
 func TestRecordRoundTrip(t *testing.T) {
 	for _, version := range []int16{0, 1} {
 		for _, r := range []record{
-			{producerID: 5, lastProducerID: 4, epoch: 2, timeoutMs: 60000, state: Empty, partitions: map[TopicPartition]bool{}, startMs: -1, updateMs: 9},
-			{producerID: 5, lastProducerID: 4, epoch: 2, timeoutMs: 60000, state: PrepareCommit, partitions: map[TopicPartition]bool{{"a", 1}: true, {"a", 0}: true, {"b", 3}: true}, startMs: 7, updateMs: 9},
+			{producerID: 5, lastProducerID: 4, nextProducerID: -1, epoch: 2, timeoutMs: 60000, state: Empty, partitions: map[TopicPartition]bool{}, startMs: -1, updateMs: 9},
+			{producerID: 5, lastProducerID: 4, nextProducerID: -1, epoch: 2, timeoutMs: 60000, state: PrepareCommit, partitions: map[TopicPartition]bool{{"a", 1}: true, {"a", 0}: true, {"b", 3}: true}, startMs: 7, updateMs: 9},
+			// KIP-890 part 2: a PrepareCommit at the last epoch, with the
+			// next producer id, by a transaction.version 2 client.
+			{producerID: 5, lastProducerID: 5, nextProducerID: 6, tv2: true, epoch: math.MaxInt16, timeoutMs: 60000, state: PrepareCommit, partitions: map[TopicPartition]bool{{"a", 0}: true}, startMs: 7, updateMs: 9},
 		} {
 			got, err := parseValue(encodeValue(r, version))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if version == 0 {
-				r.lastProducerID = -1 // v0 does not store it, as in Kafka 3.7
+				// v0 stores none of them, as in Kafka 3.7.
+				r.lastProducerID, r.nextProducerID, r.tv2 = -1, -1, false
 			}
 			if !reflect.DeepEqual(got, r) {
 				t.Fatalf("v%d: got %+v want %+v", version, got, r)
@@ -57,7 +61,8 @@ func TestRecordRoundTrip(t *testing.T) {
 // accepts encodes back to a value it decodes the same.
 func FuzzRecord(f *testing.F) {
 	f.Add(encodeKey("tx"), encodeValue(record{producerID: 1, epoch: 0, timeoutMs: 1000, state: Ongoing, partitions: map[TopicPartition]bool{{"t", 0}: true}, startMs: 1, updateMs: 2}, 0))
-	f.Add(encodeKey(""), encodeValue(record{state: Empty, lastProducerID: 3}, 1))
+	f.Add(encodeKey(""), encodeValue(record{state: Empty, lastProducerID: 3, nextProducerID: -1}, 1))
+	f.Add(encodeKey("tx"), encodeValue(record{producerID: 1, lastProducerID: 1, nextProducerID: 2, tv2: true, epoch: math.MaxInt16, timeoutMs: 1000, state: PrepareAbort, partitions: map[TopicPartition]bool{{"t", 0}: true}, startMs: 1, updateMs: 2}, 1))
 	f.Add([]byte{0, 0}, []byte{0, 1, 0xff})
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		if id, err := parseKey(key); err == nil {
@@ -76,7 +81,7 @@ func FuzzRecord(f *testing.F) {
 			}
 			want := r
 			if version == 0 {
-				want.lastProducerID = -1
+				want.lastProducerID, want.nextProducerID, want.tv2 = -1, -1, false
 			}
 			if !reflect.DeepEqual(back, want) {
 				t.Fatalf("v%d: %+v re-decoded as %+v", version, want, back)
