@@ -16,7 +16,7 @@ import (
 	"github.com/isrlab/isrlab/broker/partition"
 )
 
-var _ = serve(0, "Produce", 0, 10, (*Broker).handleProduce, in("0.10", 0, 2), in("2.4", 0, 8), in("2.6", 0, 8))
+var _ = serve(0, "Produce", 0, 10, (*Broker).handleProduce, in("0.10", 0, 2), in("2.4", 0, 8), in("2.6", 0, 8), withTV(12))
 
 // handleProduce appends to each partition as leader. acks=0 gets no
 // response (any error closes the connection); acks=1 is answered after the
@@ -24,7 +24,8 @@ var _ = serve(0, "Produce", 0, 10, (*Broker).handleProduce, in("0.10", 0, 2), in
 // the append (the delayed-produce purgatory, KAFKA-SPEC §3). With
 // transaction.partition.verification.enable a batch that opens a
 // transaction on a partition is first verified with the transaction
-// coordinator (txnverify.go).
+// coordinator (txnverify.go); under transaction.version 2 a v12 request's
+// partitions are added to the transaction that way.
 //
 // Versions 0-2 carry legacy message sets (magic 0 or 1), up-converted to
 // the log's v2 format with offsets assigned and timestamps kept; v3+ must
@@ -74,7 +75,7 @@ func (b *Broker) handleProduce(ctx context.Context, rq *request) {
 	}
 	if slices.ContainsFunc(prepared, func(pp producePart) bool { return pp.guard != nil }) {
 		go func() {
-			b.verifyTxnPartitions(ctx, *req.TransactionID, resp, prepared)
+			b.verifyTxnPartitions(ctx, *req.TransactionID, resp, prepared, req.Version >= 12 && b.cfg.Int("transaction.version") >= 2)
 			b.produceAppend(ctx, rq, req, resp, prepared)
 		}()
 		return

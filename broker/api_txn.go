@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/isrlab/isrlab/broker/group"
@@ -41,6 +42,7 @@ func (b *Broker) txns() *txn.Manager {
 		cfg.AbortInterval = time.Duration(b.cfg.Int("transaction.abort.timed.out.transaction.cleanup.interval.ms")) * time.Millisecond
 		cfg.RemoveInterval = time.Duration(b.cfg.Int("transaction.remove.expired.transaction.cleanup.interval.ms")) * time.Millisecond
 		cfg.IDExpiration = time.Duration(b.cfg.Int("transactional.id.expiration.ms")) * time.Millisecond
+		cfg.TransactionVersion = int16(b.cfg.Int("transaction.version"))
 		s := &markerSender{b: b}
 		e := &txnEntry{sender: s, m: txn.New(cfg, coordinatorLog{b, txn.Topic}, txnProducerIDs{b}, s,
 			txn.WithLogger(b.log.With("component", "transaction-coordinator")), txn.WithTopicCheck(b.partitionExists))}
@@ -159,14 +161,14 @@ func (b *Broker) onTxnMarker(topic string, partition int32, producerID int64, pr
 	b.groups().CompleteTxn(partition, producerID, producerEpoch, commit)
 }
 
-var _ = serve(24, "AddPartitionsToTxn", 0, 4, (*Broker).handleAddPartitionsToTxn, notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1))
+var _ = serve(24, "AddPartitionsToTxn", 0, 4, (*Broker).handleAddPartitionsToTxn, notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1), withTV(5))
 
 func (b *Broker) handleAddPartitionsToTxn(_ context.Context, rq *request) {
 	m := b.txns()
 	go func() { rq.respond(m.AddPartitionsToTxn(rq.req.(*kmsg.AddPartitionsToTxnRequest))) }()
 }
 
-var _ = serve(25, "AddOffsetsToTxn", 0, 3, (*Broker).handleAddOffsetsToTxn, notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1))
+var _ = serve(25, "AddOffsetsToTxn", 0, 3, (*Broker).handleAddOffsetsToTxn, notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1), withTV(4))
 
 // handleAddOffsetsToTxn adds the group's __consumer_offsets partition to
 // the transaction.
@@ -177,20 +179,59 @@ func (b *Broker) handleAddOffsetsToTxn(_ context.Context, rq *request) {
 	go func() { rq.respond(m.AddOffsetsToTxn(req, offsets)) }()
 }
 
-var _ = serve(26, "EndTxn", 0, 3, (*Broker).handleEndTxn, notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1))
+var _ = serve(26, "EndTxn", 0, 3, (*Broker).handleEndTxn, notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1), withTV(5))
 
 func (b *Broker) handleEndTxn(_ context.Context, rq *request) {
 	m := b.txns()
 	go func() { rq.respond(m.EndTxn(rq.req.(*kmsg.EndTxnRequest))) }()
 }
 
-var _ = serve(28, "TxnOffsetCommit", 0, 3, (*Broker).handleTxnOffsetCommit, notIn("0.10"), in("2.4", 0, 2))
+var _ = serve(28, "TxnOffsetCommit", 0, 3, (*Broker).handleTxnOffsetCommit, notIn("0.10"), in("2.4", 0, 2), withTV(5))
 
 // handleTxnOffsetCommit is the group coordinator's: the offsets are
 // written as the producer's transactional batch and wait for its marker.
+// Under transaction.version 2 a v5 request first adds the group's
+// __consumer_offsets partition to the transaction (the producer sent no
+// AddOffsetsToTxn, KIP-890 part 2); a refusal is answered for every
+// partition, the retriable ones as COORDINATOR_NOT_AVAILABLE, as Kafka
+// 4.0's group coordinator normalizes them.
 func (b *Broker) handleTxnOffsetCommit(_ context.Context, rq *request) {
+	req := rq.req.(*kmsg.TxnOffsetCommitRequest)
 	m := b.groups()
-	go func() { rq.respond(m.TxnOffsetCommit(rq.req.(*kmsg.TxnOffsetCommitRequest))) }()
+	go func() {
+		if req.Version >= 5 && b.cfg.Int("transaction.version") >= 2 {
+			offsets := tp{group.Topic, group.Partition(req.Group, b.cfg.Int("offsets.topic.num.partitions"))}
+			if code := txnOffsetAddError(b.verifyTxn(b.runCtx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []tp{offsets}, true)[0]); code != 0 {
+				resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+				for _, t := range req.Topics {
+					rt := kmsg.NewTxnOffsetCommitResponseTopic()
+					rt.Topic = t.Topic
+					for _, p := range t.Partitions {
+						rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+						rp.Partition, rp.ErrorCode = p.Partition, code
+						rt.Partitions = append(rt.Partitions, rp)
+					}
+					resp.Topics = append(resp.Topics, rt)
+				}
+				rq.respond(resp)
+				return
+			}
+		}
+		rq.respond(m.TxnOffsetCommit(req))
+	}()
+}
+
+// txnOffsetAddError is what TxnOffsetCommit answers when adding the
+// offsets partition to the transaction failed with code.
+func txnOffsetAddError(code int16) int16 {
+	switch code {
+	case kerr.ConcurrentTransactions.Code, kerr.NetworkException.Code, kerr.CoordinatorLoadInProgress.Code,
+		kerr.CoordinatorNotAvailable.Code, kerr.NotCoordinator.Code:
+		return kerr.CoordinatorNotAvailable.Code
+	case kerr.ProducerFenced.Code:
+		return kerr.InvalidProducerEpoch.Code
+	}
+	return code
 }
 
 var _ = serve(65, "DescribeTransactions", 0, 0, (*Broker).handleDescribeTransactions, notIn("0.10", "2.4", "2.6"))

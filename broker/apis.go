@@ -36,18 +36,27 @@ import (
 // UNSUPPORTED_VERSION (KIP-511).
 type api struct {
 	name     string
-	min, max int16
+	min, max int16                        // Kafka 3.7's range, advertised by default
+	tvMax    int16                        // Kafka 4.0's max with transaction.version 1+ (0: the same as 3.7's)
 	eras     map[string]wire.VersionRange // advertised range per profile where it is not [min, max]; Max < 0: absent
 	handle   func(*Broker, context.Context, *request)
 }
 
 var apis = map[int16]api{}
 
-// era is what one or more kafka.profile values advertise for an API.
+// era is what one or more kafka.profile values advertise for an API, or,
+// with tv set, what transaction.version 1+ advertises beyond 3.7's range.
 type era struct {
 	profiles []string
 	vr       wire.VersionRange
+	tv       bool
 }
+
+// withTV is the max version Kafka 4.0 advertised for a transaction API,
+// served and advertised under kafka.profile 3.7 when transaction.version
+// is 1 or 2 (KIP-890: the versions that allow TRANSACTION_ABORTABLE, and
+// Produce v12, EndTxn v5 and TxnOffsetCommit v5 of part 2).
+func withTV(max int16) era { return era{tv: true, vr: wire.VersionRange{Max: max}} }
 
 // in is the range a profile's Kafka release advertised for the API.
 func in(profile string, min, max int16) era {
@@ -67,6 +76,13 @@ func serve(key int16, name string, min, max int16, h func(*Broker, context.Conte
 	}
 	a := api{name: name, min: min, max: max, handle: h, eras: map[string]wire.VersionRange{}}
 	for _, e := range eras {
+		if e.tv {
+			if e.vr.Max <= max {
+				panic(fmt.Sprintf("broker: API %s: transaction.version max v%d is not beyond v%d", name, e.vr.Max, max))
+			}
+			a.tvMax = e.vr.Max
+			continue
+		}
 		for _, p := range e.profiles {
 			if _, ok := config.Profiles[p]; !ok {
 				panic(fmt.Sprintf("broker: API %s: unknown profile %q", name, p))
@@ -86,18 +102,22 @@ func serve(key int16, name string, min, max int16, h func(*Broker, context.Conte
 func servedTable() wire.Table {
 	t := wire.Table{}
 	for k, a := range apis {
-		t[k] = wire.VersionRange{Min: a.min, Max: a.max}
+		t[k] = wire.VersionRange{Min: a.min, Max: max(a.max, a.tvMax)}
 	}
 	return t
 }
 
-// advertisedTable is what ApiVersions lists under a kafka.profile.
-func advertisedTable(profile string) wire.Table {
+// advertisedTable is what ApiVersions lists under a kafka.profile and
+// transaction.version.
+func advertisedTable(profile string, transactionVersion int) wire.Table {
 	t := wire.Table{}
 	for k, a := range apis {
 		vr, ok := a.eras[profile]
 		if !ok {
 			vr = wire.VersionRange{Min: a.min, Max: a.max}
+			if transactionVersion >= 1 && a.tvMax > 0 {
+				vr.Max = a.tvMax
+			}
 		}
 		if vr.Max >= 0 {
 			t[k] = vr
@@ -156,6 +176,18 @@ var softwareName = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9]
 // body was not decoded.
 func (b *Broker) apiVersions(version int16, req *kmsg.ApiVersionsRequest) *kmsg.ApiVersionsResponse {
 	resp := b.versions.ApiVersions(version)
+	if tv := int16(b.cfg.Int("transaction.version")); resp.ErrorCode == 0 && version >= 3 && tv >= 1 {
+		// Kafka 4.0 lists transaction.version among the supported
+		// features and, at its level, the finalized ones (a feature at
+		// level 0 is not finalized); clients read the level from there.
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = "transaction.version", 0, 2
+		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = "transaction.version", tv, tv
+		resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+		resp.FinalizedFeaturesEpoch = 1
+	}
 	switch {
 	case resp.ErrorCode != 0:
 		if b.cfg.String("kafka.profile") == "0.10" {

@@ -134,7 +134,15 @@ func New(cfg *config.Config, opts ...Option) (*Broker, error) {
 	base := b.now
 	b.now = func() time.Time { return base().Add(time.Duration(b.clockSkew.Load()) * time.Millisecond) }
 	b.log = b.log.With("node", "b"+strconv.Itoa(int(b.id)))
-	b.versions = advertisedTable(cfg.String("kafka.profile"))
+	if tv := cfg.Int("transaction.version"); tv >= 1 {
+		switch {
+		case cfg.String("kafka.profile") != "3.7":
+			return nil, fmt.Errorf("transaction.version=%d needs kafka.profile=3.7: Kafka 4.0's transaction protocol builds on 3.7's, not on %s's", tv, cfg.String("kafka.profile"))
+		case tv >= 2 && cfg.String("transaction.partition.verification.enable") != "true":
+			return nil, fmt.Errorf("transaction.version=2 needs transaction.partition.verification.enable=true: the partition leader adds a produce request's partitions to the transaction through the coordinator")
+		}
+	}
+	b.versions = advertisedTable(cfg.String("kafka.profile"), cfg.Int("transaction.version"))
 	b.served = servedTable()
 	b.handlers = b.handlerTable()
 	b.queue = make(chan *request, cfg.Int("queued.max.requests"))

@@ -21,6 +21,12 @@ import (
 // ongoing transaction, and appends only if it was. Without it a producer's
 // late write after an abort opens a transaction that no marker will ever
 // end (a hanging transaction), and the partition's LSO stays at it.
+//
+// Under transaction.version 2 (KIP-890 part 2) a produce request v12 does
+// not follow an AddPartitionsToTxn from the producer: the leader's
+// request (v5, not verify-only) adds the partitions itself, and
+// TxnOffsetCommit v5 adds the group's __consumer_offsets partition the
+// same way.
 
 // txnVerifyTimeout bounds one verification round trip (Kafka uses
 // request.timeout.ms, 30 s by default).
@@ -40,11 +46,11 @@ func (b *Broker) findTxnCoordinator(txnID string) (int32, string, int16, string)
 	return id, net.JoinHostPort(host, strconv.Itoa(int(port))), 0, ""
 }
 
-// verifyTxnPartitions verifies the prepared partitions that carry a guard,
-// one request per producer id and epoch (a produce request normally
-// carries one), and marks the ones refused as failed with the error
-// Kafka 3.7 gives the producer.
-func (b *Broker) verifyTxnPartitions(ctx context.Context, txnID string, resp *kmsg.ProduceResponse, prepared []producePart) {
+// verifyTxnPartitions verifies (or, with add, adds) the prepared
+// partitions that carry a guard, one request per producer id and epoch (a
+// produce request normally carries one), and marks the ones refused as
+// failed with the error Kafka gives the producer.
+func (b *Broker) verifyTxnPartitions(ctx context.Context, txnID string, resp *kmsg.ProduceResponse, prepared []producePart, add bool) {
 	type producer struct {
 		id    int64
 		epoch int16
@@ -70,7 +76,7 @@ func (b *Broker) verifyTxnPartitions(ctx context.Context, txnID string, resp *km
 		for _, i := range groups[k] {
 			tps = append(tps, tp{resp.Topics[prepared[i].ti].Topic, resp.Topics[prepared[i].ti].Partitions[prepared[i].pi].Partition})
 		}
-		codes := b.verifyTxn(ctx, txnID, k.id, k.epoch, tps)
+		codes := b.verifyTxn(ctx, txnID, k.id, k.epoch, tps, add)
 		for j, i := range groups[k] {
 			code, msg := verificationError(codes[j])
 			if code == 0 {
@@ -86,10 +92,10 @@ func (b *Broker) verifyTxnPartitions(ctx context.Context, txnID string, resp *km
 	}
 }
 
-// verifyTxn sends the verify-only AddPartitionsToTxn and returns each
-// partition's error code from the coordinator (NETWORK_EXCEPTION when it
-// could not be asked).
-func (b *Broker) verifyTxn(ctx context.Context, txnID string, producerID int64, producerEpoch int16, tps []tp) []int16 {
+// verifyTxn sends the verify-only AddPartitionsToTxn v4 (with add, the
+// adding v5 of KIP-890 part 2) and returns each partition's error code
+// from the coordinator (NETWORK_EXCEPTION when it could not be asked).
+func (b *Broker) verifyTxn(ctx context.Context, txnID string, producerID int64, producerEpoch int16, tps []tp, add bool) []int16 {
 	codes := make([]int16, len(tps))
 	fill := func(code int16) []int16 {
 		for i := range codes {
@@ -104,8 +110,11 @@ func (b *Broker) verifyTxn(ctx context.Context, txnID string, producerID int64, 
 	}
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	req.SetVersion(4)
+	if add {
+		req.SetVersion(5)
+	}
 	t := kmsg.NewAddPartitionsToTxnRequestTransaction()
-	t.TransactionalID, t.ProducerID, t.ProducerEpoch, t.VerifyOnly = txnID, producerID, producerEpoch, true
+	t.TransactionalID, t.ProducerID, t.ProducerEpoch, t.VerifyOnly = txnID, producerID, producerEpoch, !add
 	byTopic := map[string]int{}
 	for _, p := range tps {
 		i, ok := byTopic[p.topic]

@@ -287,17 +287,22 @@ type TxnGuard struct {
 	gen        uint64
 }
 
-// NeedsTxnStart reports whether a transactional batch of producer id would
-// open a new transaction here, and the guard to append it with once
-// verified.
-func (ps *ProducerState) NeedsTxnStart(id int64) (TxnGuard, bool) {
+// NeedsTxnStart reports whether a transactional batch of producer id at
+// epoch would open a new transaction here, and the guard to append it
+// with once verified. A batch at another epoch than the open
+// transaction's belongs to another transaction too (Kafka 4.0's
+// hasOngoingTransaction(producerId, producerEpoch)): with an epoch bump
+// per transaction (KIP-890 part 2) the next transaction's first write can
+// reach a partition before the previous one's marker, and must not join
+// it.
+func (ps *ProducerState) NeedsTxnStart(id int64, epoch int16) (TxnGuard, bool) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	e, ok := ps.producers[id]
 	if !ok {
 		return TxnGuard{ProducerID: id, gen: ps.gen}, true
 	}
-	return TxnGuard{ProducerID: id, markers: e.markers, gen: ps.gen}, e.TxnFirstOffset < 0
+	return TxnGuard{ProducerID: id, markers: e.markers, gen: ps.gen}, e.TxnFirstOffset < 0 || e.Epoch != epoch
 }
 
 // GuardValid reports whether g still describes producer g.ProducerID: no

@@ -43,7 +43,7 @@ func (p *Partition) TxnVerificationNeeded(data []byte) (klog.TxnGuard, bool) {
 	}
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
-	return p.log.Producers().NeedsTxnStart(b.ProducerID)
+	return p.log.Producers().NeedsTxnStart(b.ProducerID, b.ProducerEpoch)
 }
 
 // checkProducerLocked applies the producer rules to a client's batch
@@ -77,7 +77,7 @@ func (p *Partition) checkProducerLocked(batches []klog.BatchInfo, o AppendOption
 		}
 	}
 	if guard := o.TxnGuard; p.sw.TxnVerification && first.Transactional() {
-		if _, starts := ps.NeedsTxnStart(first.ProducerID); starts &&
+		if _, starts := ps.NeedsTxnStart(first.ProducerID, first.ProducerEpoch); starts &&
 			(guard == nil || guard.ProducerID != first.ProducerID || !ps.GuardValid(*guard)) {
 			return nil, kerr.InvalidTxnState
 		}
