@@ -296,7 +296,10 @@ type fakeTxnCoordinator struct {
 	ln    net.Listener
 	added map[int32]bool
 	errs  map[string]int16
-	mu    sync.Mutex
+	// busy is how many more times a transactional id is answered
+	// CONCURRENT_TRANSACTIONS.
+	busy map[string]int
+	mu   sync.Mutex
 	seen  []kmsg.AddPartitionsToTxnRequest
 }
 
@@ -305,7 +308,7 @@ func startFakeTxnCoordinator(t *testing.T, added map[int32]bool, errs map[string
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeTxnCoordinator{ln: ln, added: added, errs: errs}
+	f := &fakeTxnCoordinator{ln: ln, added: added, errs: errs, busy: map[string]int{}}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -338,7 +341,7 @@ func (f *fakeTxnCoordinator) serve(conn net.Conn) {
 		r := kbin.Reader{Src: frame}
 		key, version, corr := r.Int16(), r.Int16(), r.Int32()
 		r.NullableString()
-		if key != 24 || version != 4 {
+		if key != 24 || (version != 4 && version != 5) {
 			return
 		}
 		kmsg.SkipTags(&r)
@@ -375,6 +378,8 @@ func (f *fakeTxnCoordinator) answer(req kmsg.AddPartitionsToTxnRequest) *kmsg.Ad
 				rp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
 				rp.Partition = p
 				switch code, ok := f.errs[tx.TransactionalID]; {
+				case f.busy[tx.TransactionalID] > 0:
+					rp.ErrorCode = kerr.ConcurrentTransactions.Code
 				case ok:
 					rp.ErrorCode = code
 				case !f.added[p]:
@@ -385,6 +390,9 @@ func (f *fakeTxnCoordinator) answer(req kmsg.AddPartitionsToTxnRequest) *kmsg.Ad
 			rt.Topics = append(rt.Topics, rtt)
 		}
 		resp.Transactions = append(resp.Transactions, rt)
+		if f.busy[tx.TransactionalID] > 0 {
+			f.busy[tx.TransactionalID]--
+		}
 	}
 	return resp
 }

@@ -402,3 +402,65 @@ func TestTransactionVersionConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestImplicitAdd: under transaction.version 2 a Produce v12 that opens a
+// transaction on a partition makes its leader add the partition
+// (AddPartitionsToTxn v5, not verify-only), while a v11 request is only
+// verified; the leader retries CONCURRENT_TRANSACTIONS itself for up to
+// add.partitions.to.txn.retry.backoff.max.ms, then answers the producer
+// NOT_ENOUGH_REPLICAS, which it retries.
+func TestImplicitAdd(t *testing.T) {
+	coord := startFakeTxnCoordinator(t, map[int32]bool{0: true, 1: true}, nil)
+	find := func(string) (int32, string, int16, string) { return 9999, coord.ln.Addr().String(), 0, "" }
+	for _, tc := range []struct {
+		name     string
+		maxMs    string
+		busy     int
+		requests int
+		code     error
+	}{
+		{"answered", "60000", 0, 1, nil},
+		{"retried by the leader", "60000", 2, 3, nil},
+		{"retries exhausted", "0", 1, 1, kerr.NotEnoughReplicas},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := startBrokerWith(t, t.TempDir(), []Option{withTxnCoordinator(find)}, "transaction.version=2",
+				"add.partitions.to.txn.retry.backoff.ms=1", "add.partitions.to.txn.retry.backoff.max.ms="+tc.maxMs)
+			topic := "implicit"
+			createTopic(t, b.client(t), topic, 2, nil)
+			c := &txnClient{t: t, rc: dialRaw(t, b.Addrs()[0]), topic: topic}
+			txnID := "tv2-" + strings.ReplaceAll(tc.name, " ", "-")
+			coord.mu.Lock()
+			coord.busy[txnID] = tc.busy
+			before := len(coord.seen)
+			coord.mu.Unlock()
+
+			req := kmsg.NewPtrProduceRequest()
+			req.SetVersion(12)
+			req.TransactionID, req.Acks, req.TimeoutMillis = &txnID, -1, 30000
+			req.Topics = []kmsg.ProduceRequestTopic{{Topic: topic, Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: rawTxnBatch(700, 3, 0, true, "a")}}}}
+			got := c.rc.roundTrip(req).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+			mustCode(t, "produce v12", got.ErrorCode, tc.code)
+			reqs := coord.requests()[before:]
+			if len(reqs) != tc.requests {
+				t.Fatalf("the coordinator saw %d requests, want %d", len(reqs), tc.requests)
+			}
+			for _, r := range reqs {
+				if tx := r.Transactions[0]; r.GetVersion() != 5 || tx.VerifyOnly || tx.ProducerID != 700 || tx.ProducerEpoch != 3 || tx.Topics[0].Partitions[0] != 0 {
+					t.Fatalf("add request v%d %+v", r.GetVersion(), tx)
+				}
+			}
+			if tc.code != nil {
+				return
+			}
+			// A v11 request (a client not opted into part 2) is verified.
+			req.SetVersion(11)
+			req.Topics[0].Partitions[0] = kmsg.ProduceRequestTopicPartition{Partition: 1, Records: rawTxnBatch(700, 3, 0, true, "b")}
+			mustCode(t, "produce v11", c.rc.roundTrip(req).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode, nil)
+			last := coord.requests()[len(coord.requests())-1]
+			if last.GetVersion() != 4 || !last.Transactions[0].VerifyOnly {
+				t.Fatalf("v11's request: v%d verify-only=%v", last.GetVersion(), last.Transactions[0].VerifyOnly)
+			}
+		})
+	}
+}

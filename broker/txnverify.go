@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -77,6 +78,9 @@ func (b *Broker) verifyTxnPartitions(ctx context.Context, txnID string, resp *km
 			tps = append(tps, tp{resp.Topics[prepared[i].ti].Topic, resp.Topics[prepared[i].ti].Partitions[prepared[i].pi].Partition})
 		}
 		codes := b.verifyTxn(ctx, txnID, k.id, k.epoch, tps, add)
+		if add {
+			codes = b.retryConcurrent(ctx, codes, func() []int16 { return b.verifyTxn(ctx, txnID, k.id, k.epoch, tps, add) })
+		}
 		for j, i := range groups[k] {
 			code, msg := verificationError(codes[j])
 			if code == 0 {
@@ -156,6 +160,28 @@ func (b *Broker) verifyTxn(ctx context.Context, txnID string, producerID int64, 
 			c = kerr.UnknownServerError.Code
 		}
 		codes[i] = c
+	}
+	return codes
+}
+
+// retryConcurrent asks again (call) while every answer in codes is
+// CONCURRENT_TRANSACTIONS, every add.partitions.to.txn.retry.backoff.ms
+// for at most add.partitions.to.txn.retry.backoff.max.ms: right after an
+// EndTxn v5 the producer's next transaction starts with its produce
+// requests, while the coordinator is still writing the previous one's
+// markers, and a retry by the client would cost its whole backoff.
+func (b *Broker) retryConcurrent(ctx context.Context, codes []int16, call func() []int16) []int16 {
+	backoff := time.Duration(b.cfg.Int("add.partitions.to.txn.retry.backoff.ms")) * time.Millisecond
+	deadline := time.Now().Add(time.Duration(b.cfg.Int("add.partitions.to.txn.retry.backoff.max.ms")) * time.Millisecond)
+	for slices.Contains(codes, kerr.ConcurrentTransactions.Code) && time.Now().Add(backoff).Before(deadline) {
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return codes
+		case <-t.C:
+		}
+		codes = call()
 	}
 	return codes
 }
