@@ -21,7 +21,9 @@ import (
 // check on every request) and the dispatch map are one list and cannot
 // disagree.
 //
-// The served range is Kafka 3.7's. A profile only narrows what ApiVersions
+// The served range is Kafka 3.7's, and for the transaction APIs Kafka
+// 4.0's (withTV), advertised only under the 3.7 profile with
+// transaction.version 1 or 2 (KIP-890). A profile only narrows what ApiVersions
 // advertises, to what that Kafka release advertised (taken from its
 // protocol definitions: 0.10.2's Protocol.java, the message JSON of
 // 2.4.1, 2.6.3 and 3.7.1); requests at any served version are still
