@@ -21,9 +21,9 @@ import (
 // check on every request) and the dispatch map are one list and cannot
 // disagree.
 //
-// The served range is Kafka 3.7's, and for the transaction APIs Kafka
-// 4.0's (withTV), advertised only under the 3.7 profile with
-// transaction.version 1 or 2 (KIP-890). A profile only narrows what ApiVersions
+// The served range is Kafka 3.7's, and with transaction.version 1 or 2
+// (KIP-890, 3.7 profile only) Kafka 4.0's for the transaction APIs
+// (withTV). A profile only narrows what ApiVersions
 // advertises, to what that Kafka release advertised (taken from its
 // protocol definitions: 0.10.2's Protocol.java, the message JSON of
 // 2.4.1, 2.6.3 and 3.7.1); requests at any served version are still
@@ -100,11 +100,17 @@ func serve(key int16, name string, min, max int16, h func(*Broker, context.Conte
 }
 
 // servedTable is the range of every registered API: what requests are
-// checked against.
-func servedTable() wire.Table {
+// checked against. Kafka 4.0's transaction API versions are served only
+// with transaction.version 1 or 2: otherwise the broker is 3.7's, which
+// closes the connection of a Produce v11.
+func servedTable(transactionVersion int) wire.Table {
 	t := wire.Table{}
 	for k, a := range apis {
-		t[k] = wire.VersionRange{Min: a.min, Max: max(a.max, a.tvMax)}
+		vr := wire.VersionRange{Min: a.min, Max: a.max}
+		if transactionVersion >= 1 && a.tvMax > 0 {
+			vr.Max = a.tvMax
+		}
+		t[k] = vr
 	}
 	return t
 }

@@ -143,7 +143,7 @@ func New(cfg *config.Config, opts ...Option) (*Broker, error) {
 		}
 	}
 	b.versions = advertisedTable(cfg.String("kafka.profile"), cfg.Int("transaction.version"))
-	b.served = servedTable()
+	b.served = servedTable(cfg.Int("transaction.version"))
 	b.handlers = b.handlerTable()
 	b.queue = make(chan *request, cfg.Int("queued.max.requests"))
 	b.metrics = newMetrics(b)

@@ -280,11 +280,13 @@ func (ps *ProducerState) CheckMarker(id int64, producerEpoch int16, coordinatorE
 
 // TxnGuard is what a leader checks a transaction start against after
 // verifying it with the transaction coordinator (KIP-890): the producer
-// had no open transaction and had seen this many markers.
+// had seen this many markers, and had an open transaction of another
+// epoch or none (open).
 type TxnGuard struct {
 	ProducerID int64
 	markers    uint64
 	gen        uint64
+	open       bool
 }
 
 // NeedsTxnStart reports whether a transactional batch of producer id at
@@ -302,11 +304,15 @@ func (ps *ProducerState) NeedsTxnStart(id int64, epoch int16) (TxnGuard, bool) {
 	if !ok {
 		return TxnGuard{ProducerID: id, gen: ps.gen}, true
 	}
-	return TxnGuard{ProducerID: id, markers: e.markers, gen: ps.gen}, e.TxnFirstOffset < 0 || e.Epoch != epoch
+	return TxnGuard{ProducerID: id, markers: e.markers, gen: ps.gen, open: e.TxnFirstOffset >= 0}, e.TxnFirstOffset < 0 || e.Epoch != epoch
 }
 
 // GuardValid reports whether g still describes producer g.ProducerID: no
-// marker was written since it was taken.
+// marker was written since it was taken, or, when a transaction of
+// another epoch was open then, only the one that ended it. The
+// coordinator confirms the new transaction only after every marker of
+// the previous one is written, so that marker is expected; a second one
+// would have ended the transaction the coordinator confirmed.
 func (ps *ProducerState) GuardValid(g TxnGuard) bool {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -317,7 +323,7 @@ func (ps *ProducerState) GuardValid(g TxnGuard) bool {
 	if !ok {
 		return g.markers == 0
 	}
-	return e.markers == g.markers
+	return e.markers == g.markers || (g.open && e.markers == g.markers+1 && e.TxnFirstOffset < 0)
 }
 
 // clone copies the state (for a snapshot).

@@ -272,10 +272,14 @@ func (e *scriptEnv) run(line string) (res string) {
 		if a["verify"] != "" {
 			// The leader asks the coordinator first: verify=yes is its
 			// confirmation, verify=late a marker racing the answer.
+			// verify=late markers=N marker-epoch=E: N markers (1) at
+			// producer epoch E (0) land between them.
 			g, needed := e.p.TxnVerificationNeeded(data)
 			if needed && a["verify"] == "late" {
-				if _, err := e.p.AppendMarker(g.ProducerID, 0, klog.Marker{CoordinatorEpoch: int32(num(a["coordinator-epoch"], 0))}); err != nil {
-					return "marker error: " + err.Error()
+				for i := 0; i < int(num(a["markers"], 1)); i++ {
+					if _, err := e.p.AppendMarker(g.ProducerID, int16(num(a["marker-epoch"], 0)), klog.Marker{CoordinatorEpoch: int32(num(a["coordinator-epoch"], 0))}); err != nil {
+						return "marker error: " + err.Error()
+					}
 				}
 			}
 			if needed && a["verify"] != "no" {
