@@ -300,7 +300,7 @@ type fakeTxnCoordinator struct {
 	// CONCURRENT_TRANSACTIONS.
 	busy map[string]int
 	mu   sync.Mutex
-	seen  []kmsg.AddPartitionsToTxnRequest
+	seen []kmsg.AddPartitionsToTxnRequest
 }
 
 func startFakeTxnCoordinator(t *testing.T, added map[int32]bool, errs map[string]int16) *fakeTxnCoordinator {
