@@ -54,27 +54,45 @@ func committedValues(t *testing.T, c *proctest.Cluster, topic string, n int) []s
 // every partition, aborts one, and commits another; a read_committed
 // consumer sees exactly the committed values, and a second producer with
 // the same transactional id fences the first.
+//
+// Under transaction.version=2 (KIP-890 part 2) franz-go opts in (implicit
+// adds, an epoch bump per EndTxn) while sarama, which reads no features,
+// keeps 3.7's requests: both must work on the same cluster.
 func TestTransactionalProducers(t *testing.T) {
-	c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 3, Overrides: txnOverrides})
-	for _, tc := range []struct {
-		name string
-		run  func(t *testing.T, c *proctest.Cluster, topic string) []string
-	}{
-		{"sarama", saramaTransactions},
-		{"franz-go", franzTransactions},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			topic := "txn-" + tc.name
-			c.CreateTopic(topic, 3, 3, map[string]string{"min.insync.replicas": "2"})
-			want := tc.run(t, c, topic)
-			got := committedValues(t, c, topic, len(want))
-			slices.Sort(got)
-			slices.Sort(want)
-			if !slices.Equal(got, want) {
-				t.Fatalf("read_committed values %v, want the committed %v", got, want)
+	for _, tv := range transactionVersions {
+		t.Run(tv.name, func(t *testing.T) {
+			c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 3, Overrides: append(tv.overrides, txnOverrides...)})
+			for _, tc := range []struct {
+				name string
+				run  func(t *testing.T, c *proctest.Cluster, topic string) []string
+			}{
+				{"sarama", saramaTransactions},
+				{"franz-go", franzTransactions},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					topic := "txn-" + tc.name
+					c.CreateTopic(topic, 3, 3, map[string]string{"min.insync.replicas": "2"})
+					want := tc.run(t, c, topic)
+					got := committedValues(t, c, topic, len(want))
+					slices.Sort(got)
+					slices.Sort(want)
+					if !slices.Equal(got, want) {
+						t.Fatalf("read_committed values %v, want the committed %v", got, want)
+					}
+				})
 			}
 		})
 	}
+}
+
+// transactionVersions are the transaction protocols the tests run under:
+// Kafka 3.7's and Kafka 4.0's transaction.version=2.
+var transactionVersions = []struct {
+	name      string
+	overrides []string
+}{
+	{"transaction.version=0", nil},
+	{"transaction.version=2", []string{"transaction.version=2"}},
 }
 
 // txnValues are the values of transaction n: one per partition.
@@ -197,9 +215,15 @@ func franzTransactions(t *testing.T, c *proctest.Cluster, topic string) []string
 // SIGKILLed and restarted. The output, read with read_committed, must hold
 // every input value exactly once.
 func TestExactlyOnceThroughCoordinatorKill(t *testing.T) {
-	c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 3, Overrides: append([]string{
+	for _, tv := range transactionVersions {
+		t.Run(tv.name, func(t *testing.T) { exactlyOnceThroughCoordinatorKill(t, tv.overrides) })
+	}
+}
+
+func exactlyOnceThroughCoordinatorKill(t *testing.T, overrides []string) {
+	c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 3, Overrides: append(append([]string{
 		"coordinator.session.timeout.ms=6000",
-	}, txnOverrides...)})
+	}, overrides...), txnOverrides...)})
 	const in, out, n = "eos-in", "eos-out", 600
 	c.CreateTopic(in, 3, 3, map[string]string{"min.insync.replicas": "2"})
 	c.CreateTopic(out, 3, 3, map[string]string{"min.insync.replicas": "2"})
