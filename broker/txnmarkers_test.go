@@ -53,8 +53,13 @@ type txnClient struct {
 
 func (c *txnClient) produce(partition int32, txnID *string, batch []byte) kmsg.ProduceResponseTopicPartition {
 	c.t.Helper()
+	return c.rc.roundTrip(c.produceRequest(9, partition, txnID, batch)).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+}
+
+// produceRequest is an acks=-1 Produce at version of batch to partition.
+func (c *txnClient) produceRequest(version int16, partition int32, txnID *string, batch []byte) *kmsg.ProduceRequest {
 	req := kmsg.NewPtrProduceRequest()
-	req.SetVersion(9)
+	req.SetVersion(version)
 	req.TransactionID, req.Acks, req.TimeoutMillis = txnID, -1, 30000
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = c.topic
@@ -62,7 +67,7 @@ func (c *txnClient) produce(partition int32, txnID *string, batch []byte) kmsg.P
 	rp.Partition, rp.Records = partition, batch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	return c.rc.roundTrip(req).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+	return req
 }
 
 func (c *txnClient) marker(partition int32, pid int64, epoch int16, commit bool, coordEpoch int32) int16 {

@@ -39,15 +39,7 @@ func txnCall[R kmsg.Response](t *testing.T, rc *rawConn, req kmsg.Request, code 
 // from the coordinator (the previous transaction's markers pending).
 func (c *txnClient) produceV(version int16, partition int32, txnID *string, batch []byte) kmsg.ProduceResponseTopicPartition {
 	c.t.Helper()
-	req := kmsg.NewPtrProduceRequest()
-	req.SetVersion(version)
-	req.TransactionID, req.Acks, req.TimeoutMillis = txnID, -1, 30000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = c.topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition, rp.Records = partition, batch
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := c.produceRequest(version, partition, txnID, batch)
 	var p kmsg.ProduceResponseTopicPartition
 	waitFor(c.t, 30*time.Second, "produce", func() error {
 		p = c.rc.roundTrip(req).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
@@ -435,10 +427,7 @@ func TestImplicitAdd(t *testing.T) {
 			before := len(coord.seen)
 			coord.mu.Unlock()
 
-			req := kmsg.NewPtrProduceRequest()
-			req.SetVersion(12)
-			req.TransactionID, req.Acks, req.TimeoutMillis = &txnID, -1, 30000
-			req.Topics = []kmsg.ProduceRequestTopic{{Topic: topic, Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: rawTxnBatch(700, 3, 0, true, "a")}}}}
+			req := c.produceRequest(12, 0, &txnID, rawTxnBatch(700, 3, 0, true, "a"))
 			got := c.rc.roundTrip(req).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
 			mustCode(t, "produce v12", got.ErrorCode, tc.code)
 			reqs := coord.requests()[before:]
