@@ -257,40 +257,35 @@ func waitFullISR(b *testing.B, c *proctest.Cluster, parts int, within time.Durat
 
 func waitMetadata(b *testing.B, c *proctest.Cluster, within time.Duration, ok func(kmsg.MetadataResponseTopicPartition) error, parts int) {
 	b.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := func() error {
-			for id, p := range c.Brokers {
-				if !p.Running() {
-					continue
-				}
-				resp, err := allMetadata(c.BrokerAddrs[id], nil)
-				if err != nil {
-					return fmt.Errorf("broker %d: %w", id, err)
-				}
-				n := 0
-				for _, t := range resp.Topics {
-					for _, pm := range t.Partitions {
-						if err := ok(pm); err != nil {
-							return fmt.Errorf("broker %d: %s-%d: %w", id, *t.Topic, pm.Partition, err)
-						}
-						n++
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	err := proctest.Until(ctx, func() error {
+		for id, p := range c.Brokers {
+			if !p.Running() {
+				continue
+			}
+			resp, err := allMetadata(c.BrokerAddrs[id], nil)
+			if err != nil {
+				return fmt.Errorf("broker %d: %w", id, err)
+			}
+			n := 0
+			for _, t := range resp.Topics {
+				for _, pm := range t.Partitions {
+					if err := ok(pm); err != nil {
+						return fmt.Errorf("broker %d: %s-%d: %w", id, *t.Topic, pm.Partition, err)
 					}
-				}
-				if n != parts {
-					return fmt.Errorf("broker %d: %d of %d partitions", id, n, parts)
+					n++
 				}
 			}
-			return nil
-		}()
-		if err == nil {
-			return
+			if n != parts {
+				return fmt.Errorf("broker %d: %d of %d partitions", id, n, parts)
+			}
 		}
-		if time.Now().After(deadline) {
-			c.DumpLogs(20)
-			b.Fatalf("after %v: %v", within, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		c.DumpLogs(20)
+		b.Fatalf("after %v: %v", within, err)
 	}
 }
 

@@ -170,16 +170,19 @@ func kadmAdmin(ctx context.Context, adm *kadm.Client, j job) (result, error) {
 		return r, fmt.Errorf("create partitions: %w", err)
 	}
 	// The controller's metadata reaches every broker shortly after.
-	for {
+	errNotGrown := errors.New("not grown yet")
+	err = untilKnown(ctx, func(err error) bool { return errors.Is(err, errNotGrown) }, func() error {
 		td, err := adm.ListTopics(ctx, j.CreateTopic)
 		if err != nil {
-			return r, fmt.Errorf("metadata: %w", err)
+			return err
 		}
-		r.Partitions = int32(len(td[j.CreateTopic].Partitions))
-		if r.Partitions == j.GrowTo || ctx.Err() != nil {
-			break
+		if r.Partitions = int32(len(td[j.CreateTopic].Partitions)); r.Partitions != j.GrowTo {
+			return fmt.Errorf("%w: %d partitions", errNotGrown, r.Partitions)
 		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		return r, fmt.Errorf("metadata: %w", err)
 	}
 	lg, err := adm.ListGroups(ctx)
 	if err != nil {

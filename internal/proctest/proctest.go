@@ -223,34 +223,46 @@ func (p *Proc) Log() string {
 	return string(b)
 }
 
-// Eventually polls cond every 50 ms until it returns nil or within passes.
-func Eventually(t testing.TB, within time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %v: %v", what, within, err)
-}
-
-// WaitTCP waits until addr accepts connections.
-func WaitTCP(ctx context.Context, addr string) error {
+// Until polls cond every 50 ms until it returns nil (Until then returns
+// nil) or ctx ends (Until returns cond's last error). It is the one wait
+// loop of the tests; Eventually is it with a deadline and a test failure.
+func Until(ctx context.Context, cond func() error) error {
 	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
+		err := cond()
 		if err == nil {
-			c.Close()
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s not accepting: %w", addr, err)
+			return err
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// Eventually polls cond every 50 ms until it returns nil or within passes.
+func Eventually(t testing.TB, within time.Duration, what string, cond func() error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	if err := Until(ctx, cond); err != nil {
+		t.Fatalf("%s: not within %v: %v", what, within, err)
+	}
+}
+
+// WaitTCP waits until addr accepts connections.
+func WaitTCP(ctx context.Context, addr string) error {
+	err := Until(ctx, func() error {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%s not accepting: %w", addr, err)
+	}
+	return nil
 }
 
 // Tail returns the last n lines of s, for failure messages.
