@@ -201,10 +201,7 @@ func (b *Broker) handleTxnOffsetCommit(_ context.Context, rq *request) {
 	go func() {
 		if req.Version >= 5 && b.cfg.Int("transaction.version") >= 2 {
 			offsets := tp{group.Topic, group.Partition(req.Group, b.cfg.Int("offsets.topic.num.partitions"))}
-			add := func() []int16 {
-				return b.verifyTxn(b.runCtx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []tp{offsets}, true)
-			}
-			if code := txnOffsetAddError(b.retryConcurrent(b.runCtx, add(), add)[0]); code != 0 {
+			if code := txnOffsetAddError(b.verifyTxn(b.runCtx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []tp{offsets}, true)[0]); code != 0 {
 				resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 				for _, t := range req.Topics {
 					rt := kmsg.NewTxnOffsetCommitResponseTopic()

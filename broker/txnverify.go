@@ -78,9 +78,6 @@ func (b *Broker) verifyTxnPartitions(ctx context.Context, txnID string, resp *km
 			tps = append(tps, tp{resp.Topics[prepared[i].ti].Topic, resp.Topics[prepared[i].ti].Partitions[prepared[i].pi].Partition})
 		}
 		codes := b.verifyTxn(ctx, txnID, k.id, k.epoch, tps, add)
-		if add {
-			codes = b.retryConcurrent(ctx, codes, func() []int16 { return b.verifyTxn(ctx, txnID, k.id, k.epoch, tps, add) })
-		}
 		for j, i := range groups[k] {
 			code, msg := verificationError(codes[j])
 			if code == 0 {
@@ -97,9 +94,18 @@ func (b *Broker) verifyTxnPartitions(ctx context.Context, txnID string, resp *km
 }
 
 // verifyTxn sends the verify-only AddPartitionsToTxn v4 (with add, the
-// adding v5 of KIP-890 part 2) and returns each partition's error code
-// from the coordinator (NETWORK_EXCEPTION when it could not be asked).
+// adding v5 of KIP-890 part 2, retried while the coordinator answers
+// CONCURRENT_TRANSACTIONS) and returns each partition's error code from
+// the coordinator (NETWORK_EXCEPTION when it could not be asked).
 func (b *Broker) verifyTxn(ctx context.Context, txnID string, producerID int64, producerEpoch int16, tps []tp, add bool) []int16 {
+	if !add {
+		return b.askTxnCoordinator(ctx, txnID, producerID, producerEpoch, tps, false)
+	}
+	return b.retryConcurrent(ctx, func() []int16 { return b.askTxnCoordinator(ctx, txnID, producerID, producerEpoch, tps, true) })
+}
+
+// askTxnCoordinator is one AddPartitionsToTxn round trip of verifyTxn.
+func (b *Broker) askTxnCoordinator(ctx context.Context, txnID string, producerID int64, producerEpoch int16, tps []tp, add bool) []int16 {
 	codes := make([]int16, len(tps))
 	fill := func(code int16) []int16 {
 		for i := range codes {
@@ -164,15 +170,16 @@ func (b *Broker) verifyTxn(ctx context.Context, txnID string, producerID int64, 
 	return codes
 }
 
-// retryConcurrent asks again (call) while every answer in codes is
+// retryConcurrent calls call, and again while an answer is
 // CONCURRENT_TRANSACTIONS, every add.partitions.to.txn.retry.backoff.ms
 // for at most add.partitions.to.txn.retry.backoff.max.ms: right after an
 // EndTxn v5 the producer's next transaction starts with its produce
 // requests, while the coordinator is still writing the previous one's
 // markers, and a retry by the client would cost its whole backoff.
-func (b *Broker) retryConcurrent(ctx context.Context, codes []int16, call func() []int16) []int16 {
+func (b *Broker) retryConcurrent(ctx context.Context, call func() []int16) []int16 {
 	backoff := time.Duration(b.cfg.Int("add.partitions.to.txn.retry.backoff.ms")) * time.Millisecond
 	deadline := time.Now().Add(time.Duration(b.cfg.Int("add.partitions.to.txn.retry.backoff.max.ms")) * time.Millisecond)
+	codes := call()
 	for slices.Contains(codes, kerr.ConcurrentTransactions.Code) && time.Now().Add(backoff).Before(deadline) {
 		t := time.NewTimer(backoff)
 		select {

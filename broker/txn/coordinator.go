@@ -214,18 +214,14 @@ func (t *txnMeta) prepareFence(nowMs int64) (*transit, error) {
 }
 
 // txnLocked finds id's metadata and checks the producer (Kafka's checks
-// in handleAddPartitionsToTransaction).
+// in handleAddPartitionsToTransaction): its current id at its current
+// epoch.
 func (m *Manager) txnLocked(id string, pid int64, epoch int16) (*txnMeta, *coordlog.Ownership, *kerr.Error) {
-	if id == "" {
-		return nil, nil, kerr.InvalidRequest
-	}
-	o, e := m.ownerLocked(id)
-	if e != nil {
-		return nil, nil, e
-	}
-	t := m.txns[id]
+	t, o, e := m.lookupLocked(id, pid, epoch)
 	switch {
-	case t == nil || t.producerID != pid:
+	case e != nil:
+		return nil, nil, e
+	case t.producerID != pid:
 		return nil, nil, kerr.InvalidProducerIDMapping
 	case t.epoch != epoch:
 		return nil, nil, kerr.ProducerFenced
@@ -427,7 +423,7 @@ func (m *Manager) EndTxn(req *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 	tv2 := req.Version >= 5 && m.cfg.TransactionVersion >= 2
 	m.mu.Lock()
-	t, o, e := m.endTxnLookupLocked(req.TransactionalID, req.ProducerID, req.ProducerEpoch)
+	t, o, e := m.lookupLocked(req.TransactionalID, req.ProducerID, req.ProducerEpoch)
 	m.unlock()
 	var next producerIDAndEpoch
 	if e == nil {
@@ -441,7 +437,10 @@ func (m *Manager) EndTxn(req *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
 	return resp
 }
 
-func (m *Manager) endTxnLookupLocked(id string, pid int64, epoch int16) (*txnMeta, *coordlog.Ownership, *kerr.Error) {
+// lookupLocked finds id's metadata for producer pid: its current one, or
+// the previous one retrying the EndTxn that moved the id to a new
+// producer id (the epoch is EndTxn's to check).
+func (m *Manager) lookupLocked(id string, pid int64, epoch int16) (*txnMeta, *coordlog.Ownership, *kerr.Error) {
 	if id == "" {
 		return nil, nil, kerr.InvalidRequest
 	}
