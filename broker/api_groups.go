@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/isrlab/isrlab/broker/coordlog"
 	"github.com/isrlab/isrlab/broker/group"
 	"github.com/isrlab/isrlab/broker/partition"
 	"github.com/isrlab/isrlab/broker/txn"
@@ -46,7 +47,7 @@ func (b *Broker) groups() *group.Manager {
 		if b.cfg.Known("group.max.session.timeout.ms") {
 			cfg.MaxSessionTimeout = time.Duration(b.cfg.Int("group.max.session.timeout.ms")) * time.Millisecond
 		}
-		e := &groupEntry{m: group.New(cfg, coordinatorLog{b, group.Topic}, group.WithLogger(b.log.With("component", "group-coordinator")), group.WithTopicCheck(b.partitionExists))}
+		e := &groupEntry{m: group.New(cfg, newCoordinatorLog(b, group.Topic), group.WithLogger(b.log.With("component", "group-coordinator")), group.WithTopicCheck(b.partitionExists))}
 		v, _ = groupManagers.LoadOrStore(b, e)
 	}
 	e := v.(*groupEntry)
@@ -94,31 +95,101 @@ func (b *Broker) groupsOnResign(topic string, p int32) {
 }
 
 // coordinatorLog is the broker's side of a coordinator's persistence:
-// the partitions of its internal topic that this broker leads.
+// the partitions of its internal topic that this broker leads. Batches
+// reach each partition's log in the order they were submitted, so a
+// coordinator that submits under its own lock writes its state changes in
+// the order it made them, as Kafka's coordinators append under the group's
+// lock; the local appends run outside that lock, one partition's after
+// another's, and a slow disk holds up only that partition's writes.
 type coordinatorLog struct {
 	b     *Broker
 	topic string
+
+	mu     sync.Mutex
+	queues map[int32]*appendQueue
 }
 
-// Append appends as leader with acks=-1 and waits until the HW covers the
-// batch or ctx ends (offsets.commit.timeout.ms).
-func (l coordinatorLog) Append(ctx context.Context, idx int32, batch []byte) (int64, error) {
-	p := l.b.partition(l.topic, idx)
-	if p == nil {
-		return 0, kerr.NotLeaderForPartition
+func newCoordinatorLog(b *Broker, topic string) *coordinatorLog {
+	return &coordinatorLog{b: b, topic: topic, queues: map[int32]*appendQueue{}}
+}
+
+// appendQueue is one partition's submitted batches not yet appended.
+type appendQueue struct {
+	waiting  []*submitted
+	draining bool
+}
+
+// submitted is a batch on its way into the local log.
+type submitted struct {
+	batch    []byte
+	appended chan struct{} // closed when p, res and err are set
+	p        *partition.Partition
+	res      partition.AppendResult
+	err      error
+}
+
+// Submit queues batch for partition idx behind the batches submitted
+// before it and returns at once.
+func (l *coordinatorLog) Submit(idx int32, batch []byte) coordlog.Pending {
+	s := &submitted{batch: batch, appended: make(chan struct{})}
+	l.mu.Lock()
+	q := l.queues[idx]
+	if q == nil {
+		q = &appendQueue{}
+		l.queues[idx] = q
 	}
-	// A coordinator writes transactional offset commits itself, on behalf
-	// of a producer whose transaction it knows: each starts at sequence 0
-	// and none is a retried duplicate of an earlier one.
-	res, err := p.AppendAsLeaderWith(batch, partition.AppendOptions{RequiredAcks: -1, Coordinator: true})
-	if err != nil {
-		return 0, err
+	q.waiting = append(q.waiting, s)
+	start := !q.draining
+	q.draining = true
+	l.mu.Unlock()
+	if start {
+		go l.drain(idx, q)
+	}
+	return s.wait
+}
+
+// drain appends q's batches in order until q is empty.
+func (l *coordinatorLog) drain(idx int32, q *appendQueue) {
+	for {
+		l.mu.Lock()
+		if len(q.waiting) == 0 {
+			q.draining = false
+			l.mu.Unlock()
+			return
+		}
+		s := q.waiting[0]
+		q.waiting = q.waiting[1:]
+		l.mu.Unlock()
+		s.p = l.b.partition(l.topic, idx)
+		if s.p == nil {
+			s.err = kerr.NotLeaderForPartition
+		} else {
+			// A coordinator writes transactional offset commits itself,
+			// on behalf of a producer whose transaction it knows: each
+			// starts at sequence 0 and none is a retried duplicate of an
+			// earlier one.
+			s.res, s.err = s.p.AppendAsLeaderWith(s.batch, partition.AppendOptions{RequiredAcks: -1, Coordinator: true})
+		}
+		close(s.appended)
+	}
+}
+
+// wait waits until the HW covers the batch or ctx ends
+// (offsets.commit.timeout.ms, transaction.state.log's write timeout).
+func (s *submitted) wait(ctx context.Context) (int64, error) {
+	select {
+	case <-s.appended:
+	case <-ctx.Done():
+		return 0, kerr.RequestTimedOut
+	}
+	if s.err != nil {
+		return 0, s.err
 	}
 	for {
-		ch := p.Changed()
-		done, err := p.AcksAllStatus(res.LastOffset + 1)
+		ch := s.p.Changed()
+		done, err := s.p.AcksAllStatus(s.res.LastOffset + 1)
 		if done {
-			return res.FirstOffset, err
+			return s.res.FirstOffset, err
 		}
 		select {
 		case <-ch:
@@ -128,8 +199,13 @@ func (l coordinatorLog) Append(ctx context.Context, idx int32, batch []byte) (in
 	}
 }
 
+// Append submits batch and waits for it.
+func (l *coordinatorLog) Append(ctx context.Context, idx int32, batch []byte) (int64, error) {
+	return l.Submit(idx, batch)(ctx)
+}
+
 // Read reads whole batches from the local log up to its end.
-func (l coordinatorLog) Read(_ context.Context, idx int32, from int64) ([]byte, error) {
+func (l *coordinatorLog) Read(_ context.Context, idx int32, from int64) ([]byte, error) {
 	p := l.b.partition(l.topic, idx)
 	if p == nil {
 		return nil, kerr.NotLeaderForPartition

@@ -44,7 +44,7 @@ func (b *Broker) txns() *txn.Manager {
 		cfg.IDExpiration = time.Duration(b.cfg.Int("transactional.id.expiration.ms")) * time.Millisecond
 		cfg.TransactionVersion = int16(b.cfg.Int("transaction.version"))
 		s := &markerSender{b: b}
-		e := &txnEntry{sender: s, m: txn.New(cfg, coordinatorLog{b, txn.Topic}, txnProducerIDs{b}, s,
+		e := &txnEntry{sender: s, m: txn.New(cfg, newCoordinatorLog(b, txn.Topic), txnProducerIDs{b}, s,
 			txn.WithLogger(b.log.With("component", "transaction-coordinator")), txn.WithTopicCheck(b.partitionExists))}
 		var loaded bool
 		if v, loaded = txnManagers.LoadOrStore(b, e); loaded {

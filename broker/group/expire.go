@@ -1,6 +1,10 @@
 package group
 
-import "github.com/twmb/franz-go/pkg/kerr"
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/isrlab/isrlab/broker/coordlog"
+)
 
 // expired returns the offsets of g that have expired at nowMs, by Kafka's
 // rules (KIP-211): an Empty group loses all its offsets once it has been
@@ -77,8 +81,9 @@ func (m *Manager) expireOffsets() {
 		}
 		byPartition[g.partition] = append(byPartition[g.partition], e)
 	}
-	m.mu.Unlock()
-
+	// Submitted under mu: a commit after this point lands behind the
+	// tombstones, so a reload keeps it.
+	pending := map[int32]coordlog.Pending{}
 	for p, es := range byPartition {
 		var recs []record
 		for _, e := range es {
@@ -89,7 +94,12 @@ func (m *Manager) expireOffsets() {
 				recs = append(recs, record{Key: groupKey(e.g.id)})
 			}
 		}
-		if _, err := m.store(p, recs); err != nil {
+		pending[p] = m.submitLocked(p, recs)
+	}
+	m.mu.Unlock()
+
+	for p, es := range byPartition {
+		if _, err := m.wait(pending[p]); err != nil {
 			m.logger.Warn("expire offsets", "partition", p, "err", err)
 			continue
 		}

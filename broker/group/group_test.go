@@ -299,6 +299,72 @@ func TestReload(t *testing.T) {
 	}
 }
 
+// TestReloadAfterRebalancesCommittedOutOfOrder: a group's records reach
+// the log in the order of the state changes they record, whatever order
+// their commits are acknowledged in, so a new coordinator reloads the
+// latest generation. (Generation 1's record written after generation 2's
+// made the new coordinator forget the member that joined in generation 2;
+// its next join got UNKNOWN_MEMBER_ID and the group rebalanced twice.)
+func TestReloadAfterRebalancesCommittedOutOfOrder(t *testing.T) {
+	lg := newMemLog()
+	h := newHarness(t, lg, testConfig())
+	h.lead()
+	a, ja := h.joinNew("g", "a")
+	h.clock.Advance(3 * time.Second)
+	if r := ja.get(t); r.ErrorCode != 0 || r.Generation != 1 {
+		t.Fatalf("a's join: %+v", r)
+	}
+	release := lg.HoldCommits()
+	// a's generation-1 assignment: its record is submitted, its commit
+	// held (a slow follower), so SyncGroup waits.
+	firstSync := make(chan syncResult, 1)
+	go func() { firstSync <- h.sync("g", a, 1, map[string]string{a: "A1"}) }()
+	waitRecords := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for len(records(t, lg, 0)) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("records %v, want %d", records(t, lg, 0), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitRecords(1)
+	// b joins, a rejoins: generation 2 with both.
+	b, jb := h.joinNew("g", "b")
+	ja2 := h.join("g", a, "a", 5)
+	if r := ja2.get(t); r.ErrorCode != 0 || r.Generation != 2 || r.LeaderID != a {
+		t.Fatalf("a's rejoin: %+v", r)
+	}
+	if r := jb.get(t); r.ErrorCode != 0 || r.Generation != 2 {
+		t.Fatalf("b's join: %+v", r)
+	}
+	syncB := h.sync("g", b, 2, nil)
+	secondSync := make(chan syncResult, 1)
+	go func() { secondSync <- h.sync("g", a, 2, map[string]string{a: "A2", b: "B2"}) }()
+	waitRecords(2)
+	release()
+	if r := (<-secondSync).get(t); r.ErrorCode != 0 || string(r.MemberAssignment) != "A2" {
+		t.Fatalf("a's generation-2 sync: %+v", r)
+	}
+	if r := syncB.get(t); r.ErrorCode != 0 || string(r.MemberAssignment) != "B2" {
+		t.Fatalf("b's generation-2 sync: %+v", r)
+	}
+	if r := (<-firstSync).get(t); r.ErrorCode != kerr.RebalanceInProgress.Code {
+		t.Fatalf("a's generation-1 sync, overtaken by b's join: %+v", r)
+	}
+
+	h.m.OnResign(0)
+	h2 := newHarness(t, lg, testConfig())
+	h2.m.OnBecomeLeader(0, 1)
+	h2.waitLoaded()
+	for _, id := range []string{a, b} {
+		if got := h2.heartbeat("g", id, 2); got != 0 {
+			t.Errorf("%s's generation-2 heartbeat to the new coordinator: error %d", id, got)
+		}
+	}
+}
+
 func TestDeleteGroups(t *testing.T) {
 	lg := newMemLog()
 	h := newHarness(t, lg, testConfig())

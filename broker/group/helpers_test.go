@@ -73,6 +73,14 @@ func newHarness(t *testing.T, lg *memLog, cfg Config) *harness {
 	h.m = New(cfg, lg, WithClock(h.clock), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 		WithMemberIDs(func(clientID string) string { h.ids++; return fmt.Sprintf("%s-%d", clientID, h.ids) }))
 	t.Cleanup(h.m.Close)
+	// Records are submitted where they were made, under the manager's
+	// lock, or two state changes could reach the log the other way round.
+	lg.ProbeSubmits(func() {
+		if h.m.mu.TryLock() {
+			h.m.mu.Unlock()
+			t.Error("a record was submitted outside the manager's lock")
+		}
+	})
 	return h
 }
 

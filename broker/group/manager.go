@@ -33,10 +33,14 @@ const Topic = "__consumer_offsets"
 // Log is the broker's side of persistence: __consumer_offsets partitions
 // this broker leads.
 type Log interface {
-	// Append appends one record batch with acks=-1 and returns the offset
-	// of its first record. It waits at most until ctx ends; errors are
-	// Kafka errors from kerr where Kafka has one.
-	Append(ctx context.Context, partition int32, batch []byte) (int64, error)
+	// Submit queues one record batch for appending with acks=-1 behind
+	// every batch submitted before it and returns at once; the Pending
+	// gives the offset of its first record. Errors are Kafka errors from
+	// kerr where Kafka has one. The manager submits under its lock, so its
+	// records reach the log in the order of the state changes they record
+	// (two rebalances' group records written the other way round would
+	// reload the older generation).
+	Submit(partition int32, batch []byte) coordlog.Pending
 	// Read returns whole batches from offset from (the log start when from
 	// is below it) up to the log end; an empty result means the end.
 	Read(ctx context.Context, partition int32, from int64) ([]byte, error)
@@ -472,9 +476,15 @@ func (m *Manager) lostLeadershipLocked(p int32, o *coordlog.Ownership, err error
 	}
 }
 
-// store appends recs to partition p with the commit timeout.
-func (m *Manager) store(p int32, recs []record) (int64, error) {
+// submitLocked queues recs for partition p; call it under mu, where the
+// records were made, and wait outside it.
+func (m *Manager) submitLocked(p int32, recs []record) coordlog.Pending {
+	return m.log.Submit(p, coordlog.Encode(recs, m.nowMs(), coordlog.NoProducer))
+}
+
+// wait waits for a submitted append with the commit timeout.
+func (m *Manager) wait(pending coordlog.Pending) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CommitTimeout)
 	defer cancel()
-	return m.log.Append(ctx, p, coordlog.Encode(recs, m.nowMs(), coordlog.NoProducer))
+	return pending(ctx)
 }

@@ -340,11 +340,11 @@ func (m *Manager) completeJoinLocked(g *groupState) {
 // storeGroupLater persists g's metadata (with assignments when given)
 // after the lock is released; done, if set, gets the outcome under the lock.
 func (m *Manager) storeGroupLater(g *groupState, done func(code int16)) {
-	value := groupValue(g)
 	p, id := g.partition, g.id
 	owner := m.owned.Get(p)
+	pending := m.submitLocked(p, []record{{Key: groupKey(id), Value: groupValue(g)}})
 	m.later(func() {
-		_, err := m.store(p, []record{{Key: groupKey(id), Value: value}})
+		_, err := m.wait(pending)
 		code := int16(0)
 		if err != nil {
 			code = appendErr(err, false)

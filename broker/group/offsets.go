@@ -65,12 +65,14 @@ func (m *Manager) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommit
 	}
 	part := m.partitionLocked(req.Group)
 	owner := m.owned.Get(part)
-	m.unlock()
 	if len(recs) == 0 {
+		m.unlock()
 		return build()
 	}
+	pending := m.submitLocked(part, recs)
+	m.unlock()
 
-	base, err := m.store(part, recs)
+	base, err := m.wait(pending)
 	if err != nil {
 		m.logger.Info("offset commit failed", "group", req.Group, "partition", part, "err", err)
 		setAll(appendErr(err, true))
@@ -313,12 +315,13 @@ func (m *Manager) OffsetDelete(req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDelete
 		resp.Topics = append(resp.Topics, rt)
 	}
 	resp.ErrorCode = top
-	part := m.partitionLocked(req.Group)
-	m.unlock()
 	if top != 0 || len(recs) == 0 {
+		m.unlock()
 		return resp
 	}
-	if _, err := m.store(part, recs); err != nil {
+	pending := m.submitLocked(m.partitionLocked(req.Group), recs)
+	m.unlock()
+	if _, err := m.wait(pending); err != nil {
 		resp.ErrorCode = appendErr(err, true)
 		return resp
 	}
@@ -365,9 +368,9 @@ func (m *Manager) deleteGroup(id string) int16 {
 		recs = append(recs, record{Key: offsetKey(id, tp.Topic, tp.Partition)})
 	}
 	recs = append(recs, record{Key: groupKey(id)})
-	part := g.partition
+	pending := m.submitLocked(g.partition, recs)
 	m.unlock()
-	if _, err := m.store(part, recs); err != nil {
+	if _, err := m.wait(pending); err != nil {
 		return appendErr(err, false)
 	}
 	m.mu.Lock()

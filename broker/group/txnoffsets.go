@@ -1,7 +1,6 @@
 package group
 
 import (
-	"context"
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -94,12 +93,11 @@ func (m *Manager) TxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) *kmsg.TxnOff
 		}
 	}
 	owner := m.owned.Get(part)
+	producer := coordlog.Producer{ID: req.ProducerID, Epoch: req.ProducerEpoch, Transactional: true}
+	pending := m.log.Submit(part, coordlog.Encode(recs, now, producer))
 	m.unlock()
 
-	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CommitTimeout)
-	defer cancel()
-	producer := coordlog.Producer{ID: req.ProducerID, Epoch: req.ProducerEpoch, Transactional: true}
-	base, err := m.log.Append(ctx, part, coordlog.Encode(recs, now, producer))
+	base, err := m.wait(pending)
 
 	m.mu.Lock()
 	defer m.unlock()

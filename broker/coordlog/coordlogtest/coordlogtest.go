@@ -94,6 +94,8 @@ type Log struct {
 	next    map[int32]int64
 	failErr error         // the next appends fail with it
 	gate    chan struct{} // when set, Read waits for it
+	hold    chan struct{} // when set, submitted appends wait for it
+	probe   func()        // when set, called by every Submit
 }
 
 // NewLog returns an empty Log.
@@ -113,6 +115,55 @@ func (l *Log) Append(_ context.Context, p int32, batch []byte) (int64, error) {
 	l.next[p] = base + n
 	l.parts[p] = append(l.parts[p], b)
 	return base, nil
+}
+
+// Submit appends batch at once; its Pending waits while commits are held.
+func (l *Log) Submit(p int32, batch []byte) coordlog.Pending {
+	l.mu.Lock()
+	probe := l.probe
+	l.mu.Unlock()
+	if probe != nil {
+		probe()
+	}
+	base, err := l.Append(context.Background(), p, batch)
+	l.mu.Lock()
+	hold := l.hold
+	l.mu.Unlock()
+	return func(ctx context.Context) (int64, error) {
+		if hold != nil {
+			select {
+			case <-hold:
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}
+		return base, err
+	}
+}
+
+// ProbeSubmits makes every Submit call probe first (a test checks the
+// caller's locks there).
+func (l *Log) ProbeSubmits(probe func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.probe = probe
+}
+
+// HoldCommits makes the appends submitted from now on wait to report
+// their commit until release is called, as a slow follower would.
+func (l *Log) HoldCommits() (release func()) {
+	ch := make(chan struct{})
+	l.mu.Lock()
+	l.hold = ch
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		if l.hold == ch {
+			l.hold = nil
+		}
+		l.mu.Unlock()
+		close(ch)
+	}
 }
 
 // Read returns the batches from offset from on.
