@@ -1,6 +1,7 @@
 package group
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/isrlab/isrlab/broker/coordlog"
 	klog "github.com/isrlab/isrlab/broker/log"
+	"github.com/isrlab/isrlab/internal/proctest"
 )
 
 func TestBatchEncoding(t *testing.T) {
@@ -321,13 +323,12 @@ func TestReloadAfterRebalancesCommittedOutOfOrder(t *testing.T) {
 	go func() { firstSync <- h.sync("g", a, 1, map[string]string{a: "A1"}) }()
 	waitRecords := func(n int) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for len(records(t, lg, 0)) < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("records %v, want %d", records(t, lg, 0), n)
+		proctest.Eventually(t, 5*time.Second, "the sync's record submitted", func() error {
+			if got := records(t, lg, 0); len(got) < n {
+				return fmt.Errorf("records %v, want %d", got, n)
 			}
-			time.Sleep(time.Millisecond)
-		}
+			return nil
+		})
 	}
 	waitRecords(1)
 	// b joins, a rejoins: generation 2 with both.

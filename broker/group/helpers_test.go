@@ -13,6 +13,7 @@ import (
 
 	"github.com/isrlab/isrlab/broker/coordlog"
 	"github.com/isrlab/isrlab/broker/coordlog/coordlogtest"
+	"github.com/isrlab/isrlab/internal/proctest"
 )
 
 type fakeClock = coordlogtest.Clock
@@ -92,14 +93,12 @@ func (h *harness) lead() {
 
 func (h *harness) waitLoaded() {
 	h.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if loading, ok := h.m.Owned()[0]; ok && !loading {
-			return
+	proctest.Eventually(h.t, 5*time.Second, "partition 0 loaded", func() error {
+		if loading, ok := h.m.Owned()[0]; !ok || loading {
+			return fmt.Errorf("owned %v, loading %v", ok, loading)
 		}
-		time.Sleep(time.Millisecond)
-	}
-	h.t.Fatal("partition 0 did not load")
+		return nil
+	})
 }
 
 // joinResult is a JoinGroup answer that may arrive later.
