@@ -69,6 +69,20 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 			"--initial-cluster", strings.Join(initial, ","))
 		c.Coordinators = append(c.Coordinators, p)
 	}
+	// Brokers start once the coordinators serve: a test that kills a
+	// coordinator right away must not kill it half-initialised.
+	for _, p := range c.Coordinators {
+		ready := "coordinator " + p.Name + " ready"
+		Eventually(t, 60*time.Second, p.Name+" ready", func() error {
+			if !p.Running() {
+				return fmt.Errorf("%s exited:\n%s", p.Name, Tail(p.Log(), 20))
+			}
+			if !strings.Contains(p.Log(), ready) {
+				return fmt.Errorf("no %q in its output", ready)
+			}
+			return nil
+		})
+	}
 	for i := 0; i < o.Brokers; i++ {
 		id := int32(i + 1)
 		addr := fmt.Sprintf("127.0.0.1:%d", ports[2*o.Coordinators+i])
@@ -115,10 +129,10 @@ func (c *Cluster) Client(opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-// WaitBrokers waits until the metadata lists n brokers.
+// WaitBrokers waits until the metadata lists n brokers and a controller.
 func (c *Cluster) WaitBrokers(n int, within time.Duration) {
 	c.t.Helper()
-	Eventually(c.t, within, fmt.Sprintf("%d brokers in metadata", n), func() error {
+	Eventually(c.t, within, fmt.Sprintf("%d brokers in metadata, with a controller", n), func() error {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...))
 		if err != nil {
 			return err
@@ -132,6 +146,11 @@ func (c *Cluster) WaitBrokers(n int, within time.Duration) {
 		}
 		if len(m.Brokers) != n {
 			return fmt.Errorf("%d brokers: %v", len(m.Brokers), m.Brokers.NodeIDs())
+		}
+		// A broker lists itself before it has registered; a controller
+		// means the brokers are registered and led.
+		if m.Controller < 0 {
+			return fmt.Errorf("brokers %v, no controller", m.Brokers.NodeIDs())
 		}
 		return nil
 	})
@@ -225,10 +244,12 @@ func (c *Cluster) CreateTopic(topic string, partitions int32, rf int16, configs 
 }
 
 // WaitTopic waits until every partition of topic has a leader and an ISR
-// of rf.
+// of rf, and every running broker's metadata has every partition with a
+// leader: a client may ask any of them first, and one that has not heard
+// of the topic yet answers UNKNOWN_TOPIC_OR_PARTITION.
 func (c *Cluster) WaitTopic(topic string, partitions int32, rf int16) {
 	c.t.Helper()
-	Eventually(c.t, 30*time.Second, "topic "+topic+" online with full ISRs", func() error {
+	Eventually(c.t, 30*time.Second, "topic "+topic+" online with full ISRs on every broker", func() error {
 		st, err := c.Describe(topic)
 		if err != nil {
 			return err
@@ -239,6 +260,23 @@ func (c *Cluster) WaitTopic(topic string, partitions int32, rf int16) {
 		for p, s := range st {
 			if s.Leader < 0 || len(s.ISR) != int(rf) {
 				return fmt.Errorf("partition %d: leader %d isr %v", p, s.Leader, s.ISR)
+			}
+		}
+		for id, p := range c.Brokers {
+			if !p.Running() {
+				continue
+			}
+			st, _, err := describeAt(c.BrokerAddrs[id], topic)
+			if err != nil {
+				return fmt.Errorf("b%d: %w", id, err)
+			}
+			if len(st) != int(partitions) {
+				return fmt.Errorf("b%d knows %d partitions", id, len(st))
+			}
+			for p, s := range st {
+				if s.Leader < 0 {
+					return fmt.Errorf("b%d: partition %d has no leader", id, p)
+				}
 			}
 		}
 		return nil
