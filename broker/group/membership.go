@@ -337,8 +337,9 @@ func (m *Manager) completeJoinLocked(g *groupState) {
 	}
 }
 
-// storeGroupLater persists g's metadata (with assignments when given)
-// after the lock is released; done, if set, gets the outcome under the lock.
+// storeGroupLater submits g's metadata (with assignments when given) now,
+// under the lock, and waits for it after the lock is released; done, if
+// set, gets the outcome under the lock.
 func (m *Manager) storeGroupLater(g *groupState, done func(code int16)) {
 	p, id := g.partition, g.id
 	owner := m.owned.Get(p)
