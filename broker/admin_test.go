@@ -76,6 +76,8 @@ func TestAdminAPIsKadm(t *testing.T) {
 		}
 		return nil
 	})
+	// The producer below may take its metadata from any broker.
+	tc.waitMetadataEverywhere("grow", 4, 2)
 	if res, err := adm.UpdatePartitions(ctx, 3, "grow"); err != nil || !errors.Is(res["grow"].Err, kerr.InvalidPartitions) {
 		t.Fatalf("shrinking: %v %+v", err, res)
 	}
