@@ -237,6 +237,9 @@ func waitISR(t testing.TB, addr, topic string, n int) {
 		if err != nil {
 			return err
 		}
+		if td := tds[topic]; td.Err != nil || len(td.Partitions) == 0 {
+			return fmt.Errorf("topic %s: %d partitions, %v", topic, len(td.Partitions), td.Err)
+		}
 		for p, pd := range tds[topic].Partitions {
 			if pd.Leader < 0 || len(pd.ISR) != n {
 				return fmt.Errorf("partition %d leader %d isr %v", p, pd.Leader, pd.ISR)
