@@ -49,25 +49,23 @@ func (r *LiveResolver) View(ctx context.Context, topics []string) (View, error) 
 
 // kafka asks every broker for metadata at once, so that a partitioned or
 // paused broker cannot stall a resolution: it merges the answers that
-// arrive until 500 ms after the first. Brokers' caches can lag behind the
-// controller, so each partition comes from the answer with the highest
-// leader epoch, and the controller is the one most answers name.
+// arrive until 500 ms after the first (mergeMetadata).
 func (r *LiveResolver) kafka(ctx context.Context, bs []*compose.Node, topics []string, v *View) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {
-		md  *kmsg.MetadataResponse
+		md  brokerMetadata
 		err error
 	}
 	answers := make(chan answer, len(bs))
 	for _, b := range bs {
 		go func() {
 			md, err := r.metadata(ctx, b.KafkaAddr(), topics)
-			answers <- answer{md, err}
+			answers <- answer{brokerMetadata{int32(b.ID), md}, err}
 		}()
 	}
 	var errs []error
-	var got []*kmsg.MetadataResponse
+	var got []brokerMetadata
 	var grace <-chan time.Time
 collect:
 	for range bs {
@@ -88,14 +86,45 @@ collect:
 	if len(got) == 0 {
 		return fmt.Errorf("kafka metadata: no broker answered: %w", errors.Join(errs...))
 	}
+	mergeMetadata(got, v)
+	return nil
+}
+
+// brokerMetadata is one broker's Metadata answer.
+type brokerMetadata struct {
+	broker int32
+	md     *kmsg.MetadataResponse
+}
+
+// mergeMetadata fills v from brokers' answers, whose caches can lag behind
+// the controller: the controller is the one most answers name, and each
+// partition comes from the answer with the highest leader epoch, the
+// controller's own on a tie. An ISR change keeps the leader epoch, and a
+// broker the controller cannot reach (a follower cut from a leader that is
+// the controller) keeps the ISR it had; the controller's own cache has
+// every change it sent.
+func mergeMetadata(got []brokerMetadata, v *View) {
 	votes := map[int32]int{}
-	epochs := map[string]int32{}
-	for _, md := range got {
-		votes[md.ControllerID]++
-		if votes[md.ControllerID] > votes[v.Controller] || v.Controller < 0 {
-			v.Controller = md.ControllerID
+	for _, a := range got {
+		votes[a.md.ControllerID]++
+		if votes[a.md.ControllerID] > votes[v.Controller] || v.Controller < 0 {
+			v.Controller = a.md.ControllerID
 		}
-		for _, t := range md.Topics {
+	}
+	ordered := make([]brokerMetadata, 0, len(got))
+	for _, a := range got {
+		if a.broker == v.Controller {
+			ordered = append(ordered, a)
+		}
+	}
+	for _, a := range got {
+		if a.broker != v.Controller {
+			ordered = append(ordered, a)
+		}
+	}
+	epochs := map[string]int32{}
+	for _, a := range ordered {
+		for _, t := range a.md.Topics {
 			if t.Topic == nil || t.ErrorCode != 0 {
 				continue
 			}
@@ -109,7 +138,6 @@ collect:
 			}
 		}
 	}
-	return nil
 }
 
 // metadata asks the broker at addr, and only it.
