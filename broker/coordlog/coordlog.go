@@ -224,8 +224,3 @@ func Replay(ctx context.Context, r Reader, p int32, retry time.Duration, logger 
 // batch's first offset once the batch is committed (acks=-1), or the
 // error that stopped it, waiting at most until ctx ends.
 type Pending func(ctx context.Context) (int64, error)
-
-// Failed is a Pending that fails with err.
-func Failed(err error) Pending {
-	return func(context.Context) (int64, error) { return 0, err }
-}

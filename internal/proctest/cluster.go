@@ -168,8 +168,19 @@ type PartitionState struct {
 // running brokers name, so a resumed broker that still believes it is the
 // controller is outvoted.
 func (c *Cluster) Describe(topic string) (map[int32]PartitionState, error) {
+	st, _, err := c.describeAll(topic)
+	if st != nil {
+		return st, nil // a broker that did not answer does not matter here
+	}
+	return nil, err
+}
+
+// describeAll is Describe plus every running broker's own answer; its
+// error is the last failed answer, also when the controller's came.
+func (c *Cluster) describeAll(topic string) (map[int32]PartitionState, map[int32]map[int32]PartitionState, error) {
 	var lastErr error = fmt.Errorf("no broker claims to be the controller")
 	answers := map[int32]map[int32]PartitionState{}
+	var failed error
 	votes := map[int32]int{}
 	for id, p := range c.Brokers {
 		if !p.Running() {
@@ -181,6 +192,7 @@ func (c *Cluster) Describe(topic string) (map[int32]PartitionState, error) {
 		}
 		if err != nil {
 			lastErr = err
+			failed = fmt.Errorf("b%d: %w", id, err)
 			continue
 		}
 		answers[id] = st
@@ -192,9 +204,9 @@ func (c *Cluster) Describe(topic string) (map[int32]PartitionState, error) {
 		}
 	}
 	if st, ok := answers[best]; ok {
-		return st, nil
+		return st, answers, failed
 	}
-	return nil, lastErr
+	return nil, answers, lastErr
 }
 
 func describeAt(addr, topic string) (map[int32]PartitionState, int32, error) {
@@ -250,7 +262,7 @@ func (c *Cluster) CreateTopic(topic string, partitions int32, rf int16, configs 
 func (c *Cluster) WaitTopic(topic string, partitions int32, rf int16) {
 	c.t.Helper()
 	Eventually(c.t, 30*time.Second, "topic "+topic+" online with full ISRs on every broker", func() error {
-		st, err := c.Describe(topic)
+		st, all, err := c.describeAll(topic)
 		if err != nil {
 			return err
 		}
@@ -262,14 +274,7 @@ func (c *Cluster) WaitTopic(topic string, partitions int32, rf int16) {
 				return fmt.Errorf("partition %d: leader %d isr %v", p, s.Leader, s.ISR)
 			}
 		}
-		for id, p := range c.Brokers {
-			if !p.Running() {
-				continue
-			}
-			st, _, err := describeAt(c.BrokerAddrs[id], topic)
-			if err != nil {
-				return fmt.Errorf("b%d: %w", id, err)
-			}
+		for id, st := range all {
 			if len(st) != int(partitions) {
 				return fmt.Errorf("b%d knows %d partitions", id, len(st))
 			}
