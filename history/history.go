@@ -113,6 +113,14 @@ const (
 	FCommit  = "commit"
 	FState   = "state"
 	FHeal    = "heal"
+	// FCondition (process nemesis, type info) marks the moment a
+	// schedule's condition held; the fault that waited for it follows.
+	// Its value: {"fault": name, "when": the condition, "held": what was
+	// seen}.
+	FCondition = "condition"
+	// FNotSetUp (process nemesis, type info) marks a condition that did
+	// not hold in time: the run could not create the state it needed.
+	FNotSetUp = "not-set-up"
 )
 
 // Record is one record returned by a poll.

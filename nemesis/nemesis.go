@@ -57,6 +57,15 @@ func (n *Nemesis) record(t history.Type, f string, value []byte, err error) {
 	n.Recorder.Record(op)
 }
 
+// recordValue writes one nemesis op whose value is v as JSON.
+func (n *Nemesis) recordValue(t history.Type, f string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = nil
+	}
+	n.record(t, f, b, nil)
+}
+
 func specJSON(f Fault) []byte {
 	b, err := json.Marshal(Spec{f})
 	if err != nil {

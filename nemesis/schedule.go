@@ -2,12 +2,17 @@ package nemesis
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/history"
 )
 
 // Action is what a schedule event does.
@@ -27,6 +32,10 @@ type Event struct {
 	// Key pairs a stop with its start.
 	Key   int  `json:"key,omitempty"`
 	Fault Spec `json:"fault,omitzero"`
+	// Name names a start's fault, for the conditions of other events.
+	Name string `json:"name,omitempty"`
+	// When makes a start wait, from At on, for a state of the cluster.
+	When *Condition `json:"when,omitempty"`
 }
 
 // Weighted is one fault of a random mix with its relative weight.
@@ -144,19 +153,83 @@ func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 // RealClock is the wall clock.
 var RealClock Clock = realClock{}
 
-// Run applies events with n on clock, each at its offset from the call. A
-// stop comes as long after its fault was really injected as the schedule
-// says after it was due: resolving targets through a slow or partitioned
-// cluster can delay an injection by seconds, and the fault's hold must not
-// shrink by that much. A fault that fails to inject or heal is recorded
-// (by the Nemesis) and the schedule goes on; its errors are returned
-// joined at the end. Whatever way Run ends — the last event, an error, ctx
-// cancelled — it heals every fault it started.
+// PlayOptions configure Play.
+type PlayOptions struct {
+	Clock Clock // default RealClock
+	// State returns the latest observed cluster state, what conditions
+	// read (the lab passes the view it records); nil reads it through the
+	// nemesis's Resolver, at most every 500 ms.
+	State func() (View, bool)
+	// Poll is how often waiting conditions are evaluated; default 100 ms.
+	Poll time.Duration
+}
+
+// Run plays events on clock with no recorded state view: conditions read
+// the cluster through n's Resolver.
 func Run(ctx context.Context, n *Nemesis, clock Clock, events []Event) error {
+	return Play(ctx, n, events, PlayOptions{Clock: clock})
+}
+
+// item is a pending event and, for a conditional start, its wait.
+type item struct {
+	ev Event
+	w  *waiter
+}
+
+// never is the due time of an event that waits for another.
+const never = time.Duration(math.MaxInt64)
+
+// Play applies events with n, each at its offset from the call. A start
+// with a condition (When) begins to wait at its offset and fires once the
+// condition holds (plus its delay); one that does not hold within its
+// bound ends the schedule with a *NotSetUpError, and so does every
+// condition still waiting when ctx ends. The moment a condition held is
+// recorded (f "condition") before its fault. A stop comes as long after
+// its fault was really injected as the schedule says after it was due:
+// resolving targets through a slow or partitioned cluster, or waiting for
+// a condition, delays an injection, and the fault's hold must not shrink
+// by that much. A fault that fails to inject or heal is recorded (by the
+// Nemesis) and the schedule goes on; its errors are returned joined at
+// the end. Whatever way Play ends — the last event, an error, ctx
+// cancelled — it heals every fault it started.
+func Play(ctx context.Context, n *Nemesis, events []Event, o PlayOptions) error {
+	clock := o.Clock
+	if clock == nil {
+		clock = RealClock
+	}
+	poll := o.Poll
+	if poll <= 0 {
+		poll = 100 * time.Millisecond
+	}
 	start := clock.Now()
+	elapsed := func() time.Duration { return clock.Now().Sub(start) }
 	ids := map[int]string{}
 	// late is how much later than scheduled each key's fault went in.
 	late := map[int]time.Duration{}
+	// waiting holds the keys whose start has not been played yet.
+	waiting := map[int]bool{}
+	nameOf := map[int]string{}
+	var names []string
+	var topics []string
+	pending := make([]item, 0, len(events))
+	for _, ev := range events {
+		it := item{ev: ev}
+		if ev.Action == ActStart {
+			waiting[ev.Key] = true
+			if ev.Name != "" {
+				nameOf[ev.Key] = ev.Name
+				names = append(names, ev.Name)
+			}
+			if ev.When != nil {
+				it.w = &waiter{cond: *ev.When, armedAt: -1, heldAt: -1}
+				if t := ev.When.topic(); t != "" && !slices.Contains(topics, t) {
+					topics = append(topics, t)
+				}
+			}
+		}
+		pending = append(pending, it)
+	}
+	fs := facts{injected: map[string][]string{}, healed: map[string]bool{}}
 	var errs []error
 	defer func() {
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -167,32 +240,129 @@ func Run(ctx context.Context, n *Nemesis, clock Clock, events []Event) error {
 			}
 		}
 	}()
-	due := func(ev Event) time.Duration {
-		if ev.Action == ActStop {
-			return ev.At + late[ev.Key]
+	// The state conditions read: the recorded view, or the resolver's.
+	var lastRead time.Time
+	var cached View
+	var cachedOK bool
+	state := func() (View, bool) {
+		if o.State != nil {
+			return o.State()
+		}
+		if n.Env == nil || n.Env.Resolver == nil || len(topics) == 0 {
+			return View{}, false
+		}
+		if now := clock.Now(); lastRead.IsZero() || now.Sub(lastRead) >= 500*time.Millisecond {
+			lastRead = now
+			v, err := n.Env.Resolver.View(ctx, topics)
+			cached, cachedOK = v, err == nil
+		}
+		return cached, cachedOK
+	}
+	var cluster *compose.Cluster
+	if n.Env != nil {
+		cluster = n.Env.Cluster
+	}
+	intn := func(k int) int { return 0 }
+	if n.Env != nil {
+		intn = n.Env.rng().Intn
+	}
+	due := func(it item) time.Duration {
+		ev := it.ev
+		switch {
+		case it.w != nil && it.w.armedAt < 0:
+			return ev.At
+		case it.w != nil && it.w.heldAt < 0:
+			return never
+		case it.w != nil:
+			return it.w.heldAt + time.Duration(it.w.cond.Delay)
+		case ev.Action == ActStop:
+			if _, on := ids[ev.Key]; on {
+				return ev.At + late[ev.Key]
+			}
+			if waiting[ev.Key] {
+				return never
+			}
 		}
 		return ev.At
 	}
-	pending := slices.Clone(events)
+	// notSetUp reports every condition still waiting.
+	notSetUp := func(now time.Duration) []error {
+		var out []error
+		for _, it := range pending {
+			if it.w == nil || it.w.heldAt >= 0 {
+				continue
+			}
+			name := it.ev.Name
+			if name == "" && it.ev.Fault.Fault != nil {
+				name = it.ev.Fault.Fault.Kind()
+			}
+			waited := time.Duration(0)
+			if it.w.armedAt >= 0 {
+				waited = now - it.w.armedAt
+			}
+			e := &NotSetUpError{Fault: name, When: it.w.cond, Waited: waited, Last: it.w.last}
+			n.recordValue(history.Info, history.FNotSetUp, map[string]any{"fault": name, "when": it.w.cond, "error": e.Error()})
+			out = append(out, e)
+		}
+		return out
+	}
 	for len(pending) > 0 {
+		now := elapsed()
+		// Conditions: arm those whose time came, look at the armed ones.
+		var view View
+		var viewOK, read bool
+		for _, it := range pending {
+			w := it.w
+			if w == nil || w.heldAt >= 0 || now < it.ev.At {
+				continue
+			}
+			if !read && (w.cond.Partition != "" || w.cond.NotInISR != "" || w.cond.InISR != "") {
+				view, viewOK, read = func() (View, bool, bool) { v, ok := state(); return v, ok, true }()
+			}
+			if w.armedAt < 0 {
+				w.arm(now, cluster, view, viewOK, intn, names)
+			}
+			if w.holds(cluster, view, viewOK, fs, names) {
+				w.heldAt = now
+				n.recordValue(history.Info, history.FCondition, map[string]any{"fault": it.ev.Name, "when": w.cond, "held": w.heldText()})
+				continue
+			}
+			if lim := time.Duration(w.cond.Within); lim > 0 && now-w.armedAt >= lim {
+				return errors.Join(append(errs, notSetUp(now)...)...)
+			}
+		}
 		// The earliest due event next; ties keep the schedule's order.
-		next := 0
-		for i, ev := range pending {
-			if due(ev) < due(pending[next]) {
+		next := -1
+		for i, it := range pending {
+			if d := due(it); d <= now && (next < 0 || d < due(pending[next])) {
 				next = i
 			}
 		}
-		ev := pending[next]
-		pending = slices.Delete(pending, next, next+1)
-		if wait := due(ev) - clock.Now().Sub(start); wait > 0 {
+		if next < 0 {
+			wait := never
+			for _, it := range pending {
+				wait = min(wait, due(it)-now)
+				if it.w != nil && it.w.heldAt < 0 && now >= it.ev.At {
+					wait = min(wait, poll)
+				}
+			}
+			if wait == never {
+				// Only stops of faults that wait: cannot happen, as every
+				// waiting start is armed or due.
+				wait = poll
+			}
 			select {
 			case <-ctx.Done():
-				return errors.Join(append(errs, ctx.Err())...)
+				return errors.Join(append(append(errs, notSetUp(elapsed())...), ctx.Err())...)
 			case <-clock.After(wait):
 			}
+			continue
 		}
+		ev := pending[next].ev
+		pending = slices.Delete(pending, next, next+1)
 		switch ev.Action {
 		case ActStart:
+			delete(waiting, ev.Key)
 			f, err := Clone(ev.Fault.Fault)
 			if err != nil {
 				errs = append(errs, err)
@@ -204,13 +374,18 @@ func Run(ctx context.Context, n *Nemesis, clock Clock, events []Event) error {
 				continue
 			}
 			ids[ev.Key] = a.ID
-			if d := clock.Now().Sub(start) - ev.At; d > 0 {
+			if name := nameOf[ev.Key]; name != "" {
+				fs.injected[name] = resolvedNodes(a.Fault.Fault)
+			}
+			if d := elapsed() - ev.At; d > 0 {
 				late[ev.Key] = d
 			}
 		case ActStop:
 			if id, ok := ids[ev.Key]; ok {
 				if err := n.Heal(ctx, id); err != nil {
 					errs = append(errs, err)
+				} else if name := nameOf[ev.Key]; name != "" {
+					fs.healed[name] = true
 				}
 				delete(ids, ev.Key)
 			}
@@ -218,10 +393,31 @@ func Run(ctx context.Context, n *Nemesis, clock Clock, events []Event) error {
 			if err := n.HealAll(ctx); err != nil {
 				errs = append(errs, err)
 			}
+			for k := range ids {
+				if name := nameOf[k]; name != "" {
+					fs.healed[name] = true
+				}
+			}
 			clear(ids)
 		default:
 			errs = append(errs, fmt.Errorf("%w: unknown schedule action %q", ErrBadFault, ev.Action))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// resolvedNodes is the nodes a fault was injected on, as its spec records
+// them ("resolved").
+func resolvedNodes(f Fault) []string {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return nil
+	}
+	var v struct {
+		Resolved []string `json:"resolved"`
+	}
+	if json.Unmarshal(b, &v) != nil {
+		return nil
+	}
+	return v.Resolved
 }

@@ -38,6 +38,8 @@ type EventSpec struct {
 	Action Action           `json:"action"`
 	Key    int              `json:"key,omitempty"`
 	Fault  *Spec            `json:"fault,omitempty"`
+	Name   string           `json:"name,omitempty"`
+	When   *Condition       `json:"when,omitempty"`
 }
 
 // Generator returns the schedule's generator.
@@ -63,7 +65,10 @@ func (s ScheduleSpec) Generator() (Generator, error) {
 			default:
 				return nil, fmt.Errorf("%w: event %d: unknown action %q", ErrBadFault, i, e.Action)
 			}
-			x := Event{At: time.Duration(e.At), Action: e.Action, Key: e.Key}
+			if e.When != nil && e.Action != ActStart {
+				return nil, fmt.Errorf("%w: event %d: only a start waits for a condition", ErrBadFault, i)
+			}
+			x := Event{At: time.Duration(e.At), Action: e.Action, Key: e.Key, Name: e.Name, When: e.When}
 			if e.Fault != nil {
 				x.Fault = *e.Fault
 			}
