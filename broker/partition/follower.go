@@ -92,14 +92,21 @@ func (p *Partition) AppendAsFollower(records []byte, leaderHW, leaderLogStart in
 
 // TruncateTo drops the log from offset on (follower truncation); the HW
 // follows it down. It holds the write lock so no read sees the range
-// while it is cut.
+// while it is cut. At or past the LEO the log stays, but epochs starting at
+// the LEO go, as in Kafka's UnifiedLog.truncateTo: a replica that led an
+// epoch in which nothing was appended keeps that epoch's entry at its LEO,
+// and a follower naming it as its last fetched epoch is told it diverges
+// at its own LEO on every fetch, never appending again.
 func (p *Partition) TruncateTo(offset int64) error {
 	p.wlock()
 	defer p.lock.Unlock()
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
-	if offset >= p.log.LogEndOffset() {
-		return nil
+	if leo := p.log.LogEndOffset(); offset >= leo {
+		if p.Role() == Leader {
+			return nil // a stale fetcher's no-op must not drop the leader's own epoch
+		}
+		return p.log.Epochs().TruncateFromEnd(leo)
 	}
 	if err := p.log.TruncateTo(offset); err != nil {
 		return err

@@ -255,23 +255,33 @@ func (p *Partition) read(req FetchRequest) (res ReadResult, err error, expand bo
 			p.mu.Unlock()
 			return res, kerr.NotLeaderForPartition, false
 		}
-		if p.updateFollowerLocked(req.ReplicaID, req.Offset) {
-			p.notifyLocked()
+		// A diverging follower's fetch offset is not a position in this
+		// log: as in Kafka's Partition.fetchRecords it neither counts as a
+		// fetch nor moves the HW, so a follower stuck diverging leaves the
+		// ISR and shows as stalled.
+		diverging := false
+		if req.LastFetchedEpoch >= 0 && p.sw.Truncation == TruncateDiverging {
+			e, end := p.log.Epochs().EndOffsetForEpoch(req.LastFetchedEpoch, p.log.LogEndOffset())
+			if e != req.LastFetchedEpoch || end < req.Offset {
+				diverging = true
+				res.DivergingEpoch, res.DivergingEndOffset = e, end
+			}
 		}
-		expand = !slices.Contains(p.isr, req.ReplicaID)
+		if !diverging {
+			if p.updateFollowerLocked(req.ReplicaID, req.Offset) {
+				p.notifyLocked()
+			}
+			expand = !slices.Contains(p.isr, req.ReplicaID)
+		}
 	}
 	hw := p.hw
 	p.mu.Unlock()
 
 	res.HighWatermark, res.LastStableOffset = hw, p.log.LastStableOffset(hw)
 	res.LogStartOffset, res.LogEndOffset = p.log.LogStartOffset(), p.log.LogEndOffset()
-	if follower && req.LastFetchedEpoch >= 0 && p.sw.Truncation == TruncateDiverging {
-		e, end := p.log.Epochs().EndOffsetForEpoch(req.LastFetchedEpoch, res.LogEndOffset)
-		if e != req.LastFetchedEpoch || end < req.Offset {
-			res.DivergingEpoch, res.DivergingEndOffset = e, end
-			res.Records = []byte{}
-			return res, nil, false
-		}
+	if res.DivergingEpoch >= 0 {
+		res.Records = []byte{}
+		return res, nil, false
 	}
 	limit := hw
 	committed := !follower && req.Isolation == 1
