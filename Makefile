@@ -5,7 +5,7 @@ PKGS    := ./...
 # Fuzz targets run briefly in every test run; FUZZTIME raises it locally.
 FUZZTIME ?= 10s
 
-.PHONY: all build test run broker-demo bench bench-scale soak deps fuzz vet clean incident
+.PHONY: all build test run broker-demo bench bench-scale soak deps fuzz vet hygiene flake clean incident
 
 all: build
 
@@ -18,8 +18,12 @@ build:
 vet:
 	$(GO) vet $(PKGS)
 
+# hygiene fails on an untidy go.mod/go.sum, an unformatted file or a vet finding.
+hygiene:
+	@GO=$(GO) scripts/hygiene.sh
+
 # Tests that run isrlab processes use the binary just built.
-test: deps build vet
+test: deps build hygiene
 	ISRLAB_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 18m $(PKGS)
 	@scripts/fuzz.sh $(FUZZTIME)
 

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# hygiene.sh fails when go.mod/go.sum are not what `go mod tidy` writes, when
+# a Go file is not gofmt'd or when go vet complains. make test runs it before
+# the tests, so CI fails on each. Every check runs; each failure says how to
+# fix it, and the exit status is 1 when any failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+status=0
+
+if ! out=$($GO mod tidy -diff 2>&1); then
+	echo "hygiene: go.mod/go.sum are not tidy; run 'go mod tidy' and commit the result:" >&2
+	echo "$out" >&2
+	status=1
+fi
+
+# gofmt -l lists the files whose formatting differs; it exits 0 either way.
+if ! out=$(gofmt -l . 2>&1); then
+	echo "hygiene: gofmt failed:" >&2
+	echo "$out" >&2
+	status=1
+elif [ -n "$out" ]; then
+	echo "hygiene: these files are not gofmt'd; run 'gofmt -w' on them:" >&2
+	echo "$out" | sed 's/^/  /' >&2
+	status=1
+fi
+
+if ! $GO vet ./...; then
+	echo "hygiene: go vet failed (above)" >&2
+	status=1
+fi
+
+[ "$status" -eq 0 ] && echo "hygiene: go.mod tidy, gofmt clean, go vet clean"
+exit "$status"
