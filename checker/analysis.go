@@ -873,6 +873,7 @@ func (a *analysis) finish() *Verdict {
 				Note:      fmt.Sprintf("value %d, %s at offset %d, is missing from the complete final drain of partition %d", v, how, vs.off, vs.part),
 				positions: sorted(vs.inv, vs.done, vs.read)})
 		case !read && vs.st == history.OK:
+			// Only an ok send is known written: an unread info send may never have been.
 			if vs.fl&flAcked != 0 && a.gone(vs) {
 				a.flag(LostWrite, Example{Partition: vs.part, Value: i64p(v), Offset: i64p(vs.off),
 					Note:      fmt.Sprintf("value %d acknowledged at offset %d is missing from the complete final drain of partition %d", v, vs.off, vs.part),

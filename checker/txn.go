@@ -46,7 +46,8 @@ import (
 //     while an earlier committed one was not.
 //   - eos-duplicate: a record consumed by two committed transactions of
 //     one consumer group (each read it below the offsets it committed,
-//     send-offsets): processed twice, which exactly-once forbids.
+//     send-offsets): processed twice, which exactly-once forbids. An
+//     unknown transaction's offsets committed when it did (as above).
 //   - unseen (a committed value not read, with no read past it and no
 //     complete drain of its key) makes the verdict unknown.
 //
@@ -237,8 +238,10 @@ type txnAnalysis struct {
 	skips    [][]txSkip
 	reported map[[2]int64]struct{}
 	// groups holds, per consumer group, the committed transaction that
-	// consumed each value.
+	// consumed each value; unsure what transactions of unknown outcome
+	// consumed, judged in finish.
 	groups  map[string]map[int64]txConsumer
+	unsure  []txUnsure
 	stats   TxnStats
 	invalid bool
 	notes   []string
@@ -305,7 +308,8 @@ func (t *txnAnalysis) reset(p int) {
 	}
 }
 
-// drainedKey notes a complete drain of a key ([start, end)).
+// drainedKey notes a complete drain of a key ([start, end)). Only an ok
+// marker counts: an unknown one does not prove the drain reached the end.
 func (t *txnAnalysis) drainedKey(op *history.Op) {
 	if op.Type == history.OK && op.Key != "" && op.HasValue && op.Offset >= 0 {
 		t.drained[t.key(op.Key)] = [2]int64{op.Value, op.Offset}
@@ -380,6 +384,7 @@ func (t *txnAnalysis) add(op *history.Op, pos int64, inv *pending) {
 			}
 		}
 	}
+	// Counted by recorded outcome; InfoRead adds those judged committed.
 	switch {
 	case !tx.sends:
 		if polled {
@@ -398,10 +403,20 @@ func (t *txnAnalysis) add(op *history.Op, pos int64, inv *pending) {
 	if !tx.sends {
 		tx.finals = nil
 	}
-	if op.Type == history.OK {
-		t.consumed(op, pos, id)
-	}
 	t.txs = append(t.txs, tx)
+	switch op.Type {
+	case history.OK:
+		consumptions(op, func(c txConsumption) { t.consume(c, id, pos) })
+	case history.Fail:
+		// Definitely aborted: its offsets were not committed either.
+	default:
+		// Unknown: its offsets committed if it did, judged in finish.
+		var cs []txConsumption
+		consumptions(op, func(c txConsumption) { cs = append(cs, c) })
+		if len(cs) > 0 {
+			t.unsure = append(t.unsure, txUnsure{id: id, pos: pos, cs: cs})
+		}
+	}
 }
 
 func (t *txnAnalysis) read(op *history.Op, pos int64, id int32, k int32, r history.Record, readAt int64, own []int64, ps *txProc, tx *txState) {
@@ -473,21 +488,27 @@ func (t *txnAnalysis) flag(kind string, ex Example) {
 	t.a.flag(kind, ex)
 }
 
-// consumed checks the records a committed transaction consumed for its
-// consumer group (read below the offsets it committed, send-offsets)
-// against the group's earlier committed transactions.
-func (t *txnAnalysis) consumed(op *history.Op, pos int64, id int32) {
+// txConsumption is one record a transaction consumed for a consumer
+// group: read below the offset it committed for the record's key.
+type txConsumption struct {
+	group, key string
+	rec        history.Record
+}
+
+// txUnsure holds what a transaction of unknown outcome consumed, until
+// finish can judge whether it committed.
+type txUnsure struct {
+	id  int32
+	pos int64
+	cs  []txConsumption
+}
+
+// consumptions calls fn for each record op consumed for a consumer group
+// (read below the offsets it committed, send-offsets).
+func consumptions(op *history.Op, fn func(c txConsumption)) {
 	for _, m := range op.Txn {
 		if m.F != history.MSendOffsets {
 			continue
-		}
-		if t.groups == nil {
-			t.groups = map[string]map[int64]txConsumer{}
-		}
-		g := t.groups[m.Group]
-		if g == nil {
-			g = map[int64]txConsumer{}
-			t.groups[m.Group] = g
 		}
 		for _, ko := range m.Offsets {
 			for _, r := range op.Txn {
@@ -496,23 +517,37 @@ func (t *txnAnalysis) consumed(op *history.Op, pos int64, id int32) {
 						continue
 					}
 					for _, rec := range kr.Records {
-						if rec.Offset >= ko.Offset || rec.Value == history.BadValue {
-							continue
-						}
-						prev, ok := g[rec.Value]
-						switch {
-						case !ok:
-							g[rec.Value] = txConsumer{tx: id, pos: pos}
-						case prev.tx != id:
-							t.flag(EOSDuplicate, Example{Key: kr.Key, Value: i64p(rec.Value), Offset: i64p(rec.Offset),
-								Note: fmt.Sprintf("value %d at offset %d of %s was consumed by two committed transactions of group %q (txns %d and %d)",
-									rec.Value, rec.Offset, kr.Key, m.Group, t.txs[prev.tx].index, op.Index),
-								positions: uniq(prev.pos, pos)})
+						if rec.Offset < ko.Offset && rec.Value != history.BadValue {
+							fn(txConsumption{group: m.Group, key: kr.Key, rec: rec})
 						}
 					}
 				}
 			}
 		}
+	}
+}
+
+// consume checks a record that committed transaction id (at pos) consumed
+// against the other committed transactions of its group.
+func (t *txnAnalysis) consume(c txConsumption, id int32, pos int64) {
+	if t.groups == nil {
+		t.groups = map[string]map[int64]txConsumer{}
+	}
+	g := t.groups[c.group]
+	if g == nil {
+		g = map[int64]txConsumer{}
+		t.groups[c.group] = g
+	}
+	prev, ok := g[c.rec.Value]
+	switch {
+	case !ok:
+		g[c.rec.Value] = txConsumer{tx: id, pos: pos}
+	case prev.tx != id:
+		i, j := t.txs[prev.tx].index, t.txs[id].index
+		t.flag(EOSDuplicate, Example{Key: c.key, Value: i64p(c.rec.Value), Offset: i64p(c.rec.Offset),
+			Note: fmt.Sprintf("value %d at offset %d of %s was consumed by two committed transactions of group %q (txns %d and %d)",
+				c.rec.Value, c.rec.Offset, c.key, c.group, min(i, j), max(i, j)),
+			positions: sorted(prev.pos, pos)})
 	}
 }
 
@@ -602,13 +637,24 @@ func (t *txnAnalysis) finish() {
 	}
 	for i := range t.vs {
 		if vs := &t.vs[i]; vs.read && vs.writer >= 0 {
-			tx := &t.txs[vs.writer]
-			if !tx.anyRead && tx.typ != history.OK && tx.typ != history.Fail {
-				t.stats.InfoRead++
-			}
-			tx.anyRead = true
+			t.txs[vs.writer].anyRead = true
 		}
 	}
+	for i := range t.txs {
+		// The judgement, not "read": an unknown one that never asked to
+		// commit and was read is an aborted read.
+		if t.txs[i].typ != history.OK && t.txs[i].anyRead && t.committed(int32(i)) {
+			t.stats.InfoRead++
+		}
+	}
+	for _, u := range t.unsure {
+		if t.committed(u.id) {
+			for _, c := range u.cs {
+				t.consume(c, u.id, u.pos)
+			}
+		}
+	}
+	t.unsure = nil
 	t.stats.Keys = len(t.keyNames)
 	logs := make([]sortedLog, len(t.logs))
 	for k := range t.logs {

@@ -42,6 +42,10 @@ func TestTxnGolden(t *testing.T) {
 		{name: "g1b", valid: Invalid, anomalies: map[string]int64{G1b: 1}, exKey: "t/0", exValue: 2, exOps: 2},
 		{name: "out-of-order", valid: Invalid, anomalies: map[string]int64{TxnOutOfOrder: 1}, exKey: "t/0", exValue: 2, exOps: 2},
 		{name: "eos-duplicate", valid: Invalid, anomalies: map[string]int64{EOSDuplicate: 1}, exKey: "t/0", exValue: 1, exOps: 2},
+		// An unknown transaction's consumption counts when it committed
+		// (its value was read), and not when it aborted.
+		{name: "info-committed-eos-duplicate", valid: Invalid, anomalies: map[string]int64{EOSDuplicate: 1}, exKey: "t/0", exValue: 1, exOps: 2},
+		{name: "info-aborted-reconsume", valid: Valid},
 		{name: "unseen-no-drain", valid: Unknown, anomalies: map[string]int64{Unseen: 1}, exKey: "t/0", exValue: 2, exOps: 2},
 		// Cycles are reported, not judged, except one of wr edges alone
 		// (whose reads are also precommitted).
@@ -73,6 +77,10 @@ func TestTxnGolden(t *testing.T) {
 			}
 			for kind := range tc.anomalies {
 				if tc.exKind != "" && kind != tc.exKind {
+					continue
+				}
+				if len(v.Examples[kind]) == 0 {
+					t.Errorf("no %s example", kind)
 					continue
 				}
 				ex := v.Examples[kind][0]
@@ -126,5 +134,72 @@ func TestTxnFarValuesAndOffsets(t *testing.T) {
 	}
 	if ex := v.Examples[TxnOutOfOrder]; len(ex) != 1 || *ex[0].Value != -5 {
 		t.Errorf("out-of-order example %+v", ex)
+	}
+}
+
+// TestTxnEOSDuplicateUnknownOutcome: a record consumed by an ok
+// transaction and by one of unknown outcome is processed twice exactly when
+// the unknown one committed (a value it sent was read), whichever came
+// first.
+func TestTxnEOSDuplicateUnknownOutcome(t *testing.T) {
+	tests := []struct {
+		name      string
+		typ       history.Type
+		commitAt  int64 // of the second consumer
+		read      bool  // the second consumer's value is read
+		infoFirst bool  // the second consumer completes first
+		want      int64
+		infoRead  int64
+	}{
+		{name: "info read", typ: history.Info, commitAt: 1, read: true, want: 1, infoRead: 1},
+		{name: "info read, first", typ: history.Info, commitAt: 1, read: true, infoFirst: true, want: 1, infoRead: 1},
+		{name: "info unread", typ: history.Info, commitAt: 1},
+		{name: "info unread, first", typ: history.Info, commitAt: 1, infoFirst: true},
+		{name: "fail", typ: history.Fail, commitAt: 1},
+		// Read although it never asked to commit: an aborted read, and its
+		// offsets were not committed.
+		{name: "info never asked to commit", typ: history.Info, read: true},
+		{name: "ok", typ: history.OK, commitAt: 1, read: true, want: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			consume := func(proc int, typ history.Type, commitAt, out, off int64) history.Op {
+				op := history.NewOp(proc, typ, history.FTxn)
+				op.Txn = []history.MicroOp{
+					{F: history.MPoll, Offset: -1, Reads: []history.KeyRecords{{Key: "t/0", Records: []history.Record{{Offset: 0, Value: 1}}}}},
+					{F: history.MSend, Key: "t/1", Value: out, Offset: off, Done: true},
+					{F: history.MSendOffsets, Offset: -1, Group: "g", Offsets: []history.KeyOffset{{Key: "t/0", Offset: 1}}},
+				}
+				op.CommitAt = commitAt
+				return op
+			}
+			src := history.NewOp(0, history.OK, history.FTxn)
+			src.Txn = []history.MicroOp{{F: history.MSend, Key: "t/0", Value: 1, Offset: 0, Done: true}}
+			src.CommitAt = 1
+			first, second := consume(1, history.OK, 1, 2, 0), consume(2, tc.typ, tc.commitAt, 3, 2)
+			if tc.infoFirst {
+				first, second = second, first
+			}
+			drain := history.NewOp(9, history.OK, history.FTxnDrain)
+			recs := []history.Record{{Offset: 0, Value: 2}}
+			if tc.read {
+				recs = append(recs, history.Record{Offset: 2, Value: 3})
+			}
+			drain.Txn = []history.MicroOp{{F: history.MPoll, Offset: -1, Reads: []history.KeyRecords{{Key: "t/1", Records: recs}}}}
+			ops := []history.Op{src, first, second, drain}
+			for i := range ops {
+				ops[i].Index, ops[i].Time = int64(i), int64(i+1)*10
+			}
+			v := CheckOps(ops, Options{Linearizable: LinOff})
+			if got := v.Anomalies[EOSDuplicate]; got != tc.want {
+				t.Errorf("eos-duplicate = %d, want %d: %v %+v", got, tc.want, v.Anomalies, v.Examples)
+			}
+			if exs := v.Examples[EOSDuplicate]; len(exs) > 0 && !strings.Contains(exs[0].Note, "(txns 1 and 2)") {
+				t.Errorf("note %q does not name txns 1 and 2", v.Examples[EOSDuplicate][0].Note)
+			}
+			if got := v.Stats.Txn.InfoRead; got != tc.infoRead {
+				t.Errorf("info_committed_by_read = %d, want %d", got, tc.infoRead)
+			}
+		})
 	}
 }
