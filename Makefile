@@ -4,6 +4,7 @@ BIN     := bin/isrlab
 PKGS    := ./...
 # Fuzz targets run briefly in every test run; FUZZTIME raises it locally.
 FUZZTIME ?= 10s
+TESTFLAGS := -count=1 -timeout 18m
 
 .PHONY: all build test run broker-demo bench bench-scale soak deps fuzz vet hygiene flake clean incident
 
@@ -24,8 +25,14 @@ hygiene:
 
 # Tests that run isrlab processes use the binary just built.
 test: deps build hygiene
-	ISRLAB_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 18m $(PKGS)
+	ISRLAB_BIN=$(CURDIR)/$(BIN) $(GO) test $(TESTFLAGS) $(PKGS)
 	@scripts/fuzz.sh $(FUZZTIME)
+
+# flake runs test's go test N times (HOG=1: beside two busy loops; HOG=3 only
+# run 3) and lists every test that failed in any run; the runs are in flake/.
+N ?= 5
+flake: deps build
+	@GO=$(GO) N=$(N) HOG=$(HOG) TESTFLAGS="$(TESTFLAGS)" ISRLAB_BIN=$(CURDIR)/$(BIN) scripts/flake.sh $(PKGS)
 
 fuzz:
 	@scripts/fuzz.sh $(FUZZTIME)
