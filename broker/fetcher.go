@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"strconv"
 	"sync"
@@ -30,6 +31,9 @@ type fetchers struct {
 	mu  sync.Mutex
 	all map[fetcherKey]*fetcher
 	wg  sync.WaitGroup
+	// missing counts the consecutive checks that found a follower
+	// partition in no fetcher (see reconcile).
+	missing map[tp]int
 }
 
 // fetchPart is one partition a fetcher replicates.
@@ -40,6 +44,13 @@ type fetchPart struct {
 	probeEpoch  int32 // epoch to ask about while truncating (KIP-279 iteration)
 	delayUntil  time.Time
 	lag         int64 // leader HW minus our LEO at the last fetch (FetcherLagMetrics)
+
+	// Why the partition is not fetching, for the WARN the fetcher logs
+	// rather than leave it idle in silence.
+	lastOK  time.Time // the last fetch applied without error (or when fetching began)
+	lastErr error     // the last error, nil after a good fetch
+	waitFor string    // what a retry waits for
+	warned  time.Time // the last WARN about this partition
 }
 
 // fetcher replicates a set of partitions from one leader.
@@ -55,7 +66,7 @@ type fetcher struct {
 }
 
 func newFetchers(ctx context.Context, b *Broker) *fetchers {
-	fs := &fetchers{b: b, ctx: ctx, all: map[fetcherKey]*fetcher{}}
+	fs := &fetchers{b: b, ctx: ctx, all: map[fetcherKey]*fetcher{}, missing: map[tp]int{}}
 	maxLag := fs.maxLag
 	b.metrics.maxLag.Store(&maxLag)
 	return fs
@@ -96,16 +107,102 @@ func (fs *fetchers) add(p *partition.Partition, leader, leaderEpoch int32) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	f := fs.all[key]
-	if f == nil || (ok && f.client.Addr() != addr) {
-		if f != nil {
-			f.stop()
-		}
+	switch {
+	case f == nil:
 		f = fs.start(key, addr)
+	case ok && f.client.Addr() != addr:
+		f = fs.restartLocked(f, addr)
 	}
 	f.mu.Lock()
-	f.parts[t] = &fetchPart{p: p, leaderEpoch: leaderEpoch, truncating: true, probeEpoch: -1}
+	f.parts[t] = &fetchPart{p: p, leaderEpoch: leaderEpoch, truncating: true, probeEpoch: -1, lastOK: time.Now()}
 	f.mu.Unlock()
 	f.poke()
+}
+
+// restartLocked replaces fetcher old with one connecting to addr (the
+// leader's address changed, or was unknown when old started) and hands it
+// every partition old was fetching: dropping them would leave them idle
+// until the next LeaderAndIsr, which for an unchanged leader never comes.
+func (fs *fetchers) restartLocked(old *fetcher, addr string) *fetcher {
+	nf := fs.start(old.key, addr)
+	old.mu.Lock()
+	for t, fp := range old.parts {
+		nf.parts[t] = fp
+	}
+	old.parts = map[tp]*fetchPart{}
+	old.mu.Unlock()
+	old.stop()
+	nf.poke()
+	return nf
+}
+
+// rebind restarts f on the leader's address from metadata when it differs
+// from the one f dials, and reports whether it did (f then stops).
+func (fs *fetchers) rebind(f *fetcher) bool {
+	addr, ok := fs.b.meta.brokerAddr(f.key.leader)
+	if !ok || addr == f.client.Addr() {
+		return false
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.all[f.key] != f {
+		return true
+	}
+	fs.b.log.Warn("replica fetcher moves to the leader's new address", "leader", f.key.leader, "from", f.client.Addr(), "to", addr)
+	fs.restartLocked(f, addr)
+	return true
+}
+
+// fetching reports whether t is fetched from leader at leaderEpoch.
+func (fs *fetchers) fetching(t tp, leader, leaderEpoch int32) bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for k, f := range fs.all {
+		if k.leader != leader {
+			continue
+		}
+		f.mu.Lock()
+		fp := f.parts[t]
+		f.mu.Unlock()
+		if fp != nil && fp.leaderEpoch == leaderEpoch {
+			return true
+		}
+	}
+	return false
+}
+
+// reconcile is the invariant check run with the ISR-expiration task: every
+// replica that follows is in a fetcher for its leader and epoch. One found
+// missing at two checks in a row (a LeaderAndIsr being applied is missing
+// for an instant) is logged at WARN and fetched again.
+func (fs *fetchers) reconcile(ps []*partition.Partition) {
+	seen := map[tp]bool{}
+	for _, p := range ps {
+		if p.Role() != partition.Follower {
+			continue
+		}
+		t := tp{p.Topic, p.Index}
+		leader, epoch := p.Leader()
+		if leader < 0 || leader == fs.b.id || fs.fetching(t, leader, epoch) {
+			continue
+		}
+		seen[t] = true
+		fs.mu.Lock()
+		fs.missing[t]++
+		n := fs.missing[t]
+		fs.mu.Unlock()
+		if n >= 2 {
+			fs.b.log.Warn("follower partition was in no replica fetcher; fetching it again", "topic", t.topic, "partition", t.partition, "leader", leader, "leader_epoch", epoch)
+			fs.add(p, leader, epoch)
+		}
+	}
+	fs.mu.Lock()
+	for t := range fs.missing {
+		if !seen[t] {
+			delete(fs.missing, t)
+		}
+	}
+	fs.mu.Unlock()
 }
 
 func (fs *fetchers) start(key fetcherKey, addr string) *fetcher {
@@ -196,20 +293,108 @@ func (f *fetcher) run(ctx context.Context) {
 			continue
 		}
 		if f.client.Addr() == "" {
+			if f.f.rebind(f) {
+				return
+			}
+			for t, fp := range parts {
+				f.fail(t, fp, errNoLeaderAddress, "the leader's address in an UpdateMetadata")
+			}
+			f.warnIdle(parts)
 			f.backoff(ctx)
 			continue
 		}
 		for t, fp := range parts {
-			if fp.truncating {
-				if err := f.truncate(ctx, t, fp); err != nil {
-					b.log.Debug("truncation", "topic", t.topic, "partition", t.partition, "err", err)
+			if fp.truncating && !time.Now().Before(fp.delayUntil) {
+				if err := f.truncate(ctx, t, fp); err != nil && ctx.Err() == nil {
+					f.fail(t, fp, fmt.Errorf("truncation: %w", err), "an OffsetForLeaderEpoch answer from the leader")
 				}
 			}
 		}
 		if err := f.fetchOnce(ctx); err != nil && ctx.Err() == nil {
 			b.log.Debug("replica fetch", "leader", f.key.leader, "err", err)
+			if f.f.rebind(f) {
+				return
+			}
+			for t, fp := range f.snapshot() {
+				if !fp.truncating {
+					f.fail(t, fp, err, "a Fetch answer from leader "+strconv.Itoa(int(f.key.leader))+" at "+f.client.Addr())
+				}
+			}
 			f.backoff(ctx)
 		}
+		f.warnIdle(f.snapshot())
+	}
+}
+
+var errNoLeaderAddress = errors.New("no address for the leader")
+
+// fail records why t is not fetching, delays its next attempt by
+// replica.fetch.backoff.ms (then it is retried, as Kafka's fetcher retries
+// a delayed partition) and logs a WARN when the reason is new or the last
+// WARN is older than replica.lag.time.max.ms.
+func (f *fetcher) fail(t tp, fp *fetchPart, err error, waitFor string) {
+	b := f.f.b
+	now := time.Now()
+	f.mu.Lock()
+	same := fp.lastErr != nil && fp.lastErr.Error() == err.Error() && fp.waitFor == waitFor
+	fp.lastErr, fp.waitFor = err, waitFor
+	fp.delayUntil = now.Add(time.Duration(b.cfg.Int("replica.fetch.backoff.ms")) * time.Millisecond)
+	warn := !same || now.Sub(fp.warned) > f.lagMax()
+	if warn {
+		fp.warned = now
+	}
+	leaderEpoch := fp.leaderEpoch
+	f.mu.Unlock()
+	if warn {
+		b.log.Warn("follower partition not fetching; retrying", "topic", t.topic, "partition", t.partition,
+			"leader", f.key.leader, "leader_epoch", leaderEpoch, "err", err, "waiting_for", waitFor)
+	}
+}
+
+// ok records a fetch applied without error.
+func (f *fetcher) ok(fp *fetchPart) {
+	f.mu.Lock()
+	fp.lastOK, fp.lastErr, fp.waitFor = time.Now(), nil, ""
+	f.mu.Unlock()
+}
+
+func (f *fetcher) lagMax() time.Duration {
+	return time.Duration(f.f.b.cfg.Long("replica.lag.time.max.ms")) * time.Millisecond
+}
+
+// warnIdle logs, once per replica.lag.time.max.ms, every partition that has
+// not had a good fetch for that long, with the last error and what its
+// retry waits for.
+func (f *fetcher) warnIdle(parts map[tp]*fetchPart) {
+	now := time.Now()
+	lag := f.lagMax()
+	for t, fp := range parts {
+		f.mu.Lock()
+		idle := now.Sub(fp.lastOK)
+		due := idle > lag && now.Sub(fp.warned) > lag
+		if due {
+			fp.warned = now
+		}
+		err, waitFor, truncating, epoch, until := fp.lastErr, fp.waitFor, fp.truncating, fp.leaderEpoch, fp.delayUntil
+		f.mu.Unlock()
+		if !due {
+			continue
+		}
+		switch {
+		case waitFor != "":
+		case now.Before(until):
+			waitFor = "its fetch backoff to end at " + until.Format(time.RFC3339Nano)
+		case truncating:
+			waitFor = "truncation to the leader's log"
+		default:
+			waitFor = "a Fetch answer from the leader"
+		}
+		errText := "none"
+		if err != nil {
+			errText = err.Error()
+		}
+		f.f.b.log.Warn("follower partition idle longer than replica.lag.time.max.ms", "topic", t.topic, "partition", t.partition,
+			"leader", f.key.leader, "leader_epoch", epoch, "idle", idle.Round(time.Millisecond), "err", errText, "waiting_for", waitFor)
 	}
 }
 
@@ -364,14 +549,21 @@ func (f *fetcher) fetchOnce(ctx context.Context) error {
 
 // apply handles one partition of a follower fetch response.
 func (f *fetcher) apply(ctx context.Context, t tp, fp *fetchPart, rp *kmsg.FetchResponseTopicPartition) {
-	b := f.f.b
 	p := fp.p
 	switch err := kerr.ErrorForCode(rp.ErrorCode); {
 	case err == nil && rp.DivergingEpoch.Epoch >= 0:
-		off, done, next := p.TruncationPoint(p.LatestEpoch(), rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset)
+		last, leo := p.LatestEpoch(), p.Log().LogEndOffset()
+		off, done, next := p.TruncationPoint(last, rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset)
 		if done {
 			if err := p.TruncateTo(off); err != nil {
-				b.log.Warn("truncate on diverging epoch", "topic", t.topic, "partition", t.partition, "err", err)
+				f.fail(t, fp, fmt.Errorf("truncate to %d on diverging epoch %d: %w", off, rp.DivergingEpoch.Epoch, err), "the log to truncate")
+				return
+			}
+			if p.LatestEpoch() == last && p.Log().LogEndOffset() == leo {
+				// The next fetch would get the same answer: say so
+				// rather than loop in silence.
+				f.fail(t, fp, fmt.Errorf("diverging epoch (%d, %d) for last fetched epoch %d at LEO %d: truncation changed nothing",
+					rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset, last, leo), "a different answer from the leader")
 			}
 			return
 		}
@@ -380,8 +572,9 @@ func (f *fetcher) apply(ctx context.Context, t tp, fp *fetchPart, rp *kmsg.Fetch
 		f.mu.Unlock()
 	case err == nil:
 		if err := p.AppendAsFollower(rp.RecordBatches, rp.HighWatermark, rp.LogStartOffset, fp.leaderEpoch); err != nil {
-			b.log.Warn("follower append", "topic", t.topic, "partition", t.partition, "err", err)
-			f.delay(fp)
+			f.fail(t, fp, fmt.Errorf("follower append: %w", err), "a fetch that appends")
+		} else {
+			f.ok(fp)
 		}
 		f.mu.Lock()
 		fp.lag = max(0, rp.HighWatermark-p.Log().LogEndOffset())
@@ -389,17 +582,15 @@ func (f *fetcher) apply(ctx context.Context, t tp, fp *fetchPart, rp *kmsg.Fetch
 	case errors.Is(err, kerr.OffsetOutOfRange):
 		f.outOfRange(ctx, t, fp)
 	case errors.Is(err, kerr.FencedLeaderEpoch), errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.UnknownTopicOrPartition):
-		// A newer leader exists: wait for the controller's LeaderAndIsr.
-		f.delay(fp)
+		// A newer leader exists: retried after the backoff until the
+		// controller's LeaderAndIsr moves the partition.
+		f.fail(t, fp, err, "a LeaderAndIsr with the new leader or epoch")
+	case errors.Is(err, kerr.UnknownLeaderEpoch):
+		// The leader has not applied our epoch's LeaderAndIsr yet.
+		f.fail(t, fp, err, "the leader to apply leader epoch "+strconv.Itoa(int(fp.leaderEpoch)))
 	default:
-		f.delay(fp)
+		f.fail(t, fp, err, "a retry")
 	}
-}
-
-func (f *fetcher) delay(fp *fetchPart) {
-	f.mu.Lock()
-	fp.delayUntil = time.Now().Add(time.Duration(f.f.b.cfg.Int("replica.fetch.backoff.ms")) * time.Millisecond)
-	f.mu.Unlock()
 }
 
 // outOfRange: the fetch offset is outside the leader's log (§5.4). Behind
@@ -410,7 +601,7 @@ func (f *fetcher) outOfRange(ctx context.Context, t tp, fp *fetchPart) {
 	p := fp.p
 	leaderLEO, leaderStart, err := f.leaderOffsets(ctx, t, fp.leaderEpoch)
 	if err != nil {
-		f.delay(fp)
+		f.fail(t, fp, fmt.Errorf("out of range, leader offsets: %w", err), "a ListOffsets answer from the leader")
 		return
 	}
 	if leaderLEO < p.Log().LogEndOffset() {
@@ -419,8 +610,7 @@ func (f *fetcher) outOfRange(ctx context.Context, t tp, fp *fetchPart) {
 		err = p.TruncateFullyAndStartAt(leaderStart)
 	}
 	if err != nil {
-		f.f.b.log.Warn("out-of-range truncation", "topic", t.topic, "partition", t.partition, "err", err)
-		f.delay(fp)
+		f.fail(t, fp, fmt.Errorf("out-of-range truncation: %w", err), "the log to truncate")
 	}
 }
 

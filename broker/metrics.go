@@ -186,6 +186,7 @@ type replicaMetrics struct {
 	isrShrinks, isrExpands, failedIsrUpdates prometheus.Counter
 	underReplicated, underMinIsr, atMinIsr   prometheus.Gauge
 	leaderCount, partitionCount              prometheus.Gauge
+	stalled                                  prometheus.Gauge
 }
 
 func (m *metrics) registerReplica() {
@@ -198,6 +199,7 @@ func (m *metrics) registerReplica() {
 	r.atMinIsr = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kafka_cluster_AtMinIsrPartitionCount", Help: "Led partitions whose ISR equals min.insync.replicas."})
 	r.leaderCount = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kafka_server_LeaderCount", Help: "Partitions this broker leads."})
 	r.partitionCount = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kafka_server_PartitionCount", Help: "Partition replicas on this broker."})
+	r.stalled = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kafka_server_StalledFollowerPartitions", Help: "Led partitions with a follower that is alive and registered but has not fetched (a diverging-epoch answer does not count) for longer than replica.lag.time.max.ms: a stopped fetcher, not lag. isrlab's own; Kafka has none."})
 	maxLag := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kafka_server_ReplicaFetcherManager_MaxLag",
 		Help: "Largest lag in records of any partition this broker follows: the leader HW minus the log end offset after the last fetch (FetcherLagMetrics).",
@@ -207,7 +209,7 @@ func (m *metrics) registerReplica() {
 		}
 		return 0
 	})
-	m.reg.MustRegister(r.isrShrinks, r.isrExpands, r.failedIsrUpdates, r.underReplicated, r.underMinIsr, r.atMinIsr, r.leaderCount, r.partitionCount, maxLag)
+	m.reg.MustRegister(r.isrShrinks, r.isrExpands, r.failedIsrUpdates, r.underReplicated, r.underMinIsr, r.atMinIsr, r.leaderCount, r.partitionCount, r.stalled, maxLag)
 }
 
 // IsrShrink, IsrExpand and FailedIsrUpdate implement partition.Stats.

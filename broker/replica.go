@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/isrlab/isrlab/broker/partition"
@@ -80,17 +82,22 @@ func (b *Broker) replicaTasks(ctx context.Context) {
 	defer shrink.Stop()
 	hwEvery := time.NewTicker(time.Duration(b.cfg.Long("replica.high.watermark.checkpoint.interval.ms")) * time.Millisecond)
 	defer hwEvery.Stop()
+	stalled := map[tp][]int32{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-shrink.C:
-			for _, p := range b.partitionList() {
+			ps := b.partitionList()
+			for _, p := range ps {
 				if p.Role() == partition.Leader {
 					p.MaybeShrinkISR()
 				}
 			}
-			b.metrics.updatePartitionGauges(b.partitionList())
+			b.fetchers.reconcile(ps)
+			b.checkStalled(ps, stalled)
+			b.metrics.updatePartitionGauges(ps)
+			b.metrics.replica.stalled.Set(float64(len(stalled)))
 		case <-hwEvery.C:
 			b.writeHWCheckpoint()
 		}
@@ -141,4 +148,34 @@ func (b *Broker) replicaLive(id int32) bool {
 		return true
 	}
 	return b.meta.brokerLive(id)
+}
+
+// checkStalled is the broker-side invariant behind the stalled-follower
+// gauge: a follower that is alive and registered but has not fetched a
+// partition this broker leads for longer than replica.lag.time.max.ms has a
+// fetcher that stopped, which no fault and no configuration explains. It
+// logs each partition when it starts and stops being stalled; stalled
+// holds the current set (partition -> stalled followers).
+func (b *Broker) checkStalled(ps []*partition.Partition, stalled map[tp][]int32) {
+	now := map[tp][]int32{}
+	for _, p := range ps {
+		if ids := p.StalledFollowers(); len(ids) > 0 {
+			now[tp{p.Topic, p.Index}] = ids
+		}
+	}
+	for t, ids := range now {
+		if !slices.Equal(stalled[t], ids) {
+			b.log.Warn("followers alive but not fetching for longer than replica.lag.time.max.ms", "topic", t.topic, "partition", t.partition,
+				"followers", fmt.Sprint(ids), "replica.lag.time.max.ms", b.cfg.Long("replica.lag.time.max.ms"))
+		}
+	}
+	for t := range stalled {
+		if _, ok := now[t]; !ok {
+			b.log.Info("stalled followers fetch again (or left)", "topic", t.topic, "partition", t.partition)
+		}
+	}
+	clear(stalled)
+	for t, ids := range now {
+		stalled[t] = ids
+	}
 }

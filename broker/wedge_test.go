@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -31,11 +32,7 @@ func TestFollowerRejoinsAfterEmptyLeaderEpoch(t *testing.T) {
 	}
 	waitISR(t, tc.bootstrap()[0], "wedge", 2)
 	produceValues(t, cl, "wedge", 1, "a", 5)
-	leaders, _, err := tc.describe("wedge")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := leaders[0] // the preferred leader
+	a := leaderOf(t, tc, "wedge") // the preferred leader
 	b := 3 - a
 
 	// b leads an epoch and nothing is appended in it.
@@ -86,4 +83,108 @@ func TestFollowerRejoinsAfterEmptyLeaderEpoch(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// followerFetchPart returns the fetch state of topic/0 on broker id's
+// fetchers (nil when none fetches it).
+func followerFetchPart(b *Broker, t tp) (*fetcher, *fetchPart) {
+	b.fetchers.mu.Lock()
+	defer b.fetchers.mu.Unlock()
+	for _, f := range b.fetchers.all {
+		f.mu.Lock()
+		fp := f.parts[t]
+		f.mu.Unlock()
+		if fp != nil {
+			return f, fp
+		}
+	}
+	return nil, nil
+}
+
+// TestStalledFollowerIsReported: a follower whose fetcher stops fetching one
+// partition (held here by delaying it for an hour) is reported by the
+// leader's kafka_server_StalledFollowerPartitions once it has not fetched
+// for replica.lag.time.max.ms, and the gauge clears when it fetches again.
+// A follower removed from its fetchers outright is fetched again by the
+// reconcile check.
+func TestStalledFollowerIsReported(t *testing.T) {
+	tc := startCluster(t, 2, "replica.lag.time.max.ms=1000", "auto.leader.rebalance.enable=false")
+	cl := tc.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 2, nil, "stall"); err != nil {
+		t.Fatal(err)
+	}
+	waitISR(t, tc.bootstrap()[0], "stall", 2)
+	a := leaderOf(t, tc, "stall")
+	b := 3 - a
+	key := tp{"stall", 0}
+	gauge := func() float64 {
+		var m dto.Metric
+		if err := tc.brokers[a].metrics.replica.stalled.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetGauge().GetValue()
+	}
+	if g := gauge(); g != 0 {
+		t.Fatalf("stalled gauge %v before the stall", g)
+	}
+
+	f, fp := followerFetchPart(tc.brokers[b].Broker, key)
+	if fp == nil {
+		t.Fatal("the follower fetches nothing")
+	}
+	f.mu.Lock()
+	fp.delayUntil = time.Now().Add(time.Hour)
+	f.mu.Unlock()
+	waitFor(t, 10*time.Second, "the leader reports the stalled follower", func() error {
+		if g := gauge(); g != 1 {
+			return fmt.Errorf("gauge %v", g)
+		}
+		return nil
+	})
+	f.mu.Lock()
+	fp.delayUntil = time.Time{}
+	f.mu.Unlock()
+	f.poke()
+	waitFor(t, 10*time.Second, "the gauge clears", func() error {
+		if g := gauge(); g != 0 {
+			return fmt.Errorf("gauge %v", g)
+		}
+		return nil
+	})
+
+	// Dropped from every fetcher without a LeaderAndIsr: fetched again.
+	tc.brokers[b].fetchers.remove(key)
+	waitFor(t, 10*time.Second, "the reconcile check fetches it again", func() error {
+		if _, fp := followerFetchPart(tc.brokers[b].Broker, key); fp == nil {
+			return fmt.Errorf("in no fetcher")
+		}
+		return nil
+	})
+	produceValues(t, cl, "stall", 1, "x", 3)
+	waitFor(t, 10*time.Second, "follower catches up", func() error {
+		if got, want := tc.brokers[b].partition("stall", 0).Log().LogEndOffset(), tc.brokers[a].partition("stall", 0).Log().LogEndOffset(); got != want {
+			return fmt.Errorf("follower LEO %d, leader %d", got, want)
+		}
+		return nil
+	})
+}
+
+// leaderOf waits until every broker answers with topic's partition 0 and
+// returns its leader.
+func leaderOf(t *testing.T, tc *testCluster, topic string) int32 {
+	var leader int32
+	waitFor(t, 20*time.Second, "the topic's leader in metadata", func() error {
+		leaders, _, err := tc.describe(topic)
+		if err != nil {
+			return err
+		}
+		if leaders[0] < 0 {
+			return fmt.Errorf("no leader")
+		}
+		leader = leaders[0]
+		return nil
+	})
+	return leader
 }

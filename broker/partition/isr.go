@@ -225,3 +225,29 @@ func (p *Partition) CompleteAlterPartition(leaderEpoch int32, isr []int32, parti
 		}
 	}
 }
+
+// StalledFollowers lists, for a partition this replica leads, the followers
+// whose broker is live (registered and not shutting down, as the controller
+// last said) but that have not fetched for longer than
+// replica.lag.time.max.ms: a fetch answered with a diverging epoch does not
+// count. A follower in that state is not lagging because of the load or a
+// fault the lab injected; its fetcher has stopped, and the run should say so.
+func (p *Partition) StalledFollowers() []int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role != Leader {
+		return nil
+	}
+	now := p.nowMs()
+	var out []int32
+	for _, id := range p.replicas {
+		r, ok := p.remotes[id]
+		if id == p.self || !ok || (p.live != nil && !p.live(id)) {
+			continue
+		}
+		if now-max(r.lastFetchTimeMs, r.sinceMs) > p.sw.ReplicaLagTimeMaxMs {
+			out = append(out, id)
+		}
+	}
+	return out
+}

@@ -34,7 +34,7 @@ func (p *Partition) MakeLeader(st LeaderAndISR, replicas []int32, version int64,
 		if r == p.self {
 			continue
 		}
-		rm := &remote{leo: -1}
+		rm := &remote{leo: -1, sinceMs: now}
 		if slices.Contains(st.ISR, r) {
 			rm.lastCaughtUpTimeMs = now
 		}
@@ -60,7 +60,7 @@ func (p *Partition) UpdateISRFromController(st LeaderAndISR, replicas []int32, v
 	p.pending = nil
 	for _, r := range replicas {
 		if _, ok := p.remotes[r]; !ok && r != p.self {
-			p.remotes[r] = &remote{leo: -1}
+			p.remotes[r] = &remote{leo: -1, sinceMs: p.nowMs()}
 		}
 	}
 	p.maybeIncrementHWLocked(p.nowMs())
@@ -250,6 +250,7 @@ func (p *Partition) read(req FetchRequest) (res ReadResult, err error, expand bo
 		p.mu.Unlock()
 		return res, kerr.NotLeaderForPartition, false
 	}
+	diverging := false
 	if follower {
 		if _, ok := p.remotes[req.ReplicaID]; !ok {
 			p.mu.Unlock()
@@ -259,7 +260,6 @@ func (p *Partition) read(req FetchRequest) (res ReadResult, err error, expand bo
 		// log: as in Kafka's Partition.fetchRecords it neither counts as a
 		// fetch nor moves the HW, so a follower stuck diverging leaves the
 		// ISR and shows as stalled.
-		diverging := false
 		if req.LastFetchedEpoch >= 0 && p.sw.Truncation == TruncateDiverging {
 			e, end := p.log.Epochs().EndOffsetForEpoch(req.LastFetchedEpoch, p.log.LogEndOffset())
 			if e != req.LastFetchedEpoch || end < req.Offset {
@@ -279,7 +279,7 @@ func (p *Partition) read(req FetchRequest) (res ReadResult, err error, expand bo
 
 	res.HighWatermark, res.LastStableOffset = hw, p.log.LastStableOffset(hw)
 	res.LogStartOffset, res.LogEndOffset = p.log.LogStartOffset(), p.log.LogEndOffset()
-	if res.DivergingEpoch >= 0 {
+	if diverging {
 		res.Records = []byte{}
 		return res, nil, false
 	}

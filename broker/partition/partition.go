@@ -119,6 +119,7 @@ type remote struct {
 	lastFetchTimeMs    int64
 	lastFetchLeaderLEO int64
 	lastCaughtUpTimeMs int64
+	sinceMs            int64 // when this leader started tracking the follower
 }
 
 // pendingAlter is an AlterPartition in flight (async mode).

@@ -394,6 +394,9 @@ func (e *scriptEnv) run(line string) (res string) {
 	case "tick":
 		e.now = e.now.Add(time.Duration(num(a["ms"], 0)) * time.Millisecond)
 		return fmt.Sprintf("now=+%dms", e.now.UnixMilli()-1_000_000)
+	case "stalled":
+		// The followers a leader reports as stalled (live, not fetching).
+		return fmt.Sprintf("stalled=%v", e.p.StalledFollowers())
 	case "shrink":
 		e.p.MaybeShrinkISR()
 		return e.state()
