@@ -45,6 +45,12 @@ func (b *Broker) ensurePartition(topic string, idx int32, configs map[string]str
 		Writer:   b.isrWriter,
 		Stats:    b.metrics,
 		Live:     b.replicaLive,
+		MetadataChanged: func() <-chan struct{} {
+			if b.meta == nil {
+				return nil
+			}
+			return b.meta.changed()
+		},
 	})
 	b.partitions[tp{topic, idx}] = p
 	return p, nil

@@ -24,7 +24,7 @@ func (p *Partition) MakeFollower(st LeaderAndISR, replicas []int32, version int6
 	p.role, p.leader, p.leaderEpoch, p.controllerEpoch = Follower, st.Leader, st.LeaderEpoch, st.ControllerEpoch
 	p.version = version
 	p.replicas, p.isr = slices.Clone(replicas), slices.Clone(st.ISR)
-	p.pending = nil
+	p.pending, p.alterWait = nil, nil
 	p.remotes = map[int32]*remote{}
 	p.notifyLocked()
 	return changed
@@ -38,7 +38,7 @@ func (p *Partition) Stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.role, p.leader = None, -1
-	p.pending = nil
+	p.pending, p.alterWait = nil, nil
 	p.notifyLocked()
 }
 

@@ -3,6 +3,8 @@ package partition
 import (
 	"errors"
 	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // needsExpand decides whether follower id may join the ISR (§1.4): it has
@@ -55,7 +57,7 @@ func (p *Partition) maybeExpandISR(id int32) {
 		}
 	default:
 		p.mu.Lock()
-		if !p.needsExpandLocked(id) || p.pending != nil {
+		if !p.needsExpandLocked(id) || p.pending != nil || p.alterBlockedLocked() {
 			p.mu.Unlock()
 			return
 		}
@@ -141,7 +143,7 @@ func (p *Partition) MaybeShrinkISR() {
 		}
 	default:
 		p.mu.Lock()
-		if p.role != Leader || p.pending != nil {
+		if p.role != Leader || p.pending != nil || p.alterBlockedLocked() {
 			p.mu.Unlock()
 			return
 		}
@@ -198,8 +200,11 @@ func (p *Partition) countISRChange(expand bool) {
 
 // CompleteAlterPartition applies the controller's answer to an
 // AlterPartition (async mode). On success the committed ISR and partition
-// epoch replace the cached ones; on error the proposal is dropped and the
-// next fetch or shrink check proposes again.
+// epoch replace the cached ones. On error the proposal is dropped; after a
+// retriable one (no answer, NOT_CONTROLLER, STALE_BROKER_EPOCH) the next
+// fetch or shrink check proposes again, after a refusal (RetriableAlter is
+// false) nothing is proposed until new metadata or a new partition state
+// arrives, as in Kafka's Partition.handleAlterPartitionError.
 func (p *Partition) CompleteAlterPartition(leaderEpoch int32, isr []int32, partitionEpoch int64, err error) {
 	p.wlock()
 	defer p.lock.Unlock()
@@ -210,6 +215,9 @@ func (p *Partition) CompleteAlterPartition(leaderEpoch int32, isr []int32, parti
 	if err != nil || pending == nil || p.role != Leader || leaderEpoch != p.leaderEpoch {
 		if p.stats != nil && err != nil {
 			p.stats.FailedIsrUpdate()
+		}
+		if err != nil && !RetriableAlter(err) && p.role == Leader && leaderEpoch == p.leaderEpoch {
+			p.alterWait = p.awaitMetadata()
 		}
 		p.notifyLocked()
 		return
@@ -250,4 +258,58 @@ func (p *Partition) StalledFollowers() []int32 {
 		}
 	}
 	return out
+}
+
+// RetriableAlter reports whether an AlterPartition error is worth proposing
+// again at once. The controller's refusals are not: INELIGIBLE_REPLICA and
+// OPERATION_NOT_ATTEMPTED (KIP-841: the replica is fenced, shutting down or
+// of another broker epoch) until new metadata says otherwise, and
+// FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, UNKNOWN_TOPIC_OR_PARTITION,
+// UNKNOWN_TOPIC_ID, INVALID_REQUEST, NEW_LEADER_ELECTED and
+// NOT_LEADER_OR_FOLLOWER until a new partition state arrives. Anything
+// else (no answer, NOT_CONTROLLER, STALE_BROKER_EPOCH) is retried.
+func RetriableAlter(err error) bool {
+	for _, refused := range []error{kerr.IneligibleReplica, kerr.OperationNotAttempted, kerr.FencedLeaderEpoch,
+		kerr.InvalidUpdateVersion, kerr.UnknownTopicOrPartition, kerr.UnknownTopicID, kerr.InvalidRequest,
+		kerr.NewLeaderElected, kerr.NotLeaderForPartition} {
+		if errors.Is(err, refused) {
+			return false
+		}
+	}
+	return true
+}
+
+// awaitMetadata is the channel an ISR proposal refused by the controller
+// waits on: the broker's next metadata change, or (without one) a channel
+// only a new partition state replaces.
+func (p *Partition) awaitMetadata() <-chan struct{} {
+	if p.meta != nil {
+		if ch := p.meta(); ch != nil {
+			return ch
+		}
+	}
+	return make(chan struct{})
+}
+
+// alterBlockedLocked reports whether ISR proposals wait for new metadata
+// after a refusal, ending the wait once it has come.
+func (p *Partition) alterBlockedLocked() bool {
+	if p.alterWait == nil {
+		return false
+	}
+	select {
+	case <-p.alterWait:
+		p.alterWait = nil
+		return false
+	default:
+		return true
+	}
+}
+
+// AwaitingMetadata reports whether the leader holds its ISR proposals until
+// new metadata after the controller refused one.
+func (p *Partition) AwaitingMetadata() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.alterBlockedLocked()
 }

@@ -26,7 +26,7 @@ func (p *Partition) MakeLeader(st LeaderAndISR, replicas []int32, version int64,
 	p.role, p.leader, p.leaderEpoch, p.controllerEpoch = Leader, p.self, st.LeaderEpoch, st.ControllerEpoch
 	p.version = version
 	p.replicas, p.isr = slices.Clone(replicas), slices.Clone(st.ISR)
-	p.pending = nil
+	p.pending, p.alterWait = nil, nil
 	p.epochStart = leo
 	now := p.nowMs()
 	p.remotes = map[int32]*remote{}
@@ -57,7 +57,7 @@ func (p *Partition) UpdateISRFromController(st LeaderAndISR, replicas []int32, v
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.isr, p.replicas, p.version, p.controllerEpoch = slices.Clone(st.ISR), slices.Clone(replicas), version, st.ControllerEpoch
-	p.pending = nil
+	p.pending, p.alterWait = nil, nil
 	for _, r := range replicas {
 		if _, ok := p.remotes[r]; !ok && r != p.self {
 			p.remotes[r] = &remote{leo: -1, sinceMs: p.nowMs()}

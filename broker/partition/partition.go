@@ -141,6 +141,7 @@ type Partition struct {
 	stats  Stats
 	locks  LockStats // nil: lock waits are not measured
 	live   func(int32) bool
+	meta   func() <-chan struct{} // closed at the broker's next metadata change; nil: none
 
 	// leaderIsrUpdateLock: produce and fetch hold it for reading; changes
 	// of leadership and ISR hold it for writing (§7).
@@ -158,10 +159,15 @@ type Partition struct {
 	replicas        []int32
 	isr             []int32
 	pending         *pendingAlter
-	epochStart      int64 // LEO when this replica became leader
-	remotes         map[int32]*remote
-	hw              int64
-	changed         chan struct{}
+	// alterWait, when set, holds ISR proposals after the controller refused
+	// one with a non-retriable error: they resume when it is closed (new
+	// metadata) or a new partition state arrives (Kafka's leader waits for
+	// new metadata instead of proposing the refused change again).
+	alterWait  <-chan struct{}
+	epochStart int64 // LEO when this replica became leader
+	remotes    map[int32]*remote
+	hw         int64
+	changed    chan struct{}
 }
 
 // Options are a partition's collaborators.
@@ -172,6 +178,10 @@ type Options struct {
 	// Live reports whether a broker is alive and not shutting down, as the
 	// broker last heard from the controller; nil means all are.
 	Live func(int32) bool
+	// MetadataChanged returns a channel closed at the broker's next
+	// metadata change (an UpdateMetadata); nil: only a new partition state
+	// ends a wait for new metadata.
+	MetadataChanged func() <-chan struct{}
 }
 
 // New wraps an open log as a replica of topic/index on broker self. It
@@ -188,7 +198,7 @@ func New(topic string, index int32, self int32, lg *klog.Log, cfg Config, now fu
 	}
 	p := &Partition{
 		Topic: topic, Index: index, self: self, log: lg, now: now, cfg: cfg,
-		sw: o.Switches, writer: o.Writer, stats: o.Stats, live: o.Live,
+		sw: o.Switches, writer: o.Writer, stats: o.Stats, live: o.Live, meta: o.MetadataChanged,
 		leader: -1, changed: make(chan struct{}),
 		remotes: map[int32]*remote{},
 	}

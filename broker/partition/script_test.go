@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	klog "github.com/isrlab/isrlab/broker/log"
@@ -93,6 +94,7 @@ type scriptEnv struct {
 	cfg    Config
 	self   int32
 	nextTS int64
+	meta   chan struct{} // closed by new-metadata
 }
 
 func runScript(t *testing.T, path string) {
@@ -100,7 +102,7 @@ func runScript(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &scriptEnv{t: t, dir: t.TempDir(), now: time.UnixMilli(1_000_000), w: &fakeWriter{}, stats: &counts{}, self: 1,
+	env := &scriptEnv{t: t, dir: t.TempDir(), now: time.UnixMilli(1_000_000), w: &fakeWriter{}, stats: &counts{}, self: 1, meta: make(chan struct{}),
 		sw:  Switches{Truncation: TruncateEpoch, ISRUpdate: ISRAsync, ExpandNeedsEpochStart: true, ReplicaLagTimeMaxMs: 10000},
 		cfg: Config{MinInsyncReplicas: 1, MaxMessageBytes: 1 << 20}}
 	var out strings.Builder
@@ -210,7 +212,8 @@ func (e *scriptEnv) ensure() {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { lg.Close() })
-	e.p = New("t", 0, e.self, lg, e.cfg, func() time.Time { return e.now }, Options{Switches: e.sw, Writer: e.w, Stats: e.stats})
+	e.p = New("t", 0, e.self, lg, e.cfg, func() time.Time { return e.now }, Options{Switches: e.sw, Writer: e.w, Stats: e.stats,
+		MetadataChanged: func() <-chan struct{} { return e.meta }})
 }
 
 // run executes one command and returns its output.
@@ -413,12 +416,27 @@ func (e *scriptEnv) run(line string) (res string) {
 		c := e.w.pending[0]
 		e.w.pending = e.w.pending[1:]
 		if a["error"] != "" {
-			c.p.CompleteAlterPartition(c.epoch, nil, 0, errors.New(a["error"]))
+			// A Kafka error by name (INELIGIBLE_REPLICA), else a transport error.
+			var err error = errors.New(a["error"])
+			for code := int16(1); code < 200; code++ {
+				if ke, ok := kerr.ErrorForCode(code).(*kerr.Error); ok && ke.Message == a["error"] {
+					err = ke
+				}
+			}
+			c.p.CompleteAlterPartition(c.epoch, nil, 0, err)
+			if c.p.AwaitingMetadata() {
+				return e.state() + " (awaiting new metadata)"
+			}
 		} else {
 			e.w.version++
 			c.p.CompleteAlterPartition(c.epoch, c.isr, e.w.version, nil)
 		}
 		return e.state()
+	case "new-metadata":
+		// An UpdateMetadata reaches the broker.
+		close(e.meta)
+		e.meta = make(chan struct{})
+		return "ok"
 	case "coordinator-moves":
 		// The coordinator's state changes under the leader (the controller
 		// wrote it): the next conditional write fails.
