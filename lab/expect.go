@@ -259,6 +259,10 @@ const (
 	// Undecided: the checker could not decide what the expectation needs
 	// (exit 2).
 	Undecided
+	// NotSetUp: a fault's condition did not hold in time, so the run
+	// never reached the state its story needs; undecided, never met
+	// (exit 2).
+	NotSetUp
 )
 
 func (o Outcome) String() string {
@@ -267,6 +271,8 @@ func (o Outcome) String() string {
 		return "met"
 	case NotMet:
 		return "not met"
+	case NotSetUp:
+		return "not set up"
 	}
 	return "undecided"
 }
@@ -276,13 +282,13 @@ func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil 
 
 // UnmarshalText reads an outcome's name.
 func (o *Outcome) UnmarshalText(b []byte) error {
-	for _, x := range []Outcome{Met, NotMet, Undecided} {
+	for _, x := range []Outcome{Met, NotMet, Undecided, NotSetUp} {
 		if x.String() == string(b) {
 			*o = x
 			return nil
 		}
 	}
-	return fmt.Errorf("outcome %q: want met, not met or undecided", b)
+	return fmt.Errorf("outcome %q: want met, not met, undecided or not set up", b)
 }
 
 // Judgement is an outcome with its reasons.

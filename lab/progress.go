@@ -67,6 +67,23 @@ func (p *progress) nemesis(op *history.Op) {
 	case op.F == history.FHeal:
 		p.active = p.active[:0]
 		desc = "healed every fault"
+	case op.F == history.FCondition || op.F == history.FNotSetUp:
+		var c struct {
+			Fault string `json:"fault"`
+			Held  string `json:"held"`
+			Error string `json:"error"`
+		}
+		json.Unmarshal(op.RawValue, &c) //nolint:errcheck // a line without them still prints
+		if op.F == history.FNotSetUp {
+			p.events = append(p.events, fmt.Sprintf("  +%5.1fs %s", at.Seconds(), c.Error))
+			return
+		}
+		name := c.Fault
+		if name != "" {
+			name += ": "
+		}
+		p.events = append(p.events, fmt.Sprintf("  +%5.1fs %scondition held: %s", at.Seconds(), name, c.Held))
+		return
 	case strings.HasPrefix(op.F, "start-"):
 		kind := strings.TrimPrefix(op.F, "start-")
 		if op.Type == history.OK {

@@ -164,6 +164,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		fmt.Fprintf(out, "  %s\n  expect: %s\n", sc.Description, sc.Expect)
 	}
 	var recorded bool
+	var notSetUp *nemesis.NotSetUpError
 	runErr := compose.Run(ctx, backend, topo, func(ctx context.Context, c *compose.Cluster) (err error) {
 		defer func() {
 			if p := recover(); p != nil {
@@ -173,7 +174,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		fmt.Fprintf(out, "  cluster up in %.1fs; bootstrap %s\n", time.Since(start).Seconds(), strings.Join(c.Bootstrap(), ","))
 		d := &driver{sc: sc, c: c, o: o, out: out, histPath: histPath}
 		err = d.run(ctx)
-		recorded = d.started
+		recorded, notSetUp = d.started, d.notSetUp
 		return err
 	})
 	// The coordinators' etcd data (preallocated WAL) is of no use after
@@ -213,6 +214,11 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		o.Log.Warn("series", "err", serr)
 	}
 	res.Judgement = sc.Expect.judgeSeries(sc.Expect.Judge(v, res.Incomplete), ser)
+	if notSetUp != nil && !res.Incomplete {
+		// The story never happened: whatever the history shows, the
+		// expectation was not put to the test.
+		res.Judgement = Judgement{Outcome: NotSetUp, Expect: sc.Expect.String(), Reasons: []string{notSetUp.Error()}}
+	}
 	sum := Summary{Scenario: sc.Name, RunID: runID, Seed: sc.Seed, Started: start.UTC().Format(time.RFC3339),
 		Seconds: time.Since(start).Seconds(), Incomplete: res.Incomplete, Valid: v.Valid, Anomalies: v.Anomalies, Judgement: res.Judgement, Series: ser}
 	// verdict.json, outcome.json, junit.xml and report.html.
@@ -276,6 +282,8 @@ type driver struct {
 	histPath string
 	// started is set once the history file exists and has its header.
 	started bool
+	// notSetUp is the condition that did not hold in time, if one did not.
+	notSetUp *nemesis.NotSetUpError
 }
 
 func (d *driver) run(ctx context.Context) (err error) {
@@ -355,14 +363,23 @@ func (d *driver) run(ctx context.Context) (err error) {
 	octx, stopObserver := context.WithCancel(ctx)
 	defer stopObserver()
 	var og group
-	og.Go(func() error { observe(octx, adm, sc.Topic.Name, rec); return nil })
+	state := &stateView{}
+	og.Go(func() error { observe(octx, &nemesis.LiveResolver{Cluster: c}, sc.Topic.Name, rec, state); return nil })
 	og.Go(func() error { observeHW(octx, c, sc.Topic.Name, rec); return nil })
 	og.Go(func() error { scrapeBrokers(octx, c, sw); return nil })
 	nctx, stopNemesis := context.WithCancel(ctx)
 	defer stopNemesis()
 	var nemErr error
+	// setUpFailed closes when a fault's condition did not hold in time:
+	// the run ends there, as its story cannot happen.
+	setUpFailed := make(chan struct{})
 	g.Go(func() error {
-		nemErr = nemesis.Run(nctx, nem, nemesis.RealClock, events)
+		nemErr = nemesis.Play(nctx, nem, events, nemesis.PlayOptions{State: state.get})
+		var nsu *nemesis.NotSetUpError
+		if errors.As(nemErr, &nsu) {
+			d.notSetUp = nsu
+			close(setUpFailed)
+		}
 		return nil
 	})
 	pctx, stopProgress := context.WithCancel(ctx)
@@ -373,12 +390,14 @@ func (d *driver) run(ctx context.Context) (err error) {
 	select {
 	case <-ctx.Done():
 	case <-time.After(sc.Duration):
+	case <-setUpFailed:
+		prog.event(d.notSetUp.Error() + "; ending the run")
 	}
-	// Faults end with the workload: nemesis.Run heals what it started.
+	// Faults end with the workload: nemesis.Play heals what it started.
 	stopNemesis()
 	stopWorkload()
 	perr := g.Wait()
-	// nemesis.Run healed what it started; anything still active (a heal
+	// nemesis.Play healed what it started; anything still active (a heal
 	// that failed) is retried once more.
 	if act, _ := nem.Active(); len(act) > 0 {
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
@@ -387,7 +406,7 @@ func (d *driver) run(ctx context.Context) (err error) {
 		}
 		cancel()
 	}
-	if nemErr != nil && !errors.Is(nemErr, context.Canceled) {
+	if nemErr != nil && !errors.Is(nemErr, context.Canceled) && d.notSetUp == nil {
 		o.Log.Warn("faults", "err", nemErr)
 	}
 	if perr == nil && ctx.Err() == nil {
@@ -537,30 +556,60 @@ func until(ctx context.Context, deadline time.Time, cond func() bool) error {
 	return nil
 }
 
-// observe records a cluster-state event whenever a partition's leader,
-// epoch or ISR changes in the metadata.
-func observe(ctx context.Context, adm *kadm.Client, topic string, rec *history.Recorder) {
+// stateView is the latest cluster state observe saw: what the run records
+// and what the faults' conditions read.
+type stateView struct {
+	mu   sync.Mutex
+	v    nemesis.View
+	seen bool
+}
+
+func (s *stateView) set(v nemesis.View) {
+	s.mu.Lock()
+	s.v, s.seen = v, true
+	s.mu.Unlock()
+}
+
+// get returns the latest view and whether there is one.
+func (s *stateView) get() (nemesis.View, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.v, s.seen
+}
+
+// observe reads the topic's partitions every 250 ms from every broker's
+// metadata, merged as the nemesis resolves targets (the controller's own
+// answer wins a tie of leader epochs), publishes the view to state, and
+// records a cluster-state event whenever a partition's leader or ISR
+// changes.
+func observe(ctx context.Context, r *nemesis.LiveResolver, topic string, rec *history.Recorder, state *stateView) {
 	type key struct {
-		leader, epoch int32
-		isr           string
+		leader int32
+		isr    string
 	}
 	last := map[int32]key{}
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		tds, err := adm.ListTopics(cctx, topic)
+		v, err := r.Partitions(cctx, []string{topic})
 		cancel()
 		if err == nil {
-			for p, pd := range tds[topic].Partitions {
-				isr := slices.Sorted(slices.Values(pd.ISR))
-				k := key{pd.Leader, pd.LeaderEpoch, fmt.Sprint(isr)}
+			state.set(v)
+			for _, name := range slices.Sorted(maps.Keys(v.Partitions)) {
+				t, p, err := nemesis.ParseTopicPartition(name)
+				if err != nil || t != topic {
+					continue
+				}
+				pv := v.Partitions[name]
+				isr := slices.Sorted(slices.Values(pv.ISR))
+				k := key{pv.Leader, fmt.Sprint(isr)}
 				if last[p] == k {
 					continue
 				}
 				last[p] = k
 				op := history.NewOp(history.Cluster, history.Info, history.FState)
-				op.Partition, op.Leader, op.Epoch, op.ISR = p, pd.Leader, pd.LeaderEpoch, isr
+				op.Partition, op.Leader, op.Epoch, op.ISR = p, pv.Leader, pv.LeaderEpoch, isr
 				rec.Record(op)
 			}
 		}

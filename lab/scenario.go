@@ -110,11 +110,16 @@ type Workload struct {
 
 // Fault is one fault on the timeline: its nemesis spec (the same fields as
 // `isrlab fault inject --spec`), injected At after the workload starts and
-// healed HealAfter later (at the end of the run if 0).
+// healed HealAfter later (at the end of the run if 0). With When it waits,
+// from At on, for a state of the cluster (nemesis.Condition), and
+// HealAfter counts from when it really went in; Name lets other faults'
+// conditions refer to it.
 type Fault struct {
 	Spec      nemesis.Spec
 	At        time.Duration
 	HealAfter time.Duration
+	Name      string
+	When      *nemesis.Condition
 	// Line is the fault's line in its file.
 	Line int
 }
@@ -132,6 +137,28 @@ func (f *Fault) UnmarshalYAML(v *yaml.Node) error {
 	}
 	if f.HealAfter, err = durationKey(m, "heal.after"); err != nil {
 		return fmt.Errorf("line %d: fault: %w", v.Line, err)
+	}
+	if name, ok := m["name"]; ok {
+		delete(m, "name")
+		s, ok := name.(string)
+		if !ok || s == "" || strings.ContainsAny(s, " /:") {
+			return fmt.Errorf("line %d: fault: name %v: a word without spaces, / or :", v.Line, name)
+		}
+		f.Name = s
+	}
+	if when, ok := m["when"]; ok {
+		delete(m, "when")
+		b, err := json.Marshal(when)
+		if err != nil {
+			return err
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		var c nemesis.Condition
+		if err := dec.Decode(&c); err != nil {
+			return fmt.Errorf("line %d: fault: when: %v (keys: partition, isr-size, in-isr, not-in-isr, leader-changed, after, after-heal, delay, within)", v.Line, strings.TrimPrefix(err.Error(), "json: "))
+		}
+		f.When = &c
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -154,6 +181,16 @@ func (f Fault) MarshalYAML() (any, error) {
 	m["at"] = f.At.String()
 	if f.HealAfter > 0 {
 		m["heal.after"] = f.HealAfter.String()
+	}
+	if f.Name != "" {
+		m["name"] = f.Name
+	}
+	if f.When != nil {
+		w, err := jsonMap(f.When)
+		if err != nil {
+			return nil, err
+		}
+		m["when"] = w
 	}
 	return m, nil
 }
@@ -503,8 +540,38 @@ func (s *Scenario) Validate() error {
 	} else if err := s.Workload.ValidateFor(s.Workload.Type); err != nil {
 		return bad([]string{"workload"}, "%v", err)
 	}
+	var faultNames []string
+	for i, f := range s.Faults {
+		if f.Name == "" {
+			continue
+		}
+		if slices.Contains(faultNames, f.Name) {
+			return bad([]string{"faults", strconv.Itoa(i), "name"}, "%q names two faults", f.Name)
+		}
+		faultNames = append(faultNames, f.Name)
+	}
 	for i, f := range s.Faults {
 		at := []string{"faults", strconv.Itoa(i)}
+		if f.When != nil {
+			if err := f.When.Validate(faultNames); err != nil {
+				return bad(append(at, "when"), "%v", err)
+			}
+			var exprs []string
+			if p := f.When.Partition; p != "" {
+				exprs = append(exprs, "leader:"+p)
+			}
+			for _, ref := range []string{f.When.NotInISR, f.When.InISR} {
+				if ref != "" && !slices.Contains(faultNames, ref) {
+					exprs = append(exprs, ref)
+				}
+			}
+			if err := s.checkExprs(exprs); err != nil {
+				return bad(append(at, "when"), "%v", err)
+			}
+			if w := time.Duration(f.When.Within); w > 0 && f.At+w > s.Duration {
+				return bad(append(at, "when", "within"), "at %v + within %v ends after the %v run", f.At, w, s.Duration)
+			}
+		}
 		if f.Spec.Fault == nil {
 			return bad(at, "no fault")
 		}
@@ -568,7 +635,16 @@ func (s *Scenario) checkTargets(f nemesis.Fault) error {
 	if p, ok := f.(*nemesis.Partition); ok && p.Partition != "" {
 		exprs = append(exprs, "leader:"+p.Partition)
 	}
+	return s.checkExprs(exprs)
+}
+
+// checkExprs rejects target expressions that name no node or partition of
+// this scenario's cluster.
+func (s *Scenario) checkExprs(exprs []string) error {
 	for _, x := range exprs {
+		if err := nemesis.CheckTarget(x); err != nil {
+			return err
+		}
 		_, tp, scoped := strings.Cut(x, ":")
 		if scoped {
 			topic, part, err := nemesis.ParseTopicPartition(tp)
@@ -621,7 +697,7 @@ func (s *Scenario) ScheduleEvents() ([]nemesis.Event, error) {
 	key := 0
 	for _, f := range s.Faults {
 		key++
-		ev = append(ev, nemesis.Event{At: f.At, Action: nemesis.ActStart, Key: key, Fault: f.Spec})
+		ev = append(ev, nemesis.Event{At: f.At, Action: nemesis.ActStart, Key: key, Fault: f.Spec, Name: f.Name, When: f.When})
 		if f.HealAfter > 0 {
 			ev = append(ev, nemesis.Event{At: f.At + f.HealAfter, Action: nemesis.ActStop, Key: key})
 		}

@@ -6,9 +6,12 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/nemesis"
@@ -140,6 +143,14 @@ func TestBadScenarios(t *testing.T) {
 		{"schedule-field", "schedule:\n  type: every\n  intervl: 5s\n", "x.yaml:2: schedule: unknown field \"intervl\""},
 		{"schedule-target", "schedule:\n  type: once\n  at: 1s\n  fault: {kind: kill, nodes: [b4]}\n", "schedule: kill: target b4"},
 		{"bad-workload", "workload:\n  type: stream\n", "x.yaml:2: workload.type: \"stream\": use log, queue, rate or txn"},
+		{"when-unknown-key", "faults:\n  - kind: kill\n    nodes: [b1]\n    when: {partition: isrlab/0, isr-sise: 1}\n", "x.yaml:2: fault: when: unknown field \"isr-sise\""},
+		{"when-no-partition", "faults:\n  - kind: kill\n    nodes: [b1]\n    when: {isr-size: 1}\n", "x.yaml:4: faults.0.when: bad fault: when: isr-size, in-isr, not-in-isr and leader-changed need a partition"},
+		{"when-bad-partition", "faults:\n  - kind: kill\n    nodes: [b1]\n    when: {partition: isrlab/9, isr-size: 1}\n", "faults.0.when: target leader:isrlab/9: topic isrlab has partitions 0..2"},
+		{"when-unknown-name", "faults:\n  - kind: kill\n    nodes: [b1]\n    when: {after: cut}\n", "no fault is named \"cut\" (give the fault a name:)"},
+		{"when-bad-target", "faults:\n  - kind: kill\n    nodes: [b1]\n    when: {partition: isrlab/0, not-in-isr: b7}\n", "faults.0.when: target b7: the cluster has"},
+		{"when-within", "duration: 20s\nfaults:\n  - kind: kill\n    nodes: [b1]\n    at: 10s\n    when: {after: x, within: 15s}\n  - {name: x, kind: pause, nodes: [b2]}\n", "faults.0.when.within: at 10s + within 15s ends after the 20s run"},
+		{"two-names", "faults:\n  - {name: x, kind: pause, nodes: [b2]}\n  - {name: x, kind: kill, nodes: [b1]}\n", "faults.1.name: \"x\" names two faults"},
+		{"bad-name", "faults:\n  - {name: a b, kind: pause, nodes: [b2]}\n", "x.yaml:2: fault: name a b: a word without spaces"},
 		{"not-yaml", "name: [\n", "x.yaml:"},
 		{"not-a-map", "- 1\n", "x.yaml:1: a scenario is a mapping"},
 	} {
@@ -153,6 +164,67 @@ func TestBadScenarios(t *testing.T) {
 	}
 	if _, err := Resolve("presets/safe"); !errors.Is(err, ErrScenario) {
 		t.Errorf("a preset is not a scenario: %v", err)
+	}
+}
+
+// TestConditionalFaults: a fault's name and condition reach its schedule
+// event, and a resolved scenario written back parses to the same events.
+func TestConditionalFaults(t *testing.T) {
+	body := `duration: 30s
+faults:
+  - name: cut
+    kind: partition
+    topology: leader-followers
+    partition: isrlab/0
+    at: 4s
+    heal.after: 12s
+  - kind: kill
+    nodes: [leader:isrlab/0]
+    at: 6s
+    heal.after: 12s
+    when: {partition: isrlab/0, isr-size: 1, within: 20s}
+  - kind: pause
+    nodes: [b3]
+    when: {after-heal: cut, delay: 2s}
+`
+	sc, err := Parse("x.yaml", "x", []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := sc.ScheduleEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range ev {
+		line := e.At.String() + " " + string(e.Action)
+		if e.Name != "" {
+			line += " name=" + e.Name
+		}
+		if e.When != nil {
+			line += " when=" + e.When.String()
+		}
+		got = append(got, line)
+	}
+	want := []string{"4s start name=cut", "6s start when=the ISR of isrlab/0 has 1 member", "0s start when=fault cut is healed, then 2s", "16s stop", "18s stop", "30s heal-all"}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	out, err := yaml.Marshal(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse("resolved.yaml", "x", out)
+	if err != nil {
+		t.Fatalf("resolved scenario does not parse: %v\n%s", err, out)
+	}
+	ev2, _ := back.ScheduleEvents()
+	a, _ := json.Marshal(ev)
+	b, _ := json.Marshal(ev2)
+	if string(a) != string(b) {
+		t.Errorf("round trip changed the events:\n%s\n%s", b, a)
 	}
 }
 

@@ -226,10 +226,9 @@ func (w *waiter) holds(c *compose.Cluster, v View, ok bool, f facts, names []str
 	refIDs := func(ref string, resolved []int32) ([]int32, bool) {
 		if slices.Contains(names, ref) {
 			ns, done := f.injected[ref]
-			if !done {
-				return nil, false
-			}
-			return ids(c, ns), true
+			bs := ids(c, ns)
+			// A fault that hit no broker names nothing to wait for.
+			return bs, done && len(bs) > 0
 		}
 		return resolved, resolved != nil
 	}

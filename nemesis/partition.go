@@ -63,6 +63,10 @@ type Partition struct {
 	Table string `json:"table,omitempty"`
 	// Side is where the rules are: "switch" or "node" (set by Resolve).
 	Side string `json:"side,omitempty"`
+	// Resolved is the cut-off side (the targets of isolate and cut, the
+	// first node group of a seed 000 topology, the first half), set by
+	// Resolve: the nodes a condition means by the fault's name.
+	Resolved []string `json:"resolved,omitempty"`
 }
 
 func (*Partition) Kind() string { return "partition" }
@@ -169,6 +173,7 @@ func (p *Partition) Resolve(ctx context.Context, env *Env) error {
 	}
 	p.Side = side
 	p.Grudge = g
+	p.Resolved = first
 	p.Table = tableName(env.runID(), env.id)
 	return nil
 }

@@ -47,6 +47,22 @@ func (r *LiveResolver) View(ctx context.Context, topics []string) (View, error) 
 	return v, nil
 }
 
+// Partitions is View without the coordinator leader: the topics'
+// partitions and the controller, from the brokers' metadata alone.
+func (r *LiveResolver) Partitions(ctx context.Context, topics []string) (View, error) {
+	d := r.Timeout
+	if d <= 0 {
+		d = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	v := View{Controller: -1, Partitions: map[string]PartitionView{}}
+	if err := r.kafka(ctx, r.Cluster.Of(compose.RoleBroker), topics, &v); err != nil {
+		return View{}, err
+	}
+	return v, nil
+}
+
 // kafka asks every broker for metadata at once, so that a partitioned or
 // paused broker cannot stall a resolution: it merges the answers that
 // arrive until 500 ms after the first (mergeMetadata).
@@ -134,7 +150,7 @@ func mergeMetadata(got []brokerMetadata, v *View) {
 					continue
 				}
 				epochs[key] = p.LeaderEpoch
-				v.Partitions[key] = PartitionView{Leader: p.Leader, Replicas: p.Replicas, ISR: p.ISR}
+				v.Partitions[key] = PartitionView{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.ISR}
 			}
 		}
 	}

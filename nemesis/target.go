@@ -29,9 +29,10 @@ type View struct {
 
 // PartitionView is one partition's leadership.
 type PartitionView struct {
-	Leader   int32   `json:"leader"`
-	Replicas []int32 `json:"replicas"`
-	ISR      []int32 `json:"isr"`
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+	Replicas    []int32 `json:"replicas"`
+	ISR         []int32 `json:"isr"`
 }
 
 // Resolver reads the live View. topics lists the topics the targets name.

@@ -84,6 +84,9 @@ func (c junitCell) testcase(s *junitSuite) junitCase {
 	case Undecided:
 		s.Failures++
 		tc.Failure = &junitProblem{Message: "undecided: " + msg, Type: "undecided", Text: c.detail}
+	case NotSetUp:
+		s.Failures++
+		tc.Failure = &junitProblem{Message: msg, Type: "not-set-up", Text: c.detail}
 	default:
 		tc.SystemOut = c.detail
 	}

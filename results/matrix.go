@@ -74,7 +74,7 @@ func MatrixReport(matrix fs.FS, name string) ([]byte, error) {
 		d.Grid[i][j] = append(d.Grid[i][j], g)
 		d.Cells = append(d.Cells, g)
 	}
-	for _, s := range []string{Met, NotMet, Undecided, "error", "skipped"} {
+	for _, s := range []string{Met, NotMet, Undecided, NotSetUp, "error", "skipped"} {
 		if counts[s] > 0 {
 			d.Counts = append(d.Counts, statusCount{s, counts[s]})
 		}

@@ -214,7 +214,7 @@ func statusClass(s string) string {
 		return "met"
 	case NotMet:
 		return "notmet"
-	case Undecided:
+	case Undecided, NotSetUp:
 		return "undecided"
 	case "error":
 		return "error"

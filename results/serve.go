@@ -417,7 +417,7 @@ func matrixEntry(fsys fs.FS, dir string) Entry {
 		}
 	}
 	e.Status = worst
-	for _, st := range []string{Met, NotMet, Undecided, "error", "skipped"} {
+	for _, st := range []string{Met, NotMet, Undecided, NotSetUp, "error", "skipped"} {
 		if counts[st] > 0 {
 			e.Counts = append(e.Counts, statusCount{st, counts[st]})
 		}
@@ -429,7 +429,7 @@ func matrixEntry(fsys fs.FS, dir string) Entry {
 
 // rank orders statuses from good to bad, for a matrix's colour.
 func rank(status string) int {
-	return slices.Index([]string{Met, "skipped", Undecided, NotMet, "error"}, status)
+	return slices.Index([]string{Met, "skipped", Undecided, NotSetUp, NotMet, "error"}, status)
 }
 
 type indexPage struct {
@@ -449,7 +449,7 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	d := indexPage{Style: template.CSS(reportCSS + uiCSS), Dir: s.dir, Matrices: matrices, Total: len(runs),
 		Scenario: q.Get("scenario"), Outcome: q.Get("outcome"),
-		Outcomes: []string{Met, NotMet, Undecided, "none"}}
+		Outcomes: []string{Met, NotMet, Undecided, NotSetUp, "none"}}
 	seen := map[string]bool{}
 	for _, e := range runs {
 		if !seen[e.Name] {

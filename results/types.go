@@ -17,6 +17,9 @@ const (
 	Met       = "met"
 	NotMet    = "not met"
 	Undecided = "undecided"
+	// NotSetUp: the run could not create the cluster state its story
+	// needs (a fault's condition did not hold in time); never met.
+	NotSetUp = "not set up"
 )
 
 // Outcome is a run's outcome.json: the run, its verdict in brief and how it
@@ -96,10 +99,10 @@ func (c Cell) Status() string {
 	return c.Outcome
 }
 
-// Failing reports a status that a CI job must not pass: not met, undecided
-// or error.
+// Failing reports a status that a CI job must not pass: not met,
+// undecided, not set up or error.
 func Failing(status string) bool {
-	return status == NotMet || status == Undecided || status == "error"
+	return status == NotMet || status == Undecided || status == NotSetUp || status == "error"
 }
 
 // RunRel is the cell's run directory relative to the matrix directory, in
