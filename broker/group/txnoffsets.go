@@ -143,25 +143,45 @@ func txnAppendErr(err error) int16 {
 	return appendErr(err, true)
 }
 
-// txnCommitCheckLocked is Kafka's doTxnCommitOffsets check: a producer
-// commits for a group it is no member of (generation -1, no member id),
-// or as a member of the current generation (KIP-447).
+// txnCommitCheckLocked is Kafka 3.7's validateOffsetCommit for a
+// transactional commit (GroupCoordinator.doTxnCommitOffsets): a producer
+// commits for a group it is no member of (generation -1, no member id, no
+// instance id: v0-v2 carry none), or with KIP-447's group metadata as a
+// member of the current generation. Group metadata is checked against a
+// group the coordinator does not hold too (Kafka adds it Empty), so a
+// member the coordinator forgot gets UNKNOWN_MEMBER_ID, never a commit.
 func (m *Manager) txnCommitCheckLocked(req *kmsg.TxnOffsetCommitRequest) int16 {
 	if e := m.checkLocked(req.Group); e != nil {
 		return e.Code
 	}
 	g := m.groups[req.Group]
-	if g == nil || req.Version < 3 {
-		return 0
+	generation, member, instance := int32(-1), "", (*string)(nil)
+	if req.Version >= 3 {
+		generation, member, instance = req.Generation, req.MemberID, req.InstanceID
 	}
 	switch {
-	case g.state == Dead:
+	case g != nil && g.state == Dead:
 		return kerr.CoordinatorNotAvailable.Code
-	case req.InstanceID != nil && g.fenced(req.MemberID, req.InstanceID):
-		return kerr.FencedInstanceID.Code
-	case req.MemberID != "" && g.members[req.MemberID] == nil:
+	case generation < 0 && member == "" && instance == nil:
+		return 0
+	case g == nil:
 		return kerr.UnknownMemberID.Code
-	case req.Generation >= 0 && req.Generation != g.generation:
+	}
+	if instance != nil {
+		// validateCurrentMember: the instance must be known and mapped to
+		// the member.
+		id, ok := g.static[*instance]
+		switch {
+		case ok && id != member:
+			return kerr.FencedInstanceID.Code
+		case !ok:
+			return kerr.UnknownMemberID.Code
+		}
+	}
+	switch {
+	case g.members[member] == nil:
+		return kerr.UnknownMemberID.Code
+	case generation != g.generation:
 		return kerr.IllegalGeneration.Code
 	}
 	return 0

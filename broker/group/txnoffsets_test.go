@@ -215,3 +215,51 @@ func TestTxnMarkerDuringLoad(t *testing.T) {
 		t.Fatalf("after load: %d %v, want 42", off, kerr.ErrorForCode(c))
 	}
 }
+
+// TestTxnOffsetCommitGroupMetadata: TxnOffsetCommit v3's group metadata
+// (KIP-447) is checked as Kafka 3.7's validateOffsetCommit checks it: a
+// producer without any commits for any group; one with a generation, a
+// member id or an instance id must be that member in that generation,
+// also when the coordinator does not hold the group at all.
+func TestTxnOffsetCommitGroupMetadata(t *testing.T) {
+	h := newHarness(t, newMemLog(), testConfig())
+	h.lead()
+	_, jr := h.joinNew("g", "c")
+	h.clock.Advance(testConfig().InitialRebalanceDelay)
+	j := jr.get(t)
+	h.m.mu.Lock()
+	h.m.groups["g"].static["inst"] = j.MemberID
+	h.m.mu.Unlock()
+	str := func(s string) *string { return &s }
+	for _, tc := range []struct {
+		name       string
+		version    int16
+		group      string
+		generation int32
+		member     string
+		instance   *string
+		want       int16
+	}{
+		{"no metadata, unknown group", 3, "none", -1, "", nil, 0},
+		{"no metadata, member group", 3, "g", -1, "", nil, 0},
+		{"v2 carries none", 2, "g", j.Generation + 5, "x", nil, 0},
+		{"member in its generation", 3, "g", j.Generation, j.MemberID, nil, 0},
+		{"member, generation -1", 3, "g", -1, j.MemberID, nil, kerr.IllegalGeneration.Code},
+		{"member, old generation", 3, "g", j.Generation - 1, j.MemberID, nil, kerr.IllegalGeneration.Code},
+		{"generation without member", 3, "g", j.Generation, "", nil, kerr.UnknownMemberID.Code},
+		{"unknown member", 3, "g", j.Generation, "nobody", nil, kerr.UnknownMemberID.Code},
+		{"metadata for a group the coordinator does not hold", 3, "gone", 1, "m-1", nil, kerr.UnknownMemberID.Code},
+		{"static member", 3, "g", j.Generation, j.MemberID, str("inst"), 0},
+		{"static instance of another member", 3, "g", j.Generation, "nobody", str("inst"), kerr.FencedInstanceID.Code},
+		{"unknown static instance", 3, "g", j.Generation, j.MemberID, str("other"), kerr.UnknownMemberID.Code},
+	} {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.SetVersion(tc.version)
+		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = "tx", tc.group, 7, 0
+		req.Generation, req.MemberID, req.InstanceID = tc.generation, tc.member, tc.instance
+		req.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+		if c := h.m.TxnOffsetCommit(req).Topics[0].Partitions[0].ErrorCode; c != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, kerr.ErrorForCode(c), kerr.ErrorForCode(tc.want))
+		}
+	}
+}
