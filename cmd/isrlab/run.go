@@ -18,7 +18,7 @@ import (
 	"github.com/isrlab/isrlab/lab"
 )
 
-func init() { rootCmd.AddCommand(newRunCmd(), newScenariosCmd()) }
+func init() { rootCmd.AddCommand(newRunCmd(), newScenariosCmd(), newHogCmd()) }
 
 // labFlags are the flags run and matrix share.
 type labFlags struct {
@@ -251,5 +251,6 @@ are listed with --verbose.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also list the presets")
+	cmd.AddCommand(newVerifyCmd())
 	return cmd
 }

@@ -1,0 +1,385 @@
+package lab
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/results"
+)
+
+// VerifyOptions configure Verify.
+type VerifyOptions struct {
+	// Options are each run's; ResultsDir is where the sweep's directory
+	// goes (results/verify/<start>-<id>/).
+	Options
+	// Seeds is how many fresh random seeds each scenario runs with.
+	Seeds int
+	// SeedList, if set, replaces the fresh seeds (to replay a sweep).
+	SeedList []int64
+	// Hog is how many busy-looping processes run beside every run, as on
+	// a shared CI runner (the machine's core count keeps every core busy).
+	Hog int
+	// Budget stops starting new runs once it has passed (0: none); the
+	// table then counts the runs made.
+	Budget time.Duration
+}
+
+// SeedRun is one run of a sweep.
+type SeedRun struct {
+	Seed      int64            `json:"seed"`
+	Outcome   string           `json:"outcome"` // met, not met, undecided, not set up, error
+	Reasons   []string         `json:"reasons,omitempty"`
+	Anomalies map[string]int64 `json:"anomalies,omitempty"`
+	Valid     string           `json:"valid,omitempty"`
+	Seconds   float64          `json:"seconds"`
+	Dir       string           `json:"dir,omitempty"`
+	Error     string           `json:"error,omitempty"`
+}
+
+// Tally is one scenario's runs in a sweep.
+type Tally struct {
+	Scenario string    `json:"scenario"`
+	Expect   string    `json:"expect"`
+	Runs     []SeedRun `json:"runs"`
+}
+
+// Count is how many runs came out as outcome.
+func (t Tally) Count(outcome string) int {
+	n := 0
+	for _, r := range t.Runs {
+		if r.Outcome == outcome {
+			n++
+		}
+	}
+	return n
+}
+
+// Seeds lists the seeds of the runs with outcome.
+func (t Tally) Seeds(outcome string) []int64 {
+	var out []int64
+	for _, r := range t.Runs {
+		if r.Outcome == outcome {
+			out = append(out, r.Seed)
+		}
+	}
+	return out
+}
+
+// Status is the scenario's status over the sweep, the worst of its runs':
+// error, not met, not set up, undecided, met.
+func (t Tally) Status() string {
+	for _, s := range []string{"error", results.NotMet, results.NotSetUp, results.Undecided} {
+		if t.Count(s) > 0 {
+			return s
+		}
+	}
+	if len(t.Runs) == 0 {
+		return "skipped"
+	}
+	return results.Met
+}
+
+// VerifyResult is a sweep: verify.json in its directory.
+type VerifyResult struct {
+	Dir       string  `json:"dir"`
+	Started   string  `json:"started"`
+	Seconds   float64 `json:"seconds"`
+	Hog       int     `json:"hog"`
+	Seeds     int     `json:"seeds"`
+	Scenarios []Tally `json:"scenarios"`
+	// Stopped says why the sweep ended before every run was made.
+	Stopped string `json:"stopped,omitempty"`
+}
+
+// Code is the sweep's exit status: 255 if a run could not run, else 1 if
+// any run did not meet its expectation, else 2 if any was undecided or not
+// set up (or the sweep stopped early), else 0.
+func (v *VerifyResult) Code() int {
+	code := 0
+	for _, t := range v.Scenarios {
+		switch t.Status() {
+		case "error":
+			return 255
+		case results.NotMet:
+			code = 1
+		case results.NotSetUp, results.Undecided, "skipped":
+			if code == 0 {
+				code = 2
+			}
+		}
+	}
+	if code == 0 && v.Stopped != "" {
+		code = 2
+	}
+	return code
+}
+
+// VerifyFile and VerifyTableFile are a sweep's results.
+const (
+	VerifyFile      = "verify.json"
+	VerifyTableFile = "verify.md"
+)
+
+// Verify runs each scenario with fresh random seeds (o.Seeds of them, or
+// o.SeedList) and tallies how many runs met their expectation. Runs go
+// round the scenarios, one seed of each at a time, so that a sweep cut
+// short (a signal, the budget) still covers every scenario. With o.Hog,
+// busy processes keep the cores loaded beside every run.
+func Verify(ctx context.Context, scs []Scenario, o VerifyOptions) (*VerifyResult, error) {
+	o.Options = o.Options.withDefaults()
+	if o.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, internalErr(err)
+		}
+		o.Binary = exe
+	}
+	seeds := o.SeedList
+	if len(seeds) == 0 {
+		if o.Seeds <= 0 {
+			return nil, fmt.Errorf("%w: verify needs a number of seeds", ErrScenario)
+		}
+		for range o.Seeds {
+			seeds = append(seeds, freshSeed())
+		}
+	}
+	start := time.Now()
+	id := compose.NewRunID()
+	dir, err := filepath.Abs(filepath.Join(o.ResultsDir, "verify", start.UTC().Format(results.StampFormat)+"-"+id))
+	if err != nil {
+		return nil, internalErr(err)
+	}
+	if err := results.MakeDir(dir); err != nil {
+		return nil, internalErr(err)
+	}
+	res := &VerifyResult{Dir: dir, Started: start.UTC().Format(time.RFC3339), Hog: o.Hog, Seeds: len(seeds)}
+	for _, sc := range scs {
+		res.Scenarios = append(res.Scenarios, Tally{Scenario: sc.Name, Expect: sc.Expect.String()})
+	}
+	out := o.Out
+	hogDesc := ""
+	if o.Hog > 0 {
+		hogDesc = fmt.Sprintf(", beside %d busy processes", o.Hog)
+	}
+	fmt.Fprintf(out, "isrlab scenarios verify: %d scenario(s) x %d seed(s)%s\n  results: %s\n", len(scs), len(seeds), hogDesc, dir)
+	if o.Hog > 0 {
+		stop, err := startHog(o.Binary, o.Hog)
+		if err != nil {
+			return nil, internalErr(err)
+		}
+		defer stop()
+	}
+	total, n := len(scs)*len(seeds), 0
+	runOpts := o.Options
+	runOpts.ResultsDir = filepath.Join(dir, results.RunsDir)
+	runOpts.Live, runOpts.RunID = false, ""
+sweep:
+	for _, seed := range seeds {
+		for i, sc := range scs {
+			if ctx.Err() != nil {
+				res.Stopped = fmt.Sprintf("stopped (%v)", context.Cause(ctx))
+				break sweep
+			}
+			if o.Budget > 0 && time.Since(start) > o.Budget {
+				res.Stopped = fmt.Sprintf("the budget of %v ran out", o.Budget)
+				break sweep
+			}
+			n++
+			sc.Seed = seed
+			r := verifyRun(ctx, sc, runOpts, dir)
+			if ctx.Err() != nil && r.Outcome != results.Met {
+				// A run cut short by the signal is not a verdict.
+				res.Stopped = fmt.Sprintf("stopped (%v)", context.Cause(ctx))
+				break sweep
+			}
+			res.Scenarios[i].Runs = append(res.Scenarios[i].Runs, r)
+			line := fmt.Sprintf("  [%d/%d] %s seed %d: %s (%.0fs)", n, total, sc.Name, seed, strings.ToUpper(r.Outcome), r.Seconds)
+			if r.Outcome != results.Met && len(r.Reasons) > 0 {
+				line += ": " + strings.Join(r.Reasons, "; ")
+			}
+			if r.Error != "" {
+				line += ": " + firstLine(r.Error)
+			}
+			fmt.Fprintln(out, line)
+		}
+	}
+	res.Seconds = time.Since(start).Seconds()
+	if res.Stopped != "" {
+		fmt.Fprintf(out, "  %s after %d of %d runs\n", res.Stopped, n, total)
+	}
+	fmt.Fprintln(out)
+	WriteVerifyTable(out, res)
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return res, internalErr(err)
+	}
+	var md strings.Builder
+	WriteVerifyMarkdown(&md, res)
+	werr := errors.Join(os.WriteFile(filepath.Join(dir, VerifyFile), append(b, '\n'), 0o644),
+		os.WriteFile(filepath.Join(dir, VerifyTableFile), []byte(md.String()), 0o644),
+		results.LinkLatest(filepath.Dir(dir), dir))
+	fmt.Fprintf(out, "  results: %s (%s, %s)\n", dir, VerifyFile, VerifyTableFile)
+	return res, internalErr(werr)
+}
+
+// verifyRun runs sc once with its output in the sweep's log of that run.
+func verifyRun(ctx context.Context, sc Scenario, o Options, dir string) SeedRun {
+	r := SeedRun{Seed: sc.Seed}
+	lf, err := results.CreateCellLog(dir, sc.Name+"-seed-"+strconv.FormatInt(sc.Seed, 10))
+	if err != nil {
+		r.Outcome, r.Error = "error", err.Error()
+		return r
+	}
+	defer lf.Close()
+	o.Out = lf
+	start := time.Now()
+	res, err := Run(ctx, sc, o)
+	r.Seconds, r.Dir = time.Since(start).Seconds(), res.Dir
+	if err != nil {
+		r.Outcome, r.Error = "error", err.Error()
+		fmt.Fprintf(lf, "error: %v\n", err)
+		return r
+	}
+	if res.Verdict != nil {
+		r.Valid, r.Anomalies = res.Verdict.Valid.String(), res.Verdict.Anomalies
+	}
+	r.Outcome, r.Reasons = res.Judgement.Outcome.String(), res.Judgement.Reasons
+	return r
+}
+
+// WriteVerifyTable prints the sweep's table: per scenario, its runs by
+// outcome and the seeds of those that did not meet the expectation.
+func WriteVerifyTable(w io.Writer, v *VerifyResult) {
+	nameW, expW := len("scenario"), len("expect")
+	for _, t := range v.Scenarios {
+		nameW, expW = max(nameW, len(t.Scenario)), max(expW, min(len(t.Expect), 40))
+	}
+	fmt.Fprintf(w, "%-*s  %-*s  %4s  %4s  %7s  %10s  %9s  %5s  %s\n", nameW, "scenario", expW, "expect", "runs", "met", "not-met", "not-set-up", "undecided", "error", "seeds not met")
+	for _, t := range v.Scenarios {
+		exp := t.Expect
+		if len(exp) > 40 {
+			exp = exp[:37] + "..."
+		}
+		fmt.Fprintf(w, "%-*s  %-*s  %4d  %4d  %7d  %10d  %9d  %5d  %s\n", nameW, t.Scenario, expW, exp, len(t.Runs),
+			t.Count(results.Met), t.Count(results.NotMet), t.Count(results.NotSetUp), t.Count(results.Undecided), t.Count("error"), failingSeeds(t))
+	}
+}
+
+// WriteVerifyMarkdown writes the sweep's table as Markdown, for docs and
+// a CI job's summary.
+func WriteVerifyMarkdown(w io.Writer, v *VerifyResult) {
+	hog := "a quiet machine"
+	if v.Hog > 0 {
+		hog = fmt.Sprintf("beside %d busy processes", v.Hog)
+	}
+	fmt.Fprintf(w, "Sweep of %s: %d seed(s) per scenario, %s, %.0f min.\n\n", v.Started, v.Seeds, hog, v.Seconds/60)
+	if v.Stopped != "" {
+		fmt.Fprintf(w, "The sweep %s before every run was made.\n\n", v.Stopped)
+	}
+	fmt.Fprintln(w, "| scenario | expect | runs | met | not met | not set up | undecided | error | seeds not met |")
+	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+	for _, t := range v.Scenarios {
+		fmt.Fprintf(w, "| `%s` | %s | %d | %d | %d | %d | %d | %d | %s |\n", t.Scenario, strings.ReplaceAll(t.Expect, "|", "\\|"), len(t.Runs),
+			t.Count(results.Met), t.Count(results.NotMet), t.Count(results.NotSetUp), t.Count(results.Undecided), t.Count("error"), failingSeeds(t))
+	}
+}
+
+// failingSeeds lists the seeds of the runs that did not meet the
+// expectation, with their outcome when it is not "not met".
+func failingSeeds(t Tally) string {
+	var parts []string
+	for _, r := range t.Runs {
+		switch r.Outcome {
+		case results.Met:
+		case results.NotMet:
+			parts = append(parts, strconv.FormatInt(r.Seed, 10))
+		default:
+			parts = append(parts, fmt.Sprintf("%d (%s)", r.Seed, r.Outcome))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// freshSeed is a random seed in [1, 1e9], the range `isrlab run` picks
+// from.
+func freshSeed() int64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return time.Now().UnixNano()%1_000_000_000 + 1
+	}
+	return int64(binary.LittleEndian.Uint64(b[:])%1_000_000_000) + 1
+}
+
+// HogSubcommand is the isrlab subcommand that busy-loops: the CPU hog
+// Verify starts beside its runs.
+var HogSubcommand = []string{"hog"}
+
+// startHog starts n busy processes of binary (`isrlab hog`), each dying
+// with this one; stop kills them.
+func startHog(binary string, n int) (stop func(), err error) {
+	var cmds []*exec.Cmd
+	stop = func() {
+		for _, c := range cmds {
+			c.Process.Kill() //nolint:errcheck // it may have died already
+			c.Wait()         //nolint:errcheck // killed
+		}
+	}
+	for range n {
+		c := exec.Command(binary, HogSubcommand...)
+		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := c.Start(); err != nil {
+			stop()
+			return nil, fmt.Errorf("start the CPU hog: %w", err)
+		}
+		cmds = append(cmds, c)
+	}
+	return stop, nil
+}
+
+// SelectLibrary returns the library scenarios named by args: a full name
+// (seed000/partition-1) or a directory prefix (seed000/, kip101); none
+// means every scenario.
+func SelectLibrary(args []string) ([]Scenario, error) {
+	ents, err := List()
+	if err != nil {
+		return nil, err
+	}
+	if len(args) == 0 {
+		out := make([]Scenario, len(ents))
+		for i, e := range ents {
+			out[i] = e.Scenario
+		}
+		return out, nil
+	}
+	var out []Scenario
+	for _, a := range args {
+		a = strings.TrimSuffix(a, ".yaml")
+		found := false
+		for _, e := range ents {
+			if e.Name == a || strings.HasPrefix(e.Name, strings.TrimSuffix(a, "/")+"/") {
+				if !slices.ContainsFunc(out, func(s Scenario) bool { return s.Name == e.Name }) {
+					out = append(out, e.Scenario)
+				}
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("%w: no scenario %q in the library (isrlab scenarios lists them)", ErrScenario, a)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,70 @@
+package lab
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/isrlab/isrlab/results"
+)
+
+func TestVerifyTally(t *testing.T) {
+	run := func(seed int64, outcome string) SeedRun { return SeedRun{Seed: seed, Outcome: outcome} }
+	v := &VerifyResult{Seeds: 3, Scenarios: []Tally{
+		{Scenario: "a", Expect: "valid", Runs: []SeedRun{run(1, results.Met), run(2, results.Met), run(3, results.Met)}},
+		{Scenario: "b", Expect: "invalid", Runs: []SeedRun{run(1, results.Met), run(2, results.NotSetUp), run(3, results.Met)}},
+	}}
+	if got := v.Code(); got != 2 {
+		t.Errorf("not set up: code %d, want 2", got)
+	}
+	v.Scenarios[0].Runs[1].Outcome = results.NotMet
+	if got := v.Code(); got != 1 {
+		t.Errorf("not met: code %d, want 1", got)
+	}
+	v.Scenarios[1].Runs[0].Outcome = "error"
+	if got := v.Code(); got != 255 {
+		t.Errorf("error: code %d, want 255", got)
+	}
+	if s := failingSeeds(v.Scenarios[1]); s != "1 (error) 2 (not set up)" {
+		t.Errorf("failing seeds %q", s)
+	}
+	var tab, md strings.Builder
+	WriteVerifyTable(&tab, v)
+	WriteVerifyMarkdown(&md, v)
+	for _, want := range []string{"a         valid       3     2        1", "not-set-up"} {
+		if !strings.Contains(tab.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, tab.String())
+		}
+	}
+	if !strings.Contains(md.String(), "| `b` | invalid | 3 | 1 | 0 | 1 | 0 | 1 | 1 (error) 2 (not set up) |") {
+		t.Errorf("markdown:\n%s", md.String())
+	}
+	all := &VerifyResult{Scenarios: []Tally{{Scenario: "a", Runs: []SeedRun{run(1, results.Met)}}}}
+	if all.Code() != 0 {
+		t.Error("all met: nonzero code")
+	}
+	all.Stopped = "stopped"
+	if all.Code() != 2 {
+		t.Error("a sweep stopped early met")
+	}
+}
+
+func TestSelectLibrary(t *testing.T) {
+	scs, err := SelectLibrary([]string{"kip101/", "seed000/partition-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range scs {
+		names = append(names, s.Name)
+	}
+	if got := strings.Join(names, " "); got != "kip101/epoch kip101/hw-truncation seed000/partition-1" {
+		t.Errorf("selected %s", got)
+	}
+	if _, err := SelectLibrary([]string{"kip"}); err == nil {
+		t.Error("a partial name selected something")
+	}
+	all, err := SelectLibrary(nil)
+	if err != nil || len(all) < 30 {
+		t.Errorf("the whole library: %d scenarios, %v", len(all), err)
+	}
+}
