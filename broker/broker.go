@@ -81,6 +81,8 @@ type Broker struct {
 
 	clockSkew atomic.Int64 // ms added to the clock (clock faults)
 
+	testHooks *testHooks // test.hooks.enable only (testhook.go)
+
 	// txnMarkerHook, if set, is called after each transaction marker this
 	// broker wrote as leader is committed (WriteTxnMarkers), so the group
 	// coordinator can complete the transaction's offset commits on a
@@ -145,6 +147,9 @@ func New(cfg *config.Config, opts ...Option) (*Broker, error) {
 	b.versions = advertisedTable(cfg.String("kafka.profile"), cfg.Int("transaction.version"))
 	b.served = servedTable(cfg.Int("transaction.version"))
 	b.handlers = b.handlerTable()
+	if cfg.Bool("test.hooks.enable") {
+		b.testHooks = newTestHooks(b)
+	}
 	b.queue = make(chan *request, cfg.Int("queued.max.requests"))
 	b.metrics = newMetrics(b)
 	b.fetchSessions = newFetchSessionCache(cfg.Int("max.incremental.fetch.session.cache.slots"), b.now, b.metrics.reg)

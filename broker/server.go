@@ -104,6 +104,9 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 		b.metrics.countRequest(hdr.Key, hdr.Version)
 		rq := &request{conn: c, hdr: hdr, req: req, received: time.Now(), done: done}
 		b.metrics.networkBusy.Add(time.Since(busyStart).Nanoseconds())
+		if b.testHooks != nil && !b.testHooks.admit(ctx, rq) {
+			return
+		}
 		select {
 		case b.queue <- rq:
 		case <-ctx.Done():

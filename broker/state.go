@@ -102,6 +102,9 @@ func (b *Broker) sampleState() {
 // (changes after sequence N).
 func (b *Broker) registerStateHTTP(mux *http.ServeMux) {
 	b.registerClockHTTP(mux)
+	if b.testHooks != nil {
+		b.testHooks.registerHTTP(mux)
+	}
 	mux.HandleFunc("/v1/partitions", func(w http.ResponseWriter, r *http.Request) {
 		var out []PartitionStatus
 		for _, p := range b.partitionList() {

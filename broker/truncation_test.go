@@ -35,7 +35,7 @@ func TestHWTruncationLosesAckedWrite(t *testing.T) {
 		{"epoch", []string{"m1", "m2"}},
 	} {
 		t.Run(tc.truncation, func(t *testing.T) {
-			c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 3, Overrides: []string{
+			c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 3, TestHooks: true, Overrides: []string{
 				"kafka.profile=0.10",
 				"replication.truncation=" + tc.truncation,
 				"unclean.leader.election.enable=true",
@@ -87,10 +87,15 @@ func TestHWTruncationLosesAckedWrite(t *testing.T) {
 				t.Fatalf("B learned HW %d before it was killed: its fetch at offset 2 was answered before replica.fetch.wait.max.ms", hw)
 			}
 			cl.Close()
-			// B restarts; its registration waits for its old session to end.
-			// A stops before B can fetch m2 again.
+			// B restarts; its registration waits for its old session to
+			// end, and it comes back as A's follower while A still leads.
+			// A holds B's fetches of the partition, so B never gets m2
+			// again. A follower fetches only once it has truncated (hw) or
+			// asked A for the end of epoch 0 (epoch): when A holds B's
+			// first fetch, that step is done and A stops.
+			hold := c.Hook(a, proctest.HookRule{API: "Fetch", From: proctest.Ref(b), Topic: topic, Partition: proctest.Ref(0)})
 			c.Brokers[b].Restart()
-			time.Sleep(4 * time.Second) // inside B's old session: A is still leader when B comes back
+			c.WaitHeld(a, hold, 1, 40*time.Second, "A holds B's first fetch after B's restart")
 			c.Brokers[a].Pause()
 			proctest.Eventually(t, 40*time.Second, "B leads", func() error {
 				s, err := c.Describe(topic)

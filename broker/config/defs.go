@@ -81,6 +81,7 @@ var BrokerDefs = []Def{
 	{Name: "auto.leader.rebalance.enable", Type: Bool, Default: "true", Doc: "Move leadership back to preferred replicas."},
 	{Name: "leader.imbalance.per.broker.percentage", Type: Int, Default: "10", Min: min(0), Doc: "Imbalance that triggers a rebalance."},
 	{Name: "leader.imbalance.check.interval.seconds", Type: Long, Default: "300", Min: min(1), Doc: "How often imbalance is checked."},
+	{Name: "test.hooks.enable", Type: Bool, Default: "false", Doc: "Tests only: serve /v1/testhooks on metrics.listen, through which a test holds or delays chosen requests before they are handled (broker/testhook.go)."},
 	{Name: "kafka.profile", Type: String, Default: "3.7", OneOf: []string{"0.10", "2.4", "2.6", "3.7"}, Doc: "Kafka era whose replication behaviour and defaults the broker reproduces."},
 	{Name: "replication.truncation", Type: String, Default: "", OneOf: []string{"", "hw", "epoch", "diverging-epoch-fetch"}, Doc: "Follower truncation rule (default from kafka.profile)."},
 	{Name: "isr.update", Type: String, Default: "", OneOf: []string{"", "sync-under-lock-always", "sync-under-lock-checked", "async-alter-partition"}, Doc: "How the leader writes ISR changes (default from kafka.profile)."},

@@ -26,6 +26,9 @@ type Cluster struct {
 	Brokers      map[int32]*Proc
 	BrokerAddrs  map[int32]string
 	ClientURLs   []string
+	// MetricsAddrs are the brokers' metrics.listen addresses, set with
+	// ClusterOptions.TestHooks (see Hook).
+	MetricsAddrs map[int32]string
 }
 
 // ClusterOptions sizes a cluster.
@@ -36,6 +39,9 @@ type ClusterOptions struct {
 	// BrokerOverrides are more key=value settings for one broker (by id),
 	// after Overrides.
 	BrokerOverrides map[int32][]string
+	// TestHooks runs every broker with test.hooks.enable=true and a
+	// metrics.listen port, so the test can hold or delay requests (Hook).
+	TestHooks bool
 }
 
 // StartCluster starts the coordinators, then the brokers, and waits until
@@ -48,13 +54,17 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 	if o.Brokers <= 0 {
 		o.Brokers = 3
 	}
-	c := &Cluster{t: t, Dir: t.TempDir(), Brokers: map[int32]*Proc{}, BrokerAddrs: map[int32]string{}}
+	c := &Cluster{t: t, Dir: t.TempDir(), Brokers: map[int32]*Proc{}, BrokerAddrs: map[int32]string{}, MetricsAddrs: map[int32]string{}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			c.DumpLogs(30)
 		}
 	})
-	ports := FreePorts(t, 2*o.Coordinators+o.Brokers)
+	nports := 2*o.Coordinators + o.Brokers
+	if o.TestHooks {
+		nports += o.Brokers // metrics.listen
+	}
+	ports := FreePorts(t, nports)
 	var initial []string
 	for i := 0; i < o.Coordinators; i++ {
 		initial = append(initial, fmt.Sprintf("c%d=http://127.0.0.1:%d", i+1, ports[2*i+1]))
@@ -92,6 +102,10 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 			"--override", "log.dirs=" + filepath.Join(c.Dir, fmt.Sprintf("b%d", id)),
 			"--override", "listeners=PLAINTEXT://" + addr,
 			"--override", "coordinator.connect=" + strings.Join(c.ClientURLs, ","),
+		}
+		if o.TestHooks {
+			c.MetricsAddrs[id] = fmt.Sprintf("127.0.0.1:%d", ports[2*o.Coordinators+o.Brokers+i])
+			args = append(args, "--override", "test.hooks.enable=true", "--override", "metrics.listen="+c.MetricsAddrs[id])
 		}
 		for _, ov := range append(slices.Clone(o.Overrides), o.BrokerOverrides[id]...) {
 			args = append(args, "--override", ov)
