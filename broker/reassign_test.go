@@ -163,12 +163,29 @@ func startLoad(t testing.TB, seeds []string, topic string) *load {
 				}
 			})
 			if i%50 == 49 {
+				// Pacing (at most 10,000 records/s), not a wait for a state.
 				time.Sleep(5 * time.Millisecond)
 			}
 		}
 		wg.Wait()
 	}()
 	return l
+}
+
+// ackedMore waits until n more records than now are acknowledged.
+func (l *load) ackedMore(t testing.TB, n int, within time.Duration, what string) {
+	t.Helper()
+	l.mu.Lock()
+	from := len(l.acked)
+	l.mu.Unlock()
+	waitFor(t, within, what, func() error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if got := len(l.acked) - from; got < n {
+			return fmt.Errorf("%d more acknowledged, want %d", got, n)
+		}
+		return nil
+	})
 }
 
 // finish stops producing and returns the acknowledged values.
@@ -269,7 +286,7 @@ func TestReassignUnderLoad(t *testing.T) {
 	}
 	waitReassigned(t, cl, "ra", 0, []int32{3, 2}, 30*time.Second)
 
-	time.Sleep(300 * time.Millisecond) // a few more writes on the new leader
+	ld.ackedMore(t, 100, 20*time.Second, "100 writes acknowledged after the reorder")
 	acked, failed := ld.finish()
 	t.Logf("%d acknowledged, %d failed", len(acked), failed)
 	got := consumeValues(t, tc.bootstrap(), "ra", acked, 30*time.Second)
@@ -398,7 +415,7 @@ func TestReassignResumesAfterControllerKill(t *testing.T) {
 	resumed = true
 	waitReassigned(t, cl, "kr", 0, []int32{newcomer, x, y}, 60*time.Second)
 
-	time.Sleep(300 * time.Millisecond)
+	ld.ackedMore(t, 100, 30*time.Second, "100 writes acknowledged by the reassigned replicas")
 	acked, failed := ld.finish()
 	t.Logf("%d acknowledged, %d failed", len(acked), failed)
 	got := consumeValues(t, c.Bootstrap(), "kr", acked, 60*time.Second)
