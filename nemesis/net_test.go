@@ -4,14 +4,17 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"github.com/isrlab/isrlab/nemesis/faultfs"
 )
 
@@ -326,7 +329,10 @@ func TestDelaySurvivesAnotherHeal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond) // let echoes queue up behind the delay
+		// Heal while the delayer holds echoes: the kernel drops those.
+		proctest.Eventually(t, 10*time.Second, "the delayer holds packets", func() error {
+			return queued(l.c.SwitchNS)
+		})
 		if err := n.Heal(ctx, p.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -344,6 +350,27 @@ func TestDelaySurvivesAnotherHeal(t *testing.T) {
 	if err := n.Heal(ctx, a.ID); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// queued returns nil when the delayer serving the namespace at nsPath holds
+// packets: the kernel's count of packets waiting for a verdict
+// (queue_total, the third field of nfnetlink_queue in /proc, read through
+// the delayer's own /proc entry, which is in that namespace).
+func queued(nsPath string) error {
+	ps := delayers(nsPath)
+	if len(ps) != 1 {
+		return fmt.Errorf("delayer processes %v", ps)
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/netfilter/nfnetlink_queue", ps[0]))
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[2] != "0" {
+			return nil
+		}
+	}
+	return fmt.Errorf("no packet waits for a verdict: %q", data)
 }
 
 // rtt returns the median round trip of count echoes from the client to node
