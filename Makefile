@@ -73,3 +73,11 @@ soak: build
 
 clean:
 	rm -rf bin
+
+# compat-sarama runs IBM/sarama's own functional suite (go test -tags
+# functional, v1.61.1) against a 5-broker isrlab cluster behind toxiproxy on
+# loopback, as the suite's docker-compose.yml lays Kafka out
+# (docs/compatibility.md, "sarama's functional suite"). RUN=regexp narrows it.
+.PHONY: compat-sarama
+compat-sarama: build
+	ISRLAB_BIN=$(CURDIR)/$(BIN) scripts/compat-sarama.sh
