@@ -63,6 +63,11 @@ type fetcher struct {
 	mu    sync.Mutex
 	parts map[tp]*fetchPart
 	wake  chan struct{}
+
+	// The last fetcher-wide error and its WARN: one line for every
+	// partition of the fetcher, not one each.
+	lastErr string
+	warned  time.Time
 }
 
 func newFetchers(ctx context.Context, b *Broker) *fetchers {
@@ -296,9 +301,7 @@ func (f *fetcher) run(ctx context.Context) {
 			if f.f.rebind(f) {
 				return
 			}
-			for t, fp := range parts {
-				f.fail(t, fp, errNoLeaderAddress, "the leader's address in an UpdateMetadata")
-			}
+			f.failAll(parts, errNoLeaderAddress, "the leader's address in an UpdateMetadata")
 			f.warnIdle(parts)
 			f.backoff(ctx)
 			continue
@@ -315,11 +318,7 @@ func (f *fetcher) run(ctx context.Context) {
 			if f.f.rebind(f) {
 				return
 			}
-			for t, fp := range f.snapshot() {
-				if !fp.truncating {
-					f.fail(t, fp, err, "a Fetch answer from leader "+strconv.Itoa(int(f.key.leader))+" at "+f.client.Addr())
-				}
-			}
+			f.failAll(f.snapshot(), err, "a Fetch answer from leader "+strconv.Itoa(int(f.key.leader))+" at "+f.client.Addr())
 			f.backoff(ctx)
 		}
 		f.warnIdle(f.snapshot())
@@ -351,10 +350,33 @@ func (f *fetcher) fail(t tp, fp *fetchPart, err error, waitFor string) {
 	}
 }
 
+// failAll is fail for an error of the whole fetcher (no connection, no
+// address): every partition records it and backs off, and one WARN names
+// the leader and how many partitions wait, when the error is new or the
+// last WARN is older than replica.lag.time.max.ms.
+func (f *fetcher) failAll(parts map[tp]*fetchPart, err error, waitFor string) {
+	now := time.Now()
+	until := now.Add(time.Duration(f.f.b.cfg.Int("replica.fetch.backoff.ms")) * time.Millisecond)
+	f.mu.Lock()
+	for _, fp := range parts {
+		fp.lastErr, fp.waitFor, fp.delayUntil = err, waitFor, until
+	}
+	warn := f.lastErr != err.Error() || now.Sub(f.warned) > f.lagMax()
+	if warn {
+		f.lastErr, f.warned = err.Error(), now
+	}
+	f.mu.Unlock()
+	if warn {
+		f.f.b.log.Warn("replica fetcher not fetching; retrying", "leader", f.key.leader, "partitions", len(parts),
+			"err", err, "waiting_for", waitFor)
+	}
+}
+
 // ok records a fetch applied without error.
 func (f *fetcher) ok(fp *fetchPart) {
 	f.mu.Lock()
 	fp.lastOK, fp.lastErr, fp.waitFor = time.Now(), nil, ""
+	f.lastErr = ""
 	f.mu.Unlock()
 }
 
