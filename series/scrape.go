@@ -213,6 +213,7 @@ var (
 		"kafka_server_UnderReplicatedPartitions":       "UnderReplicatedPartitions",
 		"kafka_cluster_UnderMinIsrPartitionCount":      "UnderMinIsrPartitionCount",
 		"kafka_server_ReplicaFetcherManager_MaxLag":    "MaxLag",
+		"kafka_server_StalledFollowerPartitions":       "StalledFollowerPartitions",
 		"kafka_server_LeaderCount":                     "LeaderCount",
 	}
 	histograms = map[string]string{

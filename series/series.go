@@ -97,6 +97,7 @@ var Measures = map[string]string{
 	"UnderMinIsrPartitionCount":      "led partitions whose ISR is below min.insync.replicas",
 	"LeaderCount":                    "partitions this broker leads",
 	"MaxLag":                         "largest lag in records of a partition this broker follows (ReplicaFetcherManager MaxLag)",
+	"StalledFollowerPartitions":      "led partitions with a follower alive and registered but not fetching for longer than replica.lag.time.max.ms: a wedged broker, not a configuration's anomaly",
 	"LockWaitMsPerSec.read":          "milliseconds spent waiting for partition locks for reading (produce, fetch), summed over waiters",
 	"LockWaitMsPerSec.write":         "the same for writing (ISR and leadership changes)",
 	"LockWaitsPerSec.read":           "read acquisitions of partition locks",

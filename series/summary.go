@@ -51,6 +51,10 @@ type Phase struct {
 	FetchFollowerP99Ms  float64 `json:"fetch_follower_p99_ms"`
 	FetchFollowerMeanMs float64 `json:"fetch_follower_mean_ms"`
 	MaxLag              float64 `json:"max_lag"`
+	// StalledFollowerPartitions is the most any broker reported at once:
+	// above 0 the system under test wedged (a follower stopped fetching
+	// without a fault to explain it), whatever the verdict says.
+	StalledFollowerPartitions float64 `json:"stalled_follower_partitions,omitempty"`
 	// IsrDrops counts, per leader and dropped replica ("b1>b2"), how often
 	// an ISR shrink dropped the replica.
 	IsrDrops map[string]float64 `json:"isr_drops,omitempty"`
@@ -199,6 +203,7 @@ func summarize(samples []Sample, from, to float64) Phase {
 			ffMeanN++
 		}
 		p.MaxLag = max(p.MaxLag, v["MaxLag"])
+		p.StalledFollowerPartitions = max(p.StalledFollowerPartitions, v["StalledFollowerPartitions"])
 		for k, n := range v {
 			if id, ok := strings.CutPrefix(k, "IsrDropped."); ok && n > 0 {
 				if p.IsrDrops == nil {
