@@ -197,6 +197,7 @@ func (w *waiter) arm(now time.Duration, c *compose.Cluster, v View, ok bool, int
 // what it saw in w.last.
 func (w *waiter) holds(c *compose.Cluster, v View, ok bool, f facts, names []string) bool {
 	cd := w.cond
+	w.last = ""
 	if cd.After != "" {
 		if _, done := f.injected[cd.After]; !done {
 			w.last = "fault " + cd.After + " not injected"
@@ -257,6 +258,9 @@ func (w *waiter) holds(c *compose.Cluster, v View, ok bool, f facts, names []str
 
 // heldText says what held, for the history.
 func (w *waiter) heldText() string {
+	if w.last == "" {
+		return w.cond.String()
+	}
 	return w.cond.String() + "; " + strings.TrimPrefix(w.last, "last seen: ")
 }
 
