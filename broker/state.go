@@ -11,38 +11,20 @@ import (
 	"time"
 
 	"github.com/isrlab/isrlab/broker/partition"
+	"github.com/isrlab/isrlab/clusterapi"
 )
 
 // PartitionStatus is one replica's state as the broker reports it on
-// /v1/partitions, for the lab's cluster-state timeline.
-type PartitionStatus struct {
-	Topic         string  `json:"topic"`
-	Partition     int32   `json:"partition"`
-	Role          string  `json:"role"`
-	Leader        int32   `json:"leader"`
-	LeaderEpoch   int32   `json:"leader_epoch"`
-	ISR           []int32 `json:"isr"`
-	Replicas      []int32 `json:"replicas"`
-	HighWatermark int64   `json:"hw"`
-	// LastStableOffset is the LSO: the HW, or the first offset of the
-	// earliest undecided transaction when that is lower.
-	LastStableOffset int64 `json:"lso"`
-	LogEndOffset     int64 `json:"leo"`
-	LogStartOffset   int64 `json:"log_start"`
-}
+// /v1/partitions, for the lab's cluster-state timeline (clusterapi is the
+// side channel's contract).
+type PartitionStatus = clusterapi.PartitionStatus
 
 // StateEvent is a change of a replica's role, leader, leader epoch or ISR,
 // as seen by this broker; Seq increases by one per event.
-type StateEvent struct {
-	Seq    int64 `json:"seq"`
-	TimeMs int64 `json:"time_ms"`
-	Broker int32 `json:"broker"`
-	PartitionStatus
-}
+type StateEvent = clusterapi.StateEvent
 
 var roleNames = map[partition.Role]string{partition.None: "none", partition.Leader: "leader", partition.Follower: "follower"}
 
-// statusOf converts a partition snapshot.
 func statusOf(p *partition.Partition) PartitionStatus {
 	s := p.State()
 	return PartitionStatus{Topic: p.Topic, Partition: p.Index, Role: roleNames[s.Role], Leader: s.Leader, LeaderEpoch: s.LeaderEpoch,
@@ -105,7 +87,7 @@ func (b *Broker) registerStateHTTP(mux *http.ServeMux) {
 	if b.testHooks != nil {
 		b.testHooks.registerHTTP(mux)
 	}
-	mux.HandleFunc("/v1/partitions", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc(clusterapi.PartitionsPath, func(w http.ResponseWriter, r *http.Request) {
 		var out []PartitionStatus
 		for _, p := range b.partitionList() {
 			out = append(out, statusOf(p))
@@ -116,9 +98,9 @@ func (b *Broker) registerStateHTTP(mux *http.ServeMux) {
 			}
 			return out[i].Partition < out[j].Partition
 		})
-		writeJSON(w, map[string]any{"broker": b.id, "broker_epoch": b.BrokerEpoch(), "time_ms": time.Now().UnixMilli(), "partitions": out})
+		writeJSON(w, clusterapi.Partitions{Broker: b.id, BrokerEpoch: b.BrokerEpoch(), TimeMs: time.Now().UnixMilli(), Partitions: out})
 	})
-	mux.HandleFunc("/v1/events", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc(clusterapi.EventsPath, func(w http.ResponseWriter, r *http.Request) {
 		since, _ := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
 		b.events.mu.Lock()
 		var out []StateEvent
@@ -128,7 +110,7 @@ func (b *Broker) registerStateHTTP(mux *http.ServeMux) {
 			}
 		}
 		b.events.mu.Unlock()
-		writeJSON(w, map[string]any{"broker": b.id, "events": out})
+		writeJSON(w, clusterapi.Events{Broker: b.id, Events: out})
 	})
 }
 
@@ -137,13 +119,11 @@ func (b *Broker) registerStateHTTP(mux *http.ServeMux) {
 // 0 heals). Only the broker's own clock moves: segment rolls, retention,
 // replica lag and ISR decisions see the skewed time.
 func (b *Broker) registerClockHTTP(mux *http.ServeMux) {
-	mux.HandleFunc("/v1/clock", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc(clusterapi.ClockPath, func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
 		case http.MethodGet:
 		case http.MethodPost, http.MethodPut:
-			var body struct {
-				OffsetMs *int64 `json:"offset_ms"`
-			}
+			var body clusterapi.SetClock
 			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil || body.OffsetMs == nil {
 				http.Error(w, `expected {"offset_ms": N}`, http.StatusBadRequest)
 				return
@@ -154,7 +134,7 @@ func (b *Broker) registerClockHTTP(mux *http.ServeMux) {
 			http.Error(w, "GET or POST", http.StatusMethodNotAllowed)
 			return
 		}
-		writeJSON(w, map[string]any{"broker": b.id, "offset_ms": b.clockSkew.Load(), "time_ms": b.now().UnixMilli()})
+		writeJSON(w, clusterapi.Clock{Broker: b.id, OffsetMs: b.clockSkew.Load(), TimeMs: b.now().UnixMilli()})
 	})
 }
 

@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -18,7 +17,6 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,8 +25,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/isrlab/isrlab/broker"
 	"github.com/isrlab/isrlab/checker"
+	"github.com/isrlab/isrlab/clusterapi"
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/backends"
 	"github.com/isrlab/isrlab/compose/ssh"
@@ -622,7 +620,7 @@ func observe(ctx context.Context, r *nemesis.LiveResolver, topic string, rec *hi
 }
 
 // observeHW records each leader's high watermark of the topic's
-// partitions, read from every broker's /v1/partitions every 500 ms, as
+// partitions, read from every broker's side channel every 500 ms, as
 // state ops carrying the reporting leader (Node), its epoch and the HW, whenever
 // it moved. A zombie leader's HW shows up beside the real leader's.
 func observeHW(ctx context.Context, c *compose.Cluster, topic string, rec *history.Recorder) {
@@ -637,23 +635,10 @@ func observeHW(ctx context.Context, c *compose.Cluster, topic string, rec *histo
 	defer t.Stop()
 	for {
 		for _, b := range c.Of(compose.RoleBroker) {
-			var snap struct {
-				Broker     int32                    `json:"broker"`
-				Partitions []broker.PartitionStatus `json:"partitions"`
-			}
-			url := "http://" + net.JoinHostPort(b.Addr.String(), strconv.Itoa(compose.MetricsPort)) + "/v1/partitions"
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-			if err != nil {
-				continue
-			}
-			resp, err := hc.Do(req)
+			api := clusterapi.Client{Base: clusterapi.BaseURL(b.Addr.String(), compose.MetricsPort), HTTP: hc}
+			snap, err := api.Partitions(ctx)
 			if err != nil {
 				continue // down, paused or cut off: nothing to record
-			}
-			err = json.NewDecoder(resp.Body).Decode(&snap)
-			resp.Body.Close()
-			if err != nil {
-				continue
 			}
 			for _, p := range snap.Partitions {
 				k := key{snap.Broker, p.Partition}

@@ -10,11 +10,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/isrlab/isrlab/checker"
+	"github.com/isrlab/isrlab/clusterapi"
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/history"
 	"github.com/isrlab/isrlab/series"
@@ -33,8 +33,8 @@ func scrapeBrokers(ctx context.Context, c *compose.Cluster, w series.Sink) {
 	defer client.CloseIdleConnections()
 	var targets []series.Target
 	for _, n := range c.Of(compose.RoleBroker) {
-		base := "http://" + net.JoinHostPort(n.Addr.String(), strconv.Itoa(compose.MetricsPort))
-		targets = append(targets, series.Target{Name: n.Name, URL: base + "/metrics", Events: base + "/v1/events"})
+		base := clusterapi.BaseURL(n.Addr.String(), compose.MetricsPort)
+		targets = append(targets, series.Target{Name: n.Name, URL: base + "/metrics", API: base})
 	}
 	series.Scrape(ctx, w, targets, client, time.Second)
 }

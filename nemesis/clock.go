@@ -1,15 +1,14 @@
 package nemesis
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/isrlab/isrlab/clusterapi"
 	"github.com/isrlab/isrlab/compose"
 )
 
@@ -81,23 +80,13 @@ func (f *ClockSkew) set(ctx context.Context, env *Env, offset int64) error {
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) { return dial(ctx, network, addr) },
 	}}
-	body, _ := json.Marshal(map[string]int64{"offset_ms": offset})
 	return f.each(env, func(n *compose.Node) error {
 		if systemClock(n) {
 			return f.hostClock(ctx, env, n, offset)
 		}
-		url := "http://" + net.JoinHostPort(n.Addr.String(), strconv.Itoa(compose.MetricsPort)) + "/v1/clock"
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
+		api := clusterapi.Client{Base: clusterapi.BaseURL(n.Addr.String(), compose.MetricsPort), HTTP: client}
+		if _, err := api.SetClock(ctx, offset); err != nil {
 			return fmt.Errorf("clock-skew %s: %w", n.Name, err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("clock-skew %s: %s", n.Name, resp.Status)
 		}
 		return nil
 	})

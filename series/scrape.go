@@ -2,7 +2,6 @@ package series
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -16,6 +15,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/isrlab/isrlab/clusterapi"
 )
 
 // Sink receives samples: a Writer, or a test's memory.
@@ -27,10 +28,10 @@ type Sink interface {
 type Target struct {
 	Name string // the sample's src: b1, b2, ...
 	URL  string // http://host:port/metrics
-	// Events, if set, is the broker's /v1/events: the replicas each ISR
-	// shrink it made as leader dropped are counted from it
-	// ("IsrDropped.<id>").
-	Events string
+	// API, if set, is the broker's side channel (clusterapi.BaseURL): the
+	// replicas each ISR shrink it made as leader dropped are counted from
+	// its events ("IsrDropped.<id>").
+	API string
 }
 
 // Scrape reads every target's metrics every interval until ctx ends and
@@ -62,8 +63,8 @@ func scrapeOne(ctx context.Context, sink Sink, t Target, client *http.Client, ev
 		at := time.Now()
 		cur, err := fetch(ctx, client, t.URL, min(every, 2*time.Second))
 		var dropped map[int32]int
-		if t.Events != "" && err == nil {
-			dropped, err = drops.poll(ctx, client, t.Events, min(every, 2*time.Second))
+		if t.API != "" && err == nil {
+			dropped, err = drops.poll(ctx, &clusterapi.Client{Base: t.API, HTTP: client}, min(every, 2*time.Second))
 		}
 		switch {
 		case ctx.Err() != nil:
@@ -89,55 +90,31 @@ func scrapeOne(ctx context.Context, sink Sink, t Target, client *http.Client, ev
 	}
 }
 
-// dropCounter follows one broker's /v1/events and counts the replicas its
+// dropCounter follows one broker's events and counts the replicas its
 // ISR shrinks dropped: a change of a partition it leads, in the same
 // leader epoch, to an ISR without them.
 type dropCounter struct {
 	seq    int64
 	primed bool
-	last   map[string]stateEvent
-}
-
-// stateEvent is the part of the broker's StateEvent the counter reads.
-type stateEvent struct {
-	Seq         int64   `json:"seq"`
-	Topic       string  `json:"topic"`
-	Partition   int32   `json:"partition"`
-	Role        string  `json:"role"`
-	LeaderEpoch int32   `json:"leader_epoch"`
-	ISR         []int32 `json:"isr"`
+	last   map[string]clusterapi.StateEvent
 }
 
 // poll reads the events since the last poll and returns the drops among
 // them; the first poll only learns the current state.
-func (d *dropCounter) poll(ctx context.Context, client *http.Client, url string, timeout time.Duration) (map[int32]int, error) {
+func (d *dropCounter) poll(ctx context.Context, api *clusterapi.Client, timeout time.Duration) (map[int32]int, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"?since="+strconv.FormatInt(d.seq, 10), nil)
+	ev, err := api.Events(ctx, d.seq)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	var body struct {
-		Events []stateEvent `json:"events"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", url, err)
-	}
-	return d.add(body.Events), nil
+	return d.add(ev.Events), nil
 }
 
 // add applies events in order and returns the drops they show.
-func (d *dropCounter) add(events []stateEvent) map[int32]int {
+func (d *dropCounter) add(events []clusterapi.StateEvent) map[int32]int {
 	if d.last == nil {
-		d.last = map[string]stateEvent{}
+		d.last = map[string]clusterapi.StateEvent{}
 	}
 	out := map[int32]int{}
 	for _, e := range events {

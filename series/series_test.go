@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/isrlab/isrlab/clusterapi"
 	"github.com/isrlab/isrlab/internal/proctest"
 )
 
@@ -266,13 +267,13 @@ func TestScrape(t *testing.T) {
 // not count.
 func TestDropCounter(t *testing.T) {
 	var d dropCounter
-	ev := func(seq int64, p int32, role string, epoch int32, isr ...int32) stateEvent {
-		return stateEvent{Seq: seq, Topic: "t", Partition: p, Role: role, LeaderEpoch: epoch, ISR: isr}
+	ev := func(seq int64, p int32, role string, epoch int32, isr ...int32) clusterapi.StateEvent {
+		return clusterapi.StateEvent{Seq: seq, PartitionStatus: clusterapi.PartitionStatus{Topic: "t", Partition: p, Role: role, LeaderEpoch: epoch, ISR: isr}}
 	}
-	if got := d.add([]stateEvent{ev(1, 0, "leader", 1, 1, 2, 3), ev(2, 0, "leader", 1, 1, 2)}); len(got) != 0 {
+	if got := d.add([]clusterapi.StateEvent{ev(1, 0, "leader", 1, 1, 2, 3), ev(2, 0, "leader", 1, 1, 2)}); len(got) != 0 {
 		t.Errorf("first poll counted %v", got)
 	}
-	got := d.add([]stateEvent{
+	got := d.add([]clusterapi.StateEvent{
 		ev(3, 0, "leader", 1, 1),       // drops 2
 		ev(4, 0, "leader", 1, 1, 2, 3), // expands: nothing
 		ev(5, 0, "leader", 2, 1),       // a new epoch: not a shrink
