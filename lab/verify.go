@@ -148,14 +148,14 @@ func Verify(ctx context.Context, scs []Scenario, o VerifyOptions) (*VerifyResult
 		}
 		o.Binary = exe
 	}
-	seeds := o.SeedList
-	if len(seeds) == 0 {
+	// A round is one run of every scenario; each run of a round without
+	// a seed list gets a fresh seed of its own.
+	rounds := len(o.SeedList)
+	if rounds == 0 {
 		if o.Seeds <= 0 {
 			return nil, fmt.Errorf("%w: verify needs a number of seeds", ErrScenario)
 		}
-		for range o.Seeds {
-			seeds = append(seeds, freshSeed())
-		}
+		rounds = o.Seeds
 	}
 	start := time.Now()
 	id := compose.NewRunID()
@@ -166,7 +166,7 @@ func Verify(ctx context.Context, scs []Scenario, o VerifyOptions) (*VerifyResult
 	if err := results.MakeDir(dir); err != nil {
 		return nil, internalErr(err)
 	}
-	res := &VerifyResult{Dir: dir, Started: start.UTC().Format(time.RFC3339), Hog: o.Hog, Seeds: len(seeds)}
+	res := &VerifyResult{Dir: dir, Started: start.UTC().Format(time.RFC3339), Hog: o.Hog, Seeds: rounds}
 	for _, sc := range scs {
 		res.Scenarios = append(res.Scenarios, Tally{Scenario: sc.Name, Expect: sc.Expect.String()})
 	}
@@ -175,7 +175,7 @@ func Verify(ctx context.Context, scs []Scenario, o VerifyOptions) (*VerifyResult
 	if o.Hog > 0 {
 		hogDesc = fmt.Sprintf(", beside %d busy processes", o.Hog)
 	}
-	fmt.Fprintf(out, "isrlab scenarios verify: %d scenario(s) x %d seed(s)%s\n  results: %s\n", len(scs), len(seeds), hogDesc, dir)
+	fmt.Fprintf(out, "isrlab scenarios verify: %d scenario(s) x %d seed(s)%s\n  results: %s\n", len(scs), rounds, hogDesc, dir)
 	if o.Hog > 0 {
 		stop, err := startHog(o.Binary, o.Hog)
 		if err != nil {
@@ -183,13 +183,17 @@ func Verify(ctx context.Context, scs []Scenario, o VerifyOptions) (*VerifyResult
 		}
 		defer stop()
 	}
-	total, n := len(scs)*len(seeds), 0
+	total, n := len(scs)*rounds, 0
 	runOpts := o.Options
 	runOpts.ResultsDir = filepath.Join(dir, results.RunsDir)
 	runOpts.Live, runOpts.RunID = false, ""
 sweep:
-	for _, seed := range seeds {
+	for round := range rounds {
 		for i, sc := range scs {
+			seed := freshSeed()
+			if len(o.SeedList) > 0 {
+				seed = o.SeedList[round]
+			}
 			if ctx.Err() != nil {
 				res.Stopped = fmt.Sprintf("stopped (%v)", context.Cause(ctx))
 				break sweep
