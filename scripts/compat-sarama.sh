@@ -160,6 +160,22 @@ for _ in $(seq 1 100); do
 	sleep 0.1
 done
 
+# Ready when a topic on all five brokers can be created through the
+# proxies (a controller and five registered brokers); it is deleted again.
+echo "== waiting for the cluster"
+ready=
+for _ in $(seq 1 60); do
+	if "$SARAMA_BIN" topics create --bootstrap-server 127.0.0.1:29091 --timeout 5s --topic isrlab-ready \
+		--partitions 1 --replication-factor 5 >/dev/null 2>&1 ||
+		"$SARAMA_BIN" topics describe --bootstrap-server 127.0.0.1:29091 --timeout 5s --topic isrlab-ready >/dev/null 2>&1; then
+		ready=1
+		break
+	fi
+	sleep 1
+done
+[ -n "$ready" ] || { KEEP=1; echo "the cluster did not come up" >&2; exit 1; }
+"$SARAMA_BIN" topics delete --bootstrap-server 127.0.0.1:29091 --topic isrlab-ready >/dev/null 2>&1 || true
+
 mkdir -p "$SARAMA_WORK/bin"
 printf '#!/bin/sh\nexec "%s" docker-shim "$@"\n' "$self" >"$SARAMA_WORK/bin/docker"
 chmod +x "$SARAMA_WORK/bin/docker"
