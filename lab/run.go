@@ -389,7 +389,7 @@ func (d *driver) run(ctx context.Context) (err error) {
 	case <-ctx.Done():
 	case <-time.After(sc.Duration):
 	case <-setUpFailed:
-		prog.event(d.notSetUp.Error() + "; ending the run")
+		prog.event("ending the run: its story could not be set up")
 	}
 	// Faults end with the workload: nemesis.Play heals what it started.
 	stopNemesis()

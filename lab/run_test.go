@@ -361,6 +361,55 @@ func TestPowerLossScenarios(t *testing.T) {
 			if !regexp.MustCompile(`"f":"start-power-loss".*"reports":\{"b\d"`).Match(hist) {
 				t.Errorf("the power loss did not go through faultfs (no crash reports in the history)")
 			}
+			// It waited for the cut follower to leave the ISR, and says so
+			// in the history before the power loss.
+			if !regexp.MustCompile(`(?s)"f":"condition".*"held":"cut is out of the ISR of isrlab/0.*"f":"start-power-loss"`).Match(hist) {
+				t.Errorf("no condition op before the power loss")
+			}
 		})
+	}
+}
+
+// TestRunNotSetUp: a fault whose condition cannot hold (an ISR of 3 on a
+// partition of one replica) ends the run when its wait runs out, as not
+// set up: never met, whatever the history shows, and the run cleans up.
+func TestRunNotSetUp(t *testing.T) {
+	needRoot(t)
+	bin := proctest.Binary(t)
+	sc, err := lab.Parse("s.yaml", "not-set-up", []byte(fmt.Sprintf(small, "60s")+`faults:
+  - kind: pause
+    nodes: [leader:isrlab/0]
+    at: 2s
+    when: {partition: isrlab/0, isr-size: 3, within: 3s}
+    heal.after: 2s
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if res.Judgement.Outcome != lab.NotSetUp || len(res.Judgement.Reasons) == 0 ||
+		!strings.Contains(res.Judgement.Reasons[0], "could not set up: pause: the ISR of isrlab/0 has 3 members did not hold within 3s (last seen: leader 1, ISR [1])") {
+		t.Errorf("outcome %v %q\n%s", res.Judgement.Outcome, res.Judgement.Reasons, out.String())
+	}
+	if took := time.Since(start); took > 45*time.Second {
+		t.Errorf("the run went on for %v after its story could not happen", took)
+	}
+	hist, _ := os.ReadFile(filepath.Join(res.Dir, "history.jsonl"))
+	if !strings.Contains(string(hist), `"f":"not-set-up"`) || strings.Contains(string(hist), `"f":"start-pause"`) {
+		t.Errorf("the history should hold the not-set-up op and no pause")
+	}
+	outcome, _ := os.ReadFile(filepath.Join(res.Dir, "outcome.json"))
+	if !strings.Contains(string(outcome), `"outcome": "not set up"`) {
+		t.Errorf("outcome.json: %s", outcome)
+	}
+	if l := leftovers(t, res.RunID); len(l) > 0 {
+		t.Errorf("left behind: %v", l)
 	}
 }

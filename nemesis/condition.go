@@ -130,7 +130,11 @@ type NotSetUpError struct {
 }
 
 func (e *NotSetUpError) Error() string {
-	s := fmt.Sprintf("could not set up: %s: %s did not hold within %v", e.Fault, e.When.String(), e.Waited.Round(100*time.Millisecond))
+	within := fmt.Sprintf("within %v", time.Duration(e.When.Within))
+	if e.When.Within == 0 {
+		within = fmt.Sprintf("in the %v the run had left", e.Waited.Round(100*time.Millisecond))
+	}
+	s := fmt.Sprintf("could not set up: %s: %s did not hold %s", e.Fault, e.When.String(), within)
 	if e.Last != "" {
 		s += " (" + e.Last + ")"
 	}
