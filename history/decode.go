@@ -310,6 +310,13 @@ func (d *decoder) field(key string, op *Op) error {
 		op.HW, err = d.int()
 	case "commit_at":
 		op.CommitAt, err = d.int()
+	case "group":
+		var s []byte
+		if s, err = d.str(); err == nil {
+			op.Group = d.string(s)
+		}
+	case "committed":
+		err = d.committed(op)
 	default:
 		err = d.skip(0)
 	}
@@ -336,6 +343,10 @@ func internF(s []byte) string {
 		return FState
 	case FTxn:
 		return FTxn
+	case FProcessed:
+		return FProcessed
+	case FCommit:
+		return FCommit
 	}
 	return string(s)
 }
@@ -439,6 +450,50 @@ func (d *decoder) reads(op *Op) error {
 		if pr.Records, err = d.records(pr.Records[:0]); err != nil {
 			return fmt.Errorf("partition %d: %w", p, err)
 		}
+		more, err := d.more('}')
+		if err != nil {
+			return err
+		}
+		if !more {
+			return nil
+		}
+	}
+}
+
+// committed decodes a commit's offsets: {"partition": offset, ...}.
+func (d *decoder) committed(op *Op) error {
+	if c, err := d.peek(); err != nil {
+		return err
+	} else if c == 'n' {
+		return d.skip(0)
+	}
+	if err := d.expect('{'); err != nil {
+		return err
+	}
+	op.Committed = []PartitionOffset{}
+	if c, err := d.peek(); err != nil {
+		return err
+	} else if c == '}' {
+		d.i++
+		return nil
+	}
+	for {
+		key, err := d.str()
+		if err != nil {
+			return err
+		}
+		p, err := strconv.ParseInt(string(key), 10, 32)
+		if err != nil || p < 0 {
+			return fmt.Errorf("partition key %q is not a partition number", key)
+		}
+		if err := d.expect(':'); err != nil {
+			return err
+		}
+		off, err := d.int()
+		if err != nil {
+			return fmt.Errorf("partition %d: %w", p, err)
+		}
+		op.Committed = append(op.Committed, PartitionOffset{Partition: int32(p), Offset: off})
 		more, err := d.more('}')
 		if err != nil {
 			return err

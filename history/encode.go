@@ -60,6 +60,23 @@ func AppendOp(b []byte, op *Op) []byte {
 		b = append(b, `,"offset":`...)
 		b = strconv.AppendInt(b, op.Offset, 10)
 	}
+	if op.Group != "" {
+		b = append(b, `,"group":`...)
+		b = appendString(b, op.Group)
+	}
+	if op.Committed != nil {
+		b = append(b, `,"committed":{`...)
+		for i, po := range op.Committed {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '"')
+			b = strconv.AppendInt(b, int64(po.Partition), 10)
+			b = append(b, `":`...)
+			b = strconv.AppendInt(b, po.Offset, 10)
+		}
+		b = append(b, '}')
+	}
 	if op.Reads != nil {
 		b = append(b, `,"offsets":{`...)
 		for i, pr := range op.Reads {

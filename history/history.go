@@ -38,6 +38,17 @@
 // assignment in partitions; "crash" (type info) ends a process, which never
 // comes back under its number.
 //
+// Delivery (the queue workload): group (a consumer group's id) names the
+// group of a subscribe, processed or commit op. "processed" (type ok, no
+// invoke) says the process finished its work on one polled record:
+// partition, offset and value are the record's. A commit carries
+// committed, the offsets it committed (partition -> the next offset to
+// read); a commit the client made by itself (auto-commit) is one
+// completion with no invoke:
+//
+//	{"index":7,"time":9300,"process":5,"type":"ok","f":"processed","group":"g","value":17,"partition":1,"offset":9}
+//	{"index":8,"time":9400,"process":5,"type":"ok","f":"commit","group":"g","committed":{"1":10}}
+//
 // Transactional operations (f "txn") carry a list of micro-operations as
 // their value; see txn.go's Transactions section for their form.
 //
@@ -111,8 +122,10 @@ const (
 	// return is gone from the final log.
 	FDrained = "drained"
 	FCommit  = "commit"
-	FState   = "state"
-	FHeal    = "heal"
+	// FProcessed marks one polled record as processed (see the format).
+	FProcessed = "processed"
+	FState     = "state"
+	FHeal      = "heal"
 	// FCondition (process nemesis, type info) marks the moment a
 	// schedule's condition held; the fault that waited for it follows.
 	// Its value: {"fault": name, "when": the condition, "held": what was
@@ -143,6 +156,12 @@ type PartitionRecords struct {
 	Records   []Record
 }
 
+// PartitionOffset is an offset of one partition.
+type PartitionOffset struct {
+	Partition int32
+	Offset    int64
+}
+
 // Op is one line of a history. Absent numeric fields are -1 (Partition,
 // Offset, Leader, Epoch, HW); HasValue tells whether Value was present.
 type Op struct {
@@ -168,6 +187,13 @@ type Op struct {
 
 	Error string
 	Node  string
+
+	// Group is the consumer group of a subscribe, processed or commit op
+	// ("group").
+	Group string
+	// Committed are a commit's offsets, each the next offset to read
+	// ("committed": partition -> offset); nil when it does not say.
+	Committed []PartitionOffset
 
 	// Txn holds a transactional op's micro-ops (f "txn" or "txn-drain");
 	// see the package's Transactions section. Its JSON is the "value".
@@ -231,6 +257,9 @@ func (op *Op) Clone() Op {
 	}
 	if op.ISR != nil {
 		c.ISR = append([]int32(nil), op.ISR...)
+	}
+	if op.Committed != nil {
+		c.Committed = append([]PartitionOffset{}, op.Committed...)
 	}
 	c.Txn = cloneMicroOps(op.Txn)
 	return c

@@ -31,7 +31,11 @@ func sampleOps() []Op {
 	assign.Partitions = []int32{}
 	emptyPoll := NewOp(5, OK, FPoll)
 	emptyPoll.Reads = []PartitionRecords{}
-	ops := []Op{send, ack, poll, fault, state, fail, assign, emptyPoll}
+	processed := NewOp(5, OK, FProcessed)
+	processed.Group, processed.Partition, processed.Offset, processed.Value, processed.HasValue = "g-1", 1, 9, 17, true
+	commit := NewOp(5, OK, FCommit)
+	commit.Group, commit.Committed = "g-1", []PartitionOffset{{Partition: 1, Offset: 10}, {Partition: 0, Offset: 1}}
+	ops := []Op{send, ack, poll, fault, state, fail, assign, emptyPoll, processed, commit}
 	for i := range ops {
 		ops[i].Index = int64(i)
 		ops[i].Time = int64(i) * 1000
@@ -103,6 +107,11 @@ func TestDecodeFields(t *testing.T) {
 				return op.Reads[0].Partition == 2 && r[0].Value == 77 && r[1].Value == BadValue && r[1].Raw == "x"
 			}},
 		{"escapes", `{"process":1,"type":"fail","f":"send","error":"a\u00e9\ud83d\ude00\\n"}`, func(op *Op) bool { return op.Error == "a\u00e9\U0001F600\\n" }},
+		{"committed offsets", `{"process":1,"type":"ok","f":"commit","group":"g","committed":{"2":7, "0":0}}`,
+			func(op *Op) bool {
+				return op.F == FCommit && op.Group == "g" && reflect.DeepEqual(op.Committed, []PartitionOffset{{2, 7}, {0, 0}})
+			}},
+		{"empty committed is not absent", `{"process":1,"type":"ok","f":"commit","committed":{}}`, func(op *Op) bool { return op.Committed != nil && len(op.Committed) == 0 }},
 		{"numeric node", `{"process":1,"type":"ok","f":"send","node":3}`, func(op *Op) bool { return op.Node == "3" }},
 	}
 	for _, tc := range tests {
