@@ -27,6 +27,12 @@ import (
 //	    after-heal: ">=0.9x"
 //	  isr-shrinks: ">=10"       # ISR shrinks the brokers made during the faults
 //	  collateral-isr-drops: ">0" # ISR drops between brokers no fault touched
+//	  across-seeds:             # what is possible, over a matrix's seeds
+//	    lost-write: ">0 in >=1 of 5" # >0 in at least 1 of the matrix's 5 seeds
+//	    valid: "false in >=1 of 5"
+//
+// A run alone judges everything but across-seeds; a matrix judges those
+// claims over its seeds (JudgeSeeds).
 type Expect struct {
 	Valid          string          `yaml:"valid,omitempty"`
 	Anomalies      map[string]Cond `yaml:"anomalies,omitempty"`
@@ -38,6 +44,10 @@ type Expect struct {
 	// from an ISR by a leader when neither broker was a fault's target and
 	// no partition cut their link: churn that spread by itself.
 	CollateralIsrDrops Cond `yaml:"collateral-isr-drops,omitempty"`
+	// AcrossSeeds states what is possible, not certain: per anomaly (or
+	// valid), a per-run condition and on how many of a matrix's seeds it
+	// must hold.
+	AcrossSeeds map[string]SeedCond `yaml:"across-seeds,omitempty"`
 }
 
 // Throughput compares the rate workload's mean acknowledged records per
@@ -186,6 +196,11 @@ func (e Expect) validate() ([]string, error) {
 	if e.Availability.Ratio || e.Unavailability.Ratio {
 		return []string{"availability"}, fmt.Errorf("availability and unavailability are not ratios to a baseline")
 	}
+	for _, k := range slices.Sorted(maps.Keys(e.AcrossSeeds)) {
+		if _, err := ParseSeedClaim(k, e.AcrossSeeds[k]); err != nil {
+			return []string{"across-seeds", k}, err
+		}
+	}
 	return nil, nil
 }
 
@@ -196,11 +211,13 @@ func (e Expect) series() bool {
 
 // IsZero reports an empty expectation (which means: a valid history).
 func (e Expect) IsZero() bool {
-	return e.Valid == "" && len(e.Anomalies) == 0 && e.Availability.IsZero() && e.Unavailability.IsZero() && !e.series()
+	return e.Valid == "" && len(e.Anomalies) == 0 && e.Availability.IsZero() && e.Unavailability.IsZero() && !e.series() &&
+		len(e.AcrossSeeds) == 0
 }
 
 // valid is the validity the expectation asks for: "true" when it says
-// nothing at all, "any" when it only names counts or measures.
+// nothing at all, "any" when it only names counts or measures (or only
+// claims across seeds: each run alone may then be anything).
 func (e Expect) valid() string {
 	if e.Valid != "" {
 		return e.Valid
@@ -240,6 +257,9 @@ func (e Expect) String() string {
 	}
 	if !e.CollateralIsrDrops.IsZero() {
 		parts = append(parts, "collateral-isr-drops "+e.CollateralIsrDrops.String())
+	}
+	if a := e.acrossString(); a != "" {
+		parts = append(parts, a)
 	}
 	if len(parts) == 0 {
 		return "anything (observed only)"
@@ -300,7 +320,9 @@ type Judgement struct {
 
 // Judge compares a verdict with the expectation. An incomplete run (cut
 // short by a signal) is never Met: what was recorded is judged, and what
-// would have been needed to meet the expectation is undecided.
+// would have been needed to meet the expectation is undecided. Claims
+// across seeds are not judged: one run can neither meet nor miss a claim
+// about a set (JudgeSeeds does).
 func (e Expect) Judge(v *checker.Verdict, incomplete bool) Judgement {
 	j := Judgement{Expect: e.String()}
 	fail := func(format string, a ...any) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/results"
 )
@@ -33,9 +35,15 @@ import (
 //	    faults: [{kind: kill, nodes: [leader:isrlab/0], at: 8s, heal.after: 10s}]
 //	  - name: partition-4
 //	    from: seed000/partition-4-safe   # the faults of a library scenario
-//	seeds: [1, 2]
+//	seeds: [1, 2, 3]
 //	expect:
-//	  acks1/leader-kill: {valid: any}
+//	  acks1/leader-isolated: {anomalies: {lost-write: ">0"}}
+//	  acks1/leader-kill: {across-seeds: {lost-write: ">0 in >=1 of 3"}}
+//
+// An expectation with across-seeds (the preset's or the matrix's) claims
+// what is possible: besides its cells, each such preset/schedule is a
+// group judged on the set of its seeds (Expect.JudgeSeeds), whose M must
+// be the number of seeds.
 type Matrix struct {
 	Name        string               `yaml:"name"`
 	Description string               `yaml:"description,omitempty"`
@@ -130,11 +138,33 @@ func LoadMatrix(arg string) (*Matrix, error) {
 				if err != nil {
 					return nil, err
 				}
+				if err := m.checkSeeds(sc.Expect, pid, sch.Name, len(seeds)); err != nil {
+					return nil, bad("cell %s: %v", name, err)
+				}
 				m.Cells = append(m.Cells, Cell{Preset: pid, Schedule: sch.Name, Seed: seed, Scenario: sc})
 			}
 		}
 	}
 	return m, nil
+}
+
+// checkSeeds refuses a claim across seeds about another number of seeds
+// than the matrix runs (n): its M says what the claim is about.
+func (m *Matrix) checkSeeds(e Expect, pid, sch string, n int) error {
+	for _, k := range slices.Sorted(maps.Keys(e.AcrossSeeds)) {
+		c, err := ParseSeedClaim(k, e.AcrossSeeds[k])
+		if err != nil || c.Of == n {
+			continue // Parse reported any error already
+		}
+		from := "preset " + pid + "'s expect"
+		if _, ok := m.Expect[pid+"/"+sch]; ok {
+			from = "expect " + pid + "/" + sch
+		} else if _, ok := m.Expect[pid]; ok {
+			from = "expect " + pid
+		}
+		return fmt.Errorf("%s: across-seeds.%s %q is about %d seeds, and the matrix runs %d (seeds:)", from, k, e.AcrossSeeds[k], c.Of, n)
+	}
+	return nil
 }
 
 func readMatrix(arg string) ([]byte, string, error) {
@@ -221,6 +251,9 @@ type MatrixOptions struct {
 	// Duration, Seed and Backend override every cell's when set.
 	Duration time.Duration
 	Backend  string
+
+	// run runs a cell (Run unless a test fakes the runs).
+	run func(context.Context, Scenario, Options) (Result, error)
 }
 
 // RunMatrix runs every cell, prints the table as cells finish (redrawn in
@@ -230,6 +263,9 @@ func RunMatrix(ctx context.Context, m *Matrix, o MatrixOptions) (*MatrixResult, 
 	o.Options = o.Options.withDefaults()
 	if o.Parallel <= 0 {
 		o.Parallel = 1
+	}
+	if o.run == nil {
+		o.run = Run
 	}
 	start := time.Now()
 	id := compose.NewRunID()
@@ -243,7 +279,7 @@ func RunMatrix(ctx context.Context, m *Matrix, o MatrixOptions) (*MatrixResult, 
 	res := &MatrixResult{Matrix: m.Name, Dir: dir, Started: start.UTC().Format(time.RFC3339)}
 	for _, c := range m.Cells {
 		res.Cells = append(res.Cells, CellResult{Cell: strings.TrimPrefix(c.ID(), m.Name+"/"), Preset: c.Preset,
-			Schedule: c.Schedule, Seed: c.Seed, State: "pending", Expect: c.Scenario.Expect.String()})
+			Schedule: c.Schedule, Seed: c.Seed, State: "pending", Expect: c.Scenario.Expect.PerRun().String()})
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -278,7 +314,7 @@ func RunMatrix(ctx context.Context, m *Matrix, o MatrixOptions) (*MatrixResult, 
 			res.Cells[i].State = "running"
 			tab.draw()
 			mu.Unlock()
-			cr := runCell(ctx, sc, o.Options, dir)
+			cr := runCell(ctx, sc, o, dir)
 			mu.Lock()
 			cr.Cell, cr.Preset, cr.Schedule, cr.Seed = res.Cells[i].Cell, c.Preset, c.Schedule, c.Seed
 			res.Cells[i] = cr
@@ -292,6 +328,7 @@ func RunMatrix(ctx context.Context, m *Matrix, o MatrixOptions) (*MatrixResult, 
 			res.Cells[i].State = "skipped"
 		}
 	}
+	res.Groups = m.groups(res.Cells)
 	res.Seconds = time.Since(start).Seconds()
 	tab.final()
 	var txt bytes.Buffer
@@ -303,19 +340,22 @@ func RunMatrix(ctx context.Context, m *Matrix, o MatrixOptions) (*MatrixResult, 
 	return res, werr
 }
 
-// runCell runs one cell with its output in the cell's log.
-func runCell(ctx context.Context, sc Scenario, o Options, dir string) CellResult {
-	cr := CellResult{State: "done", Expect: sc.Expect.String()}
+// runCell runs one cell with its output in the cell's log. The cell is
+// judged on its expectation's per-run part; claims across seeds are its
+// group's (Matrix.groups).
+func runCell(ctx context.Context, sc Scenario, mo MatrixOptions, dir string) CellResult {
+	cr := CellResult{State: "done", Expect: sc.Expect.PerRun().String()}
 	lf, err := results.CreateCellLog(dir, sc.Name)
 	if err != nil {
 		cr.State, cr.Error = "error", err.Error()
 		return cr
 	}
 	defer lf.Close()
+	o := mo.Options
 	o.Out, o.Live, o.RunID = lf, false, ""
 	o.ResultsDir = filepath.Join(dir, "runs")
 	start := time.Now()
-	r, err := Run(ctx, sc, o)
+	r, err := mo.run(ctx, sc, o)
 	cr.Seconds = time.Since(start).Seconds()
 	cr.Dir = r.Dir
 	if err != nil {
@@ -332,6 +372,63 @@ func runCell(ctx context.Context, sc Scenario, o Options, dir string) CellResult
 	cr.Outcome = r.Judgement.Outcome.String()
 	cr.Reasons = r.Judgement.Reasons
 	return cr
+}
+
+// groups judges, per preset x schedule whose expectation claims anything
+// across seeds, those claims on the cells of its seeds (cells is res.Cells,
+// in the order of m.Cells).
+func (m *Matrix) groups(cells []CellResult) []results.Group {
+	var out []results.Group
+	index := map[string]int{}
+	var runs [][]SeedOutcome
+	var members [][]int
+	for i, c := range m.Cells {
+		e := c.Scenario.Expect
+		if len(e.AcrossSeeds) == 0 || i >= len(cells) {
+			continue
+		}
+		key := c.Preset + "/" + c.Schedule
+		g, ok := index[key]
+		if !ok {
+			g = len(out)
+			index[key] = g
+			out = append(out, results.Group{Group: key, Preset: c.Preset, Schedule: c.Schedule})
+			runs, members = append(runs, nil), append(members, nil)
+		}
+		runs[g] = append(runs[g], seedOutcome(cells[i]))
+		members[g] = append(members[g], i)
+	}
+	for g := range out {
+		e := m.Cells[members[g][0]].Scenario.Expect
+		j, facts := e.judgeSeeds(runs[g])
+		out[g].Expect, out[g].Outcome, out[g].Reasons = j.Expect, j.Outcome.String(), j.Reasons
+		for k, i := range members[g] {
+			c := cells[i]
+			out[g].Seeds = append(out[g].Seeds, results.GroupSeed{Seed: c.Seed, Cell: c.Cell, Status: c.Status(), Facts: facts[k]})
+		}
+	}
+	return out
+}
+
+// seedOutcome reads a cell as a claim across seeds does: a cell that
+// could not run or did not is missing, one without an outcome undecided.
+func seedOutcome(c CellResult) SeedOutcome {
+	r := SeedOutcome{Seed: c.Seed, Outcome: Undecided, Anomalies: c.Anomalies}
+	switch st := c.Status(); st {
+	case "error", "skipped":
+		r.Missing = st
+		return r
+	}
+	if err := r.Outcome.UnmarshalText([]byte(c.Outcome)); err != nil {
+		r.Outcome = Undecided
+	}
+	switch c.Valid {
+	case "true":
+		r.Valid = checker.Valid
+	case "false":
+		r.Valid = checker.Invalid
+	}
+	return r
 }
 
 // JUnit encodes a matrix result as JUnit XML (results.MatrixJUnit).
@@ -453,5 +550,33 @@ func writeTable(w io.Writer, r *MatrixResult) {
 			}
 		}
 		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+	writeGroups(w, r.Groups)
+}
+
+// writeGroups writes the claims across seeds: one row per group, then
+// its reasons, which name every seed's count.
+func writeGroups(w io.Writer, gs []results.Group) {
+	if len(gs) == 0 {
+		return
+	}
+	rows := [][]string{{"across seeds", "expect", "outcome"}}
+	for _, g := range gs {
+		rows = append(rows, []string{g.Group, g.Expect, strings.ToUpper(g.Status())})
+	}
+	widths := make([]int, 3)
+	for _, row := range rows {
+		for i, v := range row {
+			widths[i] = max(widths[i], len(v))
+		}
+	}
+	fmt.Fprintln(w)
+	for i, row := range rows {
+		fmt.Fprintf(w, "%-*s  %-*s  %s\n", widths[0], row[0], widths[1], row[1], row[2])
+		if i > 0 {
+			for _, reason := range gs[i-1].Reasons {
+				fmt.Fprintf(w, "  %s\n", reason)
+			}
+		}
 	}
 }

@@ -1,13 +1,20 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"encoding/xml"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/isrlab/isrlab/checker"
+	"github.com/isrlab/isrlab/results"
 )
 
 func TestLibraryMatrices(t *testing.T) {
@@ -161,5 +168,205 @@ schedules:
 	ev, err := m.Cells[0].Scenario.ScheduleEvents()
 	if err != nil || m.Cells[0].Scenario.Schedule == nil || len(ev) != 5 { // starts at 10s and 20s, their stops, the final heal-all
 		t.Errorf("schedule %+v, events %d, %v", m.Cells[0].Scenario.Schedule, len(ev), err)
+	}
+}
+
+// fakeRuns stands in for Run: acks1 cells lose lost[seed] writes, every
+// other cell none; the cell of seed notSetUp was not set up.
+func fakeRuns(lost map[int64]int64, notSetUp int64) func(context.Context, Scenario, Options) (Result, error) {
+	return func(_ context.Context, sc Scenario, _ Options) (Result, error) {
+		v := &checker.Verdict{Valid: checker.Valid, Anomalies: map[string]int64{},
+			Availability: checker.Availability{Overall: checker.Ratio{Total: 10, OK: 10, Fraction: 1}}}
+		if n := lost[sc.Seed]; n > 0 && sc.Workload.Acks == "1" {
+			v.Valid, v.Anomalies[checker.LostWrite] = checker.Invalid, n
+		}
+		j := sc.Expect.Judge(v, false)
+		if sc.Seed == notSetUp {
+			j = Judgement{Outcome: NotSetUp, Expect: sc.Expect.String(), Reasons: []string{"kill: its condition did not hold within 10s"}}
+		}
+		return Result{Verdict: v, Judgement: j}, nil
+	}
+}
+
+// TestMatrixAcrossSeeds: a preset/schedule whose expectation claims
+// something across seeds is judged on the set of its seeds, besides its
+// cells; table.txt, table.json, junit.xml, report.html and the exit code
+// show it.
+func TestMatrixAcrossSeeds(t *testing.T) {
+	m, err := LoadMatrix("testdata/across-seeds.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type junitCase struct {
+		Class   string `xml:"classname,attr"`
+		Name    string `xml:"name,attr"`
+		Failure *struct {
+			Message string `xml:"message,attr"`
+			Type    string `xml:"type,attr"`
+		} `xml:"failure"`
+		Out string `xml:"system-out"`
+	}
+	for _, tc := range []struct {
+		name     string
+		lost     map[int64]int64
+		notSetUp int64
+		outcome  string
+		code     int
+		reason   string
+		failures []string // failing testcases, class.name
+		text     string   // in the group's testcase text (failure or system-out)
+	}{
+		{"possible-and-seen", map[int64]int64{2: 17}, 0, results.Met, 0,
+			"lost-write >0 held in 1 of 3 seeds (claimed: >=1 of 3): 1 (0), 2 (17), 3 (0)", nil,
+			"seed 2: met; lost-write 17 (held: yes) [acks1/leader-kill/seed-2]"},
+		// A seed that merely did not show the possible loss fails no testcase
+		// of its own; the group fails when no seed shows it.
+		{"never-seen", nil, 0, results.NotMet, 1,
+			"lost-write >0 held in 0 of 3 seeds (claimed: >=1 of 3): 1 (0), 2 (0), 3 (0)",
+			[]string{"isrlab.across.acks1.leader-kill/across-seeds"}, ""},
+		{"not-set-up-undecides", nil, 3, results.Undecided, 2,
+			"lost-write >0 held in 0 of 2 decided seeds, 1 undecided (claimed: >=1 of 3): 1 (0), 2 (0), 3 (not set up); the undecided seeds decide it",
+			[]string{"isrlab.across.acks1.leader-kill/seed-3", "isrlab.across.safe.leader-kill/seed-3", "isrlab.across.acks1.leader-kill/across-seeds"},
+			"seed 3: not set up; lost-write 0 (held: unknown)"},
+		{"seen-despite-not-set-up", map[int64]int64{1: 4}, 3, results.Met, 2, "lost-write >0 held in 1 of 2 decided seeds, 1 undecided",
+			[]string{"isrlab.across.acks1.leader-kill/seed-3", "isrlab.across.safe.leader-kill/seed-3"}, ""},
+	} {
+		var out bytes.Buffer
+		res, err := RunMatrix(context.Background(), m, MatrixOptions{Options: Options{ResultsDir: t.TempDir(), Out: &out},
+			run: fakeRuns(tc.lost, tc.notSetUp)})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if len(res.Groups) != 1 {
+			t.Fatalf("%s: groups %+v, want acks1/leader-kill's only", tc.name, res.Groups)
+		}
+		g := res.Groups[0]
+		if g.Group != "acks1/leader-kill" || g.Outcome != tc.outcome || g.Expect != "lost-write >0 in >=1 of 3 seeds" ||
+			!strings.Contains(strings.Join(g.Reasons, "\n"), tc.reason) || len(g.Seeds) != 3 || g.Seeds[1].Cell != "acks1/leader-kill/seed-2" {
+			t.Errorf("%s: group %+v\nwant %s with reason %q", tc.name, g, tc.outcome, tc.reason)
+		}
+		if c := res.Code(); c != tc.code {
+			t.Errorf("%s: code %d, want %d", tc.name, c, tc.code)
+		}
+		for _, c := range res.Cells {
+			want := "valid"
+			if c.Preset == "acks1" {
+				want = "anything (observed only)" // the claim is the group's
+			}
+			if c.Expect != want {
+				t.Errorf("%s: %s expects %q, want %q", tc.name, c.Cell, c.Expect, want)
+			}
+		}
+		txt, err := os.ReadFile(filepath.Join(res.Dir, "table.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"across seeds       expect                           outcome",
+			"acks1/leader-kill  lost-write >0 in >=1 of 3 seeds  " + strings.ToUpper(tc.outcome), "  " + tc.reason} {
+			if !strings.Contains(string(txt), want) || !strings.Contains(out.String(), want) {
+				t.Errorf("%s: table lacks %q:\n%s", tc.name, want, txt)
+			}
+		}
+		tab, err := results.ReadTable(os.DirFS(res.Dir))
+		if err != nil || len(tab.Groups) != 1 || tab.Groups[0].Seeds[2].Facts[0].Held != map[bool]string{true: "unknown", false: "no"}[tc.notSetUp == 3] {
+			t.Errorf("%s: table.json groups %+v %v", tc.name, tab, err)
+		}
+		b, err := os.ReadFile(filepath.Join(res.Dir, "junit.xml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s struct {
+			Suites []struct {
+				Tests    int         `xml:"tests,attr"`
+				Failures int         `xml:"failures,attr"`
+				Cases    []junitCase `xml:"testcase"`
+			} `xml:"testsuite"`
+		}
+		if err := xml.Unmarshal(b, &s); err != nil {
+			t.Fatal(err)
+		}
+		var failing []string
+		var group *junitCase
+		for i, c := range s.Suites[0].Cases {
+			if c.Failure != nil {
+				failing = append(failing, c.Class+"."+c.Name)
+			}
+			if c.Name == "leader-kill/across-seeds" {
+				group = &s.Suites[0].Cases[i]
+			}
+		}
+		if s.Suites[0].Tests != 7 || !slices.Equal(failing, tc.failures) {
+			t.Errorf("%s: %d testcases, failing %q, want 7 and %q", tc.name, s.Suites[0].Tests, failing, tc.failures)
+		}
+		if group == nil || group.Class != "isrlab.across.acks1" {
+			t.Fatalf("%s: no group testcase: %s", tc.name, b)
+		}
+		text := group.Out
+		if group.Failure != nil {
+			text = group.Failure.Message + "\n" + string(b)
+		}
+		if tc.text != "" && !strings.Contains(text, tc.text) {
+			t.Errorf("%s: group testcase lacks %q:\n%s", tc.name, tc.text, b)
+		}
+		page, err := os.ReadFile(filepath.Join(res.Dir, "report.html"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{`data-group="acks1/leader-kill" data-status="` + tc.outcome + `"`, `<section id="across-seeds">`,
+			`seed 2: met</a>`} {
+			if !strings.Contains(string(page), want) {
+				t.Errorf("%s: report.html lacks %s", tc.name, want)
+			}
+		}
+	}
+}
+
+// TestMatrixAcrossSeedsCount: a claim about M seeds in a matrix of
+// another number of seeds is refused when the matrix is loaded.
+func TestMatrixAcrossSeedsCount(t *testing.T) {
+	base := "presets: [acks1]\nschedules: [{name: a}]\n"
+	for _, tc := range []struct{ name, body, want string }{
+		{"fewer", base + "seeds: [1, 2]\nexpect: {acks1: {across-seeds: {lost-write: \">0 in >=1 of 3\"}}}\n",
+			`cell m/acks1/a/seed-1: expect acks1: across-seeds.lost-write ">0 in >=1 of 3" is about 3 seeds, and the matrix runs 2 (seeds:)`},
+		{"no-seeds", base + "expect: {acks1/a: {across-seeds: {valid: \"false in >=1 of 3\"}}}\n",
+			`expect acks1/a: across-seeds.valid "false in >=1 of 3" is about 3 seeds, and the matrix runs 1`},
+		{"bad-claim", base + "seeds: [1, 2]\nexpect: {acks1: {across-seeds: {lost-write: \">0 in >=1\"}}}\n",
+			`expect.across-seeds.lost-write: ">0 in >=1": want`},
+	} {
+		p := filepath.Join(t.TempDir(), "m.yaml")
+		os.WriteFile(p, []byte(tc.body), 0o644)
+		if _, err := LoadMatrix(p); !errors.Is(err, ErrScenario) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v\nwant ErrScenario containing %s", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestTxnUncleanMatrix: the txn-unclean matrix's cells are the library
+// scenario txn/unclean-lost-commits (whose seeds were measured with
+// isrlab run), only named, seeded and expected otherwise.
+func TestTxnUncleanMatrix(t *testing.T) {
+	m, err := LoadMatrix("txn-unclean")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib, err := Lookup("txn/unclean-lost-commits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Cells) != 8 {
+		t.Fatalf("%d cells, want the eight seeds the claim is about", len(m.Cells))
+	}
+	for i, c := range m.Cells {
+		sc := c.Scenario
+		if sc.Seed != int64(i+1) || sc.Expect.String() != "lost-write >0 in >=1 of 8 seeds" {
+			t.Errorf("%s: seed %d, expect %q", c.ID(), sc.Seed, sc.Expect)
+		}
+		sc.Name, sc.Description, sc.Seed, sc.Expect = lib.Name, lib.Description, lib.Seed, lib.Expect
+		sc.file, sc.root = lib.file, lib.root
+		a, _ := yaml.Marshal(sc)
+		b, _ := yaml.Marshal(lib)
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s differs from the library scenario:\n%s\nlibrary:\n%s", c.ID(), a, b)
+		}
 	}
 }

@@ -14,7 +14,8 @@ import (
 )
 
 // Diff is what changed from one matrix to the next, cell by cell (cells
-// are matched by their id, preset/schedule[/seed-N]).
+// are matched by their id, preset/schedule[/seed-N]; a group of claims
+// across seeds is the cell preset/schedule/across-seeds).
 type Diff struct {
 	Old, New string
 	// NewFailures are cells failing now (not met, undecided, error) that
@@ -84,11 +85,11 @@ func Compare(old, new *Table, o DiffOptions) *Diff {
 	}
 	d := &Diff{Old: describe(old), New: describe(new)}
 	before := map[string]Cell{}
-	for _, c := range old.Cells {
+	for _, c := range old.compared() {
 		before[c.Cell] = c
 	}
 	seen := map[string]bool{}
-	for _, n := range new.Cells {
+	for _, n := range new.compared() {
 		seen[n.Cell] = true
 		ns := n.Status()
 		ch := CellChange{Cell: n.Cell, New: ns, Reasons: cellReasons(n)}
@@ -136,12 +137,26 @@ func Compare(old, new *Table, o DiffOptions) *Diff {
 				OldMaxUnav: p.MaxUnavS, NewMaxUnav: n.MaxUnavS})
 		}
 	}
-	for _, p := range old.Cells {
+	for _, p := range old.compared() {
 		if !seen[p.Cell] {
 			d.Removed = append(d.Removed, CellChange{Cell: p.Cell, Old: p.Status()})
 		}
 	}
 	return d
+}
+
+// compared is what Compare matches: the cells, then each group across
+// seeds as a cell of its own (preset/schedule/across-seeds) with the
+// group's outcome, so that a claim met last night and not tonight is a
+// regression like a cell's.
+func (t *Table) compared() []Cell {
+	out := slices.Clone(t.Cells)
+	for _, g := range t.Groups {
+		c := Cell{Cell: g.ID(), Preset: g.Preset, Schedule: g.Schedule, State: "done", Outcome: g.Status(),
+			Expect: g.Expect, Reasons: g.Reasons}
+		out = append(out, c)
+	}
+	return out
 }
 
 func cellReasons(c Cell) []string {

@@ -8,7 +8,8 @@ import (
 
 // JUnit XML, as CI systems read it (Jenkins, GitLab, GitHub test
 // reporters): one testsuite per run or matrix, one testcase per run or
-// cell. An expectation not met is a failure whose message gives the
+// cell, and one per matrix group of claims across seeds (named
+// schedule/across-seeds, its seeds' outcomes in its text). An expectation not met is a failure whose message gives the
 // reasons and the anomaly counts, an undecided one a failure of type
 // "undecided", a cell that could not run an error, one not run skipped.
 type junitSuites struct {
@@ -118,7 +119,37 @@ func MatrixJUnit(t *Table) ([]byte, error) {
 			seconds: c.Seconds, status: c.Status(), err: c.Error, reasons: c.Reasons, anomalies: c.Anomalies, detail: detail}
 		s.Cases = append(s.Cases, jc.testcase(&s))
 	}
+	for _, g := range t.Groups {
+		jc := junitCell{class: "isrlab." + t.Matrix + "." + g.Preset, name: g.Schedule + "/across-seeds",
+			status: g.Status(), reasons: g.Reasons, detail: groupDetail(g)}
+		s.Cases = append(s.Cases, jc.testcase(&s))
+	}
 	return encodeJUnit(s)
+}
+
+// groupDetail lists a group's seeds: each one's own outcome and what it
+// showed for every claim (held: yes, no or unknown).
+func groupDetail(g Group) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "expect: %s\n", g.Expect)
+	for _, r := range g.Reasons {
+		fmt.Fprintf(&b, "%s\n", r)
+	}
+	for _, sd := range g.Seeds {
+		fmt.Fprintf(&b, "seed %d: %s", sd.Seed, sd.Status)
+		for _, f := range sd.Facts {
+			fmt.Fprintf(&b, "; %s %s (held: %s)", f.Name, orDash(f.Value), f.Held)
+		}
+		fmt.Fprintf(&b, " [%s]\n", sd.Cell)
+	}
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // RunJUnit encodes a single run: one testcase, named by the scenario.

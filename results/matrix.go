@@ -21,9 +21,27 @@ type matrixPage struct {
 	Presets   []string
 	Schedules []string
 	Grid      [][][]gridCell // [preset][schedule] -> cells (one per seed)
-	Cells     []gridCell
-	Counts    []statusCount
-	Files     []string
+	// GridGroups is [preset][schedule] -> its claims across seeds, if any.
+	GridGroups  [][]*groupView
+	Cells       []gridCell
+	Counts      []statusCount
+	Groups      []*groupView
+	GroupCounts []statusCount
+	Files       []string
+}
+
+// groupView is a group of claims across seeds, each seed linking to its
+// cell's run report.
+type groupView struct {
+	Group
+	Status string
+	Anchor string
+	Seeds  []groupSeedView
+}
+
+type groupSeedView struct {
+	GroupSeed
+	Report string
 }
 
 type gridCell struct {
@@ -40,7 +58,8 @@ type statusCount struct {
 
 // MatrixReport builds the report of the matrix directory matrix: the grid
 // of presets x schedules coloured by outcome, each cell linking to its
-// run's report, and the table of every cell.
+// run's report, the groups of claims across seeds with each seed's
+// outcome, and the table of every cell.
 func MatrixReport(matrix fs.FS, name string) ([]byte, error) {
 	t, err := ReadTable(matrix)
 	if err != nil {
@@ -79,6 +98,31 @@ func MatrixReport(matrix fs.FS, name string) ([]byte, error) {
 			d.Counts = append(d.Counts, statusCount{s, counts[s]})
 		}
 	}
+	d.GridGroups = make([][]*groupView, len(d.Presets))
+	for i := range d.GridGroups {
+		d.GridGroups[i] = make([]*groupView, len(d.Schedules))
+	}
+	reports := map[string]string{}
+	for _, c := range d.Cells {
+		reports[c.Cell.Cell] = c.Report
+	}
+	gcounts := map[string]int{}
+	for _, g := range t.Groups {
+		v := &groupView{Group: g, Status: g.Status(), Anchor: "across-" + strings.NewReplacer("/", "-", "+", "-").Replace(g.Group)}
+		for _, sd := range g.Seeds {
+			v.Seeds = append(v.Seeds, groupSeedView{GroupSeed: sd, Report: reports[sd.Cell]})
+		}
+		gcounts[v.Status]++
+		d.Groups = append(d.Groups, v)
+		if i, j := slices.Index(d.Presets, g.Preset), slices.Index(d.Schedules, g.Schedule); i >= 0 && j >= 0 {
+			d.GridGroups[i][j] = v
+		}
+	}
+	for _, s := range []string{Met, NotMet, Undecided} {
+		if gcounts[s] > 0 {
+			d.GroupCounts = append(d.GroupCounts, statusCount{s, gcounts[s]})
+		}
+	}
 	d.Files = existing(matrix, TableFile, TableTextFile, JUnitFile)
 	return renderPage(matrixTmpl, &d)
 }
@@ -92,18 +136,31 @@ var matrixTmpl = template.Must(template.New("matrix").Funcs(funcs).Parse(`<!DOCT
 <header>
 <h1>matrix {{.Table.Matrix}}</h1>
 <p class="sub">{{.Name}} · started {{.Table.Started}} · {{f1 .Table.Seconds}}s · {{len .Table.Cells}} cells:
-{{range .Counts}}<span class="badge {{status .Status}}">{{.N}} {{.Status}}</span> {{end}}</p>
+{{range .Counts}}<span class="badge {{status .Status}}">{{.N}} {{.Status}}</span> {{end}}
+{{if .Groups}}· {{len .Groups}} across seeds:
+{{range .GroupCounts}}<span class="badge {{status .Status}}">{{.N}} {{.Status}}</span> {{end}}{{end}}</p>
 </header>
 <main>
 <section id="grid"><h2>Presets × schedules</h2>
 <table class="grid"><tr><th>preset \ schedule</th>{{range .Schedules}}<th>{{.}}</th>{{end}}</tr>
-{{range $i, $p := .Presets}}<tr><th>{{$p}}</th>{{range index $.Grid $i}}<td>{{range .}}
+{{range $i, $p := .Presets}}<tr><th>{{$p}}</th>{{range $j, $cells := index $.Grid $i}}<td>{{range $cells}}
 <a class="cell {{status .Status}}" data-cell="{{.Cell.Cell}}" data-status="{{.Status}}" {{if .Report}}href="{{.Report}}"{{end}}>
 <b>{{upper .Status}}</b>{{if .Seed}} · seed {{.Seed}}{{end}}<br>
 {{if eq .State "done"}}valid {{.Valid}} · avail {{f3 .Avail}} · max unavail {{f1 .MaxUnavS}}s<br>{{anomtext .Anomalies}}{{else if .Error}}{{.Error}}{{end}}
-</a>{{end}}</td>{{end}}</tr>
+</a>{{end}}{{with index (index $.GridGroups $i) $j}}
+<a class="cell group {{status .Status}}" data-group="{{.Group.Group}}" data-status="{{.Status}}" href="#{{.Anchor}}">
+<b>ACROSS SEEDS: {{upper .Status}}</b><br>{{.Expect}}</a>{{end}}</td>{{end}}</tr>
 {{end}}</table>
 </section>
+{{if .Groups}}<section id="across-seeds"><h2>Across seeds</h2>
+<p>Claims about what is possible, judged on the set of a preset × schedule's seeds; each seed's own outcome is its cell's.</p>
+<table><tr><th>group</th><th>status</th><th>expect</th><th>seeds</th><th>why</th></tr>
+{{range .Groups}}<tr id="{{.Anchor}}"><td>{{.Group.Group}}</td><td><span class="badge {{status .Status}}">{{.Status}}</span></td><td>{{.Expect}}</td>
+<td>{{range .Seeds}}<div class="seed"><a class="badge {{status .Status}}" {{if .Report}}href="{{.Report}}"{{end}}>seed {{.Seed}}: {{.Status}}</a>
+{{range .Facts}} {{.Name}} {{if .Value}}{{.Value}}{{else}}-{{end}} <span class="held-{{.Held}}">({{if eq .Held "yes"}}held{{else if eq .Held "no"}}did not hold{{else}}unknown{{end}})</span>{{end}}</div>{{end}}</td>
+<td>{{range .Reasons}}<div>{{.}}</div>{{end}}</td></tr>
+{{end}}</table>
+</section>{{end}}
 <section id="cells"><h2>Cells</h2>
 <table><tr><th>cell</th><th>status</th><th>expect</th><th>valid</th><th>anomalies</th><th>availability</th><th>max unavailable</th><th>why</th><th>links</th></tr>
 {{range .Cells}}<tr><td>{{.Cell.Cell}}</td><td><span class="badge {{status .Status}}">{{.Status}}</span></td><td>{{.Expect}}</td><td>{{.Valid}}</td><td>{{anomtext .Anomalies}}</td>
@@ -120,6 +177,9 @@ const matrixCSS = `
 table.grid td{padding:4px;min-width:180px}
 a.cell{display:block;color:#fff;text-decoration:none;padding:6px 8px;border-radius:4px;margin:2px 0;font-size:12px}
 a.cell:hover{filter:brightness(1.1)}
+a.cell.group{border:2px dashed #fff}
+div.seed{margin:2px 0;font-size:12px}
+.held-yes{font-weight:bold}.held-unknown{font-style:italic}
 `
 
 // existing returns the files of names that fsys has.

@@ -416,6 +416,13 @@ func matrixEntry(fsys fs.FS, dir string) Entry {
 			worst = st
 		}
 	}
+	// A group across seeds colours the matrix like a cell; the counts
+	// stay the cells'.
+	for _, g := range t.Groups {
+		if st := g.Status(); rank(st) > rank(worst) {
+			worst = st
+		}
+	}
 	e.Status = worst
 	for _, st := range []string{Met, NotMet, Undecided, NotSetUp, "error", "skipped"} {
 		if counts[st] > 0 {
@@ -423,6 +430,9 @@ func matrixEntry(fsys fs.FS, dir string) Entry {
 		}
 	}
 	e.Detail = fmt.Sprintf("%d cells", len(t.Cells))
+	if n := len(t.Groups); n > 0 {
+		e.Detail += fmt.Sprintf(", %d across seeds", n)
+	}
 	e.sortKey = e.Started + "\x00" + dir
 	return e
 }

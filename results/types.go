@@ -46,6 +46,54 @@ type Table struct {
 	Started string  `json:"started"`
 	Seconds float64 `json:"seconds"`
 	Cells   []Cell  `json:"cells"`
+	// Groups are the judgements of claims across seeds, one per preset x
+	// schedule whose expectation has any (absent from older tables).
+	Groups []Group `json:"groups,omitempty"`
+}
+
+// Group is one preset x schedule's claims across seeds (expect's
+// across-seeds), judged on the set of its seeds' cells.
+type Group struct {
+	// Group is preset/schedule.
+	Group    string      `json:"group"`
+	Preset   string      `json:"preset"`
+	Schedule string      `json:"schedule"`
+	Expect   string      `json:"expect"`
+	Outcome  string      `json:"outcome,omitempty"`
+	Reasons  []string    `json:"reasons,omitempty"`
+	Seeds    []GroupSeed `json:"seeds"`
+}
+
+// GroupSeed is one seed of a Group: its cell and what it showed for each
+// claim.
+type GroupSeed struct {
+	Seed   int64      `json:"seed"`
+	Cell   string     `json:"cell"`
+	Status string     `json:"status"` // the cell's own (Cell.Status)
+	Facts  []SeedFact `json:"facts,omitempty"`
+}
+
+// SeedFact is what one seed showed for one claim across seeds.
+type SeedFact struct {
+	// Name is the claim's anomaly, or valid.
+	Name string `json:"name"`
+	// Value is the seed's count or validity; empty when it did not run.
+	Value string `json:"value"`
+	// Held is "yes" or "no" when the claim's per-run condition held or
+	// not, "unknown" when the seed's own outcome was not decided (or
+	// its validity unknown): it might count either way.
+	Held string `json:"held"`
+}
+
+// ID names the group among cells: preset/schedule/across-seeds.
+func (g Group) ID() string { return g.Group + "/across-seeds" }
+
+// Status is the group's outcome; undecided when it has none.
+func (g Group) Status() string {
+	if g.Outcome == "" {
+		return Undecided
+	}
+	return g.Outcome
 }
 
 // Cell is one cell of a Table (lab.CellResult).
@@ -68,12 +116,19 @@ type Cell struct {
 }
 
 // Code is a matrix's exit status: 255 if a cell could not run, else 1 if
-// any expectation was not met, else 2 if any was undecided or did not run,
-// else 0.
+// any expectation (of a cell or a group across seeds) was not met, else 2
+// if any was undecided or did not run, else 0.
 func (t *Table) Code() int {
 	code := 0
+	statuses := make([]string, 0, len(t.Cells)+len(t.Groups))
 	for _, c := range t.Cells {
-		switch st := c.Status(); {
+		statuses = append(statuses, c.Status())
+	}
+	for _, g := range t.Groups {
+		statuses = append(statuses, g.Status())
+	}
+	for _, st := range statuses {
+		switch {
 		case st == "error":
 			return 255
 		case st == NotMet:
