@@ -55,6 +55,9 @@ type Tally struct {
 	Scenario string    `json:"scenario"`
 	Expect   string    `json:"expect"`
 	Runs     []SeedRun `json:"runs"`
+	// Across is the judgement of the scenario's claims across seeds
+	// (expect: across-seeds), over the sweep's runs; nil without any.
+	Across *Judgement `json:"across_seeds,omitempty"`
 }
 
 // Count is how many runs came out as outcome.
@@ -83,7 +86,7 @@ func (t Tally) Seeds(outcome string) []int64 {
 // error, not met, not set up, undecided, met.
 func (t Tally) Status() string {
 	for _, s := range []string{"error", results.NotMet, results.NotSetUp, results.Undecided} {
-		if t.Count(s) > 0 {
+		if t.Count(s) > 0 || (t.Across != nil && t.Across.Outcome.String() == s) {
 			return s
 		}
 	}
@@ -221,6 +224,9 @@ sweep:
 			fmt.Fprintln(out, line)
 		}
 	}
+	for i, sc := range scs {
+		res.Scenarios[i].Across = judgeAcross(sc.Expect, res.Scenarios[i].Runs)
+	}
 	res.Seconds = time.Since(start).Seconds()
 	if res.Stopped != "" {
 		fmt.Fprintf(out, "  %s after %d of %d runs\n", res.Stopped, n, total)
@@ -265,6 +271,28 @@ func verifyRun(ctx context.Context, sc Scenario, o Options, dir string) SeedRun 
 	return r
 }
 
+// judgeAcross judges e's claims across seeds over a sweep's runs (nil
+// when e makes none). A claim is about a number of seeds: a sweep of
+// another number leaves it undecided, saying so.
+func judgeAcross(e Expect, runs []SeedRun) *Judgement {
+	if len(e.AcrossSeeds) == 0 {
+		return nil
+	}
+	outs := make([]SeedOutcome, len(runs))
+	for i, r := range runs {
+		o := SeedOutcome{Seed: r.Seed, Anomalies: r.Anomalies}
+		if err := o.Outcome.UnmarshalText([]byte(r.Outcome)); err != nil {
+			o.Missing = r.Outcome
+		}
+		if r.Valid != "" {
+			o.Valid.UnmarshalJSON([]byte(strconv.Quote(r.Valid))) //nolint:errcheck // an unknown validity stays Unknown
+		}
+		outs[i] = o
+	}
+	j := e.JudgeSeeds(outs)
+	return &j
+}
+
 // WriteVerifyTable prints the sweep's table: per scenario, its runs by
 // outcome and the seeds of those that did not meet the expectation.
 func WriteVerifyTable(w io.Writer, v *VerifyResult) {
@@ -273,6 +301,13 @@ func WriteVerifyTable(w io.Writer, v *VerifyResult) {
 		nameW, expW = max(nameW, len(t.Scenario)), max(expW, min(len(t.Expect), 40))
 	}
 	fmt.Fprintf(w, "%-*s  %-*s  %4s  %4s  %7s  %10s  %9s  %5s  %s\n", nameW, "scenario", expW, "expect", "runs", "met", "not-met", "not-set-up", "undecided", "error", "seeds not met")
+	defer func() {
+		for _, t := range v.Scenarios {
+			if t.Across != nil {
+				fmt.Fprintf(w, "%s across seeds (%s): %s: %s\n", t.Scenario, t.Across.Expect, strings.ToUpper(t.Across.Outcome.String()), strings.Join(t.Across.Reasons, "; "))
+			}
+		}
+	}()
 	for _, t := range v.Scenarios {
 		exp := t.Expect
 		if len(exp) > 40 {
@@ -299,6 +334,11 @@ func WriteVerifyMarkdown(w io.Writer, v *VerifyResult) {
 	for _, t := range v.Scenarios {
 		fmt.Fprintf(w, "| `%s` | %s | %d | %d | %d | %d | %d | %d | %s |\n", t.Scenario, strings.ReplaceAll(t.Expect, "|", "\\|"), len(t.Runs),
 			t.Count(results.Met), t.Count(results.NotMet), t.Count(results.NotSetUp), t.Count(results.Undecided), t.Count("error"), failingSeeds(t))
+	}
+	for _, t := range v.Scenarios {
+		if t.Across != nil {
+			fmt.Fprintf(w, "\n`%s` across seeds (%s): **%s**: %s\n", t.Scenario, t.Across.Expect, t.Across.Outcome, strings.Join(t.Across.Reasons, "; "))
+		}
 	}
 }
 

@@ -68,3 +68,34 @@ func TestSelectLibrary(t *testing.T) {
 		t.Errorf("the whole library: %d scenarios, %v", len(all), err)
 	}
 }
+
+// TestVerifyAcrossSeeds: a scenario's claim across seeds is judged over
+// the sweep's runs, and a miss fails the sweep though every run met its
+// own (per-run) expectation.
+func TestVerifyAcrossSeeds(t *testing.T) {
+	sc, err := Parse("x.yaml", "x", []byte("expect:\n  across-seeds:\n    lost-write: \">0 in >=1 of 3\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(seed, lost int64) SeedRun {
+		return SeedRun{Seed: seed, Outcome: results.Met, Valid: "true", Anomalies: map[string]int64{"lost-write": lost}}
+	}
+	for _, tc := range []struct {
+		runs []SeedRun
+		want string
+		code int
+	}{
+		{[]SeedRun{run(1, 0), run(2, 12), run(3, 0)}, results.Met, 0},
+		{[]SeedRun{run(1, 0), run(2, 0), run(3, 0)}, results.NotMet, 1},
+		{[]SeedRun{run(1, 0), run(2, 0)}, results.Undecided, 2},
+	} {
+		tl := Tally{Scenario: "x", Runs: tc.runs, Across: judgeAcross(sc.Expect, tc.runs)}
+		v := &VerifyResult{Scenarios: []Tally{tl}}
+		if tl.Across == nil || tl.Across.Outcome.String() != tc.want || v.Code() != tc.code {
+			t.Errorf("%d runs: across %+v, code %d; want %s, %d", len(tc.runs), tl.Across, v.Code(), tc.want, tc.code)
+		}
+	}
+	if judgeAcross(Expect{}, nil) != nil {
+		t.Error("a judgement without a claim")
+	}
+}
