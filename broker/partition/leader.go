@@ -34,7 +34,7 @@ func (p *Partition) MakeLeader(st LeaderAndISR, replicas []int32, version int64,
 		if r == p.self {
 			continue
 		}
-		rm := &remote{leo: -1, sinceMs: now}
+		rm := &remote{leo: -1, sinceMs: now, logStart: -1}
 		if slices.Contains(st.ISR, r) {
 			rm.lastCaughtUpTimeMs = now
 		}
@@ -60,7 +60,7 @@ func (p *Partition) UpdateISRFromController(st LeaderAndISR, replicas []int32, v
 	p.pending, p.alterWait = nil, nil
 	for _, r := range replicas {
 		if _, ok := p.remotes[r]; !ok && r != p.self {
-			p.remotes[r] = &remote{leo: -1, sinceMs: p.nowMs()}
+			p.remotes[r] = &remote{leo: -1, sinceMs: p.nowMs(), logStart: -1}
 		}
 	}
 	p.maybeIncrementHWLocked(p.nowMs())
@@ -216,7 +216,10 @@ type FetchRequest struct {
 	MaxBytes           int
 	CurrentLeaderEpoch int32 // -1: not given
 	LastFetchedEpoch   int32 // -1: not given
-	MinOneBatch        bool
+	// LogStartOffset is a follower's own log start offset (-1: not
+	// given); the leader's low watermark for DeleteRecords waits on it.
+	LogStartOffset int64
+	MinOneBatch    bool
 	// Isolation is the consumer's isolation level: 0 read_uncommitted
 	// reads up to the HW, 1 read_committed up to the LSO.
 	Isolation int8
@@ -268,7 +271,12 @@ func (p *Partition) read(req FetchRequest) (res ReadResult, err error, expand bo
 			}
 		}
 		if !diverging {
-			if p.updateFollowerLocked(req.ReplicaID, req.Offset) {
+			moved := p.updateFollowerLocked(req.ReplicaID, req.Offset)
+			if r := p.remotes[req.ReplicaID]; r.logStart != req.LogStartOffset {
+				r.logStart = req.LogStartOffset // may complete a DeleteRecords
+				moved = true
+			}
+			if moved {
 				p.notifyLocked()
 			}
 			expand = !slices.Contains(p.isr, req.ReplicaID)

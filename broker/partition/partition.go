@@ -120,6 +120,7 @@ type remote struct {
 	lastFetchLeaderLEO int64
 	lastCaughtUpTimeMs int64
 	sinceMs            int64 // when this leader started tracking the follower
+	logStart           int64 // the follower's log start offset from its last fetch; -1: unknown
 }
 
 // pendingAlter is an AlterPartition in flight (async mode).

@@ -348,11 +348,15 @@ func (e *scriptEnv) run(line string) (res string) {
 		return e.state()
 	case "follower-append":
 		// A follower appends batches it fetched: offsets from=..records=..epoch=..
-		n := int(num(a["records"], 1))
-		b := e.producerBatch(n, a)
-		binary.BigEndian.PutUint64(b[0:], uint64(num(a["from"], 0)))
-		binary.BigEndian.PutUint32(b[12:], uint32(num(a["batch-epoch"], 0)))
-		err := e.p.AppendAsFollower(b, num(a["leader-hw"], 0), 0, int32(num(a["epoch"], 0)))
+		// records=0 is an empty fetch response: only the leader's HW and
+		// log start (leader-log-start=..).
+		var b []byte
+		if n := int(num(a["records"], 1)); n > 0 {
+			b = e.producerBatch(n, a)
+			binary.BigEndian.PutUint64(b[0:], uint64(num(a["from"], 0)))
+			binary.BigEndian.PutUint32(b[12:], uint32(num(a["batch-epoch"], 0)))
+		}
+		err := e.p.AppendAsFollower(b, num(a["leader-hw"], 0), num(a["leader-log-start"], 0), int32(num(a["epoch"], 0)))
 		if err != nil {
 			return "error: " + err.Error()
 		}
@@ -360,7 +364,8 @@ func (e *scriptEnv) run(line string) (res string) {
 	case "fetch":
 		// A follower fetch at its LEO.
 		r, err := e.p.Read(FetchRequest{ReplicaID: int32(num(a["replica"], 2)), Offset: num(a["offset"], 0), MaxBytes: 1 << 20,
-			CurrentLeaderEpoch: int32(num(a["current-epoch"], -1)), LastFetchedEpoch: int32(num(a["last-fetched-epoch"], -1))})
+			CurrentLeaderEpoch: int32(num(a["current-epoch"], -1)), LastFetchedEpoch: int32(num(a["last-fetched-epoch"], -1)),
+			LogStartOffset: num(a["log-start"], 0)})
 		var errs string
 		if err != nil {
 			errs = " error: " + err.Error()
@@ -403,6 +408,20 @@ func (e *scriptEnv) run(line string) (res string) {
 	case "shrink":
 		e.p.MaybeShrinkISR()
 		return e.state()
+	case "delete-records":
+		// DeleteRecords on the leader, then whether it would complete.
+		off, err := e.p.DeleteRecords(num(a["offset"], 0))
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		done, lw, _ := e.p.DeleteRecordsStatus(off)
+		return fmt.Sprintf("log-start=%d complete=%v low-watermark=%d", off, done, lw)
+	case "delete-records-status":
+		done, lw, err := e.p.DeleteRecordsStatus(num(a["offset"], 0))
+		if err != nil {
+			return fmt.Sprintf("complete=%v error: %v", done, err)
+		}
+		return fmt.Sprintf("complete=%v low-watermark=%d", done, lw)
 	case "acks-all":
 		done, err := e.p.AcksAllStatus(num(a["offset"], 0))
 		if err != nil {
@@ -476,6 +495,8 @@ func (e *scriptEnv) run(line string) (res string) {
 		return "epochs " + strings.Join(parts, " ")
 	case "state":
 		return e.state()
+	case "log-start":
+		return fmt.Sprintf("log-start=%d", e.p.Log().LogStartOffset())
 	}
 	return "unknown command " + f[0]
 }
