@@ -152,8 +152,7 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest, bufs *bufSet) (*kmsg.FetchRes
 			res, err := p.Read(partition.FetchRequest{
 				ReplicaID: replicaID, Offset: rp.FetchOffset, MaxBytes: max,
 				CurrentLeaderEpoch: rp.CurrentLeaderEpoch, LastFetchedEpoch: rp.LastFetchedEpoch, MinOneBatch: total == 0 && req.Version > 2,
-				LogStartOffset: rp.LogStartOffset,
-				Isolation: isolation, Alloc: bufs.alloc,
+				Isolation: isolation, Alloc: bufs.alloc, LogStartOffset: rp.LogStartOffset,
 			})
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
 			if res.AbortedTxns != nil {
