@@ -261,6 +261,8 @@ type analysis struct {
 	dangling map[int64]bool
 	// txn checks transactional ops; nil until the first.
 	txn *txnAnalysis
+	// delivery follows consumer groups' processed records and commits.
+	delivery deliveryTracker
 }
 
 func (a *analysis) txnA() *txnAnalysis {
@@ -480,6 +482,15 @@ func (a *analysis) add(op *history.Op, pos int64) {
 		if op.F == history.FDrain && op.Type == history.OK {
 			a.drained = true
 		}
+		if op.F == history.FPoll && op.Type == history.OK {
+			a.delivery.polled(op, pos)
+		}
+	case history.FProcessed:
+		a.processed(op, pos)
+	case history.FCommit:
+		if !a.delivery.commit(op, pos) {
+			a.stats.Ignored++
+		}
 	case history.FDrained:
 		if op.Type == history.OK && op.Partition >= 0 && op.HasValue {
 			if a.drainedRange == nil {
@@ -491,6 +502,9 @@ func (a *analysis) add(op *history.Op, pos int64) {
 			a.txnA().drainedKey(op)
 		}
 	case history.FAssign, history.FSubscribe, history.FRebalance, history.FSeek:
+		if op.F == history.FSubscribe {
+			a.delivery.subscribe(op)
+		}
 		if op.Type != history.Fail {
 			ps.lastPoll.reset()
 			if a.txn != nil {
@@ -921,12 +935,13 @@ func (a *analysis) finish() *Verdict {
 		Latency:        map[string]Quantiles{},
 	}
 	v.Unseen, v.RealtimeLag = a.queue.result()
+	v.Delivery = a.finishDelivery(v.Unseen.BucketSeconds, v.Unseen.Buckets)
 	for f, h := range a.lat {
 		v.Latency[f] = h.quantiles()
 	}
 	v.Valid = Valid
 	for kind, n := range a.anomalies {
-		if n > 0 && kind != Unseen && !slices.Contains(cycleAnomalies, kind) {
+		if n > 0 && kind != Unseen && !slices.Contains(cycleAnomalies, kind) && !slices.Contains(deliveryAnomalies, kind) {
 			v.Valid = Invalid
 		}
 	}
@@ -947,6 +962,9 @@ func (a *analysis) finish() *Verdict {
 				break
 			}
 		}
+	}
+	if a.anomalies[Redelivered]+a.anomalies[Skipped] > 0 {
+		v.Notes = append(v.Notes, "redelivered and skipped records are reported, not judged: they describe the consumer group's commit configuration, not the broker; an expectation can bound their counts")
 	}
 	if v.Valid == Valid && a.anomalies[Unseen] > 0 {
 		// Without a final drain an acknowledged value may simply not have

@@ -28,6 +28,10 @@
 //   - unexpected: a value was read that no process ever sent; every record
 //     value that is not a number counts as one of its own, by its text.
 //
+// Consumer groups' delivery semantics (redelivered, skipped) are counted
+// from f "processed" and commits with their offsets, in delivery.go;
+// they are reported, not judged.
+//
 // Transactional ops (f "txn") have their own checks, in txn.go; they
 // share the names above where the anomaly is the same and add
 // precommitted-read, G1b, txn-out-of-order, eos-duplicate and the cycles G0, G1c,
@@ -95,7 +99,8 @@ const (
 var AnomalyNames = []string{LostWrite, Unseen, Duplicate, InconsistentOffsets,
 	NonmonotonicSend, NonmonotonicPoll, PollSkip, AbortedRead, Unexpected,
 	FutureRead, SendBelowRead, NonmonotonicSendRealtime,
-	PrecommittedRead, G1b, TxnOutOfOrder, EOSDuplicate, G0, G1c, GSingle, G2Item}
+	PrecommittedRead, G1b, TxnOutOfOrder, EOSDuplicate, G0, G1c, GSingle, G2Item,
+	Redelivered, Skipped}
 
 // LinMode chooses whether to check linearizability.
 type LinMode int
@@ -226,9 +231,14 @@ type Verdict struct {
 	// Unseen is the count of acknowledged values not yet read, over time,
 	// per partition and overall; RealtimeLag the time from acknowledgement
 	// to first read (Jepsen's queue analyses).
-	Unseen       UnseenOverTime `json:"unseen"`
-	RealtimeLag  RealtimeLag    `json:"realtime_lag"`
-	Linearizable LinResult      `json:"linearizable"`
+	Unseen      UnseenOverTime `json:"unseen"`
+	RealtimeLag RealtimeLag    `json:"realtime_lag"`
+	// Delivery has, per consumer group, the records processed more than
+	// once or committed and never processed, and the committed offsets
+	// over time; absent when the history has no processed records or
+	// commits that name their offsets.
+	Delivery     *Delivery `json:"delivery,omitempty"`
+	Linearizable LinResult `json:"linearizable"`
 	// Cluster summarizes the cluster-state timeline (process "cluster").
 	Cluster ClusterSummary `json:"cluster"`
 	// Timeline has outcomes per second and the fault windows, for plots.

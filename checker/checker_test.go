@@ -134,7 +134,8 @@ func compareGolden(t *testing.T, name string, v *Verdict) {
 
 // TestCheckOpsMatchesCheck: the in-memory and streaming paths agree.
 func TestCheckOpsMatchesCheck(t *testing.T) {
-	for _, name := range []string{"clean", "lost-write", "poll-skip", "faults", "duplicate", "aborted-read", "outage", "txn-clean", "txn-g1c", "txn-precommitted-read", "txn-out-of-order"} {
+	for _, name := range []string{"clean", "lost-write", "poll-skip", "faults", "duplicate", "aborted-read", "outage", "txn-clean", "txn-g1c", "txn-precommitted-read", "txn-out-of-order",
+		"delivery-redelivered", "delivery-skipped", "delivery-clean"} {
 		path := filepath.Join("testdata", name+".jsonl")
 		f, err := os.Open(path)
 		if err != nil {
@@ -246,6 +247,9 @@ func TestInjectedAnomaliesAreFound(t *testing.T) {
 	for _, kind := range AnomalyNames {
 		if slices.Contains(TxnAnomalyNames, kind) {
 			continue // transactional only: see TestTxnGolden
+		}
+		if slices.Contains(deliveryAnomalies, kind) {
+			continue // consumer groups' processing only: see TestDeliveryGolden
 		}
 		if st.Injected[kind] == 0 {
 			t.Errorf("generator injected no %s", kind)
