@@ -62,8 +62,9 @@ type event struct {
 }
 
 // record copies the JSON stream to PREFIX.json, its output text to
-// PREFIX.log (what go test -v would have printed), and every package's
-// result line and failed test to w as they arrive.
+// PREFIX.log (what go test -v would have printed: each package's output in
+// one piece, when the package ends), and every package's result line and
+// failed test to w as they arrive.
 func record(prefix string, r io.Reader, w io.Writer) error {
 	js, err := os.Create(prefix + ".json")
 	if err != nil {
@@ -75,6 +76,16 @@ func record(prefix string, r io.Reader, w io.Writer) error {
 		return err
 	}
 	defer lg.Close()
+	pending := map[string]*strings.Builder{} // output of packages still running
+	flush := func(pkg string) error {
+		b, ok := pending[pkg]
+		if !ok {
+			return nil
+		}
+		delete(pending, pkg)
+		_, err := io.WriteString(lg, b.String())
+		return err
+	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
@@ -88,16 +99,38 @@ func record(prefix string, r io.Reader, w io.Writer) error {
 			fmt.Fprintf(lg, "%s\n", line)
 			continue
 		}
-		if e.Action != "output" && e.Action != "build-output" {
-			continue
+		switch {
+		case e.Action == "build-output" || e.Action == "output" && e.Package == "":
+			if _, err := io.WriteString(lg, e.Output); err != nil {
+				return err
+			}
+		case e.Action == "output":
+			b := pending[e.Package]
+			if b == nil {
+				b = &strings.Builder{}
+				pending[e.Package] = b
+			}
+			b.WriteString(e.Output)
+			out := strings.TrimLeft(e.Output, " ")
+			if e.Test == "" && (strings.HasPrefix(out, "ok  \t") || strings.HasPrefix(out, "FAIL\t")) {
+				fmt.Fprint(w, "  ", e.Output)
+			} else if strings.HasPrefix(out, "--- FAIL: ") || strings.HasPrefix(out, "panic: ") {
+				fmt.Fprintf(w, "  %s  (%s)\n", strings.TrimRight(e.Output, "\n"), e.Package)
+			}
+		case e.Test == "" && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip"):
+			if err := flush(e.Package); err != nil {
+				return err
+			}
 		}
-		if _, err := io.WriteString(lg, e.Output); err != nil {
+	}
+	rest := make([]string, 0, len(pending))
+	for pkg := range pending {
+		rest = append(rest, pkg)
+	}
+	sort.Strings(rest)
+	for _, pkg := range rest {
+		if err := flush(pkg); err != nil {
 			return err
-		}
-		out := strings.TrimLeft(e.Output, " ")
-		if e.Test == "" && (strings.HasPrefix(out, "ok  \t") || strings.HasPrefix(out, "FAIL\t")) ||
-			strings.HasPrefix(out, "--- FAIL: ") || strings.HasPrefix(out, "panic: ") {
-			fmt.Fprint(w, "  ", e.Output)
 		}
 	}
 	return sc.Err()
