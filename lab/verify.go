@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,8 +57,12 @@ type Tally struct {
 	Expect   string    `json:"expect"`
 	Runs     []SeedRun `json:"runs"`
 	// Across is the judgement of the scenario's claims across seeds
-	// (expect: across-seeds), over the sweep's runs; nil without any.
-	Across *Judgement `json:"across_seeds,omitempty"`
+	// (expect: across-seeds), over the sweep's runs; nil without any, or
+	// when the sweep ran another number of seeds than a claim is about
+	// (AcrossNote says so: such a claim is not judged, and does not make
+	// the sweep undecided).
+	Across     *Judgement `json:"across_seeds,omitempty"`
+	AcrossNote string     `json:"across_seeds_note,omitempty"`
 }
 
 // Count is how many runs came out as outcome.
@@ -225,7 +230,8 @@ sweep:
 		}
 	}
 	for i, sc := range scs {
-		res.Scenarios[i].Across = judgeAcross(sc.Expect, res.Scenarios[i].Runs)
+		t := &res.Scenarios[i]
+		t.Across, t.AcrossNote = judgeAcross(sc.Expect, t.Runs)
 	}
 	res.Seconds = time.Since(start).Seconds()
 	if res.Stopped != "" {
@@ -274,9 +280,15 @@ func verifyRun(ctx context.Context, sc Scenario, o Options, dir string) SeedRun 
 // judgeAcross judges e's claims across seeds over a sweep's runs (nil
 // when e makes none). A claim is about a number of seeds: a sweep of
 // another number leaves it undecided, saying so.
-func judgeAcross(e Expect, runs []SeedRun) *Judgement {
+func judgeAcross(e Expect, runs []SeedRun) (*Judgement, string) {
 	if len(e.AcrossSeeds) == 0 {
-		return nil
+		return nil, ""
+	}
+	for _, k := range slices.Sorted(maps.Keys(e.AcrossSeeds)) {
+		c, err := ParseSeedClaim(k, e.AcrossSeeds[k])
+		if err == nil && c.Of != len(runs) {
+			return nil, fmt.Sprintf("%s across seeds is a claim about %d seeds; %d ran (verify --seeds %d judges it)", c, c.Of, len(runs), c.Of)
+		}
 	}
 	outs := make([]SeedOutcome, len(runs))
 	for i, r := range runs {
@@ -290,7 +302,7 @@ func judgeAcross(e Expect, runs []SeedRun) *Judgement {
 		outs[i] = o
 	}
 	j := e.JudgeSeeds(outs)
-	return &j
+	return &j, ""
 }
 
 // WriteVerifyTable prints the sweep's table: per scenario, its runs by
@@ -305,6 +317,8 @@ func WriteVerifyTable(w io.Writer, v *VerifyResult) {
 		for _, t := range v.Scenarios {
 			if t.Across != nil {
 				fmt.Fprintf(w, "%s across seeds (%s): %s: %s\n", t.Scenario, t.Across.Expect, strings.ToUpper(t.Across.Outcome.String()), strings.Join(t.Across.Reasons, "; "))
+			} else if t.AcrossNote != "" {
+				fmt.Fprintf(w, "%s: not judged: %s\n", t.Scenario, t.AcrossNote)
 			}
 		}
 	}()
@@ -338,6 +352,8 @@ func WriteVerifyMarkdown(w io.Writer, v *VerifyResult) {
 	for _, t := range v.Scenarios {
 		if t.Across != nil {
 			fmt.Fprintf(w, "\n`%s` across seeds (%s): **%s**: %s\n", t.Scenario, t.Across.Expect, t.Across.Outcome, strings.Join(t.Across.Reasons, "; "))
+		} else if t.AcrossNote != "" {
+			fmt.Fprintf(w, "\n`%s`: not judged: %s\n", t.Scenario, t.AcrossNote)
 		}
 	}
 }

@@ -87,15 +87,24 @@ func TestVerifyAcrossSeeds(t *testing.T) {
 	}{
 		{[]SeedRun{run(1, 0), run(2, 12), run(3, 0)}, results.Met, 0},
 		{[]SeedRun{run(1, 0), run(2, 0), run(3, 0)}, results.NotMet, 1},
-		{[]SeedRun{run(1, 0), run(2, 0)}, results.Undecided, 2},
+		{[]SeedRun{run(1, 0), {Seed: 2, Outcome: results.NotSetUp}, run(3, 0)}, results.Undecided, 2},
 	} {
-		tl := Tally{Scenario: "x", Runs: tc.runs, Across: judgeAcross(sc.Expect, tc.runs)}
+		across, note := judgeAcross(sc.Expect, tc.runs)
+		tl := Tally{Scenario: "x", Runs: tc.runs, Across: across, AcrossNote: note}
 		v := &VerifyResult{Scenarios: []Tally{tl}}
 		if tl.Across == nil || tl.Across.Outcome.String() != tc.want || v.Code() != tc.code {
 			t.Errorf("%d runs: across %+v, code %d; want %s, %d", len(tc.runs), tl.Across, v.Code(), tc.want, tc.code)
 		}
 	}
-	if judgeAcross(Expect{}, nil) != nil {
+	if j, _ := judgeAcross(Expect{}, nil); j != nil {
 		t.Error("a judgement without a claim")
+	}
+	// Two runs of a claim about three seeds: not judged, and the sweep
+	// is not made undecided by it.
+	two := []SeedRun{run(1, 0), run(2, 0)}
+	j, note := judgeAcross(sc.Expect, two)
+	v := &VerifyResult{Scenarios: []Tally{{Scenario: "x", Runs: two, Across: j, AcrossNote: note}}}
+	if j != nil || !strings.Contains(note, "a claim about 3 seeds; 2 ran") || v.Code() != 0 {
+		t.Errorf("2 of 3 seeds: %+v, %q, code %d", j, note, v.Code())
 	}
 }
