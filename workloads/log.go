@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"sync"
 	"time"
@@ -327,18 +326,27 @@ func (b *base) subscriber(ctx context.Context, proc int) (*kgo.Client, error) {
 	return b.subscriberTo(ctx, proc, b.cfg.Group)
 }
 
-// subscriberTo is subscriber with another group id.
-func (b *base) subscriberTo(ctx context.Context, proc int, group string) (*kgo.Client, error) {
+// subscriberTo is subscriber with another group id; extra options come
+// last.
+func (b *base) subscriberTo(ctx context.Context, proc int, group string, extra ...kgo.Opt) (*kgo.Client, error) {
+	return b.subscriberWith(ctx, proc, group, nil, extra...)
+}
+
+// subscriberWith is subscriberTo with a hook that runs when the member's
+// partitions are revoked, before the revoke is recorded.
+func (b *base) subscriberWith(ctx context.Context, proc int, group string, revoked func(context.Context, *kgo.Client), extra ...kgo.Opt) (*kgo.Client, error) {
 	opts := append([]kgo.Opt{
 		kgo.ConsumeTopics(b.cfg.Topic),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(b.cfg.PollTimeout / 2),
-	}, b.rebalances(proc)...)
+	}, b.rebalances(proc, revoked)...)
 	if b.cfg.ManualCommit {
 		opts = append(opts, kgo.DisableAutoCommit())
 	}
+	opts = append(opts, extra...)
 	op := history.NewOp(proc, history.Invoke, history.FSubscribe)
+	op.Group = group
 	b.rec.Record(op)
 	cl, err := b.client(opts...)
 	op.Type = history.OK
@@ -350,8 +358,9 @@ func (b *base) subscriberTo(ctx context.Context, proc int, group string) (*kgo.C
 }
 
 // rebalances are the options that record a group member's rebalances as
-// f "rebalance" with its new assignment.
-func (b *base) rebalances(proc int) []kgo.Opt {
+// f "rebalance" with its new assignment; revoked, when not nil, runs first
+// when partitions are revoked (not when they are lost).
+func (b *base) rebalances(proc int, revoked func(context.Context, *kgo.Client)) []kgo.Opt {
 	var mu sync.Mutex
 	owned := map[int32]bool{}
 	note := func(add bool, ps map[string][]int32) {
@@ -374,7 +383,12 @@ func (b *base) rebalances(proc int) []kgo.Opt {
 	}
 	return []kgo.Opt{
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { note(true, ps) }),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { note(false, ps) }),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, ps map[string][]int32) {
+			if revoked != nil {
+				revoked(ctx, cl)
+			}
+			note(false, ps)
+		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { note(false, ps) }),
 	}
 }
@@ -388,78 +402,4 @@ func commit(ctx context.Context, cl *kgo.Client, rec *history.Recorder, proc int
 		done.Type, done.Error = history.Info, errString(err)
 	}
 	rec.Record(done)
-}
-
-// Queue is the queue workload: consumer groups whose members crash and
-// restart, with auto or manual commit; every delivery is recorded.
-type Queue struct{ *base }
-
-// NewQueue returns a Queue workload; see NewLog for seeds and opts.
-func NewQueue(cfg Config, rec *history.Recorder, seeds []string, opts ...kgo.Opt) (*Queue, error) {
-	cfg.Subscribe = true
-	b, err := newBase(cfg, rec, seeds, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &Queue{b}, nil
-}
-
-// Run runs producers and group consumers until ctx is done or cfg.Sends
-// values were sent. Every CrashEvery (on average, seeded) a consumer
-// crashes: it is closed without committing and restarts as a new process.
-func (w *Queue) Run(ctx context.Context) error {
-	cctx, stop := context.WithCancel(ctx)
-	defer stop()
-	var consumers errgroup.Group
-	for i := 0; i < w.cfg.Consumers; i++ {
-		rng := rand.New(rand.NewPCG(uint64(w.cfg.Seed), uint64(i)))
-		consumers.Go(func() error { return w.member(cctx, rng) })
-	}
-	err := w.produce(ctx)
-	stop()
-	if cerr := consumers.Wait(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// member is one consumer slot: it runs a process until it crashes, then
-// starts the next one.
-func (w *Queue) member(ctx context.Context, rng *rand.Rand) error {
-	for ctx.Err() == nil {
-		proc := w.procs.take()
-		cl, err := w.subscriber(ctx, proc)
-		if err != nil {
-			return err
-		}
-		var crashAt <-chan time.Time
-		var timer *time.Timer
-		if w.cfg.CrashEvery > 0 {
-			timer = time.NewTimer(time.Duration(rng.ExpFloat64() * float64(w.cfg.CrashEvery)))
-			crashAt = timer.C
-		}
-		crashed := false
-		for ctx.Err() == nil && !crashed {
-			done, err := pollOnce(ctx, cl, w.rec, proc, w.cfg.PollTimeout, history.FPoll)
-			if err != nil {
-				break
-			}
-			if len(done.Reads) > 0 && w.cfg.ManualCommit {
-				commit(ctx, cl, w.rec, proc)
-			}
-			select {
-			case <-crashAt:
-				crashed = true
-			default:
-			}
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		if crashed {
-			w.rec.Record(history.NewOp(proc, history.Info, history.FCrash))
-		}
-		cl.Close()
-	}
-	return nil
 }

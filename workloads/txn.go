@@ -300,7 +300,7 @@ func (w *Txn) session(proc int) (*sessionTransactor, error) {
 		kgo.ConsumerGroup(w.cfg.TxnGroup), kgo.ConsumeTopics(w.cfg.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(w.cfg.PollTimeout/2))
-	opts = append(opts, w.rebalances(proc)...)
+	opts = append(opts, w.rebalances(proc, nil)...)
 	s, err := kgo.NewGroupTransactSession(append(opts, w.opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("new transact session: %w", err)

@@ -6,8 +6,9 @@
 //   - Log: producers send unique int64 values (decimal strings, keys spread
 //     over partitions); consumers poll assigned or subscribed partitions; a
 //     final Drain reads every partition to its end after the faults healed.
-//   - Queue: consumer groups with auto or manual commit whose members crash
-//     and restart; every delivery is recorded.
+//   - Queue: a consumer group with auto or manual commit whose members
+//     poll, process (processing.time) and commit, and crash and restart;
+//     every poll, processed record and commit is recorded.
 //
 // Outcomes are classified the Jepsen way (Classify): ok when the broker
 // acknowledged, fail only when the record was definitely not written (a
@@ -76,6 +77,15 @@ type Config struct {
 	// CrashEvery is the mean time between consumer crashes in Queue (0: no
 	// crashes). A crashed consumer restarts as a new process.
 	CrashEvery time.Duration `yaml:"crash.every" json:"crash.every"`
+	// ProcessingTime is how long a Queue consumer works on each record it
+	// polled before it is processed (default 0: processed once polled);
+	// each record's time is uniform within ProcessingJitter of it
+	// (default: half of ProcessingTime).
+	ProcessingTime   time.Duration `yaml:"processing.time" json:"processing.time"`
+	ProcessingJitter time.Duration `yaml:"processing.jitter" json:"processing.jitter"`
+	// AutoCommitInterval is auto.commit.interval.ms of Queue consumers that
+	// auto-commit (default 5 s).
+	AutoCommitInterval time.Duration `yaml:"auto.commit.interval" json:"auto.commit.interval"`
 
 	// The rate workload's keys (NewRate).
 	//
@@ -191,6 +201,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("consumer.groups %d: a count, or -1 for none", c.ConsumerGroups)
 	case c.SampleInterval < 0 || c.MaxInFlight < 0 || c.BufferMemory < 0:
 		return errors.New("sample.interval, max.in.flight.requests.per.connection and buffer.memory cannot be negative")
+	case c.ProcessingTime < 0 || c.ProcessingJitter < 0 || c.AutoCommitInterval < 0:
+		return errors.New("processing.time, processing.jitter and auto.commit.interval cannot be negative")
+	case c.AutoCommitInterval > 0 && c.AutoCommitInterval < 100*time.Millisecond:
+		return fmt.Errorf("auto.commit.interval %s: at least 100ms (the client's floor)", c.AutoCommitInterval)
+	case c.ProcessingJitter > c.ProcessingTime:
+		return fmt.Errorf("processing.jitter %s: at most processing.time (%s)", c.ProcessingJitter, c.ProcessingTime)
 	}
 	return nil
 }

@@ -1,0 +1,289 @@
+package workloads
+
+import (
+	"context"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/isrlab/isrlab/history"
+)
+
+// Queue is the queue workload: a consumer group whose members poll, process
+// and commit, and crash and restart. A polled record is processed only
+// when its member marks it done, ProcessingTime (with jitter) after it
+// began to work on it; a crash can fall between the poll, the processing
+// of each record and the commit.
+//
+// With auto-commit the client commits, every AutoCommitInterval and when
+// partitions are revoked, what it has handed to the application, processed
+// or not (librdkafka's default, kgo's GreedyAutoCommit): a crash after a
+// commit and before the work is done skips records, one before the commit
+// redelivers them. With manual.commit each member commits, after
+// processing a poll's records, the offsets after the records it processed:
+// nothing is skipped, and a crash between processing and its commit still
+// redelivers (at-least-once). The history records every poll, every
+// processed record (f "processed") and every commit with its offsets.
+type Queue struct{ *base }
+
+// NewQueue returns a Queue workload; see NewLog for seeds and opts.
+func NewQueue(cfg Config, rec *history.Recorder, seeds []string, opts ...kgo.Opt) (*Queue, error) {
+	cfg.Subscribe = true
+	b, err := newBase(cfg, rec, seeds, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Queue{b}, nil
+}
+
+// Run runs producers and group consumers until ctx is done or cfg.Sends
+// values were sent. Every CrashEvery (on average, seeded) a consumer
+// crashes: it is closed without committing and restarts as a new process.
+func (w *Queue) Run(ctx context.Context) error {
+	cctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var consumers errgroup.Group
+	for i := 0; i < w.cfg.Consumers; i++ {
+		rng := rand.New(rand.NewPCG(uint64(w.cfg.Seed), uint64(i)))
+		consumers.Go(func() error { return w.member(cctx, rng) })
+	}
+	err := w.produce(ctx)
+	stop()
+	if cerr := consumers.Wait(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// member is one consumer slot: it runs a process until it crashes, then
+// starts the next one.
+func (w *Queue) member(ctx context.Context, rng *rand.Rand) error {
+	for ctx.Err() == nil {
+		var crashAt <-chan time.Time
+		var timer *time.Timer
+		if w.cfg.CrashEvery > 0 {
+			timer = time.NewTimer(time.Duration(rng.ExpFloat64() * float64(w.cfg.CrashEvery)))
+			crashAt = timer.C
+		}
+		err := w.process(ctx, w.procs.take(), rng, crashAt)
+		if timer != nil {
+			timer.Stop()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// process is one consumer process: it polls, processes and commits until
+// ctx is done or crashAt fires.
+func (w *Queue) process(ctx context.Context, proc int, rng *rand.Rand, crashAt <-chan time.Time) error {
+	m := &queueMember{w: w, proc: proc}
+	var opts []kgo.Opt
+	var revoked func(context.Context, *kgo.Client)
+	if !w.cfg.ManualCommit {
+		opts = []kgo.Opt{kgo.GreedyAutoCommit(), kgo.AutoCommitInterval(w.cfg.autoCommitInterval()),
+			kgo.AutoCommitCallback(func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+				m.committed(req, resp, err)
+			})}
+		// A member that leaves the group, not one that crashes, commits
+		// what it polled first, as the clients do on a revoke.
+		revoked = func(ctx context.Context, cl *kgo.Client) {
+			if !m.crashing.Load() {
+				if offs := cl.UncommittedOffsets(); len(offs) > 0 {
+					m.commit(ctx, cl, offs)
+				}
+			}
+		}
+	}
+	cl, err := w.subscriberWith(ctx, proc, w.cfg.Group, revoked, opts...)
+	if err != nil {
+		return err
+	}
+	crashed := false
+	crash := func() bool {
+		select {
+		case <-crashAt:
+			crashed = true
+		default:
+		}
+		return crashed
+	}
+	for ctx.Err() == nil && !crash() {
+		done, err := pollOnce(ctx, cl, w.rec, proc, w.cfg.PollTimeout, history.FPoll)
+		if err != nil {
+			break
+		}
+		next := map[int32]int64{}
+	work:
+		for _, pr := range done.Reads {
+			for _, r := range pr.Records {
+				if crash() {
+					break work
+				}
+				if d := w.cfg.processingTime(rng); d > 0 {
+					t := time.NewTimer(d)
+					select {
+					case <-ctx.Done():
+					case <-crashAt:
+						crashed = true
+					case <-t.C:
+					}
+					t.Stop()
+					if crashed || ctx.Err() != nil {
+						break work
+					}
+				}
+				op := history.NewOp(proc, history.OK, history.FProcessed)
+				op.Group, op.Partition, op.Offset, op.Value, op.HasValue = w.cfg.Group, pr.Partition, r.Offset, r.Value, true
+				w.rec.Record(op)
+				next[pr.Partition] = r.Offset + 1
+			}
+		}
+		if w.cfg.ManualCommit && len(next) > 0 && !crash() {
+			offs := map[int32]kgo.EpochOffset{}
+			for p, o := range next {
+				offs[p] = kgo.EpochOffset{Epoch: -1, Offset: o}
+			}
+			m.commit(ctx, cl, map[string]map[int32]kgo.EpochOffset{w.cfg.Topic: offs})
+		}
+	}
+	if crashed {
+		m.crashing.Store(true)
+		w.rec.Record(history.NewOp(proc, history.Info, history.FCrash))
+	}
+	cl.Close()
+	m.close()
+	return nil
+}
+
+// queueMember records one process's commits, its own and the client's.
+type queueMember struct {
+	w        *Queue
+	proc     int
+	crashing atomic.Bool
+	// mu orders auto-commit callbacks with close: the client may answer
+	// a commit after the process ended, and the history has moved on.
+	mu     sync.Mutex
+	closed bool
+}
+
+func (m *queueMember) close() {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+}
+
+// commit commits offs synchronously and records the invocation and its
+// outcome.
+func (m *queueMember) commit(ctx context.Context, cl *kgo.Client, offs map[string]map[int32]kgo.EpochOffset) {
+	inv := history.NewOp(m.proc, history.Invoke, history.FCommit)
+	inv.Group = m.w.cfg.Group
+	m.w.rec.Record(inv)
+	cl.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		m.w.rec.Record(commitOutcome(m.proc, m.w.cfg.Group, m.w.cfg.Topic, req, resp, err))
+	})
+}
+
+// committed records an auto-commit's outcome (a completion alone: the
+// client decided when to commit).
+func (m *queueMember) committed(req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.closed {
+		m.w.rec.Record(commitOutcome(m.proc, m.w.cfg.Group, m.w.cfg.Topic, req, resp, err))
+	}
+}
+
+// commitOutcome is a commit's completion: ok with the offsets the
+// coordinator accepted; info, with every offset asked for, when the
+// request's fate is unknown; fail when every partition was refused.
+func commitOutcome(proc int, group, topic string, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) history.Op {
+	op := history.NewOp(proc, history.OK, history.FCommit)
+	op.Group = group
+	op.Committed = []history.PartitionOffset{}
+	if err != nil || resp == nil {
+		op.Type = history.Info
+		if err != nil {
+			op.Error = errString(err)
+		}
+		if req == nil {
+			op.Type = history.Fail // no request was made
+		}
+		if req != nil {
+			for _, t := range req.Topics {
+				if t.Topic != topic {
+					continue
+				}
+				for _, p := range t.Partitions {
+					op.Committed = append(op.Committed, history.PartitionOffset{Partition: p.Partition, Offset: p.Offset})
+				}
+			}
+		}
+		sortCommitted(op.Committed)
+		return op
+	}
+	asked := map[int32]int64{}
+	for _, t := range req.Topics {
+		if t.Topic == topic {
+			for _, p := range t.Partitions {
+				asked[p.Partition] = p.Offset
+			}
+		}
+	}
+	var errs []string
+	for _, t := range resp.Topics {
+		if t.Topic != topic {
+			continue
+		}
+		for _, p := range t.Partitions {
+			if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil {
+				errs = append(errs, errString(perr))
+				continue
+			}
+			if o, ok := asked[p.Partition]; ok {
+				op.Committed = append(op.Committed, history.PartitionOffset{Partition: p.Partition, Offset: o})
+			}
+		}
+	}
+	sortCommitted(op.Committed)
+	if len(errs) > 0 {
+		op.Error = strings.Join(errs, ", ")
+		if len(op.Committed) == 0 {
+			op.Type = history.Fail
+		}
+	}
+	return op
+}
+
+func sortCommitted(cs []history.PartitionOffset) {
+	sort.Slice(cs, func(i, j int) bool { return cs[i].Partition < cs[j].Partition })
+}
+
+// processingTime draws one record's processing time.
+func (c Config) processingTime(rng *rand.Rand) time.Duration {
+	if c.ProcessingTime <= 0 {
+		return 0
+	}
+	j := c.ProcessingJitter
+	if j == 0 {
+		j = c.ProcessingTime / 2
+	}
+	return c.ProcessingTime - j + time.Duration(rng.Int64N(int64(2*j)+1))
+}
+
+func (c Config) autoCommitInterval() time.Duration {
+	if c.AutoCommitInterval <= 0 {
+		return 5 * time.Second
+	}
+	return c.AutoCommitInterval
+}
