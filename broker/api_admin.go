@@ -178,8 +178,9 @@ var _ = serve(33, "AlterConfigs", 0, 2, (*Broker).handleAlterConfigs, notIn("0.1
 // handleAlterConfigs is the old, non-incremental AlterConfigs: a topic's
 // overrides become exactly the configs given (entries with a null value
 // are dropped, as Kafka does), so anything not named goes back to its
-// default. Broker configs are static here: INVALID_REQUEST.
-func (b *Broker) handleAlterConfigs(_ context.Context, rq *request) {
+// default. A BROKER resource's dynamic configs are replaced the same way
+// (alterBrokerConfigs).
+func (b *Broker) handleAlterConfigs(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 	for _, rr := range req.Resources {
@@ -188,7 +189,16 @@ func (b *Broker) handleAlterConfigs(_ context.Context, rq *request) {
 		fail := func(e *kerr.Error, msg string) { sr.ErrorCode, sr.ErrorMessage = e.Code, &msg }
 		switch {
 		case rr.ResourceType == resourceTypeBroker:
-			fail(kerr.InvalidRequest, "broker configs are static in isrlab: set them in server.properties")
+			// The whole set: what is not named goes back to its static value.
+			next := map[string]string{}
+			for _, c := range rr.Configs {
+				if c.Value != nil {
+					next[c.Name] = *c.Value
+				}
+			}
+			if e, msg := b.alterBrokerConfigs(ctx, rr.ResourceName, req.ValidateOnly, func(map[string]string) (map[string]string, error) { return next, nil }); e != nil {
+				fail(e, msg)
+			}
 		case rr.ResourceType != resourceTypeTopic:
 			fail(kerr.InvalidRequest, fmt.Sprintf("unsupported resource type %d", rr.ResourceType))
 		default:

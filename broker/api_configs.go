@@ -2,7 +2,10 @@ package broker
 
 import (
 	"context"
-	"strconv"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -13,11 +16,13 @@ import (
 
 // Config sources in DescribeConfigs (Kafka's ConfigSource).
 const (
-	sourceTopic        = 1
-	sourceStaticBroker = 4
-	sourceDefault      = 5
-	resourceTypeTopic  = 2
-	resourceTypeBroker = 4
+	sourceTopic          = 1
+	sourceDynamicBroker  = 2
+	sourceDynamicDefault = 3
+	sourceStaticBroker   = 4
+	sourceDefault        = 5
+	resourceTypeTopic    = 2
+	resourceTypeBroker   = 4
 )
 
 // describedTopicConfigs is what DescribeConfigs reports for a topic: in a
@@ -51,13 +56,12 @@ func (b *Broker) handleDescribeConfigs(ctx context.Context, rq *request) {
 		for _, k := range rr.ConfigNames {
 			want[k] = true
 		}
-		add := func(c *config.Config, k string, source int8, readOnly bool) {
+		add := func(c *config.Config, k, v string, source int8, readOnly bool) {
 			if len(want) > 0 && !want[k] {
 				return
 			}
 			e := kmsg.NewDescribeConfigsResponseResourceConfig()
 			e.Name = k
-			v := c.String(k)
 			e.Value = &v
 			e.ReadOnly = readOnly
 			e.Source = kmsg.ConfigSource(source)
@@ -91,11 +95,35 @@ func (b *Broker) handleDescribeConfigs(ctx context.Context, rq *request) {
 				} else if bk := config.TopicToBroker[k]; bk != "" && b.cfg.IsSet(bk) {
 					src = sourceStaticBroker
 				}
-				add(tc, k, src, false)
+				add(tc, k, tc.String(k), src, false)
 			}
 		case resourceTypeBroker:
-			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(b.id)) {
-				sr.ErrorCode = kerr.InvalidRequest.Code
+			id, err := b.brokerResourceID(rr.ResourceName)
+			if err != nil {
+				msg := err.Error()
+				sr.ErrorCode, sr.ErrorMessage = kerr.InvalidRequest.Code, &msg
+				break
+			}
+			perBroker, defaults := b.dynamicBrokerConfigs(ctx)
+			// Precedence: this broker's dynamic value, the cluster-wide
+			// dynamic default, server.properties, the default. Read-only
+			// is what Kafka cannot change dynamically.
+			value := func(k, v string, src int8) (string, int8) {
+				if dv, ok := defaults[k]; ok {
+					v, src = dv, sourceDynamicDefault
+				}
+				if dv, ok := perBroker[k]; ok {
+					v, src = dv, sourceDynamicBroker
+				}
+				return v, src
+			}
+			readOnly := func(k string) bool { _, ok := config.Kafka37DynamicBrokerConfigs[k]; return !ok }
+			if id == nil {
+				// The cluster-wide default resource: only the dynamic
+				// defaults, as Kafka's ConfigHelper describes it.
+				for _, k := range slices.Sorted(maps.Keys(defaults)) {
+					add(b.cfg, k, defaults[k], sourceDynamicDefault, readOnly(k))
+				}
 				break
 			}
 			for _, k := range b.cfg.Keys() {
@@ -103,14 +131,28 @@ func (b *Broker) handleDescribeConfigs(ctx context.Context, rq *request) {
 				if b.cfg.IsSet(k) {
 					src = sourceStaticBroker
 				}
-				add(b.cfg, k, src, true)
+				v, src := value(k, b.cfg.String(k), src)
+				add(b.cfg, k, v, src, readOnly(k))
 			}
-			// Every other Kafka 3.7 broker key, at Kafka's default.
+			// Every other Kafka 3.7 broker key, at Kafka's default unless
+			// set dynamically.
 			for _, d := range config.Kafka37BrokerDefaults {
 				if b.cfg.Known(d.Name) || (len(want) > 0 && !want[d.Name]) {
 					continue
 				}
-				sr.Configs = append(sr.Configs, kafkaDefaultEntry(d, req.IncludeDocumentation))
+				e := kafkaDefaultEntry(d, req.IncludeDocumentation)
+				if v, src := value(d.Name, "", sourceDefault); src != sourceDefault {
+					e.Value, e.Source, e.IsDefault = &v, kmsg.ConfigSource(src), false
+				}
+				e.ReadOnly = readOnly(d.Name)
+				sr.Configs = append(sr.Configs, e)
+			}
+			// Dynamic keys that are not KafkaConfig's (the replication
+			// throttles), when set.
+			for _, k := range config.DynamicOnlyBrokerConfigs {
+				if v, src := value(k, "", sourceDefault); src != sourceDefault {
+					add(b.cfg, k, v, src, false)
+				}
 			}
 		default:
 			sr.ErrorCode = kerr.InvalidRequest.Code
@@ -138,15 +180,73 @@ func configType(t config.Type) kmsg.ConfigType {
 
 // Incremental config operations (IncrementalAlterConfigs).
 const (
-	opSet    = 0
-	opDelete = 1
+	opSet      = 0
+	opDelete   = 1
+	opAppend   = 2
+	opSubtract = 3
 )
+
+// incrementalOps applies IncrementalAlterConfigs operations to a BROKER
+// resource's dynamic configs as Kafka's ZkAdminManager does: a key named
+// twice or a null value to set is refused before anything else, append
+// and subtract only work on list keys (starting from the current value or
+// Kafka's default).
+func incrementalOps(ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) func(map[string]string) (map[string]string, error) {
+	return func(cur map[string]string) (map[string]string, error) {
+		seen := map[string]bool{}
+		for _, c := range ops {
+			if seen[c.Name] {
+				return nil, invalidDynamicConfig{fmt.Errorf("error due to duplicate config keys: %s", c.Name)}
+			}
+			seen[c.Name] = true
+			if c.Value == nil && c.Op != opDelete {
+				return nil, invalidDynamicConfig{fmt.Errorf("null value not supported for: %s", c.Name)}
+			}
+		}
+		for _, c := range ops {
+			switch c.Op {
+			case opSet:
+				cur[c.Name] = *c.Value
+			case opDelete:
+				delete(cur, c.Name)
+			case opAppend, opSubtract:
+				if config.KafkaType(c.Name) != "list" {
+					return nil, invalidDynamicConfig{fmt.Errorf("config value append or subtract is not allowed for config key: %s", c.Name)}
+				}
+				old, ok := cur[c.Name]
+				if !ok {
+					old = config.KafkaDefaultValue(c.Name)
+				}
+				items := splitList(old)
+				if c.Op == opAppend {
+					items = append(items, splitList(*c.Value)...)
+				} else {
+					items = slices.DeleteFunc(items, func(s string) bool { return slices.Contains(splitList(*c.Value), s) })
+				}
+				cur[c.Name] = strings.Join(items, ",")
+			default:
+				return nil, invalidDynamicConfig{fmt.Errorf("unknown operation %d on %s", c.Op, c.Name)}
+			}
+		}
+		return cur, nil
+	}
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 var _ = serve(44, "IncrementalAlterConfigs", 0, 1, (*Broker).handleIncrementalAlterConfigs, notIn("0.10"))
 
-// handleIncrementalAlterConfigs sets or deletes topic-level overrides.
-// Broker configs are static (read-only) here.
-func (b *Broker) handleIncrementalAlterConfigs(_ context.Context, rq *request) {
+// handleIncrementalAlterConfigs sets or deletes topic-level overrides and
+// dynamic broker configs (alterBrokerConfigs).
+func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	for _, rr := range req.Resources {
@@ -156,8 +256,15 @@ func (b *Broker) handleIncrementalAlterConfigs(_ context.Context, rq *request) {
 			sr.ErrorCode = e.Code
 			sr.ErrorMessage = &msg
 		}
+		if rr.ResourceType == resourceTypeBroker {
+			if e, msg := b.alterBrokerConfigs(ctx, rr.ResourceName, req.ValidateOnly, incrementalOps(rr.Configs)); e != nil {
+				fail(e, msg)
+			}
+			resp.Resources = append(resp.Resources, sr)
+			continue
+		}
 		if rr.ResourceType != resourceTypeTopic {
-			fail(kerr.InvalidRequest, "only topic configs can be altered; broker configs are static")
+			fail(kerr.InvalidRequest, fmt.Sprintf("unsupported resource type %d", rr.ResourceType))
 			resp.Resources = append(resp.Resources, sr)
 			continue
 		}

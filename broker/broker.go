@@ -79,6 +79,8 @@ type Broker struct {
 	quotaOnce   sync.Once
 	localQuotas *localQuotas // client quotas of a standalone broker
 
+	dynamic dynamicConfigs // dynamic broker configs: a standalone broker's, a clustered one's last read
+
 	clockSkew atomic.Int64 // ms added to the clock (clock faults)
 
 	testHooks *testHooks // test.hooks.enable only (testhook.go)

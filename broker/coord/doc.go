@@ -13,6 +13,7 @@
 //	/brokers/topics/<t>                        {"partitions":{"0":[1,2,3],...}}
 //	/brokers/topics/<t>/partitions/<p>/state   PartitionState JSON
 //	/config/topics/<t>                         topic-level configs, JSON map
+//	/config/brokers/<id>, /config/brokers/<default>  dynamic broker configs, {"version":1,"config":{...}}
 //	/admin/delete_topics/<t>                   pending topic deletion marker
 //	/isr_change_notification/isr_change_<seq>  partitions whose ISR a leader changed
 //	/latest_producer_id_block                  {"version":1,"broker":B,"block_start":"S","block_end":"E"}
