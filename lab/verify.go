@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -108,6 +109,11 @@ type VerifyResult struct {
 	Seconds   float64 `json:"seconds"`
 	Hog       int     `json:"hog"`
 	Seeds     int     `json:"seeds"`
+	// Load is the machine's 1-minute load average after each run (mean
+	// and maximum), with its core count: what the runs ran beside.
+	LoadMean float64 `json:"load_mean"`
+	LoadMax  float64 `json:"load_max"`
+	Cores    int     `json:"cores"`
 	Scenarios []Tally `json:"scenarios"`
 	// Stopped says why the sweep ended before every run was made.
 	Stopped string `json:"stopped,omitempty"`
@@ -192,6 +198,7 @@ func Verify(ctx context.Context, scs []Scenario, o VerifyOptions) (*VerifyResult
 		defer stop()
 	}
 	total, n := len(scs)*rounds, 0
+	var loads []float64
 	runOpts := o.Options
 	runOpts.ResultsDir = filepath.Join(dir, results.RunsDir)
 	runOpts.Live, runOpts.RunID = false, ""
@@ -219,6 +226,9 @@ sweep:
 				break sweep
 			}
 			res.Scenarios[i].Runs = append(res.Scenarios[i].Runs, r)
+			if l, ok := loadAverage(); ok {
+				loads = append(loads, l)
+			}
 			line := fmt.Sprintf("  [%d/%d] %s seed %d: %s (%.0fs)", n, total, sc.Name, seed, strings.ToUpper(r.Outcome), r.Seconds)
 			if r.Outcome != results.Met && len(r.Reasons) > 0 {
 				line += ": " + strings.Join(r.Reasons, "; ")
@@ -234,6 +244,11 @@ sweep:
 		t.Across, t.AcrossNote = judgeAcross(sc.Expect, t.Runs)
 	}
 	res.Seconds = time.Since(start).Seconds()
+	res.Cores = runtime.NumCPU()
+	for _, l := range loads {
+		res.LoadMean += l / float64(len(loads))
+		res.LoadMax = max(res.LoadMax, l)
+	}
 	if res.Stopped != "" {
 		fmt.Fprintf(out, "  %s after %d of %d runs\n", res.Stopped, n, total)
 	}
@@ -335,11 +350,12 @@ func WriteVerifyTable(w io.Writer, v *VerifyResult) {
 // WriteVerifyMarkdown writes the sweep's table as Markdown, for docs and
 // a CI job's summary.
 func WriteVerifyMarkdown(w io.Writer, v *VerifyResult) {
-	hog := "a quiet machine"
+	hog := "no CPU hog"
 	if v.Hog > 0 {
 		hog = fmt.Sprintf("beside %d busy processes", v.Hog)
 	}
-	fmt.Fprintf(w, "Sweep of %s: %d seed(s) per scenario, %s, %.0f min.\n\n", v.Started, v.Seeds, hog, v.Seconds/60)
+	fmt.Fprintf(w, "Sweep of %s: %d seed(s) per scenario, %s, %.0f min; the machine's 1-minute load average after each run: mean %.1f, max %.1f on %d cores.\n\n",
+		v.Started, v.Seeds, hog, v.Seconds/60, v.LoadMean, v.LoadMax, v.Cores)
 	if v.Stopped != "" {
 		fmt.Fprintf(w, "The sweep %s before every run was made.\n\n", v.Stopped)
 	}
@@ -442,4 +458,15 @@ func SelectLibrary(args []string) ([]Scenario, error) {
 		}
 	}
 	return out, nil
+}
+
+// loadAverage is the machine's 1-minute load average (/proc/loadavg).
+func loadAverage() (float64, bool) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, false
+	}
+	f, _, _ := strings.Cut(string(b), " ")
+	v, err := strconv.ParseFloat(f, 64)
+	return v, err == nil
 }
