@@ -104,16 +104,16 @@ func (t Tally) Status() string {
 
 // VerifyResult is a sweep: verify.json in its directory.
 type VerifyResult struct {
-	Dir       string  `json:"dir"`
-	Started   string  `json:"started"`
-	Seconds   float64 `json:"seconds"`
-	Hog       int     `json:"hog"`
-	Seeds     int     `json:"seeds"`
+	Dir     string  `json:"dir"`
+	Started string  `json:"started"`
+	Seconds float64 `json:"seconds"`
+	Hog     int     `json:"hog"`
+	Seeds   int     `json:"seeds"`
 	// Load is the machine's 1-minute load average after each run (mean
 	// and maximum), with its core count: what the runs ran beside.
-	LoadMean float64 `json:"load_mean"`
-	LoadMax  float64 `json:"load_max"`
-	Cores    int     `json:"cores"`
+	LoadMean  float64 `json:"load_mean"`
+	LoadMax   float64 `json:"load_max"`
+	Cores     int     `json:"cores"`
 	Scenarios []Tally `json:"scenarios"`
 	// Stopped says why the sweep ended before every run was made.
 	Stopped string `json:"stopped,omitempty"`
