@@ -136,13 +136,19 @@ func New(t testing.TB, subnet string, names ...string) *Hosts {
 		t.Fatal(err)
 	}
 	for _, x := range h.Hosts {
+		// The hosts' commands run through root's login shell, and bash
+		// sources ~/.bashrc when sshd starts it unless SHLVL says it is
+		// nested: the test hosts must not run the machine's own root
+		// profile (one whose pyenv init waited 60 s on a stale lock made
+		// every command take a minute and the SSH tests time out).
 		x.sshd = exec.Command(Sshd, "-D", "-e", "-f", "/dev/null", "-h", hostKey,
 			"-E", filepath.Join(dir, "sshd-"+x.Name+".log"),
 			"-o", "ListenAddress="+x.Addr.String(), "-o", "Port=22",
 			"-o", "AuthorizedKeysFile="+authorized, "-o", "StrictModes=no", "-o", "UsePAM=no",
 			"-o", "PermitRootLogin=prohibit-password", "-o", "PasswordAuthentication=no",
 			"-o", "KbdInteractiveAuthentication=no", "-o", "AllowTcpForwarding=yes",
-			"-o", "PidFile=none", "-o", "MaxSessions=64", "-o", "MaxStartups=64")
+			"-o", "PidFile=none", "-o", "MaxSessions=64", "-o", "MaxStartups=64",
+			"-o", "SetEnv=SHLVL=1")
 		x.sshd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := compose.InNetNS(x.NS, x.sshd.Start); err != nil {
 			t.Fatalf("sshd in %s: %v", x.Name, err)
