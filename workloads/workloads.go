@@ -237,7 +237,59 @@ func (c Config) producerOpts() []kgo.Opt {
 	case c.Retries > 0:
 		opts = append(opts, kgo.RecordRetries(c.Retries))
 	}
-	return opts
+	return append(opts, kgo.WithHooks(&staleMetadata{}))
+}
+
+// staleMetadata asks for new metadata when a record fails with an error
+// that says the client's metadata is out of date, as Kafka's producer
+// does (Sender.completeBatch requests a metadata update on any
+// InvalidMetadataException, retried or not). kgo refreshes only to retry
+// a batch: a record that may not be retried (retries -1) failed with
+// NOT_LEADER_OR_FOLLOWER, and every later one went to the old leader until
+// metadata.max.age (5 min). One per client (OnNewClient keeps it); asks
+// at most once per retryBackoff.
+type staleMetadata struct {
+	cl   atomic.Pointer[kgo.Client]
+	last atomic.Int64 // unix nanoseconds of the last request
+}
+
+// retryBackoff is Kafka's retry.backoff.ms default, the producer's least
+// time between metadata refreshes.
+const retryBackoff = 100 * time.Millisecond
+
+// invalidMetadata are the Kafka errors whose exceptions are
+// InvalidMetadataException in Kafka's client.
+var invalidMetadata = []error{
+	kerr.NotLeaderForPartition,
+	kerr.UnknownTopicOrPartition,
+	kerr.LeaderNotAvailable,
+	kerr.NetworkException,
+	kerr.KafkaStorageError,
+	kerr.FencedLeaderEpoch,
+	kerr.UnknownLeaderEpoch,
+	kerr.UnknownTopicID,
+	kerr.InconsistentTopicID,
+}
+
+func (h *staleMetadata) OnNewClient(cl *kgo.Client) { h.cl.Store(cl) }
+
+func (h *staleMetadata) OnProduceRecordUnbuffered(_ *kgo.Record, err error) {
+	if err == nil {
+		return
+	}
+	stale := false
+	for _, e := range invalidMetadata {
+		stale = stale || errors.Is(err, e)
+	}
+	cl := h.cl.Load()
+	if !stale || cl == nil {
+		return
+	}
+	now, last := time.Now().UnixNano(), h.last.Load()
+	if now-last < int64(retryBackoff) || !h.last.CompareAndSwap(last, now) {
+		return
+	}
+	cl.ForceMetadataRefresh()
 }
 
 // PartitionOf returns the partition of a key under the workload's spread.
