@@ -100,7 +100,7 @@ func faultBands(c *Curves, v *checker.Verdict) []band {
 }
 
 func (p *plotter) figures() []figure {
-	return []figure{
+	return append([]figure{
 		p.faultLane(),
 		p.throughput(),
 		p.latency(),
@@ -108,7 +108,7 @@ func (p *plotter) figures() []figure {
 		p.unavailability(),
 		p.unseen(),
 		p.lag(),
-	}
+	}, p.delivery()...)
 }
 
 // mid is the x of bucket i's middle.
