@@ -21,10 +21,10 @@ import (
 // TestDeleteRecords: kadm's DeleteRecords moves a partition's start on
 // the leader and answers with the new low watermark only once every
 // replica's log start has followed (Kafka's DelayedDeleteRecords), so
-// ListOffsets earliest and each replica's log already start there; -1 is
-// the HW, an offset above the HW is OFFSET_OUT_OF_RANGE, a follower
-// answers NOT_LEADER_OR_FOLLOWER, and a follower that does not fetch
-// makes the request time out with REQUEST_TIMED_OUT.
+// ListOffsets earliest, consumers and each replica's log already start
+// there; -1 is the HW, an offset above the HW is OFFSET_OUT_OF_RANGE, a
+// follower answers NOT_LEADER_OR_FOLLOWER, and a follower that does not
+// fetch makes the request time out with REQUEST_TIMED_OUT.
 func TestDeleteRecords(t *testing.T) {
 	tc := startCluster(t, 3, "test.hooks.enable=true", "metrics.listen=127.0.0.1:0")
 	tc.waitBrokers(3)
@@ -81,6 +81,19 @@ func TestDeleteRecords(t *testing.T) {
 		t.Fatalf("delete to 5: low watermark %d, %v", r.LowWatermark, r.Err)
 	}
 	everyReplicaStartsAt(5)
+	// A consumer from the start reads from 5 on; one asking for 0 is out
+	// of range and resets to the start.
+	for _, at := range []kgo.Offset{kgo.NewOffset().AtStart(), kgo.NewOffset().At(0)} {
+		cons := tc.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"del": {0: at}}), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		var got []int64
+		for len(got) < 5 && ctx.Err() == nil {
+			cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, r.Offset) })
+		}
+		cons.Close()
+		if fmt.Sprint(got) != "[5 6 7 8 9]" {
+			t.Fatalf("consumed from %v after deleting to 5: offsets %v", at, got)
+		}
+	}
 	// Below the start: nothing moves.
 	if r := deleteTo(3); r.Err != nil || r.LowWatermark != 5 {
 		t.Fatalf("delete to 3: low watermark %d, %v", r.LowWatermark, r.Err)
