@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/isrlab/isrlab/checker"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"github.com/isrlab/isrlab/nemesis"
 	"github.com/isrlab/isrlab/results"
 )
@@ -351,5 +352,76 @@ func TestShrinkRunRefuses(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, ShrinkDirName)); err == nil {
 		t.Errorf("a refused shrink left %s", ShrinkDirName)
+	}
+}
+
+// e2eScenario loses acknowledged writes only through its second fault
+// (seed 000's zombie leader: the leader cut from the coordinators under
+// acks=1); a follower's slow network and a follower's pause do not.
+const e2eScenario = `name: shrink/e2e
+preset: [acks1, kafka-2.4]
+seed: 3
+cluster:
+  coordinators: 1
+  brokers: 3
+  config: {coordinator.session.timeout.ms: "6000", replica.lag.time.max.ms: "4000"}
+topic: {partitions: 1}
+workload: {producers: 2, consumers: 1, send.interval: 2ms, delivery.timeout: 30s}
+duration: 20s
+faults:
+  - {kind: slow-net, nodes: ["follower:isrlab/0"], delay: 20ms, at: 1s, heal.after: 2s}
+  - {kind: partition, topology: leader-coordinators, partition: isrlab/0, at: 4s, heal.after: 12s}
+  - {kind: pause, nodes: ["follower:isrlab/0"], at: 17s, heal.after: 1s}
+expect:
+  anomalies: {lost-write: 0}
+`
+
+// TestShrinkEndToEnd shrinks a stored failing run of e2eScenario with real
+// runs (one per candidate, faults only): the reproducer is the partition
+// alone, written where `isrlab run` reads it, with the candidates, runs,
+// shrink.json and report.html beside it.
+func TestShrinkEndToEnd(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces (CI runs as root)")
+	}
+	bin := proctest.Binary(t)
+	run := t.TempDir()
+	sc, err := Parse("e2e.yaml", "e2e", []byte(e2eScenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stored run: its scenario and an outcome that missed the claim.
+	if err := results.WriteScenario(run, sc); err != nil {
+		t.Fatal(err)
+	}
+	if err := results.WriteJSON(filepath.Join(run, results.OutcomeFile), results.Outcome{Scenario: sc.Name, Seed: sc.Seed,
+		Outcome: results.NotMet, Valid: checker.Invalid, Anomalies: map[string]int64{"lost-write": 900},
+		Reasons: []string{"expected lost-write 0, got 900"}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	var out strings.Builder
+	rep, err := ShrinkRun(ctx, run, ShrinkRunOptions{Options: Options{Binary: bin, Out: &out}, Runs: 1, Steps: []string{"faults"},
+		Budget: 8 * time.Minute})
+	t.Log(out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	best := rep.Best
+	if len(best.Faults) != 1 || best.Faults[0].Spec.Fault.Kind() != "partition" {
+		t.Fatalf("reproducer:\n%s", describe(best))
+	}
+	repro, err := Load(filepath.Join(run, ReproducerFile))
+	if err != nil || len(repro.Faults) != 1 || repro.Name != "shrink/e2e-shrunk" || repro.Seed != 3 {
+		t.Errorf("reproducer.yaml: %v\n%s", err, describe(repro))
+	}
+	for _, f := range []string{ShrinkFile, ShrinkReportFile, ReproducerFile, "candidates/001.yaml", "shrink.log"} {
+		if _, err := os.Stat(filepath.Join(rep.Dir, f)); err != nil {
+			t.Errorf("shrink dir: %v", err)
+		}
+	}
+	if len(rep.Steps) == 0 || rep.Steps[0].Trial.Runs[0].Dir == "" || !strings.HasPrefix(rep.Steps[0].Trial.Runs[0].Dir, rep.Dir) {
+		t.Errorf("the candidates' runs are not in %s: %+v", rep.Dir, rep.Steps)
 	}
 }
