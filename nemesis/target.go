@@ -40,6 +40,12 @@ type Resolver interface {
 	View(ctx context.Context, topics []string) (View, error)
 }
 
+// PartitionResolver is a Resolver that can read the View without the
+// coordinator leader, which only the coordinator-leader target needs.
+type PartitionResolver interface {
+	Partitions(ctx context.Context, topics []string) (View, error)
+}
+
 // Target expressions.
 const (
 	TargetController        = "controller"
@@ -131,6 +137,15 @@ func (e *Env) view(ctx context.Context, exprs ...string) (View, error) {
 	}
 	if e.Resolver == nil {
 		return View{}, fmt.Errorf("%w: targets %v need live metadata and no resolver is set", ErrBadFault, exprs)
+	}
+	// Only coordinator-leader reads the coordinators: a fault aimed at a
+	// partition's leader skips asking them (seconds, when one is cut off).
+	if pr, ok := e.Resolver.(PartitionResolver); ok && !slices.Contains(exprs, TargetCoordinatorLeader) {
+		v, err := pr.Partitions(ctx, topics)
+		if err != nil {
+			return View{}, fmt.Errorf("read cluster metadata: %w", err)
+		}
+		return v, nil
 	}
 	v, err := e.Resolver.View(ctx, topics)
 	if err != nil {
