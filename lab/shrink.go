@@ -375,7 +375,7 @@ func HoldCandidates(sc Scenario) []Candidate {
 	return valid(out)
 }
 
-// StartCandidates halves each fault's start time (to 0 from 1 s), one
+// StartCandidates halves each fault's start time (to 0 below 2 s), one
 // candidate per fault in order: the run gets to its story sooner and can
 // then be shorter.
 func StartCandidates(sc Scenario) []Candidate {
@@ -385,8 +385,8 @@ func StartCandidates(sc Scenario) []Candidate {
 			continue
 		}
 		at, _ := halve(f.At, 0)
-		if f.At <= time.Second {
-			at = 0
+		if f.At < 2*time.Second {
+			at = 0 // no 1.5 s, 750 ms, ...: each step is K runs
 		}
 		c := sc.clone()
 		c.Faults[i].At = at
