@@ -45,8 +45,10 @@ func NewQueue(cfg Config, rec *history.Recorder, seeds []string, opts ...kgo.Opt
 }
 
 // Run runs producers and group consumers until ctx is done or cfg.Sends
-// values were sent. Every CrashEvery (on average, seeded) a consumer
-// crashes: it is closed without committing and restarts as a new process.
+// values were sent. A consumer crashes CrashEvery (on average, seeded)
+// after its first poll that returned records, so that crashes fall into
+// the work and not into joining the group: it is closed without
+// committing and restarts as a new process.
 func (w *Queue) Run(ctx context.Context) error {
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -67,17 +69,11 @@ func (w *Queue) Run(ctx context.Context) error {
 // starts the next one.
 func (w *Queue) member(ctx context.Context, rng *rand.Rand) error {
 	for ctx.Err() == nil {
-		var crashAt <-chan time.Time
-		var timer *time.Timer
+		var life time.Duration
 		if w.cfg.CrashEvery > 0 {
-			timer = time.NewTimer(time.Duration(rng.ExpFloat64() * float64(w.cfg.CrashEvery)))
-			crashAt = timer.C
+			life = time.Duration(rng.ExpFloat64() * float64(w.cfg.CrashEvery))
 		}
-		err := w.process(ctx, w.procs.take(), rng, crashAt)
-		if timer != nil {
-			timer.Stop()
-		}
-		if err != nil {
+		if err := w.process(ctx, w.procs.take(), rng, life); err != nil {
 			return err
 		}
 	}
@@ -85,8 +81,8 @@ func (w *Queue) member(ctx context.Context, rng *rand.Rand) error {
 }
 
 // process is one consumer process: it polls, processes and commits until
-// ctx is done or crashAt fires.
-func (w *Queue) process(ctx context.Context, proc int, rng *rand.Rand, crashAt <-chan time.Time) error {
+// ctx is done or, life after its first records (0: never), it crashes.
+func (w *Queue) process(ctx context.Context, proc int, rng *rand.Rand, life time.Duration) error {
 	m := &queueMember{w: w, proc: proc}
 	var opts []kgo.Opt
 	var revoked func(context.Context, *kgo.Client)
@@ -109,6 +105,7 @@ func (w *Queue) process(ctx context.Context, proc int, rng *rand.Rand, crashAt <
 	if err != nil {
 		return err
 	}
+	var crashAt <-chan time.Time // nil until the first records: never fires
 	crashed := false
 	crash := func() bool {
 		select {
@@ -122,6 +119,11 @@ func (w *Queue) process(ctx context.Context, proc int, rng *rand.Rand, crashAt <
 		done, err := pollOnce(ctx, cl, w.rec, proc, w.cfg.PollTimeout, history.FPoll)
 		if err != nil {
 			break
+		}
+		if crashAt == nil && life > 0 && len(done.Reads) > 0 {
+			timer := time.NewTimer(life)
+			defer timer.Stop()
+			crashAt = timer.C
 		}
 		next := map[int32]int64{}
 	work:

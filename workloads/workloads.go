@@ -75,7 +75,8 @@ type Config struct {
 	// PollTimeout bounds one poll (default 500 ms).
 	PollTimeout time.Duration `yaml:"poll.timeout" json:"poll.timeout"`
 	// CrashEvery is the mean time between consumer crashes in Queue (0: no
-	// crashes). A crashed consumer restarts as a new process.
+	// crashes), counted from a process's first records. A crashed
+	// consumer restarts as a new process.
 	CrashEvery time.Duration `yaml:"crash.every" json:"crash.every"`
 	// ProcessingTime is how long a Queue consumer works on each record it
 	// polled before it is processed (default 0: processed once polled);
