@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 )
 
@@ -15,10 +12,10 @@ var DownTimeout = 60 * time.Second
 
 // Run brings t up on b, calls fn with the cluster and takes the cluster down
 // whatever happens: fn returning, fn panicking (the panic goes on after the
-// teardown), or SIGINT/SIGTERM (which cancel the ctx given to Up and fn).
+// teardown), or ctx ending. Signals are the caller's to turn into a
+// cancelled ctx (the isrlab commands do, with signal.NotifyContext): a
+// library installs no handlers of its own.
 func Run(ctx context.Context, b Backend, t Topology, fn func(context.Context, *Cluster) error) (err error) {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	c, err := b.Up(ctx, t)
 	if err != nil {
 		return err
