@@ -363,7 +363,7 @@ func TestPowerLossScenarios(t *testing.T) {
 			}
 			// It waited for the cut follower to leave the ISR, and says so
 			// in the history before the power loss.
-			if !regexp.MustCompile(`(?s)"f":"condition".*"held":"cut is out of the ISR of isrlab/0.*"f":"start-power-loss"`).Match(hist) {
+			if !regexp.MustCompile(`(?s)"f":"condition"[^\n]*"held":"[^"]*cut is out of the ISR of isrlab/0.*"f":"start-power-loss"`).Match(hist) {
 				t.Errorf("no condition op before the power loss")
 			}
 		})
