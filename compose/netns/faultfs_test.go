@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -265,10 +266,14 @@ func TestFaultFSTeardownPaths(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
+			// The caller turns SIGINT into a cancelled ctx, as the isrlab
+			// commands do; Run tears down on it.
+			ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT)
+			defer stop()
 			var sawMount bool
 			err = compose.Run(ctx, l.backend(), top, func(ctx context.Context, c *compose.Cluster) error {
 				sawMount = slices.Equal(runMounts(t, c.RunID), []string{top.Nodes[2].DataDir})
-				syscall.Kill(os.Getpid(), syscall.SIGINT) // Run turns it into a cancelled ctx
+				syscall.Kill(os.Getpid(), syscall.SIGINT)
 				<-ctx.Done()
 				return ctx.Err()
 			})
