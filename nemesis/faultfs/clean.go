@@ -95,8 +95,11 @@ func manualAlive(id string) bool {
 // typically left by a daemon that was killed: runIDAlive decides, except
 // that a ManualRunID is alive while its process runs. Unmounting a live
 // run's mount would let its broker write to the directory underneath, so
-// when in doubt runIDAlive should say alive. Mount points deeper in the tree
-// go first. It is safe to call twice.
+// when in doubt runIDAlive should say alive. A mount this process may not
+// unmount (EPERM: another user's run, seen from a rootless clean's user
+// namespace, where that user's state is not either) is that user's to
+// clean and is left alone. Mount points deeper in the tree go first. It is
+// safe to call twice.
 func CleanStale(runIDAlive func(string) bool) error {
 	ms, err := Mounts()
 	if err != nil {
@@ -108,7 +111,8 @@ func CleanStale(runIDAlive func(string) bool) error {
 		if manualAlive(m.RunID) || runIDAlive(m.RunID) {
 			continue
 		}
-		if err := syscall.Unmount(m.MountPoint, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+		err := syscall.Unmount(m.MountPoint, syscall.MNT_DETACH)
+		if err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.EPERM) {
 			errs = append(errs, fmt.Errorf("unmount stale faultfs %s (run %s): %w", m.MountPoint, m.RunID, err))
 		}
 	}
