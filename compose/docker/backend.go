@@ -428,22 +428,41 @@ func (r *run) cluster() *compose.Cluster {
 	return c
 }
 
+// exited reports a node whose process died, with its last output. The
+// process leaves /proc before Docker has handled its exit, and Docker
+// copies the rest of its output into the log before it marks the container
+// not running: the log is read once it has (or after 10 s), else a fast
+// failure's message could be missing from it.
 func (r *run) exited(n *compose.Node) error {
 	if n.Proc == nil || n.Proc.Running() {
 		return nil
 	}
+	if id := r.processContainer(n.Name); id != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		stopped, failed := r.cli.ContainerWait(ctx, id, container.WaitConditionNotRunning)
+		select {
+		case <-stopped:
+		case <-failed:
+		}
+		cancel()
+	}
 	return fmt.Errorf("container %s exited; its last output:\n%s", ContainerName(r.st.RunID, n.Name, KindProcess), r.logTail(n.Name, 10))
+}
+
+// processContainer returns the id of node's process container, "" if none.
+func (r *run) processContainer(node string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ns := r.st.Node(node); ns != nil {
+		return ns.Container
+	}
+	return ""
 }
 
 // logTail returns the last lines a node's process container wrote, indented
 // (the container is removed by the teardown that follows a failed Up).
 func (r *run) logTail(node string, lines int) string {
-	r.mu.Lock()
-	id := ""
-	if ns := r.st.Node(node); ns != nil {
-		id = ns.Container
-	}
-	r.mu.Unlock()
+	id := r.processContainer(node)
 	if id == "" {
 		return "    (no container)"
 	}
