@@ -54,14 +54,22 @@ started. --backend limits clean to one backend.`,
 				}
 			}
 			rep, err := backends.CleanBackend(ctx, "", backend, all)
+			var killed []int
 			// faultfs mounts of runs that are gone (their daemon died with
 			// the run) are detached too; a run still alive keeps its mounts.
 			if backend == "" || backend == netns.Name || backend == docker.Name {
-				if ferr := faultfs.CleanStale(func(run string) bool {
+				alive := func(run string) bool {
 					st, _, ok := compose.LookupRun(run)
 					return ok && st.Live() && !all
-				}); ferr != nil {
+				}
+				if ferr := faultfs.CleanStale(alive); ferr != nil {
 					err = errors.Join(err, ferr)
+				}
+				var ferr error
+				killed, ferr = faultfs.KillUnmounted(alive)
+				err = errors.Join(err, ferr)
+				for _, pid := range killed {
+					fmt.Fprintf(cmd.OutOrStdout(), "stopped orphan faultfs daemon %d\n", pid)
 				}
 			}
 			w := cmd.OutOrStdout()
@@ -80,7 +88,7 @@ started. --backend limits clean to one backend.`,
 			for _, r := range rep.Live {
 				fmt.Fprintf(w, "left live run %s alone\n", r)
 			}
-			if rep.Removed() == 0 && err == nil {
+			if rep.Removed() == 0 && len(killed) == 0 && err == nil {
 				fmt.Fprintln(w, "nothing to clean")
 			}
 			return err

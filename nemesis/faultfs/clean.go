@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -135,4 +136,66 @@ func detachStale(mnt string) error {
 		return nil
 	}
 	return fmt.Errorf("mount point %s: not connected, and not a faultfs mount", mnt)
+}
+
+// parseDaemon reads a faultfs daemon's mount point and run id from its
+// argv (NUL-separated, as /proc/PID/cmdline); ok is false for any other
+// process.
+func parseDaemon(cmdline string) (mount, runID string, ok bool) {
+	args := strings.Split(strings.TrimRight(cmdline, "\x00"), "\x00")
+	if len(args) < 2 || args[1] != "faultfs" {
+		return "", "", false
+	}
+	for i := 2; i+1 < len(args); i++ {
+		switch args[i] {
+		case "--mount":
+			mount = args[i+1]
+		case "--run-id":
+			runID = args[i+1]
+		}
+	}
+	return mount, runID, mount != "" && runID != ""
+}
+
+// KillUnmounted kills the faultfs daemons of runs that are not alive
+// (runIDAlive, as CleanStale) whose mount is gone: a lazily detached mount
+// leaves its daemon serving nothing, and a process killed before its
+// teardown (a test binary on SIGINT) leaves it behind for good. A daemon
+// whose mount is still there is CleanStale's to detach first; one this
+// process may not signal belongs to another user and is left alone. It
+// returns the pids it killed.
+func KillUnmounted(runIDAlive func(string) bool) ([]int, error) {
+	ms, err := Mounts()
+	if err != nil {
+		return nil, err
+	}
+	mounted := map[string]bool{}
+	for _, m := range ms {
+		mounted[m.MountPoint] = true
+	}
+	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var killed []int
+	var errs []error
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		mount, run, ok := parseDaemon(string(b))
+		if !ok || mounted[mount] || manualAlive(run) || runIDAlive(run) {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			if !errors.Is(err, syscall.ESRCH) && !errors.Is(err, syscall.EPERM) {
+				errs = append(errs, fmt.Errorf("kill faultfs daemon %d (run %s): %w", pid, run, err))
+			}
+			continue
+		}
+		killed = append(killed, pid)
+	}
+	return killed, errors.Join(errs...)
 }
