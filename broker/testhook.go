@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/clusterapi"
 )
 
 // testHooks hold or delay chosen requests before a handler sees them, so
@@ -36,29 +38,11 @@ type testHooks struct {
 	rules []*hookRule
 }
 
-// HookRule is what a test asks for: requests of API (kmsg's name: "Fetch",
-// "AlterPartition") from broker From (a follower's replica id in Fetch,
-// OffsetForLeaderEpoch and ListOffsets, the broker id in AlterPartition,
-// the controller's in LeaderAndIsr, UpdateMetadata and StopReplica) naming
-// Topic and Partition (in Fetch, OffsetForLeaderEpoch, ListOffsets,
-// Produce and AlterPartition). An unset field matches anything; a set one
-// never matches a request that does not carry it. DelayMs 0 holds matching
-// requests until the rule is removed; more delays each by that long.
-type HookRule struct {
-	API       string `json:"api"`
-	From      *int32 `json:"from,omitempty"`
-	Topic     string `json:"topic,omitempty"`
-	Partition *int32 `json:"partition,omitempty"`
-	DelayMs   int64  `json:"delay_ms,omitempty"`
-}
-
-// HookState is a rule as GET /v1/testhooks shows it.
-type HookState struct {
-	ID int `json:"id"`
-	HookRule
-	Matched int `json:"matched"` // requests it held or delayed so far
-	Held    int `json:"held"`    // requests it holds or delays now
-}
+// HookRule and HookState are the side channel's (clusterapi).
+type (
+	HookRule  = clusterapi.HookRule
+	HookState = clusterapi.HookState
+)
 
 type hookRule struct {
 	HookState
@@ -238,7 +222,7 @@ func (h *testHooks) states() []HookState {
 
 // registerHTTP serves /v1/testhooks (see testHooks).
 func (h *testHooks) registerHTTP(mux *http.ServeMux) {
-	mux.HandleFunc("/v1/testhooks", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc(clusterapi.TestHooksPath, func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
 		case http.MethodGet:
 			writeJSON(w, map[string]any{"broker": h.b.id, "rules": h.states()})

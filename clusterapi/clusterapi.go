@@ -8,6 +8,8 @@
 //	GET  /v1/events?since=N    Events: role, leader, epoch and ISR changes after N
 //	GET  /v1/clock             Clock: the skew added to the broker's clock
 //	POST /v1/clock             {"offset_ms": N} sets it (0 heals)
+//	/v1/testhooks              a test's holds and delays of chosen requests
+//	                           (only with test.hooks.enable; HookRule)
 package clusterapi
 
 import (
@@ -26,7 +28,33 @@ const (
 	PartitionsPath = "/v1/partitions"
 	EventsPath     = "/v1/events"
 	ClockPath      = "/v1/clock"
+	TestHooksPath  = "/v1/testhooks"
 )
+
+// HookRule is what a test asks a broker's test hooks for: requests of API
+// (kmsg's name: "Fetch", "AlterPartition") from broker From (a follower's
+// replica id in Fetch, OffsetForLeaderEpoch and ListOffsets, the broker id
+// in AlterPartition, the controller's in LeaderAndIsr, UpdateMetadata and
+// StopReplica) naming Topic and Partition (in Fetch, OffsetForLeaderEpoch,
+// ListOffsets, Produce and AlterPartition). An unset field matches
+// anything; a set one never matches a request that does not carry it.
+// DelayMs 0 holds matching requests until the rule is removed; more
+// delays each by that long.
+type HookRule struct {
+	API       string `json:"api"`
+	From      *int32 `json:"from,omitempty"`
+	Topic     string `json:"topic,omitempty"`
+	Partition *int32 `json:"partition,omitempty"`
+	DelayMs   int64  `json:"delay_ms,omitempty"`
+}
+
+// HookState is a rule as GET /v1/testhooks shows it.
+type HookState struct {
+	ID int `json:"id"`
+	HookRule
+	Matched int `json:"matched"` // requests it held or delayed so far
+	Held    int `json:"held"`    // requests it holds or delays now
+}
 
 // PartitionStatus is one replica's state as its broker sees it.
 type PartitionStatus struct {

@@ -8,28 +8,16 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/isrlab/isrlab/clusterapi"
 )
 
-// HookRule is a broker test hook's rule (broker.HookRule, /v1/testhooks):
-// requests of API (kmsg's name, "Fetch") from broker From naming Topic and
-// Partition are held until the rule is removed, or delayed by DelayMs.
-// Unset fields match anything.
-type HookRule struct {
-	API       string `json:"api"`
-	From      *int32 `json:"from,omitempty"`
-	Topic     string `json:"topic,omitempty"`
-	Partition *int32 `json:"partition,omitempty"`
-	DelayMs   int64  `json:"delay_ms,omitempty"`
-}
-
-// HookState is a rule as the broker reports it: how many requests it
-// matched so far and how many it holds now.
-type HookState struct {
-	ID int `json:"id"`
-	HookRule
-	Matched int `json:"matched"`
-	Held    int `json:"held"`
-}
+// HookRule is a broker test hook's rule and HookState a rule as the
+// broker reports it (clusterapi, /v1/testhooks).
+type (
+	HookRule  = clusterapi.HookRule
+	HookState = clusterapi.HookState
+)
 
 // Ref returns a pointer to v, for HookRule's optional fields.
 func Ref(v int32) *int32 { return &v }
@@ -92,7 +80,7 @@ func (c *Cluster) hookCall(id int32, method, query string, body []byte, out any)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+"/v1/testhooks"+query, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+clusterapi.TestHooksPath+query, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
