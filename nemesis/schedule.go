@@ -262,7 +262,7 @@ func Play(ctx context.Context, n *Nemesis, events []Event, o PlayOptions) error 
 	if n.Env != nil {
 		cluster = n.Env.Cluster
 	}
-	intn := func(k int) int { return 0 }
+	intn := func(int) int { return 0 }
 	if n.Env != nil {
 		intn = n.Env.rng().Intn
 	}
@@ -317,7 +317,8 @@ func Play(ctx context.Context, n *Nemesis, events []Event, o PlayOptions) error 
 				continue
 			}
 			if !read && (w.cond.Partition != "" || w.cond.NotInISR != "" || w.cond.InISR != "") {
-				view, viewOK, read = func() (View, bool, bool) { v, ok := state(); return v, ok, true }()
+				view, viewOK = state()
+				read = true
 			}
 			if w.armedAt < 0 {
 				w.arm(now, cluster, view, viewOK, intn, names)
