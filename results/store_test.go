@@ -182,3 +182,21 @@ func TestJUnitMessageNamesAnomaliesOnce(t *testing.T) {
 		t.Errorf("junit lacks %s:\n%s", want, b)
 	}
 }
+
+// TestNotSetUpJUnit: a run whose story could not be set up is a JUnit
+// failure of its own type, fails a CI job and makes a matrix undecided
+// (exit 2), never passes as met.
+func TestNotSetUpJUnit(t *testing.T) {
+	reason := "could not set up: kill: the ISR of isrlab/0 has 1 member did not hold within 10s"
+	b, err := RunJUnit(&Outcome{Scenario: "seed000/isr1-unclean-on", Outcome: NotSetUp, Reasons: []string{reason}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `type="not-set-up"`) || !strings.Contains(string(b), reason) || !strings.Contains(string(b), `failures="1"`) {
+		t.Errorf("junit:\n%s", b)
+	}
+	tab := &Table{Cells: []Cell{{Cell: "a", State: "done", Outcome: Met}, {Cell: "b", State: "done", Outcome: NotSetUp}}}
+	if !Failing(tab.Cells[1].Status()) || tab.Code() != 2 {
+		t.Errorf("not set up: failing %v, code %d", Failing(tab.Cells[1].Status()), tab.Code())
+	}
+}
