@@ -69,6 +69,7 @@ type State struct {
 	NSDir       string `json:"ns_dir,omitempty"`
 	Network     string `json:"network,omitempty"` // Docker network id
 	KeepData    bool   `json:"keep_data,omitempty"`
+	KillOnDown  bool   `json:"kill_on_down,omitempty"` // SIGKILL on Down even with KeepData
 
 	// Topology holds what each node runs, with the brokers' faultfs
 	// control sockets (Topology.Disks) that fault commands use.

@@ -64,6 +64,8 @@ type Result struct {
 	// Incomplete marks a run cut short (a signal, a closed stdout): the
 	// verdict is of what was recorded until then.
 	Incomplete bool
+	// Timing says where the run's wall time went.
+	Timing *Timing
 }
 
 // Summary is the run's outcome.json: what a matrix or a CI job reads.
@@ -80,6 +82,33 @@ type Summary struct {
 	// Series sums up metrics.jsonl: throughput and ISR churn before,
 	// during and after the faults.
 	Series *runSeries `json:"series,omitempty"`
+	// Timing says where the run's wall time went.
+	Timing *Timing `json:"timing,omitempty"`
+}
+
+// Timing is where a run's wall time went, in seconds: what a run costs
+// beyond its duration is Up + Setup + Stop + Drain + Down + Check.
+type Timing struct {
+	Up       float64 `json:"up_s"`       // namespaces, processes, readiness
+	Setup    float64 `json:"setup_s"`    // topic creation, full ISRs
+	Workload float64 `json:"workload_s"` // the scenario's duration (shorter when not set up or cut short)
+	Stop     float64 `json:"stop_s"`     // workload and faults stopped, everything healed
+	Drain    float64 `json:"drain_s"`    // cluster ready again, every partition read to its end
+	Down     float64 `json:"down_s"`     // the cluster torn down
+	Check    float64 `json:"check_s"`    // the history checked and judged
+}
+
+// Overhead is the time the run took beyond its workload.
+func (t *Timing) Overhead() float64 {
+	return t.Up + t.Setup + t.Stop + t.Drain + t.Down + t.Check
+}
+
+// since returns the seconds since *mark and moves mark to now.
+func since(mark *time.Time) float64 {
+	now := time.Now()
+	d := now.Sub(*mark).Seconds()
+	*mark = now
+	return d
 }
 
 // ErrInternal marks a failure of the lab itself (a result file that could
@@ -151,7 +180,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", ErrInternal, err)
 	}
-	backend, err := backends.New(sc.Cluster.Backend, backends.Options{KeepData: true, Log: o.Log, SSH: sc.Cluster.SSH})
+	backend, err := backends.New(sc.Cluster.Backend, backends.Options{KeepData: true, KillOnDown: true, Log: o.Log, SSH: sc.Cluster.SSH})
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", ErrInternal, err)
 	}
@@ -163,18 +192,23 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	}
 	var recorded bool
 	var notSetUp *nemesis.NotSetUpError
+	tm := &Timing{}
+	mark := start
 	runErr := compose.Run(ctx, backend, topo, func(ctx context.Context, c *compose.Cluster) (err error) {
 		defer func() {
 			if p := recover(); p != nil {
 				err = fmt.Errorf("%w: panic: %v\n%s", ErrInternal, p, debug.Stack())
 			}
+			mark = time.Now()
 		}()
-		fmt.Fprintf(out, "  cluster up in %.1fs; bootstrap %s\n", time.Since(start).Seconds(), strings.Join(c.Bootstrap(), ","))
-		d := &driver{sc: sc, c: c, o: o, out: out, histPath: histPath}
+		tm.Up = since(&mark)
+		fmt.Fprintf(out, "  cluster up in %.1fs; bootstrap %s\n", tm.Up, strings.Join(c.Bootstrap(), ","))
+		d := &driver{sc: sc, c: c, o: o, out: out, histPath: histPath, timing: tm}
 		err = d.run(ctx)
 		recorded, notSetUp = d.started, d.notSetUp
 		return err
 	})
+	tm.Down = since(&mark)
 	// The coordinators' etcd data (preallocated WAL) is of no use after
 	// the run; their logs stay.
 	for _, n := range topo.Role(compose.RoleCoordinator) {
@@ -217,12 +251,16 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		// expectation was not put to the test.
 		res.Judgement = Judgement{Outcome: NotSetUp, Expect: sc.Expect.String(), Reasons: []string{notSetUp.Error()}}
 	}
+	tm.Check = since(&mark)
+	res.Timing = tm
 	sum := Summary{Scenario: sc.Name, RunID: runID, Seed: sc.Seed, Started: start.UTC().Format(time.RFC3339),
-		Seconds: time.Since(start).Seconds(), Incomplete: res.Incomplete, Valid: v.Valid, Anomalies: v.Anomalies, Judgement: res.Judgement, Series: ser}
+		Seconds: time.Since(start).Seconds(), Incomplete: res.Incomplete, Valid: v.Valid, Anomalies: v.Anomalies, Judgement: res.Judgement, Series: ser, Timing: tm}
 	// verdict.json, outcome.json, junit.xml and report.html.
 	werr := internalErr(results.WriteRun(dir, v, sum))
 	printSeries(out, ser)
 	printVerdict(out, v, res.Judgement)
+	fmt.Fprintf(out, "  took %.1fs: workload %.1fs; up %.1fs, topic %.1fs, stop %.1fs, drain %.1fs, down %.1fs, check %.1fs, report %.1fs\n",
+		time.Since(start).Seconds(), tm.Workload, tm.Up, tm.Setup, tm.Stop, tm.Drain, tm.Down, tm.Check, since(&mark))
 	return res, errors.Join(runErr, werr)
 }
 
@@ -282,10 +320,13 @@ type driver struct {
 	started bool
 	// notSetUp is the condition that did not hold in time, if one did not.
 	notSetUp *nemesis.NotSetUpError
+	// timing gets the setup, workload, stop and drain phases.
+	timing *Timing
 }
 
 func (d *driver) run(ctx context.Context) (err error) {
 	sc, c, o := d.sc, d.c, d.o
+	mark := time.Now()
 	dial := kgo.Dialer(c.Dial())
 	seeds := c.Bootstrap()
 	adm, closeAdm, err := admin(seeds, dial)
@@ -306,6 +347,7 @@ func (d *driver) run(ctx context.Context) (err error) {
 		return fmt.Errorf("%w: %v", ErrInternal, err)
 	}
 	d.started = true
+	d.timing.Setup = since(&mark)
 	t0 := time.Now()
 	prog := newProgress(w, sc.Duration, t0)
 	rec := history.NewRecorder(prog, func() time.Duration { return time.Since(t0) })
@@ -391,6 +433,7 @@ func (d *driver) run(ctx context.Context) (err error) {
 	case <-setUpFailed:
 		prog.event("ending the run: its story could not be set up")
 	}
+	d.timing.Workload = since(&mark)
 	// Faults end with the workload: nemesis.Play heals what it started.
 	stopNemesis()
 	stopWorkload()
@@ -407,6 +450,7 @@ func (d *driver) run(ctx context.Context) (err error) {
 	if nemErr != nil && !errors.Is(nemErr, context.Canceled) && d.notSetUp == nil {
 		o.Log.Warn("faults", "err", nemErr)
 	}
+	d.timing.Stop = since(&mark)
 	if perr == nil && ctx.Err() == nil {
 		rctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 		defer cancel()
@@ -422,6 +466,7 @@ func (d *driver) run(ctx context.Context) (err error) {
 	og.Wait()
 	stopProgress()
 	pg.Wait()
+	d.timing.Drain = since(&mark)
 	prog.flushEvents(d.out)
 	if perr != nil {
 		return perr
@@ -494,7 +539,10 @@ func (g *group) Wait() error {
 }
 
 func admin(seeds []string, dial kgo.Opt) (*kadm.Client, func(), error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), dial)
+	// A fresh cluster's first Metadata answer may name no controller yet
+	// (a broker that has not heard from it): the retry's refresh must not
+	// wait out kgo's default 5 s minimum metadata age.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), dial, kgo.MetadataMinAge(100*time.Millisecond))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -128,6 +128,24 @@ func TestRunDefaultScenario(t *testing.T) {
 	if !regexp.MustCompile(`kill leader:isrlab/0 -> b\d`).MatchString(out.String()) || res.Verdict.Availability.Faults != 1 {
 		t.Errorf("the fault did not run: %s", out.String())
 	}
+	// Where the time went is in outcome.json and the output: every phase
+	// measured, the workload its duration, the phases within the total.
+	var sum lab.Summary
+	if b, err := os.ReadFile(filepath.Join(res.Dir, "outcome.json")); err != nil || json.Unmarshal(b, &sum) != nil || sum.Timing == nil {
+		t.Fatalf("outcome.json has no timing: %s %v", b, err)
+	}
+	tm := sum.Timing
+	if tm.Up <= 0 || tm.Setup <= 0 || tm.Down <= 0 || tm.Check <= 0 || tm.Workload < sc.Duration.Seconds() ||
+		tm.Workload+tm.Overhead() > sum.Seconds || !strings.Contains(out.String(), "took ") {
+		t.Errorf("timing %+v of a %.1fs run", *tm, sum.Seconds)
+	}
+	// The run over, its nodes were killed, not shut down: no broker
+	// spent the teardown on a controlled shutdown.
+	for _, b := range []string{"b1", "b2", "b3"} {
+		if l, _ := os.ReadFile(filepath.Join(res.Dir, "nodes", b, b+".log")); len(l) == 0 || strings.Contains(string(l), `msg="controlled shutdown"`) {
+			t.Errorf("%s's log is empty or shows a clean shutdown at teardown", b)
+		}
+	}
 	again, err := lab.Load(filepath.Join(res.Dir, "scenario.yaml"))
 	if err != nil || again.Seed != 7 || len(again.Faults) != 1 {
 		t.Errorf("resolved scenario: seed %d, faults %d, %v", again.Seed, len(again.Faults), err)

@@ -26,9 +26,12 @@ func Names() []string { return []string{netns.Name, docker.Name, ssh.Name} }
 
 // Options configure a backend; fields a backend does not use are ignored.
 type Options struct {
-	StateDir     string // default compose.StateDir()
-	Detach       bool   // the run outlives this process
-	KeepData     bool
+	StateDir string // default compose.StateDir()
+	Detach   bool   // the run outlives this process
+	KeepData bool
+	// KillOnDown: Down kills the nodes at once even when their data stays
+	// (Docker always does).
+	KillOnDown   bool
 	ReadyTimeout time.Duration
 	Grace        time.Duration
 	Log          *slog.Logger
@@ -47,7 +50,7 @@ func New(name string, o Options) (compose.Backend, error) {
 		if o.System != "" && o.System != docker.SystemIsrlab {
 			return nil, fmt.Errorf("system %s needs the docker backend", o.System)
 		}
-		return &netns.Backend{StateDir: o.StateDir, Detach: o.Detach, KeepData: o.KeepData,
+		return &netns.Backend{StateDir: o.StateDir, Detach: o.Detach, KeepData: o.KeepData, KillOnDown: o.KillOnDown,
 			ReadyTimeout: o.ReadyTimeout, Grace: o.Grace, Log: o.Log}, nil
 	case docker.Name:
 		return &docker.Backend{StateDir: o.StateDir, Detach: o.Detach, KeepData: o.KeepData,

@@ -36,7 +36,12 @@ type Backend struct {
 	// (`isrlab cluster up`); otherwise the run dies with its owner.
 	Detach   bool
 	KeepData bool // leave RunDir in place on Down
-	Log      *slog.Logger
+	// KillOnDown makes Down SIGKILL the nodes even when their data stays:
+	// a finished run needs no clean shutdown (brokers would spend the
+	// grace period on controlled shutdowns to a controller going down
+	// too). A broker restarted on the data recovers as after a crash.
+	KillOnDown bool
+	Log        *slog.Logger
 }
 
 var _ compose.Backend = (*Backend)(nil)
@@ -120,7 +125,7 @@ func (b *Backend) Up(ctx context.Context, t compose.Topology) (c *compose.Cluste
 
 	st := &compose.State{
 		Name: t.Name, RunID: t.RunID, Backend: Name, Status: compose.StatusStarting,
-		Created: time.Now().UTC(), NSDir: o.NSDir, KeepData: o.KeepData,
+		Created: time.Now().UTC(), NSDir: o.NSDir, KeepData: o.KeepData, KillOnDown: o.KillOnDown,
 		Rootless: InUserNS(), Topology: t,
 	}
 	st.SetOwner()
@@ -328,9 +333,10 @@ func (r *run) teardown(ctx context.Context) error {
 			if p := r.procs[ns.Name]; p != nil {
 				pid, start = p.ident()
 			}
-			if !st.KeepData {
-				// Nothing of the node outlives Down: no need to let it
-				// shut down cleanly (etcd takes seconds to).
+			if !st.KeepData || st.KillOnDown {
+				// Nothing of the node outlives Down, or the run that
+				// wrote its data is over: no need to let it shut down
+				// cleanly (etcd takes seconds to).
 				if err := compose.Signal(pid, start, syscall.SIGKILL); err != nil && !errors.Is(err, compose.ErrNoProcess) {
 					return err
 				}
@@ -444,7 +450,7 @@ func attach(o Backend, st *compose.State) *run {
 	if st.NSDir != "" {
 		r.b.NSDir = st.NSDir
 	}
-	r.b.KeepData = st.KeepData
+	r.b.KeepData, r.b.KillOnDown = st.KeepData, st.KillOnDown
 	return r
 }
 
