@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -995,6 +996,18 @@ func ShrinkRun(ctx context.Context, runDir string, o ShrinkRunOptions) (*ShrinkR
 	writeRepro(res.Best, note)
 	writeJSON()
 	werr = append(werr, writeShrinkReport(filepath.Join(dir, ShrinkReportFile), rep, res.Best))
+	// The run's directory says what the shrink found, and so does the
+	// matrix the run is a cell of.
+	sh := results.Shrunk{FailsWith: FailsWith(res.Best), Reproducer: relTo(runDir, filepath.Join(dir, ReproducerFile)),
+		Report: relTo(runDir, filepath.Join(dir, ShrinkReportFile))}
+	if rep.Confirm != nil {
+		sh.Rate = fmt.Sprintf("fails in %d of %d runs", rep.Confirm.Failed(), len(rep.Confirm.Runs))
+	}
+	matrix, err := results.WriteShrunk(runDir, sh)
+	werr = append(werr, err)
+	if matrix != "" {
+		fmt.Fprintf(out, "  matrix %s: its cell shows the reproducer (report.html, junit.xml)\n", matrix)
+	}
 	fmt.Fprintf(out, "  reproducer: %s (isrlab run %s)\n  report: %s\n", o.OutFile, o.OutFile, filepath.Join(dir, ShrinkReportFile))
 	return rep, internalErr(errors.Join(werr...))
 }
@@ -1004,6 +1017,52 @@ func (r *ShrinkReport) stepsSoFar() []ShrinkStep {
 		return nil
 	}
 	return r.Steps
+}
+
+// FailsWith says what a failing scenario is, in a line: its faults with
+// their timing, then the run's duration and size.
+func FailsWith(sc Scenario) string {
+	var fs []string
+	for _, f := range sc.Faults {
+		d := f.Spec.Fault.Kind()
+		if raw, err := json.Marshal(f.Spec); err == nil {
+			if t := describeFault(raw); t != "" {
+				d += " " + t
+			}
+		}
+		if f.When != nil {
+			d += " when " + f.When.String()
+			if f.At > 0 {
+				d += " (from " + f.At.String() + ")"
+			}
+		} else {
+			d += " at " + f.At.String()
+		}
+		if f.HealAfter > 0 {
+			d += " for " + f.HealAfter.String()
+		} else {
+			d += " until the end"
+		}
+		fs = append(fs, d)
+	}
+	faults := "no fault"
+	switch len(fs) {
+	case 0:
+	case 1:
+		faults = "1 fault: " + fs[0]
+	default:
+		faults = fmt.Sprintf("%d faults: %s", len(fs), strings.Join(fs, "; "))
+	}
+	return fmt.Sprintf("%s; a %s run, %d producer(s), %d consumer(s), %d partition(s), %d broker(s)",
+		faults, sc.Duration, sc.Workload.Producers, sc.Workload.Consumers, sc.Topic.Partitions, sc.Cluster.Brokers)
+}
+
+// relTo is path relative to base, or path when it is not under base.
+func relTo(base, path string) string {
+	if r, err := filepath.Rel(base, path); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return path
 }
 
 func budgetNote(b time.Duration) string {

@@ -416,6 +416,10 @@ func TestShrinkEndToEnd(t *testing.T) {
 	if err != nil || len(repro.Faults) != 1 || repro.Name != "shrink/e2e-shrunk" || repro.Seed != 3 {
 		t.Errorf("reproducer.yaml: %v\n%s", err, describe(repro))
 	}
+	if sh, err := results.ReadShrunk(os.DirFS(run)); err != nil || !strings.HasPrefix(sh.FailsWith, "1 fault: partition ") ||
+		sh.Reproducer != "shrink/"+ReproducerFile {
+		t.Errorf("shrunk.json: %+v, %v", sh, err)
+	}
 	for _, f := range []string{ShrinkFile, ShrinkReportFile, ReproducerFile, "candidates/001.yaml", "shrink.log"} {
 		if _, err := os.Stat(filepath.Join(rep.Dir, f)); err != nil {
 			t.Errorf("shrink dir: %v", err)
@@ -423,5 +427,27 @@ func TestShrinkEndToEnd(t *testing.T) {
 	}
 	if len(rep.Steps) == 0 || rep.Steps[0].Trial.Runs[0].Dir == "" || !strings.HasPrefix(rep.Steps[0].Trial.Runs[0].Dir, rep.Dir) {
 		t.Errorf("the candidates' runs are not in %s: %+v", rep.Dir, rep.Steps)
+	}
+}
+
+// TestFailsWith: what a matrix cell and its JUnit failure say of a shrunk
+// scenario, in a line.
+func TestFailsWith(t *testing.T) {
+	sc, err := Parse("e2e.yaml", "e2e", []byte(e2eScenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := FailsWith(sc)
+	t.Log(got)
+	golden(t, "fails-with.golden", got+"\n")
+	one := sc.clone()
+	one.Faults = one.Faults[:1]
+	if got := FailsWith(one); !strings.HasPrefix(got, "1 fault: ") || strings.Contains(got, ";  ") {
+		t.Errorf("one fault: %s", got)
+	}
+	none := sc.clone()
+	none.Faults = nil
+	if got := FailsWith(none); !strings.HasPrefix(got, "no fault; a ") {
+		t.Errorf("no fault: %s", got)
 	}
 }

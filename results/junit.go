@@ -3,6 +3,7 @@ package results
 import (
 	"encoding/xml"
 	"fmt"
+	"path/filepath"
 	"strings"
 )
 
@@ -53,6 +54,7 @@ type junitCell struct {
 	reasons     []string
 	anomalies   map[string]int64
 	detail      string
+	shrunk      string // what the smallest failing scenario is, if shrunk
 }
 
 func (c junitCell) testcase(s *junitSuite) junitCase {
@@ -71,6 +73,9 @@ func (c junitCell) testcase(s *junitSuite) junitCase {
 			msg += "; "
 		}
 		msg += "anomalies: " + strings.Join(unnamed, ", ")
+	}
+	if c.shrunk != "" {
+		msg += " (shrunk: " + c.shrunk + ")"
 	}
 	switch c.status {
 	case "error":
@@ -115,8 +120,16 @@ func MatrixJUnit(t *Table) ([]byte, error) {
 	for _, c := range t.Cells {
 		detail := fmt.Sprintf("expect: %s\nvalid: %s\nanomalies: %v\navailability: %.3f\nmax unavailable: %.1fs\nrun: %s\n",
 			c.Expect, c.Valid, c.Anomalies, c.Avail, c.MaxUnavS, c.Dir)
+		if sh := c.Shrunk; sh != nil {
+			// The smallest failing scenario first: what a reader of the
+			// failure wants to know.
+			detail = fmt.Sprintf("fails with: %s%s\nreproducer: %s\n", sh.FailsWith, rateNote(sh.Rate), filepath.Join(c.Dir, sh.Reproducer)) + detail
+		}
 		jc := junitCell{class: "isrlab." + t.Matrix + "." + c.Preset, name: strings.TrimPrefix(c.Cell, c.Preset+"/"),
 			seconds: c.Seconds, status: c.Status(), err: c.Error, reasons: c.Reasons, anomalies: c.Anomalies, detail: detail}
+		if sh := c.Shrunk; sh != nil {
+			jc.shrunk = "fails with: " + sh.FailsWith + rateNote(sh.Rate)
+		}
 		s.Cases = append(s.Cases, jc.testcase(&s))
 	}
 	for _, g := range t.Groups {
@@ -143,6 +156,14 @@ func groupDetail(g Group) string {
 		fmt.Fprintf(&b, " [%s]\n", sd.Cell)
 	}
 	return b.String()
+}
+
+// rateNote is "; " and the rate, when there is one.
+func rateNote(rate string) string {
+	if rate == "" {
+		return ""
+	}
+	return "; " + rate
 }
 
 func orDash(s string) string {

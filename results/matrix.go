@@ -49,6 +49,8 @@ type gridCell struct {
 	Status string
 	Report string // link to the cell's run report, relative to the matrix
 	Log    string
+	// Reproducer and ShrinkReport link what isrlab shrink found.
+	Reproducer, ShrinkReport string
 }
 
 type statusCount struct {
@@ -83,6 +85,12 @@ func MatrixReport(matrix fs.FS, name string) ([]byte, error) {
 		g := gridCell{Cell: c, Status: c.Status()}
 		if rel := t.RunRel(c); rel != "" {
 			g.Report = rel + "/" + ReportFile
+			if sh := c.Shrunk; sh != nil {
+				g.Reproducer = rel + "/" + sh.Reproducer
+				if sh.Report != "" {
+					g.ShrinkReport = rel + "/" + sh.Report
+				}
+			}
 		}
 		logName := path.Join(LogsDir, strings.ReplaceAll(t.Matrix+"/"+c.Cell, "/", "_")+".log")
 		if _, err := fs.Stat(matrix, logName); err == nil {
@@ -147,6 +155,7 @@ var matrixTmpl = template.Must(template.New("matrix").Funcs(funcs).Parse(`<!DOCT
 <a class="cell {{status .Status}}" data-cell="{{.Cell.Cell}}" data-status="{{.Status}}" {{if .Report}}href="{{.Report}}"{{end}}>
 <b>{{upper .Status}}</b>{{if .Seed}} · seed {{.Seed}}{{end}}<br>
 {{if eq .State "done"}}valid {{.Valid}} · avail {{f3 .Avail}} · max unavail {{f1 .MaxUnavS}}s<br>{{anomtext .Anomalies}}{{else if .Error}}{{.Error}}{{end}}
+{{with .Cell.Shrunk}}<br><i class="shrunk">shrunk: fails with {{.FailsWith}}{{if .Rate}}; {{.Rate}}{{end}}</i>{{end}}
 </a>{{end}}{{with index (index $.GridGroups $i) $j}}
 <a class="cell group {{status .Status}}" data-group="{{.Group.Group}}" data-status="{{.Status}}" href="#{{.Anchor}}">
 <b>ACROSS SEEDS: {{upper .Status}}</b><br>{{.Expect}}</a>{{end}}</td>{{end}}</tr>
@@ -165,8 +174,8 @@ var matrixTmpl = template.Must(template.New("matrix").Funcs(funcs).Parse(`<!DOCT
 <table><tr><th>cell</th><th>status</th><th>expect</th><th>valid</th><th>anomalies</th><th>availability</th><th>max unavailable</th><th>why</th><th>links</th></tr>
 {{range .Cells}}<tr><td>{{.Cell.Cell}}</td><td><span class="badge {{status .Status}}">{{.Status}}</span></td><td>{{.Expect}}</td><td>{{.Valid}}</td><td>{{anomtext .Anomalies}}</td>
 <td class="num">{{if eq .State "done"}}{{f3 .Avail}}{{end}}</td><td class="num">{{if eq .State "done"}}{{f1 .MaxUnavS}}s{{end}}</td>
-<td>{{range .Reasons}}<div>{{.}}</div>{{end}}{{with .Error}}<div class="reason">{{.}}</div>{{end}}</td>
-<td>{{if .Report}}<a href="{{.Report}}">report</a>{{end}} {{if .Log}}<a href="{{.Log}}">log</a>{{end}}</td></tr>
+<td>{{range .Reasons}}<div>{{.}}</div>{{end}}{{with .Error}}<div class="reason">{{.}}</div>{{end}}{{with .Cell.Shrunk}}<div class="shrunk">shrunk: fails with {{.FailsWith}}{{if .Rate}}; {{.Rate}}{{end}}</div>{{end}}</td>
+<td>{{if .Report}}<a href="{{.Report}}">report</a>{{end}} {{if .Log}}<a href="{{.Log}}">log</a>{{end}}{{if .Reproducer}} <a class="reproducer" href="{{.Reproducer}}">reproducer</a>{{end}}{{if .ShrinkReport}} <a href="{{.ShrinkReport}}">shrink</a>{{end}}</td></tr>
 {{end}}</table>
 </section>
 <section id="files"><h2>Files</h2><ul>{{range .Files}}<li><a href="{{.}}">{{.}}</a></li>{{end}}</ul></section>

@@ -113,6 +113,8 @@ type Cell struct {
 	Error     string           `json:"error,omitempty"`
 	Dir       string           `json:"dir,omitempty"`
 	Seconds   float64          `json:"seconds,omitempty"`
+	// Shrunk is what isrlab shrink found for the cell's run, once run.
+	Shrunk *Shrunk `json:"shrunk,omitempty"`
 }
 
 // Code is a matrix's exit status: 255 if a cell could not run, else 1 if
