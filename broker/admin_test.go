@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/isrlab/isrlab/broker/config"
+	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
 // TestAdminAPIsKadm calls each admin API through kadm against a 3-broker
@@ -140,7 +140,7 @@ func TestAdminAPIsKadm(t *testing.T) {
 	for _, c := range bc.Configs {
 		byName[c.Key] = c
 	}
-	for _, d := range config.Kafka37BrokerDefaults {
+	for _, d := range kafkaconfig.Kafka37BrokerDefaults {
 		if _, ok := byName[d.Name]; !ok {
 			t.Errorf("DescribeConfigs leaves out Kafka broker key %s", d.Name)
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/isrlab/isrlab/broker/config"
+	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
 // Config sources in DescribeConfigs (Kafka's ConfigSource).
@@ -56,7 +56,7 @@ func (b *Broker) handleDescribeConfigs(ctx context.Context, rq *request) {
 		for _, k := range rr.ConfigNames {
 			want[k] = true
 		}
-		add := func(c *config.Config, k, v string, source int8, readOnly bool) {
+		add := func(c *kafkaconfig.Config, k, v string, source int8, readOnly bool) {
 			if len(want) > 0 && !want[k] {
 				return
 			}
@@ -92,7 +92,7 @@ func (b *Broker) handleDescribeConfigs(ctx context.Context, rq *request) {
 				src := int8(sourceDefault)
 				if _, ok := configs[k]; ok {
 					src = sourceTopic
-				} else if bk := config.TopicToBroker[k]; bk != "" && b.cfg.IsSet(bk) {
+				} else if bk := kafkaconfig.TopicToBroker[k]; bk != "" && b.cfg.IsSet(bk) {
 					src = sourceStaticBroker
 				}
 				add(tc, k, tc.String(k), src, false)
@@ -117,7 +117,7 @@ func (b *Broker) handleDescribeConfigs(ctx context.Context, rq *request) {
 				}
 				return v, src
 			}
-			readOnly := func(k string) bool { _, ok := config.Kafka37DynamicBrokerConfigs[k]; return !ok }
+			readOnly := func(k string) bool { _, ok := kafkaconfig.Kafka37DynamicBrokerConfigs[k]; return !ok }
 			if id == nil {
 				// The cluster-wide default resource: only the dynamic
 				// defaults, as Kafka's ConfigHelper describes it.
@@ -136,7 +136,7 @@ func (b *Broker) handleDescribeConfigs(ctx context.Context, rq *request) {
 			}
 			// Every other Kafka 3.7 broker key, at Kafka's default unless
 			// set dynamically.
-			for _, d := range config.Kafka37BrokerDefaults {
+			for _, d := range kafkaconfig.Kafka37BrokerDefaults {
 				if b.cfg.Known(d.Name) || (len(want) > 0 && !want[d.Name]) {
 					continue
 				}
@@ -149,7 +149,7 @@ func (b *Broker) handleDescribeConfigs(ctx context.Context, rq *request) {
 			}
 			// Dynamic keys that are not KafkaConfig's (the replication
 			// throttles), when set.
-			for _, k := range config.DynamicOnlyBrokerConfigs {
+			for _, k := range kafkaconfig.DynamicOnlyBrokerConfigs {
 				if v, src := value(k, "", sourceDefault); src != sourceDefault {
 					add(b.cfg, k, v, src, false)
 				}
@@ -162,17 +162,17 @@ func (b *Broker) handleDescribeConfigs(ctx context.Context, rq *request) {
 	rq.respond(resp)
 }
 
-func configType(t config.Type) kmsg.ConfigType {
+func configType(t kafkaconfig.Type) kmsg.ConfigType {
 	switch t {
-	case config.Bool:
+	case kafkaconfig.Bool:
 		return kmsg.ConfigTypeBoolean
-	case config.Int:
+	case kafkaconfig.Int:
 		return kmsg.ConfigTypeInt
-	case config.Long:
+	case kafkaconfig.Long:
 		return kmsg.ConfigTypeLong
-	case config.Double:
+	case kafkaconfig.Double:
 		return kmsg.ConfigTypeDouble
-	case config.List:
+	case kafkaconfig.List:
 		return kmsg.ConfigTypeList
 	}
 	return kmsg.ConfigTypeString
@@ -210,12 +210,12 @@ func incrementalOps(ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) fun
 			case opDelete:
 				delete(cur, c.Name)
 			case opAppend, opSubtract:
-				if config.KafkaType(c.Name) != "list" {
+				if kafkaconfig.KafkaType(c.Name) != "list" {
 					return nil, invalidDynamicConfig{fmt.Errorf("config value append or subtract is not allowed for config key: %s", c.Name)}
 				}
 				old, ok := cur[c.Name]
 				if !ok {
-					old = config.KafkaDefaultValue(c.Name)
+					old = kafkaconfig.KafkaDefaultValue(c.Name)
 				}
 				items := splitList(old)
 				if c.Op == opAppend {
@@ -352,7 +352,7 @@ func (b *Broker) alterTopicConfig(topic string, configs map[string]string) error
 
 // kafkaDefaultEntry reports a Kafka broker key isrlab does not implement:
 // read-only, at Kafka 3.7's default, a password's value hidden.
-func kafkaDefaultEntry(d config.KafkaDefault, doc bool) kmsg.DescribeConfigsResponseResourceConfig {
+func kafkaDefaultEntry(d kafkaconfig.KafkaDefault, doc bool) kmsg.DescribeConfigsResponseResourceConfig {
 	e := kmsg.NewDescribeConfigsResponseResourceConfig()
 	e.Name = d.Name
 	if !d.Null && d.Type != "password" {

@@ -9,9 +9,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/isrlab/isrlab/broker/config"
 	"github.com/isrlab/isrlab/broker/msgset"
 	"github.com/isrlab/isrlab/broker/partition"
+	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
 var _ = serve(1, "Fetch", 0, 16, (*Broker).handleFetch, in("0.10", 0, 3), in("2.4", 0, 11), in("2.6", 0, 11))
@@ -212,5 +212,5 @@ func (b *Broker) topicValue(topic, key string) string {
 	if v, ok := b.meta.topicConfigs(topic)[key]; ok {
 		return v
 	}
-	return b.cfg.String(config.TopicToBroker[key])
+	return b.cfg.String(kafkaconfig.TopicToBroker[key])
 }

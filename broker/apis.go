@@ -9,10 +9,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/isrlab/isrlab/broker/config"
 	klog "github.com/isrlab/isrlab/broker/log"
 	"github.com/isrlab/isrlab/broker/partition"
 	"github.com/isrlab/isrlab/broker/wire"
+	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
 // api is one served API: its key, the versions served, the versions each
@@ -86,7 +86,7 @@ func serve(key int16, name string, min, max int16, h func(*Broker, context.Conte
 			continue
 		}
 		for _, p := range e.profiles {
-			if _, ok := config.Profiles[p]; !ok {
+			if _, ok := kafkaconfig.Profiles[p]; !ok {
 				panic(fmt.Sprintf("broker: API %s: unknown profile %q", name, p))
 			}
 			if e.vr.Max >= 0 && (e.vr.Min < min || e.vr.Max > max || e.vr.Min > e.vr.Max) {
@@ -159,7 +159,7 @@ func validTopicName(name string) bool {
 	return name != "" && name != "." && name != ".." && len(name) <= 249 && legalTopic.MatchString(name)
 }
 
-func partitionConfig(tc *config.Config) partition.Config {
+func partitionConfig(tc *kafkaconfig.Config) partition.Config {
 	return partition.Config{
 		MinInsyncReplicas: tc.Int("min.insync.replicas"),
 		MaxMessageBytes:   tc.Int("max.message.bytes"),

@@ -19,10 +19,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/isrlab/isrlab/broker/config"
 	klog "github.com/isrlab/isrlab/broker/log"
 	"github.com/isrlab/isrlab/broker/partition"
 	"github.com/isrlab/isrlab/broker/wire"
+	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
 // Option configures a Broker.
@@ -40,7 +40,7 @@ func WithClock(now func() time.Time) Option { return optFunc(func(b *Broker) { b
 
 // Broker is one isrlab broker.
 type Broker struct {
-	cfg      *config.Config
+	cfg      *kafkaconfig.Config
 	id       int32
 	log      *slog.Logger
 	now      func() time.Time
@@ -117,7 +117,7 @@ type handler func(ctx context.Context, rq *request)
 
 // New validates cfg and opens the broker's log directories (recovering
 // logs after an unclean shutdown). Run starts serving.
-func New(cfg *config.Config, opts ...Option) (*Broker, error) {
+func New(cfg *kafkaconfig.Config, opts ...Option) (*Broker, error) {
 	b := &Broker{
 		cfg:        cfg,
 		id:         int32(cfg.Int("broker.id")),
@@ -188,7 +188,7 @@ func New(cfg *config.Config, opts ...Option) (*Broker, error) {
 func (b *Broker) clustered() bool { return len(b.cfg.List("coordinator.connect")) > 0 }
 
 // logConfig converts a resolved topic config into the log's config.
-func (b *Broker) logConfig(tc *config.Config) klog.Config {
+func (b *Broker) logConfig(tc *kafkaconfig.Config) klog.Config {
 	lc := klog.DefaultConfig()
 	lc.SegmentBytes = tc.Long("segment.bytes")
 	lc.SegmentMs = tc.Long("segment.ms")
@@ -217,15 +217,15 @@ func listenerAddrs(list []string) ([]string, error) {
 	for _, l := range list {
 		u, err := url.Parse(l)
 		if err != nil || u.Host == "" {
-			return nil, &config.InvalidError{Key: "listeners", Value: l, Reason: "expected PLAINTEXT://host:port"}
+			return nil, &kafkaconfig.InvalidError{Key: "listeners", Value: l, Reason: "expected PLAINTEXT://host:port"}
 		}
 		if !strings.EqualFold(u.Scheme, "PLAINTEXT") {
-			return nil, &config.InvalidError{Key: "listeners", Value: l, Reason: "only PLAINTEXT listeners are supported"}
+			return nil, &kafkaconfig.InvalidError{Key: "listeners", Value: l, Reason: "only PLAINTEXT listeners are supported"}
 		}
 		out = append(out, u.Host)
 	}
 	if len(out) == 0 {
-		return nil, &config.InvalidError{Key: "listeners", Value: "", Reason: "no listener"}
+		return nil, &kafkaconfig.InvalidError{Key: "listeners", Value: "", Reason: "no listener"}
 	}
 	return out, nil
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/isrlab/isrlab/broker/config"
 	"github.com/isrlab/isrlab/broker/wire"
+	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
 // testBroker runs a broker on a loopback port in dir until the test ends.
@@ -38,7 +38,7 @@ func startBroker(t testing.TB, dir string, overrides ...string) *testBroker {
 func startBrokerWith(t testing.TB, dir string, opts []Option, overrides ...string) *testBroker {
 	t.Helper()
 	ov := append([]string{"log.dirs=" + dir, "listeners=PLAINTEXT://127.0.0.1:0"}, overrides...)
-	cfg, _, err := config.Load("", ov)
+	cfg, _, err := kafkaconfig.Load("", ov)
 	if err != nil {
 		t.Fatal(err)
 	}

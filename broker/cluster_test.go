@@ -21,12 +21,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/isrlab/isrlab/broker/config"
 	"github.com/isrlab/isrlab/broker/controller"
 	"github.com/isrlab/isrlab/broker/coord"
 	"github.com/isrlab/isrlab/broker/coord/coordtest"
 	"github.com/isrlab/isrlab/broker/wire"
 	"github.com/isrlab/isrlab/internal/proctest"
+	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
 // testCluster is a coordinator and n in-process brokers on loopback.
@@ -77,7 +77,7 @@ func (tc *testCluster) start(id int32) {
 		"replica.fetch.backoff.ms=100",
 		"controlled.shutdown.retry.backoff.ms=100",
 	}, tc.extra...)
-	cfg, _, err := config.Load("", ov)
+	cfg, _, err := kafkaconfig.Load("", ov)
 	if err != nil {
 		t.Fatal(err)
 	}

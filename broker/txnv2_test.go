@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/isrlab/isrlab/broker/config"
+	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
 // txnCall sends a transaction coordinator request on rc until its error is
@@ -378,7 +378,7 @@ func TestTransactionVersionConfig(t *testing.T) {
 		{[]string{"transaction.version=3"}, "expected one of"},
 	} {
 		ov := append([]string{"log.dirs=" + t.TempDir(), "listeners=PLAINTEXT://127.0.0.1:0"}, tc.overrides...)
-		cfg, _, err := config.Load("", ov)
+		cfg, _, err := kafkaconfig.Load("", ov)
 		if err == nil {
 			var b *Broker
 			b, err = New(cfg)

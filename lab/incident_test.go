@@ -9,8 +9,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/isrlab/isrlab/broker/config"
 	"github.com/isrlab/isrlab/internal/proctest"
+	"github.com/isrlab/isrlab/kafkaconfig"
 	"github.com/isrlab/isrlab/lab"
 )
 
@@ -20,10 +20,10 @@ func effective(cfg map[string]string, key string) string {
 	if v, ok := cfg[key]; ok {
 		return v
 	}
-	if v, ok := config.Profiles[cfg["kafka.profile"]].Defaults[key]; ok {
+	if v, ok := kafkaconfig.Profiles[cfg["kafka.profile"]].Defaults[key]; ok {
 		return v
 	}
-	d, _ := config.NewBroker().Def(key)
+	d, _ := kafkaconfig.NewBroker().Def(key)
 	return d.Default
 }
 

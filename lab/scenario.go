@@ -21,8 +21,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/isrlab/isrlab/broker/config"
 	"github.com/isrlab/isrlab/compose/ssh"
+	"github.com/isrlab/isrlab/kafkaconfig"
 	"github.com/isrlab/isrlab/nemesis"
 	"github.com/isrlab/isrlab/nemesis/faultfs"
 	"github.com/isrlab/isrlab/workloads"
@@ -496,7 +496,7 @@ func (s *Scenario) Validate() error {
 	if s.Topic.ReplicationFactor < 0 || int(s.Topic.ReplicationFactor) > s.Cluster.Brokers {
 		return bad([]string{"topic", "replication.factor"}, "%d with %d brokers", s.Topic.ReplicationFactor, s.Cluster.Brokers)
 	}
-	bc := config.NewBroker()
+	bc := kafkaconfig.NewBroker()
 	for _, k := range slices.Sorted(maps.Keys(s.Cluster.Config)) {
 		if !bc.Known(k) {
 			return bad([]string{"cluster", "config", k}, "unknown broker config key%s", nearest(k, bc.Keys()))
@@ -505,7 +505,7 @@ func (s *Scenario) Validate() error {
 			return bad([]string{"cluster", "config", k}, "%v", err)
 		}
 	}
-	tc := config.New(config.TopicDefs)
+	tc := kafkaconfig.New(kafkaconfig.TopicDefs)
 	for _, k := range slices.Sorted(maps.Keys(s.Topic.Config)) {
 		if !tc.Known(k) {
 			return bad([]string{"topic", "config", k}, "unknown topic config key%s", nearest(k, tc.Keys()))

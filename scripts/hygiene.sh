@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # hygiene.sh fails when go.mod/go.sum are not what `go mod tidy` writes, when
-# a Go file is not gofmt'd or when go vet complains. make test runs it before
-# the tests, so CI fails on each. Every check runs; each failure says how to
-# fix it, and the exit status is 1 when any failed.
+# a Go file is not gofmt'd, when go vet complains or when lab depends on a
+# broker package. make test runs it before the tests, so CI fails on each.
+# Every check runs; each failure says how to fix it, and the exit status is 1
+# when any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -30,5 +31,18 @@ if ! $GO vet ./...; then
 	status=1
 fi
 
-[ "$status" -eq 0 ] && echo "hygiene: go.mod tidy, gofmt clean, go vet clean"
+# lab plays scenarios against any cluster through the side channel and
+# kafkaconfig; importing a broker package would pull the broker (and the
+# embedded etcd server) into lab.
+if ! out=$($GO list -deps ./lab 2>&1); then
+	echo "hygiene: go list -deps ./lab failed:" >&2
+	echo "$out" >&2
+	status=1
+elif bad=$(echo "$out" | grep '^github.com/isrlab/isrlab/broker'); then
+	echo "hygiene: lab imports broker packages; use kafkaconfig or clusterapi instead:" >&2
+	echo "$bad" | sed 's/^/  /' >&2
+	status=1
+fi
+
+[ "$status" -eq 0 ] && echo "hygiene: go.mod tidy, gofmt clean, go vet clean, lab imports no broker package"
 exit "$status"

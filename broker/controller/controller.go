@@ -16,9 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/isrlab/isrlab/broker/config"
 	"github.com/isrlab/isrlab/broker/coord"
 	"github.com/isrlab/isrlab/broker/wire"
+	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
 // Defaults of the Config durations.
@@ -46,7 +46,7 @@ type Config struct {
 	// auto.leader.rebalance.enable, leader.imbalance.per.broker.percentage
 	// and leader.imbalance.check.interval.seconds. nil means Kafka's
 	// defaults.
-	Broker *config.Config
+	Broker *kafkaconfig.Config
 	// ImbalanceCheckInterval overrides leader.imbalance.check.interval.seconds
 	// when positive (tests use sub-second intervals).
 	ImbalanceCheckInterval time.Duration
@@ -72,7 +72,7 @@ type Config struct {
 type Controller struct {
 	cfg     Config
 	log     *slog.Logger
-	broker  *config.Config
+	broker  *kafkaconfig.Config
 	metrics *metrics
 
 	active atomic.Bool
@@ -97,7 +97,7 @@ func New(cfg Config) *Controller {
 	}
 	b := cfg.Broker
 	if b == nil {
-		b = config.NewBroker()
+		b = kafkaconfig.NewBroker()
 	}
 	return &Controller{cfg: cfg, log: log.With("node", cfg.BrokerID), broker: b, metrics: newMetrics(cfg.Registerer)}
 }

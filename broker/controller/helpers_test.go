@@ -18,10 +18,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/isrlab/isrlab/broker/config"
 	"github.com/isrlab/isrlab/broker/coord"
 	"github.com/isrlab/isrlab/broker/coord/coordtest"
 	"github.com/isrlab/isrlab/broker/wire"
+	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
 // controlTable is what the fake brokers serve: the controller's requests.
@@ -218,7 +218,7 @@ type running struct {
 func (e *env) startController(id int32, mutate func(*Config), opts ...coord.Option) *running {
 	e.t.Helper()
 	cl := coordtest.Dial(e.t, e.srv, opts...)
-	bc := config.NewBroker()
+	bc := kafkaconfig.NewBroker()
 	if err := bc.Set("auto.leader.rebalance.enable", "false"); err != nil {
 		e.t.Fatal(err)
 	}

@@ -12,14 +12,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/isrlab/isrlab/broker"
-	"github.com/isrlab/isrlab/broker/config"
 	"github.com/isrlab/isrlab/broker/controller"
 	"github.com/isrlab/isrlab/broker/coord"
+	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
 // controllerFactory builds the controller a clustered broker runs while
 // it holds the coordinator's controller election.
-func controllerFactory(cfg *config.Config, logger *slog.Logger) broker.ControllerFactory {
+func controllerFactory(cfg *kafkaconfig.Config, logger *slog.Logger) broker.ControllerFactory {
 	return func(b *broker.Broker, c *coord.Client) broker.Controller {
 		return controller.New(controller.Config{
 			BrokerID:   b.ID(),
@@ -62,9 +62,9 @@ next start recovers the logs from their recovery points.`,
 				return usageError("--log-level %q: %v", logLevel, err)
 			}
 			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			cfg, warns, err := config.Load(configPath, overrides)
+			cfg, warns, err := kafkaconfig.Load(configPath, overrides)
 			if err != nil {
-				var inv *config.InvalidError
+				var inv *kafkaconfig.InvalidError
 				if errors.As(err, &inv) {
 					return usageError("%v", err)
 				}
@@ -75,7 +75,7 @@ next start recovers the logs from their recovery points.`,
 			}
 			b, err := broker.New(cfg, broker.WithLogger(logger), broker.WithController(controllerFactory(cfg, logger)))
 			if err != nil {
-				var inv *config.InvalidError
+				var inv *kafkaconfig.InvalidError
 				if errors.As(err, &inv) {
 					return usageError("%v", err)
 				}
@@ -84,7 +84,7 @@ next start recovers the logs from their recovery points.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			if err := b.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-				var inv *config.InvalidError
+				var inv *kafkaconfig.InvalidError
 				if errors.As(err, &inv) {
 					return usageError("%v", err)
 				}

@@ -17,11 +17,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/isrlab/isrlab/broker"
-	"github.com/isrlab/isrlab/broker/config"
 	"github.com/isrlab/isrlab/broker/controller"
 	"github.com/isrlab/isrlab/broker/coord"
 	"github.com/isrlab/isrlab/broker/coord/coordtest"
 	"github.com/isrlab/isrlab/internal/proctest"
+	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
 // clusterInProcess runs a coordinator and n brokers (with controllers) in
@@ -34,7 +34,7 @@ func clusterInProcess(t *testing.T, n int) string {
 	for i := 1; i <= n; i++ {
 		addr := fmt.Sprintf("127.0.0.1:%d", ports[i-1])
 		addrs = append(addrs, addr)
-		cfg, _, err := config.Load("", []string{
+		cfg, _, err := kafkaconfig.Load("", []string{
 			fmt.Sprintf("broker.id=%d", i), "log.dirs=" + t.TempDir(), "listeners=PLAINTEXT://" + addr,
 			"coordinator.connect=" + strings.Join(srv.ClientURLs(), ","), "coordinator.session.timeout.ms=3000",
 			"replica.fetch.wait.max.ms=100", "controlled.shutdown.enable=false",

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/isrlab/isrlab/broker"
-	"github.com/isrlab/isrlab/broker/config"
+	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
 // standaloneBroker runs a broker in this process for CLI tests.
 func standaloneBroker(t *testing.T) string {
 	t.Helper()
-	cfg, _, err := config.Load("", []string{"log.dirs=" + t.TempDir(), "listeners=PLAINTEXT://127.0.0.1:0"})
+	cfg, _, err := kafkaconfig.Load("", []string{"log.dirs=" + t.TempDir(), "listeners=PLAINTEXT://127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,12 @@
-// Package config parses broker configuration in Kafka's server.properties
+// Package kafkaconfig parses broker configuration in Kafka's server.properties
 // syntax, with Kafka's key names and defaults, and resolves topic-level
 // overrides against the broker defaults.
-package config
+//
+// It is named for Kafka and lives outside broker/ because its definitions are
+// Kafka's, not the broker's: the lab validates a scenario's broker and topic
+// config against them without importing the broker (and the embedded etcd
+// server the broker pulls in).
+package kafkaconfig
 
 import (
 	"bufio"

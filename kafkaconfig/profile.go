@@ -1,4 +1,4 @@
-package config
+package kafkaconfig
 
 // Profile is one Kafka era's replication behaviour and defaults
 // (KAFKA-SPEC, "Compatibility switches"). kafka.profile picks one; each key

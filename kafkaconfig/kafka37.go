@@ -1,4 +1,4 @@
-package config
+package kafkaconfig
 
 // KafkaDefault is one broker config of Apache Kafka with its type (as
 // DescribeConfigs names types) and default; Null is a default of null.
