@@ -278,6 +278,10 @@ type Header struct {
 	// Start is the wall-clock start of the run (RFC 3339), for humans only:
 	// op times are monotonic nanoseconds from the start.
 	Start string `json:"start,omitempty"`
+	// Replicas is the topic's replica assignment when the workload began:
+	// partition -> broker ids in assignment order, the first the
+	// preferred leader (a replay creates the topic with it).
+	Replicas map[int32][]int32 `json:"replicas,omitempty"`
 }
 
 // MarshalJSON encodes op the way the Writer does.

@@ -206,6 +206,14 @@ func ReplayScenario(runDir string) (*ReplayPlan, error) {
 		return nil, fmt.Errorf("%w: %s: %v", ErrScenario, runDir, err)
 	}
 	defer f.Close()
+	hr, err := history.NewReader(f, results.HistoryFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrScenario, runDir, err)
+	}
+	hdr := hr.Header()
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, internalErr(err)
+	}
 	rec, err := ReadRecordedFaults(f)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrScenario, runDir, err)
@@ -215,6 +223,16 @@ func ReplayScenario(runDir string) (*ReplayPlan, error) {
 	out.Name = strings.TrimSuffix(sc.Name, "-replay") + "-replay"
 	out.Description = "exact replay of " + runDir
 	out.Schedule, out.Faults = nil, nil
+	switch {
+	case len(sc.Topic.Replicas) > 0:
+	case len(hdr.Replicas) > 0:
+		// The same brokers lead first: the topic is created with the
+		// original's assignment, whose first replicas the controller
+		// elects.
+		out.Topic.Replicas = hdr.Replicas
+	default:
+		plan.Notes = append(plan.Notes, "the history has no replica assignment (a run before isrlab recorded it): the first leaders are elected afresh")
+	}
 	for i, r := range rec {
 		if r.Skipped != "" {
 			plan.Notes = append(plan.Notes, fmt.Sprintf("fault %d (%s at %v) is left out: %s", i+1, r.Kind, r.Start.Round(time.Millisecond), r.Skipped))

@@ -33,6 +33,10 @@ func TestReplayScenario(t *testing.T) {
 	if sc.Schedule != nil || len(sc.Faults) != 5 || sc.Seed != 5 {
 		t.Fatalf("replay: schedule %v, %d faults, seed %d", sc.Schedule, len(sc.Faults), sc.Seed)
 	}
+	// The recorded assignment: b1 leads first again, as in the original.
+	if r := sc.Topic.Replicas[0]; len(sc.Topic.Replicas) != 1 || len(r) != 3 || r[0] != 1 {
+		t.Errorf("replicas %v, want the recorded [1 2 3]", sc.Topic.Replicas)
+	}
 	p, ok := sc.Faults[2].Spec.Fault.(*nemesis.Partition)
 	if !ok || p.Topology != nemesis.TopoGrudge || len(p.Grudge["b1"]) != 1 || p.Grudge["b1"][0] != "c1" {
 		t.Errorf("partition: %+v", sc.Faults[2].Spec.Fault)

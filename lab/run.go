@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/clusterapi"
@@ -329,12 +330,13 @@ func (d *driver) run(ctx context.Context) (err error) {
 	mark := time.Now()
 	dial := kgo.Dialer(c.Dial())
 	seeds := c.Bootstrap()
-	adm, closeAdm, err := admin(seeds, dial)
+	adm, err := admin(seeds, dial)
 	if err != nil {
 		return err
 	}
-	defer closeAdm()
-	if err := createTopic(ctx, adm, sc.Topic); err != nil {
+	defer adm.Close()
+	assignment, err := createTopic(ctx, adm, sc.Topic)
+	if err != nil {
 		return err
 	}
 	f, err := results.CreateHistory(filepath.Dir(d.histPath))
@@ -342,7 +344,8 @@ func (d *driver) run(ctx context.Context) (err error) {
 		return fmt.Errorf("%w: %v", ErrInternal, err)
 	}
 	defer f.Close()
-	w, err := history.NewWriter(f, history.Header{Run: c.RunID, Seed: sc.Seed, Topic: sc.Topic.Name, Partitions: int(sc.Topic.Partitions), Start: time.Now().UTC().Format(time.RFC3339)})
+	w, err := history.NewWriter(f, history.Header{Run: c.RunID, Seed: sc.Seed, Topic: sc.Topic.Name, Partitions: int(sc.Topic.Partitions),
+		Start: time.Now().UTC().Format(time.RFC3339), Replicas: assignment})
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInternal, err)
 	}
@@ -538,19 +541,17 @@ func (g *group) Wait() error {
 	return errors.Join(g.errs...)
 }
 
-func admin(seeds []string, dial kgo.Opt) (*kadm.Client, func(), error) {
+func admin(seeds []string, dial kgo.Opt) (*kgo.Client, error) {
 	// A fresh cluster's first Metadata answer may name no controller yet
 	// (a broker that has not heard from it): the retry's refresh must not
 	// wait out kgo's default 5 s minimum metadata age.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), dial, kgo.MetadataMinAge(100*time.Millisecond))
-	if err != nil {
-		return nil, nil, err
-	}
-	return kadm.NewClient(cl), cl.Close, nil
+	return kgo.NewClient(kgo.SeedBrokers(seeds...), dial, kgo.MetadataMinAge(100*time.Millisecond))
 }
 
-// createTopic creates the scenario's topic and waits for full ISRs.
-func createTopic(ctx context.Context, adm *kadm.Client, t Topic) error {
+// createTopic creates the scenario's topic (with its manual assignment,
+// if it has one), waits for full ISRs and returns the assignment.
+func createTopic(ctx context.Context, cl *kgo.Client, t Topic) (map[int32][]int32, error) {
+	adm := kadm.NewClient(cl)
 	cfg := map[string]*string{}
 	for k, v := range t.Config {
 		cfg[k] = &v
@@ -560,12 +561,17 @@ func createTopic(ctx context.Context, adm *kadm.Client, t Topic) error {
 	err := until(ctx, deadline, func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		_, lastErr = adm.CreateTopic(cctx, t.Partitions, t.ReplicationFactor, cfg, t.Name)
+		if len(t.Replicas) > 0 {
+			lastErr = createAssigned(cctx, cl, t, cfg)
+		} else {
+			_, lastErr = adm.CreateTopic(cctx, t.Partitions, t.ReplicationFactor, cfg, t.Name)
+		}
 		return lastErr == nil || errors.Is(lastErr, kerr.TopicAlreadyExists)
 	})
 	if err != nil {
-		return fmt.Errorf("create topic %s: %w", t.Name, errors.Join(err, lastErr))
+		return nil, fmt.Errorf("create topic %s: %w", t.Name, errors.Join(err, lastErr))
 	}
+	assignment := map[int32][]int32{}
 	err = until(ctx, deadline, func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -577,11 +583,45 @@ func createTopic(ctx context.Context, adm *kadm.Client, t Topic) error {
 		ok := len(tds[t.Name].Partitions) == int(t.Partitions)
 		for _, p := range tds[t.Name].Partitions {
 			ok = ok && p.Leader >= 0 && len(p.ISR) == int(t.ReplicationFactor)
+			assignment[p.Partition] = slices.Clone(p.Replicas)
 		}
 		return ok
 	})
 	if err != nil {
-		return fmt.Errorf("topic %s not online with full ISRs: %w", t.Name, errors.Join(err, lastErr))
+		return nil, fmt.Errorf("topic %s not online with full ISRs: %w", t.Name, errors.Join(err, lastErr))
+	}
+	return assignment, nil
+}
+
+// createAssigned creates t with its manual replica assignment (kadm's
+// CreateTopic takes counts only).
+func createAssigned(ctx context.Context, cl *kgo.Client, t Topic, cfg map[string]*string) error {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 10_000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Name, -1, -1
+	for _, p := range slices.Sorted(maps.Keys(t.Replicas)) {
+		ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		ra.Partition, ra.Replicas = p, t.Replicas[p]
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+	}
+	for _, k := range slices.Sorted(maps.Keys(cfg)) {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = k, cfg[k]
+		rt.Configs = append(rt.Configs, c)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	for _, tr := range resp.Topics {
+		if err := kerr.ErrorForCode(tr.ErrorCode); err != nil {
+			if tr.ErrorMessage != nil {
+				return fmt.Errorf("%w: %s", err, *tr.ErrorMessage)
+			}
+			return err
+		}
 	}
 	return nil
 }

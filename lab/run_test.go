@@ -121,6 +121,21 @@ func TestRunDefaultScenario(t *testing.T) {
 	if !regexp.MustCompile(`"f":"start-kill".*"resolved":\["b\d"\]`).Match(hist) || !strings.Contains(string(hist), `"f":"stop-kill"`) {
 		t.Errorf("the history has no resolved start-kill and stop-kill")
 	}
+	// The header records the assignment, its first replicas the first
+	// leaders the timeline shows (what a replay pins).
+	var hdr struct {
+		Replicas map[int32][]int32 `json:"replicas"`
+	}
+	first := strings.SplitN(string(hist), "\n", 2)[0]
+	if err := json.Unmarshal([]byte(first), &hdr); err != nil || len(hdr.Replicas) != int(sc.Topic.Partitions) {
+		t.Fatalf("history header %s: replicas %v (%v)", first, hdr.Replicas, err)
+	}
+	for p, rs := range hdr.Replicas {
+		m := regexp.MustCompile(fmt.Sprintf(`"f":"state","partition":%d,"leader":(\d+)`, p)).FindSubmatch(hist)
+		if m == nil || string(m[1]) != fmt.Sprint(rs[0]) {
+			t.Errorf("partition %d: assignment %v, first leader %s", p, rs, m)
+		}
+	}
 	// The leaders' high watermarks are in the cluster-state timeline.
 	if !regexp.MustCompile(`"process":"cluster","type":"info","f":"state","partition":\d,"node":"b\d","epoch":\d+,"hw":[1-9]`).Match(hist) {
 		t.Errorf("the history has no high-watermark state ops")

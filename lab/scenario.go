@@ -96,6 +96,11 @@ type Topic struct {
 	Partitions        int32             `yaml:"partitions"`
 	ReplicationFactor int16             `yaml:"replication.factor"`
 	Config            map[string]string `yaml:"config,omitempty"`
+	// Replicas is a manual assignment, as kafka-topics --replica-assignment
+	// gives one: partition -> broker ids, the first its preferred (and
+	// first) leader. Empty: the controller assigns. A replay sets the
+	// original run's, so that the same brokers lead first.
+	Replicas map[int32][]int32 `yaml:"replicas,omitempty"`
 }
 
 // Workload is the client workload: the log workload (producers and
@@ -431,6 +436,37 @@ func lineOf(n *yaml.Node, path ...string) int {
 	return line
 }
 
+// validReplicas checks a manual assignment: every partition, each with
+// replication.factor distinct brokers of 1..brokers.
+func (t *Topic) validReplicas(brokers int) error {
+	if len(t.Replicas) == 0 {
+		return nil
+	}
+	for p := range t.Replicas {
+		if p < 0 || p >= t.Partitions {
+			return fmt.Errorf("partition %d: the topic has partitions 0..%d", p, t.Partitions-1)
+		}
+	}
+	for p := int32(0); p < t.Partitions; p++ {
+		rs, ok := t.Replicas[p]
+		switch {
+		case !ok:
+			return fmt.Errorf("partition %d has no replicas: give every partition's", p)
+		case len(rs) != int(t.ReplicationFactor):
+			return fmt.Errorf("partition %d: %d replicas, replication.factor is %d", p, len(rs), t.ReplicationFactor)
+		}
+		for i, id := range rs {
+			if id < 1 || int(id) > brokers {
+				return fmt.Errorf("partition %d: broker %d: the brokers are 1..%d", p, id, brokers)
+			}
+			if slices.Contains(rs[:i], id) {
+				return fmt.Errorf("partition %d: broker %d twice", p, id)
+			}
+		}
+	}
+	return nil
+}
+
 // Validate checks a scenario and fills defaults. Errors name the file and
 // line when the scenario was loaded from one.
 func (s *Scenario) Validate() error {
@@ -495,6 +531,9 @@ func (s *Scenario) Validate() error {
 	}
 	if s.Topic.ReplicationFactor < 0 || int(s.Topic.ReplicationFactor) > s.Cluster.Brokers {
 		return bad([]string{"topic", "replication.factor"}, "%d with %d brokers", s.Topic.ReplicationFactor, s.Cluster.Brokers)
+	}
+	if err := s.Topic.validReplicas(s.Cluster.Brokers); err != nil {
+		return bad([]string{"topic", "replicas"}, "%v", err)
 	}
 	bc := kafkaconfig.NewBroker()
 	for _, k := range slices.Sorted(maps.Keys(s.Cluster.Config)) {

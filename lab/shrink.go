@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -538,6 +539,11 @@ func PartitionCandidates(sc Scenario) []Candidate {
 		}
 		c := sc.clone()
 		c.Topic.Partitions = m
+		if sc.Topic.Replicas != nil {
+			// The kept partitions keep their assignment.
+			c.Topic.Replicas = maps.Clone(sc.Topic.Replicas)
+			maps.DeleteFunc(c.Topic.Replicas, func(p int32, _ []int32) bool { return p >= m })
+		}
 		out = append(out, Candidate{Step: "partitions", Desc: fmt.Sprintf("partitions: %d -> %d", n, m), Scenario: c})
 	}
 	return valid(out)

@@ -93,7 +93,7 @@ internal error.`,
 			}
 			f := labFlags{verbose: verbose}
 			want := lab.AnomalyKinds(orig.Anomalies)
-			same, done := 0, 0
+			same, sameOutcome, done := 0, 0, 0
 			for i := range runs {
 				res, err := lab.Run(ctx, plan.Scenario, lab.Options{ResultsDir: resultsDir, Out: out, Live: isTerminal(out) && runs == 1,
 					Log: f.logger(cmd.ErrOrStderr())})
@@ -114,8 +114,15 @@ internal error.`,
 				if slices.Equal(want, got) {
 					same++
 				}
+				if res.Judgement.Outcome.String() == orig.Outcome {
+					sameOutcome++
+				}
 			}
 			fmt.Fprintf(out, "\n  the original's anomaly kinds (%s) showed again in %d of %d replay(s)\n", orNone(want), same, done)
+			// The kinds a handful of operations make (a reorder, one
+			// late read) come and go with timing; the expectation names
+			// what the scenario is about.
+			fmt.Fprintf(out, "  its outcome (%s: %s) came again in %d of %d\n", orig.Expect, orig.Outcome, sameOutcome, done)
 			if same < done {
 				return withCode(exitInvalid, nil)
 			}
