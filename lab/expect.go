@@ -27,6 +27,7 @@ import (
 //	    after-heal: ">=0.9x"
 //	  isr-shrinks: ">=10"       # ISR shrinks the brokers made during the faults
 //	  collateral-isr-drops: ">0" # ISR drops between brokers no fault touched
+//	  read-lock-wait: ">1000"   # ms/s the brokers' handlers waited on partition locks, during the faults
 //	  across-seeds:             # what is possible, over a matrix's seeds
 //	    lost-write: ">0 in >=1 of 5" # >0 in at least 1 of the matrix's 5 seeds
 //	    valid: "false in >=1 of 5"
@@ -44,6 +45,11 @@ type Expect struct {
 	// from an ISR by a leader when neither broker was a fault's target and
 	// no partition cut their link: churn that spread by itself.
 	CollateralIsrDrops Cond `yaml:"collateral-isr-drops,omitempty"`
+	// ReadLockWait is, during the faults, the milliseconds per second the
+	// brokers' request handlers spent waiting on partition read locks,
+	// summed over brokers: the stall behind an ISR update made under the
+	// lock, measured where it happens rather than through throughput.
+	ReadLockWait Cond `yaml:"read-lock-wait,omitempty"`
 	// AcrossSeeds states what is possible, not certain: per anomaly (or
 	// valid), a per-run condition and on how many of a matrix's seeds it
 	// must hold.
@@ -193,6 +199,9 @@ func (e Expect) validate() ([]string, error) {
 	if e.CollateralIsrDrops.Dur || e.CollateralIsrDrops.Ratio {
 		return []string{"collateral-isr-drops"}, fmt.Errorf("a count like \">0\"")
 	}
+	if e.ReadLockWait.Dur || e.ReadLockWait.Ratio {
+		return []string{"read-lock-wait"}, fmt.Errorf("milliseconds per second like \">1000\"")
+	}
 	if e.Availability.Ratio || e.Unavailability.Ratio {
 		return []string{"availability"}, fmt.Errorf("availability and unavailability are not ratios to a baseline")
 	}
@@ -206,7 +215,8 @@ func (e Expect) validate() ([]string, error) {
 
 // series reports whether the expectation reads the run's time series.
 func (e Expect) series() bool {
-	return !e.Throughput.DuringFaults.IsZero() || !e.Throughput.AfterHeal.IsZero() || !e.IsrShrinks.IsZero() || !e.CollateralIsrDrops.IsZero()
+	return !e.Throughput.DuringFaults.IsZero() || !e.Throughput.AfterHeal.IsZero() || !e.IsrShrinks.IsZero() || !e.CollateralIsrDrops.IsZero() ||
+		!e.ReadLockWait.IsZero()
 }
 
 // IsZero reports an empty expectation (which means: a valid history).
@@ -257,6 +267,9 @@ func (e Expect) String() string {
 	}
 	if !e.CollateralIsrDrops.IsZero() {
 		parts = append(parts, "collateral-isr-drops "+e.CollateralIsrDrops.String())
+	}
+	if !e.ReadLockWait.IsZero() {
+		parts = append(parts, "read-lock-wait "+e.ReadLockWait.String())
 	}
 	if a := e.acrossString(); a != "" {
 		parts = append(parts, a)

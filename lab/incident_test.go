@@ -2,7 +2,10 @@ package lab_test
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -107,9 +110,14 @@ func TestIsrChurnScenarios(t *testing.T) {
 }
 
 // TestIsrChurnShort is the incident in CI, shortened to five cuts over
-// 20 s: with ISR writes under the partition lock throughput collapses and
-// the churn spreads to brokers no fault touched; with AlterPartition the
-// same faults leave throughput alone.
+// 20 s: with ISR writes under the partition lock the brokers' handlers
+// stall on partition locks, the churn spreads to brokers no fault touched
+// and throughput falls below the async variant's; with AlterPartition the
+// same faults leave the locks alone. Both variants run at the same time,
+// so that they share whatever load the machine has: the claims are the
+// mechanism (lock waits, ISR churn) and the one variant against the
+// other, not throughput against a baseline that a busy machine moves
+// (those are the library scenario's, docs/incidents/isr-churn.md).
 func TestIsrChurnShort(t *testing.T) {
 	needRoot(t)
 	bin := proctest.Binary(t)
@@ -136,31 +144,51 @@ func TestIsrChurnShort(t *testing.T) {
 		}
 		return c
 	}
-	for _, tc := range []struct {
+	variants := []struct {
 		update string
 		expect lab.Expect
 	}{
-		{"sync-under-lock-always", lab.Expect{Throughput: lab.Throughput{DuringFaults: cond("<0.75x")},
-			IsrShrinks: cond(">=10"), CollateralIsrDrops: cond(">0")}},
-		{"async-alter-partition", lab.Expect{Throughput: lab.Throughput{DuringFaults: cond(">=0.85x")}}},
-	} {
-		t.Run(tc.update, func(t *testing.T) {
-			s := sc
-			s.Name = "incidents/isr-churn-short-" + tc.update
-			s.Cluster.Config = maps.Clone(sc.Cluster.Config)
-			s.Cluster.Config["isr.update"] = tc.update
-			s.Expect = tc.expect
-			var out strings.Builder
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-			defer cancel()
-			res, err := lab.Run(ctx, s, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out})
-			t.Log(out.String())
-			if err != nil {
-				t.Fatalf("run: %v", err)
-			}
-			if res.Judgement.Outcome != lab.Met {
-				t.Fatalf("%s: %v %v", tc.update, res.Judgement.Outcome, res.Judgement.Reasons)
-			}
-		})
+		{"sync-under-lock-always", lab.Expect{IsrShrinks: cond(">=10"), CollateralIsrDrops: cond(">0"), ReadLockWait: cond(">1000")}},
+		{"async-alter-partition", lab.Expect{ReadLockWait: cond("<500")}},
+	}
+	ratios := make([]float64, len(variants))
+	t.Run("variants", func(t *testing.T) {
+		for i, tc := range variants {
+			t.Run(tc.update, func(t *testing.T) {
+				t.Parallel()
+				s := sc
+				s.Name = "incidents/isr-churn-short-" + tc.update
+				s.Cluster.Config = maps.Clone(sc.Cluster.Config)
+				s.Cluster.Config["isr.update"] = tc.update
+				s.Expect = tc.expect
+				var out strings.Builder
+				ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+				defer cancel()
+				res, err := lab.Run(ctx, s, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out})
+				t.Log(out.String())
+				if err != nil {
+					t.Fatalf("run: %v", err)
+				}
+				if res.Judgement.Outcome != lab.Met {
+					t.Fatalf("%s: %v %v", tc.update, res.Judgement.Outcome, res.Judgement.Reasons)
+				}
+				sum, err := os.ReadFile(filepath.Join(res.Dir, "outcome.json"))
+				var o struct {
+					Series struct {
+						DuringRatio float64 `json:"during_ratio"`
+					} `json:"series"`
+				}
+				if err != nil || json.Unmarshal(sum, &o) != nil || o.Series.DuringRatio <= 0 {
+					t.Fatalf("outcome.json: no throughput ratio: %s %v", sum, err)
+				}
+				ratios[i] = o.Series.DuringRatio
+			})
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	if ratios[0] >= ratios[1] {
+		t.Errorf("throughput during the faults: %.2fx with ISR writes under the lock, %.2fx with AlterPartition; want the first lower", ratios[0], ratios[1])
 	}
 }

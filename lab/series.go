@@ -187,6 +187,9 @@ func (e Expect) judgeSeries(j Judgement, s *runSeries) Judgement {
 	if c := e.CollateralIsrDrops; !c.IsZero() && !c.Holds(s.Collateral) {
 		fail("expected collateral-isr-drops %s, got %.0f (ISR drops between brokers no fault touched)", c, s.Collateral)
 	}
+	if c := e.ReadLockWait; !c.IsZero() && !c.Holds(s.DuringFaults.LockWaitMsPerSec) {
+		fail("expected read-lock-wait %s, got %.0f ms/s during the faults (all brokers)", c, s.DuringFaults.LockWaitMsPerSec)
+	}
 	return j
 }
 

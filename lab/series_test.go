@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,12 +29,12 @@ func TestJudgeSeries(t *testing.T) {
 	}
 	collapse := &runSeries{Collateral: 12, Summary: &series.Summary{Faults: 3,
 		Baseline:     series.Phase{Samples: 10, AckedPerSec: 100000},
-		DuringFaults: series.Phase{Samples: 20, AckedPerSec: 40000, IsrShrinks: 30},
+		DuringFaults: series.Phase{Samples: 20, AckedPerSec: 40000, IsrShrinks: 30, LockWaitMsPerSec: 16775},
 		AfterHeal:    series.Phase{Samples: 5, AckedPerSec: 98000},
 		DuringRatio:  0.4, AfterRatio: 0.98}}
 	holds := &runSeries{Summary: &series.Summary{Faults: 3,
 		Baseline:     series.Phase{Samples: 10, AckedPerSec: 100000},
-		DuringFaults: series.Phase{Samples: 20, AckedPerSec: 97000, IsrShrinks: 0},
+		DuringFaults: series.Phase{Samples: 20, AckedPerSec: 97000, IsrShrinks: 0, LockWaitMsPerSec: 3},
 		DuringRatio:  0.97}}
 	noWorkload := &runSeries{Summary: &series.Summary{Faults: 3, DuringFaults: series.Phase{IsrShrinks: 4}}}
 	incident := expect("expect: {throughput: {during-faults: \"<0.5x\", after-heal: \">=0.9x\"}, isr-shrinks: \">=10\", collateral-isr-drops: \">0\"}")
@@ -56,11 +57,18 @@ func TestJudgeSeries(t *testing.T) {
 		{"no-spread", expect("expect: {collateral-isr-drops: \">0\"}"), holds, NotMet},
 		{"no-workload-shrinks-ok", expect("expect: {throughput: {during-faults: \"<0.5x\"}, isr-shrinks: \">=1\"}"), noWorkload, Undecided},
 		{"not-asked", Expect{Valid: "any"}, nil, Met},
+		{"lock-stall", expect("expect: {read-lock-wait: \">1000\"}"), collapse, Met},
+		{"no-lock-stall", expect("expect: {read-lock-wait: \">1000\"}"), holds, NotMet},
+		{"locks-free", expect("expect: {read-lock-wait: \"<500\"}"), holds, Met},
 	} {
 		j := tc.e.judgeSeries(tc.e.Judge(noOps, false), tc.s)
 		if j.Outcome != tc.want {
 			t.Errorf("%s: %v (%v), want %v", tc.name, j.Outcome, j.Reasons, tc.want)
 		}
+	}
+	lock := expect("expect: {read-lock-wait: \"<500\"}")
+	if j := lock.judgeSeries(lock.Judge(noOps, false), collapse); !slices.Contains(j.Reasons, "expected read-lock-wait <500, got 16775 ms/s during the faults (all brokers)") {
+		t.Errorf("read-lock-wait reasons: %q", j.Reasons)
 	}
 	j := mitigated.judgeSeries(mitigated.Judge(noOps, false), collapse)
 	if r := strings.Join(j.Reasons, "; "); !strings.Contains(r, "got 0.40x (40000/s against a baseline of 100000/s)") || !strings.Contains(r, "got 30 during the faults") || !strings.Contains(r, "collateral-isr-drops 0, got 12") {
@@ -76,6 +84,7 @@ func TestJudgeSeries(t *testing.T) {
 		"expect: {availability: \">0.9x\"}",
 		"expect: {throughput: {during: \"<0.5x\"}}",
 		"expect: {collateral-isr-drops: \"1s\"}",
+		"expect: {read-lock-wait: \"<0.5x\"}",
 	} {
 		if _, err := Parse("x.yaml", "x", []byte(bad)); !errors.Is(err, ErrScenario) {
 			t.Errorf("%s: %v", bad, err)
