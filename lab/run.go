@@ -30,7 +30,6 @@ import (
 	"github.com/isrlab/isrlab/clusterapi"
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/backends"
-	"github.com/isrlab/isrlab/compose/ssh"
 	"github.com/isrlab/isrlab/history"
 	"github.com/isrlab/isrlab/nemesis"
 	"github.com/isrlab/isrlab/results"
@@ -168,14 +167,18 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		kv = append(kv, compose.KV{Key: k, Value: sc.Cluster.Config[k]})
 	}
 	var topo compose.Topology
-	if sc.Cluster.Backend == ssh.Name {
+	caps, err := compose.CapabilitiesOf(sc.Cluster.Backend)
+	if err != nil {
+		return res, err
+	}
+	if caps.UserHosts {
 		// The hosts' own cluster: the lab lays nothing out.
 		topo, err = sc.Cluster.SSH.Topology("lab-"+runID, runID, filepath.Join(dir, "nodes"))
 	} else {
 		topo, err = compose.Build(compose.Options{
 			Name: "lab-" + runID, RunID: runID, Coordinators: sc.Cluster.Coordinators, Brokers: sc.Cluster.Brokers,
 			Clients: 1, BrokerConfig: kv, Binary: o.Binary, RunDir: filepath.Join(dir, "nodes"),
-			FaultFS: sc.diskBrokers(), Subnet: runSubnet(sc.Cluster.Backend, runID),
+			FaultFS: sc.diskBrokers(), Subnet: runSubnet(caps, runID),
 		})
 	}
 	if err != nil {
@@ -284,8 +287,8 @@ func (o Options) withDefaults() Options {
 // runSubnet is the lab network of a run. Namespaces isolate each run's
 // network, so netns runs share the default; Docker networks live in one
 // address space, so each Docker run takes a /24 derived from its run id.
-func runSubnet(backend, runID string) netip.Prefix {
-	if backend != "docker" {
+func runSubnet(caps compose.Capabilities, runID string) netip.Prefix {
+	if !caps.SharedNetwork {
 		return netip.Prefix{}
 	}
 	h := fnv.New32a()

@@ -21,6 +21,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/ssh"
 	"github.com/isrlab/isrlab/kafkaconfig"
 	"github.com/isrlab/isrlab/nemesis"
@@ -489,12 +490,11 @@ func (s *Scenario) Validate() error {
 			return bad([]string{"name"}, "%q: use words separated by / (it names the results directory)", s.Name)
 		}
 	}
-	switch s.Cluster.Backend {
-	case "", "netns", "docker", ssh.Name:
-	default:
+	caps, err := compose.CapabilitiesOf(s.Cluster.Backend)
+	if err != nil {
 		return bad([]string{"cluster", "backend"}, "%q: use netns, docker or ssh", s.Cluster.Backend)
 	}
-	if s.Cluster.Backend == ssh.Name {
+	if caps.UserHosts {
 		if s.Cluster.SSH == nil {
 			return bad([]string{"cluster", "backend"}, "ssh needs its hosts under cluster.ssh (or isrlab run --cluster FILE)")
 		}
@@ -508,7 +508,7 @@ func (s *Scenario) Validate() error {
 	} else if s.Cluster.SSH != nil {
 		return bad([]string{"cluster", "ssh"}, "hosts are for backend ssh")
 	}
-	if s.Cluster.Coordinators == 0 && s.Cluster.Backend != ssh.Name {
+	if s.Cluster.Coordinators == 0 && !caps.UserHosts {
 		s.Cluster.Coordinators = 3
 	}
 	if s.Cluster.Brokers == 0 {

@@ -19,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/isrlab/isrlab/checker"
+	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/nemesis"
 	"github.com/isrlab/isrlab/results"
 )
@@ -557,7 +558,7 @@ func BrokerCandidates(sc Scenario) []Candidate {
 	if rf == 0 {
 		rf = min(3, sc.Cluster.Brokers)
 	}
-	if sc.Cluster.Brokers <= rf || sc.Cluster.Backend == "ssh" {
+	if caps, _ := compose.CapabilitiesOf(sc.Cluster.Backend); sc.Cluster.Brokers <= rf || caps.UserHosts {
 		return nil
 	}
 	c := sc.clone()

@@ -36,12 +36,12 @@ func nftIn(path string) (*nftables.Conn, func(), error) {
 // nodeSide reports whether network faults act in node namespaces (or, on
 // the ssh backend, on the nodes' hosts).
 func (e *Env) nodeSide() bool {
-	return e.NodeSide || e.Cluster.Backend == "docker" || e.Cluster.Backend == "ssh"
+	return e.NodeSide || !e.Cluster.Caps().Switch
 }
 
 // switchNS is the namespace switch-side network faults act in.
 func (e *Env) switchNS() (string, error) {
-	if e.Cluster.Backend == "docker" || e.Cluster.SwitchNS == "" {
+	if !e.Cluster.Caps().Switch || e.Cluster.SwitchNS == "" {
 		return "", fmt.Errorf("%w: this fault needs the netns backend's switch namespace (cluster %s runs on %s)",
 			ErrUnsupported, e.Cluster.Name, e.Cluster.Backend)
 	}

@@ -9,9 +9,6 @@ import (
 
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/backends"
-	"github.com/isrlab/isrlab/compose/docker"
-	"github.com/isrlab/isrlab/compose/netns"
-	"github.com/isrlab/isrlab/compose/ssh"
 	"github.com/isrlab/isrlab/nemesis/faultfs"
 )
 
@@ -48,7 +45,8 @@ started. --backend limits clean to one backend.`,
 			if !slices.Contains(append(backends.Names(), ""), backend) {
 				return usageError("--backend %q: use one of %v", backend, backends.Names())
 			}
-			if backend != ssh.Name {
+			caps, _ := compose.CapabilitiesOf(backend) // "" (every backend) counts as netns
+			if !caps.UserHosts {
 				if handled, err := reexecRootless(ctx); handled {
 					return err
 				}
@@ -57,7 +55,7 @@ started. --backend limits clean to one backend.`,
 			var killed []int
 			// faultfs mounts of runs that are gone (their daemon died with
 			// the run) are detached too; a run still alive keeps its mounts.
-			if backend == "" || backend == netns.Name || backend == docker.Name {
+			if !caps.UserHosts {
 				alive := func(run string) bool {
 					st, _, ok := compose.LookupRun(run)
 					return ok && st.Live() && !all

@@ -91,15 +91,17 @@ measured is kept), 254 bad arguments, 255 internal error.`,
 				return usageError("--headroom must be in (0, 1]")
 			case c.Payload != workloads.PayloadRandom && c.Payload != workloads.PayloadCompressible:
 				return usageError("--payload: %q: use %s or %s", c.Payload, workloads.PayloadRandom, workloads.PayloadCompressible)
-			case c.Backend != "" && c.Backend != "netns" && c.Backend != "docker":
-				return usageError("--backend: %q: use netns or docker", c.Backend)
+			}
+			caps, err := compose.CapabilitiesOf(c.Backend)
+			if err != nil || caps.UserHosts {
+				return usageError("--backend: %q: use netns or docker (a limit search lays out its own clusters)", c.Backend)
 			}
 			if c.ConsumerGroups == 0 {
 				c.ConsumerGroups = -1 // the rate workload's "none"
 			}
 			ctx, stop := runContext(cmd.Context())
 			defer stop()
-			if c.Backend == "" || c.Backend == "netns" {
+			if caps.Rootless {
 				if handled, err := reexecRootless(ctx); handled {
 					return err
 				}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/lab"
 )
 
@@ -67,7 +68,7 @@ undecided, 254 bad arguments, 255 a cell could not run.`,
 			}
 			ctx, stop := runContext(cmd.Context())
 			defer stop()
-			if f.backend == "" || f.backend == "netns" {
+			if caps, _ := compose.CapabilitiesOf(f.backend); caps.Rootless {
 				if handled, err := reexecRootless(ctx); handled {
 					return err
 				}

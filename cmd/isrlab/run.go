@@ -184,7 +184,8 @@ could not decide, 254 bad arguments, 255 internal error.`,
 				}
 				return nil
 			}
-			if sc.Cluster.Backend == ssh.Name {
+			caps, _ := compose.CapabilitiesOf(sc.Cluster.Backend) // validated with the scenario
+			if caps.UserHosts {
 				// Said before anything is touched, every time.
 				if err := writePlan(out, sc, runID, f.results); err != nil {
 					return usageError("%v", err)
@@ -195,7 +196,7 @@ could not decide, 254 bad arguments, 255 internal error.`,
 			defer stop()
 			// As a non-root user the netns backend runs everything inside a
 			// user+network+mount namespace: re-execute this command there.
-			if sc.Cluster.Backend == "" || sc.Cluster.Backend == "netns" {
+			if caps.Rootless {
 				if handled, err := reexecRootless(ctx); handled {
 					return err
 				}

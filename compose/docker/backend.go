@@ -26,13 +26,13 @@ import (
 )
 
 // Name is the backend's name in state files and on the command line.
-const Name = "docker"
+const Name = compose.Docker
 
 // ErrNoDaemon reports that no Docker daemon answers.
 var ErrNoDaemon = errors.New("no Docker daemon")
 
-// ErrRunning reports that a live cluster already has the requested name.
-var ErrRunning = errors.New("cluster already running")
+// ErrRunning is compose.ErrRunning: a live cluster already has the requested name.
+var ErrRunning = compose.ErrRunning
 
 // Backend brings clusters up as Docker containers. The zero value is usable.
 type Backend struct {
@@ -139,16 +139,9 @@ func (b *Backend) Up(ctx context.Context, t compose.Topology) (c *compose.Cluste
 		return nil, err
 	}
 	defer unlock()
-	if old, err := compose.ReadState(o.StateDir, t.Name); err == nil {
-		if old.Live() || old.Backend != Name {
-			cli.Close()
-			return nil, fmt.Errorf("%w: %s (run %s, backend %s)", ErrRunning, t.Name, old.RunID, old.Backend)
-		}
-		if err := attach(o, cli, old).teardown(ctx); err != nil {
-			cli.Close()
-			return nil, fmt.Errorf("remove dead run %s: %w", old.RunID, err)
-		}
-	} else if !errors.Is(err, compose.ErrNotFound) {
+	if err := compose.CheckExisting(o.StateDir, t.Name, Name, func(old *compose.State) error {
+		return attach(o, cli, old).teardown(ctx)
+	}); err != nil {
 		cli.Close()
 		return nil, err
 	}

@@ -17,10 +17,10 @@ import (
 )
 
 // Name is the backend's name in state files and on the command line.
-const Name = "netns"
+const Name = compose.Netns
 
-// ErrRunning reports that a live cluster already has the requested name.
-var ErrRunning = errors.New("cluster already running")
+// ErrRunning is compose.ErrRunning: a live cluster already has the requested name.
+var ErrRunning = compose.ErrRunning
 
 // DefaultNSDir is where root binds namespaces, as `ip netns` does.
 const DefaultNSDir = "/run/netns"
@@ -108,18 +108,10 @@ func (b *Backend) Up(ctx context.Context, t compose.Topology) (c *compose.Cluste
 		return nil, err
 	}
 	defer unlock()
-	if old, err := compose.ReadState(o.StateDir, t.Name); err == nil {
-		if old.Live() {
-			return nil, fmt.Errorf("%w: %s (run %s, backend %s)", ErrRunning, t.Name, old.RunID, old.Backend)
-		}
-		if old.Backend != Name {
-			return nil, fmt.Errorf("%w: %s has leftovers of a dead %s run %s: run isrlab clean", ErrRunning, t.Name, old.Backend, old.RunID)
-		}
+	if err := compose.CheckExisting(o.StateDir, t.Name, Name, func(old *compose.State) error {
 		log.Info("removing dead run", "old_run", old.RunID)
-		if err := attach(o, old).teardown(ctx); err != nil {
-			return nil, fmt.Errorf("remove dead run %s: %w", old.RunID, err)
-		}
-	} else if !errors.Is(err, compose.ErrNotFound) {
+		return attach(o, old).teardown(ctx)
+	}); err != nil {
 		return nil, err
 	}
 

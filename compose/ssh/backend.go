@@ -22,8 +22,8 @@ import (
 	"github.com/isrlab/isrlab/compose"
 )
 
-// ErrRunning reports that a live cluster already has the requested name.
-var ErrRunning = errors.New("cluster already running")
+// ErrRunning is compose.ErrRunning: a live cluster already has the requested name.
+var ErrRunning = compose.ErrRunning
 
 // logTailBytes is how much of each node's log Down copies into the run
 // directory.
@@ -228,18 +228,10 @@ func (b *Backend) Up(ctx context.Context, t compose.Topology) (c *compose.Cluste
 		return nil, err
 	}
 	defer unlock()
-	if old, err := compose.ReadState(o.StateDir, t.Name); err == nil {
-		if old.Live() {
-			return nil, fmt.Errorf("%w: %s (run %s, backend %s)", ErrRunning, t.Name, old.RunID, old.Backend)
-		}
-		if old.Backend != Name {
-			return nil, fmt.Errorf("%w: %s has leftovers of a dead %s run %s: run isrlab clean", ErrRunning, t.Name, old.Backend, old.RunID)
-		}
+	if err := compose.CheckExisting(o.StateDir, t.Name, Name, func(old *compose.State) error {
 		log.Info("removing dead run", "old_run", old.RunID)
-		if err := o.attach(old).teardown(ctx); err != nil {
-			return nil, fmt.Errorf("remove dead run %s: %w", old.RunID, err)
-		}
-	} else if !errors.Is(err, compose.ErrNotFound) {
+		return o.attach(old).teardown(ctx)
+	}); err != nil {
 		return nil, err
 	}
 

@@ -36,7 +36,7 @@ import (
 )
 
 // Name is the backend's name in state files, scenarios and on the command line.
-const Name = "ssh"
+const Name = compose.SSH
 
 // ErrConfig reports an SSH cluster description that cannot be used.
 var ErrConfig = errors.New("bad ssh cluster")
