@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/isrlab/isrlab/internal/proctest"
 	"github.com/isrlab/isrlab/nemesis/faultfs"
 )
 
@@ -134,7 +135,7 @@ func TestDiskFaults(t *testing.T) {
 		if err := n.Heal(ctx, a.ID); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 15*time.Second, "b1 back", func() error { return l.echoFrom("client1", "b1", time.Second) })
+		proctest.Eventually(t, 15*time.Second, "b1 back", func() error { return l.echoFrom("client1", "b1", time.Second) })
 		if l.c.Node("b1").PID() == pid {
 			t.Fatal("b1 was not restarted")
 		}

@@ -62,9 +62,7 @@ func TestMain(m *testing.M) {
 		os.Exit(delayerMain())
 	}
 	code := m.Run()
-	if builtBin != "" && os.Getenv("ISRLAB_BIN") == "" {
-		os.RemoveAll(filepath.Dir(builtBin))
-	}
+	proctest.Cleanup()
 	proctest.Cleanup() // the binary sshtest built, if any
 	os.Exit(code)
 }
@@ -210,23 +208,6 @@ func echoOn(conn net.Conn, d time.Duration) error {
 		return fmt.Errorf("echo answered %q", got)
 	}
 	return nil
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing after %v: %v", what, d, err)
-		}
-		<-tick.C
-	}
 }
 
 // noLeftovers fails if any nftables table or qdisc of a fault remains.

@@ -88,7 +88,7 @@ func TestNetworkFaults(t *testing.T) {
 		if err := n.Heal(ctx, a.ID); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "b2 -> b1 after the heal", func() error { return l.echoFrom("b2", "b1", time.Second) })
+		proctest.Eventually(t, 10*time.Second, "b2 -> b1 after the heal", func() error { return l.echoFrom("b2", "b1", time.Second) })
 		l.noLeftovers(t)
 	})
 
@@ -427,7 +427,7 @@ func TestNodeSideFaults(t *testing.T) {
 	if err := n.Heal(ctx, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "client -> b1 after the heal", func() error { return l.echoFrom("client1", "b1", time.Second) })
+	proctest.Eventually(t, 10*time.Second, "client -> b1 after the heal", func() error { return l.echoFrom("client1", "b1", time.Second) })
 
 	a, err = n.Inject(ctx, &Loss{Nodes: []string{"b2"}, Percent: 30, Direction: "in"})
 	if err != nil {

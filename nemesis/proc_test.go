@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/isrlab/isrlab/internal/proctest"
 )
 
 // TestProcessFaults shows each process fault on the lab's server
@@ -43,7 +45,7 @@ func TestProcessFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, name := range tt.nodes {
-				waitFor(t, 15*time.Second, name+" after the heal", func() error {
+				proctest.Eventually(t, 15*time.Second, name+" after the heal", func() error {
 					return l.echoFrom("client1", name, time.Second)
 				})
 				restarted := l.c.Node(name).PID() != pids[name]
@@ -63,7 +65,7 @@ func TestProcessFaults(t *testing.T) {
 		if _, err := n.Inject(ctx, &Restart{procNodes{Nodes: []string{"b3"}}}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 15*time.Second, "b3 after the restart", func() error { return l.echoFrom("client1", "b3", time.Second) })
+		proctest.Eventually(t, 15*time.Second, "b3 after the restart", func() error { return l.echoFrom("client1", "b3", time.Second) })
 		if l.c.Node("b3").PID() == before {
 			t.Fatal("restart kept the process")
 		}

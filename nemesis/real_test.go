@@ -9,11 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,40 +21,8 @@ import (
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/netns"
 	"github.com/isrlab/isrlab/history"
+	"github.com/isrlab/isrlab/internal/proctest"
 )
-
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
-
-// isrlabBinary builds cmd/isrlab once per test run (or uses ISRLAB_BIN).
-func isrlabBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		if bin := os.Getenv("ISRLAB_BIN"); bin != "" {
-			builtBin, buildErr = filepath.Abs(bin)
-			return
-		}
-		_, file, _, _ := runtime.Caller(0)
-		dir, err := os.MkdirTemp("", "isrlab-nemesis-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "isrlab")
-		cmd := exec.Command("go", "build", "-o", builtBin, "./cmd/isrlab")
-		cmd.Dir = filepath.Join(filepath.Dir(file), "..")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/isrlab: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtBin
-}
 
 // TestTargetedFaultsOnRealCluster runs isrlab's coordinators and brokers,
 // and checks that Kafka-aware targets hit the node that held the role at
@@ -65,7 +31,7 @@ func isrlabBinary(t *testing.T) string {
 // seed 000 scenario leader-coordinators cuts the current leader.
 func TestTargetedFaultsOnRealCluster(t *testing.T) {
 	requireLab(t)
-	bin := isrlabBinary(t)
+	bin := proctest.Binary(t)
 	d := t.TempDir()
 	top, err := compose.Build(compose.Options{Name: "nemreal", RunDir: filepath.Join(d, "run"), Binary: bin,
 		Coordinators: 3, Brokers: 3, Clients: 1, NoDefaults: true,
@@ -106,7 +72,7 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 		return name, nil
 	}
 	var first string
-	waitFor(t, 30*time.Second, "t/0 has a leader and a full ISR", func() (err error) { first, err = leader(); return err })
+	proctest.Eventually(t, 30*time.Second, "t/0 has a leader and a full ISR", func() (err error) { first, err = leader(); return err })
 
 	t.Logf("t/0 led by %s", first)
 	// Kill the leader: the fault names it, and leadership moves away.
@@ -117,7 +83,7 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 	if got := a.Fault.Fault.(*Kill).Resolved; !slices.Equal(got, []string{first}) {
 		t.Fatalf("kill leader:t/0 hit %v, the leader was %s", got, first)
 	}
-	waitFor(t, 30*time.Second, "a new leader for t/0", func() error {
+	proctest.Eventually(t, 30*time.Second, "a new leader for t/0", func() error {
 		v, err := res.View(ctx, []string{"t"})
 		if err != nil {
 			return err
@@ -133,7 +99,7 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 	}
 	t.Log("killed leader restarted")
 	var second string
-	waitFor(t, 40*time.Second, "t/0 fully replicated again", func() (err error) { second, err = leader(); return err })
+	proctest.Eventually(t, 40*time.Second, "t/0 fully replicated again", func() (err error) { second, err = leader(); return err })
 
 	// Pause the leader: no produce completes while it is frozen.
 	a, err = n.Inject(ctx, &Pause{procNodes{Nodes: []string{"leader:t/0"}}})
@@ -154,7 +120,7 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 	if err := n.Heal(ctx, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "produce after the pause", func() error {
+	proctest.Eventually(t, 30*time.Second, "produce after the pause", func() error {
 		pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
 		defer pcancel()
 		return cl.ProduceSync(pctx, &kgo.Record{Topic: "t", Value: []byte("after")}).FirstErr()
@@ -162,7 +128,7 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 
 	// Seed 000 scenario 4: the current leader loses the coordinators.
 	var third string
-	waitFor(t, 40*time.Second, "t/0 fully replicated again", func() (err error) { third, err = leader(); return err })
+	proctest.Eventually(t, 40*time.Second, "t/0 fully replicated again", func() (err error) { third, err = leader(); return err })
 	a, err = n.Inject(ctx, &Partition{Topology: SeedLeaderCoordinators, Partition: "t/0"})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/netns"
 	"github.com/isrlab/isrlab/history"
+	"github.com/isrlab/isrlab/internal/proctest"
 )
 
 // TestReassignFaultOnRealCluster injects the reassign fault on isrlab's
@@ -22,7 +23,7 @@ import (
 // sides of each move.
 func TestReassignFaultOnRealCluster(t *testing.T) {
 	requireLab(t)
-	bin := isrlabBinary(t)
+	bin := proctest.Binary(t)
 	d := t.TempDir()
 	top, err := compose.Build(compose.Options{Name: "nemreas", RunDir: filepath.Join(d, "run"), Binary: bin,
 		Coordinators: 1, Brokers: 3, Clients: 1, NoDefaults: true,
@@ -68,7 +69,7 @@ func TestReassignFaultOnRealCluster(t *testing.T) {
 	}
 	var before []int32
 	var leader int32
-	waitFor(t, 30*time.Second, "t/0 fully replicated", settled(func(rs []int32) error {
+	proctest.Eventually(t, 30*time.Second, "t/0 fully replicated", settled(func(rs []int32) error {
 		v, _ := res.View(ctx, []string{"t"})
 		before, leader = rs, v.Partitions["t/0"].Leader
 		return nil
@@ -99,7 +100,7 @@ func TestReassignFaultOnRealCluster(t *testing.T) {
 	if len(moves) != 1 || slices.Contains(moves[0].To, leader) || !slices.Equal(moves[0].From, before) {
 		t.Fatalf("moves %+v (leader %d, replicas %v)", moves, leader, before)
 	}
-	waitFor(t, 60*time.Second, "t/0 moved off its leader", settled(func(rs []int32) error {
+	proctest.Eventually(t, 60*time.Second, "t/0 moved off its leader", settled(func(rs []int32) error {
 		if !slices.Equal(rs, moves[0].To) {
 			return fmt.Errorf("replicas %v, want %v", rs, moves[0].To)
 		}
@@ -109,7 +110,7 @@ func TestReassignFaultOnRealCluster(t *testing.T) {
 	if err := n.Heal(ctx, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "t/0 moved back", settled(func(rs []int32) error {
+	proctest.Eventually(t, 60*time.Second, "t/0 moved back", settled(func(rs []int32) error {
 		if !slices.Equal(rs, before) {
 			return fmt.Errorf("replicas %v, want %v", rs, before)
 		}

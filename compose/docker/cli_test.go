@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/isrlab/isrlab/internal/proctest"
 )
 
 // TestDockerCLI drives `isrlab cluster --backend docker` as a user would.
@@ -15,10 +17,7 @@ func TestDockerCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the isrlab binary; skipped with -short")
 	}
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := proctest.Binary(t)
 	stateDir, runDir := t.TempDir(), t.TempDir()
 	isrlab := func(args ...string) (string, int) {
 		cmd := exec.Command(bin, args...)

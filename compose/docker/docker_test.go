@@ -24,6 +24,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/internal/proctest"
 )
 
 // Helper modes: this test binary is also the lab image's program.
@@ -48,7 +49,7 @@ func TestMain(m *testing.M) {
 		os.Exit(owner(os.Getenv(envOwner)))
 	}
 	code := m.Run()
-	cleanupBinary()
+	proctest.Cleanup()
 	os.Exit(code)
 }
 
@@ -141,23 +142,6 @@ func echo(ctx context.Context, c *compose.Cluster, node string) error {
 	return nil
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing after %v: %v", what, d, err)
-		}
-		<-tick.C
-	}
-}
-
 // leftovers lists containers and networks labelled with run, and its state.
 func leftovers(t *testing.T, cli *client.Client, stateDir, run string) []string {
 	t.Helper()
@@ -218,7 +202,7 @@ func TestDockerUpControlDown(t *testing.T) {
 	if err := b1.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "echo b1 after restart", func() error { return echo(ctx, c, "b1") })
+	proctest.Eventually(t, 20*time.Second, "echo b1 after restart", func() error { return echo(ctx, c, "b1") })
 	if got := nsIno(t, b1.NetNS); got != nsBefore {
 		t.Errorf("b1's network namespace changed across a restart: %d -> %d", nsBefore, got)
 	}
@@ -228,7 +212,7 @@ func TestDockerUpControlDown(t *testing.T) {
 	if err := b1.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "echo b1 after resume", func() error { return echo(ctx, c, "b1") })
+	proctest.Eventually(t, 10*time.Second, "echo b1 after resume", func() error { return echo(ctx, c, "b1") })
 	st, err := compose.ReadState(stateDir, "dock")
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"github.com/isrlab/isrlab/nemesis/faultfs"
 )
 
@@ -25,10 +26,7 @@ func TestDockerFaultFS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the isrlab binary; skipped with -short")
 	}
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := proctest.Binary(t)
 	dir := t.TempDir()
 	stateDir := filepath.Join(dir, "state")
 	top, err := compose.Build(compose.Options{Name: "dffs", RunDir: filepath.Join(dir, "run"), Binary: bin,

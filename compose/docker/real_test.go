@@ -3,11 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,45 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/internal/proctest"
 )
-
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
-
-// buildBinary builds cmd/isrlab once per test binary run, into a directory
-// removed by TestMain's caller (the OS temp dir; see cleanupBinary).
-func buildBinary() (string, error) {
-	buildOnce.Do(func() {
-		// ISRLAB_BIN names a prebuilt binary (make build's bin/isrlab).
-		if bin := os.Getenv("ISRLAB_BIN"); bin != "" {
-			builtBin, buildErr = filepath.Abs(bin)
-			return
-		}
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		dir, err := os.MkdirTemp("", "isrlab-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "isrlab")
-		cmd := exec.Command("go", "build", "-o", builtBin, "./cmd/isrlab")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/isrlab: %v\n%s", err, out)
-		}
-	})
-	return builtBin, buildErr
-}
-
-func cleanupBinary() {
-	if builtBin != "" && os.Getenv("ISRLAB_BIN") == "" {
-		os.RemoveAll(filepath.Dir(builtBin))
-	}
-}
 
 // TestDockerRealCluster runs the isrlab binary in containers: 3
 // coordinators and 1 broker (3 once the broker forms clusters), produce and
@@ -63,10 +22,7 @@ func TestDockerRealCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the isrlab binary; skipped with -short")
 	}
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := proctest.Binary(t)
 	for _, brokers := range []int{1, 3} {
 		t.Run(fmt.Sprintf("3c%db", brokers), func(t *testing.T) {
 			dir := t.TempDir()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/internal/proctest"
 )
 
 // BenchmarkUpDown measures the time from Up to every node ready and from
@@ -65,10 +66,7 @@ func BenchmarkUpDown(b *testing.B) {
 	})
 	for _, size := range []struct{ c, b int }{{3, 0}, {3, 1}, {3, 3}} {
 		b.Run(fmt.Sprintf("isrlab-%dc%db", size.c, size.b), func(b *testing.B) {
-			bin, err := buildBinary()
-			if err != nil {
-				b.Fatal(err)
-			}
+			bin := proctest.Binary(b)
 			bench(b, func(runDir string) compose.Topology {
 				top, err := compose.Build(compose.Options{Name: "bench", RunDir: runDir, Binary: bin, Coordinators: size.c, Brokers: size.b, Clients: 1, NoDefaults: true})
 				if err != nil {

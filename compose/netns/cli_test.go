@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/isrlab/isrlab/internal/proctest"
 )
 
 // TestCLI drives `isrlab cluster` and `isrlab clean` as a user would, with a
@@ -18,7 +20,7 @@ func TestCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the isrlab binary; skipped with -short")
 	}
-	bin := isrlabBinary(t)
+	bin := proctest.Binary(t)
 	stateDir := t.TempDir()
 	runDir := t.TempDir()
 	isrlab := func(args ...string) (string, int) {
@@ -93,7 +95,7 @@ func TestRootlessCLI(t *testing.T) {
 	if _, err := exec.LookPath("nsenter"); err != nil {
 		t.Skip("needs nsenter (util-linux)")
 	}
-	bin := isrlabBinary(t)
+	bin := proctest.Binary(t)
 	dir, err := os.MkdirTemp("", "isrlab-rootless-cli-")
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +168,7 @@ func TestFaultFSCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the isrlab binary; skipped with -short")
 	}
-	bin := isrlabBinary(t)
+	bin := proctest.Binary(t)
 	stateDir, runDir := t.TempDir(), t.TempDir()
 	isrlab := func(args ...string) (string, int) {
 		cmd := exec.Command(bin, args...)

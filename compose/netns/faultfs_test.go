@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"github.com/isrlab/isrlab/nemesis"
 	"github.com/isrlab/isrlab/nemesis/faultfs"
 )
@@ -42,7 +43,7 @@ func TestFaultFSCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the isrlab binary; skipped with -short")
 	}
-	bin := isrlabBinary(t)
+	bin := proctest.Binary(t)
 	l := newLab(t)
 	top, err := compose.Build(compose.Options{
 		Name: "ffs", RunDir: l.runDir, Binary: bin, NoDefaults: true,
@@ -100,7 +101,7 @@ func TestFaultFSCluster(t *testing.T) {
 	if r, err := adm.CreateTopic(ctx, 1, 3, nil, "slow"); err != nil || r.Err != nil {
 		t.Fatalf("create topic: %v %v", err, r.Err)
 	}
-	waitFor(t, 30*time.Second, "a first acks=all produce", func() error {
+	proctest.Eventually(t, 30*time.Second, "a first acks=all produce", func() error {
 		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
 		defer pcancel()
 		return cl.ProduceSync(pctx, &kgo.Record{Topic: "slow", Value: []byte("warm-up")}).FirstErr()
@@ -147,7 +148,7 @@ func TestFaultFSCluster(t *testing.T) {
 		t.Fatalf("create topic: %v %v", err, r.Err)
 	}
 	const records = 20
-	waitFor(t, 30*time.Second, "a first produce to lossy", func() error {
+	proctest.Eventually(t, 30*time.Second, "a first produce to lossy", func() error {
 		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
 		defer pcancel()
 		return cl.ProduceSync(pctx, &kgo.Record{Topic: "lossy", Value: []byte("r0")}).FirstErr()
@@ -178,7 +179,7 @@ func TestFaultFSCluster(t *testing.T) {
 		t.Fatalf("%s not restarted: pid %d, was %d", victim, pid, oldPID)
 	}
 	var end int64
-	waitFor(t, 40*time.Second, "lossy led again after "+victim+" restarted", func() error {
+	proctest.Eventually(t, 40*time.Second, "lossy led again after "+victim+" restarted", func() error {
 		var err error
 		end, err = tryEndOffset(ctx, adm, "lossy")
 		return err
@@ -235,7 +236,7 @@ func TestFaultFSTeardownPaths(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the isrlab binary; skipped with -short")
 	}
-	bin := isrlabBinary(t)
+	bin := proctest.Binary(t)
 	for _, tt := range []struct {
 		name      string
 		brokerCmd []string

@@ -20,6 +20,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/internal/proctest"
 )
 
 // Helper modes: the test binary re-executes itself as a node process or as a
@@ -39,9 +40,7 @@ func TestMain(m *testing.M) {
 		os.Exit(owner(cfg))
 	}
 	code := m.Run()
-	if builtBin != "" && os.Getenv("ISRLAB_BIN") == "" {
-		os.RemoveAll(filepath.Dir(builtBin))
-	}
+	proctest.Cleanup()
 	os.Exit(code)
 }
 
@@ -200,24 +199,6 @@ func echo(ctx context.Context, c *compose.Cluster, node string) error {
 	return nil
 }
 
-// waitFor polls cond until it returns nil or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing after %v: %v", what, d, err)
-		}
-		<-tick.C
-	}
-}
-
 // leftovers lists what of run still exists: namespace files, processes in
 // its namespaces or with its recorded pids, the state file, the run dir.
 func (l lab) leftovers(run string, pids []int) []string {
@@ -319,11 +300,11 @@ func TestUpControlDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	pids = append(pids, b1.PID())
-	waitFor(t, 10*time.Second, "echo b1 after restart", func() error { return echo(ctx, c, "b1") })
+	proctest.Eventually(t, 10*time.Second, "echo b1 after restart", func() error { return echo(ctx, c, "b1") })
 	if err := b1.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "b1 stopped", func() error {
+	proctest.Eventually(t, 5*time.Second, "b1 stopped", func() error {
 		if st := procState(b1.PID()); st != "T" {
 			return fmt.Errorf("paused b1 state %q, want T", st)
 		}
@@ -332,12 +313,12 @@ func TestUpControlDown(t *testing.T) {
 	if err := b1.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "echo b1 after resume", func() error { return echo(ctx, c, "b1") })
+	proctest.Eventually(t, 10*time.Second, "echo b1 after resume", func() error { return echo(ctx, c, "b1") })
 	if err := c.Node("b2").Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
 	pids = append(pids, c.Node("b2").PID())
-	waitFor(t, 10*time.Second, "echo b2 after restart", func() error { return echo(ctx, c, "b2") })
+	proctest.Eventually(t, 10*time.Second, "echo b2 after restart", func() error { return echo(ctx, c, "b2") })
 
 	// Another process sees the restarted pids through the state file.
 	st, err := compose.ReadState(l.stateDir, "ctl")
@@ -485,7 +466,7 @@ func TestInterruptAndKillLeaveNothing(t *testing.T) {
 			cmd, out := startOwner(t, l, ownerConfig{Name: name, NeverReady: tt.neverReady})
 			var st *compose.State
 			// Wait until every node process of the owner runs.
-			waitFor(t, 20*time.Second, "owner's nodes running", func() error {
+			proctest.Eventually(t, 20*time.Second, "owner's nodes running", func() error {
 				s, err := compose.ReadState(l.stateDir, name)
 				if err != nil {
 					return err

@@ -11,6 +11,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/internal/proctest"
 )
 
 // TestSwitchHandlesCutALink shows that a Node's handles are what a
@@ -74,7 +75,7 @@ func TestSwitchHandlesCutALink(t *testing.T) {
 	if err := nft.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "b1 -> b2 after the heal", func() error { return fromB1(time.Second) })
+	proctest.Eventually(t, 10*time.Second, "b1 -> b2 after the heal", func() error { return fromB1(time.Second) })
 }
 
 // ifname is an interface name as nftables compares it: NUL-padded to 16 bytes.

@@ -3,11 +3,6 @@ package netns
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,47 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/internal/proctest"
 )
-
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
-
-// isrlabBinary builds cmd/isrlab once per test binary run.
-func isrlabBinary(t *testing.T) string {
-	t.Helper()
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
-func buildBinary() (string, error) {
-	buildOnce.Do(func() {
-		// ISRLAB_BIN names a prebuilt binary (make build's bin/isrlab).
-		if bin := os.Getenv("ISRLAB_BIN"); bin != "" {
-			builtBin, buildErr = filepath.Abs(bin)
-			return
-		}
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		dir, err := osMkdirTemp()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "isrlab")
-		cmd := exec.Command("go", "build", "-o", builtBin, "./cmd/isrlab")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/isrlab: %v\n%s", err, out)
-		}
-	})
-	return builtBin, buildErr
-}
 
 // TestRealCluster brings up coordinators and brokers of the real isrlab
 // binary, produces and consumes through the client namespace with kgo, and
@@ -65,7 +21,7 @@ func TestRealCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the isrlab binary; skipped with -short")
 	}
-	bin := isrlabBinary(t)
+	bin := proctest.Binary(t)
 	tests := []struct {
 		name                  string
 		coordinators, brokers int
@@ -153,5 +109,3 @@ func produceConsume(ctx context.Context, t *testing.T, c *compose.Cluster, rf in
 		}
 	}
 }
-
-func osMkdirTemp() (string, error) { return os.MkdirTemp("", "isrlab-bin-") }

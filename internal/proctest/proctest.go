@@ -20,14 +20,19 @@ import (
 )
 
 var (
-	buildOnce sync.Once
-	binPath   string
-	buildDir  string
-	buildErr  error
+	buildMu  sync.Mutex
+	builds   = map[string]*build{}
+	buildDir string
 )
 
-// Cleanup removes the binary Binary built, if any. Call it from TestMain
-// after m.Run.
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// Cleanup removes the binaries Binary and Build built, if any. Call it
+// from TestMain after m.Run.
 func Cleanup() {
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
@@ -39,29 +44,49 @@ func Cleanup() {
 func Binary(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("ISRLAB_BIN"); p != "" {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs
+		}
 		return p
 	}
-	buildOnce.Do(func() {
+	return Build(t, "./cmd/isrlab")
+}
+
+// Build builds the main package pkg (a path from the module's root, such
+// as ./examples/exec-driver) once per test binary and returns the
+// executable's path.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	buildMu.Lock()
+	b, ok := builds[pkg]
+	if !ok {
+		b = &build{}
+		builds[pkg] = b
+	}
+	if buildDir == "" {
 		dir, err := os.MkdirTemp("", "isrlab-bin-")
 		if err != nil {
-			buildErr = err
-			return
+			buildMu.Unlock()
+			t.Fatal(err)
 		}
 		buildDir = dir
-		binPath = filepath.Join(dir, "isrlab")
+	}
+	dir := buildDir
+	buildMu.Unlock()
+	b.once.Do(func() {
+		b.path = filepath.Join(dir, filepath.Base(pkg))
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/isrlab")
+		cmd := exec.Command("go", "build", "-o", b.path, pkg)
 		cmd.Dir = root
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return binPath
+	return b.path
 }
 
 // FreePorts returns n distinct free TCP ports on 127.0.0.1.
