@@ -29,14 +29,20 @@ func TestJudgeSeries(t *testing.T) {
 	}
 	collapse := &runSeries{Collateral: 12, Summary: &series.Summary{Faults: 3,
 		Baseline:     series.Phase{Samples: 10, AckedPerSec: 100000},
-		DuringFaults: series.Phase{Samples: 20, AckedPerSec: 40000, IsrShrinks: 30, LockWaitMsPerSec: 16775},
+		DuringFaults: series.Phase{Samples: 20, AckedPerSec: 40000, IsrShrinks: 30, LockWaitMsPerSec: 16775, BrokerSamples: 60},
 		AfterHeal:    series.Phase{Samples: 5, AckedPerSec: 98000},
 		DuringRatio:  0.4, AfterRatio: 0.98}}
 	holds := &runSeries{Summary: &series.Summary{Faults: 3,
 		Baseline:     series.Phase{Samples: 10, AckedPerSec: 100000},
-		DuringFaults: series.Phase{Samples: 20, AckedPerSec: 97000, IsrShrinks: 0, LockWaitMsPerSec: 3},
+		DuringFaults: series.Phase{Samples: 20, AckedPerSec: 97000, IsrShrinks: 0, LockWaitMsPerSec: 3, BrokerSamples: 60},
 		DuringRatio:  0.97}}
-	noWorkload := &runSeries{Summary: &series.Summary{Faults: 3, DuringFaults: series.Phase{IsrShrinks: 4}}}
+	noWorkload := &runSeries{Summary: &series.Summary{Faults: 3, DuringFaults: series.Phase{IsrShrinks: 4, BrokerSamples: 60}}}
+	// A busy machine where no scrape of the brokers answered: the zeros
+	// are missing data.
+	noBrokers := &runSeries{Summary: &series.Summary{Faults: 3,
+		Baseline:     series.Phase{Samples: 10, AckedPerSec: 100000},
+		DuringFaults: series.Phase{Samples: 20, AckedPerSec: 40000},
+		DuringRatio:  0.4}}
 	incident := expect("expect: {throughput: {during-faults: \"<0.5x\", after-heal: \">=0.9x\"}, isr-shrinks: \">=10\", collateral-isr-drops: \">0\"}")
 	mitigated := expect("expect: {throughput: {during-faults: \">=0.9x\"}, isr-shrinks: \"<=2\", collateral-isr-drops: 0}")
 	// No client operations: validity unknown, which a series-only
@@ -60,6 +66,9 @@ func TestJudgeSeries(t *testing.T) {
 		{"lock-stall", expect("expect: {read-lock-wait: \">1000\"}"), collapse, Met},
 		{"no-lock-stall", expect("expect: {read-lock-wait: \">1000\"}"), holds, NotMet},
 		{"locks-free", expect("expect: {read-lock-wait: \"<500\"}"), holds, Met},
+		{"no-broker-metrics", incident, noBrokers, Undecided},
+		{"no-broker-metrics-locks", expect("expect: {read-lock-wait: \"<500\"}"), noBrokers, Undecided},
+		{"no-broker-metrics-throughput-only", expect("expect: {throughput: {during-faults: \"<0.5x\"}}"), noBrokers, Met},
 	} {
 		j := tc.e.judgeSeries(tc.e.Judge(noOps, false), tc.s)
 		if j.Outcome != tc.want {

@@ -61,10 +61,10 @@ func scrapeOne(ctx context.Context, sink Sink, t Target, client *http.Client, ev
 	drops := &dropCounter{}
 	for {
 		at := time.Now()
-		cur, err := fetch(ctx, client, t.URL, min(every, 2*time.Second))
+		cur, err := fetch(ctx, client, t.URL, scrapeTimeout(every))
 		var dropped map[int32]int
 		if t.API != "" && err == nil {
-			dropped, err = drops.poll(ctx, &clusterapi.Client{Base: t.API, HTTP: client}, min(every, 2*time.Second))
+			dropped, err = drops.poll(ctx, &clusterapi.Client{Base: t.API, HTTP: client}, scrapeTimeout(every))
 		}
 		switch {
 		case ctx.Err() != nil:
@@ -342,4 +342,11 @@ func (h Histogram) Quantile(q float64) float64 {
 		lower, below = b.UpperBound, b.Count
 	}
 	return lower
+}
+
+// scrapeTimeout bounds one scrape: at least 3 s, so that a broker slow to
+// answer on a saturated machine still gives a sample (late) rather than
+// none; the next scrape starts when this one ends.
+func scrapeTimeout(every time.Duration) time.Duration {
+	return max(every, 3*time.Second)
 }

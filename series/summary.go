@@ -28,8 +28,11 @@ type Options struct {
 type Phase struct {
 	From float64 `json:"from_s"`
 	To   float64 `json:"to_s"`
-	// Samples is the number of workload samples in the phase.
+	// Samples is the number of workload samples in the phase,
+	// BrokerSamples the number of brokers' samples that answered: without
+	// any, the phase says nothing of ISR churn, handler idle or lock waits.
 	Samples        int     `json:"samples"`
+	BrokerSamples  int     `json:"broker_samples"`
 	AckedPerSec    float64 `json:"acked_per_s"`     // mean throughput
 	MinAckedPerSec float64 `json:"min_acked_per_s"` // the worst interval
 	OfferedPerSec  float64 `json:"offered_per_s"`
@@ -185,6 +188,7 @@ func summarize(samples []Sample, from, to float64) Phase {
 			continue
 		}
 		brokerSamples[s.Src]++
+		p.BrokerSamples++
 		p.IsrShrinks += v["IsrShrinksPerSec"] * dt
 		p.IsrExpands += v["IsrExpandsPerSec"] * dt
 		p.FailedIsrUpdates += v["FailedIsrUpdatesPerSec"] * dt
