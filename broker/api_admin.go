@@ -173,14 +173,14 @@ func (b *Broker) addPartitionsStandalone(topic string, add int32) error {
 	return b.openTopicPartitions(&c)
 }
 
-var _ = serve(33, "AlterConfigs", 0, 2, (*Broker).handleAlterConfigs, notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1))
+var _ = serve(33, "AlterConfigs", 0, 2, configHandler((*configAPI).handleAlterConfigs), notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1))
 
 // handleAlterConfigs is the old, non-incremental AlterConfigs: a topic's
 // overrides become exactly the configs given (entries with a null value
 // are dropped, as Kafka does), so anything not named goes back to its
 // default. A BROKER resource's dynamic configs are replaced the same way
 // (alterBrokerConfigs).
-func (b *Broker) handleAlterConfigs(ctx context.Context, rq *request) {
+func (a *configAPI) handleAlterConfigs(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 	for _, rr := range req.Resources {
@@ -196,13 +196,13 @@ func (b *Broker) handleAlterConfigs(ctx context.Context, rq *request) {
 					next[c.Name] = *c.Value
 				}
 			}
-			if e, msg := b.alterBrokerConfigs(ctx, rr.ResourceName, req.ValidateOnly, func(map[string]string) (map[string]string, error) { return next, nil }); e != nil {
+			if e, msg := a.alterBrokerConfigs(ctx, rr.ResourceName, req.ValidateOnly, func(map[string]string) (map[string]string, error) { return next, nil }); e != nil {
 				fail(e, msg)
 			}
 		case rr.ResourceType != resourceTypeTopic:
 			fail(kerr.InvalidRequest, fmt.Sprintf("unsupported resource type %d", rr.ResourceType))
 		default:
-			if _, ok := b.meta.topic(rr.ResourceName); !ok {
+			if _, ok := a.meta.topic(rr.ResourceName); !ok {
 				fail(kerr.UnknownTopicOrPartition, "unknown topic "+rr.ResourceName)
 				break
 			}
@@ -212,14 +212,14 @@ func (b *Broker) handleAlterConfigs(ctx context.Context, rq *request) {
 					next[c.Name] = *c.Value
 				}
 			}
-			if _, err := b.cfg.TopicConfig(next); err != nil {
+			if _, err := a.cfg.TopicConfig(next); err != nil {
 				fail(kerr.InvalidConfig, err.Error())
 				break
 			}
 			if req.ValidateOnly {
 				break
 			}
-			if err := b.alterTopicConfig(rr.ResourceName, next); err != nil {
+			if err := a.alterTopicConfig(ctx, rr.ResourceName, next); err != nil {
 				fail(kerr.UnknownServerError, err.Error())
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/isrlab/isrlab/broker/coord"
 	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
@@ -25,28 +26,43 @@ const (
 	resourceTypeBroker   = 4
 )
 
+// configAPI answers the config APIs (DescribeConfigs, AlterConfigs,
+// IncrementalAlterConfigs) for topics and for this broker.
+type configAPI struct {
+	cfg   *kafkaconfig.Config
+	id    int32
+	meta  *metadata
+	coord *coord.Client // nil standalone
+	// apply gives the local replica of a topic's partition, if any, a
+	// new topic config.
+	apply   func(topic string, idx int32, tc *kafkaconfig.Config)
+	dynamic dynamicConfigs
+}
+
+var configHandler = handlerOn(func(b *Broker) *configAPI { return b.api.configs })
+
 // describedTopicConfigs is what DescribeConfigs reports for a topic: in a
 // cluster the coordinator's current overrides, as Kafka reads them from
 // ZooKeeper, because the topic watch may not have brought a change (or a
 // new topic's overrides) to this broker's cache yet; the cached ones when
 // the coordinator does not answer in time, and standalone.
-func (b *Broker) describedTopicConfigs(ctx context.Context, topic string, cached map[string]string) map[string]string {
-	if b.cluster == nil {
+func (a *configAPI) describedTopicConfigs(ctx context.Context, topic string, cached map[string]string) map[string]string {
+	if a.coord == nil {
 		return cached
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	c, err := b.cluster.coord.TopicConfig(ctx, topic)
+	c, err := a.coord.TopicConfig(ctx, topic)
 	if err != nil {
 		return cached
 	}
 	return c
 }
 
-var _ = serve(32, "DescribeConfigs", 0, 4, (*Broker).handleDescribeConfigs, notIn("0.10"), in("2.4", 0, 2), in("2.6", 0, 3))
+var _ = serve(32, "DescribeConfigs", 0, 4, configHandler((*configAPI).handleDescribeConfigs), notIn("0.10"), in("2.4", 0, 2), in("2.6", 0, 3))
 
 // handleDescribeConfigs describes topic and broker configs.
-func (b *Broker) handleDescribeConfigs(ctx context.Context, rq *request) {
+func (a *configAPI) handleDescribeConfigs(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.DescribeConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	for _, rr := range req.Resources {
@@ -77,13 +93,13 @@ func (b *Broker) handleDescribeConfigs(ctx context.Context, rq *request) {
 		}
 		switch rr.ResourceType {
 		case resourceTypeTopic:
-			t, ok := b.meta.topic(rr.ResourceName)
+			t, ok := a.meta.topic(rr.ResourceName)
 			if !ok {
 				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				break
 			}
-			configs := b.describedTopicConfigs(ctx, rr.ResourceName, t.Configs)
-			tc, err := b.cfg.TopicConfig(configs)
+			configs := a.describedTopicConfigs(ctx, rr.ResourceName, t.Configs)
+			tc, err := a.cfg.TopicConfig(configs)
 			if err != nil {
 				sr.ErrorCode = kerr.InvalidConfig.Code
 				break
@@ -92,19 +108,19 @@ func (b *Broker) handleDescribeConfigs(ctx context.Context, rq *request) {
 				src := int8(sourceDefault)
 				if _, ok := configs[k]; ok {
 					src = sourceTopic
-				} else if bk := kafkaconfig.TopicToBroker[k]; bk != "" && b.cfg.IsSet(bk) {
+				} else if bk := kafkaconfig.TopicToBroker[k]; bk != "" && a.cfg.IsSet(bk) {
 					src = sourceStaticBroker
 				}
 				add(tc, k, tc.String(k), src, false)
 			}
 		case resourceTypeBroker:
-			id, err := b.brokerResourceID(rr.ResourceName)
+			id, err := a.brokerResourceID(rr.ResourceName)
 			if err != nil {
 				msg := err.Error()
 				sr.ErrorCode, sr.ErrorMessage = kerr.InvalidRequest.Code, &msg
 				break
 			}
-			perBroker, defaults := b.dynamicBrokerConfigs(ctx)
+			perBroker, defaults := a.dynamicBrokerConfigs(ctx)
 			// Precedence: this broker's dynamic value, the cluster-wide
 			// dynamic default, server.properties, the default. Read-only
 			// is what Kafka cannot change dynamically.
@@ -122,22 +138,22 @@ func (b *Broker) handleDescribeConfigs(ctx context.Context, rq *request) {
 				// The cluster-wide default resource: only the dynamic
 				// defaults, as Kafka's ConfigHelper describes it.
 				for _, k := range slices.Sorted(maps.Keys(defaults)) {
-					add(b.cfg, k, defaults[k], sourceDynamicDefault, readOnly(k))
+					add(a.cfg, k, defaults[k], sourceDynamicDefault, readOnly(k))
 				}
 				break
 			}
-			for _, k := range b.cfg.Keys() {
+			for _, k := range a.cfg.Keys() {
 				src := int8(sourceDefault)
-				if b.cfg.IsSet(k) {
+				if a.cfg.IsSet(k) {
 					src = sourceStaticBroker
 				}
-				v, src := value(k, b.cfg.String(k), src)
-				add(b.cfg, k, v, src, readOnly(k))
+				v, src := value(k, a.cfg.String(k), src)
+				add(a.cfg, k, v, src, readOnly(k))
 			}
 			// Every other Kafka 3.7 broker key, at Kafka's default unless
 			// set dynamically.
 			for _, d := range kafkaconfig.Kafka37BrokerDefaults {
-				if b.cfg.Known(d.Name) || (len(want) > 0 && !want[d.Name]) {
+				if a.cfg.Known(d.Name) || (len(want) > 0 && !want[d.Name]) {
 					continue
 				}
 				e := kafkaDefaultEntry(d, req.IncludeDocumentation)
@@ -151,7 +167,7 @@ func (b *Broker) handleDescribeConfigs(ctx context.Context, rq *request) {
 			// throttles), when set.
 			for _, k := range kafkaconfig.DynamicOnlyBrokerConfigs {
 				if v, src := value(k, "", sourceDefault); src != sourceDefault {
-					add(b.cfg, k, v, src, false)
+					add(a.cfg, k, v, src, false)
 				}
 			}
 		default:
@@ -242,11 +258,11 @@ func splitList(v string) []string {
 	return out
 }
 
-var _ = serve(44, "IncrementalAlterConfigs", 0, 1, (*Broker).handleIncrementalAlterConfigs, notIn("0.10"))
+var _ = serve(44, "IncrementalAlterConfigs", 0, 1, configHandler((*configAPI).handleIncrementalAlterConfigs), notIn("0.10"))
 
 // handleIncrementalAlterConfigs sets or deletes topic-level overrides and
 // dynamic broker configs (alterBrokerConfigs).
-func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, rq *request) {
+func (a *configAPI) handleIncrementalAlterConfigs(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	for _, rr := range req.Resources {
@@ -257,7 +273,7 @@ func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, rq *request)
 			sr.ErrorMessage = &msg
 		}
 		if rr.ResourceType == resourceTypeBroker {
-			if e, msg := b.alterBrokerConfigs(ctx, rr.ResourceName, req.ValidateOnly, incrementalOps(rr.Configs)); e != nil {
+			if e, msg := a.alterBrokerConfigs(ctx, rr.ResourceName, req.ValidateOnly, incrementalOps(rr.Configs)); e != nil {
 				fail(e, msg)
 			}
 			resp.Resources = append(resp.Resources, sr)
@@ -268,7 +284,7 @@ func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, rq *request)
 			resp.Resources = append(resp.Resources, sr)
 			continue
 		}
-		t, ok := b.meta.topic(rr.ResourceName)
+		t, ok := a.meta.topic(rr.ResourceName)
 		if !ok {
 			fail(kerr.UnknownTopicOrPartition, "unknown topic "+rr.ResourceName)
 			resp.Resources = append(resp.Resources, sr)
@@ -294,7 +310,7 @@ func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, rq *request)
 			}
 		}
 		if bad == "" {
-			if _, err := b.cfg.TopicConfig(next); err != nil {
+			if _, err := a.cfg.TopicConfig(next); err != nil {
 				bad = err.Error()
 			}
 		}
@@ -303,7 +319,7 @@ func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, rq *request)
 			fail(kerr.InvalidConfig, bad)
 		case req.ValidateOnly:
 		default:
-			if err := b.alterTopicConfig(rr.ResourceName, next); err != nil {
+			if err := a.alterTopicConfig(ctx, rr.ResourceName, next); err != nil {
 				fail(kerr.UnknownServerError, err.Error())
 			}
 		}
@@ -314,18 +330,18 @@ func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, rq *request)
 
 // alterTopicConfig replaces a topic's overrides and applies them to its
 // partitions.
-func (b *Broker) alterTopicConfig(topic string, configs map[string]string) error {
-	tc, err := b.cfg.TopicConfig(configs)
+func (a *configAPI) alterTopicConfig(ctx context.Context, topic string, configs map[string]string) error {
+	tc, err := a.cfg.TopicConfig(configs)
 	if err != nil {
 		return err
 	}
-	if b.cluster != nil {
+	if a.coord != nil {
 		// Every broker picks the change up from the coordinator.
-		ctx, cancel := context.WithTimeout(b.runCtx, 10*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		return b.cluster.coord.SetTopicConfig(ctx, nil, topic, configs)
+		return a.coord.SetTopicConfig(ctx, nil, topic, configs)
 	}
-	m := b.meta
+	m := a.meta
 	m.mu.Lock()
 	t, ok := m.topics[topic]
 	if !ok {
@@ -342,10 +358,7 @@ func (b *Broker) alterTopicConfig(topic string, configs map[string]string) error
 	n := len(t.Partitions)
 	m.mu.Unlock()
 	for i := 0; i < n; i++ {
-		if p := b.partition(topic, int32(i)); p != nil {
-			p.SetConfig(partitionConfig(tc))
-			p.Log().SetConfig(b.logConfig(tc))
-		}
+		a.apply(topic, int32(i), tc)
 	}
 	return nil
 }

@@ -19,7 +19,7 @@ var _ = serve(1, "Fetch", 0, 16, (*Broker).handleFetch, in("0.10", 0, 3), in("2.
 // handleFetch reads every requested partition; when fewer than MinBytes
 // are available it waits (off the handler thread) until a partition
 // changes or MaxWaitMillis passes — Kafka's fetch purgatory. Fetch
-// sessions (KIP-227, fetchsession.go) decide which partitions are read and
+// sessions (KIP-227, replication/session.go) decide which partitions are read and
 // which of them are answered.
 //
 // Kafka 3.7's version differences: v0-3 get the v2 batches down-converted
@@ -35,15 +35,15 @@ var _ = serve(1, "Fetch", 0, 16, (*Broker).handleFetch, in("0.10", 0, 3), in("2.
 // the data; down-converted versions (v0-3) read uncommitted, without the
 // control batches.
 func (b *Broker) handleFetch(ctx context.Context, rq *request) {
-	sess, req := b.fetchSessions.open(rq.req.(*kmsg.FetchRequest))
-	if resp, ok := sess.errorResponse(req); ok {
+	sess, req := b.fetchSessions.Open(rq.req.(*kmsg.FetchRequest))
+	if resp, ok := sess.ErrorResponse(req); ok {
 		rq.respond(resp)
 		return
 	}
 	bufs := &bufSet{}
 	resp, n, chans, anyErr := b.readFetch(req, bufs)
 	if anyErr || n >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(chans) == 0 {
-		rq.respondReleasing(sess.finish(resp), bufs)
+		rq.respondReleasing(sess.Finish(resp), bufs)
 		return
 	}
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
@@ -66,12 +66,12 @@ func (b *Broker) handleFetch(ctx context.Context, rq *request) {
 				return
 			case 0:
 				resp, _, _, _ = b.readFetch(req, bufs)
-				rq.respondReleasing(sess.finish(resp), bufs)
+				rq.respondReleasing(sess.Finish(resp), bufs)
 				return
 			}
 			resp, n, chans, anyErr = b.readFetch(req, bufs)
 			if anyErr || n >= int(req.MinBytes) || len(chans) == 0 {
-				rq.respondReleasing(sess.finish(resp), bufs)
+				rq.respondReleasing(sess.Finish(resp), bufs)
 				return
 			}
 		}

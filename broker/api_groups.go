@@ -357,77 +357,85 @@ func (rq *request) clientID() string {
 	return ""
 }
 
-var _ = serve(11, "JoinGroup", 0, 9, (*Broker).handleJoinGroup, in("0.10", 0, 1), in("2.4", 0, 6), in("2.6", 0, 7))
+// groupAPI answers the group coordinator's requests (KAFKA-SPEC §9)
+// from the broker's group coordinator.
+type groupAPI struct {
+	groups func() *group.Manager
+}
+
+var groupHandler = handlerOn(func(b *Broker) *groupAPI { return b.api.groups })
+
+var _ = serve(11, "JoinGroup", 0, 9, groupHandler((*groupAPI).handleJoinGroup), in("0.10", 0, 1), in("2.4", 0, 6), in("2.6", 0, 7))
 
 // handleJoinGroup answers when the rebalance completes; the connection
 // stays muted meanwhile, as in Kafka.
-func (b *Broker) handleJoinGroup(_ context.Context, rq *request) {
+func (a *groupAPI) handleJoinGroup(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.JoinGroupRequest)
-	m := b.groups()
+	m := a.groups()
 	go m.JoinGroup(req, rq.clientID(), rq.clientHost(), func(r *kmsg.JoinGroupResponse) { rq.respond(r) })
 }
 
-var _ = serve(14, "SyncGroup", 0, 5, (*Broker).handleSyncGroup, in("0.10", 0, 0), in("2.4", 0, 4))
+var _ = serve(14, "SyncGroup", 0, 5, groupHandler((*groupAPI).handleSyncGroup), in("0.10", 0, 0), in("2.4", 0, 4))
 
-func (b *Broker) handleSyncGroup(_ context.Context, rq *request) {
+func (a *groupAPI) handleSyncGroup(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.SyncGroupRequest)
-	m := b.groups()
+	m := a.groups()
 	go m.SyncGroup(req, func(r *kmsg.SyncGroupResponse) { rq.respond(r) })
 }
 
-var _ = serve(12, "Heartbeat", 0, 4, (*Broker).handleHeartbeat, in("0.10", 0, 0))
+var _ = serve(12, "Heartbeat", 0, 4, groupHandler((*groupAPI).handleHeartbeat), in("0.10", 0, 0))
 
-func (b *Broker) handleHeartbeat(_ context.Context, rq *request) {
-	rq.respond(b.groups().Heartbeat(rq.req.(*kmsg.HeartbeatRequest)))
+func (a *groupAPI) handleHeartbeat(_ context.Context, rq *request) {
+	rq.respond(a.groups().Heartbeat(rq.req.(*kmsg.HeartbeatRequest)))
 }
 
 // The handlers below may wait for an acks=-1 append, so they answer off
 // the handler thread, like a delayed produce.
 
-var _ = serve(13, "LeaveGroup", 0, 5, (*Broker).handleLeaveGroup, in("0.10", 0, 0), in("2.4", 0, 4), in("2.6", 0, 4))
+var _ = serve(13, "LeaveGroup", 0, 5, groupHandler((*groupAPI).handleLeaveGroup), in("0.10", 0, 0), in("2.4", 0, 4), in("2.6", 0, 4))
 
-func (b *Broker) handleLeaveGroup(_ context.Context, rq *request) {
-	m := b.groups()
+func (a *groupAPI) handleLeaveGroup(_ context.Context, rq *request) {
+	m := a.groups()
 	go func() { rq.respond(m.LeaveGroup(rq.req.(*kmsg.LeaveGroupRequest))) }()
 }
 
 // OffsetCommit and OffsetFetch v9 (KIP-848) are served as v8 for classic
 // groups, as Kafka 3.7's group coordinator adapter does.
-var _ = serve(8, "OffsetCommit", 0, 9, (*Broker).handleOffsetCommit, in("0.10", 0, 2), in("2.4", 0, 8), in("2.6", 0, 8))
+var _ = serve(8, "OffsetCommit", 0, 9, groupHandler((*groupAPI).handleOffsetCommit), in("0.10", 0, 2), in("2.4", 0, 8), in("2.6", 0, 8))
 
-func (b *Broker) handleOffsetCommit(_ context.Context, rq *request) {
-	m := b.groups()
+func (a *groupAPI) handleOffsetCommit(_ context.Context, rq *request) {
+	m := a.groups()
 	go func() { rq.respond(m.OffsetCommit(rq.req.(*kmsg.OffsetCommitRequest))) }()
 }
 
-var _ = serve(9, "OffsetFetch", 0, 9, (*Broker).handleOffsetFetch, in("0.10", 0, 2), in("2.4", 0, 6), in("2.6", 0, 7))
+var _ = serve(9, "OffsetFetch", 0, 9, groupHandler((*groupAPI).handleOffsetFetch), in("0.10", 0, 2), in("2.4", 0, 6), in("2.6", 0, 7))
 
-func (b *Broker) handleOffsetFetch(_ context.Context, rq *request) {
-	rq.respond(b.groups().OffsetFetch(rq.req.(*kmsg.OffsetFetchRequest)))
+func (a *groupAPI) handleOffsetFetch(_ context.Context, rq *request) {
+	rq.respond(a.groups().OffsetFetch(rq.req.(*kmsg.OffsetFetchRequest)))
 }
 
-var _ = serve(15, "DescribeGroups", 0, 5, (*Broker).handleDescribeGroups, in("0.10", 0, 0))
+var _ = serve(15, "DescribeGroups", 0, 5, groupHandler((*groupAPI).handleDescribeGroups), in("0.10", 0, 0))
 
-func (b *Broker) handleDescribeGroups(_ context.Context, rq *request) {
-	rq.respond(b.groups().DescribeGroups(rq.req.(*kmsg.DescribeGroupsRequest)))
+func (a *groupAPI) handleDescribeGroups(_ context.Context, rq *request) {
+	rq.respond(a.groups().DescribeGroups(rq.req.(*kmsg.DescribeGroupsRequest)))
 }
 
-var _ = serve(16, "ListGroups", 0, 4, (*Broker).handleListGroups, in("0.10", 0, 0), in("2.4", 0, 3))
+var _ = serve(16, "ListGroups", 0, 4, groupHandler((*groupAPI).handleListGroups), in("0.10", 0, 0), in("2.4", 0, 3))
 
-func (b *Broker) handleListGroups(_ context.Context, rq *request) {
-	rq.respond(b.groups().ListGroups(rq.req.(*kmsg.ListGroupsRequest)))
+func (a *groupAPI) handleListGroups(_ context.Context, rq *request) {
+	rq.respond(a.groups().ListGroups(rq.req.(*kmsg.ListGroupsRequest)))
 }
 
-var _ = serve(42, "DeleteGroups", 0, 2, (*Broker).handleDeleteGroups, notIn("0.10"))
+var _ = serve(42, "DeleteGroups", 0, 2, groupHandler((*groupAPI).handleDeleteGroups), notIn("0.10"))
 
-func (b *Broker) handleDeleteGroups(_ context.Context, rq *request) {
-	m := b.groups()
+func (a *groupAPI) handleDeleteGroups(_ context.Context, rq *request) {
+	m := a.groups()
 	go func() { rq.respond(m.DeleteGroups(rq.req.(*kmsg.DeleteGroupsRequest))) }()
 }
 
-var _ = serve(47, "OffsetDelete", 0, 0, (*Broker).handleOffsetDelete, notIn("0.10"))
+var _ = serve(47, "OffsetDelete", 0, 0, groupHandler((*groupAPI).handleOffsetDelete), notIn("0.10"))
 
-func (b *Broker) handleOffsetDelete(_ context.Context, rq *request) {
-	m := b.groups()
+func (a *groupAPI) handleOffsetDelete(_ context.Context, rq *request) {
+	m := a.groups()
 	go func() { rq.respond(m.OffsetDelete(rq.req.(*kmsg.OffsetDeleteRequest))) }()
 }

@@ -165,7 +165,7 @@ func (b *Broker) prepareLeaderAndISR(ps kmsg.LeaderAndISRRequestTopicPartition, 
 	switch {
 	case ps.Leader == b.id:
 		s.act = laiLeader
-		b.fetchers.remove(tp{ps.Topic, ps.Partition})
+		b.fetchers.Remove(ps.Topic, ps.Partition)
 	case ps.Leader < 0:
 		s.act = laiStop
 		b.groupsOnResign(ps.Topic, ps.Partition)
@@ -212,7 +212,7 @@ func (b *Broker) applyLeaderAndISR(steps []laiStep) {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			ps := s.ps
-			hw := b.checkpointHW(ps.Topic, ps.Partition)
+			hw := b.hwCheckpoint.HW(ps.Topic, ps.Partition)
 			switch s.act {
 			case laiLeader:
 				if err := s.p.MakeLeader(s.st, ps.Replicas, int64(ps.ZKVersion), hw); err != nil {
@@ -237,9 +237,9 @@ func (b *Broker) applyLeaderAndISR(steps []laiStep) {
 			b.log.Info("became leader", "topic", ps.Topic, "partition", ps.Partition, "leader_epoch", ps.LeaderEpoch, "isr", fmtIDs(ps.ISR))
 			b.groupsOnLeader(ps.Topic, ps.Partition, ps.LeaderEpoch)
 		case s.act == laiStop:
-			b.fetchers.remove(tp{ps.Topic, ps.Partition})
+			b.fetchers.Remove(ps.Topic, ps.Partition)
 		case s.act == laiFollower && s.follow:
-			b.fetchers.add(s.p, ps.Leader, ps.LeaderEpoch)
+			b.fetchers.Add(s.p, ps.Leader, ps.LeaderEpoch)
 			b.log.Info("became follower", "topic", ps.Topic, "partition", ps.Partition, "leader", ps.Leader, "leader_epoch", ps.LeaderEpoch)
 		}
 	}
@@ -291,7 +291,7 @@ func (b *Broker) handleStopReplica(_ context.Context, rq *request) {
 			parts = append(parts, one{t.Partition, req.DeletePartitions})
 		}
 		for _, o := range parts {
-			b.fetchers.remove(tp{t.Topic, o.p})
+			b.fetchers.Remove(t.Topic, o.p)
 			if p := b.partition(t.Topic, o.p); p != nil {
 				p.Stop()
 			}
@@ -301,7 +301,7 @@ func (b *Broker) handleStopReplica(_ context.Context, rq *request) {
 				b.mu.Lock()
 				delete(b.partitions, tp{t.Topic, o.p})
 				b.mu.Unlock()
-				b.forgetHW(t.Topic, o.p)
+				b.hwCheckpoint.Forget(t.Topic, o.p)
 				if _, ok := b.logs.Get(t.Topic, o.p); ok {
 					if err := b.logs.Delete(t.Topic, o.p); err != nil {
 						b.log.Warn("delete replica", "topic", t.Topic, "partition", o.p, "err", err)
@@ -348,21 +348,32 @@ func (b *Broker) handleOffsetForLeaderEpoch(_ context.Context, rq *request) {
 	rq.respond(resp)
 }
 
-// activeController returns the controller if this broker runs it now.
-func (b *Broker) activeController() Controller {
-	if b.cluster == nil || b.cluster.ctrl == nil || !b.cluster.ctrl.Active() {
+// controllerAPI hands the controller's requests to the controller this
+// broker runs while it is the active one; otherwise they are answered
+// with NOT_CONTROLLER, which clients retry against the controller named
+// in the metadata.
+type controllerAPI struct {
+	ctrl Controller // nil standalone or without a controller
+	meta *metadata
+}
+
+var controllerHandler = handlerOn(func(b *Broker) *controllerAPI { return b.api.controller })
+
+// active returns the controller if this broker runs it now.
+func (a *controllerAPI) active() Controller {
+	if a.ctrl == nil || !a.ctrl.Active() {
 		return nil
 	}
-	return b.cluster.ctrl
+	return a.ctrl
 }
 
 // ControlledShutdown v0 has a request header without client id (wire.Decode
 // knows); Kafka 0.10.2 no longer served v0.
-var _ = serve(7, "ControlledShutdown", 0, 3, (*Broker).handleControlledShutdown, in("0.10", 1, 1))
+var _ = serve(7, "ControlledShutdown", 0, 3, controllerHandler((*controllerAPI).handleControlledShutdown), in("0.10", 1, 1))
 
-func (b *Broker) handleControlledShutdown(ctx context.Context, rq *request) {
+func (a *controllerAPI) handleControlledShutdown(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.ControlledShutdownRequest)
-	c := b.activeController()
+	c := a.active()
 	if c == nil {
 		resp := req.ResponseKind().(*kmsg.ControlledShutdownResponse)
 		resp.ErrorCode = kerr.NotController.Code
@@ -372,19 +383,19 @@ func (b *Broker) handleControlledShutdown(ctx context.Context, rq *request) {
 	go func() { rq.respond(c.ControlledShutdown(ctx, req)) }()
 }
 
-var _ = serve(43, "ElectLeaders", 0, 2, (*Broker).handleElectLeaders, notIn("0.10"))
+var _ = serve(43, "ElectLeaders", 0, 2, controllerHandler((*controllerAPI).handleElectLeaders), notIn("0.10"))
 
-func (b *Broker) handleElectLeaders(ctx context.Context, rq *request) {
+func (a *controllerAPI) handleElectLeaders(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.ElectLeadersRequest)
-	c := b.activeController()
+	c := a.active()
 	if c == nil {
 		// Answer every partition (all known ones for a null topic list)
 		// with NOT_CONTROLLER, which clients retry against the controller.
 		resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
 		topics := req.Topics
 		if topics == nil {
-			for _, name := range b.meta.topicNames() {
-				t, _ := b.meta.topic(name)
+			for _, name := range a.meta.topicNames() {
+				t, _ := a.meta.topic(name)
 				rt := kmsg.NewElectLeadersRequestTopic()
 				rt.Topic = name
 				for i := range t.Partitions {
@@ -410,11 +421,11 @@ func (b *Broker) handleElectLeaders(ctx context.Context, rq *request) {
 }
 
 // AlterPartition came with Kafka 2.7 (as AlterIsr); v2+ names topics by ID.
-var _ = serve(56, "AlterPartition", 0, 3, (*Broker).handleAlterPartition, notIn("0.10", "2.4", "2.6"))
+var _ = serve(56, "AlterPartition", 0, 3, controllerHandler((*controllerAPI).handleAlterPartition), notIn("0.10", "2.4", "2.6"))
 
-func (b *Broker) handleAlterPartition(ctx context.Context, rq *request) {
+func (a *controllerAPI) handleAlterPartition(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.AlterPartitionRequest)
-	c := b.activeController()
+	c := a.active()
 	if c == nil {
 		resp := req.ResponseKind().(*kmsg.AlterPartitionResponse)
 		resp.ErrorCode = kerr.NotController.Code

@@ -75,7 +75,7 @@ func (b *Broker) handleProduce(ctx context.Context, rq *request) {
 	}
 	if slices.ContainsFunc(prepared, func(pp producePart) bool { return pp.guard != nil }) {
 		go func() {
-			b.verifyTxnPartitions(ctx, *req.TransactionID, resp, prepared, req.Version >= 12 && b.cfg.Int("transaction.version") >= 2)
+			b.api.txnVerify.verifyPartitions(ctx, *req.TransactionID, resp, prepared, req.Version >= 12 && b.cfg.Int("transaction.version") >= 2)
 			b.produceAppend(ctx, rq, req, resp, prepared)
 		}()
 		return

@@ -34,6 +34,19 @@ var quotaKeys = map[string]struct {
 	"connection_creation_rate": {ip: true, whole: true},
 }
 
+// quotaStore keeps client quotas: the coordinator in a cluster
+// (*coord.Client), localQuotas standalone.
+type quotaStore interface {
+	ClientQuotas(ctx context.Context) ([]coord.ClientQuota, error)
+	AlterClientQuota(ctx context.Context, entity []coord.QuotaEntityPart, set map[string]float64, remove []string) error
+}
+
+// quotaAPI answers DescribeClientQuotas and AlterClientQuotas from a
+// quotaStore.
+type quotaAPI struct{ store quotaStore }
+
+var quotaHandler = handlerOn(func(b *Broker) *quotaAPI { return b.api.quotas })
+
 // localQuotas is a standalone broker's quota store.
 type localQuotas struct {
 	mu sync.Mutex
@@ -53,16 +66,8 @@ func entityString(e []coord.QuotaEntityPart) string {
 	return strings.Join(parts, ",")
 }
 
-func (b *Broker) quotas() *localQuotas {
-	b.quotaOnce.Do(func() { b.localQuotas = &localQuotas{m: map[string]coord.ClientQuota{}} })
-	return b.localQuotas
-}
-
-func (b *Broker) listQuotas(ctx context.Context) ([]coord.ClientQuota, error) {
-	if b.cluster != nil {
-		return b.cluster.coord.ClientQuotas(ctx)
-	}
-	q := b.quotas()
+// ClientQuotas returns the quotas, ordered by entity.
+func (q *localQuotas) ClientQuotas(context.Context) ([]coord.ClientQuota, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var out []coord.ClientQuota
@@ -78,11 +83,9 @@ func (b *Broker) listQuotas(ctx context.Context) ([]coord.ClientQuota, error) {
 	return out, nil
 }
 
-func (b *Broker) alterQuota(ctx context.Context, entity []coord.QuotaEntityPart, set map[string]float64, remove []string) error {
-	if b.cluster != nil {
-		return b.cluster.coord.AlterClientQuota(ctx, entity, set, remove)
-	}
-	q := b.quotas()
+// AlterClientQuota sets and removes an entity's quota values; an entity
+// left without values is dropped.
+func (q *localQuotas) AlterClientQuota(_ context.Context, entity []coord.QuotaEntityPart, set map[string]float64, remove []string) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	k := entityString(entity)
@@ -133,12 +136,12 @@ func quotaEntity(types []string, names []*string) ([]coord.QuotaEntityPart, erro
 	return out, nil
 }
 
-var _ = serve(48, "DescribeClientQuotas", 0, 1, (*Broker).handleDescribeClientQuotas, notIn("0.10", "2.4"), in("2.6", 0, 0))
+var _ = serve(48, "DescribeClientQuotas", 0, 1, quotaHandler((*quotaAPI).handleDescribeClientQuotas), notIn("0.10", "2.4"), in("2.6", 0, 0))
 
 // handleDescribeClientQuotas returns the stored quotas whose entities match
 // every filter component (exact name, the type's default, or any); with
 // strict set an entity may have no type the filter does not name.
-func (b *Broker) handleDescribeClientQuotas(_ context.Context, rq *request) {
+func (a *quotaAPI) handleDescribeClientQuotas(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.DescribeClientQuotasRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
 	fail := func(e *kerr.Error, msg string) {
@@ -167,9 +170,9 @@ func (b *Broker) handleDescribeClientQuotas(_ context.Context, rq *request) {
 			return
 		}
 	}
-	ctx, cancel := context.WithTimeout(b.runCtx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	all, err := b.listQuotas(ctx)
+	all, err := a.store.ClientQuotas(ctx)
 	if err != nil {
 		fail(kerr.UnknownServerError, err.Error())
 		return
@@ -227,15 +230,15 @@ func quotaMatches(entity []coord.QuotaEntityPart, filter []kmsg.DescribeClientQu
 	return true
 }
 
-var _ = serve(49, "AlterClientQuotas", 0, 1, (*Broker).handleAlterClientQuotas, notIn("0.10", "2.4"), in("2.6", 0, 0))
+var _ = serve(49, "AlterClientQuotas", 0, 1, quotaHandler((*quotaAPI).handleAlterClientQuotas), notIn("0.10", "2.4"), in("2.6", 0, 0))
 
 // handleAlterClientQuotas sets and removes quota values per entity, each
 // entry checked on its own (entity shape, known keys, whole numbers where
 // Kafka's config is a LONG or INT).
-func (b *Broker) handleAlterClientQuotas(_ context.Context, rq *request) {
+func (a *quotaAPI) handleAlterClientQuotas(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.AlterClientQuotasRequest)
 	resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
-	ctx, cancel := context.WithTimeout(b.runCtx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for _, re := range req.Entries {
 		out := kmsg.NewAlterClientQuotasResponseEntry()
@@ -278,7 +281,7 @@ func (b *Broker) handleAlterClientQuotas(_ context.Context, rq *request) {
 			fail(kerr.InvalidRequest, bad)
 		case req.ValidateOnly:
 		default:
-			if err := b.alterQuota(ctx, entity, set, remove); err != nil {
+			if err := a.store.AlterClientQuota(ctx, entity, set, remove); err != nil {
 				fail(kerr.UnknownServerError, err.Error())
 			}
 		}

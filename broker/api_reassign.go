@@ -12,11 +12,11 @@ import (
 // which clients retry against the controller named in the metadata. The
 // controller's steps are in broker/controller/reassign.go.
 
-var _ = serve(45, "AlterPartitionReassignments", 0, 0, (*Broker).handleAlterPartitionReassignments, notIn("0.10"))
+var _ = serve(45, "AlterPartitionReassignments", 0, 0, controllerHandler((*controllerAPI).handleAlterPartitionReassignments), notIn("0.10"))
 
-func (b *Broker) handleAlterPartitionReassignments(ctx context.Context, rq *request) {
+func (a *controllerAPI) handleAlterPartitionReassignments(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.AlterPartitionAssignmentsRequest)
-	c := b.activeController()
+	c := a.active()
 	if c == nil {
 		resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
 		resp.ErrorCode = kerr.NotController.Code
@@ -26,11 +26,11 @@ func (b *Broker) handleAlterPartitionReassignments(ctx context.Context, rq *requ
 	go func() { rq.respond(c.AlterPartitionReassignments(ctx, req)) }()
 }
 
-var _ = serve(46, "ListPartitionReassignments", 0, 0, (*Broker).handleListPartitionReassignments, notIn("0.10"))
+var _ = serve(46, "ListPartitionReassignments", 0, 0, controllerHandler((*controllerAPI).handleListPartitionReassignments), notIn("0.10"))
 
-func (b *Broker) handleListPartitionReassignments(ctx context.Context, rq *request) {
+func (a *controllerAPI) handleListPartitionReassignments(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.ListPartitionReassignmentsRequest)
-	c := b.activeController()
+	c := a.active()
 	if c == nil {
 		resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
 		resp.ErrorCode = kerr.NotController.Code

@@ -161,32 +161,44 @@ func (b *Broker) onTxnMarker(topic string, partition int32, producerID int64, pr
 	b.groups().CompleteTxn(partition, producerID, producerEpoch, commit)
 }
 
-var _ = serve(24, "AddPartitionsToTxn", 0, 4, (*Broker).handleAddPartitionsToTxn, notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1), withTV(5))
+// txnAPI answers the transaction coordinator's requests, and
+// TxnOffsetCommit for the group coordinator.
+type txnAPI struct {
+	txns               func() *txn.Manager
+	groups             func() *group.Manager
+	verify             *txnVerifier
+	offsetsPartitions  int // offsets.topic.num.partitions
+	transactionVersion int // transaction.version
+}
 
-func (b *Broker) handleAddPartitionsToTxn(_ context.Context, rq *request) {
-	m := b.txns()
+var txnHandler = handlerOn(func(b *Broker) *txnAPI { return b.api.txn })
+
+var _ = serve(24, "AddPartitionsToTxn", 0, 4, txnHandler((*txnAPI).handleAddPartitionsToTxn), notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1), withTV(5))
+
+func (a *txnAPI) handleAddPartitionsToTxn(_ context.Context, rq *request) {
+	m := a.txns()
 	go func() { rq.respond(m.AddPartitionsToTxn(rq.req.(*kmsg.AddPartitionsToTxnRequest))) }()
 }
 
-var _ = serve(25, "AddOffsetsToTxn", 0, 3, (*Broker).handleAddOffsetsToTxn, notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1), withTV(4))
+var _ = serve(25, "AddOffsetsToTxn", 0, 3, txnHandler((*txnAPI).handleAddOffsetsToTxn), notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1), withTV(4))
 
 // handleAddOffsetsToTxn adds the group's __consumer_offsets partition to
 // the transaction.
-func (b *Broker) handleAddOffsetsToTxn(_ context.Context, rq *request) {
+func (a *txnAPI) handleAddOffsetsToTxn(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.AddOffsetsToTxnRequest)
-	m := b.txns()
-	offsets := txn.TopicPartition{Topic: group.Topic, Partition: group.Partition(req.Group, b.cfg.Int("offsets.topic.num.partitions"))}
+	m := a.txns()
+	offsets := txn.TopicPartition{Topic: group.Topic, Partition: group.Partition(req.Group, a.offsetsPartitions)}
 	go func() { rq.respond(m.AddOffsetsToTxn(req, offsets)) }()
 }
 
-var _ = serve(26, "EndTxn", 0, 3, (*Broker).handleEndTxn, notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1), withTV(5))
+var _ = serve(26, "EndTxn", 0, 3, txnHandler((*txnAPI).handleEndTxn), notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1), withTV(5))
 
-func (b *Broker) handleEndTxn(_ context.Context, rq *request) {
-	m := b.txns()
+func (a *txnAPI) handleEndTxn(_ context.Context, rq *request) {
+	m := a.txns()
 	go func() { rq.respond(m.EndTxn(rq.req.(*kmsg.EndTxnRequest))) }()
 }
 
-var _ = serve(28, "TxnOffsetCommit", 0, 3, (*Broker).handleTxnOffsetCommit, notIn("0.10"), in("2.4", 0, 2), withTV(5))
+var _ = serve(28, "TxnOffsetCommit", 0, 3, txnHandler((*txnAPI).handleTxnOffsetCommit), notIn("0.10"), in("2.4", 0, 2), withTV(5))
 
 // handleTxnOffsetCommit is the group coordinator's: the offsets are
 // written as the producer's transactional batch and wait for its marker.
@@ -195,13 +207,13 @@ var _ = serve(28, "TxnOffsetCommit", 0, 3, (*Broker).handleTxnOffsetCommit, notI
 // AddOffsetsToTxn, KIP-890 part 2); a refusal is answered for every
 // partition, the retriable ones as COORDINATOR_NOT_AVAILABLE, as Kafka
 // 4.0's group coordinator normalizes them.
-func (b *Broker) handleTxnOffsetCommit(_ context.Context, rq *request) {
+func (a *txnAPI) handleTxnOffsetCommit(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.TxnOffsetCommitRequest)
-	m := b.groups()
+	m := a.groups()
 	go func() {
-		if req.Version >= 5 && b.cfg.Int("transaction.version") >= 2 {
-			offsets := tp{group.Topic, group.Partition(req.Group, b.cfg.Int("offsets.topic.num.partitions"))}
-			if code := txnOffsetAddError(b.verifyTxn(b.runCtx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []tp{offsets}, true)[0]); code != 0 {
+		if req.Version >= 5 && a.transactionVersion >= 2 {
+			offsets := tp{group.Topic, group.Partition(req.Group, a.offsetsPartitions)}
+			if code := txnOffsetAddError(a.verify.verify(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []tp{offsets}, true)[0]); code != 0 {
 				resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 				for _, t := range req.Topics {
 					rt := kmsg.NewTxnOffsetCommitResponseTopic()
@@ -234,23 +246,23 @@ func txnOffsetAddError(code int16) int16 {
 	return code
 }
 
-var _ = serve(65, "DescribeTransactions", 0, 0, (*Broker).handleDescribeTransactions, notIn("0.10", "2.4", "2.6"))
+var _ = serve(65, "DescribeTransactions", 0, 0, txnHandler((*txnAPI).handleDescribeTransactions), notIn("0.10", "2.4", "2.6"))
 
-func (b *Broker) handleDescribeTransactions(_ context.Context, rq *request) {
-	rq.respond(b.txns().DescribeTransactions(rq.req.(*kmsg.DescribeTransactionsRequest)))
+func (a *txnAPI) handleDescribeTransactions(_ context.Context, rq *request) {
+	rq.respond(a.txns().DescribeTransactions(rq.req.(*kmsg.DescribeTransactionsRequest)))
 }
 
-var _ = serve(66, "ListTransactions", 0, 0, (*Broker).handleListTransactions, notIn("0.10", "2.4", "2.6"))
+var _ = serve(66, "ListTransactions", 0, 0, txnHandler((*txnAPI).handleListTransactions), notIn("0.10", "2.4", "2.6"))
 
-func (b *Broker) handleListTransactions(_ context.Context, rq *request) {
-	rq.respond(b.txns().ListTransactions(rq.req.(*kmsg.ListTransactionsRequest)))
+func (a *txnAPI) handleListTransactions(_ context.Context, rq *request) {
+	rq.respond(a.txns().ListTransactions(rq.req.(*kmsg.ListTransactionsRequest)))
 }
 
 // initTransactional answers an InitProducerId with a transactional id.
-func (b *Broker) initTransactional(rq *request, req *kmsg.InitProducerIDRequest) {
-	m := b.txns()
+func (a *txnAPI) initTransactional(ctx context.Context, rq *request, req *kmsg.InitProducerIDRequest) {
+	m := a.txns()
 	go func() {
-		ctx, cancel := context.WithTimeout(b.runCtx, 2*producerIDTimeout)
+		ctx, cancel := context.WithTimeout(ctx, 2*producerIDTimeout)
 		defer cancel()
 		rq.respond(m.InitProducerID(ctx, req))
 	}()

@@ -8,11 +8,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	klog "github.com/isrlab/isrlab/broker/log"
+	"github.com/isrlab/isrlab/broker/partition"
 )
 
 // WriteTxnMarkers came with transactions in Kafka 0.11; v1 (flexible) is
 // 2.8's.
-var _ = serve(27, "WriteTxnMarkers", 0, 1, (*Broker).handleWriteTxnMarkers, notIn("0.10"), in("2.4", 0, 0), in("2.6", 0, 0))
+var _ = serve(27, "WriteTxnMarkers", 0, 1, markerHandler((*markerAPI).handleWriteTxnMarkers), notIn("0.10"), in("2.4", 0, 0), in("2.6", 0, 0))
+
+// markerAPI appends transaction markers to the partitions this broker
+// leads.
+type markerAPI struct {
+	partition func(topic string, idx int32) *partition.Partition
+	// hook is the broker's txnMarkerHook.
+	hook func(topic string, partition int32, producerID int64, producerEpoch int16, commit bool)
+}
+
+var markerHandler = handlerOn(func(b *Broker) *markerAPI { return b.api.markers })
 
 // txnMarkerTimeout bounds the wait for a marker to be committed; the
 // request has no timeout of its own (Kafka uses request.timeout.ms).
@@ -29,7 +40,7 @@ const txnMarkerTimeout = 30 * time.Second
 // an unknown one UNKNOWN_TOPIC_OR_PARTITION, one below
 // min.insync.replicas NOT_ENOUGH_REPLICAS. After a marker is committed the
 // broker's txnMarkerHook is called.
-func (b *Broker) handleWriteTxnMarkers(ctx context.Context, rq *request) {
+func (a *markerAPI) handleWriteTxnMarkers(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.WriteTxnMarkersRequest)
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
 	type written struct {
@@ -49,7 +60,7 @@ func (b *Broker) handleWriteTxnMarkers(ctx context.Context, rq *request) {
 			for pi, idx := range t.Partitions {
 				rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
 				rp.Partition = idx
-				p := b.partition(t.Topic, idx)
+				p := a.partition(t.Topic, idx)
 				if p == nil {
 					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				} else if res, err := p.AppendMarker(m.ProducerID, m.ProducerEpoch, klog.Marker{Commit: m.Committed, CoordinatorEpoch: m.CoordinatorEpoch}); err != nil {
@@ -69,7 +80,7 @@ func (b *Broker) handleWriteTxnMarkers(ctx context.Context, rq *request) {
 		waits[i].code = &resp.Markers[w.mi].Topics[w.ti].Partitions[w.pi].ErrorCode
 	}
 	awaitAcksAll(ctx, waits, time.Now().Add(txnMarkerTimeout), func() {
-		if hook := b.txnMarkerHook; hook != nil {
+		if hook := a.hook; hook != nil {
 			for i, w := range done {
 				if *waits[i].code == 0 {
 					hook(w.topic, w.partition, w.marker.ProducerID, w.marker.ProducerEpoch, w.marker.Committed)

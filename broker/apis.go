@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/isrlab/isrlab/broker/coord"
 	klog "github.com/isrlab/isrlab/broker/log"
 	"github.com/isrlab/isrlab/broker/partition"
 	"github.com/isrlab/isrlab/broker/wire"
@@ -132,6 +134,60 @@ func advertisedTable(profile string, transactionVersion int) wire.Table {
 		}
 	}
 	return t
+}
+
+// handlerOn adapts the handlers of one of the broker's API groups (a
+// small type holding only what its handlers use) to serve: group picks
+// the group out of the broker, as in
+// serve(44, ..., configHandler((*configAPI).handleIncrementalAlterConfigs)).
+func handlerOn[T any](group func(*Broker) T) func(h func(T, context.Context, *request)) func(*Broker, context.Context, *request) {
+	return func(h func(T, context.Context, *request)) func(*Broker, context.Context, *request) {
+		return func(b *Broker, ctx context.Context, rq *request) { h(group(b), ctx, rq) }
+	}
+}
+
+// apiGroups are the broker's API groups whose handlers are not the
+// broker's methods. Run makes them before it serves, once the coordinator
+// client (and with it the controller) exists.
+type apiGroups struct {
+	groups     *groupAPI
+	txn        *txnAPI
+	txnVerify  *txnVerifier
+	markers    *markerAPI
+	quotas     *quotaAPI
+	configs    *configAPI
+	controller *controllerAPI
+}
+
+// newAPIGroups gives each API group what its handlers use.
+func (b *Broker) newAPIGroups() apiGroups {
+	var co *coord.Client
+	var ctrl Controller
+	if b.cluster != nil {
+		co, ctrl = b.cluster.coord, b.cluster.ctrl
+	}
+	verify := &txnVerifier{
+		find:            b.txnCoordinator,
+		coordinatorFor:  b.coordinatorFor,
+		client:          b.brokerClient,
+		retryBackoff:    time.Duration(b.cfg.Int("add.partitions.to.txn.retry.backoff.ms")) * time.Millisecond,
+		retryBackoffMax: time.Duration(b.cfg.Int("add.partitions.to.txn.retry.backoff.max.ms")) * time.Millisecond,
+		log:             b.log,
+	}
+	g := apiGroups{
+		groups:    &groupAPI{groups: b.groups},
+		txnVerify: verify,
+		txn: &txnAPI{txns: b.txns, groups: b.groups, verify: verify,
+			offsetsPartitions: b.cfg.Int("offsets.topic.num.partitions"), transactionVersion: b.cfg.Int("transaction.version")},
+		markers:    &markerAPI{partition: b.partition, hook: b.txnMarkerHook},
+		quotas:     &quotaAPI{store: &localQuotas{m: map[string]coord.ClientQuota{}}},
+		configs:    &configAPI{cfg: b.cfg, id: b.id, meta: b.meta, coord: co, apply: b.applyTopicConfig},
+		controller: &controllerAPI{ctrl: ctrl, meta: b.meta},
+	}
+	if co != nil {
+		g.quotas.store = co
+	}
+	return g
 }
 
 func (b *Broker) handlerTable() map[int16]handler {

@@ -1,7 +1,11 @@
 // Package broker is isrlab's Kafka-wire-compatible broker, the system under
 // test. Requests are read per connection, queued (queued.max.requests) and
 // handled by num.io.threads goroutines, as in Kafka; partition data lives in
-// broker/log and per-partition replica state in broker/partition.
+// broker/log, per-partition replica state in broker/partition and the
+// replica fetchers, fetch sessions and HW checkpoint in broker/replication.
+// The handlers of coherent API groups (groups, transactions, quotas,
+// configs, the controller's) are methods of small types holding what they
+// use (apis.go's apiGroups), not of Broker.
 package broker
 
 import (
@@ -21,6 +25,7 @@ import (
 
 	klog "github.com/isrlab/isrlab/broker/log"
 	"github.com/isrlab/isrlab/broker/partition"
+	"github.com/isrlab/isrlab/broker/replication"
 	"github.com/isrlab/isrlab/broker/wire"
 	"github.com/isrlab/isrlab/kafkaconfig"
 )
@@ -61,25 +66,20 @@ type Broker struct {
 	// Clustered mode (coordinator.connect set); nil standalone.
 	cluster       *cluster
 	newController ControllerFactory
-	fetchers      *fetchers
+	fetchers      *replication.Fetchers
 	isrWriter     isrWriter
 	dialer        func(ctx context.Context, network, addr string) (net.Conn, error)
 	runCtx        context.Context // lives until the broker stops serving
 
-	hwMu         sync.Mutex
-	hwCheckpoint map[tpKeyT]int64
+	hwCheckpoint *replication.HWCheckpoint
 
 	clientsMu sync.Mutex
 	clients   map[int32]*brokerClient
 
-	events stateEvents
+	side *sideChannel
+	api  apiGroups // the API groups whose handlers are not the broker's methods (apis.go)
 
-	fetchSessions *fetchSessionCache
-
-	quotaOnce   sync.Once
-	localQuotas *localQuotas // client quotas of a standalone broker
-
-	dynamic dynamicConfigs // dynamic broker configs: a standalone broker's, a clustered one's last read
+	fetchSessions *replication.SessionCache
 
 	clockSkew atomic.Int64 // ms added to the clock (clock faults)
 
@@ -152,9 +152,10 @@ func New(cfg *kafkaconfig.Config, opts ...Option) (*Broker, error) {
 	if cfg.Bool("test.hooks.enable") {
 		b.testHooks = newTestHooks(b)
 	}
+	b.side = &sideChannel{id: b.id, partitions: b.partitionList, brokerEpoch: b.BrokerEpoch, now: b.now, skew: &b.clockSkew, hooks: b.testHooks, log: b.log}
 	b.queue = make(chan *request, cfg.Int("queued.max.requests"))
 	b.metrics = newMetrics(b)
-	b.fetchSessions = newFetchSessionCache(cfg.Int("max.incremental.fetch.session.cache.slots"), b.now, b.metrics.reg)
+	b.fetchSessions = replication.NewSessionCache(cfg.Int("max.incremental.fetch.session.cache.slots"), b.now, b.metrics.reg)
 
 	dirs := cfg.LogDirs()
 	logs, err := klog.OpenManager(dirs, b.logConfig(cfg.TopicDefaults()), klog.WithClock(b.now), klog.WithLogger(b.log))
@@ -162,7 +163,7 @@ func New(cfg *kafkaconfig.Config, opts ...Option) (*Broker, error) {
 		return nil, fmt.Errorf("open log dirs %s: %w", strings.Join(dirs, ","), err)
 	}
 	b.logs = logs
-	b.loadHWCheckpoint()
+	b.hwCheckpoint = replication.LoadHWCheckpoint(logs, b.log)
 	if b.clustered() {
 		// Partitions come from the controller's LeaderAndIsr.
 		b.meta = newClusterMetadata(b)
@@ -277,7 +278,11 @@ func (b *Broker) Run(ctx context.Context) error {
 		}
 		defer b.cluster.coord.Close()
 	}
-	b.fetchers = newFetchers(serveCtx, b)
+	rcfg := replication.NewConfig(b.cfg)
+	b.api = b.newAPIGroups()
+	b.fetchers = replication.NewFetchers(serveCtx, rcfg, replicaHost{b}, b.dialer, b.log)
+	maxLag := b.fetchers.MaxLag
+	b.metrics.maxLag.Store(&maxLag)
 	g, gctx := errgroup.WithContext(serveCtx)
 	var conns sync.WaitGroup
 	for _, ln := range lns {
@@ -297,7 +302,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		return nil
 	})
 	if mln != nil {
-		g.Go(func() error { return b.metrics.serve(gctx, mln, b.registerStateHTTP) })
+		g.Go(func() error { return b.metrics.serve(gctx, mln, b.side.register) })
 	}
 	g.Go(func() error {
 		err := b.logs.Run(gctx, b.highWatermark)
@@ -306,8 +311,11 @@ func (b *Broker) Run(ctx context.Context) error {
 		}
 		return nil
 	})
-	g.Go(func() error { b.replicaTasks(gctx); return nil })
-	g.Go(func() error { b.watchState(gctx); return nil })
+	g.Go(func() error {
+		replication.RunTasks(gctx, rcfg, replicaHost{b}, b.fetchers, b.hwCheckpoint, b.log)
+		return nil
+	})
+	g.Go(func() error { b.side.watch(gctx); return nil })
 	if b.cluster != nil {
 		g.Go(func() error { return b.cluster.registrationLoop(gctx) })
 		g.Go(func() error { b.cluster.isrNotifyLoop(gctx); return nil })
@@ -327,7 +335,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	close(b.ready)
 	b.log.Info("broker started", "listeners", strings.Join(b.addrs, ","), "metrics", b.metricsAt, "log.dirs", strings.Join(b.cfg.LogDirs(), ","), "coordinator", strings.Join(b.cfg.List("coordinator.connect"), ","))
 	err = g.Wait()
-	b.fetchers.close()
+	b.fetchers.Close()
 	conns.Wait()
 	if cerr := b.close(); err == nil {
 		err = cerr
@@ -336,24 +344,16 @@ func (b *Broker) Run(ctx context.Context) error {
 	return err
 }
 
-// close flushes and closes every log and marks the shutdown clean.
+// close checkpoints the high watermarks, flushes and closes every log
+// and marks the shutdown clean.
 func (b *Broker) close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	hws := map[klog.TopicPartition]int64{}
-	b.hwMu.Lock()
-	for k, v := range b.hwCheckpoint {
-		hws[k] = v
+	ps := make([]*partition.Partition, 0, len(b.partitions))
+	for _, p := range b.partitions {
+		ps = append(ps, p)
 	}
-	b.hwMu.Unlock()
-	for k, p := range b.partitions {
-		if p.Role() != partition.None {
-			hws[klog.TopicPartition{Topic: k.topic, Partition: k.partition}] = p.HighWatermark()
-		}
-	}
-	if err := b.logs.WriteReplicationOffsets(hws); err != nil {
-		b.log.Warn("write replication-offset-checkpoint", "err", err)
-	}
+	b.hwCheckpoint.Write(ps)
 	return b.logs.Close()
 }
 

@@ -31,7 +31,7 @@ type dynamicConfigs struct {
 // brokerResourceID reads a BROKER resource's name as Kafka's
 // ZkAdminManager.getBrokerId does: empty is the cluster-wide default
 // (nil), else it must be this broker's id.
-func (b *Broker) brokerResourceID(name string) (*int32, error) {
+func (a *configAPI) brokerResourceID(name string) (*int32, error) {
 	if name == "" {
 		return nil, nil
 	}
@@ -39,23 +39,23 @@ func (b *Broker) brokerResourceID(name string) (*int32, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker id must be an integer, but it is: %s", name)
 	}
-	if int32(id) != b.id {
-		return nil, fmt.Errorf("unexpected broker id, expected %d, but received %s", b.id, name)
+	if int32(id) != a.id {
+		return nil, fmt.Errorf("unexpected broker id, expected %d, but received %s", a.id, name)
 	}
-	me := b.id
+	me := a.id
 	return &me, nil
 }
 
 // dynamicBrokerConfigs returns this broker's dynamic configs and the
 // cluster-wide dynamic defaults.
-func (b *Broker) dynamicBrokerConfigs(ctx context.Context) (perBroker, defaults map[string]string) {
-	d := &b.dynamic
-	if b.cluster != nil {
+func (a *configAPI) dynamicBrokerConfigs(ctx context.Context) (perBroker, defaults map[string]string) {
+	d := &a.dynamic
+	if a.coord != nil {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		me := b.id
-		pb, err1 := b.cluster.coord.BrokerConfig(ctx, &me)
-		df, err2 := b.cluster.coord.BrokerConfig(ctx, nil)
+		me := a.id
+		pb, err1 := a.coord.BrokerConfig(ctx, &me)
+		df, err2 := a.coord.BrokerConfig(ctx, nil)
 		d.mu.Lock()
 		if err1 == nil {
 			d.perBroker = pb
@@ -79,8 +79,8 @@ var errValidateOnly = errors.New("validate only")
 // written. Kafka answers a refused or malformed config with
 // INVALID_REQUEST (ZkAdminManager turns the ConfigException into an
 // InvalidRequestException), and so does this.
-func (b *Broker) alterBrokerConfigs(ctx context.Context, name string, validateOnly bool, next func(current map[string]string) (map[string]string, error)) (*kerr.Error, string) {
-	id, err := b.brokerResourceID(name)
+func (a *configAPI) alterBrokerConfigs(ctx context.Context, name string, validateOnly bool, next func(current map[string]string) (map[string]string, error)) (*kerr.Error, string) {
+	id, err := a.brokerResourceID(name)
 	if err != nil {
 		return kerr.InvalidRequest, err.Error()
 	}
@@ -89,7 +89,7 @@ func (b *Broker) alterBrokerConfigs(ctx context.Context, name string, validateOn
 		if err != nil {
 			return nil, err
 		}
-		if err := b.cfg.ValidateDynamicBrokerConfigs(n, id != nil); err != nil {
+		if err := a.cfg.ValidateDynamicBrokerConfigs(n, id != nil); err != nil {
 			return nil, invalidDynamicConfig{fmt.Errorf("invalid config value for resource BROKER %q: %w", name, err)}
 		}
 		if validateOnly {
@@ -97,12 +97,12 @@ func (b *Broker) alterBrokerConfigs(ctx context.Context, name string, validateOn
 		}
 		return n, nil
 	}
-	if b.cluster != nil {
+	if a.coord != nil {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		err = b.cluster.coord.UpdateBrokerConfig(ctx, id, update)
+		err = a.coord.UpdateBrokerConfig(ctx, id, update)
 	} else {
-		d := &b.dynamic
+		d := &a.dynamic
 		d.mu.Lock()
 		slot := &d.defaults
 		if id != nil {

@@ -231,10 +231,7 @@ func (c *cluster) topicConfigLoop(ctx context.Context) {
 				continue
 			}
 			for pi := range t.Assignment {
-				if p := c.b.partition(t.Name, pi); p != nil {
-					p.SetConfig(partitionConfig(tc))
-					p.Log().SetConfig(c.b.logConfig(tc))
-				}
+				c.b.applyTopicConfig(t.Name, pi, tc)
 			}
 		}
 	}

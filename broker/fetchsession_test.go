@@ -131,7 +131,7 @@ func TestFetchSessions(t *testing.T) {
 	if s1 == 0 || s2 == 0 || s3 != 0 {
 		t.Fatalf("sessions with 2 slots: %d %d %d", s1, s2, s3)
 	}
-	if n, parts := tb.fetchSessions.size(); n != 2 || parts != 2 {
+	if n, parts := tb.fetchSessions.Size(); n != 2 || parts != 2 {
 		t.Fatalf("cache holds %d sessions, %d partitions", n, parts)
 	}
 	if r := sessionFetch(t, wc, "fs", s1, -1, map[int32]int64{0: 0}, nil); r.SessionID != 0 || r.ErrorCode != 0 {
@@ -151,17 +151,12 @@ func TestFetchSessions(t *testing.T) {
 		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		seen += cons.PollFetches(pctx).NumRecords()
 		cancel()
-		c := tb.fetchSessions
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for _, s := range c.sessions {
-			s.mu.Lock()
-			e, n := s.epoch, len(s.parts)
-			s.mu.Unlock()
-			if n == 2 && e > 3 && seen == 3 {
+		sessions := tb.fetchSessions.Sessions()
+		for _, s := range sessions {
+			if s.Partitions == 2 && s.Epoch > 3 && seen == 3 {
 				return nil
 			}
 		}
-		return fmt.Errorf("%d sessions, %d records seen", len(c.sessions), seen)
+		return fmt.Errorf("%d sessions, %d records seen", len(sessions), seen)
 	})
 }

@@ -312,7 +312,7 @@ func (b *Broker) deleteTopicStandalone(name string) error {
 		b.mu.Lock()
 		delete(b.partitions, k)
 		b.mu.Unlock()
-		b.forgetHW(name, int32(i))
+		b.hwCheckpoint.Forget(name, int32(i))
 		if err := b.logs.Delete(name, int32(i)); err != nil {
 			b.log.Warn("delete partition data", "topic", name, "partition", i, "err", err)
 		}
@@ -345,7 +345,7 @@ func (b *Broker) openTopicPartitions(t *topicMeta) error {
 		}
 		if pm.Leader == b.id {
 			st := partition.LeaderAndISR{Leader: pm.Leader, LeaderEpoch: pm.LeaderEpoch, ISR: pm.ISR}
-			if err := p.MakeLeader(st, pm.Replicas, 0, b.checkpointHW(t.Name, idx)); err != nil {
+			if err := p.MakeLeader(st, pm.Replicas, 0, b.hwCheckpoint.HW(t.Name, idx)); err != nil {
 				return fmt.Errorf("make leader %s-%d: %w", t.Name, idx, err)
 			}
 			b.groupsOnLeader(t.Name, idx, pm.LeaderEpoch)

@@ -126,7 +126,7 @@ func (b *Broker) handleInitProducerID(ctx context.Context, rq *request) {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		b.initTransactional(rq, req)
+		b.api.txn.initTransactional(ctx, rq, req)
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, producerIDTimeout)

@@ -3,11 +3,13 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/isrlab/isrlab/broker/partition"
@@ -31,6 +33,20 @@ func statusOf(p *partition.Partition) PartitionStatus {
 		ISR: s.ISR, Replicas: s.Replicas, HighWatermark: s.HighWatermark, LastStableOffset: s.LastStableOffset, LogEndOffset: s.LogEndOffset, LogStartOffset: s.LogStartOffset}
 }
 
+// sideChannel is the broker's /v1 HTTP side channel (clusterapi), served
+// on the metrics listener: the replicas' state and its changes, the clock
+// skew of clock faults, and the test hooks.
+type sideChannel struct {
+	id          int32
+	partitions  func() []*partition.Partition
+	brokerEpoch func() int64
+	now         func() time.Time // the broker's clock, skew included
+	skew        *atomic.Int64    // ms added to the broker's clock
+	hooks       *testHooks       // nil unless test.hooks.enable
+	log         *slog.Logger
+	events      stateEvents
+}
+
 // stateEvents keeps the last maxStateEvents changes.
 type stateEvents struct {
 	mu     sync.Mutex
@@ -41,13 +57,13 @@ type stateEvents struct {
 
 const maxStateEvents = 10000
 
-// watchState samples every replica every 100 ms and records changes of
+// watch samples every replica every 100 ms and records changes of
 // role, leader, epoch or ISR.
-func (b *Broker) watchState(ctx context.Context) {
+func (s *sideChannel) watch(ctx context.Context) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
-		b.sampleState()
+		s.sample()
 		select {
 		case <-ctx.Done():
 			return
@@ -56,40 +72,40 @@ func (b *Broker) watchState(ctx context.Context) {
 	}
 }
 
-func (b *Broker) sampleState() {
-	ev := &b.events
+func (s *sideChannel) sample() {
+	ev := &s.events
 	now := time.Now().UnixMilli()
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
 	if ev.last == nil {
 		ev.last = map[tp]PartitionStatus{}
 	}
-	for _, p := range b.partitionList() {
-		s := statusOf(p)
+	for _, p := range s.partitions() {
+		st := statusOf(p)
 		k := tp{p.Topic, p.Index}
 		prev, ok := ev.last[k]
-		ev.last[k] = s
-		if ok && prev.Role == s.Role && prev.Leader == s.Leader && prev.LeaderEpoch == s.LeaderEpoch && slices.Equal(prev.ISR, s.ISR) {
+		ev.last[k] = st
+		if ok && prev.Role == st.Role && prev.Leader == st.Leader && prev.LeaderEpoch == st.LeaderEpoch && slices.Equal(prev.ISR, st.ISR) {
 			continue
 		}
 		ev.seq++
-		ev.events = append(ev.events, StateEvent{Seq: ev.seq, TimeMs: now, Broker: b.id, PartitionStatus: s})
+		ev.events = append(ev.events, StateEvent{Seq: ev.seq, TimeMs: now, Broker: s.id, PartitionStatus: st})
 		if len(ev.events) > maxStateEvents {
 			ev.events = slices.Clone(ev.events[len(ev.events)-maxStateEvents:])
 		}
 	}
 }
 
-// handleStateHTTP serves /v1/partitions (a snapshot) and /v1/events?since=N
-// (changes after sequence N).
-func (b *Broker) registerStateHTTP(mux *http.ServeMux) {
-	b.registerClockHTTP(mux)
-	if b.testHooks != nil {
-		b.testHooks.registerHTTP(mux)
+// register serves /v1/partitions (a snapshot) and /v1/events?since=N
+// (changes after sequence N), the clock and the test hooks.
+func (s *sideChannel) register(mux *http.ServeMux) {
+	s.registerClock(mux)
+	if s.hooks != nil {
+		s.hooks.registerHTTP(mux)
 	}
 	mux.HandleFunc(clusterapi.PartitionsPath, func(w http.ResponseWriter, r *http.Request) {
 		var out []PartitionStatus
-		for _, p := range b.partitionList() {
+		for _, p := range s.partitions() {
 			out = append(out, statusOf(p))
 		}
 		sort.Slice(out, func(i, j int) bool {
@@ -98,27 +114,27 @@ func (b *Broker) registerStateHTTP(mux *http.ServeMux) {
 			}
 			return out[i].Partition < out[j].Partition
 		})
-		writeJSON(w, clusterapi.Partitions{Broker: b.id, BrokerEpoch: b.BrokerEpoch(), TimeMs: time.Now().UnixMilli(), Partitions: out})
+		writeJSON(w, clusterapi.Partitions{Broker: s.id, BrokerEpoch: s.brokerEpoch(), TimeMs: time.Now().UnixMilli(), Partitions: out})
 	})
 	mux.HandleFunc(clusterapi.EventsPath, func(w http.ResponseWriter, r *http.Request) {
 		since, _ := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
-		b.events.mu.Lock()
+		s.events.mu.Lock()
 		var out []StateEvent
-		for _, e := range b.events.events {
+		for _, e := range s.events.events {
 			if e.Seq > since {
 				out = append(out, e)
 			}
 		}
-		b.events.mu.Unlock()
-		writeJSON(w, clusterapi.Events{Broker: b.id, Events: out})
+		s.events.mu.Unlock()
+		writeJSON(w, clusterapi.Events{Broker: s.id, Events: out})
 	})
 }
 
-// registerClockHTTP serves /v1/clock: GET returns the skew added to the
+// registerClock serves /v1/clock: GET returns the skew added to the
 // broker's clock, POST {"offset_ms": N} sets it (the nemesis's clock fault;
 // 0 heals). Only the broker's own clock moves: segment rolls, retention,
 // replica lag and ISR decisions see the skewed time.
-func (b *Broker) registerClockHTTP(mux *http.ServeMux) {
+func (s *sideChannel) registerClock(mux *http.ServeMux) {
 	mux.HandleFunc(clusterapi.ClockPath, func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
 		case http.MethodGet:
@@ -128,13 +144,13 @@ func (b *Broker) registerClockHTTP(mux *http.ServeMux) {
 				http.Error(w, `expected {"offset_ms": N}`, http.StatusBadRequest)
 				return
 			}
-			b.clockSkew.Store(*body.OffsetMs)
-			b.log.Warn("clock skew set", "offset_ms", *body.OffsetMs)
+			s.skew.Store(*body.OffsetMs)
+			s.log.Warn("clock skew set", "offset_ms", *body.OffsetMs)
 		default:
 			http.Error(w, "GET or POST", http.StatusMethodNotAllowed)
 			return
 		}
-		writeJSON(w, clusterapi.Clock{Broker: b.id, OffsetMs: b.clockSkew.Load(), TimeMs: b.now().UnixMilli()})
+		writeJSON(w, clusterapi.Clock{Broker: s.id, OffsetMs: s.skew.Load(), TimeMs: s.now().UnixMilli()})
 	})
 }
 

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"slices"
 	"strconv"
@@ -33,25 +34,39 @@ import (
 // request.timeout.ms, 30 s by default).
 const txnVerifyTimeout = 30 * time.Second
 
-// findTxnCoordinator locates transactionalID's coordinator: the leader of
+// txnVerifier asks transaction coordinators whether partitions are in a
+// transaction (and, under transaction.version 2, adds them).
+type txnVerifier struct {
+	// find locates a transactional id's coordinator; nil asks
+	// coordinatorFor, the broker's FindCoordinator logic.
+	find           func(transactionalID string) (id int32, addr string, code int16, msg string)
+	coordinatorFor func(key string, keyType int8) (id int32, host string, port int32, code int16, msg string)
+	// client is the broker's connection to another broker.
+	client func(id int32, addr string) *brokerClient
+	// add.partitions.to.txn.retry.backoff.ms and .max.ms
+	retryBackoff, retryBackoffMax time.Duration
+	log                           *slog.Logger
+}
+
+// findCoordinator locates transactionalID's coordinator: the leader of
 // its __transaction_state partition, as FindCoordinator (key type 1)
 // answers it.
-func (b *Broker) findTxnCoordinator(txnID string) (int32, string, int16, string) {
-	if b.txnCoordinator != nil {
-		return b.txnCoordinator(txnID)
+func (v *txnVerifier) findCoordinator(txnID string) (int32, string, int16, string) {
+	if v.find != nil {
+		return v.find(txnID)
 	}
-	id, host, port, code, msg := b.coordinatorFor(txnID, 1)
+	id, host, port, code, msg := v.coordinatorFor(txnID, 1)
 	if code != 0 {
 		return -1, "", code, msg
 	}
 	return id, net.JoinHostPort(host, strconv.Itoa(int(port))), 0, ""
 }
 
-// verifyTxnPartitions verifies (or, with add, adds) the prepared
+// verifyPartitions verifies (or, with add, adds) the prepared
 // partitions that carry a guard, one request per producer id and epoch (a
 // produce request normally carries one), and marks the ones refused as
 // failed with the error Kafka gives the producer.
-func (b *Broker) verifyTxnPartitions(ctx context.Context, txnID string, resp *kmsg.ProduceResponse, prepared []producePart, add bool) {
+func (v *txnVerifier) verifyPartitions(ctx context.Context, txnID string, resp *kmsg.ProduceResponse, prepared []producePart, add bool) {
 	type producer struct {
 		id    int64
 		epoch int16
@@ -77,7 +92,7 @@ func (b *Broker) verifyTxnPartitions(ctx context.Context, txnID string, resp *km
 		for _, i := range groups[k] {
 			tps = append(tps, tp{resp.Topics[prepared[i].ti].Topic, resp.Topics[prepared[i].ti].Partitions[prepared[i].pi].Partition})
 		}
-		codes := b.verifyTxn(ctx, txnID, k.id, k.epoch, tps, add)
+		codes := v.verify(ctx, txnID, k.id, k.epoch, tps, add)
 		for j, i := range groups[k] {
 			code, msg := verificationError(codes[j])
 			if code == 0 {
@@ -93,19 +108,19 @@ func (b *Broker) verifyTxnPartitions(ctx context.Context, txnID string, resp *km
 	}
 }
 
-// verifyTxn sends the verify-only AddPartitionsToTxn v4 (with add, the
+// verify sends the verify-only AddPartitionsToTxn v4 (with add, the
 // adding v5 of KIP-890 part 2, retried while the coordinator answers
 // CONCURRENT_TRANSACTIONS) and returns each partition's error code from
 // the coordinator (NETWORK_EXCEPTION when it could not be asked).
-func (b *Broker) verifyTxn(ctx context.Context, txnID string, producerID int64, producerEpoch int16, tps []tp, add bool) []int16 {
+func (v *txnVerifier) verify(ctx context.Context, txnID string, producerID int64, producerEpoch int16, tps []tp, add bool) []int16 {
 	if !add {
-		return b.askTxnCoordinator(ctx, txnID, producerID, producerEpoch, tps, false)
+		return v.ask(ctx, txnID, producerID, producerEpoch, tps, false)
 	}
-	return b.retryConcurrent(ctx, func() []int16 { return b.askTxnCoordinator(ctx, txnID, producerID, producerEpoch, tps, true) })
+	return v.retryConcurrent(ctx, func() []int16 { return v.ask(ctx, txnID, producerID, producerEpoch, tps, true) })
 }
 
-// askTxnCoordinator is one AddPartitionsToTxn round trip of verifyTxn.
-func (b *Broker) askTxnCoordinator(ctx context.Context, txnID string, producerID int64, producerEpoch int16, tps []tp, add bool) []int16 {
+// ask is one AddPartitionsToTxn round trip of verify.
+func (v *txnVerifier) ask(ctx context.Context, txnID string, producerID int64, producerEpoch int16, tps []tp, add bool) []int16 {
 	codes := make([]int16, len(tps))
 	fill := func(code int16) []int16 {
 		for i := range codes {
@@ -113,9 +128,9 @@ func (b *Broker) askTxnCoordinator(ctx context.Context, txnID string, producerID
 		}
 		return codes
 	}
-	id, addr, code, msg := b.findTxnCoordinator(txnID)
+	id, addr, code, msg := v.findCoordinator(txnID)
 	if code != 0 {
-		b.log.Debug("transaction verification: no coordinator", "transactional_id", txnID, "code", code, "msg", msg)
+		v.log.Debug("transaction verification: no coordinator", "transactional_id", txnID, "code", code, "msg", msg)
 		return fill(code)
 	}
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
@@ -140,9 +155,9 @@ func (b *Broker) askTxnCoordinator(ctx context.Context, txnID string, producerID
 	req.Transactions = append(req.Transactions, t)
 	rctx, cancel := context.WithTimeout(ctx, txnVerifyTimeout)
 	defer cancel()
-	raw, err := b.brokerClient(id, addr).Request(rctx, req)
+	raw, err := v.client(id, addr).Request(rctx, req)
 	if err != nil {
-		b.log.Info("transaction verification failed", "transactional_id", txnID, "coordinator", id, "err", err)
+		v.log.Info("transaction verification failed", "transactional_id", txnID, "coordinator", id, "err", err)
 		return fill(kerr.NetworkException.Code)
 	}
 	resp := raw.(*kmsg.AddPartitionsToTxnResponse)
@@ -176,9 +191,9 @@ func (b *Broker) askTxnCoordinator(ctx context.Context, txnID string, producerID
 // EndTxn v5 the producer's next transaction starts with its produce
 // requests, while the coordinator is still writing the previous one's
 // markers, and a retry by the client would cost its whole backoff.
-func (b *Broker) retryConcurrent(ctx context.Context, call func() []int16) []int16 {
-	backoff := time.Duration(b.cfg.Int("add.partitions.to.txn.retry.backoff.ms")) * time.Millisecond
-	deadline := time.Now().Add(time.Duration(b.cfg.Int("add.partitions.to.txn.retry.backoff.max.ms")) * time.Millisecond)
+func (v *txnVerifier) retryConcurrent(ctx context.Context, call func() []int16) []int16 {
+	backoff := v.retryBackoff
+	deadline := time.Now().Add(v.retryBackoffMax)
 	codes := call()
 	for slices.Contains(codes, kerr.ConcurrentTransactions.Code) && time.Now().Add(backoff).Before(deadline) {
 		t := time.NewTimer(backoff)

@@ -85,22 +85,6 @@ func TestFollowerRejoinsAfterEmptyLeaderEpoch(t *testing.T) {
 	})
 }
 
-// followerFetchPart returns the fetch state of topic/0 on broker id's
-// fetchers (nil when none fetches it).
-func followerFetchPart(b *Broker, t tp) (*fetcher, *fetchPart) {
-	b.fetchers.mu.Lock()
-	defer b.fetchers.mu.Unlock()
-	for _, f := range b.fetchers.all {
-		f.mu.Lock()
-		fp := f.parts[t]
-		f.mu.Unlock()
-		if fp != nil {
-			return f, fp
-		}
-	}
-	return nil, nil
-}
-
 // TestStalledFollowerIsReported: a follower whose fetcher stops fetching one
 // partition (held here by delaying it for an hour) is reported by the
 // leader's kafka_server_StalledFollowerPartitions once it has not fetched
@@ -118,7 +102,6 @@ func TestStalledFollowerIsReported(t *testing.T) {
 	waitISR(t, tc.bootstrap()[0], "stall", 2)
 	a := leaderOf(t, tc, "stall")
 	b := 3 - a
-	key := tp{"stall", 0}
 	gauge := func() float64 {
 		var m dto.Metric
 		if err := tc.brokers[a].metrics.replica.stalled.Write(&m); err != nil {
@@ -130,23 +113,17 @@ func TestStalledFollowerIsReported(t *testing.T) {
 		t.Fatalf("stalled gauge %v before the stall", g)
 	}
 
-	f, fp := followerFetchPart(tc.brokers[b].Broker, key)
-	if fp == nil {
+	fs := tc.brokers[b].fetchers
+	if !fs.Hold("stall", 0, time.Now().Add(time.Hour)) {
 		t.Fatal("the follower fetches nothing")
 	}
-	f.mu.Lock()
-	fp.delayUntil = time.Now().Add(time.Hour)
-	f.mu.Unlock()
 	waitFor(t, 10*time.Second, "the leader reports the stalled follower", func() error {
 		if g := gauge(); g != 1 {
 			return fmt.Errorf("gauge %v", g)
 		}
 		return nil
 	})
-	f.mu.Lock()
-	fp.delayUntil = time.Time{}
-	f.mu.Unlock()
-	f.poke()
+	fs.Hold("stall", 0, time.Time{})
 	waitFor(t, 10*time.Second, "the gauge clears", func() error {
 		if g := gauge(); g != 0 {
 			return fmt.Errorf("gauge %v", g)
@@ -155,9 +132,9 @@ func TestStalledFollowerIsReported(t *testing.T) {
 	})
 
 	// Dropped from every fetcher without a LeaderAndIsr: fetched again.
-	tc.brokers[b].fetchers.remove(key)
+	fs.Remove("stall", 0)
 	waitFor(t, 10*time.Second, "the reconcile check fetches it again", func() error {
-		if _, fp := followerFetchPart(tc.brokers[b].Broker, key); fp == nil {
+		if !fs.Has("stall", 0) {
 			return fmt.Errorf("in no fetcher")
 		}
 		return nil

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # hygiene.sh fails when go.mod/go.sum are not what `go mod tidy` writes, when
-# a Go file is not gofmt'd, when go vet complains or when lab depends on a
-# broker package. make test runs it before the tests, so CI fails on each.
+# a Go file is not gofmt'd, when go vet complains, when lab depends on a
+# broker package or when *Broker has 90 methods or more. make test runs it
+# before the tests, so CI fails on each.
 # Every check runs; each failure says how to fix it, and the exit status is 1
 # when any failed.
 set -uo pipefail
@@ -44,5 +45,18 @@ elif bad=$(echo "$out" | grep '^github.com/isrlab/isrlab/broker'); then
 	status=1
 fi
 
-[ "$status" -eq 0 ] && echo "hygiene: go.mod tidy, gofmt clean, go vet clean, lab imports no broker package"
+# The broker's root package stays a composition root: replication lives in
+# broker/replication, and coherent API groups are small types of their own.
+maxBrokerMethods=89
+n=$(cat broker/*.go | grep -cE '^func \(\w+ \*Broker\)')
+if [ "$n" -gt "$maxBrokerMethods" ]; then
+	echo "hygiene: *Broker has $n methods (at most $maxBrokerMethods); move a coherent group behind a small type of its own" >&2
+	status=1
+fi
+if f=$(grep -lE '^type (fetcher|fetchers|Fetchers) ' broker/*.go); then
+	echo "hygiene: the replica fetcher belongs in broker/replication, not in $f" >&2
+	status=1
+fi
+
+[ "$status" -eq 0 ] && echo "hygiene: go.mod tidy, gofmt clean, go vet clean, lab imports no broker package, *Broker has $n methods"
 exit "$status"

@@ -1,4 +1,4 @@
-package broker
+package replication
 
 import (
 	"math/rand/v2"
@@ -82,8 +82,8 @@ func (s *fetchSession) find(k sessionKey) int {
 	return slices.IndexFunc(s.parts, func(c *cachedPartition) bool { return c.key == k })
 }
 
-// fetchSessionCache is the broker's FetchSessionCache.
-type fetchSessionCache struct {
+// SessionCache is the broker's FetchSessionCache.
+type SessionCache struct {
 	mu       sync.Mutex
 	slots    int
 	now      func() time.Time
@@ -93,22 +93,24 @@ type fetchSessionCache struct {
 	evictions prometheus.Counter
 }
 
-func newFetchSessionCache(slots int, now func() time.Time, reg prometheus.Registerer) *fetchSessionCache {
-	c := &fetchSessionCache{slots: slots, now: now, sessions: map[int32]*fetchSession{},
+// NewSessionCache returns a cache of at most slots sessions, reading
+// time from now, with its metrics registered on reg (if not nil).
+func NewSessionCache(slots int, now func() time.Time, reg prometheus.Registerer) *SessionCache {
+	c := &SessionCache{slots: slots, now: now, sessions: map[int32]*fetchSession{},
 		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x6973726c6162))}
 	c.evictions = prometheus.NewCounter(prometheus.CounterOpts{Name: "kafka_server_FetchSessionCache_IncrementalFetchSessionEvictionsPerSec", Help: "Fetch sessions evicted from the cache (FetchSessionCache)."})
 	sessions := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kafka_server_FetchSessionCache_NumIncrementalFetchSessions", Help: "Incremental fetch sessions in the cache."},
-		func() float64 { n, _ := c.size(); return float64(n) })
+		func() float64 { n, _ := c.Size(); return float64(n) })
 	parts := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kafka_server_FetchSessionCache_NumIncrementalFetchPartitionsCached", Help: "Partitions held by the cached fetch sessions."},
-		func() float64 { _, n := c.size(); return float64(n) })
+		func() float64 { _, n := c.Size(); return float64(n) })
 	if reg != nil {
 		reg.MustRegister(c.evictions, sessions, parts)
 	}
 	return c
 }
 
-// size returns the number of sessions and of cached partitions.
-func (c *fetchSessionCache) size() (sessions, partitions int) {
+// Size returns the number of sessions and of cached partitions.
+func (c *SessionCache) Size() (sessions, partitions int) {
 	c.mu.Lock()
 	list := make([]*fetchSession, 0, len(c.sessions))
 	for _, s := range c.sessions {
@@ -123,12 +125,31 @@ func (c *fetchSessionCache) size() (sessions, partitions int) {
 	return len(list), partitions
 }
 
-func (c *fetchSessionCache) nowMs() int64 { return c.now().UnixMilli() }
+// Session is a snapshot of one cached session.
+type Session struct {
+	ID, Epoch  int32
+	Partitions int
+}
 
-// fetchContext is how one Fetch is answered: sessionless, full (perhaps
+// Sessions returns a snapshot of the cached sessions.
+func (c *SessionCache) Sessions() []Session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Session, 0, len(c.sessions))
+	for _, s := range c.sessions {
+		s.mu.Lock()
+		out = append(out, Session{ID: s.id, Epoch: s.epoch, Partitions: len(s.parts)})
+		s.mu.Unlock()
+	}
+	return out
+}
+
+func (c *SessionCache) nowMs() int64 { return c.now().UnixMilli() }
+
+// FetchContext is how one Fetch is answered: sessionless, full (perhaps
 // creating a session), incremental, or a session error.
-type fetchContext struct {
-	c       *fetchSessionCache
+type FetchContext struct {
+	c       *SessionCache
 	kind    int
 	err     *kerr.Error
 	session *fetchSession
@@ -151,12 +172,12 @@ func keyOf(t kmsg.FetchRequestTopic, p int32, topicIDs bool) sessionKey {
 	return sessionKey{topic: t.Topic, partition: p}
 }
 
-// open decides how req is answered (Kafka's FetchManager.newContext) and
+// Open decides how req is answered (Kafka's FetchManager.newContext) and
 // returns the request to read: for an incremental fetch, every partition
 // of the session with its cached parameters.
-func (c *fetchSessionCache) open(req *kmsg.FetchRequest) (*fetchContext, *kmsg.FetchRequest) {
+func (c *SessionCache) Open(req *kmsg.FetchRequest) (*FetchContext, *kmsg.FetchRequest) {
 	if req.Version < 7 || c == nil {
-		return &fetchContext{kind: ctxSessionless}, req
+		return &FetchContext{kind: ctxSessionless}, req
 	}
 	topicIDs := req.Version >= 13
 	privileged := req.ReplicaID >= 0
@@ -168,23 +189,23 @@ func (c *fetchSessionCache) open(req *kmsg.FetchRequest) (*fetchContext, *kmsg.F
 			c.remove(req.SessionID)
 		}
 		if req.SessionEpoch == finalSessionEpoch {
-			return &fetchContext{kind: ctxSessionless}, req
+			return &FetchContext{kind: ctxSessionless}, req
 		}
-		return &fetchContext{c: c, kind: ctxFull, req: req, privileged: privileged}, req
+		return &FetchContext{c: c, kind: ctxFull, req: req, privileged: privileged}, req
 	}
 	c.mu.Lock()
 	s, ok := c.sessions[req.SessionID]
 	c.mu.Unlock()
 	if !ok {
-		return &fetchContext{kind: ctxError, err: kerr.FetchSessionIDNotFound}, req
+		return &FetchContext{kind: ctxError, err: kerr.FetchSessionIDNotFound}, req
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.epoch != req.SessionEpoch:
-		return &fetchContext{kind: ctxError, err: kerr.InvalidFetchSessionEpoch}, req
+		return &FetchContext{kind: ctxError, err: kerr.InvalidFetchSessionEpoch}, req
 	case s.topicIDs != topicIDs:
-		return &fetchContext{kind: ctxError, err: kerr.FetchSessionTopicIDError}, req
+		return &FetchContext{kind: ctxError, err: kerr.FetchSessionTopicIDError}, req
 	}
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
@@ -218,7 +239,7 @@ func (c *fetchSessionCache) open(req *kmsg.FetchRequest) (*fetchContext, *kmsg.F
 		c.mu.Lock()
 		delete(c.sessions, s.id)
 		c.mu.Unlock()
-		return &fetchContext{kind: ctxSessionless}, req
+		return &FetchContext{kind: ctxSessionless}, req
 	}
 	s.lastUsed = c.nowMs()
 	s.epoch = nextSessionEpoch(s.epoch)
@@ -234,11 +255,11 @@ func (c *fetchSessionCache) open(req *kmsg.FetchRequest) (*fetchContext, *kmsg.F
 		last := &eff.Topics[len(eff.Topics)-1]
 		last.Partitions = append(last.Partitions, cp.req)
 	}
-	return &fetchContext{c: c, kind: ctxIncremental, session: s, req: req}, &eff
+	return &FetchContext{c: c, kind: ctxIncremental, session: s, req: req}, &eff
 }
 
-// errorResponse is the answer to a session error: the error, no partitions.
-func (fc *fetchContext) errorResponse(req *kmsg.FetchRequest) (*kmsg.FetchResponse, bool) {
+// ErrorResponse is the answer to a session error: the error, no partitions.
+func (fc *FetchContext) ErrorResponse(req *kmsg.FetchRequest) (*kmsg.FetchResponse, bool) {
 	if fc.kind != ctxError {
 		return nil, false
 	}
@@ -247,10 +268,10 @@ func (fc *fetchContext) errorResponse(req *kmsg.FetchRequest) (*kmsg.FetchRespon
 	return resp, true
 }
 
-// finish turns the response read for the effective request into the
+// Finish turns the response read for the effective request into the
 // answer: a full fetch creates a session; an incremental one keeps only
 // the partitions that must be sent and updates the cache.
-func (fc *fetchContext) finish(resp *kmsg.FetchResponse) *kmsg.FetchResponse {
+func (fc *FetchContext) Finish(resp *kmsg.FetchResponse) *kmsg.FetchResponse {
 	switch fc.kind {
 	case ctxFull:
 		resp.SessionID = fc.c.create(fc.req, resp, fc.privileged)
@@ -313,7 +334,7 @@ func (fc *fetchContext) finish(resp *kmsg.FetchResponse) *kmsg.FetchResponse {
 
 // create caches a full fetch's partitions in a new session if a slot is
 // free or can be freed; it returns the session id, 0 for none.
-func (c *fetchSessionCache) create(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, privileged bool) int32 {
+func (c *SessionCache) create(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, privileged bool) int32 {
 	topicIDs := req.Version >= 13
 	var parts []*cachedPartition
 	answered := map[sessionKey]kmsg.FetchResponseTopicPartition{}
@@ -353,7 +374,7 @@ func (c *fetchSessionCache) create(req *kmsg.FetchRequest, resp *kmsg.FetchRespo
 // tryEvictLocked frees a slot as Kafka's tryEvict does: the least recently
 // used session if it is stale, else the least valuable evictable session
 // (ordered by privileged, size, id) if the new one is worth more.
-func (c *fetchSessionCache) tryEvictLocked(privileged bool, size int, now int64) bool {
+func (c *SessionCache) tryEvictLocked(privileged bool, size int, now int64) bool {
 	var lru *fetchSession
 	var lruUsed int64
 	type key struct {
@@ -407,7 +428,7 @@ func (c *fetchSessionCache) tryEvictLocked(privileged bool, size int, now int64)
 	return true
 }
 
-func (c *fetchSessionCache) remove(id int32) {
+func (c *SessionCache) remove(id int32) {
 	c.mu.Lock()
 	delete(c.sessions, id)
 	c.mu.Unlock()

@@ -1,10 +1,12 @@
-package broker
+package replication
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
+	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -16,6 +18,9 @@ import (
 	"github.com/isrlab/isrlab/broker/wire"
 )
 
+// Dialer dials another broker.
+type Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+
 // fetcherKey names one replica fetcher: num.replica.fetchers of them per
 // source broker, partitions spread over them by hash.
 type fetcherKey struct {
@@ -23,10 +28,14 @@ type fetcherKey struct {
 	index  int
 }
 
-// fetchers owns the broker's replica fetchers.
-type fetchers struct {
-	b   *Broker
-	ctx context.Context
+// Fetchers owns the broker's replica fetchers (Kafka's
+// ReplicaFetcherManager).
+type Fetchers struct {
+	cfg    Config
+	broker Broker
+	dial   Dialer
+	log    *slog.Logger
+	ctx    context.Context
 
 	mu  sync.Mutex
 	all map[fetcherKey]*fetcher
@@ -55,7 +64,7 @@ type fetchPart struct {
 
 // fetcher replicates a set of partitions from one leader.
 type fetcher struct {
-	f      *fetchers
+	f      *Fetchers
 	key    fetcherKey
 	client *wire.Client
 	cancel context.CancelFunc
@@ -70,16 +79,15 @@ type fetcher struct {
 	warned  time.Time
 }
 
-func newFetchers(ctx context.Context, b *Broker) *fetchers {
-	fs := &fetchers{b: b, ctx: ctx, all: map[fetcherKey]*fetcher{}, missing: map[tp]int{}}
-	maxLag := fs.maxLag
-	b.metrics.maxLag.Store(&maxLag)
-	return fs
+// NewFetchers returns the broker's replica fetchers; they run until ctx
+// ends or Close. dial may be nil (net.Dialer).
+func NewFetchers(ctx context.Context, cfg Config, b Broker, dial Dialer, log *slog.Logger) *Fetchers {
+	return &Fetchers{cfg: cfg, broker: b, dial: dial, log: log, ctx: ctx, all: map[fetcherKey]*fetcher{}, missing: map[tp]int{}}
 }
 
-// maxLag is ReplicaFetcherManager's MaxLag: the largest lag of any
+// MaxLag is ReplicaFetcherManager's MaxLag: the largest lag of any
 // partition being fetched.
-func (fs *fetchers) maxLag() int64 {
+func (fs *Fetchers) MaxLag() int64 {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	var m int64
@@ -93,20 +101,20 @@ func (fs *fetchers) maxLag() int64 {
 	return m
 }
 
-func (fs *fetchers) keyFor(leader int32, t tp) fetcherKey {
+func (fs *Fetchers) keyFor(leader int32, t tp) fetcherKey {
 	h := fnv.New32a()
 	h.Write([]byte(t.topic))
 	h.Write([]byte(strconv.Itoa(int(t.partition))))
-	return fetcherKey{leader: leader, index: int(h.Sum32() % uint32(fs.b.cfg.Int("num.replica.fetchers")))}
+	return fetcherKey{leader: leader, index: int(h.Sum32() % uint32(fs.cfg.NumFetchers))}
 }
 
-// add makes p fetch from leader at leaderEpoch, truncating first.
-func (fs *fetchers) add(p *partition.Partition, leader, leaderEpoch int32) {
+// Add makes p fetch from leader at leaderEpoch, truncating first.
+func (fs *Fetchers) Add(p *partition.Partition, leader, leaderEpoch int32) {
 	t := tp{p.Topic, p.Index}
 	fs.remove(t)
-	addr, ok := fs.b.meta.brokerAddr(leader)
+	addr, ok := fs.broker.BrokerAddr(leader)
 	if !ok {
-		fs.b.log.Warn("no address for leader; fetch waits for metadata", "topic", p.Topic, "partition", p.Index, "leader", leader)
+		fs.log.Warn("no address for leader; fetch waits for metadata", "topic", p.Topic, "partition", p.Index, "leader", leader)
 	}
 	key := fs.keyFor(leader, t)
 	fs.mu.Lock()
@@ -128,7 +136,7 @@ func (fs *fetchers) add(p *partition.Partition, leader, leaderEpoch int32) {
 // leader's address changed, or was unknown when old started) and hands it
 // every partition old was fetching: dropping them would leave them idle
 // until the next LeaderAndIsr, which for an unchanged leader never comes.
-func (fs *fetchers) restartLocked(old *fetcher, addr string) *fetcher {
+func (fs *Fetchers) restartLocked(old *fetcher, addr string) *fetcher {
 	nf := fs.start(old.key, addr)
 	old.mu.Lock()
 	for t, fp := range old.parts {
@@ -143,8 +151,8 @@ func (fs *fetchers) restartLocked(old *fetcher, addr string) *fetcher {
 
 // rebind restarts f on the leader's address from metadata when it differs
 // from the one f dials, and reports whether it did (f then stops).
-func (fs *fetchers) rebind(f *fetcher) bool {
-	addr, ok := fs.b.meta.brokerAddr(f.key.leader)
+func (fs *Fetchers) rebind(f *fetcher) bool {
+	addr, ok := fs.broker.BrokerAddr(f.key.leader)
 	if !ok || addr == f.client.Addr() {
 		return false
 	}
@@ -153,13 +161,13 @@ func (fs *fetchers) rebind(f *fetcher) bool {
 	if fs.all[f.key] != f {
 		return true
 	}
-	fs.b.log.Warn("replica fetcher moves to the leader's new address", "leader", f.key.leader, "from", f.client.Addr(), "to", addr)
+	fs.log.Warn("replica fetcher moves to the leader's new address", "leader", f.key.leader, "from", f.client.Addr(), "to", addr)
 	fs.restartLocked(f, addr)
 	return true
 }
 
 // fetching reports whether t is fetched from leader at leaderEpoch.
-func (fs *fetchers) fetching(t tp, leader, leaderEpoch int32) bool {
+func (fs *Fetchers) fetching(t tp, leader, leaderEpoch int32) bool {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	for k, f := range fs.all {
@@ -176,11 +184,11 @@ func (fs *fetchers) fetching(t tp, leader, leaderEpoch int32) bool {
 	return false
 }
 
-// reconcile is the invariant check run with the ISR-expiration task: every
+// Reconcile is the invariant check run with the ISR-expiration task: every
 // replica that follows is in a fetcher for its leader and epoch. One found
 // missing at two checks in a row (a LeaderAndIsr being applied is missing
 // for an instant) is logged at WARN and fetched again.
-func (fs *fetchers) reconcile(ps []*partition.Partition) {
+func (fs *Fetchers) Reconcile(ps []*partition.Partition) {
 	seen := map[tp]bool{}
 	for _, p := range ps {
 		if p.Role() != partition.Follower {
@@ -188,7 +196,7 @@ func (fs *fetchers) reconcile(ps []*partition.Partition) {
 		}
 		t := tp{p.Topic, p.Index}
 		leader, epoch := p.Leader()
-		if leader < 0 || leader == fs.b.id || fs.fetching(t, leader, epoch) {
+		if leader < 0 || leader == fs.cfg.BrokerID || fs.fetching(t, leader, epoch) {
 			continue
 		}
 		seen[t] = true
@@ -197,8 +205,8 @@ func (fs *fetchers) reconcile(ps []*partition.Partition) {
 		n := fs.missing[t]
 		fs.mu.Unlock()
 		if n >= 2 {
-			fs.b.log.Warn("follower partition was in no replica fetcher; fetching it again", "topic", t.topic, "partition", t.partition, "leader", leader, "leader_epoch", epoch)
-			fs.add(p, leader, epoch)
+			fs.log.Warn("follower partition was in no replica fetcher; fetching it again", "topic", t.topic, "partition", t.partition, "leader", leader, "leader_epoch", epoch)
+			fs.Add(p, leader, epoch)
 		}
 	}
 	fs.mu.Lock()
@@ -210,10 +218,10 @@ func (fs *fetchers) reconcile(ps []*partition.Partition) {
 	fs.mu.Unlock()
 }
 
-func (fs *fetchers) start(key fetcherKey, addr string) *fetcher {
+func (fs *Fetchers) start(key fetcherKey, addr string) *fetcher {
 	ctx, cancel := context.WithCancel(fs.ctx)
 	f := &fetcher{f: fs, key: key, cancel: cancel, parts: map[tp]*fetchPart{}, wake: make(chan struct{}, 1),
-		client: wire.NewClient(addr, "replica-fetcher-"+strconv.Itoa(int(fs.b.id)), fs.b.dialer)}
+		client: wire.NewClient(addr, "replica-fetcher-"+strconv.Itoa(int(fs.cfg.BrokerID)), fs.dial)}
 	f.client.ReuseResponseFrames()
 	fs.all[key] = f
 	fs.wg.Add(1)
@@ -224,8 +232,10 @@ func (fs *fetchers) start(key fetcherKey, addr string) *fetcher {
 	return f
 }
 
-// remove stops fetching t wherever it was fetched.
-func (fs *fetchers) remove(t tp) {
+// Remove stops fetching topic/idx wherever it was fetched.
+func (fs *Fetchers) Remove(topic string, idx int32) { fs.remove(tp{topic, idx}) }
+
+func (fs *Fetchers) remove(t tp) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	for _, f := range fs.all {
@@ -235,8 +245,47 @@ func (fs *fetchers) remove(t tp) {
 	}
 }
 
-// close stops every fetcher and waits for them.
-func (fs *fetchers) close() {
+// Has reports whether a fetcher has topic/idx.
+func (fs *Fetchers) Has(topic string, idx int32) bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	f, _ := fs.findLocked(tp{topic, idx})
+	return f != nil
+}
+
+// Hold delays the next fetch of topic/idx until until (the zero time: now)
+// and reports whether a fetcher has the partition: how a test stops one
+// partition's fetching without a fault.
+func (fs *Fetchers) Hold(topic string, idx int32, until time.Time) bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	f, fp := fs.findLocked(tp{topic, idx})
+	if f == nil {
+		return false
+	}
+	f.mu.Lock()
+	fp.delayUntil = until
+	f.mu.Unlock()
+	f.poke()
+	return true
+}
+
+// findLocked returns the fetcher that has t and t's fetch state (nil, nil
+// when none has it); fs.mu is held.
+func (fs *Fetchers) findLocked(t tp) (*fetcher, *fetchPart) {
+	for _, f := range fs.all {
+		f.mu.Lock()
+		fp := f.parts[t]
+		f.mu.Unlock()
+		if fp != nil {
+			return f, fp
+		}
+	}
+	return nil, nil
+}
+
+// Close stops every fetcher and waits for them.
+func (fs *Fetchers) Close() {
 	fs.mu.Lock()
 	for _, f := range fs.all {
 		f.stop()
@@ -276,7 +325,7 @@ func (f *fetcher) current(t tp, fp *fetchPart) bool {
 }
 
 func (f *fetcher) backoff(ctx context.Context) {
-	t := time.NewTimer(time.Duration(f.f.b.cfg.Int("replica.fetch.backoff.ms")) * time.Millisecond)
+	t := time.NewTimer(f.f.cfg.FetchBackoff)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
@@ -286,7 +335,6 @@ func (f *fetcher) backoff(ctx context.Context) {
 
 // run is the fetcher's loop: truncate what needs it, then fetch.
 func (f *fetcher) run(ctx context.Context) {
-	b := f.f.b
 	for ctx.Err() == nil {
 		parts := f.snapshot()
 		if len(parts) == 0 {
@@ -314,7 +362,7 @@ func (f *fetcher) run(ctx context.Context) {
 			}
 		}
 		if err := f.fetchOnce(ctx); err != nil && ctx.Err() == nil {
-			b.log.Debug("replica fetch", "leader", f.key.leader, "err", err)
+			f.f.log.Debug("replica fetch", "leader", f.key.leader, "err", err)
 			if f.f.rebind(f) {
 				return
 			}
@@ -332,12 +380,11 @@ var errNoLeaderAddress = errors.New("no address for the leader")
 // a delayed partition) and logs a WARN when the reason is new or the last
 // WARN is older than replica.lag.time.max.ms.
 func (f *fetcher) fail(t tp, fp *fetchPart, err error, waitFor string) {
-	b := f.f.b
 	now := time.Now()
 	f.mu.Lock()
 	same := fp.lastErr != nil && fp.lastErr.Error() == err.Error() && fp.waitFor == waitFor
 	fp.lastErr, fp.waitFor = err, waitFor
-	fp.delayUntil = now.Add(time.Duration(b.cfg.Int("replica.fetch.backoff.ms")) * time.Millisecond)
+	fp.delayUntil = now.Add(f.f.cfg.FetchBackoff)
 	warn := !same || now.Sub(fp.warned) > f.lagMax()
 	if warn {
 		fp.warned = now
@@ -345,7 +392,7 @@ func (f *fetcher) fail(t tp, fp *fetchPart, err error, waitFor string) {
 	leaderEpoch := fp.leaderEpoch
 	f.mu.Unlock()
 	if warn {
-		b.log.Warn("follower partition not fetching; retrying", "topic", t.topic, "partition", t.partition,
+		f.f.log.Warn("follower partition not fetching; retrying", "topic", t.topic, "partition", t.partition,
 			"leader", f.key.leader, "leader_epoch", leaderEpoch, "err", err, "waiting_for", waitFor)
 	}
 }
@@ -356,7 +403,7 @@ func (f *fetcher) fail(t tp, fp *fetchPart, err error, waitFor string) {
 // last WARN is older than replica.lag.time.max.ms.
 func (f *fetcher) failAll(parts map[tp]*fetchPart, err error, waitFor string) {
 	now := time.Now()
-	until := now.Add(time.Duration(f.f.b.cfg.Int("replica.fetch.backoff.ms")) * time.Millisecond)
+	until := now.Add(f.f.cfg.FetchBackoff)
 	f.mu.Lock()
 	for _, fp := range parts {
 		fp.lastErr, fp.waitFor, fp.delayUntil = err, waitFor, until
@@ -367,7 +414,7 @@ func (f *fetcher) failAll(parts map[tp]*fetchPart, err error, waitFor string) {
 	}
 	f.mu.Unlock()
 	if warn {
-		f.f.b.log.Warn("replica fetcher not fetching; retrying", "leader", f.key.leader, "partitions", len(parts),
+		f.f.log.Warn("replica fetcher not fetching; retrying", "leader", f.key.leader, "partitions", len(parts),
 			"err", err, "waiting_for", waitFor)
 	}
 }
@@ -380,9 +427,7 @@ func (f *fetcher) ok(fp *fetchPart) {
 	f.mu.Unlock()
 }
 
-func (f *fetcher) lagMax() time.Duration {
-	return time.Duration(f.f.b.cfg.Long("replica.lag.time.max.ms")) * time.Millisecond
-}
+func (f *fetcher) lagMax() time.Duration { return f.f.cfg.LagTimeMax }
 
 // warnIdle logs, once per replica.lag.time.max.ms, every partition that has
 // not had a good fetch for that long, with the last error and what its
@@ -415,7 +460,7 @@ func (f *fetcher) warnIdle(parts map[tp]*fetchPart) {
 		if err != nil {
 			errText = err.Error()
 		}
-		f.f.b.log.Warn("follower partition idle longer than replica.lag.time.max.ms", "topic", t.topic, "partition", t.partition,
+		f.f.log.Warn("follower partition idle longer than replica.lag.time.max.ms", "topic", t.topic, "partition", t.partition,
 			"leader", f.key.leader, "leader_epoch", epoch, "idle", idle.Round(time.Millisecond), "err", errText, "waiting_for", waitFor)
 	}
 }
@@ -473,11 +518,11 @@ func (f *fetcher) truncate(ctx context.Context, t tp, fp *fetchPart) error {
 func (f *fetcher) offsetForLeaderEpoch(ctx context.Context, t tp, current, epoch int32) (int32, int64, error) {
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.SetVersion(4)
-	req.ReplicaID = f.f.b.id
+	req.ReplicaID = f.f.cfg.BrokerID
 	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
 	rt.Topic = t.topic
 	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = t.partition, f.f.b.fencingEpoch(current), epoch
+	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = t.partition, f.f.cfg.fencingEpoch(current), epoch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -500,14 +545,14 @@ func (f *fetcher) offsetForLeaderEpoch(ctx context.Context, t tp, current, epoch
 // fetchOnce sends one Fetch for every partition that is ready and applies
 // the response.
 func (f *fetcher) fetchOnce(ctx context.Context) error {
-	b := f.f.b
+	cfg := &f.f.cfg
 	parts := f.snapshot()
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(12)
-	req.ReplicaID = b.id
-	req.MaxWaitMillis = int32(b.cfg.Int("replica.fetch.wait.max.ms"))
-	req.MinBytes = int32(b.cfg.Int("replica.fetch.min.bytes"))
-	req.MaxBytes = int32(b.cfg.Int("replica.fetch.response.max.bytes"))
+	req.ReplicaID = cfg.BrokerID
+	req.MaxWaitMillis = cfg.FetchWaitMaxMs
+	req.MinBytes = cfg.FetchMinBytes
+	req.MaxBytes = cfg.FetchResponseMaxBytes
 	req.SessionEpoch = -1
 	byTopic := map[string]int{}
 	sent := map[tp]*fetchPart{}
@@ -528,8 +573,8 @@ func (f *fetcher) fetchOnce(ctx context.Context) error {
 		rp.Partition = t.partition
 		rp.FetchOffset = fp.p.Log().LogEndOffset()
 		rp.LogStartOffset = fp.p.Log().LogStartOffset()
-		rp.CurrentLeaderEpoch = b.fencingEpoch(fp.leaderEpoch)
-		rp.PartitionMaxBytes = int32(b.cfg.Int("replica.fetch.max.bytes"))
+		rp.CurrentLeaderEpoch = cfg.fencingEpoch(fp.leaderEpoch)
+		rp.PartitionMaxBytes = cfg.FetchMaxBytes
 		rp.LastFetchedEpoch = -1
 		if fp.p.Switches().Truncation == partition.TruncateDiverging {
 			rp.LastFetchedEpoch = fp.p.LatestEpoch()
@@ -542,7 +587,7 @@ func (f *fetcher) fetchOnce(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 		case <-f.wake:
-		case <-time.After(time.Duration(b.cfg.Int("replica.fetch.backoff.ms")) * time.Millisecond):
+		case <-time.After(cfg.FetchBackoff):
 		}
 		return nil
 	}
@@ -636,15 +681,21 @@ func (f *fetcher) outOfRange(ctx context.Context, t tp, fp *fetchPart) {
 	}
 }
 
+// The ListOffsets timestamps that ask for the log end and the log start.
+const (
+	latestTimestamp   = -1
+	earliestTimestamp = -2
+)
+
 func (f *fetcher) leaderOffsets(ctx context.Context, t tp, epoch int32) (int64, int64, error) {
 	ask := func(ts int64) (int64, error) {
 		req := kmsg.NewPtrListOffsetsRequest()
 		req.SetVersion(4)
-		req.ReplicaID = f.f.b.id
+		req.ReplicaID = f.f.cfg.BrokerID
 		rt := kmsg.NewListOffsetsRequestTopic()
 		rt.Topic = t.topic
 		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = t.partition, ts, f.f.b.fencingEpoch(epoch)
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = t.partition, ts, f.f.cfg.fencingEpoch(epoch)
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -669,15 +720,4 @@ func (f *fetcher) leaderOffsets(ctx context.Context, t tp, epoch int32) (int64, 
 	}
 	start, err := ask(earliestTimestamp)
 	return leo, start, err
-}
-
-// fencingEpoch is the current leader epoch a follower puts in its requests:
-// the epoch itself from Kafka 2.1 (KIP-320), so that a leader that moved on
-// fences it with FENCED_LEADER_EPOCH, or -1 ("not given") before, when an
-// expired follower kept fetching and was re-added to the ISR at once.
-func (b *Broker) fencingEpoch(e int32) int32 {
-	if b.cfg.String("fetch.leader-epoch-fencing") == "false" {
-		return -1
-	}
-	return e
 }
