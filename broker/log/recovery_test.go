@@ -165,16 +165,7 @@ func TestRecovery(t *testing.T) {
 			if !bytes.Equal(all, want) {
 				t.Fatalf("recovered bytes differ from the appended ones (%d vs %d bytes)", len(all), len(want))
 			}
-			for off := int64(0); off < l.LogEndOffset(); off += 7 {
-				r, err := l.Read(off, 1, l.LogEndOffset(), true)
-				if err != nil {
-					t.Fatal(err)
-				}
-				bs, err := ParseBatches(r.Records, 0)
-				if err != nil || bs[0].BaseOffset != off/3*3 {
-					t.Fatalf("read %d: %v %v", off, bs, err)
-				}
-			}
+			checkIndexed(t, l, 0, l.LogEndOffset(), 7)
 			// The epoch cache matches the surviving batches.
 			wantEpochs := []EpochEntry{{1, 0}}
 			if keep > n/2 {
@@ -203,6 +194,23 @@ func TestRecovery(t *testing.T) {
 				t.Fatalf("clean reopen reads %d batches, want %d", len(got), keep+1)
 			}
 		})
+	}
+}
+
+// checkIndexed reads every step-th offset of [from, to) with a one-byte
+// limit and fails unless the batch read is the one holding it (batches of
+// 3 records from offset 0): the offset index finds each.
+func checkIndexed(t *testing.T, l *Log, from, to, step int64) {
+	t.Helper()
+	for off := from; off < to; off += step {
+		r, err := l.Read(off, 1, l.LogEndOffset(), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, err := ParseBatches(r.Records, 0)
+		if err != nil || bs[0].BaseOffset != off/3*3 {
+			t.Fatalf("read %d: %v %v", off, bs, err)
+		}
 	}
 }
 
@@ -392,4 +400,61 @@ func FuzzRecoveryCorruption(f *testing.F) {
 			t.Fatalf("LEO %d, batches end at %d", l.LogEndOffset(), next)
 		}
 	})
+}
+
+// TestCleanOpenListsAndChecksSegments covers the steps of a clean open
+// before recovery: what a crash left behind (an interrupted deletion, a
+// temporary checkpoint, index files of no segment) is removed, a file
+// whose name is no offset is left alone, and a sealed segment whose index
+// fails the sanity check gets it rebuilt without a recovery scan.
+func TestCleanOpenListsAndChecksSegments(t *testing.T) {
+	cfg := smallConfig()
+	l := openTest(t, cfg)
+	dir := l.Dir()
+	appendN(t, l, 40, 3, 100, 5, 1000)
+	leo := l.LogEndOffset()
+	if l.NumSegments() < 3 {
+		t.Fatalf("%d segments, want a few", l.NumSegments())
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	orphan := segmentName(1 << 40)
+	leftovers := []string{segmentName(0) + LogFileSuffix + DeletedFileSuffix, "replication-offset-checkpoint.tmp",
+		orphan + IndexFileSuffix, orphan + TimeIndexFileSuffix, orphan + TxnIndexFileSuffix}
+	for _, name := range append(leftovers, "notanoffset"+LogFileSuffix) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("left over"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first segment's offset index is torn mid-entry.
+	first := filepath.Join(dir, segmentName(0)+IndexFileSuffix)
+	if err := os.WriteFile(first, []byte{0, 0, 0, 1, 0, 0, 0}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	l, err := Open(dir, cfg, WithCleanShutdown(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, name := range leftovers {
+		if _, err := os.Stat(filepath.Join(dir, name)); !os.IsNotExist(err) {
+			t.Errorf("%s still there after open (%v)", name, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "notanoffset"+LogFileSuffix)); err != nil {
+		t.Errorf("a file whose name is no offset was touched: %v", err)
+	}
+	if l.recoveredBytes != 0 || l.LogEndOffset() != leo {
+		t.Fatalf("clean open scanned %d bytes, LEO %d want %d", l.recoveredBytes, l.LogEndOffset(), leo)
+	}
+	if fi, err := os.Stat(first); err != nil || fi.Size() == 0 || fi.Size()%indexEntrySize != 0 {
+		t.Fatalf("first segment's index not rebuilt: %v %v", fi, err)
+	}
+	// Every offset of the first segment is found through the rebuilt index.
+	checkIndexed(t, l, 0, l.segments()[1].base, 1)
+	if got := readAll(t, l, 0); len(got) != 40 {
+		t.Fatalf("read %d batches, want 40", len(got))
+	}
 }
