@@ -18,6 +18,28 @@ import (
 // dialFunc dials like net.Dialer.DialContext, as kgo.Dialer takes it.
 type dialFunc = func(ctx context.Context, network, host string) (net.Conn, error)
 
+// DialFunc dials like net.Dialer.DialContext, as kgo.Dialer takes it.
+type DialFunc = dialFunc
+
+// ProduceCounter counts the Produce requests a client began to write on
+// the connections its dialer made, before their first byte goes out: what
+// the franz-go producers count their writes with, for the other
+// in-process clients. A send during which the count did not move, and
+// after which the client can no longer write the record, never reached a
+// broker.
+type ProduceCounter struct{ a attempts }
+
+// Dialer wraps dial so that its connections count.
+func (c *ProduceCounter) Dialer(dial DialFunc) DialFunc { return c.a.dialer(dial) }
+
+// Count is how many Produce requests began to be written so far.
+func (c *ProduceCounter) Count() int64 { return c.a.n.Load() }
+
+// DialOf returns the dial function that opts give kgo (kgo's default
+// dialer when they name none), for clients other than kgo that must dial
+// the same way (from the client host's network namespace).
+func DialOf(opts []kgo.Opt) (DialFunc, error) { return dialOf(opts) }
+
 // attempts counts the Produce requests a producer client began to write,
 // on any of its connections. The count moves before the request's first
 // byte reaches the connection, so a request still being written (a broker

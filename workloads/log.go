@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"sync"
 	"time"
@@ -24,6 +25,12 @@ type base struct {
 	opts  []kgo.Opt
 	vals  values
 	procs processes
+
+	// driver performs the producers' and assigned consumers' operations
+	// (franz-go when nil); see Client.
+	driver     Client
+	clientOnce sync.Once
+	driverErr  error
 }
 
 func newBase(cfg Config, rec *history.Recorder, seeds []string, opts []kgo.Opt) (*base, error) {
@@ -54,63 +61,34 @@ func (b *base) clientFrom(seeds []string, opts ...kgo.Opt) (*kgo.Client, error) 
 }
 
 // produce runs the producer processes until ctx is done or cfg.Sends values
-// were sent. Each has its own client, as separate producer processes do, so
-// idempotent producers have producer ids of their own, and producer i asks
-// seed i (mod the seeds) for it: two brokers handing out the same id would
-// show up as lost writes.
+// were sent, each opened by the workload's client and sending one value
+// at a time. It returns the first error of a client that could go no
+// further.
 func (b *base) produce(ctx context.Context) error {
-	type producer struct {
-		proc   int
-		cl     *kgo.Client
-		writes *attempts
-	}
-	var ps []producer
-	defer func() {
-		for _, p := range ps {
-			p.cl.Close()
-		}
-	}()
-	dial, err := dialOf(append([]kgo.Opt{kgo.SeedBrokers(b.seeds...)}, b.opts...))
+	cl, err := b.clientOrDefault()
 	if err != nil {
 		return err
 	}
-	for i := 0; i < b.cfg.Producers; i++ {
-		seeds := b.seeds
-		if b.cfg.Idempotent {
-			// kgo sends InitProducerId to a random seed until it has
-			// metadata, then to a random broker: with one seed and the
-			// id loaded first, the id comes from that seed.
-			seeds = []string{b.seeds[i%len(b.seeds)]}
-		}
-		writes := &attempts{}
-		// The counting dialer comes last, so that it wraps the one the
-		// caller's options chose instead of being replaced by it.
-		opts := append(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, b.cfg.producerOpts()...), b.opts...)
-		cl, err := kgo.NewClient(append(opts, kgo.Dialer(writes.dialer(dial)))...)
-		if err != nil {
-			return fmt.Errorf("new kafka client: %w", err)
-		}
-		ps = append(ps, producer{b.procs.take(), cl, writes})
+	procs := make([]int, b.cfg.Producers)
+	for i := range procs {
+		procs[i] = b.procs.take()
 	}
 	var g errgroup.Group
-	for _, p := range ps {
+	for i, proc := range procs {
 		g.Go(func() error {
-			if b.cfg.Idempotent {
-				// A failure costs nothing: kgo asks again, any broker,
-				// on the first send.
-				ictx, cancel := context.WithTimeout(ctx, b.cfg.RequestTimeout)
-				p.cl.ProducerID(ictx)
-				cancel()
-				if err := p.cl.UpdateSeedBrokers(b.seeds...); err != nil {
-					return fmt.Errorf("seed brokers: %w", err)
-				}
+			p, err := cl.Producer(ctx, proc, i)
+			if err != nil {
+				return fmt.Errorf("%s producer %d: %w", cl.Name(), proc, err)
 			}
+			defer p.Close()
 			for ctx.Err() == nil {
 				v := b.vals.take()
 				if b.cfg.Sends > 0 && v >= b.cfg.Sends {
 					return nil
 				}
-				send(ctx, p.cl, p.writes, b.rec, p.proc, &b.cfg, v)
+				if _, err := send(ctx, p, b.rec, proc, &b.cfg, v); err != nil {
+					return fmt.Errorf("%s producer %d: %w", cl.Name(), proc, err)
+				}
 				if b.cfg.SendInterval > 0 {
 					pause(ctx, b.cfg.SendInterval)
 				}
@@ -119,6 +97,17 @@ func (b *base) produce(ctx context.Context) error {
 		})
 	}
 	return g.Wait()
+}
+
+// clientOrDefault returns the workload's client, franz-go unless one was
+// given.
+func (b *base) clientOrDefault() (Client, error) {
+	b.clientOnce.Do(func() {
+		if b.driver == nil {
+			b.driver, b.driverErr = newFranzGo(b)
+		}
+	})
+	return b.driver, b.driverErr
 }
 
 // pause paces a loop; it returns early when ctx is done.
@@ -252,16 +241,37 @@ type Log struct{ *base }
 // brokers; opts are appended to every client's options (for example
 // kgo.Dialer to dial from another network namespace).
 func NewLog(cfg Config, rec *history.Recorder, seeds []string, opts ...kgo.Opt) (*Log, error) {
+	return NewLogWith(nil, cfg, rec, seeds, opts...)
+}
+
+// NewLogWith is NewLog whose producers and assigned consumers are those
+// of client c (franz-go when nil). Subscribed consumers and the final
+// Drain use franz-go with opts whatever c is: the drain is the lab's own
+// read of what the brokers hold.
+func NewLogWith(c Client, cfg Config, rec *history.Recorder, seeds []string, opts ...kgo.Opt) (*Log, error) {
 	b, err := newBase(cfg, rec, seeds, opts)
 	if err != nil {
 		return nil, err
 	}
+	if c != nil && b.cfg.Subscribe && c.Name() != FranzGo {
+		return nil, &CapabilityError{Client: c.Name(), Reason: "subscribe (consumer groups) runs on franz-go only"}
+	}
+	b.driver = c
 	return &Log{b}, nil
 }
 
 // Run runs producers and consumers until ctx is done or cfg.Sends values
-// were sent; the consumers stop when the producers do.
+// were sent; the consumers stop when the producers do. It returns the
+// first error of a client that could go no further (an out-of-process
+// driver that died), having recorded every operation up to it.
 func (w *Log) Run(ctx context.Context) error {
+	cl, err := w.clientOrDefault()
+	if err != nil {
+		return err
+	}
+	if c, ok := cl.(io.Closer); ok {
+		defer c.Close()
+	}
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var consumers errgroup.Group
@@ -274,9 +284,9 @@ func (w *Log) Run(ctx context.Context) error {
 			continue
 		}
 		proc := w.procs.take()
-		consumers.Go(func() error { return w.consume(cctx, proc, parts) })
+		consumers.Go(func() error { return w.consume(cctx, cl, proc, parts) })
 	}
-	err := w.produce(ctx)
+	err = w.produce(ctx)
 	stop()
 	if cerr := consumers.Wait(); err == nil {
 		err = cerr
@@ -284,20 +294,18 @@ func (w *Log) Run(ctx context.Context) error {
 	return err
 }
 
-func (w *Log) consume(ctx context.Context, proc int, parts []int32) error {
-	var cl *kgo.Client
+func (w *Log) consume(ctx context.Context, cl Client, proc int, parts []int32) error {
+	var c Consumer
+	var kc *kgo.Client
 	var err error
 	if w.cfg.Subscribe {
-		cl, err = w.subscriber(ctx, proc)
+		kc, err = w.subscriber(ctx, proc)
+		c = kgoConsumer{kc}
 	} else {
-		offs := map[int32]kgo.Offset{}
-		for _, p := range parts {
-			offs[p] = kgo.NewOffset().AtStart()
-		}
 		op := history.NewOp(proc, history.Invoke, history.FAssign)
 		op.Partitions = parts
 		w.rec.Record(op)
-		cl, err = w.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{w.cfg.Topic: offs}), kgo.FetchMaxWait(w.cfg.PollTimeout/2))
+		c, err = cl.Consumer(ctx, proc, parts)
 		op.Type = history.OK
 		if err != nil {
 			op.Type, op.Error = history.Fail, err.Error()
@@ -307,14 +315,17 @@ func (w *Log) consume(ctx context.Context, proc int, parts []int32) error {
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
+	defer c.Close()
 	for ctx.Err() == nil {
-		done, err := pollOnce(ctx, cl, w.rec, proc, w.cfg.PollTimeout, history.FPoll)
-		if err != nil {
+		done, err := poll(ctx, c, w.rec, proc, w.cfg.PollTimeout, history.FPoll)
+		if errors.Is(err, kgo.ErrClientClosed) {
 			return nil
 		}
+		if err != nil {
+			return fmt.Errorf("%s consumer %d: %w", cl.Name(), proc, err)
+		}
 		if len(done.Reads) > 0 && w.cfg.Subscribe && w.cfg.ManualCommit {
-			commit(ctx, cl, w.rec, proc)
+			commit(ctx, kc, w.rec, proc)
 		}
 	}
 	return nil

@@ -153,9 +153,6 @@ func (c Config) rateOpts(keyed bool) []kgo.Opt {
 	if c.BatchSize > 0 {
 		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(c.BatchSize)))
 	}
-	if c.MaxInFlight > 0 {
-		opts = append(opts, kgo.MaxProduceRequestsInflightPerBroker(c.MaxInFlight))
-	}
 	if c.BufferMemory > 0 {
 		opts = append(opts, kgo.MaxBufferedBytes(c.BufferMemory))
 	}
@@ -505,7 +502,7 @@ func (c Config) ValidateFor(kind string) error {
 		"rate": c.Rate != 0, "record.size": c.RecordSize != 0, "batch.size": c.BatchSize != 0,
 		"compression.type": c.Compression != "", "payload": c.Payload != "", "consumer.groups": c.ConsumerGroups != 0,
 		"sample.interval": c.SampleInterval != 0, "history.records": c.RecordHistory,
-		"max.in.flight.requests.per.connection": c.MaxInFlight != 0, "buffer.memory": c.BufferMemory != 0,
+		"buffer.memory": c.BufferMemory != 0,
 	}
 	logOnly := map[string]bool{
 		"consumers": c.Consumers != 0, "sends": c.Sends != 0, "send.interval": c.SendInterval != 0,

@@ -109,8 +109,8 @@ func (c Config) ValidateTxn() error {
 		return fmt.Errorf("txn.max.sends %d: 1 to 64", t.TxnMaxSends)
 	case t.TransactionTimeout < 0:
 		return fmt.Errorf("transaction.timeout %v is negative", t.TransactionTimeout)
-	case c.Subscribe || c.ManualCommit || c.CrashEvery != 0:
-		return errors.New("subscribe, manual.commit and crash.every are not keys of the txn workload")
+	case c.Subscribe || c.ManualCommit || c.CrashEvery != 0 || c.MaxInFlight != 0:
+		return errors.New("subscribe, manual.commit, crash.every and max.in.flight.requests.per.connection are not keys of the txn workload")
 	}
 	return nil
 }

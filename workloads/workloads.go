@@ -103,9 +103,10 @@ type Config struct {
 	// codec can shrink, as seed 002 measured with, or compressible: one
 	// character repeated, the seed's comparison case.
 	Payload string `yaml:"payload" json:"payload"`
-	// MaxInFlight is max.in.flight.requests.per.connection (default kgo's
-	// 1; with idempotence up to 5); BufferMemory is buffer.memory in bytes
-	// (default: kgo's limit of 50000 records only).
+	// MaxInFlight is max.in.flight.requests.per.connection (default the
+	// client's: kgo's 1, with idempotence up to 5; sarama's 5, 1 with
+	// idempotence), for the log and rate workloads; BufferMemory is
+	// buffer.memory in bytes (default: kgo's limit of 50000 records only).
 	MaxInFlight  int `yaml:"max.in.flight.requests.per.connection" json:"max.in.flight.requests.per.connection"`
 	BufferMemory int `yaml:"buffer.memory" json:"buffer.memory"`
 	// ConsumerGroups is how many consumer groups read the whole topic,
@@ -126,6 +127,9 @@ type Config struct {
 	FirstProcess int   `yaml:"first.process" json:"first.process"`
 	Seed         int64 `yaml:"seed" json:"seed"`
 }
+
+// WithDefaults returns c with every unset key at its default.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
 
 func (c Config) withDefaults() Config {
 	if c.Topic == "" {
@@ -237,6 +241,11 @@ func (c Config) producerOpts() []kgo.Opt {
 		opts = append(opts, kgo.RecordRetries(0))
 	case c.Retries > 0:
 		opts = append(opts, kgo.RecordRetries(c.Retries))
+	}
+	if c.MaxInFlight > 0 {
+		// The log workload's producers send one record at a time: more
+		// than one request in flight matters to the rate workload's.
+		opts = append(opts, kgo.MaxProduceRequestsInflightPerBroker(c.MaxInFlight))
 	}
 	return append(opts, kgo.WithHooks(&staleMetadata{}))
 }
@@ -383,57 +392,10 @@ func (p *processes) take() int { return int(p.next.Add(1) - 1) }
 
 func encodeValue(v int64) []byte { return strconv.AppendInt(nil, v, 10) }
 
-// send produces value v synchronously and records invoke and completion.
-// A failed send is fail when Classify says so, or when no Produce request
-// that could carry the record began to be written (attempts.neverSent);
-// otherwise, and whenever that cannot be told in time, info.
-func send(ctx context.Context, cl *kgo.Client, writes *attempts, rec *history.Recorder, proc int, cfg *Config, v int64) history.Type {
-	key := "k" + strconv.FormatInt(v%int64(cfg.Keys), 10)
-	part := PartitionOf(key, cfg.Partitions)
-	inv := history.NewOp(proc, history.Invoke, history.FSend)
-	inv.Value, inv.HasValue, inv.Partition, inv.Key = v, true, part, key
-	rec.Record(inv)
-	r := &kgo.Record{Key: []byte(key), Value: encodeValue(v), Partition: part}
-	before := writes.n.Load()
-	err := cl.ProduceSync(ctx, r).FirstErr()
-	done := inv
-	done.Type = Classify(err, cfg.Retries >= 0)
-	done.Error = errString(err)
-	if done.Type == history.Info {
-		// The run's end must not cut the wait short.
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), barrierTimeout(cfg))
-		if writes.neverSent(bctx, cl, before) {
-			done.Type = history.Fail
-			done.Error = "never sent: " + done.Error
-		}
-		cancel()
-	}
-	if done.Type == history.OK && r.Offset >= 0 && cfg.Acks != "0" {
-		done.Offset = r.Offset
-	}
-	rec.Record(done)
-	return done.Type
-}
-
 // pollOnce polls cl once and records the records it returned; it returns
 // the recorded completion. The error is kgo.ErrClientClosed only.
 func pollOnce(ctx context.Context, cl *kgo.Client, rec *history.Recorder, proc int, timeout time.Duration, f string) (history.Op, error) {
-	rec.Record(history.NewOp(proc, history.Invoke, f))
-	done := history.NewOp(proc, history.OK, f)
-	var n int
-	var firstErr error
-	done.Reads, n, firstErr = pollFetches(ctx, cl, timeout)
-	if firstErr != nil {
-		done.Error = errString(firstErr)
-		if n == 0 {
-			done.Type = history.Info
-		}
-	}
-	done = rec.Record(done)
-	if errors.Is(firstErr, kgo.ErrClientClosed) {
-		return done, firstErr
-	}
-	return done, nil
+	return poll(ctx, kgoConsumer{cl}, rec, proc, timeout, f)
 }
 
 // poller is a kgo.Client or a kgo.GroupTransactSession.
@@ -448,29 +410,50 @@ func pollFetches(ctx context.Context, cl poller, timeout time.Duration) ([]histo
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	fs := cl.PollFetches(pctx)
 	cancel()
-	reads := []history.PartitionRecords{}
-	n := 0
-	byPart := map[int32]int{}
-	fs.EachRecord(func(r *kgo.Record) {
-		i, ok := byPart[r.Partition]
-		if !ok {
-			i = len(reads)
-			byPart[r.Partition] = i
-			reads = append(reads, history.PartitionRecords{Partition: r.Partition})
-		}
-		v, err := strconv.ParseInt(string(r.Value), 10, 64)
-		hr := history.Record{Offset: r.Offset, Value: v}
-		if err != nil || v == history.BadValue {
-			hr.Value, hr.Raw = history.BadValue, string(r.Value)
-		}
-		reads[i].Records = append(reads[i].Records, hr)
-		n++
-	})
+	var reads Reads
+	fs.EachRecord(func(r *kgo.Record) { reads.Add(r.Partition, r.Offset, r.Value) })
 	var firstErr error
 	fs.EachError(func(_ string, _ int32, err error) {
 		if firstErr == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			firstErr = err
 		}
 	})
-	return reads, n, firstErr
+	return reads.Records(), reads.N, firstErr
+}
+
+// Reads gathers a poll's records per partition, in the order the client
+// returned them; N counts them.
+type Reads struct {
+	out    []history.PartitionRecords
+	byPart map[int32]int
+	N      int
+}
+
+// Add appends the record at offset of partition, whose value is a decimal
+// int64 (history.BadValue, with the raw value kept, when it is not).
+func (r *Reads) Add(partition int32, offset int64, value []byte) {
+	i, ok := r.byPart[partition]
+	if !ok {
+		if r.byPart == nil {
+			r.byPart = map[int32]int{}
+		}
+		i = len(r.out)
+		r.byPart[partition] = i
+		r.out = append(r.out, history.PartitionRecords{Partition: partition})
+	}
+	v, err := strconv.ParseInt(string(value), 10, 64)
+	hr := history.Record{Offset: offset, Value: v}
+	if err != nil || v == history.BadValue {
+		hr.Value, hr.Raw = history.BadValue, string(value)
+	}
+	r.out[i].Records = append(r.out[i].Records, hr)
+	r.N++
+}
+
+// Records returns the records per partition (never nil).
+func (r *Reads) Records() []history.PartitionRecords {
+	if r.out == nil {
+		return []history.PartitionRecords{}
+	}
+	return r.out
 }
