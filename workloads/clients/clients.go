@@ -1,0 +1,128 @@
+// Package clients holds the client drivers of the workloads other than
+// franz-go's (package workloads has that one, the default): sarama, in
+// this process, and exec, an out-of-process driver speaking the
+// line-delimited JSON protocol of docs/client-protocol.md, so that any
+// client in any language can run the log workload.
+//
+// A driver performs each operation the workload asks for with its client
+// and reports ok, fail or info as the client let it know: fail only when
+// the record was definitely not written, info when it may have been (a
+// timeout, a connection broken after the request was written).
+// docs/clients-under-faults.md lists, per client, which of its errors
+// mean which.
+package clients
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os/exec"
+	"slices"
+	"time"
+
+	"github.com/isrlab/isrlab/workloads"
+)
+
+// The clients a scenario can name (workload.client).
+const (
+	FranzGo = workloads.FranzGo
+	Sarama  = "sarama"
+	Exec    = "exec"
+)
+
+// Names lists them.
+var Names = []string{FranzGo, Sarama, Exec}
+
+// Env is what a driver needs from the lab: the bootstrap brokers, how the
+// lab's clients dial (from the client host's network namespace), and how
+// to start an exec driver's command there.
+type Env struct {
+	Seeds []string
+	Dial  workloads.DialFunc
+	// Start starts an exec driver's command (default: cmd.Start, in the
+	// lab's own namespace).
+	Start func(*exec.Cmd) error
+	// HangGrace is how long past an operation's own timeout an exec
+	// driver may take to complete it before it is taken for hung
+	// (default 10 s).
+	HangGrace time.Duration
+}
+
+// Check reports whether the client spec names can run workload kind (log,
+// queue, rate, txn; "" is log) with cfg, and whether its settings are
+// ones the client has: an error naming the client when not, a
+// *workloads.CapabilityError when the client cannot do what cfg asks. It
+// needs no cluster: scenarios are checked when they load.
+func Check(spec workloads.ClientSpec, kind string, cfg workloads.Config) error {
+	name := spec.Name()
+	if !slices.Contains(Names, name) {
+		return fmt.Errorf("client %q: use %s", spec.Client, joinOr(Names))
+	}
+	if len(spec.Exec) > 0 && name != Exec {
+		return fmt.Errorf("client %s: exec is the command of client exec", name)
+	}
+	if name == FranzGo {
+		return checkFranzGo(spec.Config)
+	}
+	if kind == "" {
+		kind = "log"
+	}
+	if kind != "log" {
+		return &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf("the %s workload runs on franz-go only (client %s runs the log workload)", kind, name)}
+	}
+	if cfg.Subscribe {
+		return &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf("subscribe (consumer groups) runs on franz-go only; client %s's consumers are assigned their partitions", name)}
+	}
+	switch name {
+	case Sarama:
+		_, err := saramaConfig(cfg, spec.Config)
+		return err
+	case Exec:
+		if len(spec.Exec) == 0 || spec.Exec[0] == "" {
+			return errors.New("client exec: exec: give the driver's command as a list, e.g. exec: [python3, driver.py]")
+		}
+	}
+	return nil
+}
+
+// New returns the driver spec names for cfg, or nil for franz-go (the
+// workloads' own default). Check it first.
+func New(spec workloads.ClientSpec, cfg workloads.Config, env Env) (workloads.Client, error) {
+	switch spec.Name() {
+	case FranzGo:
+		return nil, nil
+	case Sarama:
+		return newSarama(cfg, spec.Config, env)
+	case Exec:
+		return newExec(cfg, spec, env), nil
+	}
+	return nil, fmt.Errorf("client %q: use %s", spec.Client, joinOr(Names))
+}
+
+// checkFranzGo refuses settings in franz-go's own names: its settings are
+// the workload's Kafka-named keys.
+func checkFranzGo(own map[string]string) error {
+	if len(own) == 0 {
+		return nil
+	}
+	k := slices.Sorted(maps.Keys(own))[0]
+	return fmt.Errorf("client franz-go: client.config.%s: franz-go takes the workload's Kafka-named keys (acks, enable.idempotence, retries, max.in.flight.requests.per.connection, request.timeout, delivery.timeout, linger) and no client.config", k)
+}
+
+func joinOr(names []string) string {
+	if len(names) == 1 {
+		return names[0]
+	}
+	out := ""
+	for i, n := range names {
+		switch {
+		case i == 0:
+		case i == len(names)-1:
+			out += " or "
+		default:
+			out += ", "
+		}
+		out += n
+	}
+	return out
+}

@@ -1,0 +1,486 @@
+package clients
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/isrlab/isrlab/history"
+	"github.com/isrlab/isrlab/workloads"
+)
+
+// ProtocolVersion is the version of docs/client-protocol.md the exec driver
+// speaks.
+const ProtocolVersion = 1
+
+// ErrDriver is wrapped by the errors of an exec driver that crashed,
+// printed something that is not a completion, or hung.
+var ErrDriver = errors.New("exec driver failed")
+
+// execHello is the lab's first line to the driver.
+type execHello struct {
+	Type       string            `json:"type"` // "hello"
+	Protocol   int               `json:"protocol"`
+	Bootstrap  []string          `json:"bootstrap"`
+	Topic      string            `json:"topic"`
+	Partitions int32             `json:"partitions"`
+	Config     map[string]string `json:"config"`
+	Client     map[string]string `json:"client.config,omitempty"`
+}
+
+// execHelloReply is the driver's first line.
+type execHelloReply struct {
+	Type   string `json:"type"` // "hello" or "refused"
+	Client string `json:"client"`
+	PID    int    `json:"pid"`
+	Error  string `json:"error"`
+}
+
+// execOp is one operation the lab asks for.
+type execOp struct {
+	ID         int64   `json:"id"`
+	Process    int     `json:"process"`
+	F          string  `json:"f"` // open-producer, open-consumer, send, poll, close
+	TimeNs     int64   `json:"time_ns"`
+	TimeoutMs  int64   `json:"timeout_ms"`
+	Partitions []int32 `json:"partitions,omitempty"`
+	Partition  *int32  `json:"partition,omitempty"`
+	Key        string  `json:"key,omitempty"`
+	Value      string  `json:"value,omitempty"`
+}
+
+// execDone is the driver's completion of an operation.
+type execDone struct {
+	ID      *int64 `json:"id"`
+	Process *int   `json:"process"`
+	Type    string `json:"type"` // ok, fail or info
+	Offset  *int64 `json:"offset"`
+	Error   string `json:"error"`
+	Records []struct {
+		Partition int32  `json:"partition"`
+		Offset    int64  `json:"offset"`
+		Value     string `json:"value"`
+	} `json:"records"`
+}
+
+// execClient runs a driver process for the workload's producers and
+// assigned consumers, one operation of a process at a time, processes
+// side by side.
+type execClient struct {
+	cfg   workloads.Config
+	spec  workloads.ClientSpec
+	env   Env
+	grace time.Duration
+
+	once     sync.Once
+	startErr error
+	cmd      *exec.Cmd
+	stdin    io.WriteCloser
+	wmu      sync.Mutex // stdin
+	stderr   *tail
+	hello    execHelloReply
+	exited   chan struct{} // closed once the process was waited for
+	waitErr  error
+
+	mu      sync.Mutex
+	nextID  int64
+	pending map[int64]*execPending
+	busy    map[int]bool // processes with an operation in flight
+	dead    chan struct{}
+	err     error
+	closing bool
+}
+
+type execPending struct {
+	process int
+	done    chan execDone
+}
+
+// hangGrace is how long past an operation's own timeout the lab waits for
+// its completion before it takes the driver for hung.
+const hangGrace = 10 * time.Second
+
+func newExec(cfg workloads.Config, spec workloads.ClientSpec, env Env) *execClient {
+	grace := env.HangGrace
+	if grace <= 0 {
+		grace = hangGrace
+	}
+	return &execClient{cfg: cfg.WithDefaults(), spec: spec, env: env, grace: grace,
+		pending: map[int64]*execPending{}, busy: map[int]bool{}, dead: make(chan struct{}), exited: make(chan struct{})}
+}
+
+func (*execClient) Name() string { return Exec }
+
+// kafkaConfig is the workload's Kafka-named settings in Kafka's own names
+// and units, as the driver's client takes them.
+func kafkaConfig(c workloads.Config) map[string]string {
+	retries := "2147483647" // isrlab's 0: until delivery.timeout.ms
+	switch {
+	case c.Retries < 0:
+		retries = "0"
+	case c.Retries > 0:
+		retries = strconv.Itoa(c.Retries)
+	}
+	acks := c.Acks
+	if acks == "-1" {
+		acks = "all"
+	}
+	m := map[string]string{
+		"acks":                acks,
+		"enable.idempotence":  strconv.FormatBool(c.Idempotent),
+		"retries":             retries,
+		"request.timeout.ms":  strconv.FormatInt(c.RequestTimeout.Milliseconds(), 10),
+		"delivery.timeout.ms": strconv.FormatInt(c.DeliveryTimeout.Milliseconds(), 10),
+		"linger.ms":           strconv.FormatInt(c.Linger.Milliseconds(), 10),
+	}
+	if c.MaxInFlight > 0 {
+		m["max.in.flight.requests.per.connection"] = strconv.Itoa(c.MaxInFlight)
+	}
+	return m
+}
+
+// start runs the driver and exchanges the hellos.
+func (e *execClient) start(ctx context.Context) error {
+	e.once.Do(func() { e.startErr = e.run(ctx) })
+	return e.startErr
+}
+
+func (e *execClient) argv() string { return strings.Join(e.spec.Exec, " ") }
+
+func (e *execClient) run(ctx context.Context) error {
+	cmd := exec.Command(e.spec.Exec[0], e.spec.Exec[1:]...)
+	// Its own process group, so that a driver started by a wrapper
+	// (a shell, a runtime) dies whole.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	e.stderr = &tail{max: 4096}
+	cmd.Stderr = e.stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	start := e.env.Start
+	if start == nil {
+		start = (*exec.Cmd).Start
+	}
+	if err := start(cmd); err != nil {
+		return fmt.Errorf("%w: start %s: %v", ErrDriver, e.argv(), err)
+	}
+	e.cmd, e.stdin = cmd, stdin
+	lines := bufio.NewScanner(stdout)
+	lines.Buffer(make([]byte, 64<<10), 64<<20)
+	hello := make(chan error, 1)
+	go e.read(lines, hello)
+	if err := e.write(execHello{Type: "hello", Protocol: ProtocolVersion, Bootstrap: e.env.Seeds, Topic: e.cfg.Topic,
+		Partitions: e.cfg.Partitions, Config: kafkaConfig(e.cfg), Client: e.spec.Config}); err != nil {
+		return err
+	}
+	t := time.NewTimer(e.cfg.RequestTimeout + e.grace)
+	defer t.Stop()
+	select {
+	case err := <-hello:
+		return err
+	case <-t.C:
+		return e.fail(fmt.Errorf("%w: %s did not answer the hello within %s", ErrDriver, e.argv(), e.cfg.RequestTimeout+e.grace))
+	case <-ctx.Done():
+		return e.fail(fmt.Errorf("%w: %s: the run ended before its hello", ErrDriver, e.argv()))
+	}
+}
+
+// read reads the driver's lines (the hello, then completions) until its
+// output ends or it prints something else, then waits for its end.
+func (e *execClient) read(lines *bufio.Scanner, hello chan<- error) {
+	n, answered := e.readLines(lines, hello)
+	err := lines.Err()
+	e.waitErr = e.cmd.Wait()
+	close(e.exited)
+	why := "closed its output"
+	switch {
+	case err != nil:
+		why = "output unreadable: " + err.Error()
+	case e.waitErr != nil:
+		why = "exited: " + e.waitErr.Error()
+	case e.cmd.ProcessState != nil:
+		why = "exited: " + e.cmd.ProcessState.String()
+	}
+	e.mu.Lock()
+	quiet := e.closing && len(e.pending) == 0
+	e.mu.Unlock()
+	if quiet {
+		return
+	}
+	ferr := e.fail(fmt.Errorf("%w: %s (pid %d) %s after %d lines%s", ErrDriver, e.argv(), e.hello.PID, why, n, e.stderr.last()))
+	if !answered {
+		hello <- ferr
+	}
+}
+
+// readLines reads until the output ends or a line is not what the
+// protocol allows (the driver is then failed). It returns how many lines
+// it read and whether it answered hello.
+func (e *execClient) readLines(lines *bufio.Scanner, hello chan<- error) (int, bool) {
+	n := 0
+	for lines.Scan() {
+		n++
+		line := lines.Bytes()
+		if n == 1 {
+			err := json.Unmarshal(line, &e.hello)
+			switch {
+			case err != nil || (e.hello.Type != "hello" && e.hello.Type != "refused"):
+				err = e.fail(fmt.Errorf("%w: %s: its first line is not a hello: %q", ErrDriver, e.argv(), clip(line)))
+			case e.hello.Type == "refused":
+				err = e.fail(&workloads.CapabilityError{Client: Exec, Reason: fmt.Sprintf("%s refused the workload: %s", e.argv(), e.hello.Error)})
+			}
+			hello <- err
+			if err != nil {
+				return n, true
+			}
+			continue
+		}
+		if err := e.complete(line); err != nil {
+			e.fail(fmt.Errorf("%w: %s (pid %d): line %d: %v", ErrDriver, e.argv(), e.hello.PID, n, err))
+			return n, true
+		}
+	}
+	return n, n > 0
+}
+
+// complete hands a completion line to the operation it completes.
+func (e *execClient) complete(line []byte) error {
+	var d execDone
+	dec := json.NewDecoder(strings.NewReader(string(line)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return fmt.Errorf("not a completion: %q (%v)", clip(line), err)
+	}
+	if d.ID == nil || d.Process == nil {
+		return fmt.Errorf("a completion without id or process: %q", clip(line))
+	}
+	if _, ok := history.ParseType(d.Type); !ok || d.Type == "invoke" {
+		return fmt.Errorf("completion %d: type %q: want ok, fail or info", *d.ID, d.Type)
+	}
+	e.mu.Lock()
+	p, ok := e.pending[*d.ID]
+	if ok && p.process == *d.Process {
+		delete(e.pending, *d.ID)
+		delete(e.busy, p.process)
+	}
+	e.mu.Unlock()
+	switch {
+	case !ok:
+		return fmt.Errorf("completion of operation %d, which is not in flight: %q", *d.ID, clip(line))
+	case p.process != *d.Process:
+		return fmt.Errorf("completion of operation %d names process %d; it is process %d's", *d.ID, *d.Process, p.process)
+	}
+	p.done <- d
+	return nil
+}
+
+// fail records the driver's end (the first reason wins), kills it and
+// wakes every operation in flight. It returns the recorded error.
+func (e *execClient) fail(err error) error {
+	e.mu.Lock()
+	if e.err != nil {
+		err = e.err
+		e.mu.Unlock()
+		return err
+	}
+	e.err = err
+	close(e.dead)
+	e.mu.Unlock()
+	e.kill()
+	return err
+}
+
+func (e *execClient) kill() {
+	if e.cmd != nil && e.cmd.Process != nil {
+		syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+func (e *execClient) write(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	if _, err := e.stdin.Write(append(b, '\n')); err != nil {
+		return e.fail(fmt.Errorf("%w: %s: write to its input: %v", ErrDriver, e.argv(), err))
+	}
+	return nil
+}
+
+// call sends op and waits for its completion, at most its timeout and the
+// hang grace; the run's end does not cut the wait short (the operation
+// may still complete). An error means the driver is gone.
+func (e *execClient) call(op execOp, timeout time.Duration) (execDone, error) {
+	e.mu.Lock()
+	if e.err != nil {
+		err := e.err
+		e.mu.Unlock()
+		return execDone{}, err
+	}
+	if e.busy[op.Process] {
+		e.mu.Unlock()
+		return execDone{}, fmt.Errorf("process %d already has an operation in flight", op.Process)
+	}
+	e.nextID++
+	op.ID = e.nextID
+	p := &execPending{process: op.Process, done: make(chan execDone, 1)}
+	e.pending[op.ID] = p
+	e.busy[op.Process] = true
+	e.mu.Unlock()
+	op.TimeNs, op.TimeoutMs = time.Now().UnixNano(), timeout.Milliseconds()
+	if err := e.write(op); err != nil {
+		return execDone{}, err
+	}
+	t := time.NewTimer(timeout + e.grace)
+	defer t.Stop()
+	select {
+	case d := <-p.done:
+		return d, nil
+	case <-e.dead:
+		return execDone{}, e.err
+	case <-t.C:
+		return execDone{}, e.fail(fmt.Errorf("%w: %s (pid %d) hangs: no completion of operation %d (%s of process %d) within %s",
+			ErrDriver, e.argv(), e.hello.PID, op.ID, op.F, op.Process, timeout+e.grace))
+	}
+}
+
+func (e *execClient) open(ctx context.Context, proc int, f string, parts []int32) error {
+	if err := e.start(ctx); err != nil {
+		return err
+	}
+	d, err := e.call(execOp{Process: proc, F: f, Partitions: parts}, e.cfg.DeliveryTimeout)
+	if err != nil {
+		return err
+	}
+	if d.Type != "ok" {
+		return fmt.Errorf("client exec (%s): %s: %s", e.argv(), f, d.Error)
+	}
+	return nil
+}
+
+func (e *execClient) Producer(ctx context.Context, proc, _ int) (workloads.Producer, error) {
+	if err := e.open(ctx, proc, "open-producer", nil); err != nil {
+		return nil, err
+	}
+	return &execProcess{e: e, proc: proc}, nil
+}
+
+func (e *execClient) Consumer(ctx context.Context, proc int, parts []int32) (workloads.Consumer, error) {
+	if err := e.open(ctx, proc, "open-consumer", parts); err != nil {
+		return nil, err
+	}
+	return &execProcess{e: e, proc: proc}, nil
+}
+
+// Close ends the driver: its input closes, and it is killed if it has not
+// exited within the grace.
+func (e *execClient) Close() error {
+	e.mu.Lock()
+	e.closing = true
+	started := e.cmd != nil
+	e.mu.Unlock()
+	if !started {
+		return nil
+	}
+	e.wmu.Lock()
+	e.stdin.Close()
+	e.wmu.Unlock()
+	t := time.NewTimer(e.grace)
+	defer t.Stop()
+	select {
+	case <-e.exited:
+	case <-t.C:
+		e.kill()
+		<-e.exited
+	}
+	return nil
+}
+
+// execProcess is one producer or consumer process of the driver.
+type execProcess struct {
+	e    *execClient
+	proc int
+}
+
+func (p *execProcess) Send(_ context.Context, r workloads.Record) (workloads.Sent, error) {
+	part := r.Partition
+	d, err := p.e.call(execOp{Process: p.proc, F: "send", Partition: &part, Key: r.Key, Value: strconv.FormatInt(r.Value, 10)}, p.e.cfg.DeliveryTimeout)
+	if err != nil {
+		return workloads.Sent{Type: history.Info, Offset: -1, Error: err.Error()}, err
+	}
+	t, _ := history.ParseType(d.Type)
+	s := workloads.Sent{Type: t, Offset: -1, Error: d.Error}
+	if t == history.OK && d.Offset != nil {
+		s.Offset = *d.Offset
+	}
+	return s, nil
+}
+
+func (p *execProcess) Poll(_ context.Context, timeout time.Duration) (workloads.Polled, error) {
+	d, err := p.e.call(execOp{Process: p.proc, F: "poll"}, timeout)
+	if err != nil {
+		return workloads.Polled{Type: history.Info, Error: err.Error()}, err
+	}
+	var reads workloads.Reads
+	for _, r := range d.Records {
+		reads.Add(r.Partition, r.Offset, []byte(r.Value))
+	}
+	t, _ := history.ParseType(d.Type)
+	return workloads.Polled{Type: t, Reads: reads.Records(), Error: d.Error}, nil
+}
+
+func (p *execProcess) Close() error {
+	_, err := p.e.call(execOp{Process: p.proc, F: "close"}, p.e.cfg.RequestTimeout)
+	return err
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = t.b[len(t.b)-t.max:]
+	}
+	return len(p), nil
+}
+
+// last is the tail as an error's ending ("" when nothing was written).
+func (t *tail) last() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := strings.TrimSpace(string(t.b))
+	if s == "" {
+		return ""
+	}
+	return "; its stderr ends:\n" + s
+}
+
+func clip(b []byte) string {
+	if len(b) > 200 {
+		return string(b[:200]) + "..."
+	}
+	return string(b)
+}

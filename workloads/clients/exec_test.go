@@ -1,0 +1,162 @@
+package clients
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isrlab/isrlab/history"
+	"github.com/isrlab/isrlab/internal/proctest"
+	"github.com/isrlab/isrlab/workloads"
+)
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv("ISRLAB_TEST_DRIVER"); mode != "" {
+		brokenDriver(mode)
+		os.Exit(0)
+	}
+	code := m.Run()
+	proctest.Cleanup()
+	os.Exit(code)
+}
+
+// brokenDriver is an exec driver that goes wrong the way mode says, at
+// the first send: it answers the hello and opens, and polls with nothing.
+func brokenDriver(mode string) {
+	in := bufio.NewScanner(os.Stdin)
+	out := json.NewEncoder(os.Stdout)
+	in.Scan() // the hello
+	switch mode {
+	case "refuse":
+		out.Encode(map[string]any{"type": "refused", "error": "this client has no idempotent producer"})
+		return
+	case "bad-hello":
+		fmt.Println("HELLO")
+		select {}
+	case "silent":
+		select {}
+	}
+	out.Encode(map[string]any{"type": "hello", "client": "broken " + mode, "pid": os.Getpid()})
+	for in.Scan() {
+		var op struct {
+			ID      int64  `json:"id"`
+			Process int    `json:"process"`
+			F       string `json:"f"`
+		}
+		json.Unmarshal(in.Bytes(), &op)
+		if op.F != "send" {
+			out.Encode(map[string]any{"id": op.ID, "process": op.Process, "type": "ok"})
+			continue
+		}
+		switch mode {
+		case "crash":
+			fmt.Fprintln(os.Stderr, "broken driver: boom")
+			os.Exit(3)
+		case "garbage":
+			fmt.Println("Traceback (most recent call last):")
+		case "hang":
+			select {}
+		case "wrong-id":
+			out.Encode(map[string]any{"id": op.ID + 1000, "process": op.Process, "type": "ok"})
+		case "wrong-type":
+			out.Encode(map[string]any{"id": op.ID, "process": op.Process, "type": "maybe"})
+		case "exit":
+			os.Exit(0)
+		}
+	}
+}
+
+// brokenClient returns an exec client running brokenDriver in mode.
+func brokenClient(t *testing.T, mode string, cfg workloads.Config) workloads.Client {
+	t.Helper()
+	start := func(cmd *exec.Cmd) error {
+		cmd.Env = append(os.Environ(), "ISRLAB_TEST_DRIVER="+mode)
+		return cmd.Start()
+	}
+	spec := workloads.ClientSpec{Client: Exec, Exec: []string{os.Args[0], "-test.run=^$"}}
+	cl, err := New(spec, cfg, Env{Seeds: []string{"127.0.0.1:9"}, Start: start, HangGrace: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// TestExecDriverFailures: a driver that crashes, prints garbage, hangs,
+// answers an operation that is not in flight or refuses the workload ends
+// the workload's Run with an error that says what happened, and the
+// history so far is whole: every operation invoked has its completion,
+// the one the driver never answered is info.
+func TestExecDriverFailures(t *testing.T) {
+	tests := []struct {
+		mode string
+		want []string
+		sent bool // a send was invoked
+	}{
+		{"crash", []string{"exited: exit status 3", "broken driver: boom"}, true},
+		{"garbage", []string{"not a completion", "Traceback"}, true},
+		{"hang", []string{"hangs: no completion of operation"}, true},
+		{"wrong-id", []string{"not in flight"}, true},
+		{"wrong-type", []string{`type "maybe": want ok, fail or info`}, true},
+		{"exit", []string{"exited: exit status 0"}, true},
+		{"bad-hello", []string{"its first line is not a hello", "HELLO"}, false},
+		{"silent", []string{"did not answer the hello"}, false},
+		{"refuse", []string{"client exec: ", "refused the workload: this client has no idempotent producer"}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			cfg := workloads.Config{Topic: "t", Partitions: 2, Producers: 1, Consumers: 1, Sends: 3,
+				RequestTimeout: time.Second, DeliveryTimeout: time.Second, PollTimeout: 50 * time.Millisecond}
+			var mem history.Memory
+			rec := history.NewRecorder(&mem, func() time.Duration { return 0 })
+			w, err := workloads.NewLogWith(brokenClient(t, tc.mode, cfg), cfg, rec, []string{"127.0.0.1:9"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			err = w.Run(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("Run did not end: %v", err)
+			}
+			var ce *workloads.CapabilityError
+			if err == nil || !(errors.Is(err, ErrDriver) || errors.As(err, &ce)) {
+				t.Fatalf("Run: %v, want ErrDriver", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			open := map[int]history.Op{}
+			sends := 0
+			for _, op := range mem.Ops {
+				if op.Type == history.Invoke {
+					open[op.Process] = op
+					continue
+				}
+				delete(open, op.Process)
+				if op.F == history.FSend {
+					sends++
+					if op.Type != history.Info || !strings.Contains(op.Error, "exec driver") {
+						t.Errorf("the unanswered send completed %s (%s), want info naming the driver", op.Type, op.Error)
+					}
+				}
+			}
+			for _, op := range open {
+				t.Errorf("process %d's %s was never completed", op.Process, op.F)
+			}
+			if want := map[bool]int{true: 1, false: 0}[tc.sent]; sends != want {
+				t.Errorf("%d sends completed, want %d", sends, want)
+			}
+			t.Logf("%v", err)
+		})
+	}
+}

@@ -1,0 +1,212 @@
+package clients
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/isrlab/isrlab/checker"
+	"github.com/isrlab/isrlab/history"
+	"github.com/isrlab/isrlab/internal/proctest"
+	"github.com/isrlab/isrlab/workloads"
+)
+
+// TestSaramaOutcome: sarama's errors map to Jepsen's outcomes as
+// docs/clients-under-faults.md says.
+func TestSaramaOutcome(t *testing.T) {
+	tests := []struct {
+		err     error
+		retries bool
+		want    history.Type
+		name    string
+	}{
+		{sarama.ErrMessageSizeTooLarge, true, history.Fail, "MESSAGE_TOO_LARGE"},
+		{sarama.ErrInvalidRequiredAcks, true, history.Fail, "INVALID_REQUIRED_ACKS"},
+		{sarama.ErrNotEnoughReplicas, false, history.Fail, "NOT_ENOUGH_REPLICAS"},
+		{sarama.ErrNotEnoughReplicas, true, history.Info, "NOT_ENOUGH_REPLICAS"},
+		{sarama.ErrNotEnoughReplicasAfterAppend, false, history.Info, "NOT_ENOUGH_REPLICAS_AFTER_APPEND"},
+		{sarama.ErrRequestTimedOut, false, history.Info, "REQUEST_TIMED_OUT"},
+		{sarama.ErrNotLeaderForPartition, false, history.Info, "NOT_LEADER_FOR_PARTITION"},
+		{sarama.ErrOutOfOrderSequenceNumber, false, history.Info, "OUT_OF_ORDER_SEQUENCE_NUMBER"},
+		{sarama.ConfigurationError("Attempt to produce message larger than configured Producer.MaxMessageBytes"), true, history.Fail, ""},
+		{sarama.ErrInvalidPartition, true, history.Fail, ""},
+		{sarama.ErrOutOfBrokers, true, history.Info, ""},
+		{sarama.ErrShuttingDown, true, history.Info, ""},
+		{sarama.ErrIncompleteResponse, true, history.Info, ""},
+		{&net.OpError{Op: "read", Err: errors.New("i/o timeout")}, false, history.Info, ""},
+		{io.EOF, false, history.Info, ""},
+	}
+	for _, tc := range tests {
+		got, name := saramaOutcome(tc.err, tc.retries)
+		if got != tc.want || (tc.name != "" && name != tc.name) {
+			t.Errorf("%v (retries %v): %s %q, want %s %q", tc.err, tc.retries, got, name, tc.want, tc.name)
+		}
+	}
+}
+
+// TestSaramaConfig: the workload's Kafka-named keys map to sarama's
+// fields, and client.config (sarama's own names) comes after them.
+func TestSaramaConfig(t *testing.T) {
+	c, err := saramaConfig(workloads.Config{Acks: "1", Retries: -1, MaxInFlight: 3, RequestTimeout: 4 * time.Second, Linger: 5 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Producer.RequiredAcks != sarama.WaitForLocal || c.Producer.Retry.Max != 0 || c.Net.MaxOpenRequests != 3 ||
+		c.Producer.Timeout != 4*time.Second || c.Net.ReadTimeout != 4*time.Second || c.Producer.Flush.Frequency != 5*time.Millisecond {
+		t.Errorf("acks=1, retries -1, in flight 3, request.timeout 4s, linger 5ms: %+v %+v", c.Producer, c.Net)
+	}
+	c, err = saramaConfig(workloads.Config{Idempotent: true, DeliveryTimeout: 10 * time.Second},
+		map[string]string{"Producer.Retry.Backoff": "50ms", "Version": "3.7.0", "Producer.Compression": "zstd", "Producer.RequiredAcks": "all"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Producer.Idempotent || c.Net.MaxOpenRequests != 1 || c.Producer.RequiredAcks != sarama.WaitForAll ||
+		c.Producer.Retry.Backoff != 50*time.Millisecond || c.Version != sarama.V3_7_0_0 || c.Producer.Compression != sarama.CompressionZSTD {
+		t.Errorf("idempotent with sarama's own settings: %+v %+v %v", c.Producer, c.Net, c.Version)
+	}
+	// retries 0 is "until delivery.timeout": the retries that take it at
+	// sarama's default backoff.
+	if c.Producer.Retry.Max != 100 {
+		t.Errorf("Producer.Retry.Max %d, want 10s / 100ms", c.Producer.Retry.Max)
+	}
+}
+
+// logRun runs a Log workload of one send through client c (franz-go when
+// nil) and drains the topic; it returns the history.
+func logRun(t *testing.T, c workloads.Client, cfg workloads.Config, seeds []string, release func()) []history.Op {
+	t.Helper()
+	var mem history.Memory
+	start := time.Now()
+	rec := history.NewRecorder(&mem, func() time.Duration { return time.Since(start) })
+	w, err := workloads.NewLogWith(c, cfg, rec, seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := w.Run(ctx); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	release()
+	if err := w.Drain(ctx); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	return mem.Ops
+}
+
+func sendOutcome(t *testing.T, ops []history.Op) history.Op {
+	t.Helper()
+	for _, op := range ops {
+		if op.F == history.FSend && op.Type != history.Invoke {
+			return op
+		}
+	}
+	t.Fatal("no send completed")
+	return history.Op{}
+}
+
+// TestHeldProduceIsInfo: for each client, a send whose Produce request
+// the leader holds (a broker test hook) until the client gives up on it
+// is info, never fail: the request was written, and once the hold ends
+// the broker appends the record, which the drain reads.
+func TestHeldProduceIsInfo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 1, TestHooks: true})
+	driver := proctest.Build(t, "./examples/exec-driver")
+	for _, name := range Names {
+		t.Run(name, func(t *testing.T) {
+			topic := "held-" + name
+			c.CreateTopic(topic, 1, 1, nil)
+			// A short request timeout, sent once: the client gives up on
+			// the held request itself.
+			cfg := workloads.Config{Topic: topic, Partitions: 1, Producers: 1, Consumers: 1, Sends: 1, Retries: -1,
+				RequestTimeout: 2 * time.Second, DeliveryTimeout: 20 * time.Second, PollTimeout: 200 * time.Millisecond}
+			spec := workloads.ClientSpec{Client: name}
+			if name == Exec {
+				spec.Exec = []string{driver}
+				// kgo in the driver waits for the held request up to its
+				// request timeout and overhead.
+				cfg.DeliveryTimeout = 3 * time.Second
+			}
+			cl, err := New(spec, cfg, Env{Seeds: c.Bootstrap(), HangGrace: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rule := c.Hook(1, proctest.HookRule{API: "Produce", Topic: topic})
+			released := false
+			release := func() {
+				if !released {
+					c.Unhook(1, rule)
+					released = true
+				}
+			}
+			t.Cleanup(release)
+			ops := logRun(t, cl, cfg, c.Bootstrap(), release)
+			st, err := c.HookState(1, rule)
+			if err == nil && st.Matched == 0 {
+				t.Fatal("the hook held no Produce request")
+			}
+			sent := sendOutcome(t, ops)
+			if sent.Type != history.Info {
+				t.Fatalf("the held send ended %s (%s), want info", sent.Type, sent.Error)
+			}
+			v := checker.CheckOps(ops, checker.Options{})
+			if v.Stats.ReadValues != 1 {
+				t.Fatalf("the drain read %d values, want the held record", v.Stats.ReadValues)
+			}
+			if v.Valid != checker.Valid {
+				t.Errorf("verdict %s, anomalies %v", v.Valid, v.Anomalies)
+			}
+			t.Logf("%s: the held send ended info (%s); the drain read it", name, sent.Error)
+		})
+	}
+}
+
+// TestSaramaNeverSentIsFail: a sarama send that fails before any Produce
+// request was written (every connection after the bootstrap's is refused)
+// is fail, and one that sarama refuses itself (a partition the topic does
+// not have) is fail too.
+func TestSaramaNeverSentIsFail(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 1})
+	c.CreateTopic("unsent", 1, 1, nil)
+	var dials atomic.Int64
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		// The bootstrap's metadata connection only.
+		if dials.Add(1) > 1 {
+			return nil, fmt.Errorf("dial %s: refused by the test", addr)
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	cfg := workloads.Config{Topic: "unsent", Partitions: 1, Retries: 1, RequestTimeout: 2 * time.Second, DeliveryTimeout: 20 * time.Second}
+	cl, err := newSarama(cfg, nil, Env{Seeds: c.Bootstrap(), Dial: dial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := cl.Producer(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	s, err := p.Send(ctx, workloads.Record{Partition: 0, Key: "k0", Value: 0})
+	if err != nil || s.Type != history.Fail {
+		t.Errorf("send with every broker connection refused: %s (%s), %v; want fail", s.Type, s.Error, err)
+	}
+	t.Logf("refused connections: %s (%s)", s.Type, s.Error)
+	s, err = p.Send(ctx, workloads.Record{Partition: 7, Key: "k0", Value: 1})
+	if err != nil || s.Type != history.Fail {
+		t.Errorf("send to partition 7 of 1: %s (%s), %v; want fail", s.Type, s.Error, err)
+	}
+}
