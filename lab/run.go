@@ -497,7 +497,11 @@ func newWorkload(w Workload, rec *history.Recorder, sw workloads.Sampler, seeds 
 	case "txn":
 		return workloads.NewTxn(w.Config, rec, seeds, opts...)
 	}
-	return workloads.NewLog(w.Config, rec, seeds, opts...)
+	cl, err := newClient(w, seeds, opts)
+	if err != nil {
+		return nil, err
+	}
+	return workloads.NewLogWith(cl, w.Config, rec, seeds, opts...)
 }
 
 func countStarts(ev []nemesis.Event) int {

@@ -27,6 +27,7 @@ import (
 	"github.com/isrlab/isrlab/nemesis"
 	"github.com/isrlab/isrlab/nemesis/faultfs"
 	"github.com/isrlab/isrlab/workloads"
+	"github.com/isrlab/isrlab/workloads/clients"
 )
 
 // Scenario is what one run does. Its YAML form is the file format of
@@ -109,9 +110,11 @@ type Topic struct {
 // that crash and rejoin), the rate workload (producers at fixed rates and
 // consumer groups, sampled per second into metrics.jsonl) or the txn
 // workload (transactional producers and read_committed consumers).
+// ClientSpec picks the client that runs it (client, client.config, exec).
 type Workload struct {
-	Type             string `yaml:"type,omitempty"` // log (default), queue, rate or txn
-	workloads.Config `yaml:",inline"`
+	Type                 string `yaml:"type,omitempty"` // log (default), queue, rate or txn
+	workloads.ClientSpec `yaml:",inline"`
+	workloads.Config     `yaml:",inline"`
 }
 
 // Fault is one fault on the timeline: its nemesis spec (the same fields as
@@ -578,6 +581,9 @@ func (s *Scenario) Validate() error {
 		return bad([]string{"workload", keys[0]}, "a key of the txn workload (workload.type: txn)")
 	} else if err := s.Workload.ValidateFor(s.Workload.Type); err != nil {
 		return bad([]string{"workload"}, "%v", err)
+	}
+	if err := clients.Check(s.Workload.ClientSpec, s.Workload.Type, s.Workload.Config); err != nil {
+		return bad([]string{"workload", "client"}, "%v", err)
 	}
 	var faultNames []string
 	for i, f := range s.Faults {
