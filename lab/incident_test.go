@@ -45,7 +45,7 @@ func TestIsrChurnScenarios(t *testing.T) {
 	if effective(sc.Cluster.Config, "isr.update") != "sync-under-lock-always" || effective(sc.Cluster.Config, "replica.lag.time.max.ms") != "1000" {
 		t.Errorf("cluster config: %v", sc.Cluster.Config)
 	}
-	if sc.Expect.Throughput.DuringFaults.IsZero() || sc.Expect.CollateralIsrDrops.IsZero() {
+	if sc.Expect.ReadLockWait.IsZero() || sc.Expect.CollateralIsrDrops.IsZero() || sc.Expect.IsrShrinks.IsZero() {
 		t.Errorf("expectations: %v", sc.Expect)
 	}
 	cuts := 0
@@ -90,8 +90,8 @@ func TestIsrChurnScenarios(t *testing.T) {
 				t.Errorf("%s: %s = %s, want %s", c.Preset, k, got, v)
 			}
 		}
-		if c.Scenario.Expect.Throughput.DuringFaults.IsZero() {
-			t.Errorf("%s: no throughput expectation", c.Preset)
+		if c.Scenario.Expect.ReadLockWait.IsZero() {
+			t.Errorf("%s: no read-lock-wait expectation", c.Preset)
 		}
 		if c.Preset != "kafka-2.4+replica-lag-1s" {
 			continue
