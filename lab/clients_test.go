@@ -1,0 +1,60 @@
+package lab_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isrlab/isrlab/checker"
+	"github.com/isrlab/isrlab/internal/proctest"
+	"github.com/isrlab/isrlab/lab"
+	"github.com/isrlab/isrlab/workloads"
+)
+
+// TestClientsLeaderKill runs the embedded default (the safe preset: acks=all,
+// idempotence, min.insync.replicas=2; the leader of partition 0 killed and
+// restarted) through each client other than franz-go, whose run is
+// TestRunDefaultScenario: the history is valid and the expectation met.
+func TestClientsLeaderKill(t *testing.T) {
+	needRoot(t)
+	bin := proctest.Binary(t)
+	for _, spec := range []workloads.ClientSpec{
+		{Client: "sarama"},
+		{Client: "exec", Exec: []string{proctest.Build(t, "./examples/exec-driver")}},
+	} {
+		t.Run(spec.Client, func(t *testing.T) {
+			sc := lab.Default()
+			sc.Name = "clients/" + spec.Client + "-leader-kill"
+			sc.Workload.ClientSpec = spec
+			sc.Duration = 20 * time.Second
+			sc.Seed = 7
+			var out strings.Builder
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out})
+			if err != nil {
+				t.Fatalf("run: %v\n%s", err, out.String())
+			}
+			t.Log(out.String())
+			if res.Verdict.Valid != checker.Valid || res.Judgement.Outcome != lab.Met {
+				t.Fatalf("verdict %v, anomalies %v, outcome %v", res.Verdict.Valid, res.Verdict.Anomalies, res.Judgement)
+			}
+			if !regexp.MustCompile(`kill leader:isrlab/0 -> b\d`).MatchString(out.String()) {
+				t.Errorf("the fault did not run: %s", out.String())
+			}
+			hist, err := os.ReadFile(filepath.Join(res.Dir, "history.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			acked := regexp.MustCompile(`"type":"ok","f":"send"`).FindAll(hist, -1)
+			polled := regexp.MustCompile(`"type":"ok","f":"poll","offsets":\{"\d`).FindAll(hist, -1)
+			if len(acked) < 100 || len(polled) == 0 {
+				t.Errorf("%d acknowledged sends and %d polls with records through %s", len(acked), len(polled), spec.Client)
+			}
+		})
+	}
+}
