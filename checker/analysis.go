@@ -13,39 +13,46 @@ import (
 
 // Compact state keeps 10 million operations well under the memory budget:
 // one valueState per distinct value (values are dense int64s in isrlab's
-// workloads, so they index a slice), one int64 per partition offset.
+// workloads, so they index a slice), one int32 per partition offset.
 const (
 	denseValueLimit  = 1 << 27 // values in [0, limit) are indexed directly
 	denseOffsetLimit = 1 << 28 // offsets below it live in a slice
-	emptySlot        = math.MinInt64 + 1
+	emptySlot        = -1
 )
 
-// Positions ("pos") locate ops: the byte offset of the op's line in a
-// history file, or the op's index in memory. They increase along the history.
+// Positions ("pos") locate ops: the op's index among the history's ops
+// (Check maps it back to the line). They increase along the history; the
+// per-value state keeps them in an int32 (maxOps).
 type valueState struct {
-	id   int64 // the value (BadValue for a record value that is not a number)
-	inv  int64 // position of the send's invoke, -1 if never sent
-	done int64 // position of the send's completion, -1 if none
-	read int64 // position of the first poll that returned it, -1 if none
-	rt   int64 // completion time of that poll
-	off  int64 // first offset it was seen at (ack or read), -1 if none
-	at   int64 // completion time of the send's ok, for the realtime lag
-	// fr and fa are the partition's read and ack floors when the send was
-	// invoked (see floor), checked once the value's offset is known.
-	fr, fa int64
-	part   int32 // partition of off, or of the send
-	st     history.Type
-	fl     uint8
+	id  int64 // the value (BadValue for a record value that is not a number)
+	off int64 // first offset it was seen at (ack or read), -1 if none
+	// t is the completion time of the send's ok while the value is unseen
+	// (flUnseen), then that of the first poll that read it (flRead).
+	t    int64
+	inv  int32 // position of the send's invoke, -1 if never sent
+	done int32 // position of the send's completion, -1 if none
+	read int32 // position of the first poll that returned it, -1 if none
+	part int32 // partition of off, or of the send
+	idx  int32 // its own index, which the offset slots hold
+	st   history.Type
+	fl   uint8
 }
+
+// maxOps is the most ops a history may have: positions are int32s.
+const maxOps = math.MaxInt32
+
+// floors are a partition's read and ack floors when a send was invoked (see
+// floor), kept until the value's offset is known and checked against them.
+type floors struct{ read, ack int64 }
 
 const (
 	flRead uint8 = 1 << iota
 	flDupReported
 	flAcked
 	flDrained // returned by a drain poll
-	flFloors  // fr and fa hold the floors at the send's invocation
+	flFloors  // analysis.floors holds the floors at the send's invocation
 	flUnseen  // counted in the unseen series (ok, not yet read)
-	flOK      // a send of it ended ok (at is its time)
+	flOK      // a send of it ended ok
 )
 
 // floor is the highest offset of a partition known to be in the log from
@@ -79,9 +86,11 @@ func (f *floor) at(t int64) int64 {
 	return -1
 }
 
+// partState is what one partition's offsets were seen holding: slots[off]
+// is the index of the first value seen at off (emptySlot for none).
 type partState struct {
-	slots   []int64
-	far     map[int64]int64
+	slots   int32s
+	far     map[int64]int32
 	maxRead int64
 	// maxReadPos is the position of the first poll that read maxRead.
 	maxReadPos int64
@@ -93,9 +102,9 @@ func newPartState() *partState {
 	return &partState{maxRead: -1, readF: newFloor(), ackF: newFloor()}
 }
 
-func (p *partState) get(off int64) int64 {
-	if off < int64(len(p.slots)) {
-		return p.slots[off]
+func (p *partState) get(off int64) int32 {
+	if off < int64(p.slots.len()) {
+		return p.slots.at(int(off))
 	}
 	if v, ok := p.far[off]; ok {
 		return v
@@ -106,38 +115,32 @@ func (p *partState) get(off int64) int64 {
 // set stores v at off: in the slice while offsets grow steadily, in a map
 // for offsets far beyond what was seen (a corrupt or sparse history must not
 // allocate gigabytes).
-func (p *partState) set(off, v int64) {
-	if off < int64(len(p.slots)) {
-		p.slots[off] = v
+func (p *partState) set(off int64, v int32) {
+	if off < int64(p.slots.len()) {
+		p.slots.set(int(off), v)
 		return
 	}
-	if off < denseOffsetLimit && off <= 2*int64(len(p.slots))+1<<20 {
-		n := min(max(2*len(p.slots), 1024, int(off)+1), denseOffsetLimit)
-		grown := make([]int64, n)
-		copy(grown, p.slots)
-		for i := len(p.slots); i < n; i++ {
-			grown[i] = emptySlot
-		}
+	if off < denseOffsetLimit && off <= 2*int64(p.slots.len())+1<<20 {
+		p.slots.grow(int(off)+1, emptySlot)
 		for o, fv := range p.far {
-			if o < int64(n) {
-				grown[o] = fv
+			if o < int64(p.slots.len()) {
+				p.slots.set(int(o), fv)
 				delete(p.far, o)
 			}
 		}
-		p.slots = grown
-		p.slots[off] = v
+		p.slots.set(int(off), v)
 		return
 	}
 	if p.far == nil {
-		p.far = map[int64]int64{}
+		p.far = map[int64]int32{}
 	}
 	p.far[off] = v
 }
 
 // anyBetween returns the lowest known offset strictly between a and b.
 func (p *partState) anyBetween(a, b int64) (int64, bool) {
-	for o := a + 1; o < b && o < int64(len(p.slots)); o++ {
-		if p.slots[o] != emptySlot {
+	for o := a + 1; o < b && o < int64(p.slots.len()); o++ {
+		if p.slots.at(int(o)) != emptySlot {
 			return o, true
 		}
 	}
@@ -152,6 +155,7 @@ func (p *partState) anyBetween(a, b int64) (int64, bool) {
 
 type pending struct {
 	pos      int64
+	client   int64 // the op's number among client ops
 	time     int64
 	f        string
 	value    int64
@@ -171,44 +175,12 @@ type procState struct {
 	lastSend marks
 }
 
-// marks is a per-partition mark, indexed by partition (partitions are
-// small numbers), cheaper than a map on the hot path.
-type marks struct {
-	m   []mark
-	has []bool
-	far map[int32]mark // partitions >= 1<<16
-}
+// marks is a mark per partition.
+type marks struct{ indexed[mark] }
 
-func (ms *marks) get(p int32) (mark, bool) {
-	if p >= 1<<16 {
-		m, ok := ms.far[p]
-		return m, ok
-	}
-	if int(p) < len(ms.has) && ms.has[p] {
-		return ms.m[p], true
-	}
-	return mark{}, false
-}
+func (ms *marks) get(p int32) (mark, bool) { return ms.indexed.get(int(p)) }
 
-func (ms *marks) set(p int32, m mark) {
-	if p >= 1<<16 {
-		if ms.far == nil {
-			ms.far = map[int32]mark{}
-		}
-		ms.far[p] = m
-		return
-	}
-	for int(p) >= len(ms.has) {
-		ms.m = append(ms.m, mark{})
-		ms.has = append(ms.has, false)
-	}
-	ms.m[p], ms.has[p] = m, true
-}
-
-func (ms *marks) reset() {
-	clear(ms.has)
-	clear(ms.far)
-}
+func (ms *marks) set(p int32, m mark) { ms.indexed.set(int(p), m) }
 
 type skipCandidate struct {
 	part     int32
@@ -221,7 +193,7 @@ type skipCandidate struct {
 type analysis struct {
 	opt Options
 
-	dense  []int32 // value -> index+1 into vals
+	dense  int32s // value -> index+1 into vals
 	sparse map[int64]int32
 	// vals is chunked so that growing never copies (10M values).
 	vals  [][]valueState
@@ -230,8 +202,10 @@ type analysis struct {
 	// keyed by their text (id BadValue); rawText names them.
 	raw     map[string]int32
 	rawText map[*valueState]string
-	// rawSlots holds the text at the offsets whose slot holds BadValue.
-	rawSlots map[[2]int64]string
+	// floors holds, per value whose send was invoked and whose offset is
+	// not known yet, the floors at the invocation (flFloors): few at a
+	// time, so they are not kept per value.
+	floors floorTable
 
 	parts    []*partState
 	farParts map[int32]*partState // partition numbers too large for the slice
@@ -256,9 +230,13 @@ type analysis struct {
 	unavail      unavailTracker
 	queue        queueTracker
 	lat          map[string]*histogram
-	// dangling holds the positions of invocations still pending at the end
-	// of the history, for the linearizability pass.
+	// dangling holds the client ops (counted from 0) that are
+	// invocations still pending at the end of the history, for the
+	// linearizability pass.
 	dangling map[int64]bool
+	// lin keeps what the linearizability pass needs from this one; nil
+	// when it is off.
+	lin *linLog
 	// txn checks transactional ops; nil until the first.
 	txn *txnAnalysis
 	// delivery follows consumer groups' processed records and commits.
@@ -284,6 +262,9 @@ func newAnalysis(opt Options) *analysis {
 		unavail:   newUnavailTracker(opt.UnavailableAfter, opt.Partitions),
 		queue:     newQueueTracker(opt.Partitions),
 	}
+	if opt.Linearizable != LinOff {
+		a.lin = &linLog{}
+	}
 	return a
 }
 
@@ -296,17 +277,20 @@ func (a *analysis) newValue(v int64) int32 {
 		a.vals = append(a.vals, make([]valueState, 0, valChunk))
 	}
 	last := &a.vals[len(a.vals)-1]
-	*last = append(*last, valueState{id: v, inv: -1, done: -1, read: -1, off: -1, fr: -1, fa: -1, part: -1})
+	i := int32(a.nvals)
+	*last = append(*last, valueState{id: v, inv: -1, done: -1, read: -1, off: -1, part: -1, idx: i})
 	a.nvals++
-	return int32(a.nvals - 1)
+	return i
 }
 
 // value returns the state of value v. Values that grow steadily from zero
 // (isrlab's workloads send 0, 1, 2, ...) index a slice; others, and absurd
 // ones from a corrupt history, go to a map.
 func (a *analysis) value(v int64, create bool) *valueState {
-	if v >= 0 && v < int64(len(a.dense)) && a.dense[v] != 0 {
-		return a.val(a.dense[v] - 1)
+	if v >= 0 && v < int64(a.dense.len()) {
+		if i := a.dense.at(int(v)); i != 0 {
+			return a.val(i - 1)
+		}
 	}
 	if len(a.sparse) > 0 {
 		if i, ok := a.sparse[v]; ok {
@@ -316,15 +300,10 @@ func (a *analysis) value(v int64, create bool) *valueState {
 	if !create {
 		return nil
 	}
-	if v >= 0 && v < denseValueLimit && v <= 2*int64(len(a.dense))+1<<20 {
-		if v >= int64(len(a.dense)) {
-			n := min(max(2*len(a.dense), 1<<20, int(v)+1), denseValueLimit)
-			grown := make([]int32, n)
-			copy(grown, a.dense)
-			a.dense = grown
-		}
+	if v >= 0 && v < denseValueLimit && v <= 2*int64(a.dense.len())+1<<20 {
+		a.dense.grow(int(v)+1, 0)
 		i := a.newValue(v)
-		a.dense[v] = i + 1
+		a.dense.set(int(v), i+1)
 		return a.val(i)
 	}
 	i := a.newValue(v)
@@ -432,11 +411,17 @@ func (a *analysis) add(op *history.Op, pos int64) {
 		return
 	}
 	a.stats.ClientOps++
+	if a.lin != nil && a.opt.Linearizable == LinAuto && a.opt.LinMaxOps > 0 && a.stats.ClientOps > int64(a.opt.LinMaxOps) {
+		a.lin = nil // skipped: keep nothing for it
+	}
 	a.queue.seen(op.Time)
 	ps := a.proc(op.Process)
 	if op.Type == history.Invoke {
-		ps.pend = pending{pos: pos, time: op.Time, f: op.F, value: op.Value, hasValue: op.HasValue, part: op.Partition}
+		ps.pend = pending{pos: pos, client: a.stats.ClientOps - 1, time: op.Time, f: op.F, value: op.Value, hasValue: op.HasValue, part: op.Partition}
 		ps.hasPend = true
+		if a.lin != nil {
+			a.lin.invoke(op)
+		}
 		if op.F == history.FSend {
 			a.unavail.invoked(op.Time)
 		}
@@ -454,6 +439,9 @@ func (a *analysis) add(op *history.Op, pos int64) {
 	if ps.hasPend && ps.pend.f == op.F {
 		inv = &ps.pend
 		ps.hasPend = false
+	}
+	if a.lin != nil {
+		a.lin.complete(op, inv)
 	}
 	if inv != nil && (op.F == history.FTxn || op.F == history.FTxnDrain) {
 		a.avail.record(inv.time, op.Type == history.OK)
@@ -530,16 +518,16 @@ func (a *analysis) invokeSend(op *history.Op, pos int64) {
 	if vs.inv >= 0 {
 		return
 	}
-	vs.inv = pos
+	vs.inv = int32(pos)
 	if vs.part < 0 && op.Partition >= 0 {
 		vs.part = op.Partition
 	}
 	if vs.fl&flRead != 0 {
-		if vs.rt < op.Time {
+		if vs.t < op.Time {
 			a.flag(FutureRead, Example{Partition: vs.part, Value: i64p(vs.id), Offset: optOff(vs),
 				Note: fmt.Sprintf("value %d was read by a poll that completed at %s, before its send was invoked at %s",
-					vs.id, fmtNanos(vs.rt), fmtNanos(op.Time)),
-				positions: sorted(vs.read, pos)})
+					vs.id, fmtNanos(vs.t), fmtNanos(op.Time)),
+				positions: sorted(int64(vs.read), pos)})
 		}
 		return
 	}
@@ -547,7 +535,7 @@ func (a *analysis) invokeSend(op *history.Op, pos int64) {
 		return
 	}
 	p := a.part(op.Partition)
-	vs.fr, vs.fa = p.readF.at(op.Time), p.ackF.at(op.Time)
+	a.floors.put(vs.idx, floors{read: p.readF.at(op.Time), ack: p.ackF.at(op.Time)})
 	vs.fl |= flFloors
 }
 
@@ -561,6 +549,7 @@ func (a *analysis) placed(vs *valueState, part int32, off, pos int64, own bool) 
 		return
 	}
 	vs.fl &^= flFloors
+	f, _ := a.floors.take(vs.idx)
 	if part != vs.part {
 		return // the floors are those of the partition the send named
 	}
@@ -569,17 +558,17 @@ func (a *analysis) placed(vs *valueState, part int32, off, pos int64, own bool) 
 		how = "read"
 	}
 	switch {
-	case off <= vs.fr:
-		ex := Example{Partition: part, Value: i64p(vs.id), Offsets: []int64{vs.fr, off},
+	case off <= f.read:
+		ex := Example{Partition: part, Value: i64p(vs.id), Offsets: []int64{f.read, off},
 			Note: fmt.Sprintf("value %d was %s at offset %d of partition %d, though a poll that completed before its send was invoked had read offset %d",
-				vs.id, how, off, part, vs.fr)}
-		ex.positions = sorted(a.witness(part, vs.fr, true), vs.inv, pos)
+				vs.id, how, off, part, f.read)}
+		ex.positions = sorted(a.witness(part, f.read, true), int64(vs.inv), pos)
 		a.flag(SendBelowRead, ex)
-	case off <= vs.fa && !own:
-		ex := Example{Partition: part, Value: i64p(vs.id), Offsets: []int64{vs.fa, off},
+	case off <= f.ack && !own:
+		ex := Example{Partition: part, Value: i64p(vs.id), Offsets: []int64{f.ack, off},
 			Note: fmt.Sprintf("value %d was %s at offset %d of partition %d, though a send acknowledged at offset %d had completed before it was invoked",
-				vs.id, how, off, part, vs.fa)}
-		ex.positions = sorted(a.witness(part, vs.fa, false), vs.inv, pos)
+				vs.id, how, off, part, f.ack)}
+		ex.positions = sorted(a.witness(part, f.ack, false), int64(vs.inv), pos)
 		a.flag(NonmonotonicSendRealtime, ex)
 	}
 }
@@ -591,19 +580,12 @@ func (a *analysis) witness(part int32, off int64, read bool) int64 {
 	if cur == emptySlot {
 		return -1
 	}
-	var w *valueState
-	if cur == history.BadValue {
-		w = a.rawValue(a.rawSlots[[2]int64{int64(part), off}])
-	} else {
-		w = a.value(cur, false)
-	}
+	w := a.val(cur)
 	switch {
-	case w == nil:
-		return -1
 	case read && w.read >= 0:
-		return w.read
+		return int64(w.read)
 	case !read && w.fl&flAcked != 0 && w.off == off:
-		return w.done
+		return int64(w.done)
 	}
 	return -1
 }
@@ -640,20 +622,20 @@ func (a *analysis) send(op *history.Op, pos int64, inv *pending, ps *procState) 
 	}
 	vs := a.value(value, true)
 	if vs.inv < 0 && inv != nil {
-		vs.inv = inv.pos
+		vs.inv = int32(inv.pos)
 	}
-	vs.done, vs.st = pos, op.Type
+	vs.done, vs.st = int32(pos), op.Type
 	if part >= 0 && vs.part < 0 {
 		vs.part = part
 	}
 	if op.Type == history.OK && vs.fl&flOK == 0 {
 		vs.fl |= flOK
-		vs.at = op.Time
 		if vs.fl&flRead == 0 {
 			vs.fl |= flUnseen
+			vs.t = op.Time
 			a.queue.acked(vs.part, op.Time)
 		} else {
-			a.queue.lag(vs.part, vs.rt, 0) // read before its ack came back
+			a.queue.lag(vs.part, vs.t, 0) // read before its ack came back
 		}
 	}
 	if op.Type != history.OK || op.Offset < 0 || part < 0 {
@@ -738,11 +720,12 @@ func (a *analysis) observe(vs *valueState, part int32, off int64, pos, at int64,
 	if read {
 		if vs.fl&flRead == 0 {
 			vs.fl |= flRead
-			vs.read, vs.rt = pos, at
+			acked := vs.t
+			vs.read, vs.t = int32(pos), at
 			a.stats.ReadValues++
 			if vs.fl&flUnseen != 0 {
 				vs.fl &^= flUnseen
-				a.queue.firstRead(vs.part, at, at-vs.at)
+				a.queue.firstRead(vs.part, at, at-acked)
 			}
 		}
 		if off > ps.maxRead {
@@ -754,29 +737,15 @@ func (a *analysis) observe(vs *valueState, part int32, off int64, pos, at int64,
 	}
 	switch cur := ps.get(off); {
 	case cur == emptySlot:
-		ps.set(off, v)
-		if v == history.BadValue {
-			a.setRawSlot(part, off, vs)
-		}
-	case cur != v || v == history.BadValue && a.rawSlots[[2]int64{int64(part), off}] != a.textOf(vs):
+		ps.set(off, vs.idx)
+	case cur != vs.idx:
 		key := [2]int64{int64(part), off}
 		if _, done := a.reported[key]; !done {
 			a.reported[key] = struct{}{}
-			var other *valueState
-			if cur == history.BadValue {
-				other = a.rawValue(a.rawSlots[key])
-			} else {
-				other = a.value(cur, false)
-			}
-			first := fmt.Sprint(cur)
-			if other != nil {
-				first = a.describe(other)
-			}
-			ex := Example{Partition: part, Offset: i64p(off), Values: []int64{cur, v},
-				Note: fmt.Sprintf("offset %d of partition %d seen holding %s and %s", off, part, first, a.describe(vs))}
-			if other != nil {
-				ex.positions = append(ex.positions, firstSeen(other)...)
-			}
+			other := a.val(cur)
+			ex := Example{Partition: part, Offset: i64p(off), Values: []int64{other.id, v},
+				Note: fmt.Sprintf("offset %d of partition %d seen holding %s and %s", off, part, a.describe(other), a.describe(vs))}
+			ex.positions = append(ex.positions, firstSeen(other)...)
 			ex.positions = append(ex.positions, pos)
 			a.flag(InconsistentOffsets, ex)
 		}
@@ -800,21 +769,14 @@ func (a *analysis) observe(vs *valueState, part int32, off int64, pos, at int64,
 	}
 }
 
-func (a *analysis) setRawSlot(part int32, off int64, vs *valueState) {
-	if a.rawSlots == nil {
-		a.rawSlots = map[[2]int64]string{}
-	}
-	a.rawSlots[[2]int64{int64(part), off}] = a.textOf(vs)
-}
-
 // firstSeen returns the position of the op that first placed vs at its
 // offset: its acknowledgement or its first read.
 func firstSeen(vs *valueState) []int64 {
 	if vs.fl&flAcked != 0 && vs.done >= 0 && (vs.read < 0 || vs.done < vs.read) {
-		return []int64{vs.done}
+		return []int64{int64(vs.done)}
 	}
 	if vs.read >= 0 {
-		return []int64{vs.read}
+		return []int64{int64(vs.read)}
 	}
 	return nil
 }
@@ -838,9 +800,10 @@ func (a *analysis) finish() *Verdict {
 	for _, c := range a.skips {
 		if o, ok := a.part(c.part).anyBetween(c.from, c.to); ok {
 			p := c.proc
-			held := fmt.Sprint(a.part(c.part).get(o))
-			if a.part(c.part).get(o) == history.BadValue {
-				held = fmt.Sprintf("%q", a.rawSlots[[2]int64{int64(c.part), o}])
+			w := a.val(a.part(c.part).get(o))
+			held := fmt.Sprint(w.id)
+			if text, raw := a.rawText[w]; raw {
+				held = fmt.Sprintf("%q", text)
 			}
 			a.flag(PollSkip, Example{Partition: c.part, Offsets: []int64{c.from, c.to}, Process: &p,
 				Note: fmt.Sprintf("process %d read offset %d then %d, skipping offset %d which holds %s",
@@ -858,7 +821,7 @@ func (a *analysis) finish() *Verdict {
 		}
 		switch {
 		case read && vs.inv < 0:
-			ex := Example{Partition: vs.part, Offset: i64p(vs.off), positions: []int64{vs.read}}
+			ex := Example{Partition: vs.part, Offset: i64p(vs.off), positions: []int64{int64(vs.read)}}
 			if text, raw := a.rawText[vs]; raw {
 				ex.Raw = text
 				ex.Note = fmt.Sprintf("record value %q, not a number, was read but never sent", text)
@@ -869,7 +832,7 @@ func (a *analysis) finish() *Verdict {
 			a.flag(Unexpected, ex)
 		case read && vs.st == history.Fail:
 			a.flag(AbortedRead, Example{Partition: vs.part, Value: i64p(v), Offset: i64p(vs.off),
-				Note: fmt.Sprintf("value %d was read although its send failed", v), positions: sorted(vs.inv, vs.done, vs.read)})
+				Note: fmt.Sprintf("value %d was read although its send failed", v), positions: sorted(int64(vs.inv), int64(vs.done), int64(vs.read))})
 		case read && vs.fl&flDrained == 0 && a.gone(vs):
 			// Read once, then gone: a complete drain of its partition did
 			// not return it (truncated by an unclean election, a diverged
@@ -885,21 +848,21 @@ func (a *analysis) finish() *Verdict {
 			}
 			a.flag(LostWrite, Example{Partition: vs.part, Value: i64p(v), Offset: i64p(vs.off),
 				Note:      fmt.Sprintf("value %d, %s at offset %d, is missing from the complete final drain of partition %d", v, how, vs.off, vs.part),
-				positions: sorted(vs.inv, vs.done, vs.read)})
+				positions: sorted(int64(vs.inv), int64(vs.done), int64(vs.read))})
 		case !read && vs.st == history.OK:
 			// Only an ok send is known written: an unread info send may never have been.
 			if vs.fl&flAcked != 0 && a.gone(vs) {
 				a.flag(LostWrite, Example{Partition: vs.part, Value: i64p(v), Offset: i64p(vs.off),
 					Note:      fmt.Sprintf("value %d acknowledged at offset %d is missing from the complete final drain of partition %d", v, vs.off, vs.part),
-					positions: sorted(vs.inv, vs.done)})
+					positions: sorted(int64(vs.inv), int64(vs.done))})
 			} else if vs.fl&flAcked != 0 && vs.part >= 0 && vs.off <= a.part(vs.part).maxRead {
 				a.flag(LostWrite, Example{Partition: vs.part, Value: i64p(v), Offset: i64p(vs.off),
 					Note: fmt.Sprintf("value %d acknowledged at offset %d was never read, though offset %d of partition %d was",
 						v, vs.off, a.part(vs.part).maxRead, vs.part),
-					positions: sorted(vs.inv, vs.done, a.part(vs.part).maxReadPos)})
+					positions: sorted(int64(vs.inv), int64(vs.done), a.part(vs.part).maxReadPos)})
 			} else {
 				a.flag(Unseen, Example{Partition: vs.part, Value: i64p(v), Offset: optOff(vs),
-					Note: fmt.Sprintf("value %d was acknowledged but never read", v), positions: sorted(vs.inv, vs.done)})
+					Note: fmt.Sprintf("value %d was acknowledged but never read", v), positions: sorted(int64(vs.inv), int64(vs.done))})
 			}
 		}
 		if vs.inv >= 0 && vs.done < 0 {
@@ -908,7 +871,7 @@ func (a *analysis) finish() *Verdict {
 	}
 	a.stats.Values = int64(a.nvals)
 	for _, ps := range a.parts {
-		if ps.maxRead >= 0 || len(ps.slots) > 0 {
+		if ps.maxRead >= 0 || ps.slots.len() > 0 {
 			a.stats.Partitions++
 		}
 	}
@@ -918,7 +881,7 @@ func (a *analysis) finish() *Verdict {
 		if !ps.hasPend {
 			continue
 		}
-		a.dangling[ps.pend.pos] = true
+		a.dangling[ps.pend.client] = true
 		if ps.pend.f == history.FSend {
 			a.unavail.pendingAt(ps.pend.part, ps.pend.time)
 		}

@@ -76,6 +76,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/isrlab/isrlab/history"
 )
 
 // Anomaly names, as in Jepsen's Kafka workload.
@@ -143,6 +145,9 @@ type Options struct {
 	// lists partitions no send went to. Check takes it from the history
 	// header when it is zero; CheckOps has no header.
 	Partitions int
+	// Also are given every op of Check's pass over the history, so that
+	// other analyses of the same history need no pass of their own.
+	Also []history.Consumer
 }
 
 func (o Options) withDefaults() Options {
@@ -296,7 +301,7 @@ type Stats struct {
 	Txn *TxnStats `json:"txn,omitempty"`
 }
 
-// OpenFunc opens the history for one streaming pass; the checker calls it
-// once, once more for the linearizability pass (unless it is off or
-// skipped), and once more to pull out the operations of examples.
+// OpenFunc opens the history for one streaming pass. Check calls it once,
+// and once more only to pull out the operations of examples from a
+// history that is not an io.ReaderAt.
 type OpenFunc func() (io.ReadCloser, error)

@@ -384,9 +384,9 @@ func (a *analysis) skipped(name string, p int32, gp *groupPart, at func(int64)) 
 		}
 		a.flag(Skipped, Example{Partition: p, Offset: i64p(off), Value: v, Process: proc, Note: note, positions: sorted(positions...)})
 	}
-	for off := int64(0); off < top && off < int64(len(ps.slots)); off++ {
-		if v := ps.slots[off]; v != emptySlot {
-			check(off, v)
+	for off := int64(0); off < top && off < int64(ps.slots.len()); off++ {
+		if i := ps.slots.at(int(off)); i != emptySlot {
+			check(off, a.val(i).id)
 		}
 	}
 	far := make([]int64, 0, len(ps.far))
@@ -397,7 +397,7 @@ func (a *analysis) skipped(name string, p int32, gp *groupPart, at func(int64)) 
 	}
 	sort.Slice(far, func(i, j int) bool { return far[i] < far[j] })
 	for _, off := range far {
-		check(off, ps.far[off])
+		check(off, a.val(ps.far[off]).id)
 	}
 	return n
 }

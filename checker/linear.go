@@ -109,7 +109,12 @@ type linInput struct {
 	value int64
 	off   int64
 	rank  int32
-	recs  []history.Record
+	recs  []linRec
+}
+
+// linRec is a record a poll returned, as the model sees it.
+type linRec struct {
+	Offset, Value int64
 }
 
 // logModel is the model of one partition's log. pieceModel gives it the
@@ -226,7 +231,7 @@ type linOp struct {
 	rank      int32
 	call, ret int64
 	seq       int64 // emission order, to sort deterministically
-	recs      []history.Record
+	recs      []linRec
 }
 
 // linPiece is a finished piece: base is the rank its first send takes.
@@ -245,13 +250,13 @@ func (p *linPiece) span() (float64, float64) {
 	return secs(lo), secs(hi)
 }
 
-// linBatch is consecutive pieces of one partition searched together: a
-// quiescent point between them keeps the search as small as searching each
-// alone, and one search per piece costs more than the piece.
+// linBatch is consecutive pieces of one partition, checked by one worker.
 type linBatch struct {
 	part   int32
+	ranks  *linRanks
 	pieces []linPiece
-	nops   int
+	// ops holds the pieces' operations, which are slices of it.
+	ops []linOp
 }
 
 // linOver is the open piece of a partition that grew past the piece limit:
@@ -275,7 +280,7 @@ type linDeferred struct {
 // linRanks gives the rank of an offset of one partition: how many observed
 // offsets lie below it.
 type linRanks struct {
-	dense  []int32
+	dense  int32s
 	nDense int32
 	far    []int64
 }
@@ -284,8 +289,8 @@ func (r *linRanks) of(off int64) int32 {
 	if off < 0 {
 		return -1
 	}
-	if off < int64(len(r.dense)) {
-		return r.dense[off]
+	if off < int64(r.dense.len()) {
+		return r.dense.at(int(off))
 	}
 	// Far offsets all lie beyond the slice (partState.set moves them in).
 	return r.nDense + int32(sort.Search(len(r.far), func(i int) bool { return r.far[i] >= off }))
@@ -309,14 +314,11 @@ type linPart struct {
 	defHeap []*linDeferred // by offset
 }
 
-type linProc struct {
-	has      bool
-	pos      int64
-	time     int64
-	f        string
-	value    int64
-	hasValue bool
-	part     int32
+// linResolved is where a send whose completion did not give its offset
+// was first read: at offset off of part, by a poll that completed at t.
+type linResolved struct {
+	off, t int64
+	part   int32
 }
 
 // linTally collects the workers' answers.
@@ -340,26 +342,34 @@ func (t *linTally) add(list *[]LinPiece, p LinPiece) {
 	}
 }
 
-// linChecker runs the second pass: it rebuilds the model's operations in
-// history order, cuts each partition's at quiescent points and hands the
-// pieces to the workers.
+// linChecker runs the second pass, over the first pass's linLog: it
+// rebuilds the model's operations in history order, cuts each partition's
+// at quiescent points and hands the pieces to the workers.
 type linChecker struct {
-	a        *analysis
 	maxPiece int
 	deadline time.Time
+	// ranks and resolved are what the first pass saw of the whole history:
+	// the observed offsets of each partition, and where the values of sends
+	// without an offset were read.
+	ranks    map[int32]*linRanks
+	resolved map[int64]linResolved
+	dangling map[int64]bool
 	parts    map[int32]*linPart
-	procs    map[int]*linProc
-	procFast []*linProc
-	inflight map[int]*linProc
+	partFast []*linPart // parts, indexed by the usual small partitions
+	// inflight holds the invocation time of each process's model op in
+	// flight.
+	inflight inflight
 	deferred map[int64]*linDeferred
 	work     chan *linBatch
-	tally    linTally
-	seq      int64
-	lines    int
-	ops      int
-	pieces   int
-	largest  int
-	active   map[int32]bool
+	// free takes back the batches the workers are done with.
+	free    chan *linBatch
+	tally   linTally
+	seq     int64
+	lines   int
+	ops     int
+	pieces  int
+	largest int
+	active  map[int32]bool
 	// backwards is set when an operation was invoked before the end of a
 	// piece already cut: the times of the history go back, and the cuts
 	// may not be quiescent.
@@ -372,23 +382,28 @@ const linBatchOps = 1024
 // linFlushEvery is how many client operations pass between cuts.
 const linFlushEvery = 4096
 
-// linearize checks linearizability with a second pass over the history
-// (replay calls fn for every op, in order, with the positions of the first
-// pass).
-func (a *analysis) linearize(replay func(fn func(*history.Op, int64)) error) (LinResult, *linSearch, error) {
+// linearize checks linearizability with a second pass over what the first
+// kept (a.lin). It takes the first pass's per-value and per-offset state,
+// which is freed: the analysis is done with it once the verdict is built.
+func (a *analysis) linearize() (LinResult, *linSearch) {
 	switch {
 	case a.opt.Linearizable == LinOff:
-		return LinResult{Result: "skipped", Reason: "disabled"}, nil, nil
+		return LinResult{Result: "skipped", Reason: "disabled"}, nil
 	case a.opt.Linearizable == LinAuto && a.opt.LinMaxOps > 0 && a.stats.ClientOps > int64(a.opt.LinMaxOps):
-		return LinResult{Result: "skipped", Reason: fmt.Sprintf("more than %d client operations; use --linearizable=on to force", a.opt.LinMaxOps)}, nil, nil
+		return LinResult{Result: "skipped", Reason: fmt.Sprintf("more than %d client operations; use --linearizable=on to force", a.opt.LinMaxOps)}, nil
 	}
 	workers := a.opt.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	c := &linChecker{a: a, maxPiece: a.opt.LinMaxPieceOps, deadline: time.Now().Add(a.opt.LinTimeout),
-		parts: map[int32]*linPart{}, procs: map[int]*linProc{}, inflight: map[int]*linProc{},
-		deferred: map[int64]*linDeferred{}, work: make(chan *linBatch, 2*workers), active: map[int32]bool{}}
+	c := &linChecker{maxPiece: a.opt.LinMaxPieceOps, deadline: time.Now().Add(a.opt.LinTimeout),
+		ranks: a.takeRanks(), resolved: a.resolvedSends(), dangling: a.dangling,
+		parts:    map[int32]*linPart{},
+		deferred: map[int64]*linDeferred{}, work: make(chan *linBatch, 2*workers), free: make(chan *linBatch, 4*workers),
+		active: map[int32]bool{}}
+	log := a.lin
+	a.lin = nil
+	a.freeValues()
 	c.tally.illegalParts = map[int32]bool{}
 	var wg sync.WaitGroup
 	for range workers {
@@ -396,64 +411,111 @@ func (a *analysis) linearize(replay func(fn func(*history.Op, int64)) error) (Li
 		go func() {
 			defer wg.Done()
 			for b := range c.work {
-				c.check(b)
+				if c.check(b) {
+					continue // it holds the piece to visualize
+				}
+				b.pieces, b.ops = b.pieces[:0], b.ops[:0]
+				select {
+				case c.free <- b:
+				default:
+				}
 			}
 		}()
 	}
-	err := replay(c.add)
-	if err == nil {
-		c.end()
-	}
+	var n int64
+	log.events(func(ev *linEvent) {
+		c.add(ev, n)
+		n++
+	})
+	c.end()
 	close(c.work)
 	wg.Wait()
-	if err != nil {
-		return LinResult{}, nil, fmt.Errorf("linearizability pass: %w", err)
-	}
 	return c.result()
 }
 
+// takeRanks turns every partition's offset slots into its ranks, in place,
+// and hands them over.
+func (a *analysis) takeRanks() map[int32]*linRanks {
+	out := map[int32]*linRanks{}
+	take := func(p int32, ps *partState) {
+		r := &linRanks{dense: ps.slots}
+		for _, c := range r.dense.chunks {
+			for o, v := range c {
+				c[o] = r.nDense
+				if v != emptySlot {
+					r.nDense++
+				}
+			}
+		}
+		r.far = make([]int64, 0, len(ps.far))
+		for o := range ps.far {
+			r.far = append(r.far, o)
+		}
+		slices.Sort(r.far)
+		ps.slots, ps.far = int32s{}, nil
+		out[p] = r
+	}
+	for p, ps := range a.parts {
+		take(int32(p), ps)
+	}
+	for p, ps := range a.farParts {
+		take(p, ps)
+	}
+	return out
+}
+
+// resolvedSends returns where the values of the sends the pass must place
+// (those without an offset, and those never completed) were first read.
+func (a *analysis) resolvedSends() map[int64]linResolved {
+	out := map[int64]linResolved{}
+	add := func(v int64) {
+		if vs := a.value(v, false); vs != nil && vs.fl&flRead != 0 && vs.off >= 0 && vs.part >= 0 {
+			out[v] = linResolved{off: vs.off, t: vs.t, part: vs.part}
+		}
+	}
+	for _, v := range a.lin.resolve {
+		add(v)
+	}
+	for _, ps := range a.procs {
+		if ps.hasPend && ps.pend.f == history.FSend && ps.pend.hasValue {
+			add(ps.pend.value)
+		}
+	}
+	return out
+}
+
+// freeValues drops the per-value state once the verdict no longer needs it.
+func (a *analysis) freeValues() {
+	a.vals, a.dense, a.sparse, a.raw, a.rawText = nil, int32s{}, nil, nil, nil
+}
+
+// noValue marks a rank of linPart.table no finished piece's send took.
+const noValue = math.MinInt64 + 1
+
 func (c *linChecker) part(p int32) *linPart {
+	if p >= 0 && int(p) < len(c.partFast) && c.partFast[p] != nil {
+		return c.partFast[p]
+	}
 	lp := c.parts[p]
 	if lp != nil {
 		return lp
 	}
 	lp = &linPart{id: p, cutAt: math.MinInt64}
-	ps := c.a.part(p)
-	r := &linRanks{dense: make([]int32, len(ps.slots))}
-	for o, v := range ps.slots {
-		r.dense[o] = r.nDense
-		if v != emptySlot {
-			r.nDense++
-		}
+	r := c.ranks[p]
+	if r == nil {
+		r = &linRanks{}
 	}
-	r.far = make([]int64, 0, len(ps.far))
-	for o := range ps.far {
-		r.far = append(r.far, o)
-	}
-	slices.Sort(r.far)
 	lp.ranks = r
 	lp.table = make([]int64, int(r.nDense)+len(r.far))
 	for i := range lp.table {
-		lp.table[i] = emptySlot
+		lp.table[i] = noValue
 	}
 	c.parts[p] = lp
-	return lp
-}
-
-func (c *linChecker) proc(id int) *linProc {
-	if id < len(c.procFast) && c.procFast[id] != nil {
-		return c.procFast[id]
-	}
-	lp := c.procs[id]
-	if lp == nil {
-		lp = &linProc{}
-		c.procs[id] = lp
-	}
-	if id < 1<<16 {
-		for id >= len(c.procFast) {
-			c.procFast = append(c.procFast, nil)
+	if p >= 0 && p < 1<<16 {
+		for int(p) >= len(c.partFast) {
+			c.partFast = append(c.partFast, nil)
 		}
-		c.procFast[id] = lp
+		c.partFast[p] = lp
 	}
 	return lp
 }
@@ -462,87 +524,47 @@ func isModelF(f string) bool {
 	return f == history.FSend || f == history.FPoll || f == history.FDrain
 }
 
-// add is the second pass's view of one op; it mirrors analysis.add's
-// pairing of invocations and completions.
-func (c *linChecker) add(op *history.Op, pos int64) {
-	if op.Process < 0 {
-		return
-	}
+// add is the second pass's view of the n-th client op (counted from 0).
+func (c *linChecker) add(ev *linEvent, n int64) {
 	c.lines++
 	if c.lines%linFlushEvery == 0 {
 		c.flush()
 	}
-	lp := c.proc(op.Process)
-	if op.Type == history.Invoke {
-		if lp.has {
-			delete(c.inflight, op.Process) // superseded: it never completes
-		}
-		*lp = linProc{has: true, pos: pos, time: op.Time, f: op.F, value: op.Value, hasValue: op.HasValue, part: op.Partition}
+	if ev.kind == evInvoke {
+		c.inflight.del(ev.proc) // superseded: it never completes
 		switch {
-		case len(c.a.dangling) > 0 && c.a.dangling[pos]:
-			lp.has = false
-			if op.F == history.FSend && op.HasValue {
-				c.resolve(op.Process, op.Value, history.Info, op.Time, op.Time)
+		case len(c.dangling) > 0 && c.dangling[n]:
+			if ev.flags&evValue != 0 {
+				c.resolve(ev.proc, ev.value, history.Info, ev.time, ev.time)
 			}
-		case isModelF(op.F):
-			c.inflight[op.Process] = lp
+		case ev.flags&evModel != 0:
+			c.inflight.set(ev.proc, ev.time)
 		}
 		return
 	}
-	var inv *linProc
-	if lp.has && lp.f == op.F {
-		cp := *lp
-		inv = &cp
-		lp.has = false
-		delete(c.inflight, op.Process)
+	if ev.flags&evPaired != 0 {
+		c.inflight.del(ev.proc)
 	}
-	switch op.F {
-	case history.FSend:
-		if op.Type == history.Fail {
-			return
+	switch ev.kind {
+	case evSend:
+		c.emit(ev.part, linOp{proc: ev.proc, send: true, value: ev.value, off: ev.off, call: ev.call, ret: ev.time}, ev.time)
+	case evResolve:
+		typ := history.Info
+		if ev.flags&evOK != 0 {
+			typ = history.OK
 		}
-		value, has, part := op.Value, op.HasValue, op.Partition
-		call := op.Time
-		if inv != nil {
-			if !has {
-				value, has = inv.value, inv.hasValue
-			}
-			if part < 0 {
-				part = inv.part
-			}
-			call = inv.time
-		}
-		if !has {
-			return
-		}
-		if op.Type == history.OK && op.Offset >= 0 {
-			if part >= 0 {
-				c.emit(part, linOp{proc: op.Process, send: true, value: value, off: op.Offset, call: call, ret: op.Time}, op.Time)
-			}
-			return
-		}
-		c.resolve(op.Process, value, op.Type, call, op.Time)
-	case history.FPoll, history.FDrain:
-		if op.Type != history.OK && op.Type != history.Info {
-			return
-		}
-		call := op.Time
-		if inv != nil {
-			call = inv.time
-		}
-		for _, pr := range op.Reads {
-			if len(pr.Records) == 0 {
-				continue
-			}
-			for _, r := range pr.Records {
+		c.resolve(ev.proc, ev.value, typ, ev.call, ev.time)
+	case evPoll:
+		for _, pr := range ev.reads {
+			for _, r := range pr.recs {
 				if len(c.deferred) == 0 {
 					break
 				}
 				if d := c.deferred[r.Value]; d != nil && !d.emitted && r.Value != history.BadValue {
-					c.release(d, op.Time)
+					c.release(d, ev.time)
 				}
 			}
-			c.emit(pr.Partition, linOp{proc: op.Process, recs: pr.Records, call: call, ret: op.Time}, op.Time)
+			c.emit(pr.part, linOp{proc: ev.proc, recs: pr.recs, call: ev.call, ret: ev.time}, ev.time)
 		}
 	}
 }
@@ -552,13 +574,13 @@ func (c *linChecker) add(op *history.Op, pos int64) {
 // may or may not have happened and is left out. Its return is its first
 // read (for an ok, its completion), or earlier: see release.
 func (c *linChecker) resolve(proc int, value int64, typ history.Type, call, now int64) {
-	vs := c.a.value(value, false)
-	if vs == nil || vs.fl&flRead == 0 || vs.off < 0 || vs.part < 0 {
+	vs, ok := c.resolved[value]
+	if !ok {
 		return
 	}
 	op := linOp{proc: proc, send: true, value: value, off: vs.off, call: call, ret: now}
 	if typ != history.OK {
-		op.ret = max(vs.rt, call)
+		op.ret = max(vs.t, call)
 	}
 	if op.ret <= now {
 		c.emit(vs.part, op, now)
@@ -631,7 +653,7 @@ func (c *linChecker) emit(part int32, op linOp, now int64) {
 // below base; a record below base that the log holds otherwise is kept, so
 // that the search finds it illegal. copyOut copies the records (the op's are
 // reused by the reader).
-func (lp *linPart) strip(recs []history.Record, base int32, copyOut bool) []history.Record {
+func (lp *linPart) strip(recs []linRec, base int32, copyOut bool) []linRec {
 	keep := 0
 	for _, r := range recs {
 		if !lp.holds(r, base) {
@@ -641,16 +663,16 @@ func (lp *linPart) strip(recs []history.Record, base int32, copyOut bool) []hist
 	if keep == len(recs) && !copyOut {
 		return recs
 	}
-	out := make([]history.Record, 0, keep)
+	out := make([]linRec, 0, keep)
 	for _, r := range recs {
 		if !lp.holds(r, base) {
-			out = append(out, history.Record{Offset: r.Offset, Value: r.Value})
+			out = append(out, r)
 		}
 	}
 	return out
 }
 
-func (lp *linPart) holds(r history.Record, base int32) bool {
+func (lp *linPart) holds(r linRec, base int32) bool {
 	k := lp.ranks.of(r.Offset)
 	return k >= 0 && k < base && int(k) < len(lp.table) && r.Value != history.BadValue && lp.table[k] == r.Value
 }
@@ -682,7 +704,7 @@ func (lp *linPart) advance(sends, top int32) {
 
 // take records the value a finished piece appends at op's rank.
 func (lp *linPart) take(op linOp) {
-	if op.rank >= 0 && int(op.rank) < len(lp.table) && lp.table[op.rank] == emptySlot {
+	if op.rank >= 0 && int(op.rank) < len(lp.table) && lp.table[op.rank] == noValue {
 		lp.table[op.rank] = op.value
 	}
 }
@@ -691,10 +713,7 @@ func (lp *linPart) take(op linOp) {
 // emitted on part: one in flight, or a deferred send of part. No cut may be
 // made at or after it.
 func (c *linChecker) frontier() (int64, map[int32]int64) {
-	f := int64(math.MaxInt64)
-	for _, lp := range c.inflight {
-		f = min(f, lp.time)
-	}
+	f := c.inflight.earliest()
 	byPart := map[int32]int64{}
 	for _, d := range c.deferred {
 		if cur, ok := byPart[d.part]; !ok || d.op.call < cur {
@@ -732,7 +751,7 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 // cut finishes every piece of part that ends before f.
 func (c *linChecker) cut(lp *linPart, f int64) {
 	buf := lp.buf
-	slices.SortFunc(buf, func(a, b linOp) int { return cmp.Or(cmp.Compare(a.call, b.call), cmp.Compare(a.seq, b.seq)) })
+	sortByCall(buf)
 	if lp.over != nil {
 		i := 0
 		for i < len(buf) && buf[i].call <= lp.over.maxRet {
@@ -771,6 +790,32 @@ func (c *linChecker) cut(lp *linPart, f int64) {
 	lp.buf = append(lp.buf[:0], tail...)
 }
 
+// sortByCall sorts operations by invocation, then emission. They come
+// in the order of their returns, which is nearly that: an insertion sort
+// moves little, and a history far from it goes to pdqsort.
+func sortByCall(ops []linOp) {
+	moves := 0
+	for i := 1; i < len(ops); i++ {
+		if !callBefore(&ops[i], &ops[i-1]) {
+			continue
+		}
+		x := ops[i]
+		j := i
+		for ; j > 0 && callBefore(&x, &ops[j-1]); j-- {
+			ops[j] = ops[j-1]
+		}
+		ops[j] = x
+		if moves += i - j; moves > 8*len(ops) {
+			slices.SortFunc(ops, func(a, b linOp) int { return cmp.Or(cmp.Compare(a.call, b.call), cmp.Compare(a.seq, b.seq)) })
+			return
+		}
+	}
+}
+
+func callBefore(a, b *linOp) bool {
+	return a.call < b.call || a.call == b.call && a.seq < b.seq
+}
+
 // group returns the end of the group of overlapping operations that starts
 // at buf[start] (sorted by call) and its latest return.
 func group(buf []linOp, start int) (int, int64) {
@@ -784,7 +829,16 @@ func group(buf []linOp, start int) (int, int64) {
 }
 
 func (c *linChecker) finish(lp *linPart, ops []linOp) {
-	piece := linPiece{part: lp.id, index: lp.pieces, base: lp.nextRank, ops: slices.Clone(ops)}
+	if lp.batch != nil && len(lp.batch.ops)+len(ops) > cap(lp.batch.ops) {
+		c.dispatch(lp)
+	}
+	if lp.batch == nil {
+		lp.batch = c.newBatch(lp, len(ops))
+	}
+	b := lp.batch
+	from := len(b.ops)
+	b.ops = append(b.ops, ops...)
+	piece := linPiece{part: lp.id, index: lp.pieces, base: lp.nextRank, ops: b.ops[from:len(b.ops):len(b.ops)]}
 	lp.pieces++
 	for _, o := range ops {
 		lp.cutAt = max(lp.cutAt, o.ret)
@@ -803,12 +857,8 @@ func (c *linChecker) finish(lp *linPart, ops []linOp) {
 		}
 	}
 	lp.advance(sends, top)
-	if lp.batch == nil {
-		lp.batch = &linBatch{part: lp.id}
-	}
-	lp.batch.pieces = append(lp.batch.pieces, piece)
-	lp.batch.nops += len(piece.ops)
-	if lp.batch.nops >= linBatchOps {
+	b.pieces = append(b.pieces, piece)
+	if len(b.ops) >= linBatchOps {
 		c.dispatch(lp)
 	}
 }
@@ -842,6 +892,22 @@ func (c *linChecker) finishOver(lp *linPart) {
 	c.tally.mu.Unlock()
 }
 
+// newBatch returns an empty batch for lp with room for n operations, one
+// the workers gave back when there is one.
+func (c *linChecker) newBatch(lp *linPart, n int) *linBatch {
+	var b *linBatch
+	select {
+	case b = <-c.free:
+	default:
+		b = &linBatch{}
+	}
+	b.part, b.ranks = lp.id, lp.ranks
+	if cap(b.ops) < n {
+		b.ops = make([]linOp, 0, max(linBatchOps+linBatchOps/4, n))
+	}
+	return b
+}
+
 func (c *linChecker) dispatch(lp *linPart) {
 	if lp.batch == nil {
 		return
@@ -861,7 +927,7 @@ func (c *linChecker) end() {
 		}
 		c.release(first, first.op.ret)
 	}
-	c.inflight = map[int]*linProc{}
+	c.inflight = inflight{}
 	c.flush()
 	for _, p := range slices.Sorted(mapKeys(c.parts)) {
 		lp := c.parts[p]
@@ -872,44 +938,38 @@ func (c *linChecker) end() {
 	}
 }
 
-// check searches a batch; when it is illegal, each of its pieces alone, to
-// name the illegal ones.
-func (c *linChecker) check(b *linBatch) {
-	res := c.search(b.pieces[0].base, b.pieces...)
-	switch res {
-	case porcupine.Ok:
-		return
-	case porcupine.Unknown:
-		c.tally.mu.Lock()
-		defer c.tally.mu.Unlock()
-		for i := range b.pieces {
-			c.tally.unknown++
-			p := pieceInfo(&b.pieces[i])
-			p.Reason = "the time budget (--lin-timeout) ran out"
-			c.tally.add(&c.tally.unknownList, p)
-		}
-		return
-	}
-	var illegal []*linPiece
+// check decides each piece of a batch: most by orderLegal, the others by a
+// search. Past the deadline nothing more is decided. It reports whether the
+// tally kept a piece of the batch.
+func (c *linChecker) check(b *linBatch) (kept bool) {
+	late := !time.Now().Before(c.deadline)
 	for i := range b.pieces {
-		if c.search(b.pieces[i].base, b.pieces[i]) != porcupine.Ok {
-			illegal = append(illegal, &b.pieces[i])
+		p := &b.pieces[i]
+		if !late && orderLegal(p, b.ranks) {
+			continue
+		}
+		switch c.search(p.base, *p) {
+		case porcupine.Ok:
+		case porcupine.Unknown:
+			info := pieceInfo(p)
+			info.Reason = "the time budget (--lin-timeout) ran out"
+			c.tally.mu.Lock()
+			c.tally.unknown++
+			c.tally.add(&c.tally.unknownList, info)
+			c.tally.mu.Unlock()
+		default:
+			c.tally.mu.Lock()
+			c.tally.illegalParts[b.part] = true
+			c.tally.illegal++
+			c.tally.add(&c.tally.illegalList, pieceInfo(p))
+			if v := c.tally.vis; v == nil || earlier(p, v) {
+				c.tally.vis = p
+				kept = true
+			}
+			c.tally.mu.Unlock()
 		}
 	}
-	if len(illegal) == 0 {
-		// Not expected: every piece alone holds but not all together.
-		illegal = append(illegal, &b.pieces[0])
-	}
-	c.tally.mu.Lock()
-	defer c.tally.mu.Unlock()
-	c.tally.illegalParts[b.part] = true
-	for _, p := range illegal {
-		c.tally.illegal++
-		c.tally.add(&c.tally.illegalList, pieceInfo(p))
-		if v := c.tally.vis; v == nil || earlier(p, v) {
-			c.tally.vis = p
-		}
-	}
+	return kept
 }
 
 // earlier orders pieces as LinResult.Illegal lists them.
@@ -950,7 +1010,7 @@ func (c *linChecker) search(base int32, pieces ...linPiece) porcupine.CheckResul
 	return porcupine.CheckOperationsTimeout(pieceModel(base), pieceOps(pieces...), left)
 }
 
-func (c *linChecker) result() (LinResult, *linSearch, error) {
+func (c *linChecker) result() (LinResult, *linSearch) {
 	t := &c.tally
 	res := LinResult{Ops: c.ops, Partitions: len(c.parts), Pieces: c.pieces, LargestPiece: c.largest,
 		UnknownPieces: t.unknown, IllegalPieces: t.illegal, Unknown: t.unknownList, Illegal: t.illegalList}
@@ -964,19 +1024,19 @@ func (c *linChecker) result() (LinResult, *linSearch, error) {
 		v := t.vis
 		s := &linSearch{model: pieceModel(v.base)}
 		_, s.info = porcupine.CheckOperationsVerbose(s.model, pieceOps(*v), max(time.Until(c.deadline), time.Second))
-		return res, s, nil
+		return res, s
 	case c.backwards:
 		res.Result = "unknown"
 		res.Reason = "the history's times go back: an operation was invoked before the end of a piece already cut"
-		return res, nil, nil
+		return res, nil
 	case t.unknown > 0:
 		res.Result = "unknown"
 		res.Reason = fmt.Sprintf("%d of %d pieces could not be decided; first: partition %d piece %d: %s",
 			t.unknown, c.pieces, t.unknownList[0].Partition, t.unknownList[0].Piece, t.unknownList[0].Reason)
-		return res, nil, nil
+		return res, nil
 	}
 	res.Result = "ok"
-	return res, nil, nil
+	return res, nil
 }
 
 func heapUp(h []*linDeferred, i int) {

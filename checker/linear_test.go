@@ -125,7 +125,10 @@ func referenceLin(ops []history.Op) string {
 	}
 	byPart := map[int32][]porcupine.Operation{}
 	for _, o := range col {
-		in := &linInput{part: o.part, send: o.send, value: o.value, off: o.off, recs: o.recs}
+		in := &linInput{part: o.part, send: o.send, value: o.value, off: o.off}
+		for _, r := range o.recs {
+			in.recs = append(in.recs, linRec{Offset: r.Offset, Value: r.Value})
+		}
 		ret := o.ret
 		if o.send && (o.typ != history.OK || o.off < 0) {
 			f, ok := read[o.value]

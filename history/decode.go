@@ -17,14 +17,15 @@ const OtherProcess = -3
 // is several times slower, and checkers read millions of lines); unknown
 // fields are validated and skipped.
 func DecodeOp(b []byte, op *Op) error {
-	return decodeOp(b, op, nil)
+	return decodeOp(b, op, nil, nil)
 }
 
 // decodeOp decodes with an optional intern table for repeated strings
-// (node names, error names), which saves an allocation per op.
-func decodeOp(b []byte, op *Op, intern map[string]string) error {
+// (node names, error names), which saves an allocation per op, and an
+// optional arena that a poll's records go to.
+func decodeOp(b []byte, op *Op, intern map[string]string, arena *readArena) error {
 	op.Reset()
-	d := decoder{b: b, intern: intern}
+	d := decoder{b: b, intern: intern, arena: arena}
 	if ok, err := d.prefix(op); err != nil {
 		return err
 	} else if ok {
@@ -49,6 +50,24 @@ type decoder struct {
 	i       int
 	scratch []byte
 	intern  map[string]string
+	arena   *readArena
+}
+
+// readArena holds the records of the polls of a batch of ops, one after
+// the other, so that a consumer reading them goes through memory in order
+// instead of chasing each op's slices; the ops' Reads are slices of it.
+type readArena struct {
+	reads []PartitionRecords
+	recs  []Record
+}
+
+func (a *readArena) reset() {
+	if a.reads == nil {
+		a.reads, a.recs = make([]PartitionRecords, 0, 1024), make([]Record, 0, 4096)
+	}
+	clear(a.reads) // drop the old records' slices and raw texts
+	clear(a.recs)
+	a.reads, a.recs = a.reads[:0], a.recs[:0]
 }
 
 func (d *decoder) string(s []byte) string {
@@ -197,8 +216,25 @@ func (d *decoder) prefix(op *Op) (bool, error) {
 	return true, nil
 }
 
+// restFields are the members the Writer writes most after the prefix, in
+// its order: rest reads them without the key scan and dispatch.
+var restFields = [...]struct{ lit, key string }{
+	{`,"value":`, "value"},
+	{`,"partition":`, "partition"},
+	{`,"offset":`, "offset"},
+	{`,"offsets":`, "offsets"},
+	{`,"node":`, "node"},
+}
+
 // rest decodes the members after the prefix.
 func (d *decoder) rest(op *Op) error {
+	for _, f := range restFields {
+		if d.lit(f.lit) {
+			if err := d.field(f.key, op); err != nil {
+				return fmt.Errorf("field %q: %w", f.key, err)
+			}
+		}
+	}
 	more, err := d.more('}')
 	if err != nil || !more {
 		return err
@@ -417,28 +453,22 @@ func (d *decoder) reads(op *Op) error {
 	if err := d.expect('{'); err != nil {
 		return err
 	}
+	if a := d.arena; a != nil {
+		start := len(a.reads)
+		defer func() { op.Reads = a.reads[start:len(a.reads):len(a.reads)] }()
+		return d.partitioned(func(p int32) error {
+			from := len(a.recs)
+			var err error
+			a.recs, err = d.records(a.recs)
+			a.reads = append(a.reads, PartitionRecords{Partition: p, Records: a.recs[from:len(a.recs):len(a.recs)]})
+			return err
+		})
+	}
 	op.Reads = op.spareReads[:0]
 	if op.Reads == nil {
 		op.Reads = make([]PartitionRecords, 0, 1)
 	}
-	if c, err := d.peek(); err != nil {
-		return err
-	} else if c == '}' {
-		d.i++
-		return nil
-	}
-	for {
-		key, err := d.str()
-		if err != nil {
-			return err
-		}
-		p, err := strconv.ParseInt(string(key), 10, 32)
-		if err != nil || p < 0 {
-			return fmt.Errorf("partition key %q is not a partition number", key)
-		}
-		if err := d.expect(':'); err != nil {
-			return err
-		}
+	return d.partitioned(func(p int32) error {
 		n := len(op.Reads)
 		if n < cap(op.Reads) {
 			op.Reads = op.Reads[:n+1]
@@ -446,18 +476,11 @@ func (d *decoder) reads(op *Op) error {
 			op.Reads = append(op.Reads, PartitionRecords{})
 		}
 		pr := &op.Reads[n]
-		pr.Partition = int32(p)
-		if pr.Records, err = d.records(pr.Records[:0]); err != nil {
-			return fmt.Errorf("partition %d: %w", p, err)
-		}
-		more, err := d.more('}')
-		if err != nil {
-			return err
-		}
-		if !more {
-			return nil
-		}
-	}
+		pr.Partition = p
+		var err error
+		pr.Records, err = d.records(pr.Records[:0])
+		return err
+	})
 }
 
 // committed decodes a commit's offsets: {"partition": offset, ...}.
@@ -471,6 +494,16 @@ func (d *decoder) committed(op *Op) error {
 		return err
 	}
 	op.Committed = []PartitionOffset{}
+	return d.partitioned(func(p int32) error {
+		off, err := d.int()
+		op.Committed = append(op.Committed, PartitionOffset{Partition: p, Offset: off})
+		return err
+	})
+}
+
+// partitioned reads the members of an object keyed by partition numbers,
+// its '{' already read, calling fn to read each member's value.
+func (d *decoder) partitioned(fn func(p int32) error) error {
 	if c, err := d.peek(); err != nil {
 		return err
 	} else if c == '}' {
@@ -489,17 +522,12 @@ func (d *decoder) committed(op *Op) error {
 		if err := d.expect(':'); err != nil {
 			return err
 		}
-		off, err := d.int()
-		if err != nil {
+		if err := fn(int32(p)); err != nil {
 			return fmt.Errorf("partition %d: %w", p, err)
 		}
-		op.Committed = append(op.Committed, PartitionOffset{Partition: int32(p), Offset: off})
 		more, err := d.more('}')
-		if err != nil {
+		if err != nil || !more {
 			return err
-		}
-		if !more {
-			return nil
 		}
 	}
 }

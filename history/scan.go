@@ -23,6 +23,7 @@ type batch struct {
 	n         int
 	err       error
 	intern    map[string]string
+	arena     readArena
 	done      chan struct{}
 }
 
@@ -159,6 +160,7 @@ func (r *Reader) chunks(free, work, ordered chan *batch, stop chan struct{}) err
 
 func (b *batch) decode(name string) {
 	b.n, b.err = 0, nil
+	b.arena.reset()
 	data := b.data
 	line := b.firstLine
 	for len(data) > 0 {
@@ -180,7 +182,7 @@ func (b *batch) decode(name string) {
 			if b.intern == nil {
 				b.intern = map[string]string{}
 			}
-			if err := decodeOp(l, &b.ops[b.n], b.intern); err != nil {
+			if err := decodeOp(l, &b.ops[b.n], b.intern, &b.arena); err != nil {
 				b.err = &LineError{File: name, Line: line, Torn: last && len(data) == 0, Err: err}
 				return
 			}
