@@ -70,8 +70,10 @@ func scrapeOne(ctx context.Context, sink Sink, t Target, client *http.Client, ev
 		case ctx.Err() != nil:
 			return
 		case err != nil:
+			// The previous snapshot stays: the next answer's counters
+			// cover the gap, so nothing counted in it is lost (a busy
+			// broker's ISR shrinks are what a gap would hide).
 			sink.Sample(t.Name, map[string]float64{"up": 0})
-			prev = nil
 		case prev != nil:
 			v := Convert(prev, cur, at.Sub(prevAt).Seconds())
 			for id, n := range dropped {

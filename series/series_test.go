@@ -285,3 +285,24 @@ func TestDropCounter(t *testing.T) {
 		t.Errorf("drops %v, seq %d", got, d.seq)
 	}
 }
+
+// TestSummarizeAcrossScrapeGaps: a broker that did not answer two scrapes
+// loses none of its ISR shrinks: the next answer's rate covers the gap
+// (the scraper keeps the last answer), and its interval reaches back to
+// the last answer, not to the failed scrapes.
+func TestSummarizeAcrossScrapeGaps(t *testing.T) {
+	samples := []Sample{
+		{T: 1, Src: "b1", Values: map[string]float64{"up": 1, "IsrShrinksPerSec": 0}},
+		{T: 2, Src: "b1", Values: map[string]float64{"up": 1, "IsrShrinksPerSec": 2}},
+		{T: 3, Src: "b1", Values: map[string]float64{"up": 0}},
+		{T: 4, Src: "b1", Values: map[string]float64{"up": 0}},
+		{T: 5, Src: "b1", Values: map[string]float64{"up": 1, "IsrShrinksPerSec": 5}}, // 15 over 2 s..5 s
+	}
+	if got := Intervals(samples); got[4] != 3 || got[1] != 1 {
+		t.Errorf("intervals %v: the answer after the gap covers 3 s", got)
+	}
+	p := summarize(samples, -10, 10)
+	if p.IsrShrinks != 17 || p.BrokerSamples != 3 {
+		t.Errorf("shrinks %v over %d broker samples, want 17 over 3", p.IsrShrinks, p.BrokerSamples)
+	}
+}

@@ -126,14 +126,22 @@ func Summarize(samples []Sample, faults []Window, o Options) Summary {
 }
 
 // Intervals returns each sample with its interval's length: the time since
-// the previous sample of the same src (for the first, the median of the
-// others, or 1 s).
+// the previous answered sample of the same src (for the first, the median
+// of the others, or 1 s). A scrape that got no answer ("up" 0) does not
+// end an interval: the next answer's rates cover the gap, as the scraper
+// computes them from the last answer before it.
 func Intervals(samples []Sample) []float64 {
 	out := make([]float64, len(samples))
 	last := map[string]float64{}
 	var firsts []int
 	var all []float64
 	for i, s := range samples {
+		if up, ok := s.Values["up"]; ok && up == 0 {
+			if t, ok := last[s.Src]; ok && s.T > t {
+				out[i] = s.T - t
+			}
+			continue
+		}
 		if t, ok := last[s.Src]; ok && s.T > t {
 			out[i] = s.T - t
 			all = append(all, out[i])
