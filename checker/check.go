@@ -33,7 +33,7 @@ func Check(open OpenFunc, name string, opt Options) (*Verdict, error) {
 		opt.Partitions = r.Header().Partitions
 	}
 	for _, c := range opt.Also {
-		c.Begin(r.Header())
+		c.Start(r.Header())
 	}
 	a := newAnalysis(opt)
 	var torn error
@@ -57,7 +57,7 @@ func Check(open OpenFunc, name string, opt Options) (*Verdict, error) {
 		return nil, err
 	}
 	for _, c := range opt.Also {
-		c.End(torn)
+		c.Finish(torn)
 	}
 	v := a.verdict(torn)
 	if err := fillExamples(v, func(want []int64) (map[int64][]byte, error) {

@@ -4,11 +4,11 @@ package history
 // the file serves several analyses (checker.Options.Also): a run's
 // verdict, its report's curves and its fault summary come from one scan.
 type Consumer interface {
-	// Begin is called with the history's header, before the first op.
-	Begin(h Header)
+	// Start is called with the history's header, before the first op.
+	Start(h Header)
 	// Op is called for every op, in order; op is reused after it returns.
 	Op(op *Op)
-	// End is called after the last op with nil, or with the error of a
-	// torn last line (errors.Is(err, ErrTruncated)).
-	End(err error)
+	// Finish is called after the last op with nil, or with the error of
+	// a torn last line (errors.Is(err, ErrTruncated)).
+	Finish(err error)
 }

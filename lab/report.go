@@ -80,7 +80,11 @@ func seriesRow(dir string, svg bool) (SeriesRow, error) {
 	if b, err := os.ReadFile(filepath.Join(dir, "outcome.json")); err == nil && json.Unmarshal(b, &sum) == nil {
 		row.Scenario, row.Outcome, row.Expect = sum.Scenario, sum.Outcome.String(), sum.Expect
 	}
-	row.Series, err = summarizeSeries(dir, &v)
+	t, err := faultTouched(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		return row, err
+	}
+	row.Series, err = summarizeSeries(dir, &v, t)
 	if err != nil {
 		return row, err
 	}

@@ -240,12 +240,14 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	if res.Incomplete {
 		fmt.Fprintf(out, "  stopped early (%v): checking what was recorded\n", context.Cause(ctx))
 	}
-	v, err := checker.Check(func() (io.ReadCloser, error) { return os.Open(histPath) }, histPath, checker.Options{})
+	// One read of the history: the verdict, what the faults touched and
+	// the report's curves.
+	v, hit, curves, err := analyzeRun(func() (io.ReadCloser, error) { return os.Open(histPath) }, histPath)
 	if err != nil {
 		return res, errors.Join(runErr, fmt.Errorf("%w: check %s: %v", ErrInternal, histPath, err))
 	}
 	res.Verdict = v
-	ser, serr := summarizeSeries(dir, v)
+	ser, serr := summarizeSeries(dir, v, hit)
 	if serr != nil {
 		o.Log.Warn("series", "err", serr)
 	}
@@ -260,7 +262,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	sum := Summary{Scenario: sc.Name, RunID: runID, Seed: sc.Seed, Started: start.UTC().Format(time.RFC3339),
 		Seconds: time.Since(start).Seconds(), Incomplete: res.Incomplete, Valid: v.Valid, Anomalies: v.Anomalies, Judgement: res.Judgement, Series: ser, Timing: tm}
 	// verdict.json, outcome.json, junit.xml and report.html.
-	werr := internalErr(results.WriteRun(dir, v, sum))
+	werr := internalErr(results.WriteRun(dir, v, sum, curves))
 	printSeries(out, ser)
 	printVerdict(out, v, res.Judgement)
 	fmt.Fprintf(out, "  took %.1fs: workload %.1fs; up %.1fs, topic %.1fs, stop %.1fs, drain %.1fs, down %.1fs, check %.1fs, report %.1fs\n",

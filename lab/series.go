@@ -17,6 +17,7 @@ import (
 	"github.com/isrlab/isrlab/clusterapi"
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/history"
+	"github.com/isrlab/isrlab/results"
 	"github.com/isrlab/isrlab/series"
 )
 
@@ -69,17 +70,13 @@ type runSeries struct {
 }
 
 // summarizeSeries reads a run's metrics.jsonl and sums it up against the
-// verdict's fault windows and the faults in the history.
-func summarizeSeries(dir string, v *checker.Verdict) (*runSeries, error) {
+// verdict's fault windows and what the faults in the history touched.
+func summarizeSeries(dir string, v *checker.Verdict, t touched) (*runSeries, error) {
 	_, ss, err := series.ReadFile(filepath.Join(dir, series.FileName))
 	if err != nil {
 		return nil, err
 	}
 	s := series.Summarize(ss, faultWindows(v), series.Options{})
-	t, err := faultTouched(filepath.Join(dir, "history.jsonl"))
-	if err != nil {
-		return nil, err
-	}
 	rs := &runSeries{Summary: &s}
 	for k, n := range s.DuringFaults.IsrDrops {
 		leader, replica, _ := strings.Cut(k, ">")
@@ -100,11 +97,41 @@ func (t touched) touched(a, b string) bool {
 	return t.nodes[a] || t.nodes[b] || t.links[[2]string{a, b}] || t.links[[2]string{b, a}]
 }
 
-// faultTouched reads the faults that started in a history: a partition's
-// grudge gives the links it cut, any other fault's resolved nodes what it
-// acted on.
+func newTouched() touched {
+	return touched{nodes: map[string]bool{}, links: map[[2]string]bool{}}
+}
+
+// Start, Op and Finish make touched a history.Consumer: it takes the
+// faults that started in a history, a partition's grudge giving the links
+// it cut, any other fault's resolved nodes what it acted on.
+func (t touched) Start(history.Header) {}
+
+func (t touched) Op(op *history.Op) {
+	if op.Process != history.Nemesis || op.Type != history.OK || !strings.HasPrefix(op.F, "start-") {
+		return
+	}
+	var fv struct {
+		Resolved []string            `json:"resolved"`
+		Grudge   map[string][]string `json:"grudge"`
+	}
+	if json.Unmarshal(op.RawValue, &fv) != nil {
+		return
+	}
+	for _, n := range fv.Resolved {
+		t.nodes[n] = true
+	}
+	for to, froms := range fv.Grudge {
+		for _, from := range froms {
+			t.links[[2]string{from, to}] = true
+		}
+	}
+}
+
+func (t touched) Finish(error) {}
+
+// faultTouched reads what the faults in a stored run's history touched.
 func faultTouched(path string) (touched, error) {
-	t := touched{nodes: map[string]bool{}, links: map[[2]string]bool{}}
+	t := newTouched()
 	f, err := os.Open(path)
 	if err != nil {
 		return t, err
@@ -114,33 +141,23 @@ func faultTouched(path string) (touched, error) {
 	if err != nil {
 		return t, err
 	}
-	for {
-		var op history.Op
-		if err := r.Next(&op); err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, history.ErrTruncated) {
-				return t, nil
-			}
-			return t, err
-		}
-		if op.Process != history.Nemesis || op.Type != history.OK || !strings.HasPrefix(op.F, "start-") {
-			continue
-		}
-		var fv struct {
-			Resolved []string            `json:"resolved"`
-			Grudge   map[string][]string `json:"grudge"`
-		}
-		if json.Unmarshal(op.RawValue, &fv) != nil {
-			continue
-		}
-		for _, n := range fv.Resolved {
-			t.nodes[n] = true
-		}
-		for to, froms := range fv.Grudge {
-			for _, from := range froms {
-				t.links[[2]string{from, to}] = true
-			}
-		}
+	err = r.Scan(0, func(op *history.Op, _ int64) error {
+		t.Op(op)
+		return nil
+	})
+	if errors.Is(err, history.ErrTruncated) {
+		err = nil
 	}
+	return t, err
+}
+
+// analyzeRun checks a finished run's history, which open returns, and
+// takes what its faults touched and its report's curves from the same
+// pass: the history is read once.
+func analyzeRun(open checker.OpenFunc, name string) (*checker.Verdict, touched, *results.Curves, error) {
+	t, curves := newTouched(), results.NewCurves()
+	v, err := checker.Check(open, name, checker.Options{Also: []history.Consumer{t, curves}})
+	return v, t, curves, err
 }
 
 // judgeSeries adds the expectations on the time series (throughput, ISR

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/isrlab/isrlab/checker"
+	"github.com/isrlab/isrlab/history"
+	"github.com/isrlab/isrlab/results"
 	"github.com/isrlab/isrlab/series"
 )
 
@@ -125,7 +127,11 @@ func TestSummarizeSeriesCollateral(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := summarizeSeries(dir, v)
+	tc, err := faultTouched(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := summarizeSeries(dir, v, tc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,5 +179,78 @@ func TestSeriesReport(t *testing.T) {
 	WriteSeriesTable(&md, rows, root)
 	if !strings.Contains(md.String(), "(runs/x/20250101T000000Z-abcd/metrics.svg) | 1000 | 200 | 0.20x | 200 | 1.00x |") {
 		t.Errorf("table:\n%s", md.String())
+	}
+}
+
+// TestRunReadsHistoryOnce: a finished run's post-processing (the check,
+// linearizability and the examples' operations included, what the faults
+// touched, the series summary, verdict.json, outcome.json, junit.xml and
+// report.html) opens the history once. The run directory has no
+// history.jsonl here, so nothing but the counted OpenFunc can read it.
+func TestRunReadsHistoryOnce(t *testing.T) {
+	dir := t.TempDir()
+	histPath := filepath.Join(t.TempDir(), "history.jsonl")
+	f, err := os.Create(histPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := history.NewWriter(f, history.Header{Run: "once", Partitions: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := history.NewOp(history.Nemesis, history.OK, "start-partition")
+	cut.RawValue = json.RawMessage(`{"kind":"partition","grudge":{"b1":["b3"],"b3":["b1"]}}`)
+	if err := w.Write(&cut); err != nil {
+		t.Fatal(err)
+	}
+	// Every anomaly kind, so that the verdict's examples are read back.
+	if _, err := history.Synthesize(w, history.SynthOptions{Ops: 20000, Partitions: 3, Seed: 2, Faults: true, AnomalyEvery: 2000}); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(w.Flush(), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	ser := `{"isrlab_series":1}
+{"t":5,"src":"b1","v":{"up":1,"IsrDropped.3":4,"IsrDropped.2":2}}
+`
+	if err := os.WriteFile(filepath.Join(dir, series.FileName), []byte(ser), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	opens := 0
+	open := func() (io.ReadCloser, error) {
+		opens++
+		return os.Open(histPath)
+	}
+	v, hit, curves, err := analyzeRun(open, histPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := summarizeSeries(dir, v, hit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := Summary{Scenario: "once", Valid: v.Valid, Anomalies: v.Anomalies, Series: rs,
+		Judgement: Judgement{Outcome: Met, Expect: "anything"}}
+	if err := results.WriteRun(dir, v, sum, curves); err != nil {
+		t.Fatal(err)
+	}
+	if opens != 1 {
+		t.Errorf("the history was opened %d times, want 1", opens)
+	}
+	// What the one read had to give.
+	if v.Linearizable.Result != "illegal" || len(v.Examples[checker.LostWrite]) == 0 || len(v.Examples[checker.LostWrite][0].Ops) == 0 {
+		t.Errorf("linearizable %s, lost-write examples %v", v.Linearizable.Result, v.Examples[checker.LostWrite])
+	}
+	if !hit.touched("b1", "b3") || hit.touched("b1", "b2") {
+		t.Errorf("touched %+v", hit)
+	}
+	if curves.Ops != v.Stats.Ops || len(curves.Buckets) == 0 {
+		t.Errorf("curves of %d ops (%d buckets), the verdict counts %d", curves.Ops, len(curves.Buckets), v.Stats.Ops)
+	}
+	for _, name := range []string{results.VerdictFile, results.OutcomeFile, results.JUnitFile, results.ReportFile} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

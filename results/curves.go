@@ -199,21 +199,41 @@ func ReadCurves(r io.Reader, name string) (*Curves, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Curves{Header: hr.Header(), Width: baseWidth, PointStride: 1,
-		partIdx: map[int32]int{}, stateIdx: map[int32]int{}, procs: map[int]pendingOp{},
-		inflight: map[int64]bool{}, acked: map[int64]int64{}, faultByName: map[string]int{}}
+	c := NewCurves()
+	c.Start(hr.Header())
 	err = hr.Scan(0, func(op *history.Op, _ int64) error {
-		c.add(op)
+		c.Op(op)
 		return nil
 	})
-	if errors.Is(err, history.ErrTruncated) {
-		c.Torn = err.Error()
-	} else if err != nil {
+	if err != nil && !errors.Is(err, history.ErrTruncated) {
 		return nil, err
+	}
+	c.Finish(err)
+	return c, nil
+}
+
+// NewCurves returns the curves of a history that is yet to be read: a
+// history.Consumer, so that the pass that checks a run's history computes
+// them too (checker.Options.Also), and its report needs no pass of its own.
+func NewCurves() *Curves {
+	return &Curves{Width: baseWidth, PointStride: 1,
+		partIdx: map[int32]int{}, stateIdx: map[int32]int{}, procs: map[int]pendingOp{},
+		inflight: map[int64]bool{}, acked: map[int64]int64{}, faultByName: map[string]int{}}
+}
+
+// Start takes the history's header.
+func (c *Curves) Start(h history.Header) { c.Header = h }
+
+// Op adds one op, in history order.
+func (c *Curves) Op(op *history.Op) { c.add(op) }
+
+// Finish closes the curves after the last op; err is a torn last line's.
+func (c *Curves) Finish(err error) {
+	if err != nil {
+		c.Torn = err.Error()
 	}
 	c.Unseen = int64(len(c.acked))
 	c.acked, c.inflight, c.procs = nil, nil, nil
-	return c, nil
 }
 
 func (c *Curves) bucket(t int64) *Bucket {

@@ -2,8 +2,11 @@ package results
 
 import (
 	"bytes"
+	"io"
+	"reflect"
 	"testing"
 
+	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/history"
 )
 
@@ -85,5 +88,34 @@ func TestFaultLabel(t *testing.T) {
 		if got := faultLabel(tc.name, []byte(tc.raw)); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.raw, got, tc.want)
 		}
+	}
+}
+
+// TestCurvesFromCheck: the curves the checker's pass computes (NewCurves
+// in checker.Options.Also) are those ReadCurves reads, torn last line
+// included.
+func TestCurvesFromCheck(t *testing.T) {
+	var buf bytes.Buffer
+	w, _ := history.NewWriter(&buf, history.Header{Run: "c", Partitions: 3})
+	if _, err := history.Synthesize(w, history.SynthOptions{Ops: 30000, Partitions: 3, Seed: 4, InfoRate: 0.05, FailRate: 0.05, Faults: true, AnomalyEvery: 3000}); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	buf.WriteString(`{"index":99999,"time":1`) // torn
+	want, err := ReadCurves(bytes.NewReader(buf.Bytes()), "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := NewCurves()
+	open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil }
+	if _, err := checker.Check(open, "h", checker.Options{Linearizable: checker.LinOff, Also: []history.Consumer{got}}); err != nil {
+		t.Fatal(err)
+	}
+	if want.Torn == "" || want.Ops < 30000 {
+		t.Fatalf("the history read as %d ops, torn %q", want.Ops, want.Torn)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("curves from the check differ from ReadCurves': %d ops, %d buckets, torn %q; want %d, %d, %q",
+			got.Ops, len(got.Buckets), got.Torn, want.Ops, len(want.Buckets), want.Torn)
 	}
 }

@@ -35,16 +35,27 @@ func writeReport(dir string, build func(fs.FS, string) ([]byte, error)) error {
 // RunReport builds the report of the run directory run: one self-contained
 // HTML file. It streams history.jsonl once; when the run has no
 // verdict.json (a run cut short before its check) the history is checked
-// here, in memory, without linearizability. name labels the page.
+// in the same pass, without linearizability. name labels the page.
 func RunReport(run fs.FS, name string) ([]byte, error) {
-	d := runPage{Name: name, Style: template.CSS(reportCSS)}
+	return reportWith(run, name, nil)
+}
+
+// reportWith is RunReport with the history's curves, when the caller has
+// them (nil: they are read from history.jsonl).
+func reportWith(run fs.FS, name string, curves *Curves) ([]byte, error) {
+	d := runPage{Name: name, Style: template.CSS(reportCSS), Curves: curves}
 	var err error
 	if d.Outcome, err = ReadOutcome(run); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
 	if d.Verdict, err = ReadVerdict(run); errors.Is(err, fs.ErrNotExist) {
 		open := func() (io.ReadCloser, error) { return run.Open(HistoryFile) }
-		d.Verdict, err = checker.Check(open, HistoryFile, checker.Options{Linearizable: checker.LinOff})
+		opt := checker.Options{Linearizable: checker.LinOff}
+		if d.Curves == nil {
+			d.Curves = NewCurves()
+			opt.Also = []history.Consumer{d.Curves}
+		}
+		d.Verdict, err = checker.Check(open, HistoryFile, opt)
 		if err != nil {
 			return nil, fmt.Errorf("no %s, and checking %s: %w", VerdictFile, HistoryFile, err)
 		}
@@ -55,14 +66,16 @@ func RunReport(run fs.FS, name string) ([]byte, error) {
 	if b, err := fs.ReadFile(run, ScenarioFile); err == nil {
 		d.Scenario = string(b)
 	}
-	f, err := run.Open(HistoryFile)
-	if err != nil {
-		return nil, err
-	}
-	d.Curves, err = ReadCurves(f, HistoryFile)
-	f.Close()
-	if err != nil {
-		return nil, err
+	if d.Curves == nil {
+		f, err := run.Open(HistoryFile)
+		if err != nil {
+			return nil, err
+		}
+		d.Curves, err = ReadCurves(f, HistoryFile)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
 	}
 	if d.Curves.Torn != "" {
 		d.Notes = append(d.Notes, "The history ends in a torn line: "+d.Curves.Torn)

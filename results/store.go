@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -191,9 +192,11 @@ func WriteScenario(dir string, scenario any) error {
 
 // WriteRun writes what a finished run adds to its directory: verdict.json,
 // outcome.json (outcome must encode as an Outcome does, as lab.Summary
-// does), junit.xml and report.html. Every file is attempted; the errors are
+// does), junit.xml and report.html. curves are the history's, computed by
+// the pass that checked it (NewCurves): the report then does not read the
+// history again; nil reads it. Every file is attempted; the errors are
 // joined.
-func WriteRun(dir string, verdict, outcome any) error {
+func WriteRun(dir string, verdict, outcome any, curves *Curves) error {
 	err := errors.Join(WriteJSON(filepath.Join(dir, VerdictFile), verdict),
 		WriteJSON(filepath.Join(dir, OutcomeFile), outcome))
 	var o Outcome
@@ -208,7 +211,9 @@ func WriteRun(dir string, verdict, outcome any) error {
 	} else {
 		err = errors.Join(err, WriteFile(filepath.Join(dir, JUnitFile), junit))
 	}
-	return errors.Join(err, WriteReport(dir))
+	return errors.Join(err, writeReport(dir, func(run fs.FS, name string) ([]byte, error) {
+		return reportWith(run, name, curves)
+	}))
 }
 
 // WriteMatrix writes a finished matrix's files into dir: table.json,

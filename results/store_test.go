@@ -79,7 +79,7 @@ func TestWriteRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.Outcome, o.Reasons = NotMet, []string{"expected valid=true, got valid=false"}
-	if err := WriteRun(dir, v, o); err != nil {
+	if err := WriteRun(dir, v, o, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{VerdictFile, OutcomeFile, JUnitFile, ReportFile} {
@@ -118,7 +118,7 @@ func TestWriteRun(t *testing.T) {
 	// Not an Outcome: an error, and verdict.json still written.
 	dir2 := t.TempDir()
 	copyDir(t, "testdata/run-kill", dir2)
-	if err := WriteRun(dir2, v, []int{1}); err == nil {
+	if err := WriteRun(dir2, v, []int{1}, nil); err == nil {
 		t.Error("WriteRun took an outcome that is not an Outcome")
 	}
 }
