@@ -1,8 +1,8 @@
 // Package clients holds the client drivers of the workloads other than
-// franz-go's (package workloads has that one, the default): sarama, in
-// this process, and exec, an out-of-process driver speaking the
-// line-delimited JSON protocol of docs/client-protocol.md, so that any
-// client in any language can run the log workload.
+// franz-go's (package workloads has that one, the default): sarama and
+// segmentio/kafka-go in this process, and exec, an out-of-process driver
+// speaking the line-delimited JSON protocol of docs/client-protocol.md, so
+// that any client in any language can run the log workload.
 //
 // A driver performs each operation the workload asks for with its client
 // and reports ok, fail or info as the client let it know: fail only when
@@ -31,7 +31,7 @@ const (
 )
 
 // Names lists them.
-var Names = []string{FranzGo, Sarama, Exec}
+var Names = []string{FranzGo, Sarama, KafkaGo, Exec}
 
 // Env is what a driver needs from the lab: the bootstrap brokers, how the
 // lab's clients dial (from the client host's network namespace), and how
@@ -77,6 +77,9 @@ func Check(spec workloads.ClientSpec, kind string, cfg workloads.Config) error {
 	case Sarama:
 		_, err := saramaConfig(cfg, spec.Config)
 		return err
+	case KafkaGo:
+		_, _, err := kafkagoConfig(cfg, spec.Config)
+		return err
 	case Exec:
 		if len(spec.Exec) == 0 || spec.Exec[0] == "" {
 			return errors.New("client exec: exec: give the driver's command as a list, e.g. exec: [python3, driver.py]")
@@ -93,6 +96,8 @@ func New(spec workloads.ClientSpec, cfg workloads.Config, env Env) (workloads.Cl
 		return nil, nil
 	case Sarama:
 		return newSarama(cfg, spec.Config, env)
+	case KafkaGo:
+		return newKafkaGo(cfg, spec.Config, env)
 	case Exec:
 		return newExec(cfg, spec, env), nil
 	}

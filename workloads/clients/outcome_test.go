@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/history"
@@ -171,42 +173,102 @@ func TestHeldProduceIsInfo(t *testing.T) {
 	}
 }
 
-// TestSaramaNeverSentIsFail: a sarama send that fails before any Produce
-// request was written (every connection after the bootstrap's is refused)
-// is fail, and one that sarama refuses itself (a partition the topic does
-// not have) is fail too.
-func TestSaramaNeverSentIsFail(t *testing.T) {
+// TestNeverSentIsFail: a send that fails before any Produce request was
+// written is fail: sarama with every connection after the bootstrap's
+// refused, kafka-go with every connection refused (its Writer looks the
+// topic up first); and one that sarama refuses itself (a partition the
+// topic does not have) is fail too.
+func TestNeverSentIsFail(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
 	c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 1})
 	c.CreateTopic("unsent", 1, 1, nil)
-	var dials atomic.Int64
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		// The bootstrap's metadata connection only.
-		if dials.Add(1) > 1 {
-			return nil, fmt.Errorf("dial %s: refused by the test", addr)
+	for _, tc := range []struct {
+		client string
+		allow  int64 // connections allowed
+	}{{Sarama, 1}, {KafkaGo, 0}} {
+		t.Run(tc.client, func(t *testing.T) {
+			var dials atomic.Int64
+			dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if dials.Add(1) > tc.allow {
+					return nil, fmt.Errorf("dial %s: refused by the test", addr)
+				}
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			}
+			cfg := workloads.Config{Topic: "unsent", Partitions: 1, Retries: 1, RequestTimeout: 2 * time.Second, DeliveryTimeout: 20 * time.Second}
+			cl, err := New(workloads.ClientSpec{Client: tc.client}, cfg, Env{Seeds: c.Bootstrap(), Dial: dial})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			p, err := cl.Producer(ctx, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			s, err := p.Send(ctx, workloads.Record{Partition: 0, Key: "k0", Value: 0})
+			if err != nil || s.Type != history.Fail {
+				t.Errorf("send with the broker connections refused: %s (%s), %v; want fail", s.Type, s.Error, err)
+			}
+			t.Logf("refused connections: %s (%s)", s.Type, s.Error)
+			if tc.client != Sarama {
+				return
+			}
+			s, err = p.Send(ctx, workloads.Record{Partition: 7, Key: "k0", Value: 1})
+			if err != nil || s.Type != history.Fail {
+				t.Errorf("send to partition 7 of 1: %s (%s), %v; want fail", s.Type, s.Error, err)
+			}
+		})
+	}
+}
+
+// TestKafkaGoOutcome: kafka-go's errors map as docs/clients-under-faults.md
+// says, and its settings are refused where kafka-go has none.
+func TestKafkaGoOutcome(t *testing.T) {
+	tests := []struct {
+		err     error
+		retried bool
+		want    history.Type
+		name    string
+	}{
+		{kafka.MessageSizeTooLarge, true, history.Fail, "MESSAGE_TOO_LARGE"},
+		{kafka.WriteErrors{kafka.NotEnoughReplicas}, false, history.Fail, "NOT_ENOUGH_REPLICAS"},
+		{kafka.WriteErrors{kafka.NotEnoughReplicas}, true, history.Info, "NOT_ENOUGH_REPLICAS"},
+		{kafka.RequestTimedOut, false, history.Info, "REQUEST_TIMED_OUT"},
+		{kafka.NotEnoughReplicasAfterAppend, false, history.Info, "NOT_ENOUGH_REPLICAS_AFTER_APPEND"},
+		{kafka.MessageTooLargeError{}, false, history.Fail, ""},
+		{context.DeadlineExceeded, false, history.Info, ""},
+		{io.ErrUnexpectedEOF, false, history.Info, ""},
+		{io.EOF, false, history.Info, "EOF"},
+	}
+	for _, tc := range tests {
+		got, name := kafkagoOutcome(tc.err, tc.retried)
+		if got != tc.want || (tc.name != "" && name != tc.name) {
+			t.Errorf("%v (retried %v): %s %q, want %s %q", tc.err, tc.retried, got, name, tc.want, tc.name)
 		}
-		return (&net.Dialer{}).DialContext(ctx, network, addr)
 	}
-	cfg := workloads.Config{Topic: "unsent", Partitions: 1, Retries: 1, RequestTimeout: 2 * time.Second, DeliveryTimeout: 20 * time.Second}
-	cl, err := newSarama(cfg, nil, Env{Seeds: c.Bootstrap(), Dial: dial})
+	w, r, err := kafkagoConfig(workloads.Config{Acks: "1", Retries: 2, RequestTimeout: 3 * time.Second},
+		map[string]string{"Writer.Compression": "4", "Reader.MaxWait": "50ms"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	p, err := cl.Producer(ctx, 0, 0)
-	if err != nil {
-		t.Fatal(err)
+	if w.RequiredAcks != kafka.RequireOne || w.MaxAttempts != 3 || w.WriteTimeout != 3*time.Second || w.Compression != kafka.Zstd || r.MaxWait != 50*time.Millisecond {
+		t.Errorf("acks=1, retries 2, request.timeout 3s, zstd, MaxWait 50ms: %+v %+v", w, r)
 	}
-	defer p.Close()
-	s, err := p.Send(ctx, workloads.Record{Partition: 0, Key: "k0", Value: 0})
-	if err != nil || s.Type != history.Fail {
-		t.Errorf("send with every broker connection refused: %s (%s), %v; want fail", s.Type, s.Error, err)
-	}
-	t.Logf("refused connections: %s (%s)", s.Type, s.Error)
-	s, err = p.Send(ctx, workloads.Record{Partition: 7, Key: "k0", Value: 1})
-	if err != nil || s.Type != history.Fail {
-		t.Errorf("send to partition 7 of 1: %s (%s), %v; want fail", s.Type, s.Error, err)
+	for _, tc := range []struct {
+		cfg  workloads.Config
+		own  map[string]string
+		want string
+	}{
+		{workloads.Config{Idempotent: true}, nil, "client kafka-go: kafka-go has no idempotent producer"},
+		{workloads.Config{MaxInFlight: 5}, nil, "one request at a time per partition"},
+		{workloads.Config{}, map[string]string{"Writer.Balancer": "x"}, "client.config.Writer.Balancer: set by the driver"},
+		{workloads.Config{}, map[string]string{"MaxAttempts": "3"}, "Writer.FIELD (kafka.Writer) or Reader.FIELD"},
+		{workloads.Config{}, map[string]string{"Writer.MaxAttempt": "3"}, "kafka.Writer has no MaxAttempt (did you mean MaxAttempts?)"},
+	} {
+		if _, _, err := kafkagoConfig(tc.cfg, tc.own); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v %v: %v, want %q", tc.cfg, tc.own, err, tc.want)
+		}
 	}
 }

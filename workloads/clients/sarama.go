@@ -190,16 +190,7 @@ func (p *saramaProducer) Close() error {
 func saramaOutcome(err error, retries bool) (history.Type, string) {
 	var ke sarama.KError
 	if errors.As(err, &ke) {
-		kerrErr := kerr.ErrorForCode(int16(ke))
-		if kerrErr == nil {
-			return history.OK, ""
-		}
-		name := kerrErr.Error()
-		var k *kerr.Error
-		if errors.As(kerrErr, &k) {
-			name = k.Message
-		}
-		return workloads.Classify(kerrErr, retries), name
+		return kafkaCode(int16(ke), retries)
 	}
 	var ce sarama.ConfigurationError
 	if errors.As(err, &ce) || errors.Is(err, sarama.ErrInvalidPartition) {
@@ -218,7 +209,7 @@ func (s *saramaClient) Consumer(ctx context.Context, _ int, parts []int32) (work
 	}); err != nil {
 		return nil, fmt.Errorf("new consumer: %w", err)
 	}
-	c := &saramaConsumer{cons: cons, msgs: make(chan *sarama.ConsumerMessage), errs: make(chan error, 16), stop: make(chan struct{})}
+	c := &saramaConsumer{merged: newMerged(saramaPollError), cons: cons, stop: make(chan struct{})}
 	for _, p := range parts {
 		var pc sarama.PartitionConsumer
 		if err := retry(ctx, func() (err error) {
@@ -237,13 +228,22 @@ func (s *saramaClient) Consumer(ctx context.Context, _ int, parts []int32) (work
 
 // saramaConsumer merges its partition consumers' messages and errors.
 type saramaConsumer struct {
+	*merged
 	cons sarama.Consumer
 	pcs  []sarama.PartitionConsumer
-	msgs chan *sarama.ConsumerMessage
-	errs chan error
 	stop chan struct{}
 	once sync.Once
 	wg   sync.WaitGroup // forward
+}
+
+// saramaPollError names a partition consumer's error.
+func saramaPollError(err error) string {
+	var ce *sarama.ConsumerError
+	if errors.As(err, &ce) {
+		_, name := saramaOutcome(ce.Err, false)
+		return name
+	}
+	return err.Error()
 }
 
 // forward passes pc's messages and errors on until Close; then it drains
@@ -265,7 +265,7 @@ func (c *saramaConsumer) forward(pc sarama.PartitionConsumer) {
 				continue
 			}
 			select {
-			case c.msgs <- m:
+			case c.msgs <- fetched{m.Partition, m.Offset, m.Value}:
 			case <-stop:
 				stop = nil
 			}
@@ -274,60 +274,9 @@ func (c *saramaConsumer) forward(pc sarama.PartitionConsumer) {
 				errs = nil
 				continue
 			}
-			select {
-			case c.errs <- e:
-			default: // the poll keeps the first error only
-			}
+			c.fail(e)
 		}
 	}
-}
-
-// maxPoll bounds the records one poll returns.
-const maxPoll = 10000
-
-// Poll waits up to timeout for the first record, then takes every record
-// already delivered without waiting more.
-func (c *saramaConsumer) Poll(ctx context.Context, timeout time.Duration) (workloads.Polled, error) {
-	var reads workloads.Reads
-	var firstErr error
-	note := func(err error) {
-		if firstErr == nil {
-			firstErr = err
-		}
-	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case m := <-c.msgs:
-		reads.Add(m.Partition, m.Offset, m.Value)
-	case err := <-c.errs:
-		note(err)
-	case <-t.C:
-	case <-ctx.Done():
-	}
-more:
-	for reads.N < maxPoll {
-		select {
-		case m := <-c.msgs:
-			reads.Add(m.Partition, m.Offset, m.Value)
-		case err := <-c.errs:
-			note(err)
-		default:
-			break more
-		}
-	}
-	p := workloads.Polled{Type: history.OK, Reads: reads.Records()}
-	if firstErr != nil {
-		p.Error = firstErr.Error()
-		var ce *sarama.ConsumerError
-		if errors.As(firstErr, &ce) {
-			_, p.Error = saramaOutcome(ce.Err, false)
-		}
-		if reads.N == 0 {
-			p.Type = history.Info
-		}
-	}
-	return p, nil
 }
 
 func (c *saramaConsumer) Close() error {
@@ -359,4 +308,21 @@ func retry(ctx context.Context, f func() error) error {
 		t.Stop()
 	}
 	return errors.Join(err, ctx.Err())
+}
+
+// kafkaCode maps a Kafka error code a client returned for a record to an
+// outcome as workloads.Classify decides it for franz-go, and the code's
+// name (NOT_ENOUGH_REPLICAS); retried says whether the client may have
+// sent the record more than once.
+func kafkaCode(code int16, retried bool) (history.Type, string) {
+	err := kerr.ErrorForCode(code)
+	if err == nil {
+		return history.OK, ""
+	}
+	name := err.Error()
+	var k *kerr.Error
+	if errors.As(err, &k) {
+		name = k.Message
+	}
+	return workloads.Classify(err, retried), name
 }

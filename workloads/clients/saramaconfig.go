@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/isrlab/isrlab/workloads"
 )
@@ -70,7 +71,7 @@ func saramaConfig(cfg workloads.Config, own map[string]string) (*sarama.Config, 
 	c.Consumer.MaxWaitTime = max(cfg.PollTimeout/2, 10*time.Millisecond)
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest
 	for _, k := range slices.Sorted(maps.Keys(own)) {
-		if err := setField(c, k, own[k]); err != nil {
+		if err := setOwn(reflect.ValueOf(c).Elem(), "sarama.Config", k, own[k], saramaOwned); err != nil {
 			return nil, fmt.Errorf("client sarama: client.config.%s: %w", k, err)
 		}
 	}
@@ -94,23 +95,24 @@ var (
 	unmarshaler  = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
-// setField sets the field of c at path (sarama's names, dot-separated) from
-// its text: booleans, integers, durations (100ms), strings, Version
-// (2.8.0) and the types that parse text (CompressionCodec).
-func setField(c *sarama.Config, path, text string) error {
-	for _, o := range saramaOwned {
+// setOwn sets the field of the struct v (named what, for errors) at path
+// (the client's own field names, dot-separated) from its text, unless
+// owned (paths the driver sets) holds it: booleans, integers, durations
+// (100ms), numbers, strings, sarama's Version (2.8.0) and the types that
+// parse text (sarama's CompressionCodec).
+func setOwn(v reflect.Value, what, path, text string, owned []string) error {
+	for _, o := range owned {
 		if path == o || strings.HasPrefix(path, o+".") {
 			return fmt.Errorf("set by the driver (%s)", o)
 		}
 	}
-	v := reflect.ValueOf(c).Elem()
 	for i, name := range strings.Split(path, ".") {
 		if v.Kind() != reflect.Struct {
 			return fmt.Errorf("%s is not a group of settings", strings.Join(strings.Split(path, ".")[:i], "."))
 		}
 		f, ok := v.Type().FieldByName(name)
 		if !ok || !f.IsExported() || len(f.Index) != 1 {
-			return fmt.Errorf("sarama.Config has no %s%s", path, nearestField(v.Type(), name))
+			return fmt.Errorf("%s has no %s%s", what, path, nearestField(v.Type(), name))
 		}
 		v = v.Field(f.Index[0])
 	}
@@ -140,7 +142,7 @@ func setField(c *sarama.Config, path, text string) error {
 		}
 		v.SetBool(b)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		if v.Type() == reflect.TypeFor[sarama.RequiredAcks]() {
+		if v.Type() == reflect.TypeFor[sarama.RequiredAcks]() || v.Type() == reflect.TypeFor[kafka.RequiredAcks]() {
 			switch text {
 			case "all", "WaitForAll":
 				text = "-1"
