@@ -21,6 +21,7 @@ import (
 	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/results"
+	"github.com/isrlab/isrlab/workloads"
 )
 
 // Matrix is presets x fault schedules (x seeds): every combination is a
@@ -36,9 +37,14 @@ import (
 //	  - name: partition-4
 //	    from: seed000/partition-4-safe   # the faults of a library scenario
 //	seeds: [1, 2, 3]
+//	clients: [franz-go, sarama]          # optional: every cell once per client
 //	expect:
 //	  acks1/leader-isolated: {anomalies: {lost-write: ">0"}}
 //	  acks1/leader-kill: {across-seeds: {lost-write: ">0 in >=1 of 3"}}
+//
+// With clients, every preset runs once per client and its cells are named
+// PRESET@CLIENT (safe@sarama/leader-kill); an expectation keyed by the
+// preset applies to every client, one keyed PRESET@CLIENT to that one.
 //
 // An expectation with across-seeds (the preset's or the matrix's) claims
 // what is possible: besides its cells, each such preset/schedule is a
@@ -51,6 +57,7 @@ type Matrix struct {
 	Presets     []Names              `yaml:"presets"`
 	Schedules   []MatrixSchedule     `yaml:"schedules"`
 	Seeds       []int64              `yaml:"seeds,omitempty"`
+	Clients     []MatrixClient       `yaml:"clients,omitempty"`
 	Expect      map[string]yaml.Node `yaml:"expect,omitempty"`
 
 	file  string
@@ -65,6 +72,35 @@ type MatrixSchedule struct {
 	Faults   []yaml.Node `yaml:"faults,omitempty"`
 	Schedule yaml.Node   `yaml:"schedule,omitempty"`
 	Duration string      `yaml:"duration,omitempty"`
+}
+
+// MatrixClient is one value of the clients axis: a client's name
+// (franz-go, sarama), or a named client with its settings, such as an
+// exec driver: {name: mine, client: exec, exec: [./driver], client.config: {...}}.
+type MatrixClient struct {
+	Name                 string `yaml:"name"`
+	workloads.ClientSpec `yaml:",inline"`
+}
+
+// UnmarshalYAML takes a name or a mapping.
+func (c *MatrixClient) UnmarshalYAML(v *yaml.Node) error {
+	if v.Kind == yaml.ScalarNode {
+		c.Name, c.Client = v.Value, v.Value
+		return nil
+	}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		if k := v.Content[i].Value; !slices.Contains([]string{"name", "client", "client.config", "exec"}, k) {
+			return fmt.Errorf("line %d: clients: field %s not found (name, client, client.config, exec)", v.Content[i].Line, k)
+		}
+	}
+	type plain MatrixClient
+	if err := v.Decode((*plain)(c)); err != nil {
+		return err
+	}
+	if c.Name == "" {
+		c.Name = c.Client
+	}
+	return nil
 }
 
 // Cell is one combination.
@@ -112,40 +148,68 @@ func LoadMatrix(arg string) (*Matrix, error) {
 		}
 		names[sch.Name] = true
 	}
+	clients := m.Clients
+	if len(clients) == 0 {
+		clients = []MatrixClient{{}} // no clients axis: the scenarios' own client
+	}
+	clientNames := map[string]bool{}
+	for _, c := range m.Clients {
+		if c.Name == "" || strings.ContainsAny(c.Name, "/@+ ") || clientNames[c.Name] {
+			return nil, bad("clients: %q: each client needs a distinct name without /, @, + or spaces", c.Name)
+		}
+		clientNames[c.Name] = true
+	}
 	presetIDs := map[string]bool{}
 	for _, p := range m.Presets {
 		presetIDs[strings.Join(p, "+")] = true
+		for c := range clientNames {
+			presetIDs[strings.Join(p, "+")+"@"+c] = true
+		}
 	}
 	for k := range m.Expect {
 		p, s, _ := strings.Cut(k, "/")
 		if !presetIDs[p] || (s != "" && !names[s]) {
-			return nil, bad("expect: %q names no preset (or preset/schedule) of the matrix", k)
+			return nil, bad("expect: %q names no preset (or preset/schedule, preset@client) of the matrix", k)
 		}
 	}
-	for _, p := range m.Presets {
-		pid := strings.Join(p, "+")
-		for _, sch := range m.Schedules {
-			for _, seed := range seeds {
-				name := m.Name + "/" + pid + "/" + sch.Name
-				if len(seeds) > 1 {
-					name += "/seed-" + strconv.FormatInt(seed, 10)
-				}
-				doc, err := m.cellDoc(p, pid, sch, seed, name)
-				if err != nil {
-					return nil, bad("cell %s: %v", name, err)
-				}
-				sc, err := Parse(file+" cell "+pid+"/"+sch.Name, name, doc)
-				if err != nil {
-					return nil, err
-				}
-				if err := m.checkSeeds(sc.Expect, pid, sch.Name, len(seeds)); err != nil {
-					return nil, bad("cell %s: %v", name, err)
-				}
-				m.Cells = append(m.Cells, Cell{Preset: pid, Schedule: sch.Name, Seed: seed, Scenario: sc})
+	for _, cl := range clients {
+		for _, p := range m.Presets {
+			if err := m.addCells(file, cl, p, seeds, bad); err != nil {
+				return nil, err
 			}
 		}
 	}
 	return m, nil
+}
+
+// addCells adds preset p's cells (of client cl, when the matrix has a
+// clients axis): one per schedule and seed.
+func (m *Matrix) addCells(file string, cl MatrixClient, p Names, seeds []int64, bad func(string, ...any) error) error {
+	pid := strings.Join(p, "+")
+	if cl.Name != "" {
+		pid += "@" + cl.Name
+	}
+	for _, sch := range m.Schedules {
+		for _, seed := range seeds {
+			name := m.Name + "/" + pid + "/" + sch.Name
+			if len(seeds) > 1 {
+				name += "/seed-" + strconv.FormatInt(seed, 10)
+			}
+			doc, err := m.cellDoc(p, pid, cl, sch, seed, name)
+			if err != nil {
+				return bad("cell %s: %v", name, err)
+			}
+			sc, err := Parse(file+" cell "+pid+"/"+sch.Name, name, doc)
+			if err != nil {
+				return err
+			}
+			if err := m.checkSeeds(sc.Expect, pid, sch.Name, len(seeds)); err != nil {
+				return bad("cell %s: %v", name, err)
+			}
+			m.Cells = append(m.Cells, Cell{Preset: pid, Schedule: sch.Name, Seed: seed, Scenario: sc})
+		}
+	}
+	return nil
 }
 
 // checkSeeds refuses a claim across seeds about another number of seeds
@@ -185,7 +249,7 @@ func readMatrix(arg string) ([]byte, string, error) {
 
 // cellDoc builds the scenario document of one cell: the base keys, the
 // preset, the schedule's faults and the expectation.
-func (m *Matrix) cellDoc(preset Names, pid string, sch MatrixSchedule, seed int64, name string) ([]byte, error) {
+func (m *Matrix) cellDoc(preset Names, pid string, cl MatrixClient, sch MatrixSchedule, seed int64, name string) ([]byte, error) {
 	doc := map[string]any{}
 	if m.Base.Kind != 0 {
 		if err := m.Base.Decode(&doc); err != nil {
@@ -226,10 +290,31 @@ func (m *Matrix) cellDoc(preset Names, pid string, sch MatrixSchedule, seed int6
 	if sch.Duration != "" {
 		doc["duration"] = sch.Duration
 	}
-	if e, ok := m.Expect[pid+"/"+sch.Name]; ok {
-		doc["expect"] = &e
-	} else if e, ok := m.Expect[pid]; ok {
-		doc["expect"] = &e
+	if cl.Name != "" {
+		w, _ := doc["workload"].(map[string]any)
+		if w == nil {
+			w = map[string]any{}
+		}
+		w["client"] = cl.ClientSpec.Name()
+		if len(cl.Config) > 0 {
+			w["client.config"] = cl.Config
+		}
+		if len(cl.Exec) > 0 {
+			w["exec"] = cl.Exec
+		}
+		doc["workload"] = w
+	}
+	// The most specific expectation: preset@client/schedule,
+	// preset@client, preset/schedule, preset.
+	keys := []string{pid + "/" + sch.Name, pid}
+	if base, _, ok := strings.Cut(pid, "@"); ok {
+		keys = append(keys, base+"/"+sch.Name, base)
+	}
+	for _, k := range keys {
+		if e, ok := m.Expect[k]; ok {
+			doc["expect"] = &e
+			break
+		}
 	}
 	return yaml.Marshal(doc)
 }
@@ -284,8 +369,11 @@ func RunMatrix(ctx context.Context, m *Matrix, o MatrixOptions) (*MatrixResult, 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	out := &stopWriter{w: o.Out, stop: func(err error) { cancel(fmt.Errorf("output closed: %w", err)) }}
-	fmt.Fprintf(out, "isrlab matrix %s: %d cells (%d presets x %d schedules x %d seeds), %d at a time\n  results: %s\n",
-		m.Name, len(m.Cells), len(m.Presets), len(m.Schedules), max(1, len(m.Seeds)), o.Parallel, dir)
+	axes := fmt.Sprintf("%d presets x %d schedules x %d seeds", len(m.Presets), len(m.Schedules), max(1, len(m.Seeds)))
+	if len(m.Clients) > 0 {
+		axes = fmt.Sprintf("%d clients x %s", len(m.Clients), axes)
+	}
+	fmt.Fprintf(out, "isrlab matrix %s: %d cells (%s), %d at a time\n  results: %s\n", m.Name, len(m.Cells), axes, o.Parallel, dir)
 	var mu sync.Mutex
 	tab := &table{out: out, live: o.Live, res: res}
 	tab.draw()

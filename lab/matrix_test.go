@@ -60,11 +60,57 @@ func TestBadMatrices(t *testing.T) {
 		{"base-faults", "presets: [safe]\nschedules: [{name: a}]\nbase: {faults: []}\n", "base: faults is set by the matrix"},
 		{"cell-target", "presets: [safe]\nschedules: [{name: a, faults: [{kind: kill, nodes: [b9]}]}]\n", "target b9"},
 		{"from-missing", "presets: [safe]\nschedules: [{name: a, from: seed999/x}]\n", "no scenario \"seed999/x\""},
+		{"bad-client", "presets: [safe]\nschedules: [{name: a}]\nclients: [kafka-js]\n", "workload.client: client \"kafka-js\": use franz-go, sarama, kafka-go or exec"},
+		{"dup-client", "presets: [safe]\nschedules: [{name: a}]\nclients: [sarama, sarama]\n", "clients: \"sarama\": each client needs a distinct name"},
+		{"client-field", "presets: [safe]\nschedules: [{name: a}]\nclients: [{name: x, client: exec, exe: [a]}]\n", "clients: field exe not found"},
+		{"client-cannot", "presets: [safe]\nschedules: [{name: a}]\nclients: [sarama]\nbase: {workload: {type: queue}}\n", "client sarama: the queue workload runs on franz-go only"},
+		{"client-expect", "presets: [safe]\nschedules: [{name: a}]\nclients: [sarama]\nexpect: {safe@kafka: {valid: any}}\n", "\"safe@kafka\" names no preset"},
 	} {
 		p := filepath.Join(t.TempDir(), "m.yaml")
 		os.WriteFile(p, []byte(tc.body), 0o644)
 		if _, err := LoadMatrix(p); !errors.Is(err, ErrScenario) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v\nwant ErrScenario containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestMatrixClients: a clients axis runs every preset once per client,
+// cells named PRESET@CLIENT, each scenario with its client, and the most
+// specific expectation wins (preset@client over preset).
+func TestMatrixClients(t *testing.T) {
+	m, err := LoadMatrix("clients")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Cells) != 12 {
+		t.Fatalf("%d cells, want 2 clients x 2 presets x 3 schedules", len(m.Cells))
+	}
+	byID := map[string]Cell{}
+	for _, c := range m.Cells {
+		byID[c.ID()] = c
+	}
+	c, ok := byID["clients/safe@sarama/leader-kill"]
+	if !ok || c.Preset != "safe@sarama" || c.Scenario.Workload.ClientSpec.Name() != "sarama" || !c.Scenario.Workload.Idempotent {
+		t.Errorf("safe@sarama/leader-kill: %+v", c)
+	}
+	if c := byID["clients/acks1@franz-go/random-halves"]; c.Scenario.Workload.ClientSpec.Name() != "franz-go" || c.Scenario.Workload.Acks != "1" {
+		t.Errorf("acks1@franz-go/random-halves: %+v", c.Scenario.Workload)
+	}
+	body := "presets: [safe]\nschedules: [{name: a}]\nclients: [franz-go, {name: own, client: exec, exec: [./drv]}]\n" +
+		"expect: {safe: {valid: true}, safe@own: {valid: any}}\n"
+	p := filepath.Join(t.TempDir(), "m.yaml")
+	os.WriteFile(p, []byte(body), 0o644)
+	m, err = LoadMatrix(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range m.Cells {
+		want := map[string]string{"safe@franz-go": "true", "safe@own": "any"}[c.Preset]
+		if got := c.Scenario.Expect.valid(); got != want {
+			t.Errorf("%s: expect valid %s, want %s", c.ID(), got, want)
+		}
+		if c.Preset == "safe@own" && (c.Scenario.Workload.Client != "exec" || len(c.Scenario.Workload.Exec) != 1) {
+			t.Errorf("%s: workload %+v", c.ID(), c.Scenario.Workload.ClientSpec)
 		}
 	}
 }
