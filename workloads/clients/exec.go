@@ -156,6 +156,14 @@ func (e *execClient) start(ctx context.Context) error {
 
 func (e *execClient) argv() string { return strings.Join(e.spec.Exec, " ") }
 
+// who names the driver: its command, and its pid once its hello gave it.
+func (e *execClient) who() string {
+	if e.hello.PID > 0 {
+		return fmt.Sprintf("%s (pid %d)", e.argv(), e.hello.PID)
+	}
+	return e.argv()
+}
+
 func (e *execClient) run(ctx context.Context) error {
 	cmd := exec.Command(e.spec.Exec[0], e.spec.Exec[1:]...)
 	// Its own process group, so that a driver started by a wrapper
@@ -221,7 +229,7 @@ func (e *execClient) read(lines *bufio.Scanner, hello chan<- error) {
 	if quiet {
 		return
 	}
-	ferr := e.fail(fmt.Errorf("%w: %s (pid %d) %s after %d lines%s", ErrDriver, e.argv(), e.hello.PID, why, n, e.stderr.last()))
+	ferr := e.fail(fmt.Errorf("%w: %s %s after %d lines%s", ErrDriver, e.who(), why, n, e.stderr.last()))
 	if !answered {
 		hello <- ferr
 	}
@@ -250,7 +258,7 @@ func (e *execClient) readLines(lines *bufio.Scanner, hello chan<- error) (int, b
 			continue
 		}
 		if err := e.complete(line); err != nil {
-			e.fail(fmt.Errorf("%w: %s (pid %d): line %d: %v", ErrDriver, e.argv(), e.hello.PID, n, err))
+			e.fail(fmt.Errorf("%w: %s: line %d: %v", ErrDriver, e.who(), n, err))
 			return n, true
 		}
 	}
@@ -355,8 +363,8 @@ func (e *execClient) call(op execOp, timeout time.Duration) (execDone, error) {
 	case <-e.dead:
 		return execDone{}, e.err
 	case <-t.C:
-		return execDone{}, e.fail(fmt.Errorf("%w: %s (pid %d) hangs: no completion of operation %d (%s of process %d) within %s",
-			ErrDriver, e.argv(), e.hello.PID, op.ID, op.F, op.Process, timeout+e.grace))
+		return execDone{}, e.fail(fmt.Errorf("%w: %s hangs: no completion of operation %d (%s of process %d) within %s",
+			ErrDriver, e.who(), op.ID, op.F, op.Process, timeout+e.grace))
 	}
 }
 
