@@ -196,6 +196,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	}
 	var recorded bool
 	var notSetUp *nemesis.NotSetUpError
+	var workloadErr error
 	tm := &Timing{}
 	mark := start
 	runErr := compose.Run(ctx, backend, topo, func(ctx context.Context, c *compose.Cluster) (err error) {
@@ -209,7 +210,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		fmt.Fprintf(out, "  cluster up in %.1fs; bootstrap %s\n", tm.Up, strings.Join(c.Bootstrap(), ","))
 		d := &driver{sc: sc, c: c, o: o, out: out, histPath: histPath, timing: tm}
 		err = d.run(ctx)
-		recorded, notSetUp = d.started, d.notSetUp
+		recorded, notSetUp, workloadErr = d.started, d.notSetUp, d.workloadErr
 		return err
 	})
 	tm.Down = since(&mark)
@@ -256,6 +257,15 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		// The story never happened: whatever the history shows, the
 		// expectation was not put to the test.
 		res.Judgement = Judgement{Outcome: NotSetUp, Expect: sc.Expect.String(), Reasons: []string{notSetUp.Error()}}
+	}
+	if workloadErr != nil && !res.Incomplete && res.Judgement.Outcome != NotSetUp {
+		// The workload did not run its course (its client died): what it
+		// recorded was checked, and an anomaly in it stands, but a met
+		// expectation was not put to the test for the run's duration.
+		if res.Judgement.Outcome == Met {
+			res.Judgement.Outcome = Undecided
+		}
+		res.Judgement.Reasons = append([]string{"the workload stopped before the end: " + workloadErr.Error()}, res.Judgement.Reasons...)
 	}
 	tm.Check = since(&mark)
 	res.Timing = tm
@@ -326,6 +336,9 @@ type driver struct {
 	started bool
 	// notSetUp is the condition that did not hold in time, if one did not.
 	notSetUp *nemesis.NotSetUpError
+	// workloadErr is why the workload stopped before the run's end, if it
+	// did (read after the workload's goroutine is done).
+	workloadErr error
 	// timing gets the setup, workload, stop and drain phases.
 	timing *Timing
 }
@@ -402,9 +415,14 @@ func (d *driver) run(ctx context.Context) (err error) {
 	var g group
 	wctx, stopWorkload := context.WithCancel(ctx)
 	defer stopWorkload()
+	// workloadFailed closes when the workload stopped on its own with an
+	// error (a client driver that died): the run ends there, undecided.
+	workloadFailed := make(chan struct{})
 	g.Go(func() error {
 		if err := wl.Run(wctx); err != nil && wctx.Err() == nil {
 			o.Log.Warn("workload", "err", err)
+			d.workloadErr = err
+			close(workloadFailed)
 		}
 		return nil
 	})
@@ -440,6 +458,8 @@ func (d *driver) run(ctx context.Context) (err error) {
 	case <-time.After(sc.Duration):
 	case <-setUpFailed:
 		prog.event("ending the run: its story could not be set up")
+	case <-workloadFailed:
+		prog.event("ending the run: the workload stopped: " + d.workloadErr.Error())
 	}
 	d.timing.Workload = since(&mark)
 	// Faults end with the workload: nemesis.Play heals what it started.

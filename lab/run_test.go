@@ -446,3 +446,40 @@ func TestRunNotSetUp(t *testing.T) {
 		t.Errorf("left behind: %v", l)
 	}
 }
+
+// TestRunWorkloadDies: a run whose client driver dies (an exec driver that
+// exits at once) ends there, checks what was recorded and is undecided,
+// never met: its expectation was not put to the test.
+func TestRunWorkloadDies(t *testing.T) {
+	needRoot(t)
+	bin := proctest.Binary(t)
+	sc, err := lab.Parse("dies.yaml", "dies", []byte(`
+duration: 60s
+cluster: {coordinators: 1, brokers: 3}
+topic: {partitions: 1}
+workload:
+  client: exec
+  exec: [/bin/false]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out})
+	t.Log(out.String())
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if res.Judgement.Outcome != lab.Undecided || len(res.Judgement.Reasons) == 0 ||
+		!strings.Contains(res.Judgement.Reasons[0], "the workload stopped before the end") {
+		t.Errorf("outcome %v %q, want undecided: the workload stopped", res.Judgement.Outcome, res.Judgement.Reasons)
+	}
+	if res.Timing == nil || res.Timing.Workload >= sc.Duration.Seconds() || !strings.Contains(out.String(), "ending the run: the workload stopped") {
+		t.Errorf("the run did not end when its workload did: %+v", res.Timing)
+	}
+	if l := leftovers(t, res.RunID); len(l) > 0 {
+		t.Errorf("left behind: %v", l)
+	}
+}
