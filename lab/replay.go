@@ -129,9 +129,8 @@ func replaySpec(raw json.RawMessage) ([]nemesis.Spec, string, error) {
 		return nil, "", err
 	}
 	kind, _ := m["kind"].(string)
-	runtime := []string{"resolved", "table", "side", "sockets", "mode", "queue", "delayer_pid", "delayer_start", "reports", "no_disk", "moves"}
 	strip := func(m map[string]any) {
-		for _, k := range runtime {
+		for _, k := range nemesis.RuntimeFields() {
 			delete(m, k)
 		}
 	}

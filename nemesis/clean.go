@@ -14,8 +14,9 @@ import (
 
 // Clean removes what faults left in a cluster's namespaces: the nftables
 // tables of run in the switch and node namespaces and the root qdiscs faults added
-// there and in each node namespace (nodeNS), and stops the run's packet
-// delayers. It does not touch node processes: taking the cluster down kills
+// there and in each node namespace (nodeNS), stops the run's helper
+// processes (packet delayers, clock strobers) and removes the run's
+// cgroups (their processes moved out). It does not touch node processes: taking the cluster down kills
 // paused ones. Missing namespaces are
 // skipped, so it is safe on a half-removed run. compose's clean calls it
 // before removing the namespaces, and `isrlab fault heal --all` after
@@ -47,6 +48,9 @@ func Clean(ctx context.Context, switchNS, run string, nodeNS []string) error {
 		if err := cleanTables(p, run); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if _, err := CleanCgroups(ctx, func(r string) bool { return r != run }); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"net"
+	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,26 +26,61 @@ const (
 	nfqnlMsgConfig    = 2
 	nfqaPacketHdr     = 1
 	nfqaVerdictHdr    = 2
+	nfqaPhysOutDev    = 8
+	nfqaHWAddr        = 9
+	nfqaPayload       = 10
 	nfqaCfgCmd        = 1
 	nfqaCfgParams     = 2
 	nfqaCfgQueueMaxln = 3
 	nfqnlCfgCmdBind   = 1
 	nfqnlCopyMeta     = 1
+	nfqnlCopyPacket   = 2
 	nfAccept          = 1
 )
 
 // DelayerConfig configures a packet delayer: an NFQUEUE listener that
 // holds every packet steered to its queue for Delay ± Jitter (uniform),
-// then accepts it.
+// then accepts it, and plays the packet faults of Packet on the way.
 type DelayerConfig struct {
 	NetNS  string // the namespace whose queue it serves (the switch)
 	Queue  uint16
 	Delay  time.Duration
 	Jitter time.Duration
+	Packet PacketConfig
 	Seed   int64
 	// Ready, if set, is called once the queue is bound.
 	Ready func()
 }
+
+// PacketConfig is what a delayer does to packets besides delaying them;
+// probabilities are in [0, 1].
+type PacketConfig struct {
+	// Duplicate: the packet is accepted and a copy of it is sent after it
+	// (on the bridge port it was leaving by, addressed to the MAC address
+	// MACs gives its destination; a destination without one is not
+	// duplicated).
+	Duplicate float64
+	// Reorder: the packet is held back Gap longer, so that the packets
+	// after it overtake it.
+	Reorder float64
+	Gap     time.Duration
+	// Corrupt: one random bit of the packet's transport payload (after the
+	// TCP or UDP header; packets without payload and IP fragments other
+	// than the first are left alone) is flipped. With FixChecksum the TCP
+	// or UDP checksum is computed again, so that the corruption reaches the
+	// receiving application; without, the receiver's kernel finds the
+	// checksum wrong and drops the packet (for TCP: a loss, retransmitted).
+	Corrupt     float64
+	FixChecksum bool
+	// Correlation makes each draw lean on the previous one of its kind
+	// (netem's model): next = Correlation*previous + (1-Correlation)*uniform.
+	Correlation float64
+	MACs        map[netip.Addr]net.HardwareAddr
+}
+
+// copiesPackets reports whether the delayer needs the packets' bytes (not
+// only their ids).
+func (p PacketConfig) copiesPackets() bool { return p.Duplicate > 0 || p.Corrupt > 0 }
 
 // RunDelayer serves the queue until ctx ends, then releases every held
 // packet at once and returns. This kernel lacks netem; it is how
@@ -60,14 +98,24 @@ func RunDelayer(ctx context.Context, cfg DelayerConfig) error {
 	defer conn.Close()
 	conn.SetReadBuffer(8 << 20)             //nolint:errcheck // a smaller buffer only drops more under bursts
 	conn.SetOption(netlink.NoENOBUFS, true) //nolint:errcheck
-	if err := queueConfig(conn, cfg.Queue); err != nil {
+	if err := queueConfig(conn, cfg.Queue, cfg.Packet.copiesPackets()); err != nil {
 		return err
+	}
+	d := &delayer{conn: conn, queue: cfg.Queue, rng: rand.New(rand.NewSource(cfg.Seed)),
+		delay: cfg.Delay, jitter: cfg.Jitter, pkt: cfg.Packet, wake: make(chan struct{}, 1)}
+	if cfg.Packet.Duplicate > 0 {
+		// Copies go out on a packet socket of the switch namespace (this
+		// process lives there), straight to the port: no hook sees them.
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
+		if err != nil {
+			return fmt.Errorf("delayer: packet socket for duplicates: %w", err)
+		}
+		defer unix.Close(fd)
+		d.raw = fd
 	}
 	if cfg.Ready != nil {
 		cfg.Ready()
 	}
-	d := &delayer{conn: conn, queue: cfg.Queue, rng: rand.New(rand.NewSource(cfg.Seed)),
-		delay: cfg.Delay, jitter: cfg.Jitter, wake: make(chan struct{}, 1)}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -96,8 +144,8 @@ func RunDelayer(ctx context.Context, cfg DelayerConfig) error {
 		}
 		now := time.Now()
 		for _, m := range msgs {
-			if id, ok := packetID(m); ok {
-				d.hold(id, now)
+			if p, ok := parsePacket(m); ok {
+				d.hold(p, now)
 			}
 		}
 	}
@@ -112,11 +160,17 @@ func nfgen(queue uint16) []byte {
 	return b
 }
 
-func queueConfig(conn *netlink.Conn, queue uint16) error {
+// queueConfig binds the queue, copying whole packets (up to 64 KiB; the
+// kernel segments GSO packets and completes partial checksums first) or
+// only their metadata.
+func queueConfig(conn *netlink.Conn, queue uint16, copyPacket bool) error {
 	cmd := make([]byte, 4) // command, pad, pf (be16)
 	cmd[0] = nfqnlCfgCmdBind
-	params := make([]byte, 5) // copy range (be32), copy mode
+	params := make([]byte, 5) // copy range (be32, 0: the most), copy mode
 	params[4] = nfqnlCopyMeta
+	if copyPacket {
+		params[4] = nfqnlCopyPacket
+	}
 	maxlen := binary.BigEndian.AppendUint32(nil, 100000)
 	for _, attrs := range [][]netlink.Attribute{
 		{{Type: nfqaCfgCmd, Data: cmd}},
@@ -138,28 +192,55 @@ func queueConfig(conn *netlink.Conn, queue uint16) error {
 	return nil
 }
 
-// packetID returns the id of a queued packet message.
-func packetID(m netlink.Message) (uint32, bool) {
+// queuedPacket is a packet the kernel handed over, and what the delayer does
+// with it.
+type queuedPacket struct {
+	id      uint32
+	payload []byte // the IPv4 packet (copy mode packet only)
+	srcMAC  net.HardwareAddr
+	physOut uint32 // the bridge port it leaves by, 0 if unknown
+	mangled bool   // payload was changed: the verdict carries it
+	dup     bool   // send a copy after it
+}
+
+// parsePacket reads a queued packet message.
+func parsePacket(m netlink.Message) (*queuedPacket, bool) {
 	if m.Header.Type != netlink.HeaderType(nfnlSubsysQueue<<8|nfqnlMsgPacket) || len(m.Data) < 4 {
-		return 0, false
+		return nil, false
 	}
 	ad, err := netlink.NewAttributeDecoder(m.Data[4:])
 	if err != nil {
-		return 0, false
+		return nil, false
 	}
+	var p queuedPacket
+	ok := false
 	for ad.Next() {
-		if ad.Type() == nfqaPacketHdr {
-			if b := ad.Bytes(); len(b) >= 4 {
-				return binary.BigEndian.Uint32(b), true
+		b := ad.Bytes()
+		switch ad.Type() {
+		case nfqaPacketHdr:
+			if len(b) >= 4 {
+				p.id, ok = binary.BigEndian.Uint32(b), true
+			}
+		case nfqaPayload:
+			p.payload = slices.Clone(b)
+		case nfqaHWAddr: // be16 length, pad, address
+			if len(b) >= 4 {
+				if n := int(binary.BigEndian.Uint16(b)); n == 6 && len(b) >= 4+n {
+					p.srcMAC = net.HardwareAddr(slices.Clone(b[4 : 4+n]))
+				}
+			}
+		case nfqaPhysOutDev:
+			if len(b) >= 4 {
+				p.physOut = binary.BigEndian.Uint32(b)
 			}
 		}
 	}
-	return 0, false
+	return &p, ok
 }
 
 type heldPacket struct {
 	due time.Time
-	id  uint32
+	p   *queuedPacket
 }
 
 type packetHeap []heldPacket
@@ -179,7 +260,11 @@ type delayer struct {
 	conn          *netlink.Conn
 	queue         uint16
 	delay, jitter time.Duration
+	pkt           PacketConfig
+	raw           int // packet socket for duplicates, 0 if none
 	rng           *rand.Rand
+	// The previous draw of each packet fault, for Correlation.
+	lastDup, lastReorder, lastCorrupt float64
 
 	mu     sync.Mutex
 	held   packetHeap
@@ -187,14 +272,40 @@ type delayer struct {
 	wake   chan struct{}
 }
 
-func (d *delayer) hold(id uint32, now time.Time) {
+// draw reports whether a packet fault of probability prob hits, given the
+// previous draw of its kind in *last.
+func (d *delayer) draw(prob float64, last *float64) bool {
+	if prob <= 0 {
+		return false
+	}
+	v := d.rng.Float64()
+	if c := d.pkt.Correlation; c > 0 {
+		v = c*(*last) + (1-c)*v
+	}
+	*last = v
+	return v < prob
+}
+
+// hold decides what happens to p and accepts it at once or when due.
+func (d *delayer) hold(p *queuedPacket, now time.Time) {
 	wait := d.delay
 	if d.jitter > 0 {
 		wait += time.Duration(d.rng.Int63n(int64(2*d.jitter))) - d.jitter
 	}
+	if d.draw(d.pkt.Reorder, &d.lastReorder) {
+		wait += d.pkt.Gap
+	}
+	if d.draw(d.pkt.Corrupt, &d.lastCorrupt) && p.payload != nil {
+		p.mangled = corruptPacket(p.payload, d.rng, d.pkt.FixChecksum)
+	}
+	p.dup = d.draw(d.pkt.Duplicate, &d.lastDup)
+	if wait <= 0 {
+		d.accept(p)
+		return
+	}
 	d.mu.Lock()
-	heap.Push(&d.held, heldPacket{due: now.Add(max(wait, 0)), id: id})
-	first := d.held[0].id == id
+	heap.Push(&d.held, heldPacket{due: now.Add(wait), p: p})
+	first := d.held[0].p == p
 	d.mu.Unlock()
 	if first {
 		select {
@@ -222,9 +333,9 @@ func (d *delayer) release() {
 	for {
 		d.mu.Lock()
 		now := time.Now()
-		var due []uint32
+		var due []*queuedPacket
 		for len(d.held) > 0 && (d.closed || !d.held[0].due.After(now)) {
-			due = append(due, heap.Pop(&d.held).(heldPacket).id)
+			due = append(due, heap.Pop(&d.held).(heldPacket).p)
 		}
 		next := time.Hour
 		if len(d.held) > 0 {
@@ -232,8 +343,8 @@ func (d *delayer) release() {
 		}
 		closed := d.closed
 		d.mu.Unlock()
-		for _, id := range due {
-			d.accept(id)
+		for _, p := range due {
+			d.accept(p)
 		}
 		if closed {
 			return
@@ -246,13 +357,110 @@ func (d *delayer) release() {
 	}
 }
 
-func (d *delayer) accept(id uint32) {
+// accept gives the kernel its verdict on p (with p's bytes if they were
+// changed), then sends p's copy if it is to be duplicated.
+func (d *delayer) accept(p *queuedPacket) {
 	v := make([]byte, 8)
 	binary.BigEndian.PutUint32(v, nfAccept)
-	binary.BigEndian.PutUint32(v[4:], id)
-	b, _ := netlink.MarshalAttributes([]netlink.Attribute{{Type: nfqaVerdictHdr, Data: v}})
+	binary.BigEndian.PutUint32(v[4:], p.id)
+	attrs := []netlink.Attribute{{Type: nfqaVerdictHdr, Data: v}}
+	if p.mangled {
+		attrs = append(attrs, netlink.Attribute{Type: nfqaPayload, Data: p.payload})
+	}
+	b, _ := netlink.MarshalAttributes(attrs)
 	d.conn.Send(netlink.Message{ //nolint:errcheck // a lost verdict drops one packet when the queue goes
 		Header: netlink.Header{Type: netlink.HeaderType(nfnlSubsysQueue<<8 | nfqnlMsgVerdict), Flags: netlink.Request},
 		Data:   append(nfgen(d.queue), b...),
 	})
+	if p.dup {
+		d.duplicate(p)
+	}
+}
+
+// duplicate sends a copy of p's frame out of the bridge port p left by,
+// to its destination's MAC address. A packet whose port, source or
+// destination address is unknown is not duplicated.
+func (d *delayer) duplicate(p *queuedPacket) {
+	if d.raw == 0 || p.physOut == 0 || p.srcMAC == nil || len(p.payload) < 20 {
+		return
+	}
+	dst, ok := d.pkt.MACs[netip.AddrFrom4([4]byte(p.payload[16:20]))]
+	if !ok {
+		return
+	}
+	frame := make([]byte, 0, 14+len(p.payload))
+	frame = append(append(append(frame, dst...), p.srcMAC...), 0x08, 0x00)
+	frame = append(frame, p.payload...)
+	to := &unix.SockaddrLinklayer{Ifindex: int(p.physOut), Protocol: htons(unix.ETH_P_IP), Halen: 6}
+	copy(to.Addr[:], dst)
+	unix.Sendto(d.raw, frame, 0, to) //nolint:errcheck // a lost copy is a duplicate less
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// corruptPacket flips one random bit of an IPv4 packet's TCP or UDP
+// payload, and with fix computes the transport checksum again. It reports
+// whether it changed anything: packets without payload, IP fragments
+// other than the first and other protocols are left alone.
+func corruptPacket(pkt []byte, rng *rand.Rand, fix bool) bool {
+	if len(pkt) < 20 || pkt[0]>>4 != 4 {
+		return false
+	}
+	ihl := int(pkt[0]&0x0f) * 4
+	total := min(int(binary.BigEndian.Uint16(pkt[2:4])), len(pkt))
+	if ihl < 20 || total <= ihl || binary.BigEndian.Uint16(pkt[6:8])&0x1fff != 0 {
+		return false
+	}
+	seg := pkt[ihl:total]
+	var hdr, sum int
+	switch pkt[9] {
+	case unix.IPPROTO_TCP:
+		if len(seg) < 20 {
+			return false
+		}
+		hdr, sum = int(seg[12]>>4)*4, 16
+	case unix.IPPROTO_UDP:
+		hdr, sum = 8, 6
+	default:
+		return false
+	}
+	if len(seg) <= hdr {
+		return false
+	}
+	bit := rng.Intn((len(seg) - hdr) * 8)
+	seg[hdr+bit/8] ^= 1 << (bit % 8)
+	if fix {
+		if pkt[9] == unix.IPPROTO_UDP && binary.BigEndian.Uint16(seg[sum:]) == 0 {
+			return true // no UDP checksum to fix
+		}
+		binary.BigEndian.PutUint16(seg[sum:], 0)
+		c := transportChecksum(pkt[12:16], pkt[16:20], pkt[9], seg)
+		if c == 0 && pkt[9] == unix.IPPROTO_UDP {
+			c = 0xffff
+		}
+		binary.BigEndian.PutUint16(seg[sum:], c)
+	}
+	return true
+}
+
+// transportChecksum is the Internet checksum of a TCP or UDP segment with
+// its IPv4 pseudo-header.
+func transportChecksum(src, dst []byte, proto byte, seg []byte) uint16 {
+	var s uint32
+	add := func(b []byte) {
+		for i := 0; i+1 < len(b); i += 2 {
+			s += uint32(binary.BigEndian.Uint16(b[i:]))
+		}
+		if len(b)%2 == 1 {
+			s += uint32(b[len(b)-1]) << 8
+		}
+	}
+	add(src)
+	add(dst)
+	s += uint32(proto) + uint32(len(seg))
+	add(seg)
+	for s>>16 != 0 {
+		s = s&0xffff + s>>16
+	}
+	return ^uint16(s)
 }

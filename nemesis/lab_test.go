@@ -3,9 +3,11 @@ package nemesis
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -13,10 +15,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/isrlab/isrlab/clusterapi"
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/netns"
 	"github.com/isrlab/isrlab/internal/proctest"
@@ -28,8 +32,11 @@ const (
 	echoPort = 7000                        // TCP: echoes every byte
 	sinkPort = 7001                        // TCP: reads to EOF, answers "ok\n"
 	udpPort  = 7002                        // UDP: echoes every datagram
+	workPort = 7003                        // TCP: "spin\n" burns CPU until closed; "cache N\n" writes N MiB through the page cache
+	// A fake /v1/clock is served on compose.MetricsPort, as a broker's.
 
 	envDelayer = "ISRLAB_NEMESIS_TEST_DELAYER" // run DelayerMain on the args after --
+	envOwner   = "ISRLAB_NEMESIS_TEST_OWNER"   // own a lab under this dir with the faults in faults.json (ownerMain)
 )
 
 func delayerMain() int {
@@ -60,6 +67,9 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv(envDelayer) != "" {
 		os.Exit(delayerMain())
+	}
+	if d := os.Getenv(envOwner); d != "" {
+		os.Exit(ownerMain(d))
 	}
 	code := m.Run()
 	proctest.Cleanup()
@@ -106,6 +116,18 @@ func serve(addr string) int {
 			}()
 		}
 	}()
+	work, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(workPort)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go serveWork(work)
+	clock, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(compose.MetricsPort)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go http.Serve(clock, clockServer()) //nolint:errcheck
 	for {
 		c, err := echo.Accept()
 		if err != nil {
@@ -116,6 +138,81 @@ func serve(addr string) int {
 			io.Copy(c, c) //nolint:errcheck
 		}()
 	}
+}
+
+// clockServer serves /v1/clock as a broker does: the skew a clock fault sets.
+func clockServer() http.Handler {
+	var skew atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc(clusterapi.ClockPath, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			var body clusterapi.SetClock
+			if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.OffsetMs == nil {
+				http.Error(w, "bad body", http.StatusBadRequest)
+				return
+			}
+			skew.Store(*body.OffsetMs)
+		}
+		json.NewEncoder(w).Encode(clusterapi.Clock{OffsetMs: skew.Load(), TimeMs: time.Now().UnixMilli() + skew.Load()}) //nolint:errcheck
+	})
+	return mux
+}
+
+// serveWork makes the node busy on demand: "spin" burns CPU until the
+// client closes; "cache N" writes N MiB to a file (page cache) and
+// answers "ok".
+func serveWork(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			line, err := bufio.NewReader(c).ReadString('\n')
+			if err != nil {
+				return
+			}
+			switch f := strings.Fields(line); {
+			case len(f) == 1 && f[0] == "spin":
+				done := make(chan struct{})
+				go func() { io.Copy(io.Discard, c); close(done) }() //nolint:errcheck
+				for x := 0; ; x++ {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					for range 100000 {
+						x = x*31 + 7
+					}
+				}
+			case len(f) == 2 && f[0] == "cache":
+				n, _ := strconv.Atoi(f[1])
+				if err := writeCache(n); err != nil {
+					fmt.Fprintln(c, err)
+					return
+				}
+				io.WriteString(c, "ok\n") //nolint:errcheck
+			}
+		}()
+	}
+}
+
+func writeCache(mib int) error {
+	f, err := os.CreateTemp("", "nemesis-cache-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for range mib {
+		if _, err := f.Write(buf); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // requireLab skips unless this process may create network namespaces and
@@ -140,14 +237,30 @@ type lab struct {
 func newLab(t testing.TB) *lab {
 	t.Helper()
 	d := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := upLab(ctx, d)
+	if err != nil {
+		if strings.Contains(err.Error(), "operation not permitted") || strings.Contains(err.Error(), "unshare") {
+			t.Skipf("cannot create network namespaces here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Down(context.Background()) })
+	return &lab{c: c, stateDir: filepath.Join(d, "state")}
+}
+
+// upLab brings the lab's cluster up with its state, namespaces and run
+// directory under d, owned by this process.
+func upLab(ctx context.Context, d string) (*compose.Cluster, error) {
 	top, err := compose.Build(compose.Options{Name: "nem", RunDir: filepath.Join(d, "run"),
 		Coordinators: 1, Brokers: 3, Clients: 1, NoDefaults: true})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	for i := range top.Nodes {
 		n := &top.Nodes[i]
@@ -161,17 +274,7 @@ func newLab(t testing.TB) *lab {
 	}
 	b := &netns.Backend{StateDir: filepath.Join(d, "state"), NSDir: filepath.Join(d, "netns"),
 		Grace: 2 * time.Second, ReadyTimeout: 20 * time.Second}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c, err := b.Up(ctx, top)
-	if err != nil {
-		if strings.Contains(err.Error(), "operation not permitted") || strings.Contains(err.Error(), "unshare") {
-			t.Skipf("cannot create network namespaces here: %v", err)
-		}
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Down(context.Background()) })
-	return &lab{c: c, stateDir: filepath.Join(d, "state")}
+	return b.Up(ctx, top)
 }
 
 func (l *lab) nemesis(t testing.TB) *Nemesis {

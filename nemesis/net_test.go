@@ -184,9 +184,8 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// udpDelivery sends count datagrams from the client to node's UDP echo in
-// batches and returns the share answered.
-func (l *lab) udpDelivery(t *testing.T, node string, count int) float64 {
+// udpConn is a UDP socket of the client connected to node's UDP echo.
+func (l *lab) udpConn(t *testing.T, node string) net.Conn {
 	t.Helper()
 	var conn net.Conn
 	err := compose.InNetNS(l.c.Node("client1").NetNS, func() error {
@@ -197,6 +196,14 @@ func (l *lab) udpDelivery(t *testing.T, node string, count int) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return conn
+}
+
+// udpDelivery sends count datagrams from the client to node's UDP echo in
+// batches and returns the share answered.
+func (l *lab) udpDelivery(t *testing.T, node string, count int) float64 {
+	t.Helper()
+	conn := l.udpConn(t, node)
 	defer conn.Close()
 	got := 0
 	buf := make([]byte, 64)

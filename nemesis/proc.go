@@ -25,13 +25,22 @@ type procNodes struct {
 	Resolved []string `json:"resolved,omitempty"`
 }
 
-func (p *procNodes) resolve(ctx context.Context, env *Env, kind string) error {
+// targets resolves the target expressions into at least one node.
+func (p *procNodes) targets(ctx context.Context, env *Env, kind string) ([]string, error) {
 	ns, err := env.ResolveTargets(ctx, p.Nodes)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(ns) == 0 {
-		return fmt.Errorf("%w: %s needs nodes", ErrBadFault, kind)
+		return nil, fmt.Errorf("%w: %s needs nodes", ErrBadFault, kind)
+	}
+	return ns, nil
+}
+
+func (p *procNodes) resolve(ctx context.Context, env *Env, kind string) error {
+	ns, err := p.targets(ctx, env, kind)
+	if err != nil {
+		return err
 	}
 	for _, n := range ns {
 		node, err := env.node(n)

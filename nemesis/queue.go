@@ -9,8 +9,12 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,8 +28,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DelayerSubcommand is how the isrlab binary runs a delayer:
-// isrlab fault delayer ARGS (see DelayerMain).
+// DelayerSubcommand is how the isrlab binary runs the nemesis's helper
+// processes: isrlab fault delayer ARGS runs a packet delayer, isrlab fault
+// delayer strobe ARGS a clock strober (see DelayerMain).
 var DelayerSubcommand = []string{"fault", "delayer"}
 
 // delayerCommand returns the command that runs a delayer with args.
@@ -38,6 +43,62 @@ func (e *Env) delayerCommand(args []string) (*exec.Cmd, error) {
 		return nil, fmt.Errorf("find the isrlab binary for the delayer: %w", err)
 	}
 	return exec.Command(exe, append(append([]string(nil), DelayerSubcommand...), args...)...), nil
+}
+
+// startHelper starts a helper process of the nemesis (a packet delayer, a
+// clock strober: the `fault delayer` subcommand with args) in the run's
+// switch namespace and waits until it prints "ready". It lives beyond the
+// process that started it (its own session) and goes with the run: the
+// backend's teardown kills every process in the run's namespaces, and
+// Clean stops the ones in the switch namespace. It returns the process's
+// pid and start time, set even when it failed to get ready, so that a heal
+// stops it.
+func startHelper(ctx context.Context, env *Env, args []string) (int, uint64, error) {
+	sw, err := env.switchNS()
+	if err != nil {
+		return 0, 0, err
+	}
+	cmd, err := env.delayerCommand(args)
+	if err != nil {
+		return 0, 0, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, 0, err
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives `isrlab fault inject`
+	if err := compose.InNetNS(sw, cmd.Start); err != nil {
+		return 0, 0, fmt.Errorf("start %s: %w", helperName(args), err)
+	}
+	pid, start := cmd.Process.Pid, compose.Identify(cmd.Process.Pid)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }() // reaps it whoever ends it
+	ready := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err == nil && strings.TrimSpace(line) != "ready" {
+			err = fmt.Errorf("it said %q", line)
+		}
+		ready <- err
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			return pid, start, fmt.Errorf("%s: %w", helperName(args), errors.Join(err, <-exited))
+		}
+	case <-time.After(10 * time.Second):
+		return pid, start, fmt.Errorf("%s: not ready after 10s", helperName(args))
+	case <-ctx.Done():
+		return pid, start, ctx.Err()
+	}
+	return pid, start, nil
+}
+
+func helperName(args []string) string {
+	if len(args) > 0 && args[0] == StrobeArg {
+		return "strober"
+	}
+	return "delayer"
 }
 
 // queueNum maps a fault id to an NFQUEUE number (queues are per switch
@@ -53,14 +114,38 @@ func queueNum(id string) uint16 {
 
 // DelayerArgs are the arguments of a delayer process for run.
 func DelayerArgs(cfg DelayerConfig, run string) []string {
-	return []string{"--netns", cfg.NetNS, "--queue", strconv.Itoa(int(cfg.Queue)),
+	args := []string{"--netns", cfg.NetNS, "--queue", strconv.Itoa(int(cfg.Queue)),
 		"--delay", cfg.Delay.String(), "--jitter", cfg.Jitter.String(),
 		"--seed", strconv.FormatInt(cfg.Seed, 10), "--run", run}
+	p := cfg.Packet
+	prob := func(flag string, v float64) {
+		if v > 0 {
+			args = append(args, flag, strconv.FormatFloat(v, 'g', -1, 64))
+		}
+	}
+	prob("--duplicate", p.Duplicate)
+	prob("--reorder", p.Reorder)
+	prob("--corrupt", p.Corrupt)
+	prob("--correlation", p.Correlation)
+	if p.Gap > 0 {
+		args = append(args, "--gap", p.Gap.String())
+	}
+	if p.FixChecksum {
+		args = append(args, "--fix-checksum")
+	}
+	for _, a := range slices.SortedFunc(maps.Keys(p.MACs), netip.Addr.Compare) {
+		args = append(args, "--mac", a.String()+"="+p.MACs[a].String())
+	}
+	return args
 }
 
-// DelayerMain runs a delayer process from its arguments: it prints "ready"
-// on stdout once the queue is bound and serves until ctx ends.
+// DelayerMain runs a helper process from its arguments: a packet delayer,
+// or with StrobeArg first a clock strober (StrobeMain). A delayer prints
+// "ready" on stdout once the queue is bound and serves until ctx ends.
 func DelayerMain(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) > 0 && args[0] == StrobeArg {
+		return StrobeMain(ctx, args[1:], stdout)
+	}
 	fs := flag.NewFlagSet("delayer", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var cfg DelayerConfig
@@ -71,11 +156,36 @@ func DelayerMain(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.DurationVar(&cfg.Jitter, "jitter", 0, "jitter")
 	fs.Int64Var(&cfg.Seed, "seed", 1, "seed")
 	fs.String("run", "", "run id (names the process for clean)")
+	p := &cfg.Packet
+	fs.Float64Var(&p.Duplicate, "duplicate", 0, "probability a packet is duplicated")
+	fs.Float64Var(&p.Reorder, "reorder", 0, "probability a packet is held back --gap")
+	fs.DurationVar(&p.Gap, "gap", 0, "how long a reordered packet is held back")
+	fs.Float64Var(&p.Corrupt, "corrupt", 0, "probability a bit of a packet's payload is flipped")
+	fs.BoolVar(&p.FixChecksum, "fix-checksum", false, "compute a corrupted packet's checksum again")
+	fs.Float64Var(&p.Correlation, "correlation", 0, "how much each draw leans on the previous one")
+	fs.Func("mac", "IP=MAC of a node (where duplicates to it are addressed)", func(s string) error {
+		ip, mac, ok := strings.Cut(s, "=")
+		a, err := netip.ParseAddr(ip)
+		hw, herr := net.ParseMAC(mac)
+		if !ok || err != nil || herr != nil {
+			return fmt.Errorf("--mac %q: want IP=MAC", s)
+		}
+		if p.MACs == nil {
+			p.MACs = map[netip.Addr]net.HardwareAddr{}
+		}
+		p.MACs[a] = hw
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: delayer: %v", ErrBadFault, err)
 	}
 	if cfg.NetNS == "" || queue == 0 || queue >= 1<<16 {
 		return fmt.Errorf("%w: delayer needs --netns and --queue in [1, 65535]", ErrBadFault)
+	}
+	for _, v := range []float64{p.Duplicate, p.Reorder, p.Corrupt, p.Correlation} {
+		if v < 0 || v > 1 {
+			return fmt.Errorf("%w: delayer: probabilities are in [0, 1]", ErrBadFault)
+		}
 	}
 	cfg.Queue = uint16(queue)
 	cfg.Ready = func() { fmt.Fprintln(stdout, "ready") }
@@ -83,8 +193,7 @@ func DelayerMain(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 // injectQueue starts a delayer process for the fault's queue, then steers
-// the nodes' packets to it. The rules bypass the queue when no delayer
-// listens, so a dead delayer never cuts a link.
+// the nodes' packets to it.
 func (s *SlowNet) injectQueue(ctx context.Context, env *Env) error {
 	if env.nodeSide() {
 		return fmt.Errorf("%w: packet delay in nodes' own namespaces needs netem, which this kernel lacks", ErrUnsupported)
@@ -92,76 +201,63 @@ func (s *SlowNet) injectQueue(ctx context.Context, env *Env) error {
 	s.Queue = queueNum(env.id)
 	cfg := DelayerConfig{NetNS: env.Cluster.SwitchNS, Queue: s.Queue, Delay: time.Duration(s.Delay),
 		Jitter: time.Duration(s.Jitter), Seed: env.rng().Int63()}
-	cmd, err := env.delayerCommand(DelayerArgs(cfg, env.runID()))
-	if err != nil {
-		return err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives `isrlab fault inject`
-	// Started inside the switch namespace, so that the backend's teardown,
-	// which kills every process in the run's namespaces, stops it too.
-	if err := compose.InNetNS(cfg.NetNS, cmd.Start); err != nil {
-		return fmt.Errorf("start delayer: %w", err)
-	}
-	s.DelayerPID, s.DelayerStart = cmd.Process.Pid, compose.Identify(cmd.Process.Pid)
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }() // reaps it whoever ends it
-	ready := make(chan error, 1)
-	go func() {
-		line, err := bufio.NewReader(out).ReadString('\n')
-		if err == nil && strings.TrimSpace(line) != "ready" {
-			err = fmt.Errorf("delayer said %q", line)
-		}
-		ready <- err
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			return fmt.Errorf("delayer: %w", errors.Join(err, <-exited))
-		}
-	case <-time.After(10 * time.Second):
-		return errors.New("delayer: not ready after 10s")
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	nft, done, err := env.nft()
-	if err != nil {
-		return err
-	}
-	defer done()
-	if err := bridgeCallsIPTables(env.Cluster.SwitchNS); err != nil {
-		return err
-	}
-	t, ch := ipTable(nft, s.Table)
-	for _, name := range s.Resolved {
-		n, err := env.node(name)
-		if err != nil {
-			return err
-		}
-		q := nfqueueTarget(s.Queue)
-		if s.Direction != "out" {
-			nft.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(matchAddr(false, n.Addr.AsSlice()), q)})
-		}
-		if s.Direction != "in" {
-			nft.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(matchAddr(true, n.Addr.AsSlice()), q)})
-		}
-	}
-	if err := nft.Flush(); err != nil {
-		return fmt.Errorf("slow-net: add nftables queue rules: %w", err)
-	}
-	return nil
+	var err error
+	s.DelayerPID, s.DelayerStart, err = steerToQueue(ctx, env, s.Kind(), cfg, s.Table, s.Resolved, s.Direction)
+	return err
 }
 
 // healQueue stops steering packets, then stops the delayer, which releases
 // what it holds.
 func (s *SlowNet) healQueue(ctx context.Context, env *Env) error {
-	if err := healTable(env, nftables.TableFamilyIPv4, s.Table); err != nil {
+	return unsteer(ctx, env, s.Table, s.DelayerPID, s.DelayerStart)
+}
+
+// steerToQueue starts a delayer serving cfg's queue, then steers the
+// packets to (direction in), from (out) or to and from (both, "") the
+// nodes through an nftables table in the switch namespace's IPv4 forward
+// hook. The rules bypass the queue when no delayer listens, so a dead
+// delayer never cuts a link. It returns the delayer's pid and start time,
+// set even on failure, for the heal.
+func steerToQueue(ctx context.Context, env *Env, kind string, cfg DelayerConfig, table string, nodes []string, direction string) (int, uint64, error) {
+	pid, start, err := startHelper(ctx, env, DelayerArgs(cfg, env.runID()))
+	if err != nil {
+		return pid, start, err
+	}
+	nft, done, err := env.nft()
+	if err != nil {
+		return pid, start, err
+	}
+	defer done()
+	if err := bridgeCallsIPTables(env.Cluster.SwitchNS); err != nil {
+		return pid, start, err
+	}
+	t, ch := ipTable(nft, table)
+	for _, name := range nodes {
+		n, err := env.node(name)
+		if err != nil {
+			return pid, start, err
+		}
+		q := nfqueueTarget(cfg.Queue)
+		if direction != "out" {
+			nft.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(matchAddr(false, n.Addr.AsSlice()), q)})
+		}
+		if direction != "in" {
+			nft.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(matchAddr(true, n.Addr.AsSlice()), q)})
+		}
+	}
+	if err := nft.Flush(); err != nil {
+		return pid, start, fmt.Errorf("%s: add nftables queue rules: %w", kind, err)
+	}
+	return pid, start, nil
+}
+
+// unsteer stops steering packets to a delayer's queue (deletes the table),
+// then stops the delayer, which releases what it holds.
+func unsteer(ctx context.Context, env *Env, table string, pid int, start uint64) error {
+	if err := healTable(env, nftables.TableFamilyIPv4, table); err != nil {
 		return err
 	}
-	return stopProcess(ctx, s.DelayerPID, s.DelayerStart)
+	return stopProcess(ctx, pid, start)
 }
 
 // stopProcess sends SIGTERM to pid if it is still the process that started

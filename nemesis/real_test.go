@@ -22,6 +22,7 @@ import (
 	"github.com/isrlab/isrlab/compose/netns"
 	"github.com/isrlab/isrlab/history"
 	"github.com/isrlab/isrlab/internal/proctest"
+	"github.com/isrlab/isrlab/nemesis/faultfs"
 )
 
 // TestTargetedFaultsOnRealCluster runs isrlab's coordinators and brokers,
@@ -57,7 +58,10 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 	mem := &history.Memory{}
 	begin := time.Now()
 	res := &LiveResolver{Cluster: c}
-	n := &Nemesis{Env: &Env{Cluster: c, Resolver: res},
+	helper := func(args []string) *exec.Cmd {
+		return exec.Command(bin, append(slices.Clone(DelayerSubcommand), args...)...)
+	}
+	n := &Nemesis{Env: &Env{Cluster: c, Resolver: res, DelayerCommand: helper},
 		Recorder: history.NewRecorder(mem, func() time.Duration { return time.Since(begin) })}
 	leader := func() (string, error) {
 		v, err := res.View(ctx, []string{"t"})
@@ -158,6 +162,43 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 	if got := brokerClockSkew(t, c, skewed); got != 0 {
 		t.Fatalf("clock skew of %s after heal is %d ms", skewed, got)
 	}
+	// A bump adds to the skew; a strobe switches the broker's clock
+	// between 0 and its offset; each heal restores the true clock.
+	skew := &ClockSkew{procNodes: procNodes{Nodes: []string{skewed}}, OffsetMs: 1000}
+	bump := &ClockBump{procNodes: procNodes{Nodes: []string{skewed}}, Offset: faultfs.Duration(30 * time.Second)}
+	for _, f := range []Fault{skew, bump} {
+		if _, err := n.Inject(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := brokerClockSkew(t, c, skewed); got != 31000 {
+		t.Fatalf("clock of %s after a 1 s skew and a 30 s bump: %d ms", skewed, got)
+	}
+	if err := n.HealAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := brokerClockSkew(t, c, skewed); got != 0 {
+		t.Fatalf("clock skew of %s after the bump's heal is %d ms", skewed, got)
+	}
+	a, err = n.Inject(ctx, &ClockStrobe{procNodes: procNodes{Nodes: []string{skewed}},
+		Offset: faultfs.Duration(500 * time.Millisecond), Period: faultfs.Duration(20 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	proctest.Eventually(t, 20*time.Second, skewed+"'s clock strobes", func() error {
+		seen[brokerClockSkew(t, c, skewed)] = true
+		if !seen[0] || !seen[500] {
+			return fmt.Errorf("skews seen: %v", seen)
+		}
+		return nil
+	})
+	if err := n.Heal(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := brokerClockSkew(t, c, skewed); got != 0 {
+		t.Fatalf("clock skew of %s after the strobe's heal is %d ms", skewed, got)
+	}
 	// The CLI, one process per command, against the same cluster: inject
 	// in one, list and heal in others.
 	cli := func(args ...string) string {
@@ -194,14 +235,13 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 	}
 
 	// Every step is in the history, with the resolved targets.
-	var fs []string
-	for _, op := range mem.Ops {
-		fs = append(fs, op.Type.String()+" "+op.F)
-	}
+	fs := opNames(mem)
 	want := []string{"invoke start-kill", "ok start-kill", "invoke stop-kill", "ok stop-kill",
 		"invoke start-pause", "ok start-pause", "invoke stop-pause", "ok stop-pause",
 		"invoke start-partition", "ok start-partition", "invoke heal", "ok heal",
-		"invoke start-clock-skew", "ok start-clock-skew", "invoke stop-clock-skew", "ok stop-clock-skew"}
+		"invoke start-clock-skew", "ok start-clock-skew", "invoke stop-clock-skew", "ok stop-clock-skew",
+		"invoke start-clock-skew", "ok start-clock-skew", "invoke start-clock-bump", "ok start-clock-bump", "invoke heal", "ok heal",
+		"invoke start-clock-strobe", "ok start-clock-strobe", "invoke stop-clock-strobe", "ok stop-clock-strobe"}
 	if !slices.Equal(fs, want) {
 		t.Fatalf("history: %v\nwant %v", fs, want)
 	}

@@ -70,9 +70,16 @@ type SlowNet struct {
 	Jitter    faultfs.Duration `json:"jitter,omitempty"`
 	Direction string           `json:"direction,omitempty"`
 	Resolved  []string         `json:"resolved,omitempty"`
-	// Mode is how the delay is applied: "netem" or "nfqueue" (set by Inject).
+	// The delay's mode ("netem" or "nfqueue") and delayer.
+	delayerRun
+}
+
+// delayerRun is what a fault played by the NFQUEUE delayer records when it
+// fires.
+type delayerRun struct {
+	// Mode is how the fault is applied: "netem" or "nfqueue".
 	Mode string `json:"mode,omitempty"`
-	// Table is the nftables table steering delayed packets to the queue.
+	// Table is the nftables table steering packets to the queue.
 	Table string `json:"table,omitempty"`
 	// Queue and the delayer process (pid and start time) of nfqueue mode.
 	Queue        uint16 `json:"queue,omitempty"`

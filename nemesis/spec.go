@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -98,7 +99,19 @@ func ParseSchedule(b []byte) ([]Event, error) {
 var runtimeFields = map[string]bool{
 	"resolved": true, "table": true, "side": true, "sockets": true, "mode": true,
 	"queue": true, "delayer_pid": true, "delayer_start": true, "reports": true, "no_disk": true,
-	"moves": true,
+	"moves": true, "strober_pid": true, "strober_start": true, "cgroups": true,
+}
+
+// RuntimeFields lists, sorted, the JSON fields a fault fills in when it
+// fires: what a replay strips from a recorded fault to get its spec back.
+func RuntimeFields() []string { return slices.Sorted(maps.Keys(runtimeFields)) }
+
+// validator is a fault whose fields can be checked without a cluster
+// (percentages, sizes, durations): ParseUserSpec checks them, so a
+// scenario with a bad value fails when it loads, and Resolve checks them
+// again for faults that came another way.
+type validator interface {
+	Validate() error
 }
 
 // ParseUserSpec decodes a fault as a user writes it ({"kind":"kill",
@@ -134,6 +147,11 @@ func ParseUserSpec(b []byte) (Fault, error) {
 	}
 	for _, x := range TargetExprs(f) {
 		if err := CheckTarget(x); err != nil {
+			return nil, fmt.Errorf("%s: %w", kind, err)
+		}
+	}
+	if v, ok := f.(validator); ok {
+		if err := v.Validate(); err != nil {
 			return nil, fmt.Errorf("%s: %w", kind, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/backends"
+	"github.com/isrlab/isrlab/nemesis"
 	"github.com/isrlab/isrlab/nemesis/faultfs"
 )
 
@@ -23,7 +24,8 @@ func newCleanCmd() *cobra.Command {
 		Long: `Remove every leftover of runs that are no longer alive: their node processes
 (and anything else running in their namespaces), network namespaces with their
 links and bind mounts, Docker containers and networks labelled with a run id,
-run directories and state files. A run is alive while
+run directories and state files, and the cgroups of their cpu-throttle and
+memory-pressure faults. A run is alive while
 the process that owns it runs, or, for "isrlab cluster up", until "isrlab
 cluster down". Live runs are left alone, so clean is safe to run at any time,
 including next to a running test. --all also takes down live clusters and
@@ -53,6 +55,7 @@ started. --backend limits clean to one backend.`,
 			}
 			rep, err := backends.CleanBackend(ctx, "", backend, all)
 			var killed []int
+			var cleanedCgroups int
 			// faultfs mounts of runs that are gone (their daemon died with
 			// the run) are detached too; a run still alive keeps its mounts.
 			if !caps.UserHosts {
@@ -69,6 +72,14 @@ started. --backend limits clean to one backend.`,
 				for _, pid := range killed {
 					fmt.Fprintf(cmd.OutOrStdout(), "stopped orphan faultfs daemon %d\n", pid)
 				}
+				// cgroup faults' cgroups of the dead runs, empty now that
+				// their processes are gone.
+				cgs, cerr := nemesis.CleanCgroups(ctx, alive)
+				err = errors.Join(err, cerr)
+				for _, cg := range cgs {
+					fmt.Fprintf(cmd.OutOrStdout(), "removed leftover cgroup %s\n", cg)
+				}
+				cleanedCgroups = len(cgs)
 			}
 			w := cmd.OutOrStdout()
 			for _, r := range rep.Runs {
@@ -86,7 +97,7 @@ started. --backend limits clean to one backend.`,
 			for _, r := range rep.Live {
 				fmt.Fprintf(w, "left live run %s alone\n", r)
 			}
-			if rep.Removed() == 0 && len(killed) == 0 && err == nil {
+			if rep.Removed() == 0 && len(killed) == 0 && cleanedCgroups == 0 && err == nil {
 				fmt.Fprintln(w, "nothing to clean")
 			}
 			return err

@@ -162,11 +162,11 @@ moved since. The command prints the fault's id for 'isrlab fault heal'.
 		if spec == "" {
 			return usageError("name a fault kind (see --help) or give --spec")
 		}
-		var s nemesis.Spec
-		if err := json.Unmarshal([]byte(spec), &s); err != nil {
+		f, err := nemesis.ParseUserSpec([]byte(spec))
+		if err != nil {
 			return withCode(exitBadArgs, fmt.Errorf("--spec: %w", err))
 		}
-		return runInject(cmd, &o, s.Fault)
+		return runInject(cmd, &o, f)
 	}
 	for _, k := range injectKinds() {
 		cmd.AddCommand(k)
@@ -555,14 +555,18 @@ first) and then anything a fault of this run left that no store knows
 	return cmd
 }
 
-// newFaultDelayerCmd is the packet delayer process slow-net starts where
-// the kernel has no netem; users do not run it.
+// newFaultDelayerCmd is the nemesis's helper process: the packet delayer
+// slow-net starts where the kernel has no netem, and the clock strober of
+// clock-strobe; users do not run it.
 func newFaultDelayerCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:                "delayer --netns PATH --queue N --delay D [--jitter J] --run RUN",
-		Short:              "Serve an NFQUEUE that delays packets (started by slow-net)",
-		Long:               "Bind NFQUEUE N in the namespace at PATH and accept each queued packet after D ± J. Started and stopped by 'isrlab fault inject slow-net' and its heal.",
-		Example:            "  isrlab fault delayer --netns /run/netns/isrlab-RUN-sw --queue 3 --delay 50ms --run RUN",
+		Use:   "delayer --netns PATH --queue N --delay D [--jitter J] --run RUN",
+		Short: "Serve an NFQUEUE that delays packets (started by slow-net), or strobe brokers' clocks",
+		Long: `Bind NFQUEUE N in the namespace at PATH and accept each queued packet after D ± J. Started and stopped by 'isrlab fault inject slow-net' and its heal.
+
+With 'strobe' first, switch each target broker's clock skew between --offset and 0 every --period until stopped, then set it to 0 (started by clock-strobe).`,
+		Example: `  isrlab fault delayer --netns /run/netns/isrlab-RUN-sw --queue 3 --delay 50ms --run RUN
+  isrlab fault delayer strobe --offset 200ms --period 50ms --target /run/netns/isrlab-RUN-b2=http://10.0.0.12:9404 --run RUN`,
 		Hidden:             true,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -1,7 +1,6 @@
 package faultfs
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/isrlab/isrlab/internal/mountinfo"
 )
 
 // MountInfo is a faultfs mount listed in /proc/self/mountinfo.
@@ -20,58 +21,22 @@ type MountInfo struct {
 // Mounts lists the faultfs mounts of this mount namespace: fstype FSType,
 // source FSNamePrefix+run id.
 func Mounts() ([]MountInfo, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	ms, err := mountinfo.Read()
 	if err != nil {
-		return nil, fmt.Errorf("read mountinfo: %w", err)
+		return nil, err
 	}
-	defer f.Close()
-	return parseMountinfo(bufio.NewScanner(f))
+	return faultfsMounts(ms), nil
 }
 
-func parseMountinfo(sc *bufio.Scanner) ([]MountInfo, error) {
+func faultfsMounts(ms []mountinfo.Mount) []MountInfo {
 	var out []MountInfo
-	for sc.Scan() {
-		// id parent major:minor root mountpoint opts [optional...] - fstype source superopts
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i, f := range fields {
-			if f == "-" && i >= 6 {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || sep+2 >= len(fields) {
+	for _, m := range ms {
+		if m.FSType != FSType || !strings.HasPrefix(m.Source, FSNamePrefix) {
 			continue
 		}
-		fstype, source := fields[sep+1], fields[sep+2]
-		if fstype != FSType || !strings.HasPrefix(source, FSNamePrefix) {
-			continue
-		}
-		out = append(out, MountInfo{RunID: strings.TrimPrefix(source, FSNamePrefix), MountPoint: unescapeMount(fields[4])})
+		out = append(out, MountInfo{RunID: strings.TrimPrefix(m.Source, FSNamePrefix), MountPoint: m.MountPoint})
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read mountinfo: %w", err)
-	}
-	return out, nil
-}
-
-// unescapeMount undoes the kernel's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return out
 }
 
 // ManualRunID is the run id of a daemon started by hand without one: it
@@ -113,7 +78,10 @@ func CleanStale(runIDAlive func(string) bool) error {
 			continue
 		}
 		err := syscall.Unmount(m.MountPoint, syscall.MNT_DETACH)
-		if err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.EPERM) {
+		// EPERM and EACCES: a mount this user may not unmount (another
+		// user's run, which an unprivileged clean cannot tell alive from
+		// dead) is not this clean's to remove.
+		if err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.EPERM) && !errors.Is(err, syscall.EACCES) {
 			errs = append(errs, fmt.Errorf("unmount stale faultfs %s (run %s): %w", m.MountPoint, m.RunID, err))
 		}
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/isrlab/isrlab/internal/mountinfo"
 )
 
 // requireFUSE skips t unless it can mount FUSE filesystems.
@@ -615,10 +617,11 @@ func TestParseMountinfo(t *testing.T) {
 101 36 0:53 / /tmp/other rw - fuse.other faultfs-r2 rw
 102 36 0:54 / /tmp/r3 rw - fuse.faultfs faultfs-r3 rw
 `
-	got, err := parseMountinfo(bufio.NewScanner(strings.NewReader(in)))
+	ms, err := mountinfo.Parse(strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := faultfsMounts(ms)
 	want := []MountInfo{{RunID: "r1", MountPoint: "/tmp/run one/mnt"}, {RunID: "r3", MountPoint: "/tmp/r3"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
