@@ -230,10 +230,6 @@ type analysis struct {
 	unavail      unavailTracker
 	queue        queueTracker
 	lat          map[string]*histogram
-	// dangling holds the client ops (counted from 0) that are
-	// invocations still pending at the end of the history, for the
-	// linearizability pass.
-	dangling map[int64]bool
 	// lin keeps what the linearizability pass needs from this one; nil
 	// when it is off.
 	lin *linLog
@@ -876,12 +872,10 @@ func (a *analysis) finish() *Verdict {
 		}
 	}
 	a.stats.Partitions += len(a.farParts)
-	a.dangling = map[int64]bool{}
 	for _, ps := range a.procs {
 		if !ps.hasPend {
 			continue
 		}
-		a.dangling[ps.pend.client] = true
 		if ps.pend.f == history.FSend {
 			a.unavail.pendingAt(ps.pend.part, ps.pend.time)
 		}

@@ -315,10 +315,12 @@ type linPart struct {
 }
 
 // linResolved is where a send whose completion did not give its offset
-// was first read: at offset off of part, by a poll that completed at t.
+// was first read: at offset off of part, by a poll that completed at t;
+// read is false when no poll returned it.
 type linResolved struct {
 	off, t int64
 	part   int32
+	read   bool
 }
 
 // linTally collects the workers' answers.
@@ -348,12 +350,14 @@ func (t *linTally) add(list *[]LinPiece, p LinPiece) {
 type linChecker struct {
 	maxPiece int
 	deadline time.Time
-	// ranks and resolved are what the first pass saw of the whole history:
-	// the observed offsets of each partition, and where the values of sends
-	// without an offset were read.
+	// ranks, resolved and dangling are what the first pass saw of the
+	// whole history: the observed offsets of each partition; where the
+	// values of the sends without an offset (the linLog's evResolve
+	// events, in order) were read; the invocations never completed, by
+	// client op, with where their values were read.
 	ranks    map[int32]*linRanks
-	resolved map[int64]linResolved
-	dangling map[int64]bool
+	resolved []linResolved
+	dangling map[int64]*linResolved
 	parts    map[int32]*linPart
 	partFast []*linPart // parts, indexed by the usual small partitions
 	// inflight holds the invocation time of each process's model op in
@@ -397,10 +401,11 @@ func (a *analysis) linearize() (LinResult, *linSearch) {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	c := &linChecker{maxPiece: a.opt.LinMaxPieceOps, deadline: time.Now().Add(a.opt.LinTimeout),
-		ranks: a.takeRanks(), resolved: a.resolvedSends(), dangling: a.dangling,
+		ranks:    a.takeRanks(),
 		parts:    map[int32]*linPart{},
 		deferred: map[int64]*linDeferred{}, work: make(chan *linBatch, 2*workers), free: make(chan *linBatch, 4*workers),
 		active: map[int32]bool{}}
+	c.resolved, c.dangling = a.resolvedSends()
 	log := a.lin
 	a.lin = nil
 	a.freeValues()
@@ -465,23 +470,31 @@ func (a *analysis) takeRanks() map[int32]*linRanks {
 }
 
 // resolvedSends returns where the values of the sends the pass must place
-// (those without an offset, and those never completed) were first read.
-func (a *analysis) resolvedSends() map[int64]linResolved {
-	out := map[int64]linResolved{}
-	add := func(v int64) {
+// were first read: those without an offset, in the order of their events,
+// and those never completed, by client op.
+func (a *analysis) resolvedSends() ([]linResolved, map[int64]*linResolved) {
+	find := func(v int64) linResolved {
 		if vs := a.value(v, false); vs != nil && vs.fl&flRead != 0 && vs.off >= 0 && vs.part >= 0 {
-			out[v] = linResolved{off: vs.off, t: vs.t, part: vs.part}
+			return linResolved{off: vs.off, t: vs.t, part: vs.part, read: true}
 		}
+		return linResolved{}
 	}
-	for _, v := range a.lin.resolve {
-		add(v)
+	out := make([]linResolved, len(a.lin.resolve))
+	for i, v := range a.lin.resolve {
+		out[i] = find(v)
 	}
+	a.lin.resolve = nil
+	dangling := map[int64]*linResolved{}
 	for _, ps := range a.procs {
-		if ps.hasPend && ps.pend.f == history.FSend && ps.pend.hasValue {
-			add(ps.pend.value)
+		if ps.hasPend {
+			r := find(ps.pend.value)
+			if ps.pend.f != history.FSend || !ps.pend.hasValue {
+				r.read = false
+			}
+			dangling[ps.pend.client] = &r
 		}
 	}
-	return out
+	return out, dangling
 }
 
 // freeValues drops the per-value state once the verdict no longer needs it.
@@ -533,9 +546,9 @@ func (c *linChecker) add(ev *linEvent, n int64) {
 	if ev.kind == evInvoke {
 		c.inflight.del(ev.proc) // superseded: it never completes
 		switch {
-		case len(c.dangling) > 0 && c.dangling[n]:
+		case len(c.dangling) > 0 && c.dangling[n] != nil:
 			if ev.flags&evValue != 0 {
-				c.resolve(ev.proc, ev.value, history.Info, ev.time, ev.time)
+				c.resolve(*c.dangling[n], ev.proc, ev.value, history.Info, ev.time, ev.time)
 			}
 		case ev.flags&evModel != 0:
 			c.inflight.set(ev.proc, ev.time)
@@ -553,7 +566,8 @@ func (c *linChecker) add(ev *linEvent, n int64) {
 		if ev.flags&evOK != 0 {
 			typ = history.OK
 		}
-		c.resolve(ev.proc, ev.value, typ, ev.call, ev.time)
+		c.resolve(c.resolved[0], ev.proc, ev.value, typ, ev.call, ev.time)
+		c.resolved = c.resolved[1:]
 	case evPoll:
 		for _, pr := range ev.reads {
 			for _, r := range pr.recs {
@@ -570,12 +584,11 @@ func (c *linChecker) add(ev *linEvent, n int64) {
 }
 
 // resolve places a send whose offset its completion did not give (info, or
-// ok without an offset, or never completed) where it was read; one never read
-// may or may not have happened and is left out. Its return is its first
-// read (for an ok, its completion), or earlier: see release.
-func (c *linChecker) resolve(proc int, value int64, typ history.Type, call, now int64) {
-	vs, ok := c.resolved[value]
-	if !ok {
+// ok without an offset, or never completed) where it was read (vs); one
+// never read may or may not have happened and is left out. Its return is
+// its first read (for an ok, its completion), or earlier: see release.
+func (c *linChecker) resolve(vs linResolved, proc int, value int64, typ history.Type, call, now int64) {
+	if !vs.read {
 		return
 	}
 	op := linOp{proc: proc, send: true, value: value, off: vs.off, call: call, ret: now}
