@@ -135,13 +135,20 @@ func New(t testing.TB, subnet string, names ...string) *Hosts {
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// An empty config file of its own: every setting is on the command
+	// line (a /dev/null that something replaced with a file once fed
+	// sshd garbage).
+	config := filepath.Join(dir, "sshd_config")
+	if err := os.WriteFile(config, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, x := range h.Hosts {
 		// The hosts' commands run through root's login shell, and bash
 		// sources ~/.bashrc when sshd starts it unless SHLVL says it is
 		// nested: the test hosts must not run the machine's own root
 		// profile (one whose pyenv init waited 60 s on a stale lock made
 		// every command take a minute and the SSH tests time out).
-		x.sshd = exec.Command(Sshd, "-D", "-e", "-f", "/dev/null", "-h", hostKey,
+		x.sshd = exec.Command(Sshd, "-D", "-e", "-f", config, "-h", hostKey,
 			"-E", filepath.Join(dir, "sshd-"+x.Name+".log"),
 			"-o", "ListenAddress="+x.Addr.String(), "-o", "Port=22",
 			"-o", "AuthorizedKeysFile="+authorized, "-o", "StrictModes=no", "-o", "UsePAM=no",
@@ -155,8 +162,10 @@ func New(t testing.TB, subnet string, names ...string) *Hosts {
 		}
 	}
 	for _, x := range h.Hosts {
-		proctest.Eventually(t, 10*time.Second, "sshd on "+x.Name, func() error {
-			dctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		// A failure names what sshd said: its log and whether it exited.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := proctest.Until(ctx, func() error {
+			dctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
 			conn, err := h.Dial()(dctx, "tcp", net.JoinHostPort(x.Addr.String(), "22"))
 			if err != nil {
@@ -164,6 +173,15 @@ func New(t testing.TB, subnet string, names ...string) *Hosts {
 			}
 			return conn.Close()
 		})
+		cancel()
+		if err != nil {
+			state := "still running"
+			if syscall.Kill(x.sshd.Process.Pid, 0) != nil {
+				state = "gone"
+			}
+			logText, _ := os.ReadFile(filepath.Join(dir, "sshd-"+x.Name+".log"))
+			t.Fatalf("sshd on %s (%s) not listening within 10s: %v\nits log:\n%s", x.Name, state, err, logText)
+		}
 	}
 	return h
 }
