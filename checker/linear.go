@@ -308,6 +308,7 @@ type linPart struct {
 	// invoked before it would overlap them (a history whose times go back).
 	cutAt   int64
 	buf     []linOp
+	recs    []linRec // the chunk alloc cuts from
 	pieces  int
 	batch   *linBatch
 	over    *linOver
@@ -676,13 +677,24 @@ func (lp *linPart) strip(recs []linRec, base int32, copyOut bool) []linRec {
 	if keep == len(recs) && !copyOut {
 		return recs
 	}
-	out := make([]linRec, 0, keep)
+	out := lp.alloc(keep)[:0]
 	for _, r := range recs {
 		if !lp.holds(r, base) {
 			out = append(out, r)
 		}
 	}
 	return out
+}
+
+// alloc returns room for n records, cut from a chunk of the partition's
+// (one allocation per poll cost more than the rest of the pass over it).
+func (lp *linPart) alloc(n int) []linRec {
+	if n > cap(lp.recs)-len(lp.recs) {
+		lp.recs = make([]linRec, 0, max(4096, n))
+	}
+	from := len(lp.recs)
+	lp.recs = lp.recs[:from+n]
+	return lp.recs[from : from+n : from+n]
 }
 
 func (lp *linPart) holds(r linRec, base int32) bool {
