@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ faults:
   - {kind: cpu-throttle, nodes: [follower:isrlab/0], cpu: 10%, at: 10s, heal.after: 5s}
   - {kind: memory-pressure, nodes: [b3], limit: 64MiB, at: 10s, heal.after: 5s}
   - {kind: packet, nodes: [b1], duplicate: 20%, reorder: 20%, corrupt: 5%, at: 20s, heal.after: 5s}
+  - {kind: corrupt, nodes: [follower:isrlab/0], file: segment, mode: bitflip, at: 25s, heal.after: 5s}
 schedule:
   type: every
   interval: 10s
@@ -35,7 +37,7 @@ schedule:
 	for _, f := range sc.Faults {
 		kinds = append(kinds, f.Spec.Fault.Kind())
 	}
-	if got := strings.Join(kinds, " "); got != "clock-bump clock-strobe cpu-throttle memory-pressure packet" {
+	if got := strings.Join(kinds, " "); got != "clock-bump clock-strobe cpu-throttle memory-pressure packet corrupt" {
 		t.Fatalf("faults %s", got)
 	}
 	for _, tc := range []struct{ name, body, want string }{
@@ -53,11 +55,38 @@ schedule:
 		{"packet-gap", "faults:\n  - kind: packet\n    nodes: [b1]\n    reorder: 5%\n    gap: later\n", `duration "later"`},
 		{"packet-checksum", "faults:\n  - kind: packet\n    nodes: [b1]\n    corrupt: 5%\n    checksum: maybe\n", `checksum "maybe": want keep or fix`},
 		{"packet-field", "faults:\n  - kind: packet\n    nodes: [b1]\n    duplicates: 5%\n", `packet: unknown field "duplicates"`},
+		{"corrupt-file", "faults:\n  - kind: corrupt\n    nodes: [b1]\n    file: journal\n    mode: bitflip\n", `x.yaml:2: fault: corrupt: bad fault: corrupt file "journal": want one of`},
+		{"corrupt-mode", "faults:\n  - kind: corrupt\n    nodes: [b1]\n    file: index\n    mode: scramble\n", `corrupt mode "scramble": want bitflip, truncate or zero`},
 		{"mix-cpu", "schedule:\n  type: every\n  interval: 5s\n  hold: 2s\n  mix:\n    - weight: 1\n      fault: {kind: cpu-throttle, nodes: [b1], cpu: 0%}\n", "x.yaml:2: schedule: mix 1: cpu-throttle: bad fault: cpu 0%"},
 	} {
 		_, err := Parse("x.yaml", "x", []byte(tc.body))
 		if !errors.Is(err, ErrScenario) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v\nwant ErrScenario containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestReplaySpecNewKinds: a recorded fault replays on the nodes it hit
+// without what it filled in when it fired; corrupt keeps its mode, which
+// for it is the user's (bitflip), not a runtime field.
+func TestReplaySpecNewKinds(t *testing.T) {
+	for _, tc := range []struct{ recorded, want string }{
+		{`{"kind":"corrupt","nodes":["follower:isrlab/0"],"resolved":["b2"],"file":"segment","mode":"bitflip","damage":[{"node":"b2","path":"isrlab-0/0.log","size":9,"offset":3,"length":1,"mode":"bitflip"}]}`,
+			`{"kind":"corrupt","nodes":["b2"],"file":"segment","mode":"bitflip"}`},
+		{`{"kind":"packet","nodes":["random-broker"],"duplicate":"20%","resolved":["b3"],"mode":"nfqueue","table":"isrlab-r-f1","queue":1,"delayer_pid":7,"delayer_start":9}`,
+			`{"kind":"packet","nodes":["b3"],"duplicate":"20%"}`},
+		{`{"kind":"cpu-throttle","nodes":["leader:isrlab/0"],"resolved":["b1"],"cpu":"10%","cgroups":[{"node":"b1","version":1,"path":"/x","from":"/","pids":[1]}]}`,
+			`{"kind":"cpu-throttle","nodes":["b1"],"cpu":"10%"}`},
+		{`{"kind":"clock-strobe","nodes":["b2"],"resolved":["b2"],"offset":"200ms","period":"50ms","strober_pid":5,"strober_start":6}`,
+			`{"kind":"clock-strobe","nodes":["b2"],"offset":"200ms","period":"50ms"}`},
+	} {
+		specs, note, err := replaySpec([]byte(tc.recorded))
+		if err != nil || note != "" || len(specs) != 1 {
+			t.Fatalf("%s: %v %q %v", tc.recorded, specs, note, err)
+		}
+		got, _ := json.Marshal(specs[0])
+		if string(got) != tc.want {
+			t.Errorf("replays as %s\n        want %s", got, tc.want)
 		}
 	}
 }

@@ -130,7 +130,7 @@ func replaySpec(raw json.RawMessage) ([]nemesis.Spec, string, error) {
 	}
 	kind, _ := m["kind"].(string)
 	strip := func(m map[string]any) {
-		for _, k := range nemesis.RuntimeFields() {
+		for _, k := range nemesis.RuntimeFields(kind) {
 			delete(m, k)
 		}
 	}

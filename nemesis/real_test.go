@@ -199,6 +199,28 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 	if got := brokerClockSkew(t, c, skewed); got != 0 {
 		t.Fatalf("clock skew of %s after the strobe's heal is %d ms", skewed, got)
 	}
+	// A follower's newest segment gets a flipped bit while it is down; it
+	// recovers (its recovery cuts the batch whose CRC fails) and catches up
+	// from the leader.
+	proctest.Eventually(t, 40*time.Second, "t/0 fully replicated again", func() (err error) { _, err = leader(); return err })
+	for i := range 100 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: fmt.Appendf(nil, "before corruption %d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err = n.Inject(ctx, &Corrupt{procNodes: procNodes{Nodes: []string{"follower:t/0"}}, File: "segment", Mode: "bitflip", Partition: "t/0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := a.Fault.Fault.(*Corrupt)
+	t.Logf("corrupted %+v", damaged.Damage)
+	if len(damaged.Damage) != 1 || damaged.Damage[0].Node != damaged.Resolved[0] {
+		t.Fatalf("damage %+v on %v", damaged.Damage, damaged.Resolved)
+	}
+	if err := n.Heal(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	proctest.Eventually(t, 60*time.Second, "the damaged follower back in the ISR", func() (err error) { _, err = leader(); return err })
 	// The CLI, one process per command, against the same cluster: inject
 	// in one, list and heal in others.
 	cli := func(args ...string) string {
@@ -241,7 +263,8 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 		"invoke start-partition", "ok start-partition", "invoke heal", "ok heal",
 		"invoke start-clock-skew", "ok start-clock-skew", "invoke stop-clock-skew", "ok stop-clock-skew",
 		"invoke start-clock-skew", "ok start-clock-skew", "invoke start-clock-bump", "ok start-clock-bump", "invoke heal", "ok heal",
-		"invoke start-clock-strobe", "ok start-clock-strobe", "invoke stop-clock-strobe", "ok stop-clock-strobe"}
+		"invoke start-clock-strobe", "ok start-clock-strobe", "invoke stop-clock-strobe", "ok stop-clock-strobe",
+		"invoke start-corrupt", "ok start-corrupt", "invoke stop-corrupt", "ok stop-corrupt"}
 	if !slices.Equal(fs, want) {
 		t.Fatalf("history: %v\nwant %v", fs, want)
 	}

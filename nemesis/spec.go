@@ -99,12 +99,30 @@ func ParseSchedule(b []byte) ([]Event, error) {
 var runtimeFields = map[string]bool{
 	"resolved": true, "table": true, "side": true, "sockets": true, "mode": true,
 	"queue": true, "delayer_pid": true, "delayer_start": true, "reports": true, "no_disk": true,
-	"moves": true, "strober_pid": true, "strober_start": true, "cgroups": true,
+	"moves": true, "strober_pid": true, "strober_start": true, "cgroups": true, "damage": true,
 }
 
-// RuntimeFields lists, sorted, the JSON fields a fault fills in when it
-// fires: what a replay strips from a recorded fault to get its spec back.
-func RuntimeFields() []string { return slices.Sorted(maps.Keys(runtimeFields)) }
+// specFields are names runtimeFields has that a kind takes from the user
+// (corrupt's mode is bitflip, truncate or zero; slow-net's is set when it
+// fires).
+var specFields = map[string][]string{"corrupt": {"mode"}}
+
+func isRuntimeField(kind, field string) bool {
+	return runtimeFields[field] && !slices.Contains(specFields[kind], field)
+}
+
+// RuntimeFields lists, sorted, the JSON fields a fault of kind fills in
+// when it fires: what a replay strips from a recorded fault to get its
+// spec back.
+func RuntimeFields(kind string) []string {
+	var out []string
+	for _, f := range slices.Sorted(maps.Keys(runtimeFields)) {
+		if isRuntimeField(kind, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
 
 // validator is a fault whose fields can be checked without a cluster
 // (percentages, sizes, durations): ParseUserSpec checks them, so a
@@ -128,7 +146,7 @@ func ParseUserSpec(b []byte) (Fault, error) {
 	}
 	delete(raw, "kind")
 	for k := range raw {
-		if runtimeFields[k] {
+		if isRuntimeField(kind, k) {
 			return nil, fmt.Errorf("%w: %s: field %q is set by the fault when it fires, not by a spec", ErrBadFault, kind, k)
 		}
 	}

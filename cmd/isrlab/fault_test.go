@@ -52,6 +52,8 @@ func TestFaultArguments(t *testing.T) {
 		{"spec bad size", []string{"inject", "--spec", `{"kind":"memory-pressure","nodes":["b3"],"limit":"lots"}`}, `size "lots"`},
 		{"spec bad packet", []string{"inject", "--spec", `{"kind":"packet","nodes":["b1"],"duplicate":"200%"}`}, "duplicate 200%"},
 		{"spec packet accepted", []string{"inject", "--spec", `{"kind":"packet","nodes":["b1"],"duplicate":"20%","reorder":"20%","corrupt":"5%"}`}, ""},
+		{"spec bad corrupt", []string{"inject", "--spec", `{"kind":"corrupt","nodes":["b1"],"file":"segment","mode":"melt"}`}, `mode "melt"`},
+		{"spec corrupt accepted", []string{"inject", "--spec", `{"kind":"corrupt","nodes":["follower:t/0"],"file":"segment","mode":"bitflip"}`}, ""},
 		{"spec memory accepted", []string{"inject", "--spec", `{"kind":"memory-pressure","nodes":["b3"],"limit":"64MiB"}`}, ""},
 		{"kill without node", []string{"inject", "kill"}, "--node"},
 		{"kill bad target", []string{"inject", "kill", "--node", "leader:t"}, "topic/partition"},
