@@ -410,6 +410,10 @@ func (a *analysis) linearize() (LinResult, *linSearch) {
 	log := a.lin
 	a.lin = nil
 	a.freeValues()
+	// Most of the heap is the first pass's state, garbage now: collect it
+	// before this pass allocates, or the heap grows to twice what the
+	// first pass held before the collector comes round.
+	runtime.GC()
 	c.tally.illegalParts = map[int32]bool{}
 	var wg sync.WaitGroup
 	for range workers {
