@@ -112,8 +112,9 @@ func TestIsrChurnScenarios(t *testing.T) {
 // TestIsrChurnShort is the incident in CI, shortened to five cuts over
 // 20 s: with ISR writes under the partition lock the brokers' handlers
 // stall on partition locks, the churn spreads to brokers no fault touched
-// and throughput falls below the async variant's; with AlterPartition the
-// same faults leave the locks alone. Both variants run at the same time,
+// and throughput (records/s during the faults) falls below the async
+// variant's; with AlterPartition the same faults leave the locks alone.
+// Both variants run at the same time,
 // so that they share whatever load the machine has: the claims are the
 // mechanism (lock waits, ISR churn) and the one variant against the
 // other, not throughput against a baseline that a busy machine moves
@@ -151,7 +152,11 @@ func TestIsrChurnShort(t *testing.T) {
 		{"sync-under-lock-always", lab.Expect{IsrShrinks: cond(">=10"), CollateralIsrDrops: cond(">0"), ReadLockWait: cond(">1000")}},
 		{"async-alter-partition", lab.Expect{ReadLockWait: cond("<500")}},
 	}
-	ratios := make([]float64, len(variants))
+	// Records acknowledged per second during the faults: the two runs
+	// share the machine, so their rates compare; a ratio to each run's
+	// own baseline does not (a baseline starved by a busy machine made the
+	// sync variant read 2.44x).
+	during := make([]float64, len(variants))
 	t.Run("variants", func(t *testing.T) {
 		for i, tc := range variants {
 			t.Run(tc.update, func(t *testing.T) {
@@ -175,20 +180,22 @@ func TestIsrChurnShort(t *testing.T) {
 				sum, err := os.ReadFile(filepath.Join(res.Dir, "outcome.json"))
 				var o struct {
 					Series struct {
-						DuringRatio float64 `json:"during_ratio"`
+						DuringFaults struct {
+							AckedPerSec float64 `json:"acked_per_s"`
+						} `json:"during_faults"`
 					} `json:"series"`
 				}
-				if err != nil || json.Unmarshal(sum, &o) != nil || o.Series.DuringRatio <= 0 {
-					t.Fatalf("outcome.json: no throughput ratio: %s %v", sum, err)
+				if err != nil || json.Unmarshal(sum, &o) != nil || o.Series.DuringFaults.AckedPerSec <= 0 {
+					t.Fatalf("outcome.json: no throughput during the faults: %s %v", sum, err)
 				}
-				ratios[i] = o.Series.DuringRatio
+				during[i] = o.Series.DuringFaults.AckedPerSec
 			})
 		}
 	})
 	if t.Failed() {
 		return
 	}
-	if ratios[0] >= ratios[1] {
-		t.Errorf("throughput during the faults: %.2fx with ISR writes under the lock, %.2fx with AlterPartition; want the first lower", ratios[0], ratios[1])
+	if during[0] >= during[1] {
+		t.Errorf("throughput during the faults: %.0f/s with ISR writes under the lock, %.0f/s with AlterPartition; want the first lower", during[0], during[1])
 	}
 }
