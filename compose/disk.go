@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/faultfs"
 )
 
 // diskReadyTimeout bounds the wait for a faultfs daemon to mount.

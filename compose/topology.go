@@ -23,7 +23,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/faultfs"
 )
 
 // Role is what a node runs.

@@ -184,7 +184,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", ErrInternal, err)
 	}
-	backend, err := backends.New(sc.Cluster.Backend, backends.Options{KeepData: true, KillOnDown: true, Log: o.Log, SSH: sc.Cluster.SSH})
+	backend, err := backends.New(sc.Cluster.Backend, backends.Options{KeepData: true, KillOnDown: true, Log: o.Log, SSH: sc.Cluster.SSH, CleanFaults: nemesis.CleanFaults})
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", ErrInternal, err)
 	}

@@ -25,7 +25,7 @@ import (
 	"github.com/isrlab/isrlab/compose/ssh"
 	"github.com/isrlab/isrlab/kafkaconfig"
 	"github.com/isrlab/isrlab/nemesis"
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/units"
 	"github.com/isrlab/isrlab/workloads"
 	"github.com/isrlab/isrlab/workloads/clients"
 )
@@ -753,7 +753,7 @@ func (s *Scenario) ScheduleEvents() ([]nemesis.Event, error) {
 			spec.Seed = s.Seed
 		}
 		if spec.Duration == 0 {
-			spec.Duration = faultfs.Duration(s.Duration)
+			spec.Duration = units.Duration(s.Duration)
 		}
 		g, err := spec.Generator()
 		if err != nil {

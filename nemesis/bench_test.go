@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/units"
 )
 
 // BenchmarkInjectHeal measures the latency of injecting and of healing each
@@ -26,10 +26,10 @@ func BenchmarkInjectHeal(b *testing.B) {
 		{"loss", func() Fault { return &Loss{Nodes: []string{"b2"}, Percent: 10} }},
 		{"slow-net-rate", func() Fault { return &SlowNet{Nodes: []string{"b2"}, Rate: "10mbit"} }},
 		{"slow-net-delay", func() Fault {
-			return &SlowNet{Nodes: []string{"b2"}, Delay: faultfs.Duration(10 * time.Millisecond)}
+			return &SlowNet{Nodes: []string{"b2"}, Delay: units.Duration(10 * time.Millisecond)}
 		}},
 		{"slow-disk", func() Fault {
-			f := &SlowDisk{Latency: faultfs.Duration(time.Millisecond)}
+			f := &SlowDisk{Latency: units.Duration(time.Millisecond)}
 			f.Nodes = []string{"b1"}
 			return f
 		}},

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/isrlab/isrlab/internal/mountinfo"
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/units"
 )
 
 func init() {
@@ -51,8 +51,8 @@ type CPUThrottle struct {
 	CPU Percent `json:"cpu"`
 	// Period is the CFS period (default 100ms, Linux's): the quota is
 	// spent in bursts within each period.
-	Period  faultfs.Duration `json:"period,omitempty"`
-	Cgroups []Cgroup         `json:"cgroups,omitempty"`
+	Period  units.Duration `json:"period,omitempty"`
+	Cgroups []Cgroup       `json:"cgroups,omitempty"`
 }
 
 // Kind implements Fault.

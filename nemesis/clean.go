@@ -107,3 +107,13 @@ func ignoreMissing(err error) error {
 }
 
 var errNotExist = os.ErrNotExist
+
+// CleanFaults heals every fault the store of c's run (in stateDir) holds,
+// then removes whatever else faults of the run left on remote hosts. It is
+// the ssh backend's first step down (compose/backends.FaultCleaner), passed
+// in by lab and cmd so that compose does not import this package.
+func CleanFaults(ctx context.Context, stateDir string, c *compose.Cluster) error {
+	n := &Nemesis{Env: &Env{Cluster: c}, Store: &Store{Path: FaultsFile(stateDir, c.Name)}}
+	err := n.HealAll(ctx)
+	return errors.Join(err, CleanRemote(ctx, c))
+}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/isrlab/isrlab/clusterapi"
 	"github.com/isrlab/isrlab/compose"
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/units"
 )
 
 func init() {
@@ -68,7 +68,7 @@ func (f *ClockSkew) Heal(ctx context.Context, env *Env) error { return f.trueClo
 // clock moved back).
 type ClockBump struct {
 	procNodes
-	Offset faultfs.Duration `json:"offset"`
+	Offset units.Duration `json:"offset"`
 }
 
 // Kind implements Fault.
@@ -119,8 +119,8 @@ func (f *ClockBump) Heal(ctx context.Context, env *Env) error { return f.trueClo
 // the true clock. Brokers on this machine only (netns backend).
 type ClockStrobe struct {
 	procNodes
-	Offset faultfs.Duration `json:"offset"`
-	Period faultfs.Duration `json:"period"`
+	Offset units.Duration `json:"offset"`
+	Period units.Duration `json:"period"`
 	// The strober process (pid and start time), set by Inject.
 	StroberPID   int    `json:"strober_pid,omitempty"`
 	StroberStart uint64 `json:"strober_start,omitempty"`

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/isrlab/isrlab/compose"
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/units"
 )
 
 // Condition is a state of the live cluster that a schedule event waits for
@@ -39,9 +39,9 @@ type Condition struct {
 	After     string `json:"after,omitempty"`
 	AfterHeal string `json:"after-heal,omitempty"`
 	// Delay is how long after the condition first held the event fires.
-	Delay faultfs.Duration `json:"delay,omitzero"`
+	Delay units.Duration `json:"delay,omitzero"`
 	// Within bounds the wait; 0 is the rest of the run.
-	Within faultfs.Duration `json:"within,omitzero"`
+	Within units.Duration `json:"within,omitzero"`
 }
 
 // Validate checks the condition on its own; names lists the schedule's

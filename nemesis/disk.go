@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/faultfs"
+	"github.com/isrlab/isrlab/units"
 )
 
 func init() {
@@ -94,8 +95,8 @@ func diskClient(env *Env, node, socket string) (*faultfs.Client, error) {
 // Jitter.
 type SlowDisk struct {
 	disk
-	Latency faultfs.Duration `json:"latency"`
-	Jitter  faultfs.Duration `json:"jitter,omitempty"`
+	Latency units.Duration `json:"latency"`
+	Jitter  units.Duration `json:"jitter,omitempty"`
 }
 
 func (*SlowDisk) Kind() string { return "slow-disk" }

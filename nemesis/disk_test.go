@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/isrlab/isrlab/faultfs"
 	"github.com/isrlab/isrlab/internal/proctest"
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/units"
 )
 
 // mountFaultfs mounts a faultfs over a temporary directory and serves its
@@ -65,7 +66,7 @@ func TestDiskFaults(t *testing.T) {
 
 	t.Run("slow fsync", func(t *testing.T) {
 		const lat = 30 * time.Millisecond
-		f := &SlowDisk{Latency: faultfs.Duration(lat)}
+		f := &SlowDisk{Latency: units.Duration(lat)}
 		f.Nodes, f.Op = []string{"b1"}, faultfs.OpFsync
 		a, err := n.Inject(ctx, f)
 		if err != nil {

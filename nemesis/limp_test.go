@@ -23,7 +23,7 @@ import (
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/history"
 	"github.com/isrlab/isrlab/internal/proctest"
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/units"
 )
 
 // opNames lists a history's ops as "type f".
@@ -63,11 +63,11 @@ func TestClockFaults(t *testing.T) {
 	mem := &history.Memory{}
 	n.Recorder = history.NewRecorder(mem, func() time.Duration { return 0 })
 
-	a, err := n.Inject(ctx, &ClockBump{procNodes: procNodes{Nodes: []string{"b1"}}, Offset: faultfs.Duration(30 * time.Second)})
+	a, err := n.Inject(ctx, &ClockBump{procNodes: procNodes{Nodes: []string{"b1"}}, Offset: units.Duration(30 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := n.Inject(ctx, &ClockBump{procNodes: procNodes{Nodes: []string{"b1"}}, Offset: faultfs.Duration(-10 * time.Second)})
+	b, err := n.Inject(ctx, &ClockBump{procNodes: procNodes{Nodes: []string{"b1"}}, Offset: units.Duration(-10 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestClockFaults(t *testing.T) {
 	}
 
 	s, err := n.Inject(ctx, &ClockStrobe{procNodes: procNodes{Nodes: []string{"b2", "b3"}},
-		Offset: faultfs.Duration(200 * time.Millisecond), Period: faultfs.Duration(20 * time.Millisecond)})
+		Offset: units.Duration(200 * time.Millisecond), Period: units.Duration(20 * time.Millisecond)})
 	if err != nil {
 		t.Fatal(err)
 	}

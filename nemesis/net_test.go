@@ -15,7 +15,7 @@ import (
 
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/internal/proctest"
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/units"
 )
 
 // TestNetworkFaults shows each network fault's effect on real traffic
@@ -264,7 +264,7 @@ func TestDelay(t *testing.T) {
 	n := l.nemesis(t)
 	base := l.rtt(t, "b1", 10)
 	const delay = 40 * time.Millisecond
-	a, err := n.Inject(ctx, &SlowNet{Nodes: []string{"b1"}, Delay: faultfs.Duration(delay), Direction: "in"})
+	a, err := n.Inject(ctx, &SlowNet{Nodes: []string{"b1"}, Delay: units.Duration(delay), Direction: "in"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestDelaySurvivesAnotherHeal(t *testing.T) {
 	ctx := context.Background()
 	n := l.nemesis(t)
 	const delay = 40 * time.Millisecond
-	a, err := n.Inject(ctx, &SlowNet{Nodes: []string{"b1"}, Delay: faultfs.Duration(delay), Direction: "in"})
+	a, err := n.Inject(ctx, &SlowNet{Nodes: []string{"b1"}, Delay: units.Duration(delay), Direction: "in"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/units"
 )
 
 func init() { register(func() Fault { return &Packet{} }) }
@@ -43,12 +43,12 @@ func init() { register(func() Fault { return &Packet{} }) }
 // Correlation makes each draw lean on the previous one of its kind, as
 // netem's does.
 type Packet struct {
-	Nodes       []string         `json:"nodes"`
-	Duplicate   Percent          `json:"duplicate,omitempty"`
-	Reorder     Percent          `json:"reorder,omitempty"`
-	Corrupt     Percent          `json:"corrupt,omitempty"`
-	Correlation Percent          `json:"correlation,omitempty"`
-	Gap         faultfs.Duration `json:"gap,omitempty"`
+	Nodes       []string       `json:"nodes"`
+	Duplicate   Percent        `json:"duplicate,omitempty"`
+	Reorder     Percent        `json:"reorder,omitempty"`
+	Corrupt     Percent        `json:"corrupt,omitempty"`
+	Correlation Percent        `json:"correlation,omitempty"`
+	Gap         units.Duration `json:"gap,omitempty"`
 	// Checksum is "keep" (default: a corrupted packet keeps its stale
 	// checksum and the receiver drops it) or "fix".
 	Checksum string `json:"checksum,omitempty"`

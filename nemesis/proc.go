@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/isrlab/isrlab/compose"
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/faultfs"
 )
 
 func init() {

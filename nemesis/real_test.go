@@ -22,7 +22,7 @@ import (
 	"github.com/isrlab/isrlab/compose/netns"
 	"github.com/isrlab/isrlab/history"
 	"github.com/isrlab/isrlab/internal/proctest"
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/units"
 )
 
 // TestTargetedFaultsOnRealCluster runs isrlab's coordinators and brokers,
@@ -165,7 +165,7 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 	// A bump adds to the skew; a strobe switches the broker's clock
 	// between 0 and its offset; each heal restores the true clock.
 	skew := &ClockSkew{procNodes: procNodes{Nodes: []string{skewed}}, OffsetMs: 1000}
-	bump := &ClockBump{procNodes: procNodes{Nodes: []string{skewed}}, Offset: faultfs.Duration(30 * time.Second)}
+	bump := &ClockBump{procNodes: procNodes{Nodes: []string{skewed}}, Offset: units.Duration(30 * time.Second)}
 	for _, f := range []Fault{skew, bump} {
 		if _, err := n.Inject(ctx, f); err != nil {
 			t.Fatal(err)
@@ -181,7 +181,7 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 		t.Fatalf("clock skew of %s after the bump's heal is %d ms", skewed, got)
 	}
 	a, err = n.Inject(ctx, &ClockStrobe{procNodes: procNodes{Nodes: []string{skewed}},
-		Offset: faultfs.Duration(500 * time.Millisecond), Period: faultfs.Duration(20 * time.Millisecond)})
+		Offset: units.Duration(500 * time.Millisecond), Period: units.Duration(20 * time.Millisecond)})
 	if err != nil {
 		t.Fatal(err)
 	}

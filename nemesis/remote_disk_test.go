@@ -13,8 +13,9 @@ import (
 	"time"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/faultfs"
 	"github.com/isrlab/isrlab/internal/proctest"
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/units"
 )
 
 // diskHost is a remote node's host that runs its commands here (the
@@ -112,7 +113,7 @@ func TestRemoteDiskFaults(t *testing.T) {
 		t.Errorf("no %s request through the host's control command in %q", cmd, h.calls())
 	}
 
-	slow := &SlowDisk{Latency: faultfs.Duration(20 * time.Millisecond)}
+	slow := &SlowDisk{Latency: units.Duration(20 * time.Millisecond)}
 	slow.Nodes, slow.Op = []string{"b1"}, faultfs.OpFsync
 	if err := slow.Resolve(ctx, env); err != nil {
 		t.Fatal(err)
@@ -138,7 +139,7 @@ func TestRemoteDiskFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	var re *faultfs.RemoteError
-	if _, err := bad.Do(ctx, faultfs.Request{Cmd: faultfs.CmdLatency, Op: "nonsense", Latency: faultfs.Duration(time.Millisecond)}); !errors.As(err, &re) {
+	if _, err := bad.Do(ctx, faultfs.Request{Cmd: faultfs.CmdLatency, Op: "nonsense", Latency: units.Duration(time.Millisecond)}); !errors.As(err, &re) {
 		t.Errorf("a refused request: %v, want a RemoteError", err)
 	}
 

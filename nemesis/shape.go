@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/isrlab/isrlab/compose"
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/units"
 )
 
 func init() { register(func() Fault { return &SlowNet{} }) }
@@ -64,12 +64,12 @@ func ParseRate(s string) (uint64, error) {
 // NFQUEUE delayer). Direction "in" shapes the switch port toward each node,
 // "out" the node's own interface, "both" (default) both.
 type SlowNet struct {
-	Nodes     []string         `json:"nodes"`
-	Rate      string           `json:"rate,omitempty"`
-	Delay     faultfs.Duration `json:"delay,omitempty"`
-	Jitter    faultfs.Duration `json:"jitter,omitempty"`
-	Direction string           `json:"direction,omitempty"`
-	Resolved  []string         `json:"resolved,omitempty"`
+	Nodes     []string       `json:"nodes"`
+	Rate      string         `json:"rate,omitempty"`
+	Delay     units.Duration `json:"delay,omitempty"`
+	Jitter    units.Duration `json:"jitter,omitempty"`
+	Direction string         `json:"direction,omitempty"`
+	Resolved  []string       `json:"resolved,omitempty"`
 	// The delay's mode ("netem" or "nfqueue") and delayer.
 	delayerRun
 }

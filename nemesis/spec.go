@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/units"
 )
 
 // ScheduleSpec is the JSON form of a schedule, as scenarios and
@@ -22,25 +22,25 @@ import (
 //	{"type":"fixed","events":[{"at":"2s","action":"start","key":1,"fault":{...}},
 //	                          {"at":"8s","action":"stop","key":1}]}
 type ScheduleSpec struct {
-	Type     string           `json:"type"`
-	Seed     int64            `json:"seed,omitempty"`
-	Interval faultfs.Duration `json:"interval,omitempty"`
-	Hold     faultfs.Duration `json:"hold,omitempty"`
-	Duration faultfs.Duration `json:"duration,omitempty"`
-	Mix      []Weighted       `json:"mix,omitempty"`
-	At       faultfs.Duration `json:"at,omitempty"`
-	Fault    *Spec            `json:"fault,omitempty"`
-	Events   []EventSpec      `json:"events,omitempty"`
+	Type     string         `json:"type"`
+	Seed     int64          `json:"seed,omitempty"`
+	Interval units.Duration `json:"interval,omitempty"`
+	Hold     units.Duration `json:"hold,omitempty"`
+	Duration units.Duration `json:"duration,omitempty"`
+	Mix      []Weighted     `json:"mix,omitempty"`
+	At       units.Duration `json:"at,omitempty"`
+	Fault    *Spec          `json:"fault,omitempty"`
+	Events   []EventSpec    `json:"events,omitempty"`
 }
 
 // EventSpec is an Event with its time as a duration string.
 type EventSpec struct {
-	At     faultfs.Duration `json:"at"`
-	Action Action           `json:"action"`
-	Key    int              `json:"key,omitempty"`
-	Fault  *Spec            `json:"fault,omitempty"`
-	Name   string           `json:"name,omitempty"`
-	When   *Condition       `json:"when,omitempty"`
+	At     units.Duration `json:"at"`
+	Action Action         `json:"action"`
+	Key    int            `json:"key,omitempty"`
+	Fault  *Spec          `json:"fault,omitempty"`
+	Name   string         `json:"name,omitempty"`
+	When   *Condition     `json:"when,omitempty"`
 }
 
 // Generator returns the schedule's generator.

@@ -18,9 +18,10 @@ import (
 
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/ssh"
+	"github.com/isrlab/isrlab/faultfs"
 	"github.com/isrlab/isrlab/internal/proctest"
 	"github.com/isrlab/isrlab/internal/sshtest"
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/units"
 )
 
 // TestSSHFaults applies faults to a cluster whose hosts the lab reaches
@@ -494,7 +495,7 @@ func TestSSHDiskFaults(t *testing.T) {
 	proctest.Eventually(t, 60*time.Second, "produce to b1", func() error { return produce(5) })
 
 	// A slow disk under b1: the broker's writes are delayed, then healed.
-	slow := &SlowDisk{Latency: faultfs.Duration(5 * time.Millisecond)}
+	slow := &SlowDisk{Latency: units.Duration(5 * time.Millisecond)}
 	slow.Nodes, slow.Op = []string{"b1"}, faultfs.OpWrite
 	a, err := nem.Inject(ctx, slow)
 	if err != nil {

@@ -53,5 +53,5 @@ run go test ./compose/netns ./compose/docker -run '^$' -bench UpDown -benchtime 
 echo "# faults over SSH (root, sshd: openssh-server)"
 run go test ./nemesis -run '^$' -bench SSHInjectHeal -benchtime 20x -count 2 || true
 echo "# faultfs vs plain disk (root, /dev/fuse)"
-run go test ./nemesis/faultfs -run '^$' -bench 'Append|FsyncHeavy' -benchtime 1s -count "$count" || true
+run go test ./faultfs -run '^$' -bench 'Append|FsyncHeavy' -benchtime 1s -count "$count" || true
 scale

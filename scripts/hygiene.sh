@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # hygiene.sh fails when go.mod/go.sum are not what `go mod tidy` writes, when
 # a Go file is not gofmt'd, when go vet complains, when lab depends on a
-# broker package or when *Broker has 90 methods or more. make test runs it
-# before the tests, so CI fails on each.
+# broker package, when compose depends on nemesis, or when *Broker has 90
+# methods or more. make test runs it before the tests, so CI fails on each.
 # Every check runs; each failure says how to fix it, and the exit status is 1
 # when any failed.
 set -uo pipefail
@@ -45,6 +45,18 @@ elif bad=$(echo "$out" | grep '^github.com/isrlab/isrlab/broker'); then
 	status=1
 fi
 
+# compose sits below the fault layer: backends take what they need from
+# nemesis as functions passed in by lab and cmd (backends.FaultCleaner).
+if ! out=$($GO list -deps ./compose/... 2>&1); then
+	echo "hygiene: go list -deps ./compose/... failed:" >&2
+	echo "$out" >&2
+	status=1
+elif bad=$(echo "$out" | grep '^github.com/isrlab/isrlab/nemesis'); then
+	echo "hygiene: compose imports the fault layer; pass what it needs in from lab or cmd:" >&2
+	echo "$bad" | sed 's/^/  /' >&2
+	status=1
+fi
+
 # The broker's root package stays a composition root: replication lives in
 # broker/replication, and coherent API groups are small types of their own.
 maxBrokerMethods=89
@@ -58,5 +70,5 @@ if f=$(grep -lE '^type (fetcher|fetchers|Fetchers) ' broker/*.go); then
 	status=1
 fi
 
-[ "$status" -eq 0 ] && echo "hygiene: go.mod tidy, gofmt clean, go vet clean, lab imports no broker package, *Broker has $n methods"
+[ "$status" -eq 0 ] && echo "hygiene: go.mod tidy, gofmt clean, go vet clean, lab imports no broker package, compose no nemesis, *Broker has $n methods"
 exit "$status"

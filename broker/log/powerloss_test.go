@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/faultfs"
 )
 
 // TestPowerLoss runs a Manager on a faultfs mount, cuts the power (every

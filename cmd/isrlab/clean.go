@@ -9,8 +9,8 @@ import (
 
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/backends"
+	"github.com/isrlab/isrlab/faultfs"
 	"github.com/isrlab/isrlab/nemesis"
-	"github.com/isrlab/isrlab/nemesis/faultfs"
 )
 
 func init() { rootCmd.AddCommand(newCleanCmd()) }
@@ -53,7 +53,7 @@ started. --backend limits clean to one backend.`,
 					return err
 				}
 			}
-			rep, err := backends.CleanBackend(ctx, "", backend, all)
+			rep, err := backends.CleanBackend(ctx, "", backend, all, nemesis.CleanFaults)
 			var killed []int
 			var cleanedCgroups int
 			// faultfs mounts of runs that are gone (their daemon died with

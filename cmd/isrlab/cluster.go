@@ -28,6 +28,7 @@ import (
 	"github.com/isrlab/isrlab/compose/docker"
 	"github.com/isrlab/isrlab/compose/netns"
 	"github.com/isrlab/isrlab/compose/ssh"
+	"github.com/isrlab/isrlab/nemesis"
 )
 
 func init() { rootCmd.AddCommand(newClusterCmd()) }
@@ -265,13 +266,13 @@ the hosts back as they were found.`,
 				return writeClusterPlan(cmd.OutOrStdout(), backend, top, sshc, &docker.Backend{System: system, KafkaImage: kafkaImage, KafkaConf: o.BrokerConfig})
 			}
 			b, err := backends.New(backend, backends.Options{Detach: true, KeepData: keepData, ReadyTimeout: timeout,
-				Log: cliLogger(cmd, verbose), System: system, KafkaImage: kafkaImage, KafkaConf: o.BrokerConfig, SSH: sshc})
+				Log: cliLogger(cmd, verbose), System: system, KafkaImage: kafkaImage, KafkaConf: o.BrokerConfig, SSH: sshc, CleanFaults: nemesis.CleanFaults})
 			if err != nil {
 				return usageError("%v", err)
 			}
 			begin := time.Now()
 			c, err := b.Up(ctx, top)
-			if errors.Is(err, netns.ErrRunning) || errors.Is(err, docker.ErrRunning) || errors.Is(err, ssh.ErrRunning) {
+			if errors.Is(err, compose.ErrRunning) {
 				return withCode(exitBadArgs, fmt.Errorf("%w: take it down first (isrlab cluster down --name %s) or pick another --name", err, o.Name))
 			}
 			if err != nil {
@@ -393,7 +394,7 @@ func printNodes(w io.Writer, c *compose.Cluster, up map[string]string) {
 // loadCluster finds cluster name and attaches to it; other subcommands
 // (faults) use it too. The handle lives until the process exits.
 func loadCluster(name string) (*compose.State, *compose.Cluster, error) {
-	st, c, _, err := backends.Open(context.Background(), "", name)
+	st, c, _, err := backends.Open(context.Background(), "", name, nemesis.CleanFaults)
 	if errors.Is(err, compose.ErrNotFound) {
 		return nil, nil, withCode(exitBadArgs, fmt.Errorf("%w (is it up? see isrlab cluster list)", err))
 	}
@@ -427,7 +428,7 @@ go with them), the run directory (unless the cluster was started with
 				return err
 			}
 			begin := time.Now()
-			if err := backends.Down(ctx, "", name, grace); err != nil {
+			if err := backends.Down(ctx, "", name, grace, nemesis.CleanFaults); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "cluster %s (run %s) is down after %.2fs\n", name, st.RunID, time.Since(begin).Seconds())

@@ -15,9 +15,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/faultfs"
 	"github.com/isrlab/isrlab/history"
 	"github.com/isrlab/isrlab/nemesis"
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/units"
 )
 
 func init() { rootCmd.AddCommand(newFaultCmd()) }
@@ -375,8 +376,8 @@ interface), both (default) both. Rates are tc-style: 1mbit, 500kbit, 2mbps.`,
 			if rate == "" && delay == 0 && jitter == 0 {
 				return nil, usageError("give --rate or --delay")
 			}
-			return &nemesis.SlowNet{Nodes: o.nodes, Rate: rate, Delay: faultfs.Duration(delay),
-				Jitter: faultfs.Duration(jitter), Direction: direction}, nil
+			return &nemesis.SlowNet{Nodes: o.nodes, Rate: rate, Delay: units.Duration(delay),
+				Jitter: units.Duration(jitter), Direction: direction}, nil
 		})
 }
 
@@ -422,7 +423,7 @@ other node's faultfs control socket is given with --control NODE=SOCKET
 				c.Flags().DurationVar(&latency, "latency", 0, "delay per operation")
 				c.Flags().DurationVar(&jitter, "jitter", 0, "random extra delay up to this")
 			}, func(o *faultOpts) (nemesis.Fault, error) {
-				f := &nemesis.SlowDisk{Latency: faultfs.Duration(latency), Jitter: faultfs.Duration(jitter)}
+				f := &nemesis.SlowDisk{Latency: units.Duration(latency), Jitter: units.Duration(jitter)}
 				f.Nodes, f.Op, f.Prefix = o.nodes, faultfs.Op(op), prefix
 				return f, nil
 			}),

@@ -15,7 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/faultfs"
+	"github.com/isrlab/isrlab/units"
 )
 
 func init() { rootCmd.AddCommand(newFaultfsCmd()) }
@@ -136,7 +137,7 @@ whose broker runs on faultfs.`,
 				return faultfsCtlStdin(cmd, control, timeout)
 			}
 			req.Cmd, req.Op = args[0], faultfs.Op(op)
-			req.Latency, req.Jitter = faultfs.Duration(latency), faultfs.Duration(jitter)
+			req.Latency, req.Jitter = units.Duration(latency), units.Duration(jitter)
 			switch req.Cmd {
 			case faultfs.CmdLatency, faultfs.CmdEIO, faultfs.CmdHang, faultfs.CmdUnhang, faultfs.CmdCrash, faultfs.CmdStatus, faultfs.CmdHeal:
 			default:

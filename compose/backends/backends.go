@@ -15,8 +15,14 @@ import (
 	"github.com/isrlab/isrlab/compose/docker"
 	"github.com/isrlab/isrlab/compose/netns"
 	"github.com/isrlab/isrlab/compose/ssh"
-	"github.com/isrlab/isrlab/nemesis"
 )
+
+// FaultCleaner heals every fault the fault store of c's run (in stateDir)
+// holds, then removes what faults of the run left on remote hosts. The ssh
+// backend runs it before its Down touches a process. It belongs to the
+// fault layer above compose (nemesis.CleanFaults): lab and cmd pass it in.
+// Nil leaves faults alone.
+type FaultCleaner func(ctx context.Context, stateDir string, c *compose.Cluster) error
 
 // ErrUnknown reports a backend name that is not netns, docker or ssh.
 var ErrUnknown = errors.New("unknown backend")
@@ -39,8 +45,10 @@ type Options struct {
 	System     string // docker.SystemIsrlab (default) or docker.SystemKafka
 	KafkaImage string
 	KafkaConf  []compose.KV
-	// SSH only: the hosts (a scenario's cluster.ssh).
-	SSH *ssh.Config
+	// SSH only: the hosts (a scenario's cluster.ssh), and what heals the
+	// run's faults on the way down.
+	SSH         *ssh.Config
+	CleanFaults FaultCleaner
 }
 
 // New returns the backend called name.
@@ -60,39 +68,34 @@ func New(name string, o Options) (compose.Backend, error) {
 		if o.SSH == nil {
 			return nil, fmt.Errorf("the ssh backend needs its hosts (cluster.ssh in the scenario, or --cluster FILE)")
 		}
-		b := sshBackend(o.StateDir)
+		b := sshBackend(o.StateDir, o.CleanFaults)
 		b.Config, b.Detach, b.ReadyTimeout, b.Grace, b.Log = o.SSH, o.Detach, o.ReadyTimeout, o.Grace, o.Log
 		return b, nil
 	}
 	return nil, fmt.Errorf("%w %q: use %v", ErrUnknown, name, Names())
 }
 
-// sshBackend is an ssh backend whose Down heals the run's stored faults
-// and sweeps what faults left on the hosts, before it touches a process.
-func sshBackend(stateDir string) *ssh.Backend {
+// sshBackend is an ssh backend whose Down runs clean (the run's stored
+// faults healed, what faults left on the hosts swept) before it touches a
+// process.
+func sshBackend(stateDir string, clean FaultCleaner) *ssh.Backend {
 	b := &ssh.Backend{StateDir: stateDir}
-	b.CleanFaults = func(ctx context.Context, c *compose.Cluster) error {
-		dir := stateDir
-		if dir == "" {
-			dir = compose.StateDir()
+	if clean != nil {
+		b.CleanFaults = func(ctx context.Context, c *compose.Cluster) error {
+			dir := stateDir
+			if dir == "" {
+				dir = compose.StateDir()
+			}
+			return clean(ctx, dir, c)
 		}
-		return CleanFaults(ctx, dir, c)
 	}
 	return b
 }
 
-// CleanFaults heals every fault the store of c (in stateDir) holds, then
-// removes whatever else faults of c's run left on remote hosts: what the
-// ssh backend's Down does first, whoever calls it.
-func CleanFaults(ctx context.Context, stateDir string, c *compose.Cluster) error {
-	n := &nemesis.Nemesis{Env: &nemesis.Env{Cluster: c}, Store: &nemesis.Store{Path: nemesis.FaultsFile(stateDir, c.Name)}}
-	err := n.HealAll(ctx)
-	return errors.Join(err, nemesis.CleanRemote(ctx, c))
-}
-
 // Open finds cluster name in stateDir ("" for the default) and returns a
 // handle on it. close releases what the handle holds (a Docker client).
-func Open(ctx context.Context, stateDir, name string) (st *compose.State, c *compose.Cluster, close func(), err error) {
+// clean is what an ssh cluster's Down runs first (FaultCleaner).
+func Open(ctx context.Context, stateDir, name string, clean FaultCleaner) (st *compose.State, c *compose.Cluster, close func(), err error) {
 	if stateDir == "" {
 		stateDir = compose.StateDir()
 	}
@@ -116,14 +119,15 @@ func Open(ctx context.Context, stateDir, name string) (st *compose.State, c *com
 		}
 		return st, c, func() { cli.Close() }, nil
 	case ssh.Name:
-		c, err := sshBackend(stateDir).Attach(st)
+		c, err := sshBackend(stateDir, clean).Attach(st)
 		return st, c, func() {}, err
 	}
 	return st, nil, nil, fmt.Errorf("cluster %s: %w %q", name, ErrUnknown, st.Backend)
 }
 
-// Down takes cluster name down, whichever backend runs it.
-func Down(ctx context.Context, stateDir, name string, grace time.Duration) error {
+// Down takes cluster name down, whichever backend runs it; an ssh
+// cluster's faults are cleaned first with clean.
+func Down(ctx context.Context, stateDir, name string, grace time.Duration, clean FaultCleaner) error {
 	if stateDir == "" {
 		stateDir = compose.StateDir()
 	}
@@ -137,7 +141,7 @@ func Down(ctx context.Context, stateDir, name string, grace time.Duration) error
 	case docker.Name:
 		return (&docker.Backend{StateDir: stateDir, Grace: grace}).Down(ctx, name)
 	case ssh.Name:
-		b := sshBackend(stateDir)
+		b := sshBackend(stateDir, clean)
 		b.Grace = grace
 		return b.Down(ctx, name)
 	}
@@ -162,12 +166,13 @@ func (r CleanReport) Removed() int {
 // Clean removes what dead runs of every backend left (see netns.Backend.Clean,
 // docker.Backend.Clean and ssh.Backend.Clean); with all, live runs too. Docker
 // is skipped when no daemon answers, and inside a rootless user namespace.
-func Clean(ctx context.Context, stateDir string, all bool) (CleanReport, error) {
-	return CleanBackend(ctx, stateDir, "", all)
+// clean heals the faults of the ssh runs taken down (FaultCleaner).
+func Clean(ctx context.Context, stateDir string, all bool, clean FaultCleaner) (CleanReport, error) {
+	return CleanBackend(ctx, stateDir, "", all, clean)
 }
 
 // CleanBackend is Clean for one backend only ("" for every one).
-func CleanBackend(ctx context.Context, stateDir, backend string, all bool) (CleanReport, error) {
+func CleanBackend(ctx context.Context, stateDir, backend string, all bool, clean FaultCleaner) (CleanReport, error) {
 	var rep CleanReport
 	var err error
 	switch backend {
@@ -176,7 +181,7 @@ func CleanBackend(ctx context.Context, stateDir, backend string, all bool) (Clea
 		return rep, fmt.Errorf("%w %q: use %v", ErrUnknown, backend, Names())
 	}
 	if backend == "" || backend == ssh.Name {
-		srep, serr := sshBackend(stateDir).Clean(ctx, all)
+		srep, serr := sshBackend(stateDir, clean).Clean(ctx, all)
 		rep.Runs, rep.Live, err = srep.Runs, srep.Live, serr
 		if backend == ssh.Name {
 			return rep, err

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/faultfs"
 	"github.com/isrlab/isrlab/internal/proctest"
-	"github.com/isrlab/isrlab/nemesis/faultfs"
 )
 
 // TestDockerFaultFS runs a broker container on a faultfs disk mounted on

@@ -19,9 +19,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/faultfs"
 	"github.com/isrlab/isrlab/internal/proctest"
 	"github.com/isrlab/isrlab/nemesis"
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/units"
 )
 
 // requireFUSE skips unless this process may create network namespaces and
@@ -112,7 +113,7 @@ func TestFaultFSCluster(t *testing.T) {
 	const lat = 100 * time.Millisecond
 	before := produceTimes(ctx, t, cl, "slow", 10)
 	n := &nemesis.Nemesis{Env: &nemesis.Env{Cluster: c, Resolver: &nemesis.LiveResolver{Cluster: c}, Disks: disks}}
-	slow := &nemesis.SlowDisk{Latency: faultfs.Duration(lat)}
+	slow := &nemesis.SlowDisk{Latency: units.Duration(lat)}
 	slow.Nodes, slow.Op = []string{"brokers"}, faultfs.OpWrite
 	a, err := n.Inject(ctx, slow)
 	if err != nil {

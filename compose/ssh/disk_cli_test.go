@@ -14,9 +14,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/faultfs"
 	"github.com/isrlab/isrlab/internal/proctest"
 	"github.com/isrlab/isrlab/internal/sshtest"
-	"github.com/isrlab/isrlab/nemesis/faultfs"
 )
 
 // diskScenario slows b1's disk for longer than the test lets the run live.

@@ -29,8 +29,8 @@ import (
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/netns"
 	"github.com/isrlab/isrlab/compose/ssh"
+	"github.com/isrlab/isrlab/faultfs"
 	"github.com/isrlab/isrlab/internal/proctest"
-	"github.com/isrlab/isrlab/nemesis/faultfs"
 )
 
 // Sshd is the OpenSSH server the hosts run.

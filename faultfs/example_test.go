@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/isrlab/isrlab/nemesis/faultfs"
+	"github.com/isrlab/isrlab/faultfs"
 )
 
 // A nemesis slows a broker's disk, then cuts the power of two brokers at

@@ -2,7 +2,6 @@ package faultfs
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand"
 	"sort"
@@ -11,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/isrlab/isrlab/units"
 )
 
 // Op is the kind of filesystem operation a fault applies to.
@@ -49,33 +50,8 @@ func (o Op) index() int {
 	return 3
 }
 
-// Duration is a time.Duration that reads and writes JSON as a Go duration
-// string ("20ms"); a bare JSON number is taken as nanoseconds.
-type Duration time.Duration
-
-// MarshalJSON implements json.Marshaler.
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Duration(d).String())
-}
-
-// UnmarshalJSON implements json.Unmarshaler.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		var n int64
-		if err2 := json.Unmarshal(b, &n); err2 != nil {
-			return fmt.Errorf("duration %s: want a string like \"20ms\"", b)
-		}
-		*d = Duration(n)
-		return nil
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("duration %q: %w", s, err)
-	}
-	*d = Duration(v)
-	return nil
-}
+// Duration is the specs' duration type (units.Duration).
+type Duration = units.Duration
 
 // Kind names a fault type.
 type Kind string
