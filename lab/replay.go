@@ -224,6 +224,8 @@ func ReplayScenario(runDir string) (*ReplayPlan, error) {
 	out.Schedule, out.Faults = nil, nil
 	switch {
 	case len(sc.Topic.Replicas) > 0:
+	case sc.Topic.Leader != "":
+		plan.Notes = append(plan.Notes, "the topic's leaders are placed by topic.leader ("+sc.Topic.Leader+") as in the original, not by its assignment: they follow where the cluster put the coordinator this time")
 	case len(hdr.Replicas) > 0:
 		// The same brokers lead first: the topic is created with the
 		// original's assignment, whose first replicas the controller

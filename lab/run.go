@@ -353,7 +353,13 @@ func (d *driver) run(ctx context.Context) (err error) {
 		return err
 	}
 	defer adm.Close()
-	assignment, err := createTopic(ctx, adm, sc.Topic)
+	topic := sc.Topic
+	if topic.Leader == LeaderTxnCoordinator {
+		if topic.Replicas, err = placeAtTxnCoordinator(ctx, adm, topic, workloads.TxnIDPrefix(sc.Workload.Config, topic.Name)+"-0"); err != nil {
+			return err
+		}
+	}
+	assignment, err := createTopic(ctx, adm, topic)
 	if err != nil {
 		return err
 	}
@@ -620,6 +626,49 @@ func createTopic(ctx context.Context, cl *kgo.Client, t Topic) (map[int32][]int3
 		return nil, fmt.Errorf("topic %s not online with full ISRs: %w", t.Name, errors.Join(err, lastErr))
 	}
 	return assignment, nil
+}
+
+// placeAtTxnCoordinator returns t's assignment with partition 0 led by
+// the coordinator of transactional id txnID (Topic.Leader), the other
+// replicas and partitions following in broker order. Finding the
+// coordinator creates the transaction state topic if it does not exist;
+// until it is online the broker answers COORDINATOR_NOT_AVAILABLE.
+func placeAtTxnCoordinator(ctx context.Context, cl *kgo.Client, t Topic, txnID string) (map[int32][]int32, error) {
+	adm := kadm.NewClient(cl)
+	var coord int32 = -1
+	var ids []int32
+	var lastErr error
+	err := until(ctx, time.Now().Add(60*time.Second), func() bool {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		r := adm.FindTxnCoordinators(cctx, txnID)[txnID]
+		if lastErr = r.Err; r.Err != nil {
+			return false
+		}
+		bs, err := adm.ListBrokers(cctx)
+		if lastErr = err; err != nil {
+			return false
+		}
+		coord, ids = r.NodeID, bs.NodeIDs()
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("topic %s: find the coordinator of transactional id %s: %w", t.Name, txnID, errors.Join(err, lastErr))
+	}
+	slices.Sort(ids)
+	first := slices.Index(ids, coord)
+	if first < 0 || len(ids) < int(t.ReplicationFactor) {
+		return nil, fmt.Errorf("topic %s: transaction coordinator %d among brokers %v, replication factor %d", t.Name, coord, ids, t.ReplicationFactor)
+	}
+	out := make(map[int32][]int32, t.Partitions)
+	for p := range t.Partitions {
+		rs := make([]int32, t.ReplicationFactor)
+		for j := range rs {
+			rs[j] = ids[(first+int(p)+j)%len(ids)]
+		}
+		out[p] = rs
+	}
+	return out, nil
 }
 
 // createAssigned creates t with its manual replica assignment (kadm's

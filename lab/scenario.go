@@ -103,7 +103,21 @@ type Topic struct {
 	// first) leader. Empty: the controller assigns. A replay sets the
 	// original run's, so that the same brokers lead first.
 	Replicas map[int32][]int32 `yaml:"replicas,omitempty"`
+	// Leader places the preferred leaders where the story needs them
+	// instead of where the controller's random placement puts them. One
+	// value: "transaction-coordinator", the broker that coordinates the
+	// txn workload's transactions (the leader of __transaction_state/0;
+	// the cluster needs transaction.state.log.num.partitions: 1 so that
+	// one broker coordinates every producer) leads partition 0, the other
+	// replicas and partitions following in broker order. A story in which
+	// a partition leader cut off from its followers keeps committing
+	// transactions alone needs it: a coordinator on a follower is cut off
+	// too, its commit markers never reach the leader, and nothing commits.
+	Leader string `yaml:"leader,omitempty"`
 }
+
+// LeaderTxnCoordinator is Topic.Leader's one value.
+const LeaderTxnCoordinator = "transaction-coordinator"
 
 // Workload is the client workload: the log workload (producers and
 // assigned or subscribed consumers), the queue workload (consumer groups
@@ -537,6 +551,17 @@ func (s *Scenario) Validate() error {
 	}
 	if err := s.Topic.validReplicas(s.Cluster.Brokers); err != nil {
 		return bad([]string{"topic", "replicas"}, "%v", err)
+	}
+	switch {
+	case s.Topic.Leader == "":
+	case s.Topic.Leader != LeaderTxnCoordinator:
+		return bad([]string{"topic", "leader"}, "%q: the one placement is %s", s.Topic.Leader, LeaderTxnCoordinator)
+	case len(s.Topic.Replicas) > 0:
+		return bad([]string{"topic", "leader"}, "%s and topic.replicas: give one placement", s.Topic.Leader)
+	case s.Workload.Type != "txn":
+		return bad([]string{"topic", "leader"}, "%s needs workload type txn", s.Topic.Leader)
+	case s.Cluster.Config["transaction.state.log.num.partitions"] != "1":
+		return bad([]string{"topic", "leader"}, "%s needs cluster.config transaction.state.log.num.partitions: \"1\" (one broker coordinates every transaction)", s.Topic.Leader)
 	}
 	bc := kafkaconfig.NewBroker()
 	for _, k := range slices.Sorted(maps.Keys(s.Cluster.Config)) {

@@ -618,3 +618,11 @@ func (w *Txn) markers(ctx context.Context) (map[int32]int64, error) {
 	}
 	return out, nil
 }
+
+// TxnIDPrefix is the transactional.id prefix the txn workload of c uses on
+// topic: c's transactional.id.prefix, else its default for the topic.
+// A producing process's transactional.id is the prefix, "-" and its number.
+func TxnIDPrefix(c Config, topic string) string {
+	c.Topic = topic
+	return c.txnDefaults().TransactionalIDPrefix
+}
