@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"slices"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func TestAdminAPIsKadm(t *testing.T) {
 
 	// Manual replica assignment.
 	createAssigned(t, cl, "man", nil, []int32{3, 1}, []int32{2, 3})
-	waitFor(t, 20*time.Second, "manual assignment in metadata", func() error {
+	proctest.Eventually(t, 20*time.Second, "manual assignment in metadata", func() error {
 		md, err := metadataOf(cl, "man")
 		if err != nil {
 			return err
@@ -61,7 +62,7 @@ func TestAdminAPIsKadm(t *testing.T) {
 	if err != nil || res["grow"].Err != nil {
 		t.Fatalf("create partitions: %v %+v", err, res)
 	}
-	waitFor(t, 20*time.Second, "4 led partitions", func() error {
+	proctest.Eventually(t, 20*time.Second, "4 led partitions", func() error {
 		md, err := metadataOf(cl, "grow")
 		if err != nil {
 			return err
@@ -99,7 +100,7 @@ func TestAdminAPIsKadm(t *testing.T) {
 	if err != nil || ares[0].Err != nil {
 		t.Fatalf("alter configs: %v %+v", err, ares)
 	}
-	waitFor(t, 10*time.Second, "configs replaced", func() error {
+	proctest.Eventually(t, 10*time.Second, "configs replaced", func() error {
 		rcs, err := adm.DescribeTopicConfigs(ctx, "grow")
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"slices"
 	"testing"
 	"time"
@@ -40,12 +41,12 @@ func TestISRRejoinManyPartitions(t *testing.T) {
 			return nil
 		}
 	}
-	waitFor(t, time.Minute, "full ISRs", isrs([]int32{1, 2}))
+	proctest.Eventually(t, time.Minute, "full ISRs", isrs([]int32{1, 2}))
 	tc.stop(2)
-	waitFor(t, time.Minute, "ISRs without broker 2", isrs([]int32{1}))
+	proctest.Eventually(t, time.Minute, "ISRs without broker 2", isrs([]int32{1}))
 	tc.start(2)
-	waitFor(t, 2*time.Minute, "broker 2 back in every ISR", isrs([]int32{1, 2}))
-	waitFor(t, 30*time.Second, "leaders' own ISRs full", func() error {
+	proctest.Eventually(t, 2*time.Minute, "broker 2 back in every ISR", isrs([]int32{1, 2}))
+	proctest.Eventually(t, 30*time.Second, "leaders' own ISRs full", func() error {
 		for p := range int32(parts) {
 			for _, tb := range tc.brokers {
 				rp := tb.partition("rejoin", p)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -329,7 +330,7 @@ func TestSegmentsIndexAndRetention(t *testing.T) {
 	}
 	waitStart := func(cond func(int64) bool, what string) int64 {
 		t.Helper()
-		waitFor(t, 10*time.Second, what, func() error {
+		proctest.Eventually(t, 10*time.Second, what, func() error {
 			if s := lg.LogStartOffset(); !cond(s) {
 				return fmt.Errorf("log start offset %d", s)
 			}

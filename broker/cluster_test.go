@@ -124,13 +124,8 @@ func (tc *testCluster) client(opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-func waitFor(t testing.TB, within time.Duration, what string, cond func() error) {
-	t.Helper()
-	proctest.Eventually(t, within, what, cond)
-}
-
 func (tc *testCluster) waitBrokers(n int) {
-	waitFor(tc.t, 20*time.Second, "brokers in metadata", func() error {
+	proctest.Eventually(tc.t, 20*time.Second, "brokers in metadata", func() error {
 		cl := tc.client()
 		defer cl.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -176,7 +171,7 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 3, map[string]*string{"min.insync.replicas": &min2}, "rep"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "full ISRs", func() error {
+	proctest.Eventually(t, 20*time.Second, "full ISRs", func() error {
 		leaders, isrs, err := tc.describe("rep")
 		if err != nil {
 			return err
@@ -190,7 +185,7 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 	})
 	produceValues(t, cl, "rep", 2, "a", 1000)
 	// Every replica holds the data: each broker's log reaches the LEO.
-	waitFor(t, 10*time.Second, "followers caught up", func() error {
+	proctest.Eventually(t, 10*time.Second, "followers caught up", func() error {
 		for id, tb := range tc.brokers {
 			for p := int32(0); p < 2; p++ {
 				pp := tb.partition("rep", p)
@@ -204,7 +199,7 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 	leaders, _, _ := tc.describe("rep")
 	victim := leaders[0]
 	tc.stop(victim)
-	waitFor(t, 20*time.Second, "new leader", func() error {
+	proctest.Eventually(t, 20*time.Second, "new leader", func() error {
 		l, isrs, err := tc.describe("rep")
 		if err != nil {
 			return err
@@ -225,7 +220,7 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 
 // waitISR waits until every partition of topic has an ISR of n.
 func waitISR(t testing.TB, addr, topic string, n int) {
-	waitFor(t, 30*time.Second, "full ISRs", func() error {
+	proctest.Eventually(t, 30*time.Second, "full ISRs", func() error {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 		if err != nil {
 			return err
@@ -271,7 +266,7 @@ func TestStateEndpoints(t *testing.T) {
 		return json.NewDecoder(resp.Body).Decode(v)
 	}
 	var leader int32
-	waitFor(t, 10*time.Second, "leader reports hw 10", func() error {
+	proctest.Eventually(t, 10*time.Second, "leader reports hw 10", func() error {
 		for id, b := range tc.brokers {
 			var snap struct {
 				Partitions []PartitionStatus `json:"partitions"`
@@ -293,7 +288,7 @@ func TestStateEndpoints(t *testing.T) {
 		survivor = 2
 	}
 	tc.stop(leader)
-	waitFor(t, 20*time.Second, "survivor's events show it became leader", func() error {
+	proctest.Eventually(t, 20*time.Second, "survivor's events show it became leader", func() error {
 		var evs struct {
 			Events []StateEvent `json:"events"`
 		}
@@ -313,7 +308,7 @@ func TestStateEndpoints(t *testing.T) {
 // topic with n partitions, each with a leader and an ISR of rf: clients
 // may ask any of them.
 func (tc *testCluster) waitMetadataEverywhere(topic string, n int, rf int) {
-	waitFor(tc.t, 30*time.Second, "metadata on every broker", func() error {
+	proctest.Eventually(tc.t, 30*time.Second, "metadata on every broker", func() error {
 		for id, tb := range tc.brokers {
 			if tb.cancel == nil {
 				continue

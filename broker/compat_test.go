@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"hash/crc32"
 	"io"
 	"net"
@@ -851,7 +852,7 @@ func TestClusterTopicIDs(t *testing.T) {
 		return c.roundTrip(req).(*kmsg.MetadataResponse).Topics[0]
 	}
 	var leader int32
-	waitFor(t, 20*time.Second, "the topic ID on every broker", func() error {
+	proctest.Eventually(t, 20*time.Second, "the topic ID on every broker", func() error {
 		for b, c := range conns {
 			mt := metadataByID(c, id)
 			if mt.ErrorCode != 0 || mt.Topic == nil || *mt.Topic != "ids" || mt.TopicID != id || len(mt.Partitions) != 1 || mt.Partitions[0].Leader < 0 {
@@ -931,7 +932,7 @@ func TestClusterTopicIDs(t *testing.T) {
 	if d := dr.Topics[1]; d.ErrorCode != kerr.UnknownTopicID.Code {
 		t.Fatalf("DeleteTopics v6 of an unknown ID: %v", kerr.ErrorForCode(d.ErrorCode))
 	}
-	waitFor(t, 20*time.Second, "the topic deleted everywhere", func() error {
+	proctest.Eventually(t, 20*time.Second, "the topic deleted everywhere", func() error {
 		for b, c := range conns {
 			if mt := metadataByID(c, id); mt.ErrorCode != kerr.UnknownTopicID.Code {
 				return fmt.Errorf("broker %d still knows the ID: %v", b, kerr.ErrorForCode(mt.ErrorCode))

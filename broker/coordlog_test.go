@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ import (
 func TestCoordinatorLogKeepsSubmissionOrder(t *testing.T) {
 	b := startBroker(t, t.TempDir())
 	createTopic(t, b.client(t), "coord", 1, nil)
-	waitFor(t, 10*time.Second, "partition led", func() error {
+	proctest.Eventually(t, 10*time.Second, "partition led", func() error {
 		if b.partition("coord", 0) == nil {
 			return fmt.Errorf("no partition yet")
 		}

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"testing"
 	"time"
 
@@ -147,7 +148,7 @@ func TestFetchSessions(t *testing.T) {
 	cons := tb.client(t, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"fs": {0: kgo.NewOffset().AtStart(), 1: kgo.NewOffset().AtStart()}}),
 		kgo.FetchMaxWait(50*time.Millisecond))
 	seen := 0
-	waitFor(t, 20*time.Second, "kgo fetching incrementally", func() error {
+	proctest.Eventually(t, 20*time.Second, "kgo fetching incrementally", func() error {
 		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		seen += cons.PollFetches(pctx).NumRecords()
 		cancel()

@@ -146,7 +146,7 @@ func TestGroupSmoke(t *testing.T) {
 	seen := map[string]int{}
 	rec := func(_ string, r *kgo.Record) { mu.Lock(); seen[string(r.Value)]++; mu.Unlock() }
 	c := startGroupConsumer(t, b.Addrs(), "c1", "g1", "gs", rec)
-	waitFor(t, 30*time.Second, "all records consumed", func() error {
+	proctest.Eventually(t, 30*time.Second, "all records consumed", func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(seen) != 200 {
@@ -215,7 +215,7 @@ func values(prefix string, n int) []string {
 // members, whose assignments cover the topic's partitions once.
 func waitMembers(t *testing.T, adm *kadm.Client, group, topic string, partitions int, members ...string) {
 	t.Helper()
-	waitFor(t, 30*time.Second, fmt.Sprintf("group %s stable with %v", group, members), func() error {
+	proctest.Eventually(t, 30*time.Second, fmt.Sprintf("group %s stable with %v", group, members), func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		state, as, err := groupAssignment(ctx, adm, group, topic)
@@ -245,7 +245,7 @@ func waitMembers(t *testing.T, adm *kadm.Client, group, topic string, partitions
 
 func waitConsumed(t *testing.T, c *consumed, want []string) {
 	t.Helper()
-	waitFor(t, 30*time.Second, "records consumed", func() error {
+	proctest.Eventually(t, 30*time.Second, "records consumed", func() error {
 		if missing, _ := c.check(want); len(missing) > 0 {
 			return fmt.Errorf("%d of %d missing, first %s", len(missing), len(want), missing[0])
 		}
@@ -469,7 +469,7 @@ func TestKcatGroupAndKadm(t *testing.T) {
 		t.Fatalf("ListGroups: %v", listed.Groups())
 	}
 	// kcat commits on close; its lag is then zero on every partition.
-	waitFor(t, 10*time.Second, "zero lag", func() error {
+	proctest.Eventually(t, 10*time.Second, "zero lag", func() error {
 		lags, err := adm.Lag(ctx, "kcat-group")
 		if err != nil {
 			return err
@@ -511,11 +511,11 @@ func TestCommittedOffsetSurvivesCoordinatorKill(t *testing.T) {
 	// The first FindCoordinator creates __consumer_offsets; commit once
 	// it is fully replicated so the commit reaches every replica.
 	const grp = "survivor"
-	waitFor(t, 30*time.Second, "__consumer_offsets exists", func() error {
+	proctest.Eventually(t, 30*time.Second, "__consumer_offsets exists", func() error {
 		_, err := adm.FetchOffsets(ctx, grp)
 		return err
 	})
-	waitFor(t, 30*time.Second, "__consumer_offsets fully replicated", func() error {
+	proctest.Eventually(t, 30*time.Second, "__consumer_offsets fully replicated", func() error {
 		st, err := c.Describe(group.Topic)
 		if err != nil {
 			return err
@@ -545,7 +545,7 @@ func TestCommittedOffsetSurvivesCoordinatorKill(t *testing.T) {
 	t.Logf("coordinator of %s is broker %d; SIGKILL", grp, victim)
 	c.Brokers[victim].Kill()
 
-	waitFor(t, 60*time.Second, "committed offsets from the new coordinator", func() error {
+	proctest.Eventually(t, 60*time.Second, "committed offsets from the new coordinator", func() error {
 		// A fresh client: kgo keeps dialing a cached dead coordinator.
 		fcl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...))
 		if err != nil {
@@ -580,7 +580,7 @@ func TestCommittedOffsetSurvivesCoordinatorKill(t *testing.T) {
 			first[r.Partition] = r.Offset
 		}
 	})
-	waitFor(t, 30*time.Second, "consumer resumes", func() error {
+	proctest.Eventually(t, 30*time.Second, "consumer resumes", func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(first) != 2 {
@@ -635,7 +635,7 @@ func TestSaramaConsumerGroup(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- cg.Consume(ctx, []string{"sg"}, h) }()
-			waitFor(t, 30*time.Second, "sarama consumed everything", func() error {
+			proctest.Eventually(t, 30*time.Second, "sarama consumed everything", func() error {
 				h.mu.Lock()
 				defer h.mu.Unlock()
 				if len(h.seen) != 200 {
@@ -702,7 +702,7 @@ func BenchmarkOffsetCommit(b *testing.B) {
 				}
 				return err
 			}
-			waitFor(b, 30*time.Second, "coordinator ready", func() error { return commit(0) })
+			proctest.Eventually(b, 30*time.Second, "coordinator ready", func() error { return commit(0) })
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if err := commit(i); err != nil {
@@ -732,7 +732,7 @@ func TestGroupSurvivesCoordinatorMove(t *testing.T) {
 	}
 	waitISR(t, tc.bootstrap()[0], "mv", 3)
 	const grp = "mover"
-	waitFor(t, 30*time.Second, "__consumer_offsets", func() error {
+	proctest.Eventually(t, 30*time.Second, "__consumer_offsets", func() error {
 		_, err := adm.FetchOffsets(ctx, grp)
 		return err
 	})
@@ -747,7 +747,7 @@ func TestGroupSurvivesCoordinatorMove(t *testing.T) {
 	want := values("x", 200)
 	waitConsumed(t, got, want)
 
-	waitFor(t, 10*time.Second, "offsets committed", func() error {
+	proctest.Eventually(t, 10*time.Second, "offsets committed", func() error {
 		lags, err := adm.Lag(ctx, grp)
 		if err != nil {
 			return err
@@ -767,7 +767,7 @@ func TestGroupSurvivesCoordinatorMove(t *testing.T) {
 		t.Fatalf("coordinator %d: %+v", coordinator, before)
 	}
 	tc.stop(coordinator)
-	waitFor(t, 30*time.Second, "group moved", func() error {
+	proctest.Eventually(t, 30*time.Second, "group moved", func() error {
 		l, _, err := tc.describe(group.Topic)
 		if err != nil {
 			return err
@@ -820,7 +820,7 @@ func TestStaticMemberRestart(t *testing.T) {
 	}
 	consumers[follower].close() // a static member does not leave the group
 	start(follower)
-	waitFor(t, 30*time.Second, follower+" back in its place", func() error {
+	proctest.Eventually(t, 30*time.Second, follower+" back in its place", func() error {
 		after, _ := b.groups().Group("static-group")
 		if after.State != group.Stable || len(after.Members) != 2 || slices.Equal(after.Members, before.Members) {
 			return fmt.Errorf("%+v", after)
@@ -846,7 +846,7 @@ func TestStandaloneRestartKeepsOffsets(t *testing.T) {
 	o := kadm.Offsets{}
 	o.AddOffset("rs", 0, 7, -1)
 	o.AddOffset("rs", 1, 9, -1)
-	waitFor(t, 10*time.Second, "commit", func() error {
+	proctest.Eventually(t, 10*time.Second, "commit", func() error {
 		resp, err := kadm.NewClient(cl).CommitOffsets(ctx, "restarter", o)
 		if err == nil {
 			err = resp.Error()
@@ -858,7 +858,7 @@ func TestStandaloneRestartKeepsOffsets(t *testing.T) {
 
 	b2 := startBroker(t, dir, groupBrokerOverrides...)
 	adm := kadm.NewClient(b2.client(t))
-	waitFor(t, 10*time.Second, "offsets after the restart", func() error {
+	proctest.Eventually(t, 10*time.Second, "offsets after the restart", func() error {
 		fo, err := adm.FetchOffsets(ctx, "restarter")
 		if err != nil {
 			return err
@@ -884,11 +884,11 @@ func TestOffsetsTopicCreatedOnFirstUse(t *testing.T) {
 	if tds, err := adm.ListTopics(ctx, group.Topic); err == nil && tds.Has(group.Topic) {
 		t.Fatalf("%s exists before any group request", group.Topic)
 	}
-	waitFor(t, 20*time.Second, "a coordinator", func() error {
+	proctest.Eventually(t, 20*time.Second, "a coordinator", func() error {
 		_, err := adm.FetchOffsets(ctx, "first")
 		return err
 	})
-	waitFor(t, 20*time.Second, group.Topic+" with 4 partitions of 2 replicas", func() error {
+	proctest.Eventually(t, 20*time.Second, group.Topic+" with 4 partitions of 2 replicas", func() error {
 		tds, err := adm.ListTopics(ctx, group.Topic)
 		if err != nil {
 			return err
@@ -917,7 +917,7 @@ func TestGroupsCLI(t *testing.T) {
 	defer cancel()
 	o := kadm.Offsets{}
 	o.AddOffset("cli", 0, 40, -1)
-	waitFor(t, 10*time.Second, "commit", func() error {
+	proctest.Eventually(t, 10*time.Second, "commit", func() error {
 		resp, err := kadm.NewClient(cl).CommitOffsets(ctx, "cli-group", o)
 		if err == nil {
 			err = resp.Error()

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"net/http"
 	"testing"
 	"time"
@@ -53,7 +54,7 @@ func TestReplicationMetrics(t *testing.T) {
 		}
 		return s
 	}
-	waitFor(t, 10*time.Second, "leader metrics", func() error {
+	proctest.Eventually(t, 10*time.Second, "leader metrics", func() error {
 		s := scrape(leader)
 		for _, k := range []string{
 			`kafka_network_RequestTotalTimeMs{request="FetchFollower"}`,

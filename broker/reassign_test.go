@@ -106,7 +106,7 @@ func reassignments(cl *kgo.Client) (map[string]map[int32]kmsg.ListPartitionReass
 // has exactly replicas (in order), all in the ISR.
 func waitReassigned(t testing.TB, cl *kgo.Client, topic string, p int32, replicas []int32, within time.Duration) {
 	t.Helper()
-	waitFor(t, within, fmt.Sprintf("%s/%d reassigned to %v", topic, p, replicas), func() error {
+	proctest.Eventually(t, within, fmt.Sprintf("%s/%d reassigned to %v", topic, p, replicas), func() error {
 		ras, err := reassignments(cl)
 		if err != nil {
 			return err
@@ -178,7 +178,7 @@ func (l *load) ackedMore(t testing.TB, n int, within time.Duration, what string)
 	l.mu.Lock()
 	from := len(l.acked)
 	l.mu.Unlock()
-	waitFor(t, within, what, func() error {
+	proctest.Eventually(t, within, what, func() error {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if got := len(l.acked) - from; got < n {
@@ -235,7 +235,7 @@ func TestReassignUnderLoad(t *testing.T) {
 	ld := startLoad(t, tc.bootstrap(), "ra")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	waitFor(t, 10*time.Second, "records acknowledged", func() error {
+	proctest.Eventually(t, 10*time.Second, "records acknowledged", func() error {
 		ld.mu.Lock()
 		defer ld.mu.Unlock()
 		if len(ld.acked) < 500 {
@@ -252,7 +252,7 @@ func TestReassignUnderLoad(t *testing.T) {
 		t.Fatalf("alter reassignments: %v %v", err, res.Error())
 	}
 	waitReassigned(t, cl, "ra", 0, []int32{1, 3}, 30*time.Second)
-	waitFor(t, 10*time.Second, "broker 2 deleted its replica", func() error {
+	proctest.Eventually(t, 10*time.Second, "broker 2 deleted its replica", func() error {
 		if _, ok := tc.brokers[2].logs.Get("ra", 0); ok {
 			return errors.New("broker 2 still has ra-0")
 		}
@@ -270,7 +270,7 @@ func TestReassignUnderLoad(t *testing.T) {
 	if md[0].leader == 1 {
 		t.Fatalf("broker 1 still leads after leaving: %+v", md[0])
 	}
-	waitFor(t, 10*time.Second, "broker 1 deleted its replica", func() error {
+	proctest.Eventually(t, 10*time.Second, "broker 1 deleted its replica", func() error {
 		if _, ok := tc.brokers[1].logs.Get("ra", 0); ok {
 			return errors.New("broker 1 still has ra-0")
 		}
@@ -352,7 +352,7 @@ func TestReassignResumesAfterControllerKill(t *testing.T) {
 	newcomer, x, y := others[0], others[1], others[2]
 	cl := c.Client()
 	createAssigned(t, cl, "kr", map[string]string{"min.insync.replicas": "2"}, []int32{ctrl, x, y})
-	waitFor(t, 30*time.Second, "kr fully replicated", func() error {
+	proctest.Eventually(t, 30*time.Second, "kr fully replicated", func() error {
 		md, err := metadataOf(cl, "kr")
 		if err != nil {
 			return err
@@ -363,7 +363,7 @@ func TestReassignResumesAfterControllerKill(t *testing.T) {
 		return nil
 	})
 	ld := startLoad(t, c.Bootstrap(), "kr")
-	waitFor(t, 10*time.Second, "records acknowledged", func() error {
+	proctest.Eventually(t, 10*time.Second, "records acknowledged", func() error {
 		ld.mu.Lock()
 		defer ld.mu.Unlock()
 		if len(ld.acked) < 1000 {
@@ -397,7 +397,7 @@ func TestReassignResumesAfterControllerKill(t *testing.T) {
 	}
 
 	c.Brokers[ctrl].Kill()
-	waitFor(t, 30*time.Second, "a new controller still reassigning kr-0", func() error {
+	proctest.Eventually(t, 30*time.Second, "a new controller still reassigning kr-0", func() error {
 		if n := liveController(c); n < 0 || n == ctrl {
 			return fmt.Errorf("controller %d", n)
 		}

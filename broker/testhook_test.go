@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"io"
 	"net/http"
 	"testing"
@@ -79,7 +80,7 @@ func TestTestHooks(t *testing.T) {
 		t.Fatalf("add hold rule: %d", code)
 	}
 	held := listOffsets(0)
-	waitFor(t, 10*time.Second, "the rule holds the ListOffsets for h/0", func() error {
+	proctest.Eventually(t, 10*time.Second, "the rule holds the ListOffsets for h/0", func() error {
 		if r := rule(hold.ID); r.Held != 1 || r.Matched != 1 {
 			return fmt.Errorf("%+v", r)
 		}

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func TestTopicConfigReachesReplicas(t *testing.T) {
 	}
 	waitRetention := func(topic string, parts int32, want int64) {
 		t.Helper()
-		waitFor(t, 2*time.Minute, fmt.Sprintf("%s retention.ms %d on every replica", topic, want), func() error {
+		proctest.Eventually(t, 2*time.Minute, fmt.Sprintf("%s retention.ms %d on every replica", topic, want), func() error {
 			for id, tb := range tc.brokers {
 				for p := range parts {
 					rp := tb.partition(topic, p)
@@ -83,7 +84,7 @@ func TestDescribeConfigsIsCurrent(t *testing.T) {
 			var res kmsg.DescribeConfigsResponseResource
 			// A broker whose metadata has not the new topic yet answers
 			// UNKNOWN_TOPIC_OR_PARTITION, as Kafka's do; clients retry.
-			waitFor(t, 30*time.Second, fmt.Sprintf("b%d knows %s", id, topic), func() error {
+			proctest.Eventually(t, 30*time.Second, fmt.Sprintf("b%d knows %s", id, topic), func() error {
 				raw, err := one.Request(ctx, req)
 				if err != nil {
 					return err

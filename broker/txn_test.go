@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"slices"
 	"testing"
 	"time"
@@ -87,7 +88,7 @@ func TestTransactionalProducer(t *testing.T) {
 
 	// The coordinator describes the id and lists it.
 	var state string
-	waitFor(t, 30*time.Second, "CompleteAbort described", func() error {
+	proctest.Eventually(t, 30*time.Second, "CompleteAbort described", func() error {
 		req := kmsg.NewPtrDescribeTransactionsRequest()
 		req.TransactionalIDs = []string{"tx-1"}
 		resp, err := req.RequestWith(ctx, admin)
@@ -168,7 +169,7 @@ func TestTxnOffsetCommit(t *testing.T) {
 			t.Fatalf("require_stable fetch before EndTxn: offset %d code %v, want UNSTABLE_OFFSET_COMMIT", off, kerr.ErrorForCode(code))
 		}
 		endTxn(ctx, t, cl, "tx-o", pid, epoch, commit)
-		waitFor(t, 30*time.Second, "stable offsets after the marker", func() error {
+		proctest.Eventually(t, 30*time.Second, "stable offsets after the marker", func() error {
 			off, code := fetchStable(ctx, t, cl)
 			if code != 0 {
 				return kerr.ErrorForCode(code)
@@ -200,7 +201,7 @@ func TestTxnOffsetCommitsOfOneProducer(t *testing.T) {
 	}
 	wantStable := func(cl *kgo.Client, step string, want int64) {
 		t.Helper()
-		waitFor(t, 30*time.Second, step, func() error {
+		proctest.Eventually(t, 30*time.Second, step, func() error {
 			off, code := fetchStable(ctx, t, cl)
 			if code != 0 {
 				return kerr.ErrorForCode(code)
@@ -231,7 +232,7 @@ func commitTxnOffset(ctx context.Context, t *testing.T, cl *kgo.Client, id strin
 	ao.TransactionalID, ao.ProducerID, ao.ProducerEpoch, ao.Group = id, pid, epoch, "g"
 	// CONCURRENT_TRANSACTIONS until the previous transaction's
 	// Complete record is written, as a producer retries it.
-	waitFor(t, 30*time.Second, "AddOffsetsToTxn", func() error {
+	proctest.Eventually(t, 30*time.Second, "AddOffsetsToTxn", func() error {
 		r, err := ao.RequestWith(ctx, cl)
 		if err != nil {
 			return err
@@ -253,7 +254,7 @@ func endTxn(ctx context.Context, t *testing.T, cl *kgo.Client, id string, pid in
 	t.Helper()
 	et := kmsg.NewPtrEndTxnRequest()
 	et.TransactionalID, et.ProducerID, et.ProducerEpoch, et.Commit = id, pid, epoch, commit
-	waitFor(t, 30*time.Second, "EndTxn", func() error {
+	proctest.Eventually(t, 30*time.Second, "EndTxn", func() error {
 		r, err := et.RequestWith(ctx, cl)
 		if err != nil {
 			return err
@@ -317,7 +318,7 @@ func TestTransactionsStandalone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "CompleteCommit", func() error {
+	proctest.Eventually(t, 30*time.Second, "CompleteCommit", func() error {
 		s, err := describeTxn(ctx, p, "solo")
 		if err == nil && s.State != "CompleteCommit" {
 			err = fmt.Errorf("state %s", s.State)
@@ -329,7 +330,7 @@ func TestTransactionsStandalone(t *testing.T) {
 
 	b = startBroker(t, dir, "transaction.state.log.num.partitions=2")
 	adm := b.client(t)
-	waitFor(t, 30*time.Second, "reloaded", func() error {
+	proctest.Eventually(t, 30*time.Second, "reloaded", func() error {
 		s, err := describeTxn(ctx, adm, "solo")
 		if err == nil && (s.State != "CompleteCommit" || s.ProducerID != pid || s.ProducerEpoch != 0) {
 			err = fmt.Errorf("state %s producer %d/%d, want CompleteCommit %d/0", s.State, s.ProducerID, s.ProducerEpoch, pid)
@@ -374,7 +375,7 @@ func TestTxnCoordinatorFailover(t *testing.T) {
 		t.Fatalf("EndTransaction after the coordinator stopped: %v", err)
 	}
 	admin := tc.client()
-	waitFor(t, 60*time.Second, "CompleteCommit at the new coordinator", func() error {
+	proctest.Eventually(t, 60*time.Second, "CompleteCommit at the new coordinator", func() error {
 		s, err := describeTxn(ctx, admin, "tx-fo")
 		if err == nil && s.State != "CompleteCommit" {
 			err = fmt.Errorf("state %s", s.State)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"hash/crc32"
 	"net"
 	"slices"
@@ -232,7 +233,7 @@ func TestHangingTransaction(t *testing.T) {
 	b.stop(t)
 	b = startBroker(t, dir, "transaction.partition.verification.enable=false")
 	c.rc = dialRaw(t, b.Addrs()[0])
-	waitFor(t, 30*time.Second, "the partition to lead again", func() error {
+	proctest.Eventually(t, 30*time.Second, "the partition to lead again", func() error {
 		if p := b.partition(topic, 0); p == nil || p.HighWatermark() != 6 {
 			return fmt.Errorf("partition %v not at HW 6", p != nil)
 		}
@@ -537,7 +538,7 @@ func TestTxnStateAfterFailover(t *testing.T) {
 
 	tc.stop(old)
 	var nc *txnClient
-	waitFor(t, 30*time.Second, "a new leader with the partition", func() error {
+	proctest.Eventually(t, 30*time.Second, "a new leader with the partition", func() error {
 		ls, _, err := tc.describe(topic)
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"slices"
 	"strings"
 	"sync"
@@ -23,7 +24,7 @@ import (
 func txnCall[R kmsg.Response](t *testing.T, rc *rawConn, req kmsg.Request, code func(R) int16) R {
 	t.Helper()
 	var resp R
-	waitFor(t, 30*time.Second, kmsg.NameForKey(req.Key()), func() error {
+	proctest.Eventually(t, 30*time.Second, kmsg.NameForKey(req.Key()), func() error {
 		resp = rc.roundTrip(req).(R)
 		switch c := code(resp); c {
 		case kerr.ConcurrentTransactions.Code, kerr.CoordinatorLoadInProgress.Code, kerr.CoordinatorNotAvailable.Code, kerr.NotCoordinator.Code:
@@ -41,7 +42,7 @@ func (c *txnClient) produceV(version int16, partition int32, txnID *string, batc
 	c.t.Helper()
 	req := c.produceRequest(version, partition, txnID, batch)
 	var p kmsg.ProduceResponseTopicPartition
-	waitFor(c.t, 30*time.Second, "produce", func() error {
+	proctest.Eventually(c.t, 30*time.Second, "produce", func() error {
 		p = c.rc.roundTrip(req).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
 		if p.ErrorCode == kerr.NotEnoughReplicas.Code {
 			return kerr.NotEnoughReplicas
@@ -129,7 +130,7 @@ func TestLateWriteAfterAbort(t *testing.T) {
 			nextPID, nextEpoch := end(epoch, false)
 			// The abort's markers are written once its coordinator has
 			// completed it.
-			waitFor(t, 30*time.Second, "CompleteAbort", func() error {
+			proctest.Eventually(t, 30*time.Second, "CompleteAbort", func() error {
 				dt := kmsg.NewPtrDescribeTransactionsRequest()
 				dt.TransactionalIDs = []string{txnID}
 				if s := rc.roundTrip(dt).(*kmsg.DescribeTransactionsResponse).TransactionStates[0]; s.State != "CompleteAbort" {
@@ -165,7 +166,7 @@ func TestLateWriteAfterAbort(t *testing.T) {
 
 			consumer := b.client(t, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 			var read []string
-			waitFor(t, 30*time.Second, "read_committed", func() error {
+			proctest.Eventually(t, 30*time.Second, "read_committed", func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				defer cancel()
 				consumer.PollFetches(ctx).EachRecord(func(r *kgo.Record) { read = append(read, string(r.Value)) })
@@ -286,7 +287,7 @@ func TestTransactionVersion2(t *testing.T) {
 
 	consumer := tc.client(kgo.ConsumeTopics("tv2"), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	var read []string
-	waitFor(t, 30*time.Second, "read_committed", func() error {
+	proctest.Eventually(t, 30*time.Second, "read_committed", func() error {
 		fs := consumer.PollRecords(ctx, 100)
 		fs.EachRecord(func(r *kgo.Record) { read = append(read, string(r.Value)) })
 		if len(read) < len(want) {
@@ -311,7 +312,7 @@ func TestTransactionVersion2(t *testing.T) {
 	}
 	defer sess.Close()
 	copied := 0
-	waitFor(t, 60*time.Second, "copy through a GroupTransactSession", func() error {
+	proctest.Eventually(t, 60*time.Second, "copy through a GroupTransactSession", func() error {
 		fs := sess.PollFetches(ctx)
 		if err := sess.Begin(); err != nil {
 			return err
@@ -340,7 +341,7 @@ func TestTransactionVersion2(t *testing.T) {
 	oreq.SetVersion(8)
 	oreq.RequireStable = true
 	oreq.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "tv2-g", Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "tv2", Partitions: []int32{0, 1, 2}}}}}
-	waitFor(t, 30*time.Second, "the group's committed offsets", func() error {
+	proctest.Eventually(t, 30*time.Second, "the group's committed offsets", func() error {
 		resp, err := oreq.RequestWith(ctx, adm)
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"slices"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func TestFollowerRejoinsAfterEmptyLeaderEpoch(t *testing.T) {
 
 	// b leads an epoch and nothing is appended in it.
 	tc.stop(a)
-	waitFor(t, 20*time.Second, "b leads", func() error {
+	proctest.Eventually(t, 20*time.Second, "b leads", func() error {
 		if p := tc.brokers[b].partition("wedge", 0); p == nil || p.State().Leader != b {
 			return fmt.Errorf("b does not lead yet")
 		}
@@ -48,7 +49,7 @@ func TestFollowerRejoinsAfterEmptyLeaderEpoch(t *testing.T) {
 
 	// a leads again (preferred election); b follows with the empty epoch
 	// at its LEO.
-	waitFor(t, 20*time.Second, "preferred leader elected", func() error {
+	proctest.Eventually(t, 20*time.Second, "preferred leader elected", func() error {
 		ectx, ecancel := context.WithTimeout(ctx, 5*time.Second)
 		defer ecancel()
 		set := kadm.TopicsSet{}
@@ -70,14 +71,14 @@ func TestFollowerRejoinsAfterEmptyLeaderEpoch(t *testing.T) {
 	leo := tc.brokers[a].partition("wedge", 0).Log().LogEndOffset()
 
 	// The follower fetches the new records and stays in (or rejoins) the ISR.
-	waitFor(t, 15*time.Second, "follower catches up", func() error {
+	proctest.Eventually(t, 15*time.Second, "follower catches up", func() error {
 		p := tc.brokers[b].partition("wedge", 0)
 		if got := p.Log().LogEndOffset(); got != leo {
 			return fmt.Errorf("follower LEO %d, leader LEO %d (epochs %v)", got, leo, p.Log().Epochs().Entries())
 		}
 		return nil
 	})
-	waitFor(t, 15*time.Second, "full ISR on the leader", func() error {
+	proctest.Eventually(t, 15*time.Second, "full ISR on the leader", func() error {
 		if isr := tc.brokers[a].partition("wedge", 0).State().ISR; !slices.Contains(isr, b) {
 			return fmt.Errorf("isr %v", isr)
 		}
@@ -117,14 +118,14 @@ func TestStalledFollowerIsReported(t *testing.T) {
 	if !fs.Hold("stall", 0, time.Now().Add(time.Hour)) {
 		t.Fatal("the follower fetches nothing")
 	}
-	waitFor(t, 10*time.Second, "the leader reports the stalled follower", func() error {
+	proctest.Eventually(t, 10*time.Second, "the leader reports the stalled follower", func() error {
 		if g := gauge(); g != 1 {
 			return fmt.Errorf("gauge %v", g)
 		}
 		return nil
 	})
 	fs.Hold("stall", 0, time.Time{})
-	waitFor(t, 10*time.Second, "the gauge clears", func() error {
+	proctest.Eventually(t, 10*time.Second, "the gauge clears", func() error {
 		if g := gauge(); g != 0 {
 			return fmt.Errorf("gauge %v", g)
 		}
@@ -133,14 +134,14 @@ func TestStalledFollowerIsReported(t *testing.T) {
 
 	// Dropped from every fetcher without a LeaderAndIsr: fetched again.
 	fs.Remove("stall", 0)
-	waitFor(t, 10*time.Second, "the reconcile check fetches it again", func() error {
+	proctest.Eventually(t, 10*time.Second, "the reconcile check fetches it again", func() error {
 		if !fs.Has("stall", 0) {
 			return fmt.Errorf("in no fetcher")
 		}
 		return nil
 	})
 	produceValues(t, cl, "stall", 1, "x", 3)
-	waitFor(t, 10*time.Second, "follower catches up", func() error {
+	proctest.Eventually(t, 10*time.Second, "follower catches up", func() error {
 		if got, want := tc.brokers[b].partition("stall", 0).Log().LogEndOffset(), tc.brokers[a].partition("stall", 0).Log().LogEndOffset(); got != want {
 			return fmt.Errorf("follower LEO %d, leader %d", got, want)
 		}
@@ -152,7 +153,7 @@ func TestStalledFollowerIsReported(t *testing.T) {
 // returns its leader.
 func leaderOf(t *testing.T, tc *testCluster, topic string) int32 {
 	var leader int32
-	waitFor(t, 20*time.Second, "the topic's leader in metadata", func() error {
+	proctest.Eventually(t, 20*time.Second, "the topic's leader in metadata", func() error {
 		leaders, _, err := tc.describe(topic)
 		if err != nil {
 			return err

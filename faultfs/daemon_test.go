@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -125,7 +126,7 @@ func TestDaemonStopsOnSIGTERM(t *testing.T) {
 	}
 	synced := make(chan error, 1)
 	go func() { synced <- actions[OpFsync](d.mnt, "f") }()
-	waitFor(t, "fsync to hang", func() bool {
+	proctest.EventuallyTrue(t, 10*time.Second, "fsync to hang", func() bool {
 		st, err := c.Status(context.Background())
 		return err == nil && st.Counters[OpFsync].Hanging == 1
 	})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"os"
 	"syscall"
 	"testing"
@@ -75,7 +76,7 @@ func TestEngineHangReleasedByHeal(t *testing.T) {
 	}
 	done := make(chan syscall.Errno, 1)
 	go func() { done <- e.check(context.Background(), OpWrite, func() string { return "" }) }()
-	waitFor(t, "the write to hang", func() bool { return e.counters()[OpWrite].Hanging == 1 })
+	proctest.EventuallyTrue(t, 10*time.Second, "the write to hang", func() bool { return e.counters()[OpWrite].Hanging == 1 })
 	e.removeKind("")
 	select {
 	case got := <-done:
@@ -95,7 +96,7 @@ func TestEngineHangInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan syscall.Errno, 1)
 	go func() { done <- e.check(ctx, OpRead, func() string { return "" }) }()
-	waitFor(t, "the read to hang", func() bool { return e.counters()[OpRead].Hanging == 1 })
+	proctest.EventuallyTrue(t, 10*time.Second, "the read to hang", func() bool { return e.counters()[OpRead].Hanging == 1 })
 	cancel()
 	if got := <-done; got != syscall.EINTR {
 		t.Errorf("interrupted hang returned %v, want EINTR", got)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -400,7 +401,7 @@ func TestHang(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- actions[OpFsync](mnt, "f") }()
-	waitFor(t, "fsync to hang", func() bool { return f.Status().Counters[OpFsync].Hanging == 1 })
+	proctest.EventuallyTrue(t, 10*time.Second, "fsync to hang", func() bool { return f.Status().Counters[OpFsync].Hanging == 1 })
 	select {
 	case err := <-done:
 		t.Fatalf("fsync returned while hung: %v", err)
@@ -434,7 +435,7 @@ func TestCrashDuringHang(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- actions[OpWrite](mnt, "f") }()
-	waitFor(t, "write to hang", func() bool { return f.Status().Counters[OpWrite].Hanging == 1 })
+	proctest.EventuallyTrue(t, 10*time.Second, "write to hang", func() bool { return f.Status().Counters[OpWrite].Hanging == 1 })
 	crashed := make(chan CrashReport, 1)
 	go func() { crashed <- f.Crash() }()
 	select {
@@ -680,16 +681,5 @@ func TestRunIDValidation(t *testing.T) {
 		if ValidRunID(id) != ok {
 			t.Errorf("ValidRunID(%q) = %v, want %v", id, !ok, ok)
 		}
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }

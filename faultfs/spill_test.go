@@ -3,11 +3,13 @@ package faultfs
 import (
 	"bytes"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestLargeUndoSpills overwrites and truncates megabytes of synced data:
@@ -93,7 +95,7 @@ func TestClosedDirtyFilesHoldNoDescriptors(t *testing.T) {
 				mustWrite(t, fh, "+unsynced")
 				fh.Close()
 			}
-			waitFor(t, "descriptors to be released", func() bool { return openFds(t) <= base+4 })
+			proctest.EventuallyTrue(t, 10*time.Second, "descriptors to be released", func() bool { return openFds(t) <= base+4 })
 			if st := f.Status(); st.UnsyncedFiles != files {
 				t.Errorf("%d unsynced files, want %d", st.UnsyncedFiles, files)
 			}

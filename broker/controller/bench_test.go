@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"log/slog"
 	"testing"
 	"time"
@@ -60,7 +61,7 @@ func (cp *controllerPair) standby(i int) <-chan *benchTerm {
 		}
 		next <- t
 	}()
-	coordtest.Eventually(cp.b, 30*time.Second, func() error {
+	proctest.Eventually(cp.b, 30*time.Second, "condition", func() error {
 		resp, err := cp.e.admin.Etcd().Get(cp.ctx, "/controller/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
 			return err
@@ -225,7 +226,7 @@ func BenchmarkBrokerFailover(b *testing.B) {
 		total += latest.Sub(killed)
 		// Restore: the broker comes back and catches up.
 		e.start(victim)
-		coordtest.Eventually(b, 10*time.Second, func() error {
+		proctest.Eventually(b, 10*time.Second, "condition", func() error {
 			states, err := e.admin.PartitionStates(ctx, "t")
 			if err != nil {
 				return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"slices"
 	"testing"
 	"time"
@@ -85,7 +86,7 @@ func TestBrokerDeath(t *testing.T) {
 	if got := metricValue(c.ctrl.metrics.active); got != 1 {
 		t.Errorf("ActiveControllerCount %v", got)
 	}
-	coordtest.Eventually(t, 5*time.Second, func() error {
+	proctest.Eventually(t, 5*time.Second, "condition", func() error {
 		if got := metricValue(c.ctrl.metrics.imbalance); got != 1 {
 			return fmt.Errorf("PreferredReplicaImbalanceCount %v, want 1 (t-0 led by 2)", got)
 		}
@@ -102,7 +103,7 @@ func TestBrokerDeath(t *testing.T) {
 	e.waitState(tp("t", 0), 3, ids(3), 2)
 	e.kill(3)
 	e.waitState(tp("t", 0), NoLeader, ids(3), 3)
-	coordtest.Eventually(t, 5*time.Second, func() error {
+	proctest.Eventually(t, 5*time.Second, "condition", func() error {
 		if got := metricValue(c.ctrl.metrics.offline); got != 2 {
 			return fmt.Errorf("OfflinePartitionsCount %v, want 2", got)
 		}
@@ -179,7 +180,7 @@ func TestUncleanElection(t *testing.T) {
 				e.waitState(tp("t", 0), 2, ids(2), 2)
 			}
 			// The counter moves right after the write the state shows.
-			coordtest.Eventually(t, 5*time.Second, func() error {
+			proctest.Eventually(t, 5*time.Second, "condition", func() error {
 				if got := metricValue(c.ctrl.metrics.unclean); got != 1 {
 					return fmt.Errorf("UncleanLeaderElectionsPerSec %v, want 1", got)
 				}
@@ -353,7 +354,7 @@ func TestControllerFailover(t *testing.T) {
 	// The new controller re-sends everything with its own epoch.
 	var latest time.Time
 	for _, r := range []int32{1, 2, 3} {
-		coordtest.Eventually(t, 10*time.Second, func() error {
+		proctest.Eventually(t, 10*time.Second, "condition", func() error {
 			for _, rc := range e.brokers[r].requests() {
 				if lai, ok := rc.req.(*kmsg.LeaderAndISRRequest); ok && lai.ControllerEpoch == int32(l.Epoch()) && lai.ControllerID == 101 {
 					if rc.at.After(latest) {
@@ -452,7 +453,7 @@ func TestControlledShutdown(t *testing.T) {
 	e.waitState(tp("t", 1), 2, ids(2, 3), 1)
 	e.waitLAI(3, tp("t", 0), 2, ids(2, 3), 1)
 	// Broker 1 stops its follower replica.
-	coordtest.Eventually(t, 10*time.Second, func() error {
+	proctest.Eventually(t, 10*time.Second, "condition", func() error {
 		for _, rc := range e.brokers[1].requests() {
 			if sr, ok := rc.req.(*kmsg.StopReplicaRequest); ok {
 				for _, rt := range sr.Topics {
@@ -479,14 +480,14 @@ func TestTopicDeletion(t *testing.T) {
 	if err := e.admin.MarkTopicForDeletion(context.Background(), "t"); err != nil {
 		t.Fatal(err)
 	}
-	coordtest.Eventually(t, 10*time.Second, func() error {
+	proctest.Eventually(t, 10*time.Second, "condition", func() error {
 		if _, err := e.admin.Topic(context.Background(), "t"); !errors.Is(err, coord.ErrTopicNotFound) {
 			return fmt.Errorf("topic still there: %v", err)
 		}
 		return nil
 	})
 	for _, r := range []int32{1, 2} {
-		coordtest.Eventually(t, 10*time.Second, func() error {
+		proctest.Eventually(t, 10*time.Second, "condition", func() error {
 			deleted := map[int32]bool{}
 			for _, rc := range e.brokers[r].requests() {
 				if sr, ok := rc.req.(*kmsg.StopReplicaRequest); ok {
@@ -504,7 +505,7 @@ func TestTopicDeletion(t *testing.T) {
 			}
 			return nil
 		})
-		coordtest.Eventually(t, 10*time.Second, func() error {
+		proctest.Eventually(t, 10*time.Second, "condition", func() error {
 			if ps, _, _ := e.brokers[r].lastUM(tp("t", 0)); ps.Leader != leaderDuringDelete {
 				return fmt.Errorf("broker %d: UpdateMetadata leader %d, want %d", r, ps.Leader, leaderDuringDelete)
 			}
@@ -551,7 +552,7 @@ func TestAlterPartitionThroughController(t *testing.T) {
 	}
 	// A dead broker cannot join.
 	e.kill(3)
-	coordtest.Eventually(t, 10*time.Second, func() error {
+	proctest.Eventually(t, 10*time.Second, "condition", func() error {
 		if _, um, _ := e.brokers[1].lastUM(tp("t", 0)); len(um.LiveBrokers) != 2 {
 			return errors.New("controller has not seen broker 3 die")
 		}
@@ -656,7 +657,7 @@ func TestQuorumLoss(t *testing.T) {
 		}
 	})
 	// Once the coordinator answers, the controller acts on events again.
-	coordtest.Eventually(t, 20*time.Second, func() error {
+	proctest.Eventually(t, 20*time.Second, "condition", func() error {
 		if err := e.regs[1].Close(); err != nil {
 			return err
 		}
@@ -685,7 +686,7 @@ func TestSenders(t *testing.T) {
 	e.waitUM(1, tp("t", 0), 1, ids(1, 2, 3))
 	e.waitUM(2, tp("t", 0), 1, ids(1, 2, 3))
 	// Broker 2 saw the failover UpdateMetadata three times: twice dropped.
-	coordtest.Eventually(t, 10*time.Second, func() error {
+	proctest.Eventually(t, 10*time.Second, "condition", func() error {
 		n := 0
 		for _, r := range e.brokers[2].requests() {
 			if _, ok := r.req.(*kmsg.UpdateMetadataRequest); ok {
@@ -698,7 +699,7 @@ func TestSenders(t *testing.T) {
 		return nil
 	})
 	// Broker 3 got the first request and still waits on it.
-	coordtest.Eventually(t, 10*time.Second, func() error {
+	proctest.Eventually(t, 10*time.Second, "condition", func() error {
 		if n := len(e.brokers[3].requests()); n != 1 {
 			return fmt.Errorf("hanging broker 3 received %d requests, want 1", n)
 		}
@@ -755,7 +756,7 @@ func TestTopicDeletionWaitsForOfflineReplica(t *testing.T) {
 	if err := e.admin.MarkTopicForDeletion(context.Background(), "t"); err != nil {
 		t.Fatal(err)
 	}
-	coordtest.Eventually(t, 10*time.Second, func() error {
+	proctest.Eventually(t, 10*time.Second, "condition", func() error {
 		if n := e.brokers[1].stopReplicaDeletes("t", 0); n == 0 {
 			return errors.New("broker 1 not asked to delete t-0")
 		}
@@ -771,7 +772,7 @@ func TestTopicDeletionWaitsForOfflineReplica(t *testing.T) {
 		t.Fatalf("topic while a replica is down: %+v, %v (want still marked)", spec, err)
 	}
 	e.start(2)
-	coordtest.Eventually(t, 10*time.Second, func() error {
+	proctest.Eventually(t, 10*time.Second, "condition", func() error {
 		if n := e.brokers[2].stopReplicaDeletes("t", 0); n == 0 {
 			return errors.New("returning broker 2 not asked to delete t-0")
 		}

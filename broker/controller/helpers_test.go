@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"log/slog"
 	"net"
 	"reflect"
@@ -246,7 +247,7 @@ func (e *env) startController(id int32, mutate func(*Config), opts ...coord.Opti
 			e.t.Errorf("controller %d did not stop", id)
 		}
 	})
-	coordtest.Eventually(e.t, 10*time.Second, func() error {
+	proctest.Eventually(e.t, 10*time.Second, "condition", func() error {
 		if !ctrl.Active() {
 			return errors.New("controller not active")
 		}
@@ -267,7 +268,7 @@ func (e *env) createTopic(name string, assignment map[int32][]int32, configs map
 func (e *env) waitState(tp coord.TopicPartition, leader int32, isr []int32, epoch int32) coord.PartitionState {
 	e.t.Helper()
 	var st coord.PartitionState
-	coordtest.Eventually(e.t, 10*time.Second, func() error {
+	proctest.Eventually(e.t, 10*time.Second, "condition", func() error {
 		var err error
 		st, err = e.admin.PartitionState(context.Background(), tp.Topic, tp.Partition)
 		if err != nil {
@@ -295,7 +296,7 @@ func (e *env) waitLAIReq(id int32, tp coord.TopicPartition, leader int32, isr []
 	e.t.Helper()
 	var ps kmsg.LeaderAndISRRequestTopicPartition
 	var req *kmsg.LeaderAndISRRequest
-	coordtest.Eventually(e.t, 10*time.Second, func() error {
+	proctest.Eventually(e.t, 10*time.Second, "condition", func() error {
 		var ok bool
 		ps, req, ok = e.brokers[id].lastLAI(tp)
 		if !ok {
@@ -313,7 +314,7 @@ func (e *env) waitLAIReq(id int32, tp coord.TopicPartition, leader int32, isr []
 // the given ISR, whoever leads.
 func (e *env) waitUMISR(id int32, tp coord.TopicPartition, isr []int32) {
 	e.t.Helper()
-	coordtest.Eventually(e.t, 10*time.Second, func() error {
+	proctest.Eventually(e.t, 10*time.Second, "condition", func() error {
 		ps, _, ok := e.brokers[id].lastUM(tp)
 		if !ok || !slices.Equal(ps.ISR, isr) {
 			return fmt.Errorf("broker %d: UpdateMetadata %v isr %v, want %v", id, tp, ps.ISR, isr)
@@ -326,7 +327,7 @@ func (e *env) waitUMISR(id int32, tp coord.TopicPartition, isr []int32) {
 // given leader and ISR.
 func (e *env) waitUM(id int32, tp coord.TopicPartition, leader int32, isr []int32) {
 	e.t.Helper()
-	coordtest.Eventually(e.t, 10*time.Second, func() error {
+	proctest.Eventually(e.t, 10*time.Second, "condition", func() error {
 		ps, _, ok := e.brokers[id].lastUM(tp)
 		if !ok {
 			return fmt.Errorf("broker %d: no UpdateMetadata for %v", id, tp)

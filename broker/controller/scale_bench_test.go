@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"io"
 	"log/slog"
 	"syscall"
@@ -12,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/isrlab/isrlab/broker/coord"
-	"github.com/isrlab/isrlab/broker/coord/coordtest"
 )
 
 // BenchmarkScaleFailover measures the controller's own work at cluster
@@ -132,7 +132,7 @@ func waitFullUM(b *testing.B, e *env, epoch int64, since time.Time, parts int, g
 		if id == gone {
 			continue
 		}
-		coordtest.Eventually(b, 2*time.Minute, func() error {
+		proctest.Eventually(b, 2*time.Minute, "condition", func() error {
 			for _, r := range fb.requests() {
 				um, ok := r.req.(*kmsg.UpdateMetadataRequest)
 				if !ok || um.ControllerEpoch != int32(epoch) || r.at.Before(since) {
@@ -172,7 +172,7 @@ func restoreISRs(b *testing.B, e *env, victim int32, assigns map[string]map[int3
 	for name := range assigns {
 		names = append(names, name)
 	}
-	coordtest.Eventually(b, time.Minute, func() error {
+	proctest.Eventually(b, time.Minute, "condition", func() error {
 		var ups []coord.PartitionStateUpdate
 		for _, name := range names {
 			states, err := e.admin.PartitionStates(ctx, name)
@@ -196,7 +196,7 @@ func restoreISRs(b *testing.B, e *env, victim int32, assigns map[string]map[int3
 		}
 		return err
 	})
-	coordtest.Eventually(b, time.Minute, func() error {
+	proctest.Eventually(b, time.Minute, "condition", func() error {
 		for _, r := range e.brokers[victim].requests() {
 			if _, ok := r.req.(*kmsg.LeaderAndISRRequest); ok && !r.at.Before(mark) {
 				return nil

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"slices"
 	"testing"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/isrlab/isrlab/broker/coord"
-	"github.com/isrlab/isrlab/broker/coord/coordtest"
 )
 
 // TestAlterPartitionBatch sends one AlterPartition with more partitions
@@ -94,7 +94,7 @@ func TestFailoverManyTopics(t *testing.T) {
 	// The first controller sees broker 3 die: its partitions get new leaders.
 	e.kill(3)
 	e.waitState(tp(last, 0), 1, ids(1, 2), 1)
-	coordtest.Eventually(t, 30*time.Second, func() error {
+	proctest.Eventually(t, 30*time.Second, "condition", func() error {
 		for i := range topics {
 			for p := range int32(2) {
 				st, err := e.admin.PartitionState(context.Background(), fmt.Sprintf("t%03d", i), p)
@@ -120,7 +120,7 @@ func TestFailoverManyTopics(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, id := range []int32{1, 2} {
-				coordtest.Eventually(t, 30*time.Second, func() error {
+				proctest.Eventually(t, 30*time.Second, "condition", func() error {
 					lai, req, ok := e.brokers[id].lastLAI(tp(name, p))
 					if !ok || req.ControllerEpoch != int32(second.l.Epoch()) {
 						return fmt.Errorf("broker %d: no LeaderAndIsr for %s-%d from epoch %d", id, name, p, second.l.Epoch())
@@ -195,7 +195,7 @@ func TestGaugesAfterBurst(t *testing.T) {
 	// Brokers 1 and 2 hold every replica: without them all are offline.
 	e.kill(1)
 	e.kill(2)
-	coordtest.Eventually(t, 10*time.Second, func() error {
+	proctest.Eventually(t, 10*time.Second, "condition", func() error {
 		if g, o := metricValue(c.ctrl.metrics.global), metricValue(c.ctrl.metrics.offline); g != parts || o != parts {
 			return fmt.Errorf("GlobalPartitionCount %v, OfflinePartitionsCount %v, want %d and %d", g, o, parts, parts)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"testing"
 	"time"
 )
@@ -117,7 +118,7 @@ func TestSessionLoss(t *testing.T) {
 			t.Fatalf("register while the old session lives: %v, want ErrBrokerIDInUse", err)
 		}
 		var r2 *Registration
-		eventually(t, 10*time.Second, func() error {
+		proctest.Eventually(t, 10*time.Second, "condition", func() error {
 			var err error
 			r2, err = admin.RegisterBroker(ctx, BrokerInfo{ID: 8, Host: "h", Port: 1}, 2*time.Second)
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"testing"
 	"time"
 
@@ -48,7 +49,7 @@ func TestControllerElection(t *testing.T) {
 		won <- result{l, err}
 	}()
 	// Wait until its candidate key exists; it must not have won.
-	eventually(t, 5*time.Second, func() error {
+	proctest.Eventually(t, 5*time.Second, "condition", func() error {
 		resp, err := b.Etcd().Get(ctx, controllerPrefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
 			return err
@@ -218,7 +219,7 @@ func TestCampaignThroughOutage(t *testing.T) {
 		_, err := quitter.Campaign(qctx, 3)
 		quitDone <- err
 	}()
-	eventually(t, 5*time.Second, func() error {
+	proctest.Eventually(t, 5*time.Second, "condition", func() error {
 		resp, err := waiter.Etcd().Get(ctx, controllerPrefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil || resp.Count != 3 {
 			return fmt.Errorf("%v candidates, err %v", resp, err)
@@ -238,7 +239,7 @@ func TestCampaignThroughOutage(t *testing.T) {
 	}
 	// The canceled candidate's key goes once the coordinator is back, not
 	// a session timeout (15 s) later.
-	eventually(t, 10*time.Second, func() error {
+	proctest.Eventually(t, 10*time.Second, "condition", func() error {
 		resp, err := waiter.Etcd().Get(ctx, fmt.Sprintf("%s/", controllerPrefix), clientv3.WithPrefix())
 		if err != nil {
 			return err

@@ -140,25 +140,6 @@ func (tc *testCluster) dial(t testing.TB, opts ...Option) *Client {
 	return c
 }
 
-// eventually polls cond every 20 ms until it returns nil or the deadline
-// passes, then fails with the last error.
-func eventually(t testing.TB, within time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %v", within, err)
-		}
-		<-tick.C
-	}
-}
-
 // recv waits for a value on ch or fails after within.
 func recv[T any](t testing.TB, ch <-chan T, within time.Duration) T {
 	t.Helper()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"io"
 	"net"
 	"strings"
@@ -198,7 +199,7 @@ func TestIsolatedMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer direct.Close()
-	eventually(t, 20*time.Second, func() error {
+	proctest.Eventually(t, 20*time.Second, "condition", func() error {
 		ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(context.Background()), time.Second)
 		defer cancel()
 		_, err := direct.Put(ctx, "/probe", "x")
@@ -269,7 +270,7 @@ func TestIsolatedMember(t *testing.T) {
 	for _, p := range proxies {
 		p.block(nil)
 	}
-	eventually(t, 20*time.Second, func() error {
+	proctest.Eventually(t, 20*time.Second, "condition", func() error {
 		ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(context.Background()), time.Second)
 		defer cancel()
 		_, err := direct.Put(ctx, "/probe", "x")
@@ -285,7 +286,7 @@ const sessionTTL = 3 * time.Second
 func waitLeaderIndex(t *testing.T, tc *testCluster) int {
 	t.Helper()
 	var idx int
-	eventually(t, 10*time.Second, func() error {
+	proctest.Eventually(t, 10*time.Second, "condition", func() error {
 		if idx = tc.leader(); idx < 0 {
 			return errors.New("no leader")
 		}

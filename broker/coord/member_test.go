@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"testing"
 	"time"
 )
@@ -40,7 +41,7 @@ func TestReplaceMember(t *testing.T) {
 	// etcd refuses to add a member until the leader has been connected to
 	// every member for 5 s ("unhealthy cluster"): a fresh cluster waits.
 	var initial string
-	eventually(t, 15*time.Second, func() error {
+	proctest.Eventually(t, 15*time.Second, "condition", func() error {
 		var err error
 		initial, err = c.AddMember(ctx, cfg.Name, []string{cfg.ListenPeerURLs})
 		return err
@@ -65,7 +66,7 @@ func TestReplaceMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer only.Close()
-	eventually(t, 10*time.Second, func() error {
+	proctest.Eventually(t, 10*time.Second, "condition", func() error {
 		_, err := only.Topic(ctx, "kept")
 		return err
 	})

@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"errors"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"slices"
 	"sync"
 	"testing"
@@ -91,7 +92,7 @@ func TestReserveProducerIDsAfterRestart(t *testing.T) {
 	}
 	c = tc.dial(t)
 	var afterCoord ProducerIDBlock
-	eventually(t, 20*time.Second, func() (err error) {
+	proctest.Eventually(t, 20*time.Second, "condition", func() (err error) {
 		afterCoord, err = c.ReserveProducerIDs(ctx, 2)
 		return err
 	})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -211,7 +212,7 @@ func TestQuorum(t *testing.T) {
 		t.Fatal("no leader")
 	}
 	tc.stop(first)
-	eventually(t, 15*time.Second, bump)
+	proctest.Eventually(t, 15*time.Second, "condition", bump)
 
 	// Stop a second member: no quorum. Calls fail with ErrNoQuorum, and a
 	// session that cannot be renewed ends.
@@ -252,7 +253,7 @@ func TestQuorum(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 15*time.Second, bump)
+	proctest.Eventually(t, 15*time.Second, "condition", bump)
 	if got, err := c.Topic(ctx, "t"); err != nil || got.Name != "t" {
 		t.Fatalf("topic after recovery: %+v, %v", got, err)
 	}

@@ -3,6 +3,7 @@ package log
 import (
 	"context"
 	"errors"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -229,7 +230,7 @@ func TestManagerRun(t *testing.T) {
 		}
 	}()
 	clk.Advance(time.Hour)
-	waitFor(t, func() bool {
+	proctest.EventuallyTrue(t, 10*time.Second, "retention to delete segments and checkpoint the start offset", func() bool {
 		offs, _ := readOffsets(filepath.Join(dir, LogStartOffsetCheckpointFile))
 		return l.NumSegments() < segs && l.RecoveryPoint() == l.LogEndOffset() && offs[TopicPartition{"t", 0}] == l.LogStartOffset()
 	})

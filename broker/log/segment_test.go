@@ -2,6 +2,7 @@ package log
 
 import (
 	"errors"
+	"github.com/isrlab/isrlab/internal/proctest"
 	"os"
 	"slices"
 	"strings"
@@ -52,21 +53,9 @@ func TestRoll(t *testing.T) {
 			// point reaches the active segment's base.
 			if tt.want > 1 {
 				segs := l.segments()
-				waitFor(t, func() bool { return l.RecoveryPoint() >= segs[len(segs)-1].base })
+				proctest.EventuallyTrue(t, 10*time.Second, "the recovery point to reach the last segment", func() bool { return l.RecoveryPoint() >= segs[len(segs)-1].base })
 			}
 		})
-	}
-}
-
-// waitFor polls cond until it holds or a deadline passes.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached before the deadline")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

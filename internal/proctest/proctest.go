@@ -6,6 +6,7 @@ package proctest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -274,6 +275,19 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() err
 		t.Fatalf("%s: not within %v: %v", what, within, err)
 	}
 }
+
+// EventuallyTrue is Eventually for a condition that only holds or not.
+func EventuallyTrue(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	Eventually(t, within, what, func() error {
+		if cond() {
+			return nil
+		}
+		return errNotYet
+	})
+}
+
+var errNotYet = errors.New("does not hold")
 
 // WaitTCP waits until addr accepts connections.
 func WaitTCP(ctx context.Context, addr string) error {

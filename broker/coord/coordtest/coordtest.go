@@ -76,22 +76,3 @@ func FreePorts(t testing.TB, n int) []int {
 	}
 	return ports
 }
-
-// Eventually polls cond every 20 ms until it returns nil, failing the test
-// with cond's last error once within has passed.
-func Eventually(t testing.TB, within time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %v", within, err)
-		}
-		<-tick.C
-	}
-}
