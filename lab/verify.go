@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,6 +51,17 @@ type SeedRun struct {
 	Seconds   float64          `json:"seconds"`
 	Dir       string           `json:"dir,omitempty"`
 	Error     string           `json:"error,omitempty"`
+	// Timing is where the run's time went (its outcome.json's).
+	Timing *Timing `json:"timing,omitempty"`
+}
+
+// Around is the time a run took beyond its workload: bring-up, topic,
+// stop, drain, teardown, check and report.
+func (r SeedRun) Around() (float64, bool) {
+	if r.Timing == nil {
+		return 0, false
+	}
+	return r.Seconds - r.Timing.Workload, true
 }
 
 // Tally is one scenario's runs in a sweep.
@@ -115,8 +127,58 @@ type VerifyResult struct {
 	LoadMax   float64 `json:"load_max"`
 	Cores     int     `json:"cores"`
 	Scenarios []Tally `json:"scenarios"`
+	// Around is the time around the sweep's runs (SeedRun.Around).
+	Around *AroundSummary `json:"around,omitempty"`
 	// Stopped says why the sweep ended before every run was made.
 	Stopped string `json:"stopped,omitempty"`
+}
+
+// AroundSummary is the time around a sweep's runs, in seconds: the median
+// and 90th percentile of wall time minus workload, and the median of each
+// phase.
+type AroundSummary struct {
+	Runs   int     `json:"runs"`
+	Median float64 `json:"median_s"`
+	P90    float64 `json:"p90_s"`
+	Phases Timing  `json:"phase_medians"`
+}
+
+// summarizeAround summarizes the time around the runs that have a timing.
+func summarizeAround(ts []Tally) *AroundSummary {
+	var around []float64
+	var ph [6][]float64
+	for _, t := range ts {
+		for _, r := range t.Runs {
+			a, ok := r.Around()
+			if !ok {
+				continue
+			}
+			around = append(around, a)
+			for i, v := range []float64{r.Timing.Up, r.Timing.Setup, r.Timing.Stop, r.Timing.Drain, r.Timing.Down, r.Timing.Check} {
+				ph[i] = append(ph[i], v)
+			}
+		}
+	}
+	if len(around) == 0 {
+		return nil
+	}
+	return &AroundSummary{Runs: len(around), Median: quantile(around, 0.5), P90: quantile(around, 0.9),
+		Phases: Timing{Up: quantile(ph[0], 0.5), Setup: quantile(ph[1], 0.5), Stop: quantile(ph[2], 0.5),
+			Drain: quantile(ph[3], 0.5), Down: quantile(ph[4], 0.5), Check: quantile(ph[5], 0.5)}}
+}
+
+// quantile is the q-quantile of xs (nearest rank; xs is sorted in place).
+func quantile(xs []float64, q float64) float64 {
+	slices.Sort(xs)
+	i := int(math.Ceil(q*float64(len(xs)))) - 1
+	return xs[max(0, min(i, len(xs)-1))]
+}
+
+// String is the summary's line in a sweep's table.
+func (a *AroundSummary) String() string {
+	p := a.Phases
+	return fmt.Sprintf("time around a run (wall minus workload) over %d runs: median %.1fs, p90 %.1fs; phase medians: up %.1fs, topic %.1fs, stop %.1fs, drain %.1fs, down %.1fs, check %.1fs",
+		a.Runs, a.Median, a.P90, p.Up, p.Setup, p.Stop, p.Drain, p.Down, p.Check)
 }
 
 // Code is the sweep's exit status: 255 if a run could not run, else 1 if
@@ -245,6 +307,7 @@ sweep:
 	}
 	res.Seconds = time.Since(start).Seconds()
 	res.Cores = runtime.NumCPU()
+	res.Around = summarizeAround(res.Scenarios)
 	for _, l := range loads {
 		res.LoadMean += l / float64(len(loads))
 		res.LoadMax = max(res.LoadMax, l)
@@ -279,7 +342,7 @@ func verifyRun(ctx context.Context, sc Scenario, o Options, dir string) SeedRun 
 	o.Out = lf
 	start := time.Now()
 	res, err := Run(ctx, sc, o)
-	r.Seconds, r.Dir = time.Since(start).Seconds(), res.Dir
+	r.Seconds, r.Dir, r.Timing = time.Since(start).Seconds(), res.Dir, res.Timing
 	if err != nil {
 		r.Outcome, r.Error = "error", err.Error()
 		fmt.Fprintf(lf, "error: %v\n", err)
@@ -329,6 +392,9 @@ func WriteVerifyTable(w io.Writer, v *VerifyResult) {
 	}
 	fmt.Fprintf(w, "%-*s  %-*s  %4s  %4s  %7s  %10s  %9s  %5s  %s\n", nameW, "scenario", expW, "expect", "runs", "met", "not-met", "not-set-up", "undecided", "error", "seeds not met")
 	defer func() {
+		if v.Around != nil {
+			fmt.Fprintln(w, v.Around)
+		}
 		for _, t := range v.Scenarios {
 			if t.Across != nil {
 				fmt.Fprintf(w, "%s across seeds (%s): %s: %s\n", t.Scenario, t.Across.Expect, strings.ToUpper(t.Across.Outcome.String()), strings.Join(t.Across.Reasons, "; "))
@@ -364,6 +430,9 @@ func WriteVerifyMarkdown(w io.Writer, v *VerifyResult) {
 	for _, t := range v.Scenarios {
 		fmt.Fprintf(w, "| `%s` | %s | %d | %d | %d | %d | %d | %d | %s |\n", t.Scenario, strings.ReplaceAll(t.Expect, "|", "\\|"), len(t.Runs),
 			t.Count(results.Met), t.Count(results.NotMet), t.Count(results.NotSetUp), t.Count(results.Undecided), t.Count("error"), failingSeeds(t))
+	}
+	if v.Around != nil {
+		fmt.Fprintf(w, "\nThe %s.\n", v.Around)
 	}
 	for _, t := range v.Scenarios {
 		if t.Across != nil {

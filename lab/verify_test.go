@@ -108,3 +108,30 @@ func TestVerifyAcrossSeeds(t *testing.T) {
 		t.Errorf("2 of 3 seeds: %+v, %q, code %d", j, note, v.Code())
 	}
 }
+
+func TestVerifyAround(t *testing.T) {
+	run := func(secs, workload, up float64) SeedRun {
+		return SeedRun{Outcome: results.Met, Seconds: secs, Timing: &Timing{Up: up, Workload: workload, Check: 0.5}}
+	}
+	ts := []Tally{
+		{Scenario: "a", Runs: []SeedRun{run(33, 30, 1), run(34, 30, 2), {Outcome: "error"}}},
+		{Scenario: "b", Runs: []SeedRun{run(22, 20, 1), run(45, 40, 3), run(62, 60, 1)}},
+	}
+	a := summarizeAround(ts)
+	// Around: 3, 4, 2, 5, 2 -> median 3, p90 5; ups 1, 2, 1, 3, 1 -> 1.
+	if a == nil || a.Runs != 5 || a.Median != 3 || a.P90 != 5 || a.Phases.Up != 1 || a.Phases.Check != 0.5 {
+		t.Fatalf("summary %+v", a)
+	}
+	var tab, md strings.Builder
+	v := &VerifyResult{Scenarios: ts, Around: a}
+	WriteVerifyTable(&tab, v)
+	WriteVerifyMarkdown(&md, v)
+	for _, out := range []string{tab.String(), md.String()} {
+		if !strings.Contains(out, "time around a run (wall minus workload) over 5 runs: median 3.0s, p90 5.0s; phase medians: up 1.0s") {
+			t.Errorf("no time around the runs in:\n%s", out)
+		}
+	}
+	if summarizeAround([]Tally{{Runs: []SeedRun{{Outcome: "error"}}}}) != nil {
+		t.Error("a summary without any timed run")
+	}
+}
