@@ -122,7 +122,12 @@ var ErrInternal = errors.New("internal error")
 // cancelled ctx, an error, a panic — every fault is healed, the cluster is
 // torn down and what was recorded is checked.
 func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
-	if err := sc.Validate(); err != nil {
+	if sc.Seed == 0 {
+		sc.Seed = time.Now().UnixNano()%1_000_000_000 + 1
+	}
+	// Validated once: the run plays the timeline validation computed.
+	events, err := sc.Plan()
+	if err != nil {
 		return Result{}, err
 	}
 	o = o.withDefaults()
@@ -132,9 +137,6 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 			return Result{}, fmt.Errorf("%w: %v", ErrInternal, err)
 		}
 		o.Binary = exe
-	}
-	if sc.Seed == 0 {
-		sc.Seed = time.Now().UnixNano()%1_000_000_000 + 1
 	}
 	sc.Workload.Seed = sc.Seed
 	runID := o.RunID
@@ -208,7 +210,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		}()
 		tm.Up = since(&mark)
 		fmt.Fprintf(out, "  cluster up in %.1fs; bootstrap %s\n", tm.Up, strings.Join(c.Bootstrap(), ","))
-		d := &driver{sc: sc, c: c, o: o, out: out, histPath: histPath, timing: tm}
+		d := &driver{sc: sc, events: events, c: c, o: o, out: out, histPath: histPath, timing: tm}
 		err = d.run(ctx)
 		recorded, notSetUp, workloadErr = d.started, d.notSetUp, d.workloadErr
 		return err
@@ -328,6 +330,7 @@ func (s *Scenario) diskBrokers() []string {
 // driver runs one scenario against a cluster that is up.
 type driver struct {
 	sc       Scenario
+	events   []nemesis.Event // sc's fault timeline (Scenario.Plan)
 	c        *compose.Cluster
 	o        Options
 	out      io.Writer
@@ -404,10 +407,7 @@ func (d *driver) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	events, err := sc.ScheduleEvents()
-	if err != nil {
-		return err
-	}
+	events := d.events
 	nem := &nemesis.Nemesis{
 		Env: &nemesis.Env{Cluster: c, Resolver: &nemesis.LiveResolver{Cluster: c}, Disks: c.Disks(),
 			Rand: rand.New(rand.NewSource(sc.Seed)), Log: o.Log,

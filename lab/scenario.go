@@ -488,6 +488,15 @@ func (t *Topic) validReplicas(brokers int) error {
 // Validate checks a scenario and fills defaults. Errors name the file and
 // line when the scenario was loaded from one.
 func (s *Scenario) Validate() error {
+	_, err := s.Plan()
+	return err
+}
+
+// Plan validates the scenario (Validate) and returns the fault timeline it
+// computed on the way (ScheduleEvents, for the scenario's seed): a run
+// validates once and plays what validation checked.
+func (s *Scenario) Plan() ([]nemesis.Event, error) {
+	var events []nemesis.Event
 	bad := func(path []string, format string, a ...any) error {
 		where := s.file
 		if where == "" {
@@ -504,26 +513,26 @@ func (s *Scenario) Validate() error {
 	}
 	for _, part := range strings.Split(s.Name, "/") {
 		if part == "" || part == "." || part == ".." || strings.ContainsAny(part, " \\") {
-			return bad([]string{"name"}, "%q: use words separated by / (it names the results directory)", s.Name)
+			return nil, bad([]string{"name"}, "%q: use words separated by / (it names the results directory)", s.Name)
 		}
 	}
 	caps, err := compose.CapabilitiesOf(s.Cluster.Backend)
 	if err != nil {
-		return bad([]string{"cluster", "backend"}, "%q: use netns, docker or ssh", s.Cluster.Backend)
+		return nil, bad([]string{"cluster", "backend"}, "%q: use netns, docker or ssh", s.Cluster.Backend)
 	}
 	if caps.UserHosts {
 		if s.Cluster.SSH == nil {
-			return bad([]string{"cluster", "backend"}, "ssh needs its hosts under cluster.ssh (or isrlab run --cluster FILE)")
+			return nil, bad([]string{"cluster", "backend"}, "ssh needs its hosts under cluster.ssh (or isrlab run --cluster FILE)")
 		}
 		if err := s.Cluster.SSH.Validate(); err != nil {
-			return bad([]string{"cluster", "ssh"}, "%v", err)
+			return nil, bad([]string{"cluster", "ssh"}, "%v", err)
 		}
 		s.Cluster.Brokers, s.Cluster.Coordinators = s.Cluster.SSH.Counts()
 		if len(s.Cluster.Disk) > 0 {
-			return bad([]string{"cluster", "disk"}, "faultfs disks need a cluster the lab lays out (netns or docker)")
+			return nil, bad([]string{"cluster", "disk"}, "faultfs disks need a cluster the lab lays out (netns or docker)")
 		}
 	} else if s.Cluster.SSH != nil {
-		return bad([]string{"cluster", "ssh"}, "hosts are for backend ssh")
+		return nil, bad([]string{"cluster", "ssh"}, "hosts are for backend ssh")
 	}
 	if s.Cluster.Coordinators == 0 && !caps.UserHosts {
 		s.Cluster.Coordinators = 3
@@ -532,7 +541,7 @@ func (s *Scenario) Validate() error {
 		s.Cluster.Brokers = 3
 	}
 	if s.Cluster.Coordinators < 0 || s.Cluster.Brokers < 0 {
-		return bad([]string{"cluster"}, "node counts must be positive")
+		return nil, bad([]string{"cluster"}, "node counts must be positive")
 	}
 	if s.Topic.Name == "" {
 		s.Topic.Name = "isrlab"
@@ -541,74 +550,74 @@ func (s *Scenario) Validate() error {
 		s.Topic.Partitions = 3
 	}
 	if s.Topic.Partitions < 0 {
-		return bad([]string{"topic", "partitions"}, "%d: must be positive", s.Topic.Partitions)
+		return nil, bad([]string{"topic", "partitions"}, "%d: must be positive", s.Topic.Partitions)
 	}
 	if s.Topic.ReplicationFactor == 0 {
 		s.Topic.ReplicationFactor = int16(min(3, s.Cluster.Brokers))
 	}
 	if s.Topic.ReplicationFactor < 0 || int(s.Topic.ReplicationFactor) > s.Cluster.Brokers {
-		return bad([]string{"topic", "replication.factor"}, "%d with %d brokers", s.Topic.ReplicationFactor, s.Cluster.Brokers)
+		return nil, bad([]string{"topic", "replication.factor"}, "%d with %d brokers", s.Topic.ReplicationFactor, s.Cluster.Brokers)
 	}
 	if err := s.Topic.validReplicas(s.Cluster.Brokers); err != nil {
-		return bad([]string{"topic", "replicas"}, "%v", err)
+		return nil, bad([]string{"topic", "replicas"}, "%v", err)
 	}
 	switch {
 	case s.Topic.Leader == "":
 	case s.Topic.Leader != LeaderTxnCoordinator:
-		return bad([]string{"topic", "leader"}, "%q: the one placement is %s", s.Topic.Leader, LeaderTxnCoordinator)
+		return nil, bad([]string{"topic", "leader"}, "%q: the one placement is %s", s.Topic.Leader, LeaderTxnCoordinator)
 	case len(s.Topic.Replicas) > 0:
-		return bad([]string{"topic", "leader"}, "%s and topic.replicas: give one placement", s.Topic.Leader)
+		return nil, bad([]string{"topic", "leader"}, "%s and topic.replicas: give one placement", s.Topic.Leader)
 	case s.Workload.Type != "txn":
-		return bad([]string{"topic", "leader"}, "%s needs workload type txn", s.Topic.Leader)
+		return nil, bad([]string{"topic", "leader"}, "%s needs workload type txn", s.Topic.Leader)
 	case s.Cluster.Config["transaction.state.log.num.partitions"] != "1":
-		return bad([]string{"topic", "leader"}, "%s needs cluster.config transaction.state.log.num.partitions: \"1\" (one broker coordinates every transaction)", s.Topic.Leader)
+		return nil, bad([]string{"topic", "leader"}, "%s needs cluster.config transaction.state.log.num.partitions: \"1\" (one broker coordinates every transaction)", s.Topic.Leader)
 	}
 	bc := kafkaconfig.NewBroker()
 	for _, k := range slices.Sorted(maps.Keys(s.Cluster.Config)) {
 		if !bc.Known(k) {
-			return bad([]string{"cluster", "config", k}, "unknown broker config key%s", nearest(k, bc.Keys()))
+			return nil, bad([]string{"cluster", "config", k}, "unknown broker config key%s", nearest(k, bc.Keys()))
 		}
 		if err := bc.Set(k, s.Cluster.Config[k]); err != nil {
-			return bad([]string{"cluster", "config", k}, "%v", err)
+			return nil, bad([]string{"cluster", "config", k}, "%v", err)
 		}
 	}
 	tc := kafkaconfig.New(kafkaconfig.TopicDefs)
 	for _, k := range slices.Sorted(maps.Keys(s.Topic.Config)) {
 		if !tc.Known(k) {
-			return bad([]string{"topic", "config", k}, "unknown topic config key%s", nearest(k, tc.Keys()))
+			return nil, bad([]string{"topic", "config", k}, "unknown topic config key%s", nearest(k, tc.Keys()))
 		}
 		if err := tc.Set(k, s.Topic.Config[k]); err != nil {
-			return bad([]string{"topic", "config", k}, "%v", err)
+			return nil, bad([]string{"topic", "config", k}, "%v", err)
 		}
 	}
 	for i, d := range s.Cluster.Disk {
 		if d != "faultfs" && !s.isBroker(d) {
-			return bad([]string{"cluster", "disk"}, "entry %d: %q: use faultfs (every broker) or broker names b1..b%d", i+1, d, s.Cluster.Brokers)
+			return nil, bad([]string{"cluster", "disk"}, "entry %d: %q: use faultfs (every broker) or broker names b1..b%d", i+1, d, s.Cluster.Brokers)
 		}
 	}
 	if s.Duration == 0 {
 		s.Duration = 30 * time.Second
 	}
 	if s.Duration < 0 {
-		return bad([]string{"duration"}, "%v is negative", s.Duration)
+		return nil, bad([]string{"duration"}, "%v is negative", s.Duration)
 	}
 	switch s.Workload.Type {
 	case "", "log", "queue", "rate", "txn":
 	default:
-		return bad([]string{"workload", "type"}, "%q: use log, queue, rate or txn", s.Workload.Type)
+		return nil, bad([]string{"workload", "type"}, "%q: use log, queue, rate or txn", s.Workload.Type)
 	}
 	s.Workload.Topic, s.Workload.Partitions = s.Topic.Name, s.Topic.Partitions
 	if s.Workload.Type == "txn" {
 		if err := s.Workload.ValidateTxn(); err != nil {
-			return bad([]string{"workload"}, "%v", err)
+			return nil, bad([]string{"workload"}, "%v", err)
 		}
 	} else if keys := s.Workload.TxnKeys(); len(keys) > 0 {
-		return bad([]string{"workload", keys[0]}, "a key of the txn workload (workload.type: txn)")
+		return nil, bad([]string{"workload", keys[0]}, "a key of the txn workload (workload.type: txn)")
 	} else if err := s.Workload.ValidateFor(s.Workload.Type); err != nil {
-		return bad([]string{"workload"}, "%v", err)
+		return nil, bad([]string{"workload"}, "%v", err)
 	}
 	if err := clients.Check(s.Workload.ClientSpec, s.Workload.Type, s.Workload.Config); err != nil {
-		return bad([]string{"workload", "client"}, "%v", err)
+		return nil, bad([]string{"workload", "client"}, "%v", err)
 	}
 	var faultNames []string
 	for i, f := range s.Faults {
@@ -616,7 +625,7 @@ func (s *Scenario) Validate() error {
 			continue
 		}
 		if slices.Contains(faultNames, f.Name) {
-			return bad([]string{"faults", strconv.Itoa(i), "name"}, "%q names two faults", f.Name)
+			return nil, bad([]string{"faults", strconv.Itoa(i), "name"}, "%q names two faults", f.Name)
 		}
 		faultNames = append(faultNames, f.Name)
 	}
@@ -624,7 +633,7 @@ func (s *Scenario) Validate() error {
 		at := []string{"faults", strconv.Itoa(i)}
 		if f.When != nil {
 			if err := f.When.Validate(faultNames); err != nil {
-				return bad(append(at, "when"), "%v", err)
+				return nil, bad(append(at, "when"), "%v", err)
 			}
 			var exprs []string
 			if p := f.When.Partition; p != "" {
@@ -636,29 +645,30 @@ func (s *Scenario) Validate() error {
 				}
 			}
 			if err := s.checkExprs(exprs); err != nil {
-				return bad(append(at, "when"), "%v", err)
+				return nil, bad(append(at, "when"), "%v", err)
 			}
 			if w := time.Duration(f.When.Within); w > 0 && f.At+w > s.Duration {
-				return bad(append(at, "when", "within"), "at %v + within %v ends after the %v run", f.At, w, s.Duration)
+				return nil, bad(append(at, "when", "within"), "at %v + within %v ends after the %v run", f.At, w, s.Duration)
 			}
 		}
 		if f.Spec.Fault == nil {
-			return bad(at, "no fault")
+			return nil, bad(at, "no fault")
 		}
 		if f.At < 0 || f.At > s.Duration {
-			return bad(append(at, "at"), "%v is outside the %v run", f.At, s.Duration)
+			return nil, bad(append(at, "at"), "%v is outside the %v run", f.At, s.Duration)
 		}
 		if f.HealAfter < 0 {
-			return bad(append(at, "heal.after"), "%v is negative", f.HealAfter)
+			return nil, bad(append(at, "heal.after"), "%v is negative", f.HealAfter)
 		}
 		if err := s.checkTargets(f.Spec.Fault); err != nil {
-			return bad(at, "%s: %v", f.Spec.Fault.Kind(), err)
+			return nil, bad(at, "%s: %v", f.Spec.Fault.Kind(), err)
 		}
 	}
 	if sc := s.Schedule; sc != nil {
 		at := []string{"schedule"}
-		if _, err := s.ScheduleEvents(); err != nil {
-			return bad(at, "%v", err)
+		var err error
+		if events, err = s.ScheduleEvents(); err != nil {
+			return nil, bad(at, "%v", err)
 		}
 		faults := slices.Collect(func(yield func(nemesis.Fault) bool) {
 			for _, w := range sc.Mix {
@@ -675,14 +685,20 @@ func (s *Scenario) Validate() error {
 		})
 		for _, f := range faults {
 			if err := s.checkTargets(f); err != nil {
-				return bad(at, "%s: %v", f.Kind(), err)
+				return nil, bad(at, "%s: %v", f.Kind(), err)
 			}
 		}
 	}
 	if path, err := s.Expect.validate(); err != nil {
-		return bad(append([]string{"expect"}, path...), "%v", err)
+		return nil, bad(append([]string{"expect"}, path...), "%v", err)
 	}
-	return nil
+	if s.Schedule == nil {
+		var err error
+		if events, err = s.ScheduleEvents(); err != nil {
+			return nil, bad([]string{"faults"}, "%v", err)
+		}
+	}
+	return events, nil
 }
 
 func (s *Scenario) isBroker(name string) bool {

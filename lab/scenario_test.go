@@ -299,6 +299,11 @@ schedule:
 	if b, _ := json.Marshal(again); string(b) != string(mustJSON(t, ev)) {
 		t.Error("the same scenario gave two schedules")
 	}
+	// A run validates once and plays the timeline validation computed.
+	planned, err := sc.Plan()
+	if err != nil || string(mustJSON(t, planned)) != string(mustJSON(t, ev)) {
+		t.Errorf("Plan: %v, its timeline differs from the schedule's", err)
+	}
 	sc.Seed = 43
 	other, _ := sc.ScheduleEvents()
 	if string(mustJSON(t, other)) == string(mustJSON(t, ev)) {
@@ -310,6 +315,9 @@ schedule:
 	fixed, _ := Parse("x.yaml", "x", []byte("duration: 20s\nfaults:\n  - {kind: pause, nodes: [b1], at: 2s}\n"))
 	if fe, _ := fixed.ScheduleEvents(); len(fe) != 2 || fe[1].Action != nemesis.ActHealAll || fe[1].At != 20*time.Second {
 		t.Errorf("a fault without heal.after must last to the end: %+v", fe)
+	}
+	if fe, err := fixed.Plan(); err != nil || len(fe) != 2 {
+		t.Errorf("Plan of fixed faults: %+v, %v", fe, err)
 	}
 	starts := 0
 	for _, e := range ev {
