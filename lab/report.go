@@ -69,18 +69,18 @@ func SeriesReport(roots []string, svg bool) ([]SeriesRow, error) {
 func seriesRow(dir string, svg bool) (SeriesRow, error) {
 	row := SeriesRow{Dir: dir}
 	var v checker.Verdict
-	b, err := os.ReadFile(filepath.Join(dir, "verdict.json"))
+	b, err := os.ReadFile(filepath.Join(dir, results.VerdictFile))
 	if err != nil {
 		return row, err
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
-		return row, fmt.Errorf("verdict.json: %w", err)
+		return row, fmt.Errorf("%s: %w", results.VerdictFile, err)
 	}
 	var sum Summary
-	if b, err := os.ReadFile(filepath.Join(dir, "outcome.json")); err == nil && json.Unmarshal(b, &sum) == nil {
+	if b, err := os.ReadFile(filepath.Join(dir, results.OutcomeFile)); err == nil && json.Unmarshal(b, &sum) == nil {
 		row.Scenario, row.Outcome, row.Expect = sum.Scenario, sum.Outcome.String(), sum.Expect
 	}
-	t, err := faultTouched(filepath.Join(dir, "history.jsonl"))
+	t, err := faultTouched(filepath.Join(dir, results.HistoryFile))
 	if err != nil {
 		return row, err
 	}
@@ -93,7 +93,7 @@ func seriesRow(dir string, svg bool) (SeriesRow, error) {
 		if err != nil {
 			return row, err
 		}
-		path := filepath.Join(dir, "metrics.svg")
+		path := filepath.Join(dir, results.MetricsSVGFile)
 		if err := results.WriteWith(path, func(w io.Writer) error {
 			return series.Plot(w, orDefault(row.Scenario, filepath.Base(dir)), ss, faultWindows(&v), series.IncidentPanels)
 		}); err != nil {

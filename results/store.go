@@ -51,6 +51,7 @@ const (
 	JUnitFile           = "junit.xml"
 	ReportFile          = "report.html"
 	LinearizabilityFile = "linearizability.html"
+	MetricsSVGFile      = "metrics.svg"
 	NodesDir            = "nodes"
 	TableFile           = "table.json"
 	TableTextFile       = "table.txt"

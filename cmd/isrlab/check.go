@@ -110,12 +110,12 @@ func runCheck(w io.Writer, path string, opt checker.Options, asJSON bool, out, h
 	}
 	file := path
 	if st.IsDir() {
-		file = filepath.Join(path, "history.jsonl")
+		file = filepath.Join(path, results.HistoryFile)
 		if out == "" {
-			out = filepath.Join(path, "verdict.json")
+			out = filepath.Join(path, results.VerdictFile)
 		}
 		if html == "" {
-			html = filepath.Join(path, "linearizability.html")
+			html = filepath.Join(path, results.LinearizabilityFile)
 		}
 	}
 	open := func() (io.ReadCloser, error) { return os.Open(file) }
