@@ -51,8 +51,20 @@ type Env struct {
 	DelayerCommand func(args []string) *exec.Cmd
 	// Log receives one line per injection and heal; nil discards.
 	Log *slog.Logger
-	// id is the id of the fault being applied (names its nftables table).
+	// id is the id of the fault being applied (names its nftables table,
+	// cgroups and queue): set only on the copy forFault makes for one
+	// injection or heal, never on a shared Env.
 	id string
+}
+
+// forFault is a copy of e for applying the fault with id: faults see
+// their id without anyone mutating a shared Env. Lazily made state (the
+// random source) is made first, so that every copy draws from one.
+func (e *Env) forFault(id string) *Env {
+	e.rng()
+	c := *e
+	c.id = id
+	return &c
 }
 
 func (e *Env) rng() *rand.Rand {

@@ -81,13 +81,11 @@ func specJSON(f Fault) []byte {
 func (n *Nemesis) Inject(ctx context.Context, f Fault) (Active, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	env := n.Env
 	id, err := n.store().reserve()
 	if err != nil {
 		return Active{}, err
 	}
-	env.id = id
-	defer func() { env.id = "" }()
+	env := n.Env.forFault(id)
 	start := "start-" + f.Kind()
 	if err := f.Resolve(ctx, env); err != nil {
 		// Nothing was touched: the fault definitely did not happen.
@@ -141,9 +139,7 @@ func (n *Nemesis) heal(ctx context.Context, a Active, rec bool) error {
 	if rec {
 		n.record(history.Invoke, stop, value, nil)
 	}
-	n.Env.id = a.ID
-	err := f.Heal(ctx, n.Env)
-	n.Env.id = ""
+	err := f.Heal(ctx, n.Env.forFault(a.ID))
 	if err != nil {
 		if rec {
 			n.record(history.Info, stop, value, err)

@@ -467,11 +467,16 @@ type recordingFault struct {
 	SlowMs   int `json:"slow_ms,omitempty"`
 	injected *int
 	healed   *int
+	// ids gets the fault id each Inject and Heal saw in its Env.
+	ids *[]string
 }
 
 func (*recordingFault) Kind() string                          { return "test-fault" }
 func (r *recordingFault) Resolve(context.Context, *Env) error { return nil }
-func (r *recordingFault) Inject(ctx context.Context, _ *Env) error {
+func (r *recordingFault) Inject(ctx context.Context, env *Env) error {
+	if r.ids != nil {
+		*r.ids = append(*r.ids, env.id)
+	}
 	if slowClock != nil {
 		slowClock.now = slowClock.now.Add(time.Duration(r.SlowMs) * time.Millisecond)
 	}
@@ -483,7 +488,10 @@ func (r *recordingFault) Inject(ctx context.Context, _ *Env) error {
 	}
 	return nil
 }
-func (r *recordingFault) Heal(context.Context, *Env) error {
+func (r *recordingFault) Heal(_ context.Context, env *Env) error {
+	if r.ids != nil {
+		*r.ids = append(*r.ids, env.id)
+	}
 	if r.healed != nil {
 		*r.healed++
 	}
@@ -626,5 +634,34 @@ func TestDockerFaultsAreNodeSide(t *testing.T) {
 	q := &Partition{Topology: TopoIsolate, Targets: []string{"b1"}}
 	if err := q.Resolve(context.Background(), env); err != nil || q.Side != SideSwitch {
 		t.Fatalf("netns partition: side %q, %v", q.Side, err)
+	}
+}
+
+// A fault sees its own id in the Env it is applied with; the Nemesis's
+// shared Env is never changed.
+func TestFaultSeesItsID(t *testing.T) {
+	env := &Env{Cluster: &compose.Cluster{}}
+	n := &Nemesis{Env: env, Store: &Store{Path: filepath.Join(t.TempDir(), "faults.json")}}
+	var ids []string
+	a, err := n.Inject(context.Background(), &recordingFault{Nodes: []string{"b1"}, ids: &ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.id != "" {
+		t.Errorf("the shared Env carries id %q after an injection", env.id)
+	}
+	active, err := n.Store.Get(a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	active.Fault.Fault.(*recordingFault).ids = &ids
+	if err := n.heal(context.Background(), active, false); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 2 || ids[0] != a.ID || ids[1] != a.ID || env.id != "" {
+		t.Errorf("ids seen %v (fault %s), shared Env's %q", ids, a.ID, env.id)
+	}
+	if env.Rand == nil {
+		t.Error("the copies' random source was not made on the shared Env")
 	}
 }
