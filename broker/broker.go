@@ -163,7 +163,10 @@ func New(cfg *kafkaconfig.Config, opts ...Option) (*Broker, error) {
 		return nil, fmt.Errorf("open log dirs %s: %w", strings.Join(dirs, ","), err)
 	}
 	b.logs = logs
-	b.hwCheckpoint = replication.LoadHWCheckpoint(logs, b.log)
+	if b.hwCheckpoint, err = replication.LoadHWCheckpoint(logs, b.log); err != nil {
+		logs.Close()
+		return nil, err
+	}
 	if b.clustered() {
 		// Partitions come from the controller's LeaderAndIsr.
 		b.meta = newClusterMetadata(b)

@@ -263,7 +263,8 @@ func lastOffset(fs kgo.Fetches) int64 {
 // and reads its partition back with read_committed. What Kafka does is
 // the reference (docs/faults.md): it truncates a segment at the first
 // batch whose CRC fails when it recovers, rebuilds a bad index, producer
-// snapshot or transaction index, and stops on a malformed checkpoint. The
+// snapshot or transaction index, and takes the log directory offline on a
+// malformed checkpoint (a broker with one stops), as the broker here does. The
 // broker here must never serve a record with other bytes than were
 // written, nor an aborted one to read_committed; the rest (refusals,
 // losses from this one copy) is logged as the outcome table.
@@ -331,6 +332,11 @@ func TestCorruptionRecovery(t *testing.T) {
 			t.Log(line)
 			if o.corrupt > 0 || o.aborted > 0 {
 				t.Errorf("the broker served what it must not: %s", o)
+			}
+			// Zeroed bytes never parse: the log directory goes offline and
+			// the broker, with no other, does not start (as Kafka's).
+			if strings.HasSuffix(c.file, "checkpoint") && c.mode == "zero" && !strings.Contains(o.refused, "log directory offline") {
+				t.Errorf("a zeroed %s: %s; want the broker to refuse to start, its log directory offline", c.file, o)
 			}
 		})
 	}

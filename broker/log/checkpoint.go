@@ -15,6 +15,19 @@ import (
 // errBadCheckpoint marks a checkpoint file that exists but cannot be parsed.
 var errBadCheckpoint = errors.New("malformed checkpoint file")
 
+// ErrLogDirOffline: a log directory whose checkpoint files (recovery
+// point, log start offset, high watermark, a partition's leader epochs)
+// cannot be read. Kafka's checkpoint reads turn such an IOException into a
+// failed log directory (CheckpointFileWithFailureHandler.read, LogDirFailureChannel),
+// and a broker with no online log directory left stops; so does this one:
+// the broker refuses to start until the file is repaired or removed.
+var ErrLogDirOffline = errors.New("log directory offline")
+
+// offline is ErrLogDirOffline for dir, because of err.
+func offline(dir string, err error) error {
+	return fmt.Errorf("%w: %s: %v (repair or remove the file; a missing checkpoint is rebuilt)", ErrLogDirOffline, dir, err)
+}
+
 // readCheckpoint parses Kafka's checkpoint format: a version line "0", a
 // count line, then count lines of exactly fields space-separated fields. A
 // missing file yields no lines and no error.

@@ -35,8 +35,7 @@ type loading struct {
 	l *Log
 	o options
 
-	segs          []*segment // the segments opened so far, by base offset
-	rebuildEpochs bool       // the epoch checkpoint was unreadable
+	segs []*segment // the segments opened so far, by base offset
 	// recoverFrom is the index in segs of the first segment recovery
 	// validates (len(segs) after a clean shutdown); the ones before it
 	// are trusted after a sanity check.
@@ -58,10 +57,7 @@ func (ld *loading) run() error {
 	}
 	ld.recoverFrom = len(bases)
 	if !ld.o.clean {
-		ld.recoverFrom = 0
-		if !ld.rebuildEpochs {
-			ld.recoverFrom = max(sort.Search(len(bases), func(i int) bool { return bases[i] > ld.o.recoveryPoint })-1, 0)
-		}
+		ld.recoverFrom = max(sort.Search(len(bases), func(i int) bool { return bases[i] > ld.o.recoveryPoint })-1, 0)
 	}
 	for i, base := range bases {
 		s, err := ld.openSegment(base)
@@ -86,11 +82,6 @@ func (ld *loading) run() error {
 		}
 	}
 	leo := active.next
-	if ld.rebuildEpochs && ld.o.clean {
-		if err := ld.epochsFromHeaders(); err != nil {
-			return err
-		}
-	}
 	if err := l.epochs.TruncateFromEnd(leo); err != nil {
 		return err
 	}
@@ -154,18 +145,16 @@ func (l *Log) listSegments() ([]int64, error) {
 	return bases, nil
 }
 
-// openEpochs reads the leader epoch checkpoint; an unreadable one is
-// emptied, and the epochs are rebuilt from the log.
+// openEpochs reads the leader epoch checkpoint; one that cannot be read
+// takes the log directory offline (ErrLogDirOffline), as in Kafka.
 func (ld *loading) openEpochs() error {
 	l := ld.l
 	epochs, err := newEpochCache(l.dir)
 	l.epochs = epochs
-	if err == nil {
-		return nil
+	if err != nil {
+		return offline(filepath.Dir(l.dir), err)
 	}
-	l.logger.Warn("leader epoch checkpoint unreadable, rebuilding from the log", "err", err)
-	ld.rebuildEpochs = true
-	return epochs.clear()
+	return nil
 }
 
 // fresh starts a log that has no segment: one empty segment at the log
@@ -287,32 +276,6 @@ func (ld *loading) deleteAfter(i int) error {
 		}
 	}
 	ld.segs = ld.segs[:i+1]
-	return nil
-}
-
-// epochsFromHeaders rebuilds the epoch cache of a cleanly shut down log
-// from its batch headers: the batches are trusted; only their epochs are
-// needed.
-func (ld *loading) epochsFromHeaders() error {
-	epochs := ld.l.epochs
-	for _, s := range ld.segs {
-		size := s.size.Load()
-		for pos := int64(0); ; {
-			b, ok, err := s.readHeader(pos, size)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				break
-			}
-			if b.LeaderEpoch > epochs.LatestEpoch() {
-				if _, err := epochs.Assign(b.LeaderEpoch, b.BaseOffset); err != nil {
-					return err
-				}
-			}
-			pos += int64(b.Size)
-		}
-	}
 	return nil
 }
 

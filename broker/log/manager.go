@@ -151,13 +151,11 @@ func (m *Manager) loadDir(dir string) error {
 	clean := err == nil
 	rps, err := readOffsets(filepath.Join(dir, RecoveryPointCheckpointFile))
 	if err != nil {
-		m.logger.Warn("recovery point checkpoint unreadable, recovering whole logs", "dir", dir, "err", err)
-		rps, clean = nil, false
+		return offline(dir, err)
 	}
 	starts, err := readOffsets(filepath.Join(dir, LogStartOffsetCheckpointFile))
 	if err != nil {
-		m.logger.Warn("log start offset checkpoint unreadable", "dir", dir, "err", err)
-		starts = nil
+		return offline(dir, err)
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -332,13 +330,14 @@ func (m *Manager) WriteReplicationOffsets(hw map[TopicPartition]int64) error {
 	return errors.Join(errs...)
 }
 
-// ReadReplicationOffsets reads the high watermarks checkpointed in every log dir.
+// ReadReplicationOffsets reads the high watermarks checkpointed in every
+// log dir; a checkpoint that cannot be read is ErrLogDirOffline.
 func (m *Manager) ReadReplicationOffsets() (map[TopicPartition]int64, error) {
 	out := map[TopicPartition]int64{}
 	for _, dir := range m.dirs {
 		offs, err := readOffsets(filepath.Join(dir, ReplicationOffsetCheckpointFile))
 		if err != nil {
-			return nil, err
+			return nil, offline(dir, err)
 		}
 		for tp, v := range offs {
 			out[tp] = v

@@ -2,8 +2,10 @@ package log
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -118,8 +120,8 @@ func TestRecovery(t *testing.T) {
 			}
 			return n
 		}, nil},
-		{"corrupt epoch checkpoint", func(t *testing.T, dir string, stored [][]byte) int {
-			os.WriteFile(filepath.Join(dir, EpochCheckpointFile), []byte("0\n7\n"), 0o644)
+		{"missing epoch checkpoint", func(t *testing.T, dir string, stored [][]byte) int {
+			os.Remove(filepath.Join(dir, EpochCheckpointFile))
 			return n
 		}, nil},
 		{"garbage tail, recovery point at the active segment", func(t *testing.T, dir string, stored [][]byte) int {
@@ -318,6 +320,10 @@ func FuzzRecovery(f *testing.F) {
 	})
 }
 
+// A malformed leader epoch checkpoint takes the log directory offline, as
+// Kafka's checkpoint read does (an IOException through
+// LogDirFailureChannel): the log does not open, whatever the shutdown,
+// and nothing is rewritten. A missing one is rebuilt from the log.
 func TestCorruptEpochCheckpointCleanOpen(t *testing.T) {
 	dir := t.TempDir()
 	cfg := smallConfig()
@@ -331,8 +337,22 @@ func TestCorruptEpochCheckpointCleanOpen(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(dir, EpochCheckpointFile), []byte("0\n3\n2 0\n1 5\n"), 0o644)
-	l, err = Open(dir, cfg, WithCleanShutdown(true))
+	bad := []byte("0\n3\n2 0\n1 5\n")
+	path := filepath.Join(dir, EpochCheckpointFile)
+	os.WriteFile(path, bad, 0o644)
+	for _, clean := range []bool{true, false} {
+		if l, err := Open(dir, cfg, WithCleanShutdown(clean)); !errors.Is(err, ErrLogDirOffline) || !strings.Contains(err.Error(), EpochCheckpointFile) {
+			if err == nil {
+				l.Close()
+			}
+			t.Fatalf("clean %v: open with a malformed epoch checkpoint: %v, want the log directory offline naming the file", clean, err)
+		}
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, bad) {
+		t.Fatalf("the malformed checkpoint was rewritten: %q", got)
+	}
+	os.Remove(path)
+	l, err = Open(dir, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +364,8 @@ func TestCorruptEpochCheckpointCleanOpen(t *testing.T) {
 
 // FuzzRecoveryCorruption flips bits of one byte in any file of a crashed
 // log (segment, index, time index, epoch checkpoint) and recovers it: Open
-// never fails, and recovery only cuts, never alters, what was written.
+// fails only on a malformed epoch checkpoint (the log directory offline),
+// and recovery only cuts, never alters, what was written.
 func FuzzRecoveryCorruption(f *testing.F) {
 	f.Add(uint16(100), byte(0x10), uint8(0))
 	f.Add(uint16(3), byte(0xff), uint8(1)) // a base offset, outside the CRC
@@ -369,6 +390,9 @@ func FuzzRecoveryCorruption(f *testing.F) {
 			t.Fatal(err)
 		}
 		l, err := Open(dir, cfg)
+		if errors.Is(err, ErrLogDirOffline) && target == filepath.Join(dir, EpochCheckpointFile) {
+			return // a malformed checkpoint: the directory is offline, as in Kafka
+		}
 		if err != nil {
 			t.Fatalf("recovery failed: %v", err)
 		}

@@ -101,16 +101,17 @@ type HWCheckpoint struct {
 }
 
 // LoadHWCheckpoint reads the checkpoint once at start, before anything
-// rewrites it.
-func LoadHWCheckpoint(store OffsetStore, log *slog.Logger) *HWCheckpoint {
+// rewrites it. A checkpoint that cannot be read is the store's error (its
+// log directory offline): the broker does not start.
+func LoadHWCheckpoint(store OffsetStore, log *slog.Logger) (*HWCheckpoint, error) {
 	hws, err := store.ReadReplicationOffsets()
 	if err != nil {
-		log.Warn("read replication-offset-checkpoint; high watermarks start at the log start", "err", err)
+		return nil, fmt.Errorf("read replication-offset-checkpoint: %w", err)
 	}
 	if hws == nil {
 		hws = map[klog.TopicPartition]int64{}
 	}
-	return &HWCheckpoint{store: store, log: log, read: hws}
+	return &HWCheckpoint{store: store, log: log, read: hws}, nil
 }
 
 // HW returns the HW last checkpointed for topic/idx.

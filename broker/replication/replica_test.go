@@ -26,12 +26,15 @@ func (s *memStore) WriteReplicationOffsets(hws map[klog.TopicPartition]int64) er
 }
 
 // TestHWCheckpointKeepsUnassigned: what was read at start is answered and
-// written back until it is forgotten; an unreadable checkpoint starts
-// empty.
+// written back until it is forgotten; an unreadable checkpoint is an
+// error (the broker does not start).
 func TestHWCheckpointKeepsUnassigned(t *testing.T) {
 	a, b := klog.TopicPartition{Topic: "t", Partition: 0}, klog.TopicPartition{Topic: "t", Partition: 1}
 	store := &memStore{read: map[klog.TopicPartition]int64{a: 7, b: 9}}
-	hw := LoadHWCheckpoint(store, slog.New(slog.DiscardHandler))
+	hw, err := LoadHWCheckpoint(store, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got := hw.HW("t", 0); got != 7 {
 		t.Fatalf("HW(t, 0) = %d, want 7", got)
 	}
@@ -44,8 +47,8 @@ func TestHWCheckpointKeepsUnassigned(t *testing.T) {
 		t.Fatalf("HW(t, 1) after Forget = %d, want 0", got)
 	}
 
-	bad := LoadHWCheckpoint(&memStore{readErr: errors.New("torn")}, slog.New(slog.DiscardHandler))
-	if got := bad.HW("t", 0); got != 0 {
-		t.Fatalf("HW from an unreadable checkpoint = %d, want 0", got)
+	torn := errors.New("torn")
+	if _, err := LoadHWCheckpoint(&memStore{readErr: torn}, slog.New(slog.DiscardHandler)); !errors.Is(err, torn) {
+		t.Fatalf("an unreadable checkpoint: %v, want its error", err)
 	}
 }
