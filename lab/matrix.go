@@ -336,14 +336,19 @@ type MatrixOptions struct {
 	// Duration, Seed and Backend override every cell's when set.
 	Duration time.Duration
 	Backend  string
+	// Shard, when set, runs only that shard's cells (Plan.InShard): the
+	// matrix directory records the shard, and isrlab matrix merge joins
+	// the shards' directories into one.
+	Shard Shard
 
 	// run runs a cell (Run unless a test fakes the runs).
 	run func(context.Context, Scenario, Options) (Result, error)
 }
 
-// RunMatrix runs every cell, prints the table as cells finish (redrawn in
-// place when Live) and writes the matrix directory: table.json, table.txt,
-// junit.xml, and each cell's run directory under runs/.
+// RunMatrix runs every cell (or those of o.Shard), prints the table as
+// cells finish (redrawn in place when Live) and writes the matrix
+// directory: table.json, table.txt, junit.xml, report.html, matrix.yaml
+// (the Plan) and each cell's run directory under runs/.
 func RunMatrix(ctx context.Context, m *Matrix, o MatrixOptions) (*MatrixResult, error) {
 	o.Options = o.Options.withDefaults()
 	if o.Parallel <= 0 {
@@ -352,8 +357,16 @@ func RunMatrix(ctx context.Context, m *Matrix, o MatrixOptions) (*MatrixResult, 
 	if o.run == nil {
 		o.run = Run
 	}
+	plan, err := m.Plan(o)
+	if err != nil {
+		return nil, err
+	}
+	in := plan.InShard(o.Shard)
 	start := time.Now()
 	id := compose.NewRunID()
+	if !o.Shard.IsZero() {
+		id += "-" + shardName(o.Shard)
+	}
 	dir, err := filepath.Abs(results.MatrixDir(o.ResultsDir, m.Name, start, id))
 	if err != nil {
 		return nil, err
@@ -361,8 +374,16 @@ func RunMatrix(ctx context.Context, m *Matrix, o MatrixOptions) (*MatrixResult, 
 	if err := results.MakeDir(dir); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInternal, err)
 	}
-	res := &MatrixResult{Matrix: m.Name, Dir: dir, Started: start.UTC().Format(time.RFC3339)}
-	for _, c := range m.Cells {
+	res := &MatrixResult{Matrix: m.Name, Dir: dir, Started: start.UTC().Format(time.RFC3339), Hash: plan.Hash, Seeds: plan.Seeds}
+	if !o.Shard.IsZero() {
+		res.Shard = o.Shard.String()
+	}
+	var cells []Cell // this run's cells, in the matrix's order
+	for i, c := range m.Cells {
+		if !in[i] {
+			continue
+		}
+		cells = append(cells, c)
 		res.Cells = append(res.Cells, CellResult{Cell: strings.TrimPrefix(c.ID(), m.Name+"/"), Preset: c.Preset,
 			Schedule: c.Schedule, Seed: c.Seed, State: "pending", Expect: c.Scenario.Expect.PerRun().String()})
 	}
@@ -373,13 +394,18 @@ func RunMatrix(ctx context.Context, m *Matrix, o MatrixOptions) (*MatrixResult, 
 	if len(m.Clients) > 0 {
 		axes = fmt.Sprintf("%d clients x %s", len(m.Clients), axes)
 	}
-	fmt.Fprintf(out, "isrlab matrix %s: %d cells (%s), %d at a time\n  results: %s\n", m.Name, len(m.Cells), axes, o.Parallel, dir)
+	if o.Shard.IsZero() {
+		fmt.Fprintf(out, "isrlab matrix %s: %d cells (%s), %d at a time\n  results: %s\n", m.Name, len(m.Cells), axes, o.Parallel, dir)
+	} else {
+		fmt.Fprintf(out, "isrlab matrix %s, shard %s: %d of %d cells (%s), %d at a time\n  results: %s\n",
+			m.Name, o.Shard, len(cells), len(m.Cells), axes, o.Parallel, dir)
+	}
 	var mu sync.Mutex
 	tab := &table{out: out, live: o.Live, res: res}
 	tab.draw()
 	sem := make(chan struct{}, o.Parallel)
 	var wg sync.WaitGroup
-	for i, c := range m.Cells {
+	for i, c := range cells {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -391,13 +417,7 @@ func RunMatrix(ctx context.Context, m *Matrix, o MatrixOptions) (*MatrixResult, 
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			sc := c.Scenario
-			if o.Duration > 0 {
-				sc.Duration = o.Duration
-			}
-			if o.Backend != "" {
-				sc.Cluster.Backend = o.Backend
-			}
+			sc := o.cellScenario(c)
 			mu.Lock()
 			res.Cells[i].State = "running"
 			tab.draw()
@@ -416,14 +436,21 @@ func RunMatrix(ctx context.Context, m *Matrix, o MatrixOptions) (*MatrixResult, 
 			res.Cells[i].State = "skipped"
 		}
 	}
-	res.Groups = m.groups(res.Cells)
+	res.Groups = m.groups(spread(res.Cells, in))
 	res.Seconds = time.Since(start).Seconds()
 	tab.final()
 	var txt bytes.Buffer
 	writeTable(&txt, res)
-	// table.json, table.txt, junit.xml (and o.JUnit), report.html.
-	werr := errors.Join(internalErr(results.WriteMatrix(dir, res, txt.Bytes(), o.JUnit)),
-		internalErr(results.LinkLatest(filepath.Dir(dir), dir)))
+	// matrix.yaml, table.json, table.txt, junit.xml (and o.JUnit),
+	// report.html; latest leads to the newest whole matrix, a shard has
+	// a link of its own.
+	link := results.LatestLink
+	if !o.Shard.IsZero() {
+		link += "-" + shardName(o.Shard)
+	}
+	werr := errors.Join(internalErr(results.WriteYAML(filepath.Join(dir, results.PlanFile), plan)),
+		internalErr(results.WriteMatrix(dir, res, txt.Bytes(), o.JUnit)),
+		internalErr(results.LinkAs(filepath.Dir(dir), link, dir)))
 	fmt.Fprintf(out, "  results: %s (report.html, table.txt, table.json, junit.xml)\n", dir)
 	return res, werr
 }
@@ -462,17 +489,39 @@ func runCell(ctx context.Context, sc Scenario, mo MatrixOptions, dir string) Cel
 	return cr
 }
 
+// spread places a shard's cells (those of m.Cells that in marks, in
+// order) at their indices among all the matrix's cells; the others are
+// nil.
+func spread(cells []CellResult, in []bool) []*CellResult {
+	out := make([]*CellResult, len(in))
+	k := 0
+	for i := range in {
+		if in[i] && k < len(cells) {
+			out[i] = &cells[k]
+			k++
+		}
+	}
+	return out
+}
+
 // groups judges, per preset x schedule whose expectation claims anything
-// across seeds, those claims on the cells of its seeds (cells is res.Cells,
-// in the order of m.Cells).
-func (m *Matrix) groups(cells []CellResult) []results.Group {
+// across seeds, those claims on the cells of its seeds (cells parallels
+// m.Cells). A group with a cell that is nil (in another shard) is left to
+// the merge of the shards.
+func (m *Matrix) groups(cells []*CellResult) []results.Group {
 	var out []results.Group
 	index := map[string]int{}
 	var runs [][]SeedOutcome
 	var members [][]int
+	partial := map[string]bool{}
+	for i, c := range m.Cells {
+		if i < len(cells) && cells[i] == nil {
+			partial[c.Preset+"/"+c.Schedule] = true
+		}
+	}
 	for i, c := range m.Cells {
 		e := c.Scenario.Expect
-		if len(e.AcrossSeeds) == 0 || i >= len(cells) {
+		if len(e.AcrossSeeds) == 0 || i >= len(cells) || partial[c.Preset+"/"+c.Schedule] {
 			continue
 		}
 		key := c.Preset + "/" + c.Schedule
@@ -483,7 +532,7 @@ func (m *Matrix) groups(cells []CellResult) []results.Group {
 			out = append(out, results.Group{Group: key, Preset: c.Preset, Schedule: c.Schedule})
 			runs, members = append(runs, nil), append(members, nil)
 		}
-		runs[g] = append(runs[g], seedOutcome(cells[i]))
+		runs[g] = append(runs[g], seedOutcome(*cells[i]))
 		members[g] = append(members[g], i)
 	}
 	for g := range out {
@@ -491,7 +540,7 @@ func (m *Matrix) groups(cells []CellResult) []results.Group {
 		j, facts := e.judgeSeeds(runs[g])
 		out[g].Expect, out[g].Outcome, out[g].Reasons = j.Expect, j.Outcome.String(), j.Reasons
 		for k, i := range members[g] {
-			c := cells[i]
+			c := *cells[i]
 			out[g].Seeds = append(out[g].Seeds, results.GroupSeed{Seed: c.Seed, Cell: c.Cell, Status: c.Status(), Facts: facts[k]})
 		}
 	}
@@ -640,6 +689,16 @@ func writeTable(w io.Writer, r *MatrixResult) {
 		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
 	writeGroups(w, r.Groups)
+	switch {
+	case r.Shard != "":
+		fmt.Fprintf(w, "\nshard %s of matrix %s (%d cells); isrlab matrix merge joins the shards' directories\n", r.Shard, r.Matrix, len(r.Cells))
+	case len(r.Shards) > 0:
+		fmt.Fprintf(w, "\nmerged from shards %s", strings.Join(r.Shards, ", "))
+		if len(r.MissingShards) > 0 {
+			fmt.Fprintf(w, "; MISSING shards %s: their cells did not run (skipped)", strings.Join(r.MissingShards, ", "))
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 // writeGroups writes the claims across seeds: one row per group, then

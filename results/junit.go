@@ -83,7 +83,11 @@ func (c junitCell) testcase(s *junitSuite) junitCase {
 		tc.Error = &junitProblem{Message: firstLine(c.err), Type: "error", Text: c.err + "\n" + c.detail}
 	case "skipped":
 		s.Skipped++
-		tc.Skipped = &junitProblem{Message: "not run: the matrix was stopped"}
+		m := "not run: the matrix was stopped"
+		if len(c.reasons) > 0 {
+			m = strings.Join(c.reasons, "; ")
+		}
+		tc.Skipped = &junitProblem{Message: m}
 	case NotMet:
 		s.Failures++
 		tc.Failure = &junitProblem{Message: msg, Type: "expectation", Text: c.detail}

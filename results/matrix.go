@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"html/template"
 	"io/fs"
-	"path"
 	"slices"
 	"strings"
 )
@@ -92,7 +91,7 @@ func MatrixReport(matrix fs.FS, name string) ([]byte, error) {
 				}
 			}
 		}
-		logName := path.Join(LogsDir, strings.ReplaceAll(t.Matrix+"/"+c.Cell, "/", "_")+".log")
+		logName := CellLogName(t.Matrix, c.Cell)
 		if _, err := fs.Stat(matrix, logName); err == nil {
 			g.Log = logName
 		}
@@ -146,7 +145,10 @@ var matrixTmpl = template.Must(template.New("matrix").Funcs(funcs).Parse(`<!DOCT
 <p class="sub">{{.Name}} · started {{.Table.Started}} · {{f1 .Table.Seconds}}s · {{len .Table.Cells}} cells:
 {{range .Counts}}<span class="badge {{status .Status}}">{{.N}} {{.Status}}</span> {{end}}
 {{if .Groups}}· {{len .Groups}} across seeds:
-{{range .GroupCounts}}<span class="badge {{status .Status}}">{{.N}} {{.Status}}</span> {{end}}{{end}}</p>
+{{range .GroupCounts}}<span class="badge {{status .Status}}">{{.N}} {{.Status}}</span> {{end}}{{end}}
+{{with .Table.Shard}}· shard {{.}} (<code>isrlab matrix merge</code> joins the shards){{end}}
+{{with .Table.Shards}}· merged from shards {{join . ", "}}{{end}}
+{{with .Table.MissingShards}}· <span class="badge skipped">missing shards {{join . ", "}}: their cells did not run</span>{{end}}</p>
 </header>
 <main>
 <section id="grid"><h2>Presets × schedules</h2>

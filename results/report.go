@@ -216,8 +216,9 @@ var funcs = template.FuncMap{
 		b, _ := json.Marshal(v)
 		return string(b)
 	},
-	"f3": func(v float64) string { return fmt.Sprintf("%.3f", v) },
-	"f1": func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"f3":   func(v float64) string { return fmt.Sprintf("%.3f", v) },
+	"f1":   func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"join": strings.Join,
 }
 
 // statusClass maps an outcome or cell status to a CSS class.

@@ -18,6 +18,7 @@
 //	<root>/latest -> the newest run
 //	<root>/matrices/<matrix>/<start>-<id>/  a matrix
 //	    table.json      Table; table.txt; junit.xml; report.html
+//	    matrix.yaml     the matrix as it ran (lab.Plan): cells, hash, seeds
 //	    logs/<cell>.log; runs/  (the cells' runs, laid out as above)
 //	<root>/matrices/<matrix>/latest -> the newest matrix of that name
 //
@@ -55,6 +56,7 @@ const (
 	NodesDir            = "nodes"
 	TableFile           = "table.json"
 	TableTextFile       = "table.txt"
+	PlanFile            = "matrix.yaml"
 	LogsDir             = "logs"
 	RunsDir             = "runs"
 	MatricesDir         = "matrices"
@@ -157,7 +159,11 @@ func WriteYAML(path string, v any) error {
 // LinkLatest points <root>/latest at dir (relative, so the store can be
 // moved). The link is replaced with a rename: a reader, or a parallel run
 // linking its own directory, never finds it missing.
-func LinkLatest(root, dir string) error {
+func LinkLatest(root, dir string) error { return LinkAs(root, LatestLink, dir) }
+
+// LinkAs points root/name at dir, replacing any link there atomically
+// (latest-shard-1-of-4 leads to a matrix's newest first shard).
+func LinkAs(root, name, dir string) error {
 	root, err := filepath.Abs(root)
 	if err != nil {
 		return fmt.Errorf("link latest: %w", err)
@@ -170,7 +176,7 @@ func LinkLatest(root, dir string) error {
 	if err != nil {
 		return fmt.Errorf("link latest: %w", err)
 	}
-	link := filepath.Join(root, LatestLink)
+	link := filepath.Join(root, name)
 	tmp := fmt.Sprintf("%s.tmp-%d-%d", link, os.Getpid(), time.Now().UnixNano())
 	if err := os.Symlink(rel, tmp); err != nil {
 		return fmt.Errorf("link latest: %w", err)

@@ -47,8 +47,23 @@ type Table struct {
 	Seconds float64 `json:"seconds"`
 	Cells   []Cell  `json:"cells"`
 	// Groups are the judgements of claims across seeds, one per preset x
-	// schedule whose expectation has any (absent from older tables).
+	// schedule whose expectation has any (absent from older tables). A
+	// shard judges only the groups whose seeds all ran in it; the merge
+	// judges the rest.
 	Groups []Group `json:"groups,omitempty"`
+	// Hash identifies the matrix as it ran (every cell's resolved
+	// scenario, lab.Plan); Seeds are its cells' seeds. Shards of one
+	// matrix, and their merge, share both.
+	Hash  string  `json:"hash,omitempty"`
+	Seeds []int64 `json:"seeds,omitempty"`
+	// Shard is "I/N" when the table is one shard of the matrix (its
+	// cells only).
+	Shard string `json:"shard,omitempty"`
+	// Shards are the shards a merged table was merged from, and
+	// MissingShards those a partial merge went without (their cells are
+	// skipped).
+	Shards        []string `json:"shards,omitempty"`
+	MissingShards []string `json:"missing_shards,omitempty"`
 }
 
 // Group is one preset x schedule's claims across seeds (expect's
