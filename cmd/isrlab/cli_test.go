@@ -72,6 +72,12 @@ func TestRunArguments(t *testing.T) {
 		{[]string{"matrix", "no-such-matrix"}, exitBadArgs, "no library matrix matrices/no-such-matrix"},
 		{[]string{"matrix", "smoke", "--parallel", "0"}, exitBadArgs, "--parallel 0"},
 		{[]string{"matrix"}, exitBadArgs, "accepts 1 arg"},
+		{[]string{"matrix", "smoke", "--shard", "0/2"}, exitBadArgs, `--shard "0/2": I must be between 1 and N (2)`},
+		{[]string{"matrix", "smoke", "--shard", "3/2"}, exitBadArgs, `--shard "3/2": I must be between 1 and N (2)`},
+		{[]string{"matrix", "smoke", "--shard", "x"}, exitBadArgs, `--shard "x": want I/N`},
+		{[]string{"matrix", "merge"}, exitBadArgs, "requires at least 1 arg"},
+		{[]string{"matrix", "merge", dir}, exitBadArgs, "matrix merge: " + dir + " is not a matrix directory (no table.json)"},
+		{[]string{"version", "x"}, exitBadArgs, "unknown command"},
 	} {
 		code, out := runCLI(t, tc.args...)
 		if code != tc.code || !strings.Contains(out, tc.want) {
