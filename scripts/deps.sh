@@ -1,23 +1,59 @@
 #!/usr/bin/env bash
-# deps.sh installs, idempotently, what isrlab's tests and runs need on a Debian
-# machine: Debian packages (when missing), the Go modules, and a running
-# Docker daemon for the Docker backend's tests (skipped where none can start).
+# deps.sh installs, idempotently, what isrlab needs on a Debian or Ubuntu
+# machine for what is being run: Debian packages (when missing), the Go
+# modules, and a running Docker daemon. Give the groups the command needs;
+# without any it installs everything the tests need (make test, make deps).
+#
+#   core     isrlab run/matrix/shrink on the embedded default (the netns
+#            backend): util-linux (nsenter, setpriv: the rootless
+#            re-exec), iproute2 (ip, tc: to look at a run's namespaces)
+#   source   building isrlab from this checkout: the Go modules
+#   docker   the Docker backend: docker.io, and dockerd started when root
+#   ssh      the SSH backend's tests: openssh-server (the sshd they run in
+#            each test host's namespace; the package's own service is not
+#            started) and nftables (the nft command the backend runs on
+#            its hosts); a user of the SSH backend needs neither here
+#   compat   the client compatibility matrix (compat/): kcat,
+#            python3-confluent-kafka, python3-kafka, node and npm, kafkajs
+#   ui       the web UI's browser test: chromium, where apt has it
+#   bench    make bench: time (/usr/bin/time)
+#   all      every group (the default)
+#
+#   scripts/deps.sh core source      # make run
+#   scripts/deps.sh core             # a released binary on the netns backend
 set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
 
-# kcat: a librdkafka client the tests use; docker.io: the Docker backend;
-# time: /usr/bin/time for make bench; util-linux: nsenter/setpriv (rootless);
-# openssh-server: the sshd the SSH backend's tests run in each test host's
-# namespace (the package's own service is not started, see below);
-# nftables: the nft command the SSH backend runs on its hosts;
-# python3-confluent-kafka, python3-kafka: clients of the compatibility
-# matrix (compat/), with kcat and kafkajs.
-pkgs=(kcat docker.io time util-linux iproute2 openssh-server nftables
-	python3-confluent-kafka python3-kafka)
-pkgs+=("$@")
+groups=("$@")
+[ ${#groups[@]} -gt 0 ] || groups=(all)
+want=()
+for g in "${groups[@]}"; do
+	case "$g" in
+	all) want+=(core source docker ssh compat ui bench) ;;
+	core | source | docker | ssh | compat | ui | bench) want+=("$g") ;;
+	*)
+		echo "deps: no group $g (core, source, docker, ssh, compat, ui, bench, all)" >&2
+		exit 254
+		;;
+	esac
+done
+has() {
+	local g
+	for g in "${want[@]}"; do [ "$g" = "$1" ] && return 0; done
+	return 1
+}
+
+pkgs=()
+has core && pkgs+=(util-linux iproute2)
+has docker && pkgs+=(docker.io)
+has ssh && pkgs+=(openssh-server nftables)
+has compat && pkgs+=(kcat python3-confluent-kafka python3-kafka)
+has bench && pkgs+=(time)
 # chromium: headless, for the web UI's browser test (it skips without one).
 # Optional: installed where apt has it (Debian), left out where it does not
 # (Ubuntu ships it as a snap).
-optional=(chromium)
+optional=()
+has ui && optional+=(chromium)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
@@ -28,9 +64,11 @@ done
 # node and npm for kafkajs: Debian's nodejs and npm only where the command
 # is missing (a Node.js installed otherwise brings its own npm, which
 # Debian's npm package would conflict with).
-for c in node:nodejs npm:npm; do
-	command -v "${c%%:*}" >/dev/null 2>&1 || installed "${c#*:}" || missing+=("${c#*:}")
-done
+if has compat; then
+	for c in node:nodejs npm:npm; do
+		command -v "${c%%:*}" >/dev/null 2>&1 || installed "${c#*:}" || missing+=("${c#*:}")
+	done
+fi
 missing_optional=()
 for p in "${optional[@]}"; do
 	installed "$p" || command -v "$p" >/dev/null 2>&1 || missing_optional+=("$p")
@@ -79,10 +117,10 @@ if [ ${#missing_optional[@]} -gt 0 ]; then
 	fi
 fi
 
-# A Docker daemon for the Docker backend's tests; without one they skip.
-if [ "$(id -u)" -eq 0 ] && command -v dockerd >/dev/null 2>&1 && ! docker info >/dev/null 2>&1; then
+# A Docker daemon for the Docker backend; without one its tests skip.
+if has docker && [ "$(id -u)" -eq 0 ] && command -v dockerd >/dev/null 2>&1 && ! docker info >/dev/null 2>&1; then
 	echo "deps: starting dockerd"
-	setsid dockerd >/var/log/dockerd.log 2>&1 < /dev/null &
+	setsid dockerd >/var/log/dockerd.log 2>&1 </dev/null &
 	for _ in $(seq 1 60); do
 		docker info >/dev/null 2>&1 && break
 		sleep 0.5
@@ -93,15 +131,19 @@ fi
 # kafkajs for the compatibility matrix: npm ci in compat/js when its
 # node_modules is missing or older than the lock file. Without node or the
 # npm registry the kafkajs row skips, saying what is missing.
-js="$(dirname "$0")/../compat/js"
-if command -v npm >/dev/null 2>&1; then
-	if [ ! -f "$js/node_modules/.package-lock.json" ] || [ "$js/package-lock.json" -nt "$js/node_modules/.package-lock.json" ]; then
-		echo "deps: npm ci in compat/js (kafkajs)"
-		(cd "$js" && npm ci --no-audit --no-fund --loglevel=error) ||
-			echo "deps: npm ci in compat/js failed; the kafkajs compatibility tests skip"
+if has compat; then
+	js="$root/compat/js"
+	if command -v npm >/dev/null 2>&1; then
+		if [ ! -f "$js/node_modules/.package-lock.json" ] || [ "$js/package-lock.json" -nt "$js/node_modules/.package-lock.json" ]; then
+			echo "deps: npm ci in compat/js (kafkajs)"
+			(cd "$js" && npm ci --no-audit --no-fund --loglevel=error) ||
+				echo "deps: npm ci in compat/js failed; the kafkajs compatibility tests skip"
+		fi
+	else
+		echo "deps: no npm; the kafkajs compatibility tests skip"
 	fi
-else
-	echo "deps: no npm; the kafkajs compatibility tests skip"
 fi
 
-go mod download
+if has source; then
+	(cd "$root" && go mod download)
+fi
