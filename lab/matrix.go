@@ -691,7 +691,7 @@ func writeTable(w io.Writer, r *MatrixResult) {
 	writeGroups(w, r.Groups)
 	switch {
 	case r.Shard != "":
-		fmt.Fprintf(w, "\nshard %s of matrix %s (%d cells); isrlab matrix merge joins the shards' directories\n", r.Shard, r.Matrix, len(r.Cells))
+		fmt.Fprintf(w, "\nshard %s of matrix %s (%s); isrlab matrix merge joins the shards' directories\n", r.Shard, r.Matrix, cellCount(len(r.Cells)))
 	case len(r.Shards) > 0:
 		fmt.Fprintf(w, "\nmerged from shards %s", strings.Join(r.Shards, ", "))
 		if len(r.MissingShards) > 0 {
@@ -726,4 +726,12 @@ func writeGroups(w io.Writer, gs []results.Group) {
 			}
 		}
 	}
+}
+
+// cellCount is "1 cell" or "N cells".
+func cellCount(n int) string {
+	if n == 1 {
+		return "1 cell"
+	}
+	return strconv.Itoa(n) + " cells"
 }

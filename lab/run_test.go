@@ -364,6 +364,71 @@ func TestSmokeMatrix(t *testing.T) {
 	}
 }
 
+// TestSmokeMatrixShards plays the CI smoke matrix as CI runners split it:
+// each of its two shards runs its one cell into its own results
+// directory, and isrlab matrix merge joins them into one matrix whose
+// table, JUnit XML and diff are the whole matrix's.
+func TestSmokeMatrixShards(t *testing.T) {
+	needRoot(t)
+	bin := proctest.Binary(t)
+	var dirs []string
+	cells := map[string]bool{}
+	for i := 1; i <= 2; i++ {
+		results := t.TempDir()
+		shard := fmt.Sprintf("%d/2", i)
+		out, err := exec.Command(bin, "matrix", "smoke", "--shard", shard, "--results", results).CombinedOutput()
+		t.Logf("shard %s:\n%s", shard, out)
+		if code := exitCode(err); code != 0 {
+			t.Fatalf("shard %s: exit %d", shard, code)
+		}
+		dir := filepath.Join(results, "matrices", "smoke", fmt.Sprintf("latest-shard-%d-of-2", i))
+		var tab lab.MatrixResult
+		b, _ := os.ReadFile(filepath.Join(dir, "table.json"))
+		if err := json.Unmarshal(b, &tab); err != nil || len(tab.Cells) != 1 || tab.Shard != shard {
+			t.Fatalf("shard %s: table %v %s", shard, err, b)
+		}
+		cells[tab.Cells[0].Cell] = true
+		dirs = append(dirs, dir)
+	}
+	if len(cells) != 2 {
+		t.Fatalf("the shards ran %v, want both cells once", cells)
+	}
+	merged := filepath.Join(t.TempDir(), "merged")
+	junit := filepath.Join(t.TempDir(), "junit.xml")
+	out, err := exec.Command(bin, append([]string{"matrix", "merge", "--out", merged, "--junit", junit}, dirs...)...).CombinedOutput()
+	t.Logf("merge:\n%s", out)
+	if code := exitCode(err); code != 0 || !strings.Contains(string(out), "merged from shards 1/2, 2/2") {
+		t.Fatalf("merge exit %d", code)
+	}
+	var tab lab.MatrixResult
+	b, _ := os.ReadFile(filepath.Join(merged, "table.json"))
+	if err := json.Unmarshal(b, &tab); err != nil || len(tab.Cells) != 2 {
+		t.Fatalf("merged table: %v %s", err, b)
+	}
+	for _, c := range tab.Cells {
+		if c.Outcome != "met" {
+			t.Errorf("cell %s: %s %v", c.Cell, c.Outcome, c.Reasons)
+		}
+		if _, err := os.Stat(filepath.Join(c.Dir, "report.html")); err != nil || !strings.HasPrefix(c.Dir, merged) {
+			t.Errorf("cell %s: run %s not in the merge: %v", c.Cell, c.Dir, err)
+		}
+	}
+	var suites struct {
+		Suites []struct {
+			Tests    int `xml:"tests,attr"`
+			Failures int `xml:"failures,attr"`
+		} `xml:"testsuite"`
+	}
+	jb, _ := os.ReadFile(junit)
+	if err := xml.Unmarshal(jb, &suites); err != nil || len(suites.Suites) != 1 || suites.Suites[0].Tests != 2 || suites.Suites[0].Failures != 0 {
+		t.Errorf("junit: %v\n%s", err, jb)
+	}
+	out, err = exec.Command(bin, "diff", merged, merged).CombinedOutput()
+	if code := exitCode(err); code != 0 || !strings.Contains(string(out), "no regression") {
+		t.Errorf("diff of the merged matrix: exit %d\n%s", code, out)
+	}
+}
+
 // TestPowerLossScenarios plays the library's correlated power loss on
 // faultfs disks: with the default flush policy the two ISR members forget
 // acknowledged writes (seed 000's page-cache point), with an fsync per

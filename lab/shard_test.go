@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -453,4 +454,49 @@ func equalJSON(t *testing.T, a, b any) bool {
 		t.Fatal(err)
 	}
 	return bytes.Equal(x, y)
+}
+
+// BenchmarkMergeMatrix merges the four shards of a 120-cell matrix (3
+// presets x 4 schedules x 10 seeds), each cell's run directory holding a
+// 256 KiB history and a 64 KiB report, into a new directory on the same
+// file system (docs/PERFORMANCE.md, "Merging a sharded matrix").
+func BenchmarkMergeMatrix(b *testing.B) {
+	dir := b.TempDir()
+	def := filepath.Join(dir, "bench.yaml")
+	os.WriteFile(def, []byte(`name: bench
+base: {cluster: {coordinators: 1, brokers: 3}, topic: {partitions: 1, replication.factor: 3}, duration: 30s}
+presets: [acks1, safe, acks-all]
+schedules: [{name: a}, {name: b}, {name: c}, {name: d}]
+seeds: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+`), 0o644)
+	m, err := LoadMatrix(def)
+	if err != nil {
+		b.Fatal(err)
+	}
+	history, report := bytes.Repeat([]byte("x"), 256<<10), bytes.Repeat([]byte("y"), 64<<10)
+	fake := fakeRunDirs(nil)
+	run := func(ctx context.Context, sc Scenario, o Options) (Result, error) {
+		r, err := fake(ctx, sc, o)
+		if err == nil {
+			err = errors.Join(os.WriteFile(filepath.Join(r.Dir, results.HistoryFile), history, 0o644),
+				os.WriteFile(filepath.Join(r.Dir, results.ReportFile), report, 0o644))
+		}
+		return r, err
+	}
+	var shards []string
+	for i := 1; i <= 4; i++ {
+		res, err := RunMatrix(context.Background(), m, MatrixOptions{Options: Options{ResultsDir: dir, Out: &bytes.Buffer{}},
+			run: run, Shard: Shard{i, 4}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		shards = append(shards, res.Dir)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		res, err := MergeMatrix(shards, MergeOptions{Out: filepath.Join(dir, "merged", strconv.Itoa(i))})
+		if err != nil || len(res.Cells) != 120 {
+			b.Fatal(err)
+		}
+	}
 }
