@@ -2,19 +2,40 @@
 GO      ?= go
 BIN     := bin/isrlab
 PKGS    := ./...
+# isrlab version prints what these stamp: the nearest tag (devel without
+# one) and the commit. VERSION=v0.3.0 make release names a release.
+VERSION ?= $(shell git describe --tags --dirty 2>/dev/null || echo devel)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# make release builds these, static (no cgo), into dist/ with SHA256SUMS.
+RELEASE_PLATFORMS := linux/amd64 linux/arm64
 # Fuzz targets run briefly in every test run; FUZZTIME raises it locally.
 FUZZTIME ?= 10s
 TESTFLAGS := -count=1 -timeout 18m
 
-.PHONY: all build test run broker-demo bench bench-scale soak deps fuzz vet hygiene flake clean incident
+.PHONY: all build release test run broker-demo bench bench-scale soak deps fuzz vet hygiene flake clean incident
 
 all: build
 
+# deps installs what the tests need (every group of scripts/deps.sh);
+# DEPS="core source" narrows it.
 deps:
-	@scripts/deps.sh
+	@scripts/deps.sh $(DEPS)
 
 build:
-	$(GO) build -o $(BIN) ./cmd/isrlab
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/isrlab
+
+# release: dist/isrlab-VERSION-linux-ARCH for each of RELEASE_PLATFORMS,
+# static and stripped of local paths, and their SHA256SUMS (sha256sum -c
+# checks them).
+release:
+	@rm -rf dist && mkdir -p dist
+	@set -e; for p in $(RELEASE_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; out=dist/isrlab-$(VERSION)-$$os-$$arch; \
+		echo "release: $$out"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS) -s -w" -o $$out ./cmd/isrlab; \
+	done
+	@cd dist && sha256sum isrlab-* > SHA256SUMS && cat SHA256SUMS
 
 vet:
 	$(GO) vet $(PKGS)
@@ -40,7 +61,9 @@ fuzz:
 # run is the main job on the embedded default: the quickstart matrix (acks1
 # and safe under a leader kill and a leader cut from the coordinators, each
 # a 3+3 cluster in network namespaces), ending with the table and the
-# results path. broker-demo is the single-broker smoke test with kcat.
+# results path; it installs only what that needs (deps.sh core source).
+# broker-demo is the single-broker smoke test with kcat.
+run: DEPS = core source
 run: deps build
 	$(BIN) matrix quickstart
 
@@ -53,11 +76,13 @@ broker-demo: deps build
 # every cell's run directory (docs/incidents/isr-churn.md). It exits with
 # the matrix's status, after writing the report either way.
 RESULTS ?= results
+incident: DEPS = core source
 incident: deps build
 	@status=0; $(BIN) matrix isr-churn --results $(RESULTS) || status=$$?; \
 	$(BIN) series --svg --markdown $(RESULTS)/matrices/isr-churn/latest/report.md $(RESULTS)/matrices/isr-churn/latest || exit 255; \
 	exit $$status
 
+bench: DEPS = core source bench
 bench: deps build
 	@scripts/bench.sh
 
@@ -72,7 +97,7 @@ soak: build
 	ISRLAB_SOAK=$(SOAK) $(GO) test ./broker -run TestSoakLeaderKill -v -count=1 -timeout 60m | grep -E '^soak|^(ok|FAIL|---)'
 
 clean:
-	rm -rf bin
+	rm -rf bin dist
 
 # compat-sarama runs IBM/sarama's own functional suite (go test -tags
 # functional, v1.61.1) against a 5-broker isrlab cluster behind toxiproxy on

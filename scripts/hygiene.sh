@@ -16,6 +16,13 @@ if ! out=$($GO mod tidy -diff 2>&1); then
 	status=1
 fi
 
+# go install github.com/isrlab/isrlab/cmd/isrlab@VERSION refuses a module
+# whose go.mod has replace or exclude directives.
+if grep -nE '^[[:space:]]*(replace|exclude)([[:space:](]|$)' go.mod >&2; then
+	echo "hygiene: go.mod has replace or exclude directives (above); go install ...@VERSION would refuse the module" >&2
+	status=1
+fi
+
 # gofmt -l lists the files whose formatting differs; it exits 0 either way.
 if ! out=$(gofmt -l . 2>&1); then
 	echo "hygiene: gofmt failed:" >&2
@@ -70,5 +77,5 @@ if f=$(grep -lE '^type (fetcher|fetchers|Fetchers) ' broker/*.go); then
 	status=1
 fi
 
-[ "$status" -eq 0 ] && echo "hygiene: go.mod tidy, gofmt clean, go vet clean, lab imports no broker package, compose no nemesis, *Broker has $n methods"
+[ "$status" -eq 0 ] && echo "hygiene: go.mod tidy and installable, gofmt clean, go vet clean, lab imports no broker package, compose no nemesis, *Broker has $n methods"
 exit "$status"
