@@ -5,7 +5,7 @@ PKGS    := ./...
 # isrlab version prints what these stamp: the nearest tag (devel without
 # one) and the commit. VERSION=v0.3.0 make release names a release.
 VERSION ?= $(shell git describe --tags --dirty 2>/dev/null || echo devel)
-COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+COMMIT  ?= $(shell rev=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null && echo $$rev || echo $$rev-dirty; })
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # make release builds these, static (no cgo), into dist/ with SHA256SUMS.
 RELEASE_PLATFORMS := linux/amd64 linux/arm64

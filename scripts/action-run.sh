@@ -31,6 +31,7 @@ owned() { [ -z "$SUDO" ] || sudo chown -R "$(id -u):$(id -g)" "$RESULTS" || true
 # newest LINK under the results' matrices: the matrix just run.
 newest() {
 	local l
+	# shellcheck disable=SC2012 # ls -t: newest first; the names are isrlab's
 	l=$(ls -dt "$RESULTS"/matrices/*/"$1" 2>/dev/null | head -n 1)
 	[ -z "$l" ] || readlink -f "$l"
 }
