@@ -336,7 +336,7 @@ type MatrixOptions struct {
 	// Duration, Seed and Backend override every cell's when set.
 	Duration time.Duration
 	Backend  string
-	// Shard, when set, runs only that shard's cells (Plan.InShard): the
+	// Shard, when set, runs only that shard's cells (MatrixPlan.InShard): the
 	// matrix directory records the shard, and isrlab matrix merge joins
 	// the shards' directories into one.
 	Shard Shard
@@ -348,7 +348,7 @@ type MatrixOptions struct {
 // RunMatrix runs every cell (or those of o.Shard), prints the table as
 // cells finish (redrawn in place when Live) and writes the matrix
 // directory: table.json, table.txt, junit.xml, report.html, matrix.yaml
-// (the Plan) and each cell's run directory under runs/.
+// (the MatrixPlan) and each cell's run directory under runs/.
 func RunMatrix(ctx context.Context, m *Matrix, o MatrixOptions) (*MatrixResult, error) {
 	o.Options = o.Options.withDefaults()
 	if o.Parallel <= 0 {

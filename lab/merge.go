@@ -34,7 +34,7 @@ type MergeOptions struct {
 type shardRun struct {
 	dir   string
 	table *results.Table
-	plan  *Plan
+	plan  *MatrixPlan
 	shard Shard
 }
 
@@ -182,7 +182,7 @@ func readShard(arg string) (*shardRun, error) {
 	if err != nil {
 		return nil, refuse("%s: the matrix's plan: %v", dir, err)
 	}
-	var p Plan
+	var p MatrixPlan
 	if err := yaml.Unmarshal(b, &p); err != nil {
 		return nil, refuse("%s: %v", filepath.Join(dir, results.PlanFile), err)
 	}

@@ -76,12 +76,12 @@ func AssignShards(durations []time.Duration, n int) []int {
 	return out
 }
 
-// Plan is a matrix as it runs: every cell's id, axes, expected duration
+// MatrixPlan is a matrix as it runs: every cell's id, axes, expected duration
 // and expectation, and a hash of every cell's resolved scenario. A matrix
 // directory keeps it (matrix.yaml), so that shards can be checked to be
 // of one matrix and merged without the matrix file or the library that
 // resolved it.
-type Plan struct {
+type MatrixPlan struct {
 	Name string `yaml:"name"`
 	// Hash is the SHA-256 of every cell's resolved scenario, overrides
 	// (--seed, --duration, --backend) applied: two runs with the same
@@ -92,7 +92,7 @@ type Plan struct {
 	Cells []PlanCell `yaml:"cells"`
 }
 
-// PlanCell is one cell of a Plan.
+// PlanCell is one cell of a MatrixPlan.
 type PlanCell struct {
 	Cell     string        `yaml:"cell"` // preset/schedule[/seed-N], as in table.json
 	Preset   string        `yaml:"preset"`
@@ -108,8 +108,8 @@ func (c PlanCell) Expected() time.Duration { return c.Duration + CellOverhead }
 
 // Plan resolves the matrix as o runs it: each cell's scenario with the
 // overrides applied, hashed in cell order.
-func (m *Matrix) Plan(o MatrixOptions) (*Plan, error) {
-	p := &Plan{Name: m.Name}
+func (m *Matrix) Plan(o MatrixOptions) (*MatrixPlan, error) {
+	p := &MatrixPlan{Name: m.Name}
 	h := sha256.New()
 	seen := map[int64]bool{}
 	for _, c := range m.Cells {
@@ -145,7 +145,7 @@ func (o MatrixOptions) cellScenario(c Cell) Scenario {
 
 // Shards returns each cell's shard of n, 0-based (AssignShards on the
 // cells' expected durations).
-func (p *Plan) Shards(n int) []int {
+func (p *MatrixPlan) Shards(n int) []int {
 	d := make([]time.Duration, len(p.Cells))
 	for i, c := range p.Cells {
 		d[i] = c.Expected()
@@ -155,7 +155,7 @@ func (p *Plan) Shards(n int) []int {
 
 // InShard reports which of the plan's cells shard s runs: all of them for
 // the zero Shard.
-func (p *Plan) InShard(s Shard) []bool {
+func (p *MatrixPlan) InShard(s Shard) []bool {
 	in := make([]bool, len(p.Cells))
 	if s.IsZero() {
 		for i := range in {
@@ -171,7 +171,7 @@ func (p *Plan) InShard(s Shard) []bool {
 
 // matrix is the plan as a Matrix whose cells carry only what judging the
 // claims across seeds reads (Matrix.groups).
-func (p *Plan) matrix() *Matrix {
+func (p *MatrixPlan) matrix() *Matrix {
 	m := &Matrix{Name: p.Name}
 	for _, c := range p.Cells {
 		m.Cells = append(m.Cells, Cell{Preset: c.Preset, Schedule: c.Schedule, Seed: c.Seed,

@@ -18,7 +18,7 @@
 //	<root>/latest -> the newest run
 //	<root>/matrices/<matrix>/<start>-<id>/  a matrix
 //	    table.json      Table; table.txt; junit.xml; report.html
-//	    matrix.yaml     the matrix as it ran (lab.Plan): cells, hash, seeds
+//	    matrix.yaml     the matrix as it ran (lab.MatrixPlan): cells, hash, seeds
 //	    logs/<cell>.log; runs/  (the cells' runs, laid out as above)
 //	<root>/matrices/<matrix>/latest -> the newest matrix of that name
 //

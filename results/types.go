@@ -52,7 +52,7 @@ type Table struct {
 	// judges the rest.
 	Groups []Group `json:"groups,omitempty"`
 	// Hash identifies the matrix as it ran (every cell's resolved
-	// scenario, lab.Plan); Seeds are its cells' seeds. Shards of one
+	// scenario, lab.MatrixPlan); Seeds are its cells' seeds. Shards of one
 	// matrix, and their merge, share both.
 	Hash  string  `json:"hash,omitempty"`
 	Seeds []int64 `json:"seeds,omitempty"`
