@@ -374,8 +374,15 @@ func TestMergePartial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := results.Compare(full, res, results.DiffOptions{}); len(d.NotRun) != 2 {
-		t.Errorf("diff full -> partial: not run %+v", d.NotRun)
+	if d := results.Compare(full, res, results.DiffOptions{}); len(d.NotRun) != 2 || !strings.HasSuffix(d.New, "6 cells (without shards 3/3)") {
+		t.Errorf("diff full -> partial: %q, not run %+v", d.New, d.NotRun)
+	}
+	shard, err := results.ReadComparable(dirs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := results.Compare(full, shard, results.DiffOptions{}); !strings.HasSuffix(d.New, "2 cells (shard 1/3 only)") {
+		t.Errorf("diff full -> shard 1/3: new is %q", d.New)
 	}
 }
 

@@ -175,7 +175,16 @@ func describe(t *Table) string {
 	if t.Started != "" {
 		s += " started " + t.Started
 	}
-	return s + ", " + plural(int64(len(t.Cells)), "cell")
+	s += ", " + plural(int64(len(t.Cells)), "cell")
+	// A shard, or a merge without some shards, is not the whole matrix:
+	// its other cells would read as removed or not run.
+	switch {
+	case t.Shard != "":
+		s += " (shard " + t.Shard + " only)"
+	case len(t.MissingShards) > 0:
+		s += " (without shards " + strings.Join(t.MissingShards, ", ") + ")"
+	}
+	return s
 }
 
 // WriteText prints the diff for people.
