@@ -84,6 +84,10 @@ func (a *configAPI) handleDescribeConfigs(ctx context.Context, rq *request) {
 			e.IsDefault = source == sourceDefault
 			if d, ok := c.Def(k); ok {
 				e.ConfigType = configType(d.Type)
+				if d.Type == kafkaconfig.Password {
+					// Kafka never sends a password's value.
+					e.Value, e.IsSensitive = nil, true
+				}
 				if req.IncludeDocumentation {
 					doc := d.Doc
 					e.Documentation = &doc
@@ -190,6 +194,8 @@ func configType(t kafkaconfig.Type) kmsg.ConfigType {
 		return kmsg.ConfigTypeDouble
 	case kafkaconfig.List:
 		return kmsg.ConfigTypeList
+	case kafkaconfig.Password:
+		return kmsg.ConfigTypePassword
 	}
 	return kmsg.ConfigTypeString
 }

@@ -43,7 +43,7 @@ func (b *Broker) handleFetch(ctx context.Context, rq *request) {
 	bufs := &bufSet{}
 	resp, n, chans, anyErr := b.readFetch(req, bufs)
 	if anyErr || n >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(chans) == 0 {
-		rq.respondReleasing(sess.Finish(resp), bufs)
+		rq.respondReleasing(sess.Finish(brokersOn(b.meta, resp, rq.listener())), bufs)
 		return
 	}
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
@@ -66,16 +66,26 @@ func (b *Broker) handleFetch(ctx context.Context, rq *request) {
 				return
 			case 0:
 				resp, _, _, _ = b.readFetch(req, bufs)
-				rq.respondReleasing(sess.Finish(resp), bufs)
+				rq.respondReleasing(sess.Finish(brokersOn(b.meta, resp, rq.listener())), bufs)
 				return
 			}
 			resp, n, chans, anyErr = b.readFetch(req, bufs)
 			if anyErr || n >= int(req.MinBytes) || len(chans) == 0 {
-				rq.respondReleasing(sess.Finish(resp), bufs)
+				rq.respondReleasing(sess.Finish(brokersOn(b.meta, resp, rq.listener())), bufs)
 				return
 			}
 		}
 	}()
+}
+
+// brokersOn gives the KIP-951 leader endpoints of resp as clients of
+// listener reach them.
+func brokersOn(m *metadata, resp *kmsg.FetchResponse, listener string) *kmsg.FetchResponse {
+	for i := range resp.Brokers {
+		nb := &resp.Brokers[i]
+		nb.Host, nb.Port = m.addrOn(nb.NodeID, listener, nb.Host, nb.Port)
+	}
+	return resp
 }
 
 // readFetch builds a fetch response from what is readable now. It returns

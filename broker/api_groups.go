@@ -321,6 +321,7 @@ func (b *Broker) handleFindCoordinator(_ context.Context, rq *request) {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	if req.Version < 4 {
 		id, host, port, code, msg := b.coordinatorFor(req.CoordinatorKey, req.CoordinatorType)
+		host, port = b.meta.addrOn(id, rq.listener(), host, port)
 		resp.NodeID, resp.Host, resp.Port, resp.ErrorCode = id, host, port, code
 		if msg != "" {
 			resp.ErrorMessage = &msg
@@ -333,6 +334,7 @@ func (b *Broker) handleFindCoordinator(_ context.Context, rq *request) {
 		var msg string
 		c.Key = key
 		c.NodeID, c.Host, c.Port, c.ErrorCode, msg = b.coordinatorFor(key, req.CoordinatorType)
+		c.Host, c.Port = b.meta.addrOn(c.NodeID, rq.listener(), c.Host, c.Port)
 		if msg != "" {
 			c.ErrorMessage = &msg
 		}

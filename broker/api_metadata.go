@@ -31,7 +31,7 @@ func (b *Broker) handleMetadata(_ context.Context, rq *request) {
 			}
 		}
 	}
-	for _, be := range b.meta.brokerList() {
+	for _, be := range b.meta.brokersOn(rq.listener()) {
 		rb := kmsg.NewMetadataResponseBroker()
 		rb.NodeID, rb.Host, rb.Port, rb.Rack = be.ID, be.Host, be.Port, be.Rack
 		resp.Brokers = append(resp.Brokers, rb)

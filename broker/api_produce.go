@@ -114,6 +114,7 @@ func (b *Broker) produceAppend(ctx context.Context, rq *request, req *kmsg.Produ
 			if sp.ErrorCode == kerr.NotLeaderForPartition.Code && req.Version >= 10 {
 				var ep *brokerEndpoint
 				sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch, ep = b.currentLeader(rt.Topic, sp.Partition)
+				ep = rq.onListener(ep)
 				if ep != nil && !slices.ContainsFunc(resp.Brokers, func(x kmsg.ProduceResponseBroker) bool { return x.NodeID == ep.ID }) {
 					nb := kmsg.NewProduceResponseBroker()
 					nb.NodeID, nb.Host, nb.Port, nb.Rack = ep.ID, ep.Host, ep.Port, ep.Rack

@@ -157,6 +157,7 @@ type apiGroups struct {
 	quotas     *quotaAPI
 	configs    *configAPI
 	controller *controllerAPI
+	scram      *scramAPI
 }
 
 // newAPIGroups gives each API group what its handlers use.
@@ -184,8 +185,10 @@ func (b *Broker) newAPIGroups() apiGroups {
 		configs:    &configAPI{cfg: b.cfg, id: b.id, meta: b.meta, coord: co, apply: b.applyTopicConfig},
 		controller: &controllerAPI{ctrl: ctrl, meta: b.meta},
 	}
+	g.scram = &scramAPI{store: &localScram{m: map[string]map[string]string{}}}
 	if co != nil {
 		g.quotas.store = co
+		g.scram.store = co
 	}
 	return g
 }

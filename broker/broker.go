@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,12 +95,20 @@ type Broker struct {
 	// broker's FindCoordinator logic (key type 1).
 	txnCoordinator func(transactionalID string) (id int32, addr string, code int16, msg string)
 
+	ls        *listeners // listeners with their TLS and SASL configuration (listeners.go)
 	ready     chan struct{}
 	addrs     []string // bound listener addresses, set before ready closes
 	metricsAt string
 }
 
 type tpKeyT = klog.TopicPartition
+
+// InterBrokerDial is how this broker's controller dials other brokers:
+// the dialer WithDialer set, speaking the inter-broker listener's
+// security protocol (TLS, SASL) when it has one.
+func (b *Broker) InterBrokerDial() func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return b.dialer
+}
 
 // WithDialer sets how the broker dials other brokers.
 func WithDialer(d func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
@@ -146,6 +153,11 @@ func New(cfg *kafkaconfig.Config, opts ...Option) (*Broker, error) {
 			return nil, fmt.Errorf("transaction.version=2 needs transaction.partition.verification.enable=true: the partition leader adds a produce request's partitions to the transaction through the coordinator")
 		}
 	}
+	ls, err := newListeners(cfg, b.dialer, b.now, b.id)
+	if err != nil {
+		return nil, err
+	}
+	b.ls, b.dialer = ls, ls.dial
 	b.versions = advertisedTable(cfg.String("kafka.profile"), cfg.Int("transaction.version"))
 	b.served = servedTable(cfg.Int("transaction.version"))
 	b.handlers = b.handlerTable()
@@ -215,43 +227,21 @@ func (b *Broker) logConfig(tc *kafkaconfig.Config) klog.Config {
 	return lc
 }
 
-// listenerAddrs returns host:port of each configured listener.
-func listenerAddrs(list []string) ([]string, error) {
-	var out []string
-	for _, l := range list {
-		u, err := url.Parse(l)
-		if err != nil || u.Host == "" {
-			return nil, &kafkaconfig.InvalidError{Key: "listeners", Value: l, Reason: "expected PLAINTEXT://host:port"}
-		}
-		if !strings.EqualFold(u.Scheme, "PLAINTEXT") {
-			return nil, &kafkaconfig.InvalidError{Key: "listeners", Value: l, Reason: "only PLAINTEXT listeners are supported"}
-		}
-		out = append(out, u.Host)
-	}
-	if len(out) == 0 {
-		return nil, &kafkaconfig.InvalidError{Key: "listeners", Value: "", Reason: "no listener"}
-	}
-	return out, nil
-}
-
 // Run serves until ctx ends, then shuts down cleanly: connections close,
 // logs are flushed and the clean-shutdown marker is written.
 func (b *Broker) Run(ctx context.Context) error {
-	addrs, err := listenerAddrs(b.cfg.List("listeners"))
-	if err != nil {
-		return err
-	}
 	var lns []net.Listener
+	var err error
 	closeAll := func() {
 		for _, ln := range lns {
 			ln.Close()
 		}
 	}
-	for _, a := range addrs {
-		ln, err := net.Listen("tcp", a)
+	for _, l := range b.ls.all {
+		ln, err := net.Listen("tcp", l.Addr())
 		if err != nil {
 			closeAll()
-			return fmt.Errorf("listen %s: %w", a, err)
+			return fmt.Errorf("listen %s: %w", l.URL(), err)
 		}
 		lns = append(lns, ln)
 		b.addrs = append(b.addrs, ln.Addr().String())
@@ -264,7 +254,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		}
 		b.metricsAt = mln.Addr().String()
 	}
-	b.meta.setSelf(b.advertised())
+	b.meta.setSelf(b.selfEndpoint())
 
 	// The broker serves on serveCtx, which outlives ctx by the controlled
 	// shutdown: leadership moves away while the broker still answers.
@@ -281,20 +271,25 @@ func (b *Broker) Run(ctx context.Context) error {
 		}
 		defer b.cluster.coord.Close()
 	}
-	rcfg := replication.NewConfig(b.cfg)
 	b.api = b.newAPIGroups()
+	for _, l := range b.ls.all {
+		if l.sasl != nil {
+			l.sasl.Scram = b.api.scram
+		}
+	}
+	rcfg := replication.NewConfig(b.cfg)
 	b.fetchers = replication.NewFetchers(serveCtx, rcfg, replicaHost{b}, b.dialer, b.log)
 	maxLag := b.fetchers.MaxLag
 	b.metrics.maxLag.Store(&maxLag)
 	g, gctx := errgroup.WithContext(serveCtx)
 	var conns sync.WaitGroup
-	for _, ln := range lns {
+	for i, ln := range lns {
 		g.Go(func() error {
 			<-gctx.Done()
 			ln.Close()
 			return nil
 		})
-		g.Go(func() error { b.acceptLoop(gctx, ln, &conns); return nil })
+		g.Go(func() error { b.acceptLoop(gctx, ln, b.ls.all[i], &conns); return nil })
 	}
 	for i := 0; i < b.cfg.Int("num.io.threads"); i++ {
 		clock := &b.metrics.handlerClock[i]
@@ -369,28 +364,28 @@ func (b *Broker) Addrs() []string { return b.addrs }
 // MetricsAddr returns the bound metrics address, if any (valid after Ready).
 func (b *Broker) MetricsAddr() string { return b.metricsAt }
 
-// advertised returns the host and port clients should use.
+// advertised returns the host and port of this broker's inter-broker
+// listener, as other brokers and the controller reach it.
 func (b *Broker) advertised() (string, int32) {
-	list := b.cfg.List("advertised.listeners")
-	hostport := ""
-	if len(list) > 0 {
-		if a, err := listenerAddrs(list[:1]); err == nil {
-			hostport = a[0]
+	e := b.selfEndpoint()
+	return e.Host, e.Port
+}
+
+// selfEndpoint is this broker's metadata entry: the inter-broker
+// listener's advertised address and every advertised listener's.
+func (b *Broker) selfEndpoint() brokerEndpoint {
+	eps := b.ls.endpoints(b.addrs)
+	e := brokerEndpoint{ID: b.id, Endpoints: eps}
+	hp, ok := eps[b.ls.interBroker]
+	if !ok {
+		for _, l := range b.ls.all {
+			if hp, ok = eps[l.Name]; ok {
+				break
+			}
 		}
 	}
-	if hostport == "" {
-		hostport = b.addrs[0]
-	}
-	host, port, _ := net.SplitHostPort(hostport)
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1"
-	}
-	// A listener on port 0 advertises the port it got.
-	if port == "0" {
-		_, port, _ = net.SplitHostPort(b.addrs[0])
-	}
-	n, _ := strconv.Atoi(port)
-	return host, int32(n)
+	e.Host, e.Port = hp.Host, hp.Port
+	return e
 }
 
 // highWatermark is the log manager's view of a partition's HW (retention

@@ -102,8 +102,16 @@ func (b *Broker) dialCoord(ctx context.Context) error {
 // same id is still alive (after a crash it lasts until the session times
 // out). A live duplicate broker id is reported once as an error.
 func (c *cluster) register(ctx context.Context) (*coord.Registration, error) {
-	host, port := c.b.advertised()
-	info := coord.BrokerInfo{ID: c.b.id, Host: host, Port: port, Endpoints: []string{"PLAINTEXT://" + net.JoinHostPort(host, strconv.Itoa(int(port)))}, Timestamp: time.Now().UnixMilli()}
+	// Host and port are the inter-broker listener's, which the controller
+	// dials; Endpoints list every advertised listener, which
+	// UpdateMetadata passes on so each client gets its own listener's.
+	self := c.b.selfEndpoint()
+	info := coord.BrokerInfo{ID: c.b.id, Host: self.Host, Port: self.Port, Timestamp: time.Now().UnixMilli()}
+	for _, l := range c.b.ls.all {
+		if hp, ok := self.Endpoints[l.Name]; ok {
+			info.Endpoints = append(info.Endpoints, l.Name+"://"+net.JoinHostPort(hp.Host, strconv.Itoa(int(hp.Port))))
+		}
+	}
 	session := time.Duration(c.b.cfg.Long("coordinator.session.timeout.ms")) * time.Millisecond
 	warned := false
 	for {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -35,11 +36,30 @@ type partitionMeta struct {
 	Offline     []int32 `json:"-"`
 }
 
+// brokerEndpoint is a live broker: Host and Port are its inter-broker
+// listener's address, Endpoints every advertised listener's by name (nil
+// when only Host and Port are known).
 type brokerEndpoint struct {
-	ID   int32
-	Host string
-	Port int32
-	Rack *string
+	ID        int32
+	Host      string
+	Port      int32
+	Rack      *string
+	Endpoints map[string]hostPort
+}
+
+// on returns the broker as a client of listener sees it: that
+// listener's address, or false when the broker has no such listener
+// (Kafka leaves such brokers out of its answers).
+func (e brokerEndpoint) on(listener string) (brokerEndpoint, bool) {
+	if e.Endpoints == nil || listener == "" {
+		return e, true
+	}
+	hp, ok := e.Endpoints[listener]
+	if !ok {
+		return e, false
+	}
+	e.Host, e.Port = hp.Host, hp.Port
+	return e, true
 }
 
 // metadata is the broker's metadata cache. Standalone (no
@@ -136,10 +156,10 @@ func openStandaloneMetadata(b *Broker, dir string) (*metadata, error) {
 	return m, nil
 }
 
-func (m *metadata) setSelf(host string, port int32) {
+func (m *metadata) setSelf(e brokerEndpoint) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.brokers[m.b.id] = brokerEndpoint{ID: m.b.id, Host: host, Port: port}
+	m.brokers[m.b.id] = e
 }
 
 // persistLocked writes the topic list atomically (standalone only).
@@ -254,6 +274,18 @@ func (m *metadata) topicNames() []string {
 	return names
 }
 
+// brokersOn lists the live brokers as clients of listener reach them.
+func (m *metadata) brokersOn(listener string) []brokerEndpoint {
+	all := m.brokerList()
+	out := all[:0]
+	for _, e := range all {
+		if e, ok := e.on(listener); ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 func (m *metadata) brokerList() []brokerEndpoint {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -357,6 +389,11 @@ func (b *Broker) openTopicPartitions(t *topicMeta) error {
 func (m *metadata) setBroker(e brokerEndpoint) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if old, ok := m.brokers[e.ID]; ok && e.Endpoints == nil && old.Host == e.Host && old.Port == e.Port {
+		// A LeaderAndIsr's live leaders carry only the inter-broker
+		// address: keep the listeners UpdateMetadata gave.
+		e.Endpoints = old.Endpoints
+	}
 	m.brokers[e.ID] = e
 }
 
@@ -444,6 +481,13 @@ func (m *metadata) applyUpdateMetadata(req *kmsg.UpdateMetadataRequest) int {
 		e := brokerEndpoint{ID: lb.ID, Host: lb.Host, Port: lb.Port, Rack: lb.Rack}
 		if len(lb.Endpoints) > 0 {
 			e.Host, e.Port = lb.Endpoints[0].Host, lb.Endpoints[0].Port
+			e.Endpoints = map[string]hostPort{}
+			for _, ep := range lb.Endpoints {
+				e.Endpoints[strings.ToUpper(ep.ListenerName)] = hostPort{ep.Host, ep.Port}
+			}
+			if hp, ok := e.Endpoints[m.interBroker()]; ok {
+				e.Host, e.Port = hp.Host, hp.Port
+			}
 		}
 		m.brokers[lb.ID] = e
 	}
@@ -471,4 +515,27 @@ func (m *metadata) applyUpdateMetadata(req *kmsg.UpdateMetadataRequest) int {
 		t.Partitions[ps.Partition] = partitionMeta{Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch, Replicas: ps.Replicas, ISR: ps.ISR, Offline: ps.OfflineReplicas}
 	}
 	return len(states)
+}
+
+// interBroker is the name of the inter-broker listener.
+func (m *metadata) interBroker() string {
+	if m.b == nil || m.b.ls == nil {
+		return ""
+	}
+	return m.b.ls.interBroker
+}
+
+// addrOn maps broker id's inter-broker address to the one clients of
+// listener use.
+func (m *metadata) addrOn(id int32, listener, host string, port int32) (string, int32) {
+	m.mu.RLock()
+	e, ok := m.brokers[id]
+	m.mu.RUnlock()
+	if !ok || port < 0 {
+		return host, port
+	}
+	if e, ok := e.on(listener); ok {
+		return e.Host, e.Port
+	}
+	return host, port
 }

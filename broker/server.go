@@ -3,6 +3,8 @@ package broker
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"log/slog"
 	"net"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/isrlab/isrlab/broker/security"
 	"github.com/isrlab/isrlab/broker/wire"
 )
 
@@ -55,27 +58,80 @@ type conn struct {
 	nc     net.Conn
 	remote string
 	log    *slog.Logger
+	l      *listener
+	sasl   *security.Session // SASL listeners only
 }
 
-// serveConn runs one connection until it closes or ctx ends.
-func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
-	c := &conn{b: b, nc: nc, remote: nc.RemoteAddr().String()}
-	c.log = b.log.With("remote", c.remote)
-	defer nc.Close()
+// listener is the name of the listener the request came in on.
+func (rq *request) listener() string {
+	if rq.conn == nil || rq.conn.l == nil {
+		return ""
+	}
+	return rq.conn.l.Name
+}
+
+// onListener turns a broker's endpoint into the one clients of the
+// request's listener use; nil when that broker has no such listener.
+func (rq *request) onListener(e *brokerEndpoint) *brokerEndpoint {
+	if e == nil {
+		return nil
+	}
+	on, ok := e.on(rq.listener())
+	if !ok {
+		return nil
+	}
+	return &on
+}
+
+// serveConn runs one connection until it closes or ctx ends. On a TLS
+// listener it first completes the TLS handshake; on a SASL listener the
+// connection's SASL session sees every request first (authenticate).
+func (b *Broker) serveConn(ctx context.Context, nc net.Conn, l *listener) {
+	c := &conn{b: b, nc: nc, remote: nc.RemoteAddr().String(), l: l}
+	c.log = b.log.With("remote", c.remote, "listener", l.Name)
+	defer func() { nc.Close() }()
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
 	defer stop()
+	if l.tls != nil {
+		tc := tls.Server(nc, l.tls)
+		hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			// Kafka logs "Failed authentication with <client> (SSL
+			// handshake failed)"; the client sees the TLS alert.
+			c.log.Info("failed authentication (SSL handshake failed)", "err", err)
+			return
+		}
+		nc, c.nc = tc, tc
+	}
+	if l.sasl != nil {
+		c.sasl = security.NewSession(l.sasl)
+	}
 
 	r := bufio.NewReaderSize(nc, 64*1024)
 	maxFrame := int32(b.cfg.Int("socket.request.max.bytes"))
 	var buf, out []byte
 	done := make(chan reply, 1)
 	for {
-		frame, err := wire.ReadFrame(r, maxFrame, buf)
+		limit := maxFrame
+		if c.sasl != nil && !c.sasl.Authenticated() {
+			// Kafka's sasl.server.max.receive.size bounds what an
+			// unauthenticated client can make the broker allocate.
+			limit = int32(b.cfg.Int("sasl.server.max.receive.size"))
+		}
+		frame, err := wire.ReadFrame(r, limit, buf)
 		if err != nil {
 			if errors.Is(err, wire.ErrFrameTooLarge) {
 				c.log.Warn("closing connection", "err", err)
 			}
 			return
+		}
+		if c.sasl != nil && c.sasl.Raw() {
+			if !c.rawSASL(frame) {
+				return
+			}
+			continue
 		}
 		busyStart := time.Now()
 		// The decoded request aliases the frame, but the connection is
@@ -99,6 +155,18 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 			c.log.Warn("closing connection on bad request", "key", hdr.Key, "version", hdr.Version, "err", err)
 			b.metrics.badRequests.Inc()
 			return
+		}
+		if c.sasl != nil {
+			res, taken := c.sasl.Step(ctx, hdr.Key, hdr.Version, req, func() kmsg.Response {
+				avr, _ := req.(*kmsg.ApiVersionsRequest)
+				return b.apiVersions(hdr.Version, avr)
+			})
+			if taken {
+				if !c.answerSASL(hdr, res, &out) {
+					return
+				}
+				continue
+			}
 		}
 		b.metrics.bytesIn.Add(float64(len(frame) + 4))
 		b.metrics.countRequest(hdr.Key, hdr.Version)
@@ -144,6 +212,41 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 	}
 }
 
+// answerSASL sends what the SASL session answered and reports whether
+// the connection stays open.
+func (c *conn) answerSASL(hdr wire.Header, res security.Result, out *[]byte) bool {
+	if res.Resp != nil {
+		if hdr.Key != wire.ApiVersionsKey {
+			res.Resp.SetVersion(hdr.Version)
+		}
+		*out = wire.AppendResponse((*out)[:0], hdr, res.Resp)
+		if _, err := c.nc.Write(*out); err != nil {
+			return false
+		}
+	}
+	if res.Close {
+		c.log.Info("closing connection: SASL authentication failed", "err", res.Err)
+		return false
+	}
+	if c.sasl.Authenticated() && hdr.Key == keySaslAuthenticate {
+		c.log.Debug("SASL authenticated", "principal", "User:"+c.sasl.Principal())
+	}
+	return true
+}
+
+// rawSASL handles a raw token after SaslHandshake v0 and reports whether
+// the connection stays open.
+func (c *conn) rawSASL(frame []byte) bool {
+	tok, closeConn, err := c.sasl.RawStep(frame)
+	if closeConn {
+		c.log.Info("closing connection: SASL authentication failed", "err", err)
+		return false
+	}
+	msg := binary.BigEndian.AppendUint32(nil, uint32(len(tok)))
+	_, werr := c.nc.Write(append(msg, tok...))
+	return werr == nil
+}
+
 // handlerLoop is one of num.io.threads request handlers.
 func (b *Broker) handlerLoop(ctx context.Context, clock *threadClock) {
 	for {
@@ -175,7 +278,7 @@ func (b *Broker) dispatch(ctx context.Context, rq *request) {
 }
 
 // acceptLoop accepts connections on ln until ctx ends.
-func (b *Broker) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitGroup) {
+func (b *Broker) acceptLoop(ctx context.Context, ln net.Listener, l *listener, wg *sync.WaitGroup) {
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -191,7 +294,7 @@ func (b *Broker) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitG
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.serveConn(ctx, nc)
+			b.serveConn(ctx, nc, l)
 		}()
 	}
 }

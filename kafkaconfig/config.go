@@ -32,10 +32,13 @@ const (
 	Bool
 	List
 	Double
+	// Password is a string whose value is never shown: DescribeConfigs
+	// answers it as sensitive, with no value, and Redacted hides it.
+	Password
 )
 
 func (t Type) String() string {
-	return [...]string{"string", "int", "long", "boolean", "list", "double"}[t]
+	return [...]string{"string", "int", "long", "boolean", "list", "double", "password"}[t]
 }
 
 // Def defines one config key.
@@ -136,11 +139,26 @@ func (c *Config) Clone() *Config {
 }
 
 // Set validates and stores one value. An unknown key returns ErrUnknownKey
-// (wrapped with the key) and changes nothing.
+// (wrapped with the key) and changes nothing. A listener-prefixed key
+// (listener.name.<listener>.[<mechanism>.]<key>, Kafka's per-listener
+// override) is accepted when <key> is one of the listener's security keys.
 func (c *Config) Set(key, value string) error {
 	d, ok := c.defs[key]
 	if !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownKey, key)
+		base, ok := listenerBase(key)
+		bd, known := c.defs[base]
+		if !ok || !known || !ListenerScoped[base] {
+			return fmt.Errorf("%w: %s", ErrUnknownKey, key)
+		}
+		d = bd
+		d.Name, d.Default = key, ""
+		// defs may be shared with clones: copy before adding.
+		defs := make(map[string]Def, len(c.defs)+1)
+		for k, v := range c.defs {
+			defs[k] = v
+		}
+		defs[key] = d
+		c.defs = defs
 	}
 	if err := d.validate(value); err != nil {
 		return err

@@ -144,6 +144,9 @@ func (c *Client) ClientQuotas(ctx context.Context) ([]ClientQuota, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: %s: %w", op, kv.Key, err)
 			}
+			if len(vals) == 0 {
+				continue // only a SCRAM credential
+			}
 			all = append(all, keyed{string(kv.Key), ClientQuota{Entity: entity, Values: vals}})
 		}
 	}
@@ -162,6 +165,9 @@ func decodeQuota(val []byte) (map[string]float64, error) {
 	}
 	out := make(map[string]float64, len(qj.Config))
 	for k, v := range qj.Config {
+		if isScramKey(k) {
+			continue // a user's SCRAM credential lives in the same entry
+		}
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil {
 			return nil, fmt.Errorf("quota %s=%q: %w", k, v, err)
@@ -189,9 +195,13 @@ func (c *Client) AlterClientQuota(ctx context.Context, entity []QuotaEntityPart,
 		}
 		vals := map[string]float64{}
 		var rev int64
+		var scram map[string]string
 		if len(resp.Kvs) > 0 {
 			rev = resp.Kvs[0].ModRevision
 			if vals, err = decodeQuota(resp.Kvs[0].Value); err != nil {
+				return fmt.Errorf("%s: %w", op, err)
+			}
+			if scram, err = decodeScram(resp.Kvs[0].Value); err != nil {
 				return fmt.Errorf("%s: %w", op, err)
 			}
 		}
@@ -202,12 +212,15 @@ func (c *Client) AlterClientQuota(ctx context.Context, entity []QuotaEntityPart,
 			delete(vals, k)
 		}
 		var write clientv3.Op
-		if len(vals) == 0 {
+		if len(vals) == 0 && len(scram) == 0 {
 			write = clientv3.OpDelete(key)
 		} else {
 			qj := quotaJSON{Version: 1, Config: map[string]string{}}
 			for k, v := range vals {
 				qj.Config[k] = strconv.FormatFloat(v, 'f', -1, 64)
+			}
+			for k, v := range scram {
+				qj.Config[k] = v
 			}
 			b, err := json.Marshal(qj)
 			if err != nil {

@@ -62,6 +62,12 @@ var ErrClientClosed = errors.New("client closed")
 func (c *Client) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if e, ok := c.conn.(interface{ Expired() bool }); ok && e.Expired() {
+		// Its SASL session is near its end: a new connection
+		// authenticates again before the broker would close this one.
+		c.conn.Close()
+		c.conn = nil
+	}
 	if c.conn == nil {
 		conn, err := c.dial(ctx, "tcp", c.addr)
 		if err != nil {

@@ -27,6 +27,7 @@ func controllerFactory(cfg *kafkaconfig.Config, logger *slog.Logger) broker.Cont
 			Broker:     cfg,
 			Logger:     logger.With("component", "controller"),
 			Registerer: b.MetricsRegisterer(),
+			Dial:       b.InterBrokerDial(),
 		})
 	}
 }

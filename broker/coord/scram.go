@@ -1,0 +1,134 @@
+package coord
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// SCRAM credentials are kept where ZooKeeper-era Kafka keeps them: in a
+// user's /config/users/<user> entry, beside its quotas, one config per
+// mechanism ("SCRAM-SHA-256": "salt=...,stored_key=...,server_key=...,iterations=4096").
+// The coordinator stores those strings; broker/security reads them.
+
+func isScramKey(k string) bool { return strings.HasPrefix(k, "SCRAM-") }
+
+func decodeScram(val []byte) (map[string]string, error) {
+	var qj quotaJSON
+	if err := json.Unmarshal(val, &qj); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for k, v := range qj.Config {
+		if isScramKey(k) {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+func userKey(user string) string { return "/config/users/" + url.QueryEscape(user) }
+
+// ScramCredentials returns the stored SCRAM credentials of every user
+// that has one: user -> mechanism -> stored credential.
+func (c *Client) ScramCredentials(ctx context.Context) (map[string]map[string]string, error) {
+	const op = "read SCRAM credentials"
+	cctx, cancel := c.callCtx(ctx)
+	defer cancel()
+	resp, err := c.cli.Get(cctx, "/config/users/", clientv3.WithPrefix())
+	if err != nil {
+		return nil, wrapErr(op, err)
+	}
+	out := map[string]map[string]string{}
+	for _, kv := range resp.Kvs {
+		raw := strings.TrimPrefix(string(kv.Key), "/config/users/")
+		if strings.Contains(raw, "/") || raw == quotaDefault {
+			continue // a user+client-id quota, or the default user's
+		}
+		user, err := url.QueryUnescape(raw)
+		if err != nil {
+			continue
+		}
+		m, err := decodeScram(kv.Value)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", op, kv.Key, err)
+		}
+		if len(m) > 0 {
+			out[user] = m
+		}
+	}
+	return out, nil
+}
+
+// UserScramCredentials returns one user's stored credentials by mechanism.
+func (c *Client) UserScramCredentials(ctx context.Context, user string) (map[string]string, error) {
+	op := "read SCRAM credentials of a user"
+	cctx, cancel := c.callCtx(ctx)
+	defer cancel()
+	resp, err := c.cli.Get(cctx, userKey(user))
+	if err != nil {
+		return nil, wrapErr(op, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return map[string]string{}, nil
+	}
+	return decodeScram(resp.Kvs[0].Value)
+}
+
+// AlterScramCredentials sets and removes a user's credentials by
+// mechanism with a compare-and-swap on the user's entry (retried when
+// another writer won), keeping its quotas; the entry is deleted when
+// nothing is left in it.
+func (c *Client) AlterScramCredentials(ctx context.Context, user string, set map[string]string, remove []string) error {
+	key := userKey(user)
+	const op = "alter SCRAM credentials"
+	for attempt := 0; ; attempt++ {
+		cctx, cancel := c.callCtx(ctx)
+		resp, err := c.cli.Get(cctx, key)
+		cancel()
+		if err != nil {
+			return wrapErr(op, err)
+		}
+		qj := quotaJSON{Version: 1, Config: map[string]string{}}
+		var rev int64
+		if len(resp.Kvs) > 0 {
+			rev = resp.Kvs[0].ModRevision
+			if err := json.Unmarshal(resp.Kvs[0].Value, &qj); err != nil {
+				return fmt.Errorf("%s: %w", op, err)
+			}
+			if qj.Config == nil {
+				qj.Config = map[string]string{}
+			}
+		}
+		for k, v := range set {
+			qj.Config[k] = v
+		}
+		for _, k := range remove {
+			delete(qj.Config, k)
+		}
+		write := clientv3.OpDelete(key)
+		if len(qj.Config) > 0 {
+			b, err := json.Marshal(qj)
+			if err != nil {
+				return fmt.Errorf("%s: %w", op, err)
+			}
+			write = clientv3.OpPut(key, string(b))
+		}
+		cctx, cancel = c.callCtx(ctx)
+		tr, err := c.cli.Txn(cctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(write).Commit()
+		cancel()
+		if err != nil {
+			return wrapErr(op, err)
+		}
+		if tr.Succeeded {
+			return nil
+		}
+		if attempt >= 10 {
+			return fmt.Errorf("%s: %w", op, ErrTopicChanged)
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package security
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/isrlab/isrlab/kafkaconfig"
+)
+
+// keyPair reads the listener's PEM keystore: ssl.keystore.location (a
+// file holding the private key and the certificate chain, as Kafka's PEM
+// keystore), or ssl.keystore.key with ssl.keystore.certificate.chain.
+func keyPair(cfg *kafkaconfig.Config, listener string) (tls.Certificate, bool, error) {
+	get := func(k string) string { return cfg.ForListener(listener, "", k) }
+	var certPEM, keyPEM []byte
+	switch loc := get("ssl.keystore.location"); {
+	case loc != "" && (get("ssl.keystore.key") != "" || get("ssl.keystore.certificate.chain") != ""):
+		return tls.Certificate{}, false, &kafkaconfig.InvalidError{Key: "ssl.keystore.location", Value: loc, Reason: "set either ssl.keystore.location or ssl.keystore.key with ssl.keystore.certificate.chain, not both"}
+	case loc != "":
+		b, err := os.ReadFile(loc)
+		if err != nil {
+			return tls.Certificate{}, false, fmt.Errorf("ssl.keystore.location: %w", err)
+		}
+		certPEM, keyPEM = b, b
+	case get("ssl.keystore.key") != "" || get("ssl.keystore.certificate.chain") != "":
+		certPEM, keyPEM = []byte(get("ssl.keystore.certificate.chain")), []byte(get("ssl.keystore.key"))
+	default:
+		return tls.Certificate{}, false, nil
+	}
+	keyPEM, err := decryptKey(keyPEM, get("ssl.key.password"))
+	if err != nil {
+		return tls.Certificate{}, false, err
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		// The error names no key material.
+		return tls.Certificate{}, false, fmt.Errorf("listener %s keystore: %w", listener, err)
+	}
+	return cert, true, nil
+}
+
+// decryptKey returns the PEM private key blocks of b, decrypting a
+// legacy encrypted block with password; certificates pass through.
+func decryptKey(b []byte, password string) ([]byte, error) {
+	var out []byte
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			return out, nil
+		}
+		if blk.Type == "ENCRYPTED PRIVATE KEY" {
+			return nil, errors.New("ssl.keystore: encrypted PKCS#8 keys are not supported; give an unencrypted key (file mode 0600)")
+		}
+		//lint:ignore SA1019 legacy PEM encryption is the only one the standard library reads.
+		if x509.IsEncryptedPEMBlock(blk) { //nolint:staticcheck
+			if password == "" {
+				return nil, errors.New("ssl.keystore: the private key is encrypted and ssl.key.password is not set")
+			}
+			der, err := x509.DecryptPEMBlock(blk, []byte(password)) //nolint:staticcheck
+			if err != nil {
+				return nil, errors.New("ssl.keystore: cannot decrypt the private key with ssl.key.password")
+			}
+			blk = &pem.Block{Type: blk.Type, Bytes: der}
+		}
+		out = append(out, pem.EncodeToMemory(blk)...)
+	}
+}
+
+// trustPool reads the listener's PEM truststore; nil when none is set.
+func trustPool(cfg *kafkaconfig.Config, listener string) (*x509.CertPool, error) {
+	get := func(k string) string { return cfg.ForListener(listener, "", k) }
+	var b []byte
+	switch loc := get("ssl.truststore.location"); {
+	case loc != "":
+		var err error
+		if b, err = os.ReadFile(loc); err != nil {
+			return nil, fmt.Errorf("ssl.truststore.location: %w", err)
+		}
+	case get("ssl.truststore.certificates") != "":
+		b = []byte(get("ssl.truststore.certificates"))
+	default:
+		return nil, nil
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("listener %s truststore: no PEM certificate in it", listener)
+	}
+	return pool, nil
+}
+
+// ServerTLS is the TLS configuration of an SSL or SASL_SSL listener:
+// its keystore, and with ssl.client.auth requested or required the
+// truststore client certificates are checked against.
+func ServerTLS(cfg *kafkaconfig.Config, listener string) (*tls.Config, error) {
+	cert, ok, err := keyPair(cfg, listener)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, &kafkaconfig.InvalidError{Key: "ssl.keystore.location", Value: "", Reason: fmt.Sprintf("listener %s uses TLS and has no keystore", listener)}
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	auth := cfg.ForListener(listener, "", "ssl.client.auth")
+	switch auth {
+	case "none":
+		return tc, nil
+	case "requested":
+		tc.ClientAuth = tls.VerifyClientCertIfGiven
+	case "required":
+		tc.ClientAuth = tls.RequireAndVerifyClientCert
+	default:
+		return nil, &kafkaconfig.InvalidError{Key: "ssl.client.auth", Value: auth, Reason: "expected none, requested or required"}
+	}
+	if tc.ClientCAs, err = trustPool(cfg, listener); err != nil {
+		return nil, err
+	}
+	if tc.ClientCAs == nil {
+		return nil, &kafkaconfig.InvalidError{Key: "ssl.truststore.location", Value: "", Reason: fmt.Sprintf("listener %s checks client certificates (ssl.client.auth=%s) and has no truststore", listener, auth)}
+	}
+	return tc, nil
+}
+
+// ClientTLS is how this broker connects to another broker's listener:
+// the listener's truststore (the system roots when none), its keystore as
+// the client certificate, and the host name checked unless
+// ssl.endpoint.identification.algorithm is empty.
+func ClientTLS(cfg *kafkaconfig.Config, listener string) (*tls.Config, error) {
+	pool, err := trustPool(cfg, listener)
+	if err != nil {
+		return nil, err
+	}
+	tc := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if cert, ok, err := keyPair(cfg, listener); err != nil {
+		return nil, err
+	} else if ok {
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	if cfg.String("ssl.endpoint.identification.algorithm") == "" {
+		tc.InsecureSkipVerify = true
+		tc.VerifyPeerCertificate = verifyChainOnly(pool)
+	}
+	return tc, nil
+}
+
+// verifyChainOnly checks the peer's chain against roots without its
+// host name (Kafka's ssl.endpoint.identification.algorithm="").
+func verifyChainOnly(roots *x509.CertPool) func([][]byte, [][]*x509.Certificate) error {
+	return func(raw [][]byte, _ [][]*x509.Certificate) error {
+		if len(raw) == 0 {
+			return errors.New("tls: the broker sent no certificate")
+		}
+		certs := make([]*x509.Certificate, len(raw))
+		for i, r := range raw {
+			c, err := x509.ParseCertificate(r)
+			if err != nil {
+				return err
+			}
+			certs[i] = c
+		}
+		inter := x509.NewCertPool()
+		for _, c := range certs[1:] {
+			inter.AddCert(c)
+		}
+		_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
+		return err
+	}
+}
