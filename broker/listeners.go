@@ -24,8 +24,8 @@ type listener struct {
 // listeners is the broker's listener configuration, read once by New.
 type listeners struct {
 	all         []*listener
-	interBroker string               // inter.broker.listener.name, resolved
-	advertised  []security.Listener  // advertised.listeners, else listeners
+	interBroker string              // inter.broker.listener.name, resolved
+	advertised  []security.Listener // advertised.listeners, else listeners
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 

@@ -218,7 +218,6 @@ func TestSecureHandshakes(t *testing.T) {
 	}
 }
 
-
 // TestSecureRefusals: each way in that must fail does, and says why.
 func TestSecureRefusals(t *testing.T) {
 	p := newTestPKI(t)
