@@ -37,6 +37,9 @@ type testCluster struct {
 	dirs    map[int32]string
 	ports   map[int32]int
 	extra   []string
+	// listeners, if set, gives a broker's listeners from its port
+	// (default: one PLAINTEXT listener).
+	listeners func(port int) string
 }
 
 func testLogger() *slog.Logger {
@@ -67,10 +70,14 @@ func startClusterB(t testing.TB, n int, overrides ...string) *testCluster {
 // start (re)starts broker id on its directory and port.
 func (tc *testCluster) start(id int32) {
 	t := tc.t
+	listeners := fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", tc.ports[id])
+	if tc.listeners != nil {
+		listeners = tc.listeners(tc.ports[id])
+	}
 	ov := append([]string{
 		"broker.id=" + fmt.Sprint(id),
 		"log.dirs=" + tc.dirs[id],
-		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", tc.ports[id]),
+		"listeners=" + listeners,
 		"coordinator.connect=" + strings.Join(tc.coord.ClientURLs(), ","),
 		"coordinator.session.timeout.ms=3000",
 		"replica.fetch.wait.max.ms=100",
@@ -83,7 +90,7 @@ func (tc *testCluster) start(id int32) {
 	}
 	logger := testLogger().With("broker", id)
 	b, err := New(cfg, WithLogger(logger), WithController(func(b *Broker, c *coord.Client) Controller {
-		return controller.New(controller.Config{BrokerID: b.ID(), Coord: c, Broker: cfg, Logger: logger, ImbalanceCheckInterval: 500 * time.Millisecond})
+		return controller.New(controller.Config{BrokerID: b.ID(), Coord: c, Broker: cfg, Logger: logger, ImbalanceCheckInterval: 500 * time.Millisecond, Dial: b.InterBrokerDial()})
 	}))
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strconv"
@@ -23,9 +24,12 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/isrlab/isrlab/broker/coord"
+	"github.com/isrlab/isrlab/broker/coord/coordtest"
 	"github.com/isrlab/isrlab/broker/security"
 	"github.com/isrlab/isrlab/broker/wire"
 	"github.com/isrlab/isrlab/compose/pki"
+	"github.com/isrlab/isrlab/internal/proctest"
 )
 
 // testPKI is a CA with a broker certificate for 127.0.0.1 and a client
@@ -515,4 +519,102 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestSecuredCluster: three brokers with one SASL_SSL listener each, the
+// brokers authenticating to each other with SCRAM-SHA-512 as a user
+// created in the coordinator before they start (as Kafka's brokers need
+// theirs in ZooKeeper). Replication and the controller's requests go over
+// it: a topic with three replicas gets all three in its ISR and serves an
+// acks=all write, and the admin user creates a client user through
+// AlterUserScramCredentials.
+func TestSecuredCluster(t *testing.T) {
+	p := newTestPKI(t)
+	tc := &testCluster{t: t, coord: coordtest.Start(t), brokers: map[int32]*testBroker{}, dirs: map[int32]string{}, ports: map[int32]int{}}
+	tc.listeners = func(port int) string { return fmt.Sprintf("SASL_SSL://127.0.0.1:%d", port) }
+	tc.extra = []string{
+		"inter.broker.listener.name=SASL_SSL",
+		"ssl.keystore.location=" + p.brokerKS,
+		"ssl.truststore.location=" + p.caFile,
+		"sasl.enabled.mechanisms=SCRAM-SHA-512",
+		"sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
+		`listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="admin-secret";`,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	co, err := coord.Dial(ctx, tc.coord.ClientURLs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer co.Close()
+	cred, err := security.NewScramCredential(security.ScramSHA512, "admin-secret", 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := co.AlterScramCredentials(ctx, "admin", map[string]string{security.ScramSHA512: cred.String()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ports := coordtest.FreePorts(t, 3)
+	var seeds []string
+	for i := 1; i <= 3; i++ {
+		id := int32(i)
+		tc.dirs[id], tc.ports[id] = t.TempDir(), ports[i-1]
+		tc.start(id)
+		seeds = append(seeds, fmt.Sprintf("127.0.0.1:%d", ports[i-1]))
+	}
+	admin := func(user, pass string) *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DialTLSConfig(p.clientTLS(t, false)),
+			kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	proctest.Eventually(t, 30*time.Second, "three brokers in metadata", func() error {
+		// A new client each time: kadm answers from a client's cached
+		// metadata.
+		cl := admin("admin", "admin-secret")
+		defer cl.Close()
+		m, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+		if err != nil {
+			return err
+		}
+		if len(m.Brokers) != 3 {
+			return fmt.Errorf("%d brokers: %+v", len(m.Brokers), m.Brokers)
+		}
+		return nil
+	})
+	adm := kadm.NewClient(admin("admin", "admin-secret"))
+	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "alice-secret"}})
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatalf("create user alice: %v", err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "secured"); err != nil {
+		t.Fatal(err)
+	}
+	proctest.Eventually(t, 30*time.Second, "ISR of three replicas", func() error {
+		td, err := adm.ListTopics(ctx, "secured")
+		if err != nil {
+			return err
+		}
+		if isr := td["secured"].Partitions[0].ISR; len(isr) != 3 {
+			return fmt.Errorf("isr %v", isr)
+		}
+		return nil
+	})
+	cl := admin("alice", "alice-secret")
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "secured", Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatalf("acks=all produce as alice: %v", err)
+	}
+	d, err := kadm.NewClient(cl).DescribeUserSCRAMs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d["admin"]; !ok || len(d) != 2 {
+		t.Errorf("described users %v, want admin and alice", d)
+	}
 }
