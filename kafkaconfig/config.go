@@ -374,6 +374,9 @@ func Load(path string, overrides []string) (*Config, []Warning, error) {
 			return nil, nil, fmt.Errorf("--override: %w", err)
 		}
 	}
+	if err := c.resolveProviders(); err != nil {
+		return nil, nil, err
+	}
 	c.applyProfile()
 	if err := c.check(); err != nil {
 		return nil, nil, err

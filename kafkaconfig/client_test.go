@@ -1,0 +1,74 @@
+package kafkaconfig
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+func TestClientSecurityHidesPassword(t *testing.T) {
+	s, err := ParseClientSecurity(map[string]string{"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": "hunter2-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, _ := json.Marshal(s)
+	y, _ := yaml.Marshal(s)
+	for what, out := range map[string]string{"json": string(j), "yaml": string(y), "%v": fmt.Sprintf("%v", s), "%+v": fmt.Sprintf("%+v", s)} {
+		if strings.Contains(out, "hunter2") {
+			t.Errorf("%s shows the password: %s", what, out)
+		}
+	}
+	if !strings.Contains(string(j), `"sasl.password":"[hidden]"`) {
+		t.Errorf("json %s does not say the password is hidden", j)
+	}
+	if m, err := s.SASLMechanism(); err != nil || m.Name() != "SCRAM-SHA-512" {
+		t.Fatal(m, err)
+	}
+	for _, bad := range []map[string]string{
+		{"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI", "sasl.username": "a", "sasl.password": "p"},
+		{"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.password": "p"},
+		{"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "a"},
+		{"security.protocol": "TLS"},
+		{"security.protocol": "SSL", "ssl.certificate.location": "/c.pem"},
+	} {
+		if _, err := ParseClientSecurity(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		} else if strings.Contains(err.Error(), `"p"`) {
+			t.Errorf("error quotes a password: %v", err)
+		}
+	}
+}
+
+func TestFileConfigProvider(t *testing.T) {
+	dir := t.TempDir()
+	secrets := filepath.Join(dir, "secrets.properties")
+	if err := os.WriteFile(secrets, []byte("admin.password=s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	jaas := `listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=ScramLoginModule required username="admin" password="${file:` + secrets + `:admin.password}";`
+	c, _, err := Load("", []string{"log.dirs=/tmp/x", "config.providers=file", "config.providers.file.class=" + FileConfigProvider, jaas})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.ForListener("SASL_SSL", "SCRAM-SHA-512", "sasl.jaas.config"); !strings.Contains(got, `password="s3cret"`) {
+		t.Fatalf("jaas = %q", got)
+	}
+	if r := c.Redacted()["listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"]; r != hidden {
+		t.Errorf("redacted jaas = %q", r)
+	}
+	_, _, err = Load("", []string{"log.dirs=/tmp/x", "config.providers=file", "config.providers.file.class=" + FileConfigProvider,
+		`sasl.jaas.config=M required password="${file:` + secrets + `:missing}";`})
+	if err == nil || !strings.Contains(err.Error(), "missing is not in") {
+		t.Fatalf("missing key: %v", err)
+	}
+	// Without config.providers the reference stays as written, as in Kafka.
+	c, _, err = Load("", []string{"log.dirs=/tmp/x", `sasl.jaas.config=M required password="${file:` + secrets + `:admin.password}";`})
+	if err != nil || !strings.Contains(c.String("sasl.jaas.config"), "${file:") {
+		t.Fatal(err, c.String("sasl.jaas.config"))
+	}
+}
