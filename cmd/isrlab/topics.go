@@ -13,26 +13,50 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
 func init() { rootCmd.AddCommand(newTopicsCmd()) }
 
 // adminFlags are the connection flags shared by the admin commands.
 type adminFlags struct {
-	bootstrap string
-	timeout   time.Duration
+	bootstrap     string
+	timeout       time.Duration
+	commandConfig string
 }
 
 func (f *adminFlags) register(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&f.bootstrap, "bootstrap-server", "", "comma-separated HOST:PORT list of brokers (required)")
 	cmd.PersistentFlags().DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the cluster")
+	cmd.PersistentFlags().StringVar(&f.commandConfig, "command-config", "", "client properties file with security.protocol, sasl.mechanism, sasl.username, sasl.password.file, ssl.ca.location, ... (docs/security.md)")
+}
+
+// security reads --command-config; the zero config is PLAINTEXT.
+func (f *adminFlags) security() (kafkaconfig.ClientSecurity, error) {
+	if f.commandConfig == "" {
+		return kafkaconfig.ClientSecurity{}, nil
+	}
+	s, err := kafkaconfig.LoadClientSecurity(f.commandConfig)
+	if err != nil {
+		return s, usageError("--command-config: %v", err)
+	}
+	return s, nil
 }
 
 func (f *adminFlags) client() (*kadm.Client, *kgo.Client, error) {
 	if f.bootstrap == "" {
 		return nil, nil, usageError("--bootstrap-server is required")
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(f.bootstrap, ",")...))
+	sec, err := f.security()
+	if err != nil {
+		return nil, nil, err
+	}
+	opts, err := sec.KgoOpts(nil)
+	if err != nil {
+		return nil, nil, usageError("--command-config: %v", err)
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(f.bootstrap, ",")...)}, opts...)...)
 	if err != nil {
 		return nil, nil, usageError("--bootstrap-server %q: %v", f.bootstrap, err)
 	}
