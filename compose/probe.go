@@ -33,6 +33,10 @@ const probeTimeout = 2 * time.Second
 // the wait at once, even while a probe attempt is in flight.
 func Ready(ctx context.Context, c *Cluster, exited func(*Node) error) error {
 	dial := c.Dial()
+	kafka, err := c.KafkaOpts()
+	if err != nil {
+		return err
+	}
 	var brokerIDs []int
 	for _, b := range c.Of(RoleBroker) {
 		brokerIDs = append(brokerIDs, b.ID)
@@ -57,7 +61,7 @@ func Ready(ctx context.Context, c *Cluster, exited func(*Node) error) error {
 		}
 		probes.Go(func() error {
 			err := poll(ctx, n, func(ctx context.Context) error {
-				return ProbeNode(ctx, dial, n.NodeSpec, brokerIDs)
+				return ProbeNodeWith(ctx, dial, kafka, n.NodeSpec, brokerIDs)
 			})
 			if err != nil {
 				fail(err)
@@ -122,6 +126,12 @@ func poll(ctx context.Context, n *Node, try func(context.Context) error) error {
 
 // ProbeNode checks once that node n answers its protocol.
 func ProbeNode(ctx context.Context, dial DialFunc, n NodeSpec, brokerIDs []int) error {
+	return ProbeNodeWith(ctx, dial, []kgo.Opt{kgo.Dialer(dial)}, n, brokerIDs)
+}
+
+// ProbeNodeWith is ProbeNode with the options that reach a broker (the
+// cluster's KafkaOpts: TLS and SASL on a secured cluster).
+func ProbeNodeWith(ctx context.Context, dial DialFunc, kafka []kgo.Opt, n NodeSpec, brokerIDs []int) error {
 	switch n.Probe {
 	case ProbeNone:
 		return nil
@@ -130,7 +140,7 @@ func ProbeNode(ctx context.Context, dial DialFunc, n NodeSpec, brokerIDs []int) 
 	case ProbeEtcd:
 		return probeEtcd(ctx, dial, "http://"+netip.AddrPortFrom(n.Addr, CoordinatorClientPort).String())
 	case ProbeKafka:
-		return probeKafka(ctx, dial, n.KafkaAddr(), brokerIDs)
+		return probeKafka(ctx, dial, kafka, n.KafkaAddr(), brokerIDs)
 	}
 	return fmt.Errorf("unknown probe %q", n.Probe)
 }
@@ -176,17 +186,16 @@ func probeEtcd(ctx context.Context, dial DialFunc, endpoint string) error {
 
 // probeKafka requires ApiVersions to answer and Metadata from this broker to
 // list every broker of the cluster and name a controller.
-func probeKafka(ctx context.Context, dial DialFunc, addr string, want []int) error {
+func probeKafka(ctx context.Context, dial DialFunc, kafka []kgo.Opt, addr string, want []int) error {
 	// A plain connect fails fast while the port is closed; kgo would retry.
 	if err := probeTCP(ctx, dial, addr); err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(addr),
-		kgo.Dialer(dial),
 		kgo.RequestRetries(0),
 		kgo.WithLogger(kgo.BasicLogger(io.Discard, kgo.LogLevelNone, nil)),
-	)
+	}, kafka...)...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}

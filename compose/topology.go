@@ -94,6 +94,8 @@ type Options struct {
 	// faultfs mount, for disk faults and power loss; the single name "all"
 	// means every broker. See DiskSpec.
 	FaultFS []string
+	// Secured brings the cluster up with TLS and SASL (see Security).
+	Secured bool
 }
 
 // NodeSpec is a node before it runs: everything a backend needs to place and
@@ -138,6 +140,8 @@ type Topology struct {
 	RunID  string       `json:"run_id"`
 	Subnet netip.Prefix `json:"subnet"`
 	RunDir string       `json:"run_dir"`
+	// Security is set for a secured cluster (Options.Secured).
+	Security *Security `json:"security,omitempty"`
 	Nodes  []NodeSpec   `json:"nodes"`
 	// Servers, if set, are the bootstrap servers clients use instead of
 	// every broker's address (a cluster the lab did not lay out).
@@ -219,6 +223,9 @@ func Build(o Options) (Topology, error) {
 	}
 
 	t := Topology{Name: o.Name, RunID: o.RunID, Subnet: o.Subnet, RunDir: o.RunDir}
+	if o.Secured {
+		t.Security = newSecurity(o.RunDir, o.RunID)
+	}
 	addr := o.Subnet.Addr()
 	add := func(role Role, prefix string, n int) {
 		for i := 1; i <= n; i++ {
@@ -398,6 +405,9 @@ func CoordinatorArgv(bin string, t Topology, n NodeSpec) []string {
 // the topology's per-node keys, then the user's keys in the order given.
 func BrokerProperties(t Topology, n NodeSpec, user []KV) string {
 	listener := "PLAINTEXT://" + netip.AddrPortFrom(n.Addr, BrokerPort).String()
+	if t.Security != nil {
+		listener = securedListener(n.Addr)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# isrlab cluster %s run %s node %s\n", t.Name, t.RunID, n.Name)
 	kvs := []KV{
@@ -407,6 +417,9 @@ func BrokerProperties(t Topology, n NodeSpec, user []KV) string {
 		{"log.dirs", n.DataDir},
 		{"coordinator.connect", strings.Join(t.CoordinatorEndpoints(), ",")},
 		{"metrics.listen", netip.AddrPortFrom(n.Addr, MetricsPort).String()},
+	}
+	if t.Security != nil {
+		kvs = append(kvs, t.Security.brokerProperties(n)...)
 	}
 	kvs = append(kvs, user...)
 	for _, kv := range kvs {

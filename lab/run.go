@@ -180,7 +180,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		topo, err = compose.Build(compose.Options{
 			Name: "lab-" + runID, RunID: runID, Coordinators: sc.Cluster.Coordinators, Brokers: sc.Cluster.Brokers,
 			Clients: 1, BrokerConfig: kv, Binary: o.Binary, RunDir: filepath.Join(dir, "nodes"),
-			FaultFS: sc.diskBrokers(), Subnet: runSubnet(caps, runID),
+			FaultFS: sc.diskBrokers(), Subnet: runSubnet(caps, runID), Secured: sc.Cluster.Secured,
 		})
 	}
 	if err != nil {
@@ -349,9 +349,14 @@ type driver struct {
 func (d *driver) run(ctx context.Context) (err error) {
 	sc, c, o := d.sc, d.c, d.o
 	mark := time.Now()
-	dial := kgo.Dialer(c.Dial())
+	// The dialer from the client host, with TLS and SASL on a secured
+	// cluster: the same for the admin client and the workload's clients.
+	kafka, err := c.KafkaOpts()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInternal, err)
+	}
 	seeds := c.Bootstrap()
-	adm, err := admin(seeds, dial)
+	adm, err := admin(seeds, kafka...)
 	if err != nil {
 		return err
 	}
@@ -403,7 +408,7 @@ func (d *driver) run(ctx context.Context) (err error) {
 		}
 	}()
 
-	wl, err := newWorkload(sc.Workload, rec, sw, seeds, dial)
+	wl, err := newWorkload(sc.Workload, rec, sw, seeds, kafka...)
 	if err != nil {
 		return err
 	}
@@ -576,11 +581,11 @@ func (g *group) Wait() error {
 	return errors.Join(g.errs...)
 }
 
-func admin(seeds []string, dial kgo.Opt) (*kgo.Client, error) {
+func admin(seeds []string, kafka ...kgo.Opt) (*kgo.Client, error) {
 	// A fresh cluster's first Metadata answer may name no controller yet
 	// (a broker that has not heard from it): the retry's refresh must not
 	// wait out kgo's default 5 s minimum metadata age.
-	return kgo.NewClient(kgo.SeedBrokers(seeds...), dial, kgo.MetadataMinAge(100*time.Millisecond))
+	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.MetadataMinAge(100 * time.Millisecond)}, kafka...)...)
 }
 
 // createTopic creates the scenario's topic (with its manual assignment,

@@ -90,6 +90,11 @@ type Cluster struct {
 	// SSH lists the hosts of backend ssh (see compose/ssh.Config); the
 	// node counts come from it.
 	SSH *ssh.Config `yaml:"ssh,omitempty"`
+	// Secured runs the cluster with TLS and SASL: one SASL_SSL listener
+	// per broker, SCRAM-SHA-512 for the clients and between brokers, a CA
+	// and certificates made for the run (compose.Security; the preset
+	// secured). netns backend only, for now.
+	Secured bool `yaml:"secured,omitempty"`
 }
 
 // Topic is the topic the workload uses.
@@ -361,6 +366,35 @@ func Parse(file, name string, data []byte) (Scenario, error) {
 	return s, nil
 }
 
+// WithPresets returns the scenario with more presets applied after its
+// own, under its own keys (isrlab run --preset): as if its file listed
+// them after the presets it names.
+func (s Scenario) WithPresets(names ...string) (Scenario, error) {
+	if len(names) == 0 {
+		return s, nil
+	}
+	if s.root == nil {
+		return s, fmt.Errorf("%w: scenario %s has no document to apply presets to", ErrScenario, s.Name)
+	}
+	root := *s.root
+	root.Content = nil
+	for i := 0; i+1 < len(s.root.Content); i += 2 {
+		if s.root.Content[i].Value != "preset" {
+			root.Content = append(root.Content, s.root.Content[i], s.root.Content[i+1])
+		}
+	}
+	list := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+	for _, n := range append(slices.Clone([]string(s.Presets)), names...) {
+		list.Content = append(list.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: n})
+	}
+	root.Content = append([]*yaml.Node{{Kind: yaml.ScalarNode, Tag: "!!str", Value: "preset"}, list}, root.Content...)
+	data, err := yaml.Marshal(&root)
+	if err != nil {
+		return s, err
+	}
+	return Parse(s.file, s.Name, data)
+}
+
 // decodeStrict decodes a YAML document into v rejecting unknown keys.
 func decodeStrict(data []byte, v any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -533,6 +567,9 @@ func (s *Scenario) Plan() ([]nemesis.Event, error) {
 		}
 	} else if s.Cluster.SSH != nil {
 		return nil, bad([]string{"cluster", "ssh"}, "hosts are for backend ssh")
+	}
+	if s.Cluster.Secured && s.Cluster.Backend != "" && s.Cluster.Backend != "netns" {
+		return nil, bad([]string{"cluster", "secured"}, "a secured cluster runs on the netns backend only, for now (docs/security.md)")
 	}
 	if s.Cluster.Coordinators == 0 && !caps.UserHosts {
 		s.Cluster.Coordinators = 3

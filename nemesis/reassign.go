@@ -219,7 +219,11 @@ func (f *Reassign) alter(ctx context.Context, env *Env, target func(ReassignMove
 	for _, b := range env.Cluster.Of(compose.RoleBroker) {
 		seeds = append(seeds, net.JoinHostPort(b.Addr.String(), strconv.Itoa(compose.BrokerPort)))
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.Dialer(env.Cluster.Dial()), kgo.DialTimeout(2*time.Second), kgo.RetryTimeout(20*time.Second))
+	kafka, err := env.Cluster.KafkaOpts()
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DialTimeout(2 * time.Second), kgo.RetryTimeout(20 * time.Second)}, kafka...)...)
 	if err != nil {
 		return fmt.Errorf("reassign: kafka client: %w", err)
 	}

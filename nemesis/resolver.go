@@ -158,7 +158,11 @@ func mergeMetadata(got []brokerMetadata, v *View) {
 
 // metadata asks the broker at addr, and only it.
 func (r *LiveResolver) metadata(ctx context.Context, addr string, topics []string) (*kmsg.MetadataResponse, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.Dialer(r.Cluster.Dial()), kgo.DialTimeout(2*time.Second))
+	kafka, err := r.Cluster.KafkaOpts()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.DialTimeout(2 * time.Second)}, kafka...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}

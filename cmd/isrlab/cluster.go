@@ -542,7 +542,11 @@ func printPartitions(ctx context.Context, w io.Writer, c *compose.Cluster) error
 	if len(c.Bootstrap()) == 0 {
 		return nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...), kgo.Dialer(c.Dial()), kgo.RequestRetries(1))
+	kafka, err := c.KafkaOpts()
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Bootstrap()...), kgo.RequestRetries(1)}, kafka...)...)
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,7 @@ type labFlags struct {
 	backend  string
 	hosts    string
 	verbose  bool
+	presets  []string
 }
 
 func (f *labFlags) register(cmd *cobra.Command) {
@@ -37,9 +38,17 @@ func (f *labFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.backend, "backend", "", "cluster backend: netns, docker or ssh (default: the scenario's, netns)")
 	cmd.Flags().StringVar(&f.hosts, "hosts", "", "run on your own hosts over SSH: a cluster file (docs/external.md); implies --backend ssh")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log cluster bring-up, faults and teardown")
+	cmd.Flags().StringArrayVar(&f.presets, "preset", nil, "apply a preset (scenarios/presets) after the scenario's own, e.g. secured; repeatable")
 }
 
 func (f *labFlags) apply(sc *lab.Scenario) error {
+	if len(f.presets) > 0 {
+		withPresets, err := sc.WithPresets(f.presets...)
+		if err != nil {
+			return usageError("--preset: %v", err)
+		}
+		*sc = withPresets
+	}
 	if f.seed != 0 {
 		sc.Seed = f.seed
 	}
@@ -157,6 +166,7 @@ could not decide, 254 bad arguments, 255 internal error.`,
 		Example: `  isrlab run
   isrlab run seed000/partition-4-acks1
   isrlab run scenarios/follower-pause.yaml --seed 42
+  isrlab run leader-kill --preset secured
   isrlab run kip101/hw-truncation --duration 60s --results /var/tmp/isrlab
   isrlab run seed000/partition-1 --hosts kafka-hosts.yaml --plan
   isrlab run seed000/partition-1 --hosts kafka-hosts.yaml`,

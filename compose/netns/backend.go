@@ -154,6 +154,11 @@ func (b *Backend) Up(ctx context.Context, t compose.Topology) (c *compose.Cluste
 		return nil, err
 	}
 	log.Debug("network ready", "took", time.Since(begin))
+	if sec := st.Topology.Security; sec != nil {
+		if err := sec.Prepare(st.Topology, time.Now()); err != nil {
+			return nil, fmt.Errorf("cluster %s: secured cluster: %w", t.Name, err)
+		}
+	}
 	c = r.cluster()
 	if err := r.startAll(ctx); err != nil {
 		return nil, err
@@ -279,10 +284,19 @@ func (r *run) startAll(ctx context.Context) error {
 			return err
 		}
 	}
+	usersCreated := false
 	for _, spec := range r.st.Topology.Nodes {
 		p := r.procs[spec.Name]
 		if p == nil {
 			continue
+		}
+		if sec := r.st.Topology.Security; sec != nil && spec.Role == compose.RoleBroker && !usersCreated {
+			// The brokers authenticate to each other as a user that
+			// must exist before they start.
+			if err := r.createUsers(ctx, sec); err != nil {
+				return err
+			}
+			usersCreated = true
 		}
 		err := p.Start(ctx)
 		if err != nil {
@@ -290,6 +304,17 @@ func (r *run) startAll(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// createUsers creates a secured cluster's SCRAM users from a client
+// host's namespace, once the coordinators run.
+func (r *run) createUsers(ctx context.Context, sec *compose.Security) error {
+	t := r.st.Topology
+	clients, coords := t.Role(compose.RoleClient), t.Role(compose.RoleCoordinator)
+	if len(clients) == 0 || len(coords) == 0 {
+		return fmt.Errorf("secured cluster %s: needs a client host and a coordinator to create its users", t.Name)
+	}
+	return sec.CreateUsers(ctx, t, coords[0].Argv[0], r.nsPath(clients[0].Name))
 }
 
 // exited fails readiness as soon as a node's process is gone.
@@ -314,6 +339,12 @@ func (r *run) teardown(ctx context.Context) error {
 	_ = r.save() // best effort: the state dir may be gone already
 	st := r.st
 	var errs []error
+	if sec := st.Topology.Security; sec != nil {
+		// The passwords go first: nothing needs them any more.
+		if err := sec.Remove(); err != nil {
+			errs = append(errs, fmt.Errorf("remove secrets: %w", err))
+		}
+	}
 
 	g, gctx := errgroup.WithContext(ctx)
 	for _, ns := range st.Nodes {

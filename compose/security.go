@@ -1,0 +1,166 @@
+package compose
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/isrlab/isrlab/compose/pki"
+	"github.com/isrlab/isrlab/kafkaconfig"
+)
+
+// Security is a secured cluster's layout (Options.Secured): each broker
+// has one SASL_SSL listener, used by clients and between brokers, with
+// SCRAM-SHA-512. A throwaway CA and the brokers' certificates (SANs: the
+// broker's address and name) are made when the cluster comes up and
+// kept under the run directory (TLSDir); the passwords of the brokers'
+// user (AdminUser) and the clients' (ClientUser) are random, live in
+// SecretsDir outside the run directory, and go when the cluster does.
+// The brokers read their password through Kafka's file config provider;
+// both users are created in the coordinator before the brokers start.
+type Security struct {
+	TLSDir     string `json:"tls_dir"`
+	SecretsDir string `json:"secrets_dir"`
+	Mechanism  string `json:"mechanism"`
+	AdminUser  string `json:"admin_user"`
+	ClientUser string `json:"client_user"`
+}
+
+// Secured cluster file names.
+const (
+	caFile           = "ca.pem"
+	brokerSecrets    = "broker.properties"    // admin.password=..., for the file config provider
+	clientPassword   = "client.password"      // sasl.password.file of the lab's clients
+	adminScramConfig = "admin-scram.properties"
+	userScramConfig  = "client-scram.properties"
+)
+
+func newSecurity(runDir, runID string) *Security {
+	return &Security{
+		TLSDir:     filepath.Join(runDir, "tls"),
+		SecretsDir: filepath.Join(StateDir(), "secrets-"+runID),
+		Mechanism:  "SCRAM-SHA-512",
+		AdminUser:  "admin",
+		ClientUser: "client",
+	}
+}
+
+// Client is how the lab's clients connect: SASL_SSL as ClientUser,
+// trusting the run's CA.
+func (s *Security) Client() kafkaconfig.ClientSecurity {
+	return kafkaconfig.ClientSecurity{
+		Protocol: "SASL_SSL", Mechanism: s.Mechanism, Username: s.ClientUser,
+		PasswordFile: filepath.Join(s.SecretsDir, clientPassword),
+		CALocation:   filepath.Join(s.TLSDir, caFile),
+	}
+}
+
+// brokerProperties are a secured broker's keys (listeners are set by
+// BrokerProperties).
+func (s *Security) brokerProperties(n NodeSpec) []KV {
+	jaas := fmt.Sprintf(`org.apache.kafka.common.security.scram.ScramLoginModule required username="%s" password="${file:%s:admin.password}";`,
+		s.AdminUser, filepath.Join(s.SecretsDir, brokerSecrets))
+	return []KV{
+		{"inter.broker.listener.name", "SASL_SSL"},
+		{"ssl.keystore.type", "PEM"},
+		{"ssl.keystore.location", filepath.Join(s.TLSDir, n.Name+".pem")},
+		{"ssl.truststore.type", "PEM"},
+		{"ssl.truststore.location", filepath.Join(s.TLSDir, caFile)},
+		{"sasl.enabled.mechanisms", s.Mechanism},
+		{"sasl.mechanism.inter.broker.protocol", s.Mechanism},
+		{"config.providers", "file"},
+		{"config.providers.file.class", kafkaconfig.FileConfigProvider},
+		{"listener.name.sasl_ssl." + strings.ToLower(s.Mechanism) + ".sasl.jaas.config", jaas},
+	}
+}
+
+func password() string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// Prepare makes the run's CA, the brokers' certificates and the users'
+// passwords. Backends call it once the run directory exists, before any
+// node starts.
+func (s *Security) Prepare(t Topology, now time.Time) error {
+	v := pki.For(now, 7*24*time.Hour)
+	ca, err := pki.NewCA("isrlab "+t.Name+" run "+t.RunID, v)
+	if err != nil {
+		return err
+	}
+	if _, err := pki.WriteFile(s.TLSDir, caFile, ca.CertPEM); err != nil {
+		return err
+	}
+	for _, b := range t.Role(RoleBroker) {
+		pair, err := ca.Issue(b.Name, []string{b.Addr.String(), b.Name}, v)
+		if err != nil {
+			return err
+		}
+		if _, err := pki.WriteFile(s.TLSDir, b.Name+".pem", pair.Keystore()); err != nil {
+			return err
+		}
+	}
+	admin, client := password(), password()
+	files := map[string]string{
+		brokerSecrets:    "admin.password=" + admin + "\n",
+		clientPassword:   client + "\n",
+		adminScramConfig: s.Mechanism + "=[iterations=4096,password=" + admin + "]\n",
+		userScramConfig:  s.Mechanism + "=[iterations=4096,password=" + client + "]\n",
+	}
+	for name, content := range files {
+		if _, err := pki.WriteFile(s.SecretsDir, name, []byte(content)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Remove deletes the secrets; it is safe to call twice.
+func (s *Security) Remove() error { return os.RemoveAll(s.SecretsDir) }
+
+// CreateUsers writes both users' SCRAM credentials into the coordinator
+// with `isrlab configs --coordinator`, run in netns (a client host's
+// namespace, which reaches the coordinators), before the brokers start:
+// the brokers authenticate to each other as AdminUser.
+func (s *Security) CreateUsers(ctx context.Context, t Topology, bin, netns string) error {
+	endpoints := strings.Join(t.CoordinatorEndpoints(), ",")
+	for user, file := range map[string]string{s.AdminUser: adminScramConfig, s.ClientUser: userScramConfig} {
+		cmd := exec.CommandContext(ctx, bin, "configs", "--coordinator", endpoints, "--alter", "--entity-type", "users",
+			"--entity-name", user, "--add-config-file", filepath.Join(s.SecretsDir, file), "--timeout", "60s")
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := InNetNS(netns, cmd.Run); err != nil {
+			return fmt.Errorf("create SCRAM user %s: %w: %s", user, err, strings.TrimSpace(out.String()))
+		}
+	}
+	return nil
+}
+
+// KafkaOpts are the franz-go options that reach the cluster's brokers
+// through dial: the dialer alone for a plaintext cluster, TLS and SASL
+// as Client for a secured one.
+func (t Topology) KafkaOpts(dial DialFunc) ([]kgo.Opt, error) {
+	if t.Security == nil {
+		return []kgo.Opt{kgo.Dialer(dial)}, nil
+	}
+	return t.Security.Client().KgoOpts(dial)
+}
+
+// KafkaOpts are the options of clients reaching the brokers from the
+// client host (Dial).
+func (c *Cluster) KafkaOpts() ([]kgo.Opt, error) { return c.Topology.KafkaOpts(c.Dial()) }
+
+// securedListener is a secured broker's one listener.
+func securedListener(addr netip.Addr) string {
+	return "SASL_SSL://" + netip.AddrPortFrom(addr, BrokerPort).String()
+}
