@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -99,8 +100,13 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn, l *listener) {
 		cancel()
 		if err != nil {
 			// Kafka logs "Failed authentication with <client> (SSL
-			// handshake failed)"; the client sees the TLS alert.
-			c.log.Info("failed authentication (SSL handshake failed)", "err", err)
+			// handshake failed)"; the client sees the TLS alert. A
+			// connection closed before a byte came is a port check.
+			level := slog.LevelInfo
+			if errors.Is(err, io.EOF) {
+				level = slog.LevelDebug
+			}
+			c.log.Log(ctx, level, "failed authentication (SSL handshake failed)", "err", err)
 			return
 		}
 		nc, c.nc = tc, tc

@@ -1,0 +1,143 @@
+package lab_test
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/isrlab/isrlab/checker"
+	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/internal/proctest"
+	"github.com/isrlab/isrlab/lab"
+)
+
+// TestSecuredPreset: --preset secured composes with a library scenario
+// and keeps its own presets; a secured cluster is refused off netns.
+func TestSecuredPreset(t *testing.T) {
+	sc, err := lab.Resolve("leader-kill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := sc.WithPresets("secured")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sec.Cluster.Secured || sec.Topic.Config["min.insync.replicas"] != "2" || strings.Join(sec.Presets, ",") != "safe,secured" {
+		t.Fatalf("with secured: secured=%v presets=%v topic config %v", sec.Cluster.Secured, sec.Presets, sec.Topic.Config)
+	}
+	if _, err := sc.WithPresets("no-such-preset"); err == nil {
+		t.Fatal("an unknown preset was accepted")
+	}
+	sec.Cluster.Backend = "docker"
+	if err := sec.Validate(); err == nil || !strings.Contains(err.Error(), "netns backend only") {
+		t.Fatalf("secured on docker: %v", err)
+	}
+}
+
+// TestRunSecured runs leader-kill with the secured preset on the netns
+// backend end to end: the history is valid, the expectation met, the
+// brokers served SASL_SSL only, and no password the run made appears in
+// any file of the run directory; the passwords are gone after the run.
+func TestRunSecured(t *testing.T) {
+	needRoot(t)
+	bin := proctest.Binary(t)
+	sc, err := lab.Resolve("leader-kill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc, err = sc.WithPresets("secured"); err != nil {
+		t.Fatal(err)
+	}
+	sc.Duration, sc.Seed = 15*time.Second, 11
+	runID := compose.NewRunID()
+	secretsDir := filepath.Join(compose.StateDir(), "secrets-"+runID)
+
+	// The passwords exist only while the cluster runs: collect them as
+	// they appear.
+	secrets := map[string]string{}
+	var mu sync.Mutex
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	watch, stopWatch := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for watch.Err() == nil {
+			if b, err := os.ReadFile(filepath.Join(secretsDir, "broker.properties")); err == nil {
+				mu.Lock()
+				secrets["admin"] = strings.TrimSpace(strings.TrimPrefix(string(b), "admin.password="))
+				mu.Unlock()
+			}
+			if b, err := os.ReadFile(filepath.Join(secretsDir, "client.password")); err == nil {
+				mu.Lock()
+				secrets["client"] = strings.TrimSpace(string(b))
+				mu.Unlock()
+			}
+			select {
+			case <-watch.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	var out strings.Builder
+	res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out, RunID: runID})
+	stopWatch()
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	t.Log(out.String())
+	if res.Verdict.Valid != checker.Valid || res.Judgement.Outcome != lab.Met {
+		t.Fatalf("verdict %v, anomalies %v, outcome %v", res.Verdict.Valid, res.Verdict.Anomalies, res.Judgement)
+	}
+	if len(secrets) != 2 || secrets["admin"] == "" || secrets["client"] == "" {
+		t.Fatalf("did not see the run's passwords: %v", slicesOf(secrets))
+	}
+	props, err := os.ReadFile(filepath.Join(res.Dir, "nodes", "b1", "server.properties"))
+	if err != nil || !strings.Contains(string(props), "listeners=SASL_SSL://") || strings.Contains(string(props), "PLAINTEXT://") {
+		t.Fatalf("b1's config does not serve SASL_SSL only: %s %v", props, err)
+	}
+	if _, err := os.Stat(filepath.Join(res.Dir, "nodes", "tls", "ca.pem")); err != nil {
+		t.Errorf("the run's CA is not in its directory: %v", err)
+	}
+	err = filepath.WalkDir(res.Dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !d.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for user, pw := range secrets {
+			if strings.Contains(string(b), pw) {
+				t.Errorf("%s holds the password of %s", p, user)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(secretsDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the secrets outlived the run: %s (%v)", secretsDir, err)
+	}
+	if l := leftovers(t, res.RunID); len(l) > 0 {
+		t.Errorf("left behind: %v", l)
+	}
+}
+
+func slicesOf(m map[string]string) []string {
+	var out []string
+	for k := range maps.Keys(m) {
+		out = append(out, k)
+	}
+	return out
+}
