@@ -38,8 +38,8 @@ type Security struct {
 // Secured cluster file names.
 const (
 	caFile           = "ca.pem"
-	brokerSecrets    = "broker.properties"    // admin.password=..., for the file config provider
-	clientPassword   = "client.password"      // sasl.password.file of the lab's clients
+	brokerSecrets    = "broker.properties" // admin.password=..., for the file config provider
+	clientPassword   = "client.password"   // sasl.password.file of the lab's clients
 	adminScramConfig = "admin-scram.properties"
 	userScramConfig  = "client-scram.properties"
 )

@@ -141,8 +141,8 @@ type Topology struct {
 	Subnet netip.Prefix `json:"subnet"`
 	RunDir string       `json:"run_dir"`
 	// Security is set for a secured cluster (Options.Secured).
-	Security *Security `json:"security,omitempty"`
-	Nodes  []NodeSpec   `json:"nodes"`
+	Security *Security  `json:"security,omitempty"`
+	Nodes    []NodeSpec `json:"nodes"`
 	// Servers, if set, are the bootstrap servers clients use instead of
 	// every broker's address (a cluster the lab did not lay out).
 	Servers []string `json:"bootstrap,omitempty"`
