@@ -170,26 +170,32 @@ func (s ClientSecurity) TLSConfig() (*tls.Config, error) {
 	}
 	if s.EndpointIdentification == "none" {
 		tc.InsecureSkipVerify = true
-		roots := tc.RootCAs
-		tc.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
-			if len(raw) == 0 {
-				return errors.New("tls: the broker sent no certificate")
-			}
-			leaf, err := x509.ParseCertificate(raw[0])
-			if err != nil {
-				return err
-			}
-			inter := x509.NewCertPool()
-			for _, r := range raw[1:] {
-				if c, err := x509.ParseCertificate(r); err == nil {
-					inter.AddCert(c)
-				}
-			}
-			_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
-			return err
-		}
+		tc.VerifyPeerCertificate = VerifyChain(tc.RootCAs)
 	}
 	return tc, nil
+}
+
+// VerifyChain checks a peer's certificate chain against roots without
+// its host name (ssl.endpoint.identification.algorithm empty or none):
+// what tls.Config.VerifyPeerCertificate runs with InsecureSkipVerify.
+func VerifyChain(roots *x509.CertPool) func([][]byte, [][]*x509.Certificate) error {
+	return func(raw [][]byte, _ [][]*x509.Certificate) error {
+		if len(raw) == 0 {
+			return errors.New("tls: the peer sent no certificate")
+		}
+		leaf, err := x509.ParseCertificate(raw[0])
+		if err != nil {
+			return err
+		}
+		inter := x509.NewCertPool()
+		for _, r := range raw[1:] {
+			if c, err := x509.ParseCertificate(r); err == nil {
+				inter.AddCert(c)
+			}
+		}
+		_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
+		return err
+	}
 }
 
 // password returns sasl.password, or the trimmed content of

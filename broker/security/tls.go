@@ -142,31 +142,7 @@ func ClientTLS(cfg *kafkaconfig.Config, listener string) (*tls.Config, error) {
 	}
 	if cfg.String("ssl.endpoint.identification.algorithm") == "" {
 		tc.InsecureSkipVerify = true
-		tc.VerifyPeerCertificate = verifyChainOnly(pool)
+		tc.VerifyPeerCertificate = kafkaconfig.VerifyChain(pool)
 	}
 	return tc, nil
-}
-
-// verifyChainOnly checks the peer's chain against roots without its
-// host name (Kafka's ssl.endpoint.identification.algorithm="").
-func verifyChainOnly(roots *x509.CertPool) func([][]byte, [][]*x509.Certificate) error {
-	return func(raw [][]byte, _ [][]*x509.Certificate) error {
-		if len(raw) == 0 {
-			return errors.New("tls: the broker sent no certificate")
-		}
-		certs := make([]*x509.Certificate, len(raw))
-		for i, r := range raw {
-			c, err := x509.ParseCertificate(r)
-			if err != nil {
-				return err
-			}
-			certs[i] = c
-		}
-		inter := x509.NewCertPool()
-		for _, c := range certs[1:] {
-			inter.AddCert(c)
-		}
-		_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
-		return err
-	}
 }
