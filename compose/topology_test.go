@@ -46,7 +46,12 @@ func TestBuildGolden(t *testing.T) {
 		// b2 on faultfs: its daemon's argv, paths and socket.
 		{"faultfs", Options{Name: "ffs", RunID: "c0ffee01", RunDir: "/r", Binary: "/bin/isrlab",
 			Coordinators: 1, Brokers: 2, FaultFS: []string{"b2"}}},
+		// One SASL_SSL listener; the password comes through the file
+		// config provider from outside the run directory.
+		{"secured", Options{Name: "sec", RunID: "5ec0000d", RunDir: "/r", Binary: "/bin/isrlab",
+			Coordinators: 1, Brokers: 2, Secured: true}},
 	}
+	t.Setenv("ISRLAB_STATE_DIR", "/state") // the secured cluster's secrets dir
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			top, err := Build(tt.opts)
