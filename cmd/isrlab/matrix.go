@@ -65,6 +65,14 @@ undecided, 254 bad arguments, 255 a cell could not run.`,
 				}
 				return withCode(exitBadArgs, err)
 			}
+			for i := range m.Cells {
+				// --preset goes under each cell's own keys, as in run.
+				sc, err := m.Cells[i].Scenario.WithPresets(f.presets...)
+				if err != nil {
+					return usageError("--preset: %v", err)
+				}
+				m.Cells[i].Scenario = sc
+			}
 			if f.seed != 0 {
 				for i := range m.Cells {
 					m.Cells[i].Scenario.Seed = f.seed
