@@ -18,8 +18,8 @@ const (
 // IncrementalAlterConfigs and AlterConfigs change on a BROKER resource
 // (DynamicBrokerConfig.AllDynamicConfigs with DynamicConfig.Broker's
 // replication throttles), with its update mode. Left out: the SSL and
-// SASL keys, which Kafka accepts only with a listener.name.<l>. prefix,
-// and isrlab has no TLS or SASL listeners.
+// SASL keys, which Kafka accepts only with a listener.name.<l>. prefix
+// and isrlab reads only at start (docs/security.md).
 //
 // Source, at the 3.7.1 tag: LogCleaner.ReconfigurableConfigs,
 // DynamicLogConfig.ReconfigurableConfigs (the broker names of the topic

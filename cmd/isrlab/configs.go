@@ -53,13 +53,14 @@ func parseScramConfigs(s string) ([]scramChange, error) {
 			case "iterations":
 				n, err := strconv.Atoi(strings.TrimSpace(v))
 				if err != nil {
-					return nil, fmt.Errorf("%s: iterations %q is not a number", mech, v)
+					return nil, fmt.Errorf("%s: iterations is not a number", mech)
 				}
 				c.iterations = n
 			case "password":
 				c.password = v
 			default:
-				return nil, fmt.Errorf("%s: unknown field %q (iterations, password)", mech, k)
+				// Not quoted: it may be the rest of a password with a comma.
+				return nil, fmt.Errorf("%s: a field other than iterations and password (a password cannot hold a comma)", mech)
 			}
 		}
 		if c.password == "" {
