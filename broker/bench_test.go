@@ -73,10 +73,10 @@ func benchProduce(b *testing.B, addr string, n int) {
 	benchProduceAcks(b, addr, n, kgo.LeaderAck())
 }
 
-func benchProduceAcks(b *testing.B, addr string, n int, acks kgo.Acks) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequiredAcks(acks), kgo.DisableIdempotentWrite(),
+func benchProduceAcks(b *testing.B, addr string, n int, acks kgo.Acks, opts ...kgo.Opt) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.RequiredAcks(acks), kgo.DisableIdempotentWrite(),
 		kgo.DefaultProduceTopic("bench"), kgo.ProducerLinger(time.Millisecond), kgo.MaxBufferedRecords(100000),
-		kgo.ProducerBatchCompression(kgo.NoCompression()))
+		kgo.ProducerBatchCompression(kgo.NoCompression())}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}

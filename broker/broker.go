@@ -364,13 +364,6 @@ func (b *Broker) Addrs() []string { return b.addrs }
 // MetricsAddr returns the bound metrics address, if any (valid after Ready).
 func (b *Broker) MetricsAddr() string { return b.metricsAt }
 
-// advertised returns the host and port of this broker's inter-broker
-// listener, as other brokers and the controller reach it.
-func (b *Broker) advertised() (string, int32) {
-	e := b.selfEndpoint()
-	return e.Host, e.Port
-}
-
 // selfEndpoint is this broker's metadata entry: the inter-broker
 // listener's advertised address and every advertised listener's.
 func (b *Broker) selfEndpoint() brokerEndpoint {

@@ -40,7 +40,7 @@ type testPKI struct {
 	clientPair               pki.Pair
 }
 
-func newTestPKI(t *testing.T) *testPKI {
+func newTestPKI(t testing.TB) *testPKI {
 	t.Helper()
 	dir := t.TempDir()
 	v := pki.For(time.Now(), time.Hour)
@@ -71,7 +71,7 @@ func newTestPKI(t *testing.T) *testPKI {
 }
 
 // clientTLS trusts the test CA, with the client certificate when cert.
-func (p *testPKI) clientTLS(t *testing.T, cert bool) *tls.Config {
+func (p *testPKI) clientTLS(t testing.TB, cert bool) *tls.Config {
 	pool := x509.NewCertPool()
 	pool.AddCert(p.ca.Cert)
 	tc := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
@@ -90,7 +90,7 @@ const plainJAAS = `org.apache.kafka.common.security.plain.PlainLoginModule requi
 // startSecureBroker runs a broker with a SASL_SSL listener (SCRAM and
 // PLAIN), a SASL_PLAINTEXT listener (PLAIN), an SSL listener with
 // mutual TLS and a PLAINTEXT listener between brokers, in that order.
-func startSecureBroker(t *testing.T, p *testPKI, opts []Option, overrides ...string) *testBroker {
+func startSecureBroker(t testing.TB, p *testPKI, opts []Option, overrides ...string) *testBroker {
 	t.Helper()
 	ov := append([]string{
 		"listeners=SASL_SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
@@ -115,7 +115,7 @@ const (
 
 // addScram creates user's credential for both SCRAM mechanisms over the
 // plaintext listener.
-func addScram(t *testing.T, tb *testBroker, user, password string) {
+func addScram(t testing.TB, tb *testBroker, user, password string) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(tb.Addrs()[lnPlaintext]))
 	if err != nil {
@@ -616,5 +616,49 @@ func TestSecuredCluster(t *testing.T) {
 	}
 	if _, ok := d["admin"]; !ok || len(d) != 2 {
 		t.Errorf("described users %v, want admin and alice", d)
+	}
+}
+
+// BenchmarkSecuredProduce: 1 KiB records, acks=1, to one broker through
+// its PLAINTEXT listener and through its SASL_SSL listener
+// (SCRAM-SHA-512): what TLS costs the produce path.
+func BenchmarkSecuredProduce(b *testing.B) {
+	p := newTestPKI(b)
+	tb := startSecureBroker(b, p, nil)
+	addScram(b, tb, "alice", "alice-secret")
+	ensureTopic(b, tb.Addrs()[lnPlaintext])
+	for _, c := range []struct {
+		name     string
+		listener int
+		opts     []kgo.Opt
+	}{
+		{"PLAINTEXT", lnPlaintext, nil},
+		{"SASL_SSL", lnSASLSSL, []kgo.Opt{kgo.DialTLSConfig(p.clientTLS(b, false)), kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism())}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(benchRecordSize)
+			benchProduceAcks(b, tb.Addrs()[c.listener], b.N, kgo.LeaderAck(), c.opts...)
+		})
+	}
+}
+
+// BenchmarkSASLHandshake: one new connection's TLS handshake and
+// SCRAM-SHA-512 authentication (4096 iterations), client and broker in
+// one process: what a client pays per connection and the broker per
+// reconnect storm.
+func BenchmarkSASLHandshake(b *testing.B) {
+	p := newTestPKI(b)
+	tb := startSecureBroker(b, p, nil)
+	addScram(b, tb, "alice", "alice-secret")
+	mech, _ := security.ClientMechanism(security.ScramSHA512, "alice", "alice-secret")
+	dial := security.SecureDialer(nil, p.clientTLS(b, false), mech, "bench")
+	addr := tb.Addrs()[lnSASLSSL]
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		nc, err := dial(context.Background(), "tcp", addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		nc.Close()
 	}
 }
