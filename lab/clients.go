@@ -20,7 +20,7 @@ import (
 // newClient returns the driver of the workload's client (nil for
 // franz-go), dialing as opts do and starting an exec driver where the
 // lab's clients dial from.
-func newClient(w Workload, seeds []string, opts []kgo.Opt) (workloads.Client, error) {
+func newClient(w Workload, runID string, seeds []string, opts []kgo.Opt) (workloads.Client, error) {
 	if w.ClientSpec.Name() == clients.FranzGo {
 		return nil, nil
 	}
@@ -28,7 +28,7 @@ func newClient(w Workload, seeds []string, opts []kgo.Opt) (workloads.Client, er
 	if err != nil {
 		return nil, err
 	}
-	return clients.New(w.ClientSpec, w.Config, clients.Env{Seeds: seeds, Dial: dial, Start: startWhereDialed(dial, seeds)})
+	return clients.New(w.ClientSpec, w.Config, clients.Env{RunID: runID, Seeds: seeds, Dial: dial, Start: startWhereDialed(dial, seeds)})
 }
 
 // startWhereDialed returns a function that starts a command in the network

@@ -13,27 +13,38 @@ import (
 	"github.com/isrlab/isrlab/internal/proctest"
 	"github.com/isrlab/isrlab/lab"
 	"github.com/isrlab/isrlab/workloads"
+	"github.com/isrlab/isrlab/workloads/clients"
 )
 
 // TestClientsLeaderKill runs the embedded default (the safe preset: acks=all,
 // idempotence, min.insync.replicas=2; the leader of partition 0 killed and
 // restarted) through each client other than franz-go, whose run is
 // TestRunDefaultScenario: the history is valid and the expectation met.
-// kafka-go has no idempotent producer: it runs acks=all without, where a
-// retry may duplicate a record, and nothing else may go wrong.
+// kafka-go and kafka-python have no idempotent producer: they run acks=all
+// without, where a retry may duplicate a record, and nothing else may go
+// wrong. librdkafka and kafka-python run as the Python exec drivers, in the
+// client host's namespace.
 func TestClientsLeaderKill(t *testing.T) {
 	needRoot(t)
 	bin := proctest.Binary(t)
 	for _, spec := range []workloads.ClientSpec{
 		{Client: "sarama"},
 		{Client: "kafka-go"},
+		{Client: clients.Librdkafka},
+		{Client: clients.KafkaPython},
 		{Client: "exec", Exec: []string{proctest.Build(t, "./examples/exec-driver")}},
 	} {
 		t.Run(spec.Client, func(t *testing.T) {
+			if spec.Client == clients.Librdkafka || spec.Client == clients.KafkaPython {
+				if _, missing := clients.PythonVersion(spec.Client); missing != "" {
+					t.Skipf("client %s needs %s", spec.Client, missing)
+				}
+			}
+			noIdempotence := spec.Client == "kafka-go" || spec.Client == clients.KafkaPython
 			sc := lab.Default()
 			sc.Name = "clients/" + spec.Client + "-leader-kill"
 			sc.Workload.ClientSpec = spec
-			if spec.Client == "kafka-go" {
+			if noIdempotence {
 				sc.Workload.Idempotent = false
 				sc.Expect = lab.Expect{Valid: "any"} // judged below: duplicates only
 			}
@@ -51,11 +62,11 @@ func TestClientsLeaderKill(t *testing.T) {
 				t.Fatalf("verdict %v, anomalies %v, outcome %v", res.Verdict.Valid, res.Verdict.Anomalies, res.Judgement)
 			}
 			for k, n := range res.Verdict.Anomalies {
-				if n > 0 && !(spec.Client == "kafka-go" && k == checker.Duplicate) {
+				if n > 0 && !(noIdempotence && k == checker.Duplicate) {
 					t.Errorf("%d %s", n, k)
 				}
 			}
-			if spec.Client != "kafka-go" && res.Verdict.Valid != checker.Valid {
+			if !noIdempotence && res.Verdict.Valid != checker.Valid {
 				t.Errorf("verdict %v", res.Verdict.Valid)
 			}
 			if !regexp.MustCompile(`kill leader:isrlab/0 -> b\d`).MatchString(out.String()) {

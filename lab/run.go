@@ -408,7 +408,7 @@ func (d *driver) run(ctx context.Context) (err error) {
 		}
 	}()
 
-	wl, err := newWorkload(sc.Workload, rec, sw, seeds, kafka...)
+	wl, err := newWorkload(sc.Workload, c.RunID, rec, sw, seeds, kafka...)
 	if err != nil {
 		return err
 	}
@@ -521,7 +521,7 @@ type runner interface {
 
 // newWorkload returns the scenario's workload, recording to rec (and the
 // rate workload's samples to sw).
-func newWorkload(w Workload, rec *history.Recorder, sw workloads.Sampler, seeds []string, opts ...kgo.Opt) (runner, error) {
+func newWorkload(w Workload, runID string, rec *history.Recorder, sw workloads.Sampler, seeds []string, opts ...kgo.Opt) (runner, error) {
 	switch w.Type {
 	case "queue":
 		return workloads.NewQueue(w.Config, rec, seeds, opts...)
@@ -530,7 +530,7 @@ func newWorkload(w Workload, rec *history.Recorder, sw workloads.Sampler, seeds 
 	case "txn":
 		return workloads.NewTxn(w.Config, rec, seeds, opts...)
 	}
-	cl, err := newClient(w, seeds, opts)
+	cl, err := newClient(w, runID, seeds, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/nemesis"
+	"github.com/isrlab/isrlab/workloads/clients"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -160,7 +161,7 @@ func TestBadScenarios(t *testing.T) {
 		{"when-within", "duration: 20s\nfaults:\n  - kind: kill\n    nodes: [b1]\n    at: 10s\n    when: {after: x, within: 15s}\n  - {name: x, kind: pause, nodes: [b2]}\n", "faults.0.when.within: at 10s + within 15s ends after the 20s run"},
 		{"two-names", "faults:\n  - {name: x, kind: pause, nodes: [b2]}\n  - {name: x, kind: kill, nodes: [b1]}\n", "faults.1.name: \"x\" names two faults"},
 		{"bad-name", "faults:\n  - {name: a b, kind: pause, nodes: [b2]}\n", "x.yaml:2: fault: name a b: a word without spaces"},
-		{"bad-client", "workload:\n  client: kafka-js\n", "x.yaml:2: workload.client: client \"kafka-js\": use franz-go, sarama, kafka-go or exec"},
+		{"bad-client", "workload:\n  client: kafka-js\n", "x.yaml:2: workload.client: client \"kafka-js\": use franz-go, sarama, kafka-go, librdkafka, kafka-python or exec"},
 		{"kafka-go-idempotent", "workload:\n  client: kafka-go\n  enable.idempotence: true\n", "x.yaml:2: workload.client: client kafka-go: kafka-go has no idempotent producer (enable.idempotence)"},
 		{"client-queue", "workload:\n  type: queue\n  client: sarama\n", "x.yaml:3: workload.client: client sarama: the queue workload runs on franz-go only"},
 		{"client-txn", "workload:\n  type: txn\n  client: exec\n  exec: [drv]\n", "client exec: the txn workload runs on franz-go only"},
@@ -171,6 +172,10 @@ func TestBadScenarios(t *testing.T) {
 		{"sarama-idempotent-in-flight", "workload:\n  client: sarama\n  enable.idempotence: true\n  max.in.flight.requests.per.connection: 5\n", "client sarama: Idempotent producer requires Net.MaxOpenRequests to be 1"},
 		{"sarama-unknown-setting", "workload:\n  client: sarama\n  client.config: {Net.MaxOpenRequest: 1}\n", "client sarama: client.config.Net.MaxOpenRequest: sarama.Config has no Net.MaxOpenRequest (did you mean MaxOpenRequests?)"},
 		{"sarama-bad-value", "workload:\n  client: sarama\n  client.config: {Producer.Retry.Backoff: 100}\n", "client.config.Producer.Retry.Backoff: \"100\" is not a duration like 100ms"},
+		{"kafka-python-idempotent", "workload:\n  client: kafka-python\n  enable.idempotence: true\n", "x.yaml:2: workload.client: client kafka-python: kafka-python has no idempotent producer (enable.idempotence)"},
+		{"librdkafka-queue", "workload:\n  type: queue\n  client: librdkafka\n", "x.yaml:3: workload.client: client librdkafka: the queue workload runs on franz-go only (client librdkafka runs the log workload)"},
+		{"librdkafka-subscribe", "workload:\n  client: librdkafka\n  subscribe: true\n", "x.yaml:2: workload.client: client librdkafka: subscribe (consumer groups) runs on franz-go only"},
+		{"python-exec", "workload:\n  client: kafka-python\n  exec: [drv]\n", "client kafka-python: exec is the command of client exec"},
 		{"sarama-driver-setting", "workload:\n  client: sarama\n  client.config: {Producer.Return.Successes: false}\n", "client.config.Producer.Return.Successes: set by the driver"},
 		{"franz-go-client-config", "workload:\n  client.config: {ProducerLinger: 5ms}\n", "client franz-go: client.config.ProducerLinger: franz-go takes the workload's Kafka-named keys"},
 		{"not-yaml", "name: [\n", "x.yaml:"},
@@ -186,6 +191,36 @@ func TestBadScenarios(t *testing.T) {
 	}
 	if _, err := Resolve("presets/safe"); !errors.Is(err, ErrScenario) {
 		t.Errorf("a preset is not a scenario: %v", err)
+	}
+}
+
+// TestPythonClientScenarios: a scenario naming a Python client is checked
+// by its driver when it loads (the client's own configuration check), with
+// the error on the client's line; one the client can run loads.
+func TestPythonClientScenarios(t *testing.T) {
+	for _, name := range []string{clients.Librdkafka, clients.KafkaPython} {
+		if _, missing := clients.PythonVersion(name); missing != "" {
+			t.Skipf("client %s needs %s", name, missing)
+		}
+	}
+	for _, tc := range []struct{ name, body, want string }{
+		{"librdkafka-typo", "workload:\n  client: librdkafka\n  client.config: {linger.msx: \"5\"}\n", `x.yaml:2: workload.client: client librdkafka: librdkafka refuses the configuration: No such configuration property: "linger.msx"`},
+		{"librdkafka-driver-key", "workload:\n  client: librdkafka\n  client.config: {bootstrap.servers: \"x:9092\"}\n", "x.yaml:2: workload.client: client librdkafka: client.config.bootstrap.servers: set by the driver"},
+		{"kafka-python-java-name", "workload:\n  client: kafka-python\n  client.config: {linger.ms: \"5\"}\n", "x.yaml:2: workload.client: client kafka-python: client.config.linger.ms: neither KafkaProducer nor KafkaConsumer has linger.ms"},
+		{"kafka-python-value", "workload:\n  client: kafka-python\n  client.config: {linger_ms: soon}\n", "client.config.linger_ms: 'soon' is not an integer"},
+	} {
+		_, err := Parse("x.yaml", "x", []byte(tc.body))
+		if !errors.Is(err, ErrScenario) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v\nwant ErrScenario containing %q", tc.name, err, tc.want)
+		}
+	}
+	for _, body := range []string{
+		"preset: safe\nworkload:\n  client: librdkafka\n  client.config: {compression.type: zstd}\n",
+		"preset: acks1\nworkload:\n  client: kafka-python\n  client.config: {linger_ms: \"5\"}\n",
+	} {
+		if _, err := Parse("x.yaml", "x", []byte(body)); err != nil {
+			t.Errorf("%q: %v", body, err)
+		}
 	}
 }
 

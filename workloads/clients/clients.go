@@ -2,7 +2,9 @@
 // franz-go's (package workloads has that one, the default): sarama and
 // segmentio/kafka-go in this process, and exec, an out-of-process driver
 // speaking the line-delimited JSON protocol of docs/client-protocol.md, so
-// that any client in any language can run the log workload.
+// that any client in any language can run the log workload. librdkafka
+// (through confluent-kafka-python) and kafka-python are exec drivers of
+// this package (python/), run with the system python3.
 //
 // A driver performs each operation the workload asks for with its client
 // and reports ok, fail or info as the client let it know: fail only when
@@ -31,7 +33,7 @@ const (
 )
 
 // Names lists them.
-var Names = []string{FranzGo, Sarama, KafkaGo, Exec}
+var Names = []string{FranzGo, Sarama, KafkaGo, Librdkafka, KafkaPython, Exec}
 
 // Env is what a driver needs from the lab: the bootstrap brokers, how the
 // lab's clients dial (from the client host's network namespace), and how
@@ -39,6 +41,8 @@ var Names = []string{FranzGo, Sarama, KafkaGo, Exec}
 type Env struct {
 	Seeds []string
 	Dial  workloads.DialFunc
+	// RunID names what a driver creates (the Python drivers' scripts).
+	RunID string
 	// Start starts an exec driver's command (default: cmd.Start, in the
 	// lab's own namespace).
 	Start func(*exec.Cmd) error
@@ -52,7 +56,9 @@ type Env struct {
 // queue, rate, txn; "" is log) with cfg, and whether its settings are
 // ones the client has: an error naming the client when not, a
 // *workloads.CapabilityError when the client cannot do what cfg asks. It
-// needs no cluster: scenarios are checked when they load.
+// needs no cluster: scenarios are checked when they load. The Python
+// drivers are asked too (their client's own checks, and whether the
+// system python3 has the module).
 func Check(spec workloads.ClientSpec, kind string, cfg workloads.Config) error {
 	name := spec.Name()
 	if !slices.Contains(Names, name) {
@@ -80,6 +86,8 @@ func Check(spec workloads.ClientSpec, kind string, cfg workloads.Config) error {
 	case KafkaGo:
 		_, _, err := kafkagoConfig(cfg, spec.Config)
 		return err
+	case Librdkafka, KafkaPython:
+		return checkPython(name, spec, cfg)
 	case Exec:
 		if len(spec.Exec) == 0 || spec.Exec[0] == "" {
 			return errors.New("client exec: exec: give the driver's command as a list, e.g. exec: [python3, driver.py]")
@@ -98,6 +106,8 @@ func New(spec workloads.ClientSpec, cfg workloads.Config, env Env) (workloads.Cl
 		return newSarama(cfg, spec.Config, env)
 	case KafkaGo:
 		return newKafkaGo(cfg, spec.Config, env)
+	case Librdkafka, KafkaPython:
+		return newPython(spec.Name(), cfg, spec, env)
 	case Exec:
 		return newExec(cfg, spec, env), nil
 	}

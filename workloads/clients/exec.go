@@ -98,6 +98,11 @@ type execClient struct {
 	dead    chan struct{}
 	err     error
 	closing bool
+
+	// name is the client's, when a driver of this package runs it
+	// (librdkafka, kafka-python); cleanup runs once it exited.
+	name    string
+	cleanup func()
 }
 
 type execPending struct {
@@ -118,7 +123,12 @@ func newExec(cfg workloads.Config, spec workloads.ClientSpec, env Env) *execClie
 		pending: map[int64]*execPending{}, busy: map[int]bool{}, dead: make(chan struct{}), exited: make(chan struct{})}
 }
 
-func (*execClient) Name() string { return Exec }
+func (e *execClient) Name() string {
+	if e.name != "" {
+		return e.name
+	}
+	return Exec
+}
 
 // kafkaConfig is the workload's Kafka-named settings in Kafka's own names
 // and units, as the driver's client takes them.
@@ -146,6 +156,16 @@ func kafkaConfig(c workloads.Config) map[string]string {
 		m["max.in.flight.requests.per.connection"] = strconv.Itoa(c.MaxInFlight)
 	}
 	return m
+}
+
+// helloOf is the lab's hello to a driver for cfg (with its defaults),
+// own (client.config) and the bootstrap brokers.
+func helloOf(cfg workloads.Config, own map[string]string, seeds []string) execHello {
+	if seeds == nil {
+		seeds = []string{}
+	}
+	return execHello{Type: "hello", Protocol: ProtocolVersion, Bootstrap: seeds, Topic: cfg.Topic,
+		Partitions: cfg.Partitions, Config: kafkaConfig(cfg), Client: own}
 }
 
 // start runs the driver and exchanges the hellos.
@@ -191,8 +211,7 @@ func (e *execClient) run(ctx context.Context) error {
 	lines.Buffer(make([]byte, 64<<10), 64<<20)
 	hello := make(chan error, 1)
 	go e.read(lines, hello)
-	if err := e.write(execHello{Type: "hello", Protocol: ProtocolVersion, Bootstrap: e.env.Seeds, Topic: e.cfg.Topic,
-		Partitions: e.cfg.Partitions, Config: kafkaConfig(e.cfg), Client: e.spec.Config}); err != nil {
+	if err := e.write(helloOf(e.cfg, e.spec.Config, e.env.Seeds)); err != nil {
 		return err
 	}
 	t := time.NewTimer(e.cfg.RequestTimeout + e.grace)
@@ -249,7 +268,7 @@ func (e *execClient) readLines(lines *bufio.Scanner, hello chan<- error) (int, b
 			case err != nil || (e.hello.Type != "hello" && e.hello.Type != "refused"):
 				err = e.fail(fmt.Errorf("%w: %s: its first line is not a hello: %q", ErrDriver, e.argv(), clip(line)))
 			case e.hello.Type == "refused":
-				err = e.fail(&workloads.CapabilityError{Client: Exec, Reason: fmt.Sprintf("%s refused the workload: %s", e.argv(), e.hello.Error)})
+				err = e.fail(&workloads.CapabilityError{Client: e.Name(), Reason: fmt.Sprintf("%s refused the workload: %s", e.argv(), e.hello.Error)})
 			}
 			hello <- err
 			if err != nil {
@@ -377,7 +396,7 @@ func (e *execClient) open(ctx context.Context, proc int, f string, parts []int32
 		return err
 	}
 	if d.Type != "ok" {
-		return fmt.Errorf("client exec (%s): %s: %s", e.argv(), f, d.Error)
+		return fmt.Errorf("client %s (%s): %s: %s", e.Name(), e.argv(), f, d.Error)
 	}
 	return nil
 }
@@ -403,6 +422,9 @@ func (e *execClient) Close() error {
 	e.closing = true
 	started := e.cmd != nil
 	e.mu.Unlock()
+	if e.cleanup != nil {
+		defer e.cleanup()
+	}
 	if !started {
 		return nil
 	}

@@ -126,6 +126,9 @@ func TestHeldProduceIsInfo(t *testing.T) {
 	driver := proctest.Build(t, "./examples/exec-driver")
 	for _, name := range Names {
 		t.Run(name, func(t *testing.T) {
+			if _, ok := pythonDrivers[name]; ok {
+				needPython(t, name)
+			}
 			topic := "held-" + name
 			c.CreateTopic(topic, 1, 1, nil)
 			// A short request timeout, sent once: the client gives up on
@@ -138,6 +141,11 @@ func TestHeldProduceIsInfo(t *testing.T) {
 				// kgo in the driver waits for the held request up to its
 				// request timeout and overhead.
 				cfg.DeliveryTimeout = 3 * time.Second
+			}
+			if name == Librdkafka {
+				// librdkafka reports the held message at message.timeout.ms
+				// (_MSG_TIMED_OUT).
+				cfg.DeliveryTimeout = 5 * time.Second
 			}
 			cl, err := New(spec, cfg, Env{Seeds: c.Bootstrap(), HangGrace: time.Minute})
 			if err != nil {
@@ -219,6 +227,55 @@ func TestNeverSentIsFail(t *testing.T) {
 			if err != nil || s.Type != history.Fail {
 				t.Errorf("send to partition 7 of 1: %s (%s), %v; want fail", s.Type, s.Error, err)
 			}
+		})
+	}
+}
+
+// TestPythonNeverSent: through the Python drivers, a send that their
+// client refuses before writing it is fail: a partition the topic does
+// not have (librdkafka's _UNKNOWN_PARTITION delivery report,
+// kafka-python's assertion in send()), and for kafka-python a topic whose
+// metadata never comes (no broker answers within max_block_ms).
+func TestPythonNeverSent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 1})
+	c.CreateTopic("unsent", 1, 1, nil)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobody := closed.Addr().String()
+	closed.Close()
+	for _, tc := range []struct {
+		client, name string
+		seeds        []string
+		part         int32
+	}{
+		{Librdkafka, "partition-7-of-1", c.Bootstrap(), 7},
+		{KafkaPython, "partition-7-of-1", c.Bootstrap(), 7},
+		{KafkaPython, "no-broker", []string{nobody}, 0},
+	} {
+		t.Run(tc.client+"/"+tc.name, func(t *testing.T) {
+			needPython(t, tc.client)
+			cfg := workloads.Config{Topic: "unsent", Partitions: 1, Retries: 1, RequestTimeout: 2 * time.Second, DeliveryTimeout: 5 * time.Second}
+			cl, err := New(workloads.ClientSpec{Client: tc.client}, cfg, Env{Seeds: tc.seeds})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.(io.Closer).Close()
+			ctx := context.Background()
+			p, err := cl.Producer(ctx, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			s, err := p.Send(ctx, workloads.Record{Partition: tc.part, Key: "k0", Value: 1})
+			if err != nil || s.Type != history.Fail {
+				t.Errorf("send: %s (%s), %v; want fail", s.Type, s.Error, err)
+			}
+			t.Logf("%s (%s)", s.Type, s.Error)
 		})
 	}
 }

@@ -1,0 +1,173 @@
+package clients
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/isrlab/isrlab/workloads"
+)
+
+// The clients that run as the Python reference drivers of python/, over
+// the exec protocol: librdkafka through confluent-kafka-python, and
+// kafka-python, each the Debian package's, for the system interpreter.
+const (
+	Librdkafka  = "librdkafka"
+	KafkaPython = "kafka-python"
+)
+
+// SystemPython runs the Python drivers: Debian's python3-* packages
+// install for the system interpreter, which a python3 earlier on PATH
+// (pyenv, a virtualenv) does not see.
+var SystemPython = "/usr/bin/python3"
+
+// pythonFlags: no bytecode next to the scripts, no PYTHON* variables and
+// no user site directory, so that only Debian's packages are imported.
+var pythonFlags = []string{"-B", "-E", "-s"}
+
+//go:embed python/isrlab_exec.py python/librdkafka_driver.py python/kafkapython_driver.py
+var pythonFiles embed.FS
+
+// pythonDriver is one client run by a Python driver.
+type pythonDriver struct {
+	script string // in python/
+	pkg    string // the Debian package of its client
+}
+
+var pythonDrivers = map[string]pythonDriver{
+	Librdkafka:  {script: "librdkafka_driver.py", pkg: "python3-confluent-kafka"},
+	KafkaPython: {script: "kafkapython_driver.py", pkg: "python3-kafka"},
+}
+
+// checkPython checks what the client can do without running it, then asks
+// the driver itself (started with --check, answering the hello the run
+// would send it): a missing interpreter or module, or a setting the
+// client refuses, is an error when the scenario loads.
+func checkPython(name string, spec workloads.ClientSpec, cfg workloads.Config) error {
+	if name == KafkaPython && cfg.Idempotent {
+		return &workloads.CapabilityError{Client: name, Reason: "kafka-python has no idempotent producer (enable.idempotence)"}
+	}
+	key, err := json.Marshal([]any{name, SystemPython, helloOf(cfg.WithDefaults(), spec.Config, nil)})
+	if err != nil {
+		return err
+	}
+	if v, ok := pythonChecks.Load(string(key)); ok {
+		return v.(pythonCheck).err
+	}
+	err = probePython(name, cfg, spec.Config)
+	pythonChecks.Store(string(key), pythonCheck{err})
+	return err
+}
+
+// pythonChecks caches the drivers' answers: a matrix checks each cell.
+var pythonChecks sync.Map
+
+type pythonCheck struct{ err error }
+
+// probePython runs the driver with --check.
+func probePython(name string, cfg workloads.Config, own map[string]string) error {
+	reply, err := askPython(name, helloOf(cfg.WithDefaults(), own, nil))
+	if err != nil {
+		return err
+	}
+	if reply.Type == "refused" {
+		return &workloads.CapabilityError{Client: name, Reason: reply.Error}
+	}
+	return nil
+}
+
+// askPython runs name's driver with --check and returns its answer to
+// hello: its hello or its refusal.
+func askPython(name string, hello execHello) (execHelloReply, error) {
+	d := pythonDrivers[name]
+	if _, err := os.Stat(SystemPython); err != nil {
+		return execHelloReply{}, &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf("%s: %v: install Debian packages python3 and %s (scripts/deps.sh does)", SystemPython, errors.Unwrap(err), d.pkg)}
+	}
+	dir, err := writePythonDrivers("")
+	if err != nil {
+		return execHelloReply{}, err
+	}
+	defer os.RemoveAll(dir)
+	line, err := json.Marshal(hello)
+	if err != nil {
+		return execHelloReply{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, SystemPython, append(append(slices.Clone(pythonFlags), filepath.Join(dir, d.script)), "--check")...)
+	cmd.Stdin = bytes.NewReader(append(line, '\n'))
+	stderr := &tail{max: 2048}
+	cmd.Stderr = stderr
+	out, err := cmd.Output()
+	var reply execHelloReply
+	first, _, _ := bytes.Cut(out, []byte("\n"))
+	if jerr := json.Unmarshal(first, &reply); jerr != nil || (reply.Type != "hello" && reply.Type != "refused") {
+		return reply, fmt.Errorf("client %s: check the driver (%s %s --check): %v, printed %q%s", name, SystemPython, d.script, err, clip(out), stderr.last())
+	}
+	return reply, nil
+}
+
+// writePythonDrivers writes the drivers to a new directory named after
+// the run, for the interpreter to run; the caller removes it.
+func writePythonDrivers(runID string) (string, error) {
+	prefix := "isrlab-drivers-"
+	if runID != "" {
+		prefix = "isrlab-" + runID + "-drivers-"
+	}
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", fmt.Errorf("write the python drivers: %w", err)
+	}
+	entries, err := pythonFiles.ReadDir("python")
+	if err == nil {
+		for _, e := range entries {
+			var b []byte
+			if b, err = pythonFiles.ReadFile("python/" + e.Name()); err != nil {
+				break
+			}
+			if err = os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("write the python drivers: %w", err)
+	}
+	return dir, nil
+}
+
+// newPython returns the exec client running name's driver with the system
+// interpreter; its Close removes the scripts.
+func newPython(name string, cfg workloads.Config, spec workloads.ClientSpec, env Env) (workloads.Client, error) {
+	dir, err := writePythonDrivers(env.RunID)
+	if err != nil {
+		return nil, err
+	}
+	argv := append(append([]string{SystemPython}, pythonFlags...), filepath.Join(dir, pythonDrivers[name].script))
+	e := newExec(cfg, workloads.ClientSpec{Client: Exec, Exec: argv, Config: spec.Config}, env)
+	e.name, e.cleanup = name, func() { os.RemoveAll(dir) }
+	return e, nil
+}
+
+// PythonVersion is the client a Python driver names in its hello, or
+// "" and what is missing when it cannot run (tests skip with it).
+func PythonVersion(name string) (string, string) {
+	reply, err := askPython(name, helloOf(workloads.Config{}.WithDefaults(), nil, nil))
+	switch {
+	case err != nil:
+		return "", err.Error()
+	case reply.Type != "hello":
+		return "", fmt.Sprintf("Debian package %s (%s)", pythonDrivers[name].pkg, reply.Error)
+	}
+	return reply.Client, ""
+}

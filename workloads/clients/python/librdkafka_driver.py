@@ -1,0 +1,226 @@
+"""isrlab's exec driver for librdkafka, through confluent-kafka-python
+(Debian python3-confluent-kafka, which links Debian's librdkafka1).
+
+    workload: {client: librdkafka}      # isrlab runs: /usr/bin/python3 librdkafka_driver.py
+
+Each producer process has a librdkafka producer of its own and sends one
+message at a time, waiting for its delivery report; each consumer process
+has a consumer assigned its partitions from their start (no group). The
+hello's Kafka-named settings are librdkafka's own names; client.config is
+passed to librdkafka verbatim, after them. See outcome() for what each
+delivery error means, and docs/clients-under-faults.md.
+"""
+import sys
+import threading
+import time
+
+from isrlab_exec import Refused, log, serve
+
+try:
+    import confluent_kafka
+    from confluent_kafka import KafkaError, KafkaException
+except ImportError as e:  # refused in the hello, naming the package
+    confluent_kafka, KafkaError, KafkaException, IMPORT_ERROR = None, None, None, e
+else:
+    IMPORT_ERROR = None
+
+# Settings the driver makes itself.
+DRIVER_KEYS = {"bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store",
+               "on_delivery", "error_cb", "stats_cb", "logger", "partitioner", "transactional.id"}
+
+# How long past its own timeout a send waits for its delivery report
+# (librdkafka delivers _MSG_TIMED_OUT itself at message.timeout.ms).
+REPORT_GRACE = 5.0
+
+
+def refusal_codes():
+    """Broker answers that hold on every attempt: the message was not
+    written (the franz-go driver's list, by Kafka code)."""
+    return {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_REQUIRED_ACKS, KafkaError.RECORD_LIST_TOO_LARGE,
+            KafkaError.INVALID_RECORD, KafkaError.INVALID_MSG, KafkaError.TOPIC_EXCEPTION,
+            KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+            KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT, KafkaError.UNSUPPORTED_COMPRESSION_TYPE}
+
+
+def local_codes():
+    """librdkafka's own errors for a message that never left its queues."""
+    return {KafkaError._QUEUE_FULL, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC,
+            KafkaError._INVALID_ARG, KafkaError._PURGE_QUEUE, KafkaError._STATE}
+
+
+def outcome(err, sent_once, produced):
+    """The outcome of a send that ended with KafkaError err: "fail" only
+    when the message cannot have been written, else "info".
+
+    produced is False when produce() itself raised (the message never
+    entered librdkafka), True for an error in a delivery report.
+    sent_once: retries is 0, so a broker's answer was to the only attempt.
+    """
+    code = err.code()
+    if not produced:
+        # produce() refused it: _QUEUE_FULL, _UNKNOWN_PARTITION,
+        # _UNKNOWN_TOPIC, MSG_SIZE_TOO_LARGE, _FATAL (a fatal idempotent
+        # producer takes no more messages), _STATE...
+        return "fail"
+    if code in local_codes():
+        # In a delivery report: librdkafka failed the message in its
+        # partition queue (the partition or topic does not exist, purged
+        # before it was sent).
+        return "fail"
+    if code in refusal_codes():
+        return "fail"
+    if sent_once and code in (KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.UNKNOWN_TOPIC_OR_PART):
+        return "fail"
+    # _MSG_TIMED_OUT (message.timeout.ms passed, maybe while the request
+    # was in flight: librdkafka calls that POSSIBLY_PERSISTED, and
+    # confluent-kafka-python does not expose the message's status),
+    # _TIMED_OUT, _TRANSPORT, _PURGE_INFLIGHT, REQUEST_TIMED_OUT,
+    # NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_FOR_PARTITION, _FATAL
+    # and OUT_OF_ORDER_SEQUENCE_NUMBER of an idempotent producer, an
+    # error after retries: the message may be in the log.
+    return "info"
+
+
+def error_text(err):
+    return "%s: %s" % (err.name(), err.str())
+
+
+class Client:
+    def name(self):
+        if confluent_kafka is None:
+            return "confluent-kafka-python"
+        return "confluent-kafka-python %s (librdkafka %s)" % (confluent_kafka.version()[0], confluent_kafka.libversion()[0])
+
+    def check(self, hello):
+        if IMPORT_ERROR is not None:
+            raise Refused("confluent-kafka-python is not installed for %s (Debian package python3-confluent-kafka): %s"
+                          % (sys.executable, IMPORT_ERROR))
+        for k in hello.get("client.config") or {}:
+            if k in DRIVER_KEYS:
+                raise Refused("client.config.%s: set by the driver" % k)
+        # librdkafka checks its configuration when a handle is created; with
+        # no brokers to bootstrap from, it connects nowhere.
+        for make in (self.producer_conf, self.consumer_conf):
+            conf = make(hello, 0)
+            conf["bootstrap.servers"] = ""
+            conf["log_level"] = 0
+            try:
+                h = confluent_kafka.Producer(conf) if make == self.producer_conf else confluent_kafka.Consumer(conf)
+            except KafkaException as e:
+                raise Refused("librdkafka refuses the configuration: %s" % e.args[0].str())
+            except (ValueError, TypeError) as e:
+                raise Refused("confluent-kafka-python refuses the configuration: %s" % e)
+            if make == self.producer_conf:
+                h.flush(0)
+            else:
+                h.close()
+
+    def common(self, hello):
+        return {"bootstrap.servers": ",".join(hello["bootstrap"]), "client.id": "isrlab-exec"}
+
+    def producer_conf(self, hello, proc):
+        c = hello["config"]
+        conf = self.common(hello)
+        conf.update({"acks": c["acks"], "enable.idempotence": c["enable.idempotence"], "retries": c["retries"],
+                     "request.timeout.ms": c["request.timeout.ms"], "delivery.timeout.ms": c["delivery.timeout.ms"],
+                     "linger.ms": c["linger.ms"]})
+        if "max.in.flight.requests.per.connection" in c:
+            conf["max.in.flight.requests.per.connection"] = c["max.in.flight.requests.per.connection"]
+        conf.update(hello.get("client.config") or {})
+        return conf
+
+    def consumer_conf(self, hello, proc):
+        conf = self.common(hello)
+        # A group id librdkafka requires; assigned partitions join no group.
+        conf.update({"group.id": "isrlab-exec-%d" % proc, "enable.auto.commit": False,
+                     "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
+                     "fetch.wait.max.ms": 100})
+        conf.update(hello.get("client.config") or {})
+        return conf
+
+    def producer(self, hello, proc):
+        return Producer(self, hello, proc)
+
+    def consumer(self, hello, proc, parts):
+        c = confluent_kafka.Consumer(self.consumer_conf(hello, proc))
+        c.assign([confluent_kafka.TopicPartition(hello["topic"], p, confluent_kafka.OFFSET_BEGINNING) for p in parts])
+        return Consumer(c)
+
+
+class Producer:
+    def __init__(self, client, hello, proc):
+        self.conf = client.producer_conf(hello, proc)
+        self.topic = hello["topic"]
+        self.sent_once = str(hello["config"]["retries"]) == "0"
+        self.acks0 = str(hello["config"]["acks"]) == "0"
+        self.p = confluent_kafka.Producer(self.conf)
+
+    def send(self, partition, key, value, timeout):
+        if self.p is None:
+            # An idempotent producer that raised a fatal error takes no
+            # more messages: a new one, as an application would make.
+            self.p = confluent_kafka.Producer(self.conf)
+        got = threading.Event()
+        report = {}
+
+        def delivered(err, msg):
+            report["err"], report["offset"] = err, msg.offset()
+            got.set()
+
+        try:
+            self.p.produce(self.topic, value=value.encode(), key=key.encode(), partition=partition, on_delivery=delivered)
+        except BufferError as e:
+            return "fail", None, "_QUEUE_FULL: %s" % e
+        except KafkaException as e:
+            err = e.args[0]
+            return outcome(err, self.sent_once, False), None, error_text(err)
+        deadline = time.monotonic() + timeout + REPORT_GRACE
+        while not got.is_set() and time.monotonic() < deadline:
+            self.p.poll(0.05)
+        if not got.is_set():
+            return "info", None, "no delivery report within %.1fs" % (timeout + REPORT_GRACE)
+        err = report["err"]
+        if err is None:
+            off = report["offset"]
+            return "ok", (off if off is not None and off >= 0 and not self.acks0 else None), ""
+        if err.fatal():
+            self.close()
+        return outcome(err, self.sent_once, True), None, error_text(err)
+
+    def close(self):
+        p, self.p = self.p, None
+        if p is not None:
+            left = p.flush(1)
+            if left:
+                log("producer closed with %d messages undelivered" % left)
+
+
+class Consumer:
+    def __init__(self, c):
+        self.c = c
+
+    def poll(self, timeout):
+        records, errors = [], []
+
+        def take(m):
+            if m is None:
+                return
+            if m.error() is not None:
+                if m.error().code() != KafkaError._PARTITION_EOF:
+                    errors.append(error_text(m.error()))
+                return
+            records.append({"partition": m.partition(), "offset": m.offset(), "value": m.value().decode()})
+
+        take(self.c.poll(timeout))
+        # What else is already fetched, without waiting.
+        for m in self.c.consume(num_messages=1000, timeout=0):
+            take(m)
+        err = errors[0] if errors else ""
+        return ("info" if err and not records else "ok"), records, err
+
+    def close(self):
+        self.c.close()
+
+
+if __name__ == "__main__":
+    sys.exit(serve(Client()))

@@ -1,0 +1,105 @@
+package clients
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/isrlab/isrlab/workloads"
+)
+
+// needPython skips t when the system python3 cannot run name's driver
+// (scripts/deps.sh installs what it needs) and returns the client the
+// driver names.
+func needPython(t *testing.T, name string) string {
+	t.Helper()
+	v, missing := PythonVersion(name)
+	if missing != "" {
+		t.Skipf("client %s needs %s", name, missing)
+	}
+	return v
+}
+
+// TestPythonOutcome runs the Python drivers' own table tests
+// (python/test_outcomes.py): each client's errors map to ok, fail and info
+// as docs/clients-under-faults.md says, and each driver refuses in its
+// hello what its client cannot do.
+func TestPythonOutcome(t *testing.T) {
+	if _, err := os.Stat(SystemPython); err != nil {
+		t.Skipf("needs %s (Debian python3)", SystemPython)
+	}
+	cmd := exec.Command(SystemPython, append(slices.Clone(pythonFlags), "-m", "unittest", "-v", "test_outcomes")...)
+	cmd.Dir = "python"
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("python3 -m unittest test_outcomes: %v", err)
+	}
+	if strings.Contains(string(out), "skipped") {
+		t.Skip("a client's module is missing (see the log): install python3-confluent-kafka and python3-kafka (scripts/deps.sh)")
+	}
+}
+
+// TestPythonCheck: a scenario naming a Python client is checked when it
+// loads, by the driver itself: what the client refuses, and a missing
+// interpreter or module, are errors naming the client and the Debian
+// package; kafka-python's lack of an idempotent producer is known without
+// running it.
+func TestPythonCheck(t *testing.T) {
+	base := workloads.Config{Topic: "t", Partitions: 1}
+	err := Check(workloads.ClientSpec{Client: KafkaPython}, "", workloads.Config{Idempotent: true})
+	var ce *workloads.CapabilityError
+	if !errors.As(err, &ce) || err.Error() != "client kafka-python: kafka-python has no idempotent producer (enable.idempotence)" {
+		t.Errorf("kafka-python, idempotent: %v", err)
+	}
+	if err := Check(workloads.ClientSpec{Client: Librdkafka}, "queue", base); err == nil || !strings.Contains(err.Error(), "the queue workload runs on franz-go only") {
+		t.Errorf("librdkafka, queue: %v", err)
+	}
+
+	// No interpreter: the error says what to install.
+	old := SystemPython
+	SystemPython = "/nonexistent/python3"
+	err = Check(workloads.ClientSpec{Client: Librdkafka}, "", base)
+	SystemPython = old
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "client librdkafka: /nonexistent/python3: no such file or directory: install Debian packages python3 and python3-confluent-kafka") {
+		t.Errorf("no python3: %v", err)
+	}
+
+	needPython(t, Librdkafka)
+	needPython(t, KafkaPython)
+	for _, tc := range []struct {
+		spec workloads.ClientSpec
+		cfg  workloads.Config
+		want string
+	}{
+		{workloads.ClientSpec{Client: Librdkafka}, base, ""},
+		{workloads.ClientSpec{Client: Librdkafka, Config: map[string]string{"compression.type": "zstd", "message.send.max.retries": "3"}}, base, ""},
+		{workloads.ClientSpec{Client: Librdkafka, Config: map[string]string{"linger.msx": "5"}}, base, `client librdkafka: librdkafka refuses the configuration: No such configuration property: "linger.msx"`},
+		{workloads.ClientSpec{Client: Librdkafka, Config: map[string]string{"group.id": "g"}}, base, "client librdkafka: client.config.group.id: set by the driver"},
+		{workloads.ClientSpec{Client: KafkaPython}, base, ""},
+		{workloads.ClientSpec{Client: KafkaPython, Config: map[string]string{"linger_ms": "5", "api_version": "2.1.0"}}, base, ""},
+		{workloads.ClientSpec{Client: KafkaPython, Config: map[string]string{"linger.ms": "5"}}, base, "client kafka-python: client.config.linger.ms: neither KafkaProducer nor KafkaConsumer has linger.ms"},
+	} {
+		err := Check(tc.spec, "", tc.cfg)
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s %v: %v, want %q", tc.spec.Client, tc.spec.Config, err, tc.want)
+		}
+	}
+
+	// A module the interpreter cannot import: the driver's refusal names
+	// the package. An interpreter without Debian's dist-packages stands in.
+	dir := t.TempDir()
+	fake := dir + "/python3"
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\nexec "+old+" -S \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	SystemPython = fake
+	defer func() { SystemPython = old }()
+	err = Check(workloads.ClientSpec{Client: KafkaPython}, "", base)
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "client kafka-python: kafka-python is not installed for") || !strings.Contains(err.Error(), "(Debian package python3-kafka): No module named 'kafka'") {
+		t.Errorf("no kafka module: %v", err)
+	}
+}
