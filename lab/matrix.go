@@ -77,8 +77,12 @@ type MatrixSchedule struct {
 // MatrixClient is one value of the clients axis: a client's name
 // (franz-go, sarama), or a named client with its settings, such as an
 // exec driver: {name: mine, client: exec, exec: [./driver], client.config: {...}}.
+// Presets, when given, are the matrix's presets this client runs (as
+// their cells name them: safe, safe+retries-no-idempotence), so that a
+// client without an idempotent producer skips the presets that need one.
 type MatrixClient struct {
-	Name                 string `yaml:"name"`
+	Name                 string   `yaml:"name"`
+	Presets              []string `yaml:"presets,omitempty"`
 	workloads.ClientSpec `yaml:",inline"`
 }
 
@@ -89,8 +93,8 @@ func (c *MatrixClient) UnmarshalYAML(v *yaml.Node) error {
 		return nil
 	}
 	for i := 0; i+1 < len(v.Content); i += 2 {
-		if k := v.Content[i].Value; !slices.Contains([]string{"name", "client", "client.config", "exec"}, k) {
-			return fmt.Errorf("line %d: clients: field %s not found (name, client, client.config, exec)", v.Content[i].Line, k)
+		if k := v.Content[i].Value; !slices.Contains([]string{"name", "client", "client.config", "exec", "presets"}, k) {
+			return fmt.Errorf("line %d: clients: field %s not found (name, client, client.config, exec, presets)", v.Content[i].Line, k)
 		}
 	}
 	type plain MatrixClient
@@ -160,10 +164,23 @@ func LoadMatrix(arg string) (*Matrix, error) {
 		clientNames[c.Name] = true
 	}
 	presetIDs := map[string]bool{}
+	var ids []string
 	for _, p := range m.Presets {
-		presetIDs[strings.Join(p, "+")] = true
-		for c := range clientNames {
-			presetIDs[strings.Join(p, "+")+"@"+c] = true
+		ids = append(ids, strings.Join(p, "+"))
+	}
+	for _, c := range m.Clients {
+		for _, p := range c.Presets {
+			if !slices.Contains(ids, p) {
+				return nil, bad("clients: %s: presets: %q is none of the matrix's presets (%s)", c.Name, p, strings.Join(ids, ", "))
+			}
+		}
+	}
+	for _, id := range ids {
+		presetIDs[id] = true
+		for _, c := range m.Clients {
+			if len(c.Presets) == 0 || slices.Contains(c.Presets, id) {
+				presetIDs[id+"@"+c.Name] = true
+			}
 		}
 	}
 	for k := range m.Expect {
@@ -174,6 +191,9 @@ func LoadMatrix(arg string) (*Matrix, error) {
 	}
 	for _, cl := range clients {
 		for _, p := range m.Presets {
+			if len(cl.Presets) > 0 && !slices.Contains(cl.Presets, strings.Join(p, "+")) {
+				continue
+			}
 			if err := m.addCells(file, cl, p, seeds, bad); err != nil {
 				return nil, err
 			}

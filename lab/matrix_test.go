@@ -60,7 +60,11 @@ func TestBadMatrices(t *testing.T) {
 		{"base-faults", "presets: [safe]\nschedules: [{name: a}]\nbase: {faults: []}\n", "base: faults is set by the matrix"},
 		{"cell-target", "presets: [safe]\nschedules: [{name: a, faults: [{kind: kill, nodes: [b9]}]}]\n", "target b9"},
 		{"from-missing", "presets: [safe]\nschedules: [{name: a, from: seed999/x}]\n", "no scenario \"seed999/x\""},
-		{"bad-client", "presets: [safe]\nschedules: [{name: a}]\nclients: [kafka-js]\n", "workload.client: client \"kafka-js\": use franz-go, sarama, kafka-go or exec"},
+		{"bad-client", "presets: [safe]\nschedules: [{name: a}]\nclients: [kafka-js]\n", "workload.client: client \"kafka-js\": use franz-go, sarama, kafka-go, librdkafka, kafka-python or exec"},
+		{"client-presets", "presets: [safe, acks1]\nschedules: [{name: a}]\nclients: [{name: kg, client: kafka-go, presets: [safe+acks1]}]\n", "clients: kg: presets: \"safe+acks1\" is none of the matrix's presets (safe, acks1)"},
+		{"client-preset-cannot", "presets: [safe]\nschedules: [{name: a}]\nclients: [kafka-go]\n", "client kafka-go: kafka-go has no idempotent producer (enable.idempotence)"},
+		{"client-preset-in-flight", "presets: [[safe, in-flight-5-no-idempotence]]\nschedules: [{name: a}]\nclients: [kafka-go]\n", "client kafka-go: max.in.flight.requests.per.connection: kafka-go's Writer sends one request at a time per partition"},
+		{"client-expect-skipped", "presets: [safe, acks1]\nschedules: [{name: a}]\nclients: [{name: kg, client: kafka-go, presets: [acks1]}]\nexpect: {safe@kg: {valid: any}}\n", "\"safe@kg\" names no preset"},
 		{"dup-client", "presets: [safe]\nschedules: [{name: a}]\nclients: [sarama, sarama]\n", "clients: \"sarama\": each client needs a distinct name"},
 		{"client-field", "presets: [safe]\nschedules: [{name: a}]\nclients: [{name: x, client: exec, exe: [a]}]\n", "clients: field exe not found"},
 		{"client-cannot", "presets: [safe]\nschedules: [{name: a}]\nclients: [sarama]\nbase: {workload: {type: queue}}\n", "client sarama: the queue workload runs on franz-go only"},
@@ -82,19 +86,28 @@ func TestMatrixClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Cells) != 12 {
-		t.Fatalf("%d cells, want 2 clients x 2 presets x 3 schedules", len(m.Cells))
+	// franz-go, sarama and librdkafka run the 3 presets, kafka-go and
+	// kafka-python the 2 without idempotence.
+	if len(m.Cells) != 3*3*3+2*2*3 {
+		t.Fatalf("%d cells, want 3 clients x 3 presets + 2 clients x 2 presets, x 3 schedules", len(m.Cells))
 	}
 	byID := map[string]Cell{}
 	for _, c := range m.Cells {
 		byID[c.ID()] = c
 	}
+	if _, ok := byID["clients/safe@kafka-go/leader-kill"]; ok {
+		t.Error("kafka-go runs safe, which needs an idempotent producer")
+	}
+	if c := byID["clients/safe+retries-no-idempotence@kafka-python/leader-kill"]; c.Scenario.Workload.Idempotent || c.Scenario.Workload.MaxInFlight != 1 ||
+		c.Scenario.Workload.Acks != "all" || c.Scenario.Expect.valid() != "any" || c.Scenario.Expect.Anomalies["lost-write"].String() != "0" {
+		t.Errorf("safe+retries-no-idempotence@kafka-python: %+v %+v", c.Scenario.Workload.Config, c.Scenario.Expect)
+	}
 	c, ok := byID["clients/safe@sarama/leader-kill"]
 	if !ok || c.Preset != "safe@sarama" || c.Scenario.Workload.ClientSpec.Name() != "sarama" || !c.Scenario.Workload.Idempotent {
 		t.Errorf("safe@sarama/leader-kill: %+v", c)
 	}
-	if c := byID["clients/acks1@franz-go/random-halves"]; c.Scenario.Workload.ClientSpec.Name() != "franz-go" || c.Scenario.Workload.Acks != "1" {
-		t.Errorf("acks1@franz-go/random-halves: %+v", c.Scenario.Workload)
+	if c := byID["clients/acks1-retries@franz-go/random-halves"]; c.Scenario.Workload.ClientSpec.Name() != "franz-go" || c.Scenario.Workload.Acks != "1" {
+		t.Errorf("acks1-retries@franz-go/random-halves: %+v", c.Scenario.Workload)
 	}
 	body := "presets: [safe]\nschedules: [{name: a}]\nclients: [franz-go, {name: own, client: exec, exec: [./drv]}]\n" +
 		"expect: {safe: {valid: true}, safe@own: {valid: any}}\n"
