@@ -13,8 +13,11 @@
 #            each test host's namespace; the package's own service is not
 #            started) and nftables (the nft command the backend runs on
 #            its hosts); a user of the SSH backend needs neither here
-#   compat   the client compatibility matrix (compat/): kcat,
-#            python3-confluent-kafka, python3-kafka, node and npm, kafkajs
+#   clients  the workloads' Python clients (client: librdkafka, client:
+#            kafka-python; their drivers in workloads/clients/python run
+#            with /usr/bin/python3): python3-confluent-kafka, python3-kafka
+#   compat   the client compatibility matrix (compat/): kcat, the clients
+#            group's Python clients, node and npm, kafkajs
 #   ui       the web UI's browser test: chromium, where apt has it
 #   bench    make bench: time (/usr/bin/time)
 #   all      every group (the default)
@@ -29,10 +32,11 @@ groups=("$@")
 want=()
 for g in "${groups[@]}"; do
 	case "$g" in
-	all) want+=(core source docker ssh compat ui bench) ;;
-	core | source | docker | ssh | compat | ui | bench) want+=("$g") ;;
+	all) want+=(core source docker ssh clients compat ui bench) ;;
+	compat) want+=(compat clients) ;;
+	core | source | docker | ssh | clients | ui | bench) want+=("$g") ;;
 	*)
-		echo "deps: no group $g (core, source, docker, ssh, compat, ui, bench, all)" >&2
+		echo "deps: no group $g (core, source, docker, ssh, clients, compat, ui, bench, all)" >&2
 		exit 254
 		;;
 	esac
@@ -47,7 +51,8 @@ pkgs=()
 has core && pkgs+=(util-linux iproute2)
 has docker && pkgs+=(docker.io)
 has ssh && pkgs+=(openssh-server nftables)
-has compat && pkgs+=(kcat python3-confluent-kafka python3-kafka)
+has clients && pkgs+=(python3-confluent-kafka python3-kafka)
+has compat && pkgs+=(kcat)
 has bench && pkgs+=(time)
 # chromium: headless, for the web UI's browser test (it skips without one).
 # Optional: installed where apt has it (Debian), left out where it does not
