@@ -413,6 +413,15 @@ func RunMatrix(ctx context.Context, m *Matrix, o MatrixOptions) (*MatrixResult, 
 	axes := fmt.Sprintf("%d presets x %d schedules x %d seeds", len(m.Presets), len(m.Schedules), max(1, len(m.Seeds)))
 	if len(m.Clients) > 0 {
 		axes = fmt.Sprintf("%d clients x %s", len(m.Clients), axes)
+		var fewer []string
+		for _, c := range m.Clients {
+			if len(c.Presets) > 0 {
+				fewer = append(fewer, fmt.Sprintf("%s %d", c.Name, len(c.Presets)))
+			}
+		}
+		if len(fewer) > 0 {
+			axes += "; presets per client: " + strings.Join(fewer, ", ")
+		}
 	}
 	if o.Shard.IsZero() {
 		fmt.Fprintf(out, "isrlab matrix %s: %d cells (%s), %d at a time\n  results: %s\n", m.Name, len(m.Cells), axes, o.Parallel, dir)

@@ -43,7 +43,12 @@ func TestLibraryMatrices(t *testing.T) {
 		t.Errorf("acks1 preset not applied: %+v", a.Workload)
 	}
 	ents, _ := os.ReadDir("../scenarios/matrices")
+	missing := pythonMissing()
 	for _, e := range ents {
+		if e.Name() == "clients.yaml" && missing != "" {
+			t.Logf("not loading clients.yaml: %s", missing)
+			continue
+		}
 		if _, err := LoadMatrix(filepath.Join("../scenarios/matrices", e.Name())); err != nil {
 			t.Errorf("%s: %v", e.Name(), err)
 		}
@@ -82,6 +87,9 @@ func TestBadMatrices(t *testing.T) {
 // cells named PRESET@CLIENT, each scenario with its client, and the most
 // specific expectation wins (preset@client over preset).
 func TestMatrixClients(t *testing.T) {
+	if missing := pythonMissing(); missing != "" {
+		t.Skip(missing)
+	}
 	m, err := LoadMatrix("clients")
 	if err != nil {
 		t.Fatal(err)

@@ -194,14 +194,24 @@ func TestBadScenarios(t *testing.T) {
 	}
 }
 
+// pythonMissing says what the Python clients' drivers need and this
+// machine lacks ("" when both can run): scenarios naming them are refused
+// when they load without it.
+func pythonMissing() string {
+	for _, name := range []string{clients.Librdkafka, clients.KafkaPython} {
+		if _, missing := clients.PythonVersion(name); missing != "" {
+			return "client " + name + " needs " + missing + " (scripts/deps.sh installs it)"
+		}
+	}
+	return ""
+}
+
 // TestPythonClientScenarios: a scenario naming a Python client is checked
 // by its driver when it loads (the client's own configuration check), with
 // the error on the client's line; one the client can run loads.
 func TestPythonClientScenarios(t *testing.T) {
-	for _, name := range []string{clients.Librdkafka, clients.KafkaPython} {
-		if _, missing := clients.PythonVersion(name); missing != "" {
-			t.Skipf("client %s needs %s", name, missing)
-		}
+	if missing := pythonMissing(); missing != "" {
+		t.Skip(missing)
 	}
 	for _, tc := range []struct{ name, body, want string }{
 		{"librdkafka-typo", "workload:\n  client: librdkafka\n  client.config: {linger.msx: \"5\"}\n", `x.yaml:2: workload.client: client librdkafka: librdkafka refuses the configuration: No such configuration property: "linger.msx"`},
