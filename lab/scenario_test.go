@@ -200,7 +200,7 @@ func TestBadScenarios(t *testing.T) {
 func pythonMissing() string {
 	for _, name := range []string{clients.Librdkafka, clients.KafkaPython} {
 		if _, missing := clients.PythonVersion(name); missing != "" {
-			return "client " + name + " needs " + missing + " (scripts/deps.sh installs it)"
+			return "client " + name + " needs " + missing + " (scripts/deps.sh clients installs it)"
 		}
 	}
 	return ""

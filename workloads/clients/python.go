@@ -90,7 +90,7 @@ func probePython(name string, cfg workloads.Config, own map[string]string) error
 func askPython(name string, hello execHello) (execHelloReply, error) {
 	d := pythonDrivers[name]
 	if _, err := os.Stat(SystemPython); err != nil {
-		return execHelloReply{}, &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf("%s: %v: install Debian packages python3 and %s (scripts/deps.sh does)", SystemPython, errors.Unwrap(err), d.pkg)}
+		return execHelloReply{}, &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf("%s: %v: install Debian packages python3 and %s (scripts/deps.sh clients does)", SystemPython, errors.Unwrap(err), d.pkg)}
 	}
 	dir, err := writePythonDrivers("")
 	if err != nil {
