@@ -656,6 +656,9 @@ func (s *Scenario) Plan() ([]nemesis.Event, error) {
 	if err := clients.Check(s.Workload.ClientSpec, s.Workload.Type, s.Workload.Config); err != nil {
 		return nil, bad([]string{"workload", "client"}, "%v", err)
 	}
+	if c := s.Workload.Client; s.Cluster.Secured && c != "" && c != "franz-go" {
+		return nil, bad([]string{"workload", "client"}, "%s: a secured cluster is reached through franz-go only, for now (docs/security.md)", c)
+	}
 	var faultNames []string
 	for i, f := range s.Faults {
 		if f.Name == "" {
