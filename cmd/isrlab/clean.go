@@ -11,6 +11,7 @@ import (
 	"github.com/isrlab/isrlab/compose/backends"
 	"github.com/isrlab/isrlab/faultfs"
 	"github.com/isrlab/isrlab/nemesis"
+	"github.com/isrlab/isrlab/workloads/clients"
 )
 
 func init() { rootCmd.AddCommand(newCleanCmd()) }
@@ -24,8 +25,9 @@ func newCleanCmd() *cobra.Command {
 		Long: `Remove every leftover of runs that are no longer alive: their node processes
 (and anything else running in their namespaces), network namespaces with their
 links and bind mounts, Docker containers and networks labelled with a run id,
-run directories and state files, and the cgroups of their cpu-throttle and
-memory-pressure faults. A run is alive while
+run directories and state files, the cgroups of their cpu-throttle and
+memory-pressure faults, and the Python client drivers' scripts they wrote
+to the temporary directory. A run is alive while
 the process that owns it runs, or, for "isrlab cluster up", until "isrlab
 cluster down". Live runs are left alone, so clean is safe to run at any time,
 including next to a running test. --all also takes down live clusters and
@@ -55,7 +57,7 @@ started. --backend limits clean to one backend.`,
 			}
 			rep, err := backends.CleanBackend(ctx, "", backend, all, nemesis.CleanFaults)
 			var killed []int
-			var cleanedCgroups int
+			var cleanedOther int
 			// faultfs mounts of runs that are gone (their daemon died with
 			// the run) are detached too; a run still alive keeps its mounts.
 			if !caps.UserHosts {
@@ -79,7 +81,14 @@ started. --backend limits clean to one backend.`,
 				for _, cg := range cgs {
 					fmt.Fprintf(cmd.OutOrStdout(), "removed leftover cgroup %s\n", cg)
 				}
-				cleanedCgroups = len(cgs)
+				cleanedOther = len(cgs)
+				// Python client drivers' scripts of the dead runs.
+				drv, derr := clients.CleanStaleDrivers(alive)
+				err = errors.Join(err, derr)
+				for _, d := range drv {
+					fmt.Fprintf(cmd.OutOrStdout(), "removed leftover client drivers %s\n", d)
+				}
+				cleanedOther += len(drv)
 			}
 			w := cmd.OutOrStdout()
 			for _, r := range rep.Runs {
@@ -97,7 +106,7 @@ started. --backend limits clean to one backend.`,
 			for _, r := range rep.Live {
 				fmt.Fprintf(w, "left live run %s alone\n", r)
 			}
-			if rep.Removed() == 0 && len(killed) == 0 && cleanedCgroups == 0 && err == nil {
+			if rep.Removed() == 0 && len(killed) == 0 && cleanedOther == 0 && err == nil {
 				fmt.Fprintln(w, "nothing to clean")
 			}
 			return err

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -170,4 +171,29 @@ func PythonVersion(name string) (string, string) {
 		return "", fmt.Sprintf("Debian package %s (%s)", pythonDrivers[name].pkg, reply.Error)
 	}
 	return reply.Client, ""
+}
+
+// CleanStaleDrivers removes the driver directories (writePythonDrivers)
+// that runs left in the temporary directory when they died before
+// removing them: those of runs alive reports gone. It returns the
+// directories removed. isrlab clean calls it.
+func CleanStaleDrivers(alive func(run string) bool) ([]string, error) {
+	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), "isrlab-*-drivers-*"))
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, d := range dirs {
+		run, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(d), "isrlab-"), "-drivers-")
+		if !ok || run == "" || alive(run) {
+			continue
+		}
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, d)
+	}
+	return removed, errors.Join(errs...)
 }

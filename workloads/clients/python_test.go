@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -101,5 +102,36 @@ func TestPythonCheck(t *testing.T) {
 	err = Check(workloads.ClientSpec{Client: KafkaPython}, "", base)
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "client kafka-python: kafka-python is not installed for") || !strings.Contains(err.Error(), "(Debian package python3-kafka): No module named 'kafka'") {
 		t.Errorf("no kafka module: %v", err)
+	}
+}
+
+// A run that died left its drivers' directory: isrlab clean removes it
+// unless the run is still alive, and leaves other files alone.
+func TestCleanStaleDrivers(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dead, err := writePythonDrivers("deadbeef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := writePythonDrivers("cafe0001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(tmp, "isrlab-other")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := CleanStaleDrivers(func(run string) bool { return run == "cafe0001" })
+	if err != nil || len(removed) != 1 || removed[0] != dead {
+		t.Fatalf("removed %v, %v; want %s only", removed, err, dead)
+	}
+	for _, d := range []string{live, other} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s: %v, want it kept", d, err)
+		}
+	}
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Errorf("the dead run's drivers are still there: %v", err)
 	}
 }
