@@ -52,7 +52,15 @@ func decodeBrokerConfig(key string, val []byte) (map[string]string, error) {
 // when nothing is left. An error from update is returned as it is.
 func (c *Client) UpdateBrokerConfig(ctx context.Context, id *int32, update func(current map[string]string) (map[string]string, error)) error {
 	key := brokerConfigKey(id)
-	op := "update broker config " + key
+	return c.updateEntity(ctx, key, "update broker config "+key, func(v []byte) (map[string]string, error) { return decodeBrokerConfig(key, v) }, update)
+}
+
+// updateEntity replaces the config map stored at key (a quotaJSON: broker
+// configs, a user's quotas and SCRAM credentials) with what update returns
+// for the current one (decoded by decode), by a compare-and-swap retried
+// when another writer won, deleting the key when nothing is left. An error
+// from decode or update is returned as it is.
+func (c *Client) updateEntity(ctx context.Context, key, op string, decode func([]byte) (map[string]string, error), update func(current map[string]string) (map[string]string, error)) error {
 	for attempt := 0; ; attempt++ {
 		cctx, cancel := c.callCtx(ctx)
 		resp, err := c.cli.Get(cctx, key)
@@ -64,7 +72,7 @@ func (c *Client) UpdateBrokerConfig(ctx context.Context, id *int32, update func(
 		var rev int64
 		if len(resp.Kvs) > 0 {
 			rev = resp.Kvs[0].ModRevision
-			if cur, err = decodeBrokerConfig(key, resp.Kvs[0].Value); err != nil {
+			if cur, err = decode(resp.Kvs[0].Value); err != nil {
 				return err
 			}
 		}

@@ -84,51 +84,24 @@ func (c *Client) UserScramCredentials(ctx context.Context, user string) (map[str
 // another writer won), keeping its quotas; the entry is deleted when
 // nothing is left in it.
 func (c *Client) AlterScramCredentials(ctx context.Context, user string, set map[string]string, remove []string) error {
-	key := userKey(user)
 	const op = "alter SCRAM credentials"
-	for attempt := 0; ; attempt++ {
-		cctx, cancel := c.callCtx(ctx)
-		resp, err := c.cli.Get(cctx, key)
-		cancel()
-		if err != nil {
-			return wrapErr(op, err)
+	decode := func(v []byte) (map[string]string, error) {
+		var qj quotaJSON
+		if err := json.Unmarshal(v, &qj); err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
 		}
-		qj := quotaJSON{Version: 1, Config: map[string]string{}}
-		var rev int64
-		if len(resp.Kvs) > 0 {
-			rev = resp.Kvs[0].ModRevision
-			if err := json.Unmarshal(resp.Kvs[0].Value, &qj); err != nil {
-				return fmt.Errorf("%s: %w", op, err)
-			}
-			if qj.Config == nil {
-				qj.Config = map[string]string{}
-			}
+		if qj.Config == nil {
+			qj.Config = map[string]string{}
 		}
+		return qj.Config, nil
+	}
+	return c.updateEntity(ctx, userKey(user), op, decode, func(cur map[string]string) (map[string]string, error) {
 		for k, v := range set {
-			qj.Config[k] = v
+			cur[k] = v
 		}
 		for _, k := range remove {
-			delete(qj.Config, k)
+			delete(cur, k)
 		}
-		write := clientv3.OpDelete(key)
-		if len(qj.Config) > 0 {
-			b, err := json.Marshal(qj)
-			if err != nil {
-				return fmt.Errorf("%s: %w", op, err)
-			}
-			write = clientv3.OpPut(key, string(b))
-		}
-		cctx, cancel = c.callCtx(ctx)
-		tr, err := c.cli.Txn(cctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(write).Commit()
-		cancel()
-		if err != nil {
-			return wrapErr(op, err)
-		}
-		if tr.Succeeded {
-			return nil
-		}
-		if attempt >= 10 {
-			return fmt.Errorf("%s: %w", op, ErrTopicChanged)
-		}
-	}
+		return cur, nil
+	})
 }
