@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/isrlab/isrlab/checker"
+	"github.com/isrlab/isrlab/internal/svgplot"
 )
 
 // delivery draws, per consumer group of the verdict's delivery section,
@@ -36,34 +37,28 @@ func cumulative(per []int64) []int64 {
 func (p *plotter) groupDelivery(id string, width float64, g checker.GroupDelivery) figure {
 	const top, bottom, h = 22.0, 180.0, 202.0
 	red, skip := cumulative(g.RedeliveredPerBucket), cumulative(g.SkippedPerBucket)
-	ticks, ytop := linTicks(float64(max(g.Redelivered, g.Skipped, 1)))
-	var s svg
+	var s svgplot.Builder
 	p.begin(&s, id, h)
-	s.shade(p.ax, p.shading, top, bottom)
-	s.xAxis(p.ax, top, bottom)
-	for _, t := range ticks {
-		y := linY(t, ytop, top, bottom)
-		s.el("line", "x1", marginL, "x2", plotR, "y1", y, "y2", y, "class", "grid")
-		s.text(marginL-6, y+4, countLabel(t), "class", "tick", "text-anchor", "end")
-	}
-	s.yLabel(top, bottom, "records")
+	s.Shade(p.ax, p.shading, top, bottom)
+	s.XAxis(p.ax, top, bottom)
+	yOf := countAxis(&s, float64(max(g.Redelivered, g.Skipped, 1)), top, bottom, "records")
 	line := func(series string, counts []int64, total int64, color string) {
 		var xs, ys []float64
 		for i, c := range counts {
-			y := linY(float64(c), ytop, top, bottom)
-			xs = append(xs, p.ax.x(float64(i)*width), p.ax.x(float64(i+1)*width))
+			y := yOf(float64(c))
+			xs = append(xs, p.ax.X(float64(i)*width), p.ax.X(float64(i+1)*width))
 			ys = append(ys, y, y)
 		}
-		s.el("polyline", "class", "series", "data-series", series, "data-final", total,
-			"points", points(xs, ys), "fill", "none", "stroke", color, "stroke-width", 1.5)
+		s.El("polyline", "class", "series", "data-series", series, "data-final", total,
+			"points", svgplot.Points(xs, ys), "fill", "none", "stroke", color, "stroke-width", 1.5)
 	}
 	line("redelivered", red, g.Redelivered, "#ff7f0e")
 	line("skipped", skip, g.Skipped, "#d62728")
-	s.legend(14, [][3]string{
-		{fmt.Sprintf("redelivered (%s)", countLabel(float64(g.Redelivered))), "#ff7f0e", ""},
-		{fmt.Sprintf("skipped (%s)", countLabel(float64(g.Skipped))), "#d62728", ""},
+	s.Legend(plotR, 14, []svgplot.Key{
+		{Label: fmt.Sprintf("redelivered (%s)", svgplot.CountLabel(float64(g.Redelivered))), Color: "#ff7f0e"},
+		{Label: fmt.Sprintf("skipped (%s)", svgplot.CountLabel(float64(g.Skipped))), Color: "#d62728"},
 	})
-	s.close("svg")
+	s.Close("svg")
 	var committed []string
 	for _, c := range g.Committed {
 		committed = append(committed, fmt.Sprintf("%d: %d", c.Partition, c.Final))
@@ -72,9 +67,9 @@ func (p *plotter) groupDelivery(id string, width float64, g checker.GroupDeliver
 	if name == "" {
 		name = "(unnamed)"
 	}
-	return figure{ID: id, Title: "Delivery of group " + name, SVG: s.html(),
+	return figure{ID: id, Title: "Delivery of group " + name, SVG: s.HTML(),
 		Caption: fmt.Sprintf("Records the group processed more than once (redelivered: at-least-once's price, by the time of the second processing) and records below an offset it committed that no member processed (skipped: at-most-once's loss, by the time of the first commit that covered them), cumulative. %s processed %s (%s processings), %s; final committed offsets %s. Reported, not judged: they describe the consumer's commit configuration.",
-			name, plural(g.Records, "record"), countLabel(float64(g.Processed)), plural(g.Commits, "ok commit"), orNone(strings.Join(committed, ", ")))}
+			name, plural(g.Records, "record"), svgplot.CountLabel(float64(g.Processed)), plural(g.Commits, "ok commit"), orNone(strings.Join(committed, ", ")))}
 }
 
 func orNone(s string) string {

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/isrlab/isrlab/internal/svgplot"
 )
 
 // A limit search's directory (isrlab limits): limits.json, limits.txt,
@@ -217,7 +219,7 @@ func LimitsReport(fsys fs.FS, name string) ([]byte, error) {
 				pr.Idle = fmt.Sprintf("%.0f%% (min %.0f%%)", 100*p.Signals.HandlerIdle, 100*p.Signals.HandlerIdleMin)
 			}
 			if p.Signals.ProduceP99Ms > 0 {
-				pr.P99 = msLabel(p.Signals.ProduceP99Ms)
+				pr.P99 = svgplot.MsLabel(p.Signals.ProduceP99Ms)
 			}
 			if rel := pointRel(p.Dir); rel != "" {
 				if _, err := fs.Stat(fsys, path.Join(rel, ReportFile)); err == nil {
@@ -255,11 +257,10 @@ func pointRel(dir string) string {
 // limits.svg.
 func LimitsPlot(l *Limits) template.HTML {
 	const panelH, top, bottom = 250.0, 30.0, 214.0
-	var s svg
-	s.open("svg", "xmlns", "http://www.w3.org/2000/svg", "viewBox", "0 0 "+fnum(svgW)+" "+fnum(2*panelH),
-		"width", svgW, "height", 2*panelH, "class", "plot", "data-plot", "limits", "role", "img", "aria-label", "throughput limit per broker")
-	s.b.WriteString("<style>" + svgCSS + "</style>")
-	s.el("rect", "width", svgW, "height", 2*panelH, "fill", "#fff")
+	var s svgplot.Builder
+	s.OpenSVG(svgW, 2*panelH, "width", svgW, "height", 2*panelH, "class", "plot", "data-plot", "limits", "role", "img", "aria-label", "throughput limit per broker")
+	s.Style(svgCSS)
+	s.El("rect", "width", svgW, "height", 2*panelH, "fill", "#fff")
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, se := range l.Searches {
 		lo, hi = math.Min(lo, float64(se.RecordSize)), math.Max(hi, float64(se.RecordSize))
@@ -274,27 +275,24 @@ func LimitsPlot(l *Limits) template.HTML {
 		for _, se := range l.Searches {
 			peak = math.Max(peak, val(se))
 		}
-		ticks, ytop := linTicks(peak * 1.15)
+		ticks, ytop := svgplot.Ticks(peak * 1.15)
 		t, b := y0+top, y0+bottom
-		y := func(v float64) float64 { return linY(v, ytop, t, b) }
-		s.open("g", "class", "panel", "data-panel", id)
-		s.text(marginL, y0+16, title, "class", "legend", "font-weight", "bold")
-		for _, v := range ticks {
-			s.el("line", "x1", marginL, "x2", plotR, "y1", y(v), "y2", y(v), "class", "grid")
-			s.text(marginL-6, y(v)+4, label(v), "class", "tick", "text-anchor", "end")
-		}
+		y := func(v float64) float64 { return svgplot.LinY(v, ytop, t, b) }
+		s.Open("g", "class", "panel", "data-panel", id)
+		s.Text(marginL, y0+16, title, "class", "paneltitle")
+		s.YGrid(marginL, plotR, ticks, y, label)
 		for e := math.Ceil(lx0); e <= lx1; e++ {
 			for _, m := range []float64{1, 2, 5} {
 				v := m * math.Pow(10, e)
 				if lv := math.Log10(v); lv < lx0 || lv > lx1 {
 					continue
 				}
-				s.el("line", "x1", x(v), "x2", x(v), "y1", t, "y2", b, "class", "grid")
-				s.text(x(v), b+14, countLabel(v)+" B", "class", "tick", "text-anchor", "middle")
+				s.El("line", "x1", x(v), "x2", x(v), "y1", t, "y2", b, "class", "grid")
+				s.Text(x(v), b+14, svgplot.CountLabel(v)+" B", "class", "tick", "text-anchor", "middle")
 			}
 		}
-		s.el("line", "x1", marginL, "x2", plotR, "y1", b, "y2", b, "class", "axis")
-		s.yLabel(t, b, id)
+		s.El("line", "x1", marginL, "x2", plotR, "y1", b, "y2", b, "class", "axis")
+		s.YLabel(t, b, id)
 		for _, f := range []struct {
 			name, dash string
 			k          float64
@@ -303,7 +301,7 @@ func LimitsPlot(l *Limits) template.HTML {
 			for _, se := range l.Searches {
 				xs, ys = append(xs, x(float64(se.RecordSize))), append(ys, y(f.k*val(se)))
 			}
-			s.el("polyline", "class", "series", "data-series", f.name, "points", points(xs, ys), "fill", "none",
+			s.El("polyline", "class", "series", "data-series", f.name, "points", svgplot.Points(xs, ys), "fill", "none",
 				"stroke", "#c62828", "stroke-width", 2, "stroke-dasharray", f.dash)
 		}
 		for _, se := range l.Searches {
@@ -312,25 +310,25 @@ func LimitsPlot(l *Limits) template.HTML {
 			if se.Bound() {
 				fill = "#fff"
 			}
-			s.open("circle", "cx", cx, "cy", y(v), "r", 4.5, "fill", fill, "stroke", "#c62828", "stroke-width", 1.5,
+			s.Open("circle", "cx", cx, "cy", y(v), "r", 4.5, "fill", fill, "stroke", "#c62828", "stroke-width", 1.5,
 				"data-size", se.RecordSize, "data-limit", strconv.FormatFloat(v, 'g', 6, 64), "data-plan", strconv.FormatFloat(l.Headroom*v, 'g', 6, 64))
 			bound := ""
 			if se.Bound() {
 				bound = " (at least)"
 			}
-			s.title(fmt.Sprintf("%d-byte records: limit %s%s, plan %s", se.RecordSize, label(v), bound, label(l.Headroom*v)))
-			s.close("circle")
-			s.text(cx+8, y(v)-6, label(v), "class", "legend")
-			s.text(cx+8, y(l.Headroom*v)+12, "plan "+label(l.Headroom*v), "class", "smalllabel")
+			s.Title(fmt.Sprintf("%d-byte records: limit %s%s, plan %s", se.RecordSize, label(v), bound, label(l.Headroom*v)))
+			s.Close("circle")
+			s.Text(cx+8, y(v)-6, label(v), "class", "legend")
+			s.Text(cx+8, y(l.Headroom*v)+12, "plan "+label(l.Headroom*v), "class", "smalllabel")
 		}
-		s.legend(y0+16, [][3]string{{"limit (hollow: at least)", "#c62828", ""}, {fmt.Sprintf("planning figure ×%.2f", l.Headroom), "#c62828", "6 4"}})
-		s.close("g")
+		s.Legend(plotR, y0+16, []svgplot.Key{{Label: "limit (hollow: at least)", Color: "#c62828"}, {Label: fmt.Sprintf("planning figure ×%.2f", l.Headroom), Color: "#c62828", Dash: "6 4"}})
+		s.Close("g")
 	}
-	panel(0, "msg/s", "messages/s per broker", func(se *LimitSearch) float64 { return se.LimitPerSecPerBroker }, countLabel)
+	panel(0, "msg/s", "messages/s per broker", func(se *LimitSearch) float64 { return se.LimitPerSecPerBroker }, svgplot.CountLabel)
 	panel(panelH, "MB/s", "MB/s per broker", func(se *LimitSearch) float64 { return se.LimitBytesPerSecPerBroker / 1e6 },
 		func(v float64) string { return strconv.FormatFloat(v, 'g', 3, 64) })
-	s.close("svg")
-	return s.html()
+	s.Close("svg")
+	return s.HTML()
 }
 
 var limitsTmpl = template.Must(template.New("limits").Funcs(funcs).Funcs(template.FuncMap{

@@ -16,6 +16,7 @@ import (
 
 	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/history"
+	"github.com/isrlab/isrlab/internal/svgplot"
 )
 
 // WriteReport writes report.html into the run directory dir.
@@ -102,7 +103,7 @@ type runPage struct {
 	Scenario string
 	Notes    []string
 	Figures  []figure
-	Faults   []band
+	Faults   []svgplot.Band
 	Anoms    []anomalyRow
 	Unavail  []checker.PartitionUnavailability
 	Latency  []latencyRow
@@ -208,7 +209,7 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%.3fs", s)
 	},
-	"ms":       func(v float64) string { return msLabel(v) },
+	"ms":       svgplot.MsLabel,
 	"status":   statusClass,
 	"upper":    strings.ToUpper,
 	"anomtext": anomalyText,
@@ -308,23 +309,6 @@ var runTmpl = template.Must(template.New("run").Funcs(funcs).Parse(`<!DOCTYPE ht
 `))
 
 var reportCSS = reportPageCSS + svgCSS
-
-// svgCSS styles the plots; a plot that stands alone as a file carries it.
-const svgCSS = `
-svg.plot{width:100%;height:auto;display:block}
-svg text{font:11px system-ui,sans-serif;fill:#333}
-svg .tick{fill:#666;font-size:10px}
-svg .grid{stroke:#eee;stroke-width:1}
-svg .axis{stroke:#999;stroke-width:1}
-svg .fault{fill-opacity:.16}
-svg .faultlabel{font-size:10px;fill:#555;paint-order:stroke;stroke:#fff;stroke-width:3px}
-svg .barlabel{font-size:10px;fill:#fff}
-svg .rowlabel{font-size:11px;fill:#333}
-svg .smalllabel{font-size:9px;fill:#666}
-svg .unavlabel{font-size:10px;fill:#c62828;paint-order:stroke;stroke:#fff;stroke-width:3px}
-svg .note{fill:#888}
-svg .legend{font-size:11px}
-`
 
 const reportPageCSS = `
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#222;background:#fafafa}

@@ -118,7 +118,7 @@ func runReport(t *testing.T, dir string) []byte {
 }
 
 // xOf is where a time falls on a report's shared axis.
-func xOf(t1, sec float64) float64 { return timeAxis{t1: t1}.x(sec) }
+func xOf(t1, sec float64) float64 { return newTimeAxis(t1).X(sec) }
 
 func num(t *testing.T, s string) float64 {
 	t.Helper()
@@ -361,4 +361,41 @@ func writeHostileRun(t *testing.T, dir, name string) {
 	os.WriteFile(filepath.Join(dir, ScenarioFile), []byte("name: "+name+"\n"), 0o644)
 	os.MkdirAll(filepath.Join(dir, NodesDir, "b1"), 0o755)
 	os.WriteFile(filepath.Join(dir, NodesDir, "b1", "b1.log"), []byte(name), 0o644)
+}
+
+// TestPlotsAreXML: every plot of the run report, and the limit search's
+// plot, is well-formed XML on its own (strict mode), as an .svg file
+// must be.
+func TestPlotsAreXML(t *testing.T) {
+	page := runReport(t, "testdata/run-kill")
+	var svgs []string
+	for rest := string(page); ; {
+		i := strings.Index(rest, "<svg")
+		if i < 0 {
+			break
+		}
+		j := strings.Index(rest[i:], "</svg>")
+		svgs = append(svgs, rest[i:i+j+len("</svg>")])
+		rest = rest[i+j:]
+	}
+	if len(svgs) < 7 {
+		t.Fatalf("%d plots in the report, want 7", len(svgs))
+	}
+	l, err := ReadLimits(os.DirFS("testdata/limits"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svgs = append(svgs, string(LimitsPlot(l)))
+	for _, s := range svgs {
+		d := xml.NewDecoder(strings.NewReader(s))
+		for {
+			_, err := d.Token()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("not well-formed: %v\n%.300s", err, s)
+			}
+		}
+	}
 }

@@ -1,12 +1,11 @@
 package series
 
 import (
-	"fmt"
-	"html"
 	"io"
 	"math"
 	"slices"
-	"strings"
+
+	"github.com/isrlab/isrlab/internal/svgplot"
 )
 
 // Panel is one plot of a figure: the measures it draws, per source.
@@ -36,8 +35,6 @@ var IncidentPanels = []Panel{
 	{Title: "produce p99 ms (acknowledgement latency)", Measure: "produce_p99_ms", Src: SrcWorkload},
 }
 
-var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"}
-
 // line is one polyline: a source's values of the panel's measure, or of
 // its second measure (dashed).
 type line struct {
@@ -47,9 +44,10 @@ type line struct {
 }
 
 // Plot writes an SVG figure of the panels over the samples, with the fault
-// windows shaded.
+// windows shaded. It carries its own style, so that it stands alone as a
+// file.
 func Plot(w io.Writer, title string, samples []Sample, faults []Window, panels []Panel) error {
-	const width, left, right, panelH, gap, top = 960.0, 70.0, 110.0, 120.0, 38.0, 40.0
+	const width, left, right, panelH, gap, top = 960.0, 70.0, 16.0, 120.0, 38.0, 40.0
 	end := 0.0
 	for _, s := range samples {
 		end = max(end, s.T)
@@ -57,21 +55,26 @@ func Plot(w io.Writer, title string, samples []Sample, faults []Window, panels [
 	if end <= 0 {
 		end = 1
 	}
-	plotW := width - left - right
 	interval := 1.0
 	if dts := Intervals(samples); len(dts) > 0 {
 		ds := slices.Clone(dts)
 		slices.Sort(ds)
 		interval = ds[len(ds)/2]
 	}
+	ax := svgplot.TimeAxis{T1: end, X0: left, X1: width - right}
+	bands := make([]svgplot.Band, len(faults))
+	for i, f := range faults {
+		bands[i] = svgplot.Band{Name: f.Name, Label: f.Name, Start: f.Start, End: f.End}
+	}
 	height := top + float64(len(panels))*(panelH+gap) + 10
-	x := func(t float64) float64 { return left + plotW*t/end }
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="11">`+"\n", width, height, width, height)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(&b, `<text x="%.0f" y="20" font-size="14" font-weight="bold">%s</text>`+"\n", left, html.EscapeString(title))
+	var s svgplot.Builder
+	s.OpenSVG(width, height, "width", width, "height", height, "data-plot", "metrics", "role", "img", "aria-label", title)
+	s.Style(svgplot.CSS)
+	s.El("rect", "width", width, "height", height, "fill", "#fff")
+	s.Text(left, 20, title, "class", "title")
 	for i, p := range panels {
 		y0 := top + float64(i)*(panelH+gap) + 14
+		bottom := y0 + panelH
 		lines := panelLines(samples, p)
 		hi := 0.0
 		for _, l := range lines {
@@ -79,57 +82,48 @@ func Plot(w io.Writer, title string, samples []Sample, faults []Window, panels [
 				hi = max(hi, pt[1])
 			}
 		}
-		hi = niceCeil(hi)
-		y := func(v float64) float64 { return y0 + panelH - panelH*v/hi }
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-weight="bold">%s</text>`+"\n", left, y0-4, html.EscapeString(p.Title))
-		for _, f := range faults {
-			e := f.End
-			if e < 0 {
-				e = end
-			}
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#f4c7c3" opacity="0.5"><title>%s</title></rect>`+"\n",
-				x(f.Start), y0, max(0.5, x(e)-x(f.Start)), panelH, html.EscapeString(f.Name))
-		}
-		fmt.Fprintf(&b, `<rect x="%.0f" y="%.1f" width="%.0f" height="%.0f" fill="none" stroke="#999"/>`+"\n", left, y0, plotW, panelH)
-		for _, v := range []float64{0, hi / 2, hi} {
-			fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" text-anchor="end">%s</text>`+"\n", left-4, y(v)+4, short(v))
-			fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", left, left+plotW, y(v), y(v))
-		}
-		step := tickStep(end)
-		for t := 0.0; t <= end; t += step {
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#666">%gs</text>`+"\n", x(t), y0+panelH+12, t)
-		}
+		ticks, ytop := svgplot.Ticks(hi)
+		y := func(v float64) float64 { return svgplot.LinY(v, ytop, y0, bottom) }
+		s.Open("g", "class", "panel", "data-panel", p.Measure)
+		s.Text(left, y0-4, p.Title, "class", "paneltitle")
+		s.Shade(ax, bands, y0, bottom)
+		s.XAxis(ax, y0, bottom)
+		s.YGrid(ax.X0, ax.X1, ticks, y, svgplot.CountLabel)
+		s.El("rect", "x", ax.X0, "y", y0, "width", ax.X1-ax.X0, "height", panelH, "fill", "none", "class", "axis")
 		colors := map[string]string{}
+		var keys []svgplot.Key
 		for _, l := range lines {
 			if _, ok := colors[l.src]; !ok {
-				c := palette[len(colors)%len(palette)]
-				fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" fill="%s">%s</text>`+"\n", left+plotW+6, y0+12+float64(len(colors))*13, c, html.EscapeString(l.src))
-				colors[l.src] = c
+				colors[l.src] = svgplot.ColorAt(len(colors))
+				keys = append(keys, svgplot.Key{Label: l.src, Color: colors[l.src]})
 			}
 			dash := ""
 			if l.dashed {
-				dash = ` stroke-dasharray="4,3"`
+				dash = "4 3"
 			}
 			// A gap in the samples (nothing measured, a broker that did
 			// not answer) breaks the line rather than bridging it.
-			var pts []string
+			var xs, ys []float64
 			flush := func() {
-				if len(pts) > 0 {
-					fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.4"%s points="%s"/>`+"\n", colors[l.src], dash, strings.Join(pts, " "))
+				if len(xs) > 0 {
+					s.El("polyline", "class", "series", "data-series", l.src, "points", svgplot.Points(xs, ys),
+						"fill", "none", "stroke", colors[l.src], "stroke-width", 1.4, "stroke-dasharray", dash)
 				}
-				pts = pts[:0]
+				xs, ys = xs[:0], ys[:0]
 			}
 			for k, pt := range l.pts {
 				if k > 0 && pt[0]-l.pts[k-1][0] > 2*interval {
 					flush()
 				}
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(pt[0]), y(pt[1])))
+				xs, ys = append(xs, ax.X(pt[0])), append(ys, y(pt[1]))
 			}
 			flush()
 		}
+		s.Legend(ax.X1, y0-4, keys)
+		s.Close("g")
 	}
-	b.WriteString("</svg>\n")
-	_, err := io.WriteString(w, b.String())
+	s.Close("svg")
+	_, err := io.WriteString(w, s.String()+"\n")
 	return err
 }
 
@@ -194,36 +188,4 @@ func panelLines(samples []Sample, p Panel) []line {
 		out = append(out, *bySrc[k])
 	}
 	return out
-}
-
-func niceCeil(v float64) float64 {
-	if v <= 0 || math.IsNaN(v) {
-		return 1
-	}
-	e := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if m*e >= v {
-			return m * e
-		}
-	}
-	return 10 * e
-}
-
-func tickStep(end float64) float64 {
-	for _, s := range []float64{1, 2, 5, 10, 15, 30, 60, 120, 300, 600} {
-		if end/s <= 12 {
-			return s
-		}
-	}
-	return 1200
-}
-
-func short(v float64) string {
-	switch {
-	case v >= 1e6:
-		return fmt.Sprintf("%gM", math.Round(v/1e5)/10)
-	case v >= 1e3:
-		return fmt.Sprintf("%gk", math.Round(v/1e2)/10)
-	}
-	return fmt.Sprintf("%g", math.Round(v*100)/100)
 }
