@@ -47,6 +47,9 @@ type cluster struct {
 
 	reg   atomic.Pointer[coord.Registration]
 	epoch atomic.Int64 // broker epoch (KIP-380)
+	// registered is set once the process has registered (register runs
+	// in one goroutine at a time).
+	registered bool
 
 	maxControllerEpoch atomic.Int32
 
@@ -106,7 +109,11 @@ func (c *cluster) register(ctx context.Context) (*coord.Registration, error) {
 	// dials; Endpoints list every advertised listener, which
 	// UpdateMetadata passes on so each client gets its own listener's.
 	self := c.b.selfEndpoint()
-	info := coord.BrokerInfo{ID: c.b.id, Host: self.Host, Port: self.Port, Timestamp: time.Now().UnixMilli()}
+	// Only the process's first registration tells of an unclean
+	// shutdown: a re-registration after a lost session is the same
+	// incarnation.
+	info := coord.BrokerInfo{ID: c.b.id, Host: self.Host, Port: self.Port, Timestamp: time.Now().UnixMilli(),
+		UncleanShutdown: c.b.logs.UncleanShutdown() && !c.registered}
 	for _, l := range c.b.ls.all {
 		if hp, ok := self.Endpoints[l.Name]; ok {
 			info.Endpoints = append(info.Endpoints, l.Name+"://"+net.JoinHostPort(hp.Host, strconv.Itoa(int(hp.Port))))
@@ -117,6 +124,7 @@ func (c *cluster) register(ctx context.Context) (*coord.Registration, error) {
 	for {
 		reg, err := c.coord.RegisterBroker(ctx, info, session)
 		if err == nil {
+			c.registered = true
 			return reg, nil
 		}
 		if ctx.Err() != nil {

@@ -392,6 +392,33 @@ func (c *Config) check() error {
 	if c.Long("socket.request.max.bytes") > math.MaxInt32 {
 		return &InvalidError{Key: "socket.request.max.bytes", Value: c.String("socket.request.max.bytes"), Reason: "too large"}
 	}
+	return CheckELR(c)
+}
+
+// orProfile is key's value, or its kafka.profile default where the key is
+// unset and the profile not applied yet (a scenario's keys).
+func (c *Config) orProfile(key string) string {
+	if v := c.String(key); v != "" {
+		return v
+	}
+	return Profiles[c.String("kafka.profile")].Defaults[key]
+}
+
+// CheckELR refuses eligible leader replicas without what makes them safe
+// (KIP-966): ISR changes through the controller, which keeps the ELR
+// beside the ISR, and a high watermark that cannot advance below min ISR,
+// so that every ELR member holds everything up to it. A config whose
+// profile is applied (a broker's) or a scenario's keys are checked alike.
+func CheckELR(c *Config) error {
+	if !c.Bool("eligible.leader.replicas.enable") {
+		return nil
+	}
+	if v := c.orProfile("isr.update"); v != "async-alter-partition" {
+		return &InvalidError{Key: "eligible.leader.replicas.enable", Value: "true", Reason: "needs isr.update=async-alter-partition (the controller keeps the ELR as it changes the ISR), not " + v}
+	}
+	if v := c.orProfile("hw.requires-min-isr"); v != "true" {
+		return &InvalidError{Key: "eligible.leader.replicas.enable", Value: "true", Reason: "needs hw.requires-min-isr=true (an ELR member holds everything up to a high watermark that cannot advance below min ISR)"}
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -146,5 +147,42 @@ func TestProfiles(t *testing.T) {
 	}
 	if c.String("replication.truncation") != "epoch" || c.String("isr.update") != "sync-under-lock-always" {
 		t.Errorf("override lost: %s %s", c.String("replication.truncation"), c.String("isr.update"))
+	}
+}
+
+// TestELRNeedsItsSafeguards: eligible leader replicas load under the 3.7
+// profile and are refused where the ISR changes without the controller or
+// the high watermark advances below min ISR, naming the key.
+func TestELRNeedsItsSafeguards(t *testing.T) {
+	for _, tc := range []struct {
+		overrides []string
+		want      string // "" loads
+	}{
+		{[]string{"eligible.leader.replicas.enable=true"}, ""},
+		{[]string{"eligible.leader.replicas.enable=false", "kafka.profile=0.10"}, ""},
+		{[]string{"eligible.leader.replicas.enable=true", "kafka.profile=2.4"}, "needs isr.update=async-alter-partition"},
+		{[]string{"eligible.leader.replicas.enable=true", "isr.update=sync-under-lock-checked"}, "not sync-under-lock-checked"},
+		{[]string{"eligible.leader.replicas.enable=true", "hw.requires-min-isr=false"}, "needs hw.requires-min-isr=true"},
+		{[]string{"eligible.leader.replicas.enable=true", "kafka.profile=2.6", "isr.update=async-alter-partition", "hw.requires-min-isr=true"}, ""},
+	} {
+		c, _, err := Load("", append([]string{"log.dirs=/x"}, tc.overrides...))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.overrides, err)
+		case tc.want == "" && c.Bool("eligible.leader.replicas.enable") != slices.Contains(tc.overrides, "eligible.leader.replicas.enable=true"):
+			t.Errorf("%v: eligible.leader.replicas.enable=%v", tc.overrides, c.Bool("eligible.leader.replicas.enable"))
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "eligible.leader.replicas.enable")):
+			t.Errorf("%v: %v, want an error naming eligible.leader.replicas.enable: %s", tc.overrides, err, tc.want)
+		}
+	}
+	// Scenario keys are checked before any profile is applied.
+	c := NewBroker()
+	for _, kv := range [][2]string{{"kafka.profile", "0.10"}, {"eligible.leader.replicas.enable", "true"}} {
+		if err := c.Set(kv[0], kv[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := CheckELR(c); err == nil {
+		t.Error("ELR under the 0.10 profile's ISR updates was accepted")
 	}
 }

@@ -618,6 +618,9 @@ func (s *Scenario) Plan() ([]nemesis.Event, error) {
 			return nil, bad([]string{"cluster", "config", k}, "%v", err)
 		}
 	}
+	if err := kafkaconfig.CheckELR(bc); err != nil {
+		return nil, bad([]string{"cluster", "config", "eligible.leader.replicas.enable"}, "%v", err)
+	}
 	tc := kafkaconfig.New(kafkaconfig.TopicDefs)
 	for _, k := range slices.Sorted(maps.Keys(s.Topic.Config)) {
 		if !tc.Known(k) {

@@ -60,7 +60,7 @@ func (c *Controller) ElectLeaders(ctx context.Context, req *kmsg.ElectLeadersReq
 		}
 		var decide decision
 		if req.ElectionType == ElectUnclean {
-			decide = uncleanDecision(t.live, t.up, t.epoch)
+			decide = uncleanDecision(t.live, t.up, t.elr(), t.epoch)
 		} else {
 			decide = preferredDecision(t.live, t.epoch)
 		}
@@ -148,7 +148,7 @@ func (c *Controller) ControlledShutdown(ctx context.Context, req *kmsg.Controlle
 			}
 		}
 		shutting := func(r int32) bool { return t.shuttingDown[r] }
-		chs, err := t.apply(ctx, hosted, shutdownDecision(t.live, shutting, t.epoch))
+		chs, err := t.apply(ctx, hosted, shutdownDecision(t.live, shutting, t.elr(), t.epoch))
 		t.announce(chs)
 		var followers []coord.TopicPartition
 		for _, tp := range hosted {
@@ -240,7 +240,7 @@ func (c *Controller) AlterPartition(ctx context.Context, req *kmsg.AlterPartitio
 		// loses the leadership.
 		if t.shuttingDown[req.BrokerID] && len(changed) > 0 && fatal == nil {
 			shutting := func(r int32) bool { return t.shuttingDown[r] }
-			chs, err := t.apply(ctx, changed, shutdownDecision(t.live, shutting, t.epoch))
+			chs, err := t.apply(ctx, changed, shutdownDecision(t.live, shutting, t.elr(), t.epoch))
 			t.announce(chs)
 			fatal = err
 		}
@@ -299,12 +299,16 @@ func (t *term) writeISRs(ctx context.Context, writes []isrWrite) ([]coord.TopicP
 	for i := range writes {
 		pending[i] = i
 	}
+	elr := t.elr()
 	for round := 0; len(pending) > 0; round++ {
 		ups := make([]coord.PartitionStateUpdate, len(pending))
 		for j, i := range pending {
 			w := writes[i]
 			next := t.parts[w.tp].state
-			next.ISR = w.isr
+			next.ISR, next.ELR = w.isr, nil
+			if elr.on {
+				next.ELR = NextELR(toLAI(t.parts[w.tp].state), w.isr, elr.minISR(w.tp.Topic), nil)
+			}
 			next.ControllerEpoch = t.epoch
 			ups[j] = coord.PartitionStateUpdate{Topic: w.tp.Topic, Partition: w.tp.Partition, State: next, ExpectedVersion: w.expected}
 		}

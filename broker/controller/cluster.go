@@ -45,14 +45,39 @@ func plan(parts []*partition, decide decision) []stateChange {
 }
 
 func toLAI(s coord.PartitionState) LeaderAndISR {
-	return LeaderAndISR{Leader: s.Leader, LeaderEpoch: s.LeaderEpoch, ISR: slices.Clone(s.ISR)}
+	return LeaderAndISR{Leader: s.Leader, LeaderEpoch: s.LeaderEpoch, ISR: slices.Clone(s.ISR), ELR: slices.Clone(s.ELR)}
 }
 
 func change(p *partition, r ElectionResult, ctrlEpoch int64) stateChange {
 	return stateChange{
 		TP: p.tp, Replicas: p.replicas, Old: p.state, Unclean: r.Unclean,
-		New: coord.PartitionState{ControllerEpoch: ctrlEpoch, Leader: r.State.Leader, LeaderEpoch: r.State.LeaderEpoch, ISR: r.State.ISR},
+		New: coord.PartitionState{ControllerEpoch: ctrlEpoch, Leader: r.State.Leader, LeaderEpoch: r.State.LeaderEpoch, ISR: r.State.ISR, ELR: r.State.ELR},
 	}
+}
+
+// elrPolicy is how decisions keep eligible leader replicas (KIP-966):
+// off (the zero value: every ELR is empty), or on, with each topic's
+// min.insync.replicas.
+type elrPolicy struct {
+	on     bool
+	minISR func(topic string) int
+}
+
+// offline is the election for a partition whose leader is gone.
+func (e elrPolicy) offline(p *partition, cur LeaderAndISR, live func(int32) bool, unclean bool) ElectionResult {
+	if !e.on {
+		return OfflineElection(p.replicas, cur, live, unclean)
+	}
+	return OfflineElectionELR(p.replicas, cur, live, unclean, e.minISR(p.tp.Topic))
+}
+
+// keep gives r, an election or ISR change that leaves the leader to the
+// ISR, the ELR that follows (none when off).
+func (e elrPolicy) keep(p *partition, cur LeaderAndISR, r ElectionResult) ElectionResult {
+	if !e.on {
+		return r
+	}
+	return WithELR(cur, r, e.minISR(p.tp.Topic))
 }
 
 // InitialState is a new partition's first state: the first live replica in
@@ -79,7 +104,7 @@ func InitialState(replicas []int32, live func(int32) bool, ctrlEpoch int64) (coo
 // that may be elected (up and not in controlled shutdown). A leader that is
 // up but shutting down keeps its partitions until its session ends, as in
 // Kafka, where only a dead replica's removal writes leader -1.
-func livenessDecision(live, up func(int32) bool, unclean func(topic string) bool, ctrlEpoch int64) decision {
+func livenessDecision(live, up func(int32) bool, unclean func(topic string) bool, elr elrPolicy, ctrlEpoch int64) decision {
 	return func(p *partition) (stateChange, bool) {
 		if !p.hasState {
 			st, ok := InitialState(p.replicas, live, ctrlEpoch)
@@ -91,9 +116,9 @@ func livenessDecision(live, up func(int32) bool, unclean func(topic string) bool
 		cur := toLAI(p.state)
 		var r ElectionResult
 		if cur.Leader == NoLeader || !up(cur.Leader) {
-			r = OfflineElection(p.replicas, cur, live, unclean(p.tp.Topic))
+			r = elr.offline(p, cur, live, unclean(p.tp.Topic))
 		} else {
-			r = RemoveFromISR(cur, up)
+			r = elr.keep(p, cur, RemoveFromISR(cur, up))
 		}
 		if !r.Changed {
 			return stateChange{}, false
@@ -118,12 +143,12 @@ func preferredDecision(live func(int32) bool, ctrlEpoch int64) decision {
 
 // uncleanDecision is ElectLeaders(UNCLEAN): an offline partition gets a
 // leader even from outside the ISR; a partition whose leader is up is left.
-func uncleanDecision(live, up func(int32) bool, ctrlEpoch int64) decision {
+func uncleanDecision(live, up func(int32) bool, elr elrPolicy, ctrlEpoch int64) decision {
 	return func(p *partition) (stateChange, bool) {
 		if !p.hasState || (p.state.Leader != NoLeader && up(p.state.Leader)) {
 			return stateChange{}, false
 		}
-		r := OfflineElection(p.replicas, toLAI(p.state), live, true)
+		r := elr.offline(p, toLAI(p.state), live, true)
 		if !r.Changed || r.State.Leader == NoLeader {
 			return stateChange{}, false
 		}
@@ -134,12 +159,28 @@ func uncleanDecision(live, up func(int32) bool, ctrlEpoch int64) decision {
 // shutdownDecision moves leadership and ISR membership off brokers in
 // controlled shutdown (§4.5). Partitions with one replica are left alone,
 // as Kafka does.
-func shutdownDecision(live, shuttingDown func(int32) bool, ctrlEpoch int64) decision {
+func shutdownDecision(live, shuttingDown func(int32) bool, elr elrPolicy, ctrlEpoch int64) decision {
 	return func(p *partition) (stateChange, bool) {
 		if !p.hasState || len(p.replicas) < 2 {
 			return stateChange{}, false
 		}
-		r := ControlledShutdownElection(p.replicas, toLAI(p.state), live, shuttingDown)
+		cur := toLAI(p.state)
+		r := elr.keep(p, cur, ControlledShutdownElection(p.replicas, cur, live, shuttingDown))
+		if !r.Changed {
+			return stateChange{}, false
+		}
+		return change(p, r, ctrlEpoch), true
+	}
+}
+
+// uncleanShutdownDecision drops brokers that restarted after an unclean
+// shutdown from every ELR (KIP-966).
+func uncleanShutdownDecision(unclean func(int32) bool, ctrlEpoch int64) decision {
+	return func(p *partition) (stateChange, bool) {
+		if !p.hasState || len(p.state.ELR) == 0 {
+			return stateChange{}, false
+		}
+		r := WithoutUncleanShutdown(toLAI(p.state), unclean)
 		if !r.Changed {
 			return stateChange{}, false
 		}

@@ -385,6 +385,27 @@ func (t *term) uncleanByTopic() func(topic string) bool {
 	}
 }
 
+// elr is the term's eligible leader replicas policy: on with
+// eligible.leader.replicas.enable, with each topic's min.insync.replicas
+// remembered for one decision.
+func (t *term) elr() elrPolicy {
+	if !t.c.broker.Bool("eligible.leader.replicas.enable") {
+		return elrPolicy{}
+	}
+	seen := map[string]int{}
+	return elrPolicy{on: true, minISR: func(topic string) int {
+		v, ok := seen[topic]
+		if !ok {
+			v = t.c.broker.Int("min.insync.replicas")
+			if tc, err := t.c.broker.TopicConfig(t.topics[topic].Configs); err == nil {
+				v = tc.Int("min.insync.replicas")
+			}
+			seen[topic] = v
+		}
+		return v
+	}}
+}
+
 func (t *term) unclean(topic string) bool {
 	tc, err := t.c.broker.TopicConfig(t.topics[topic].Configs)
 	if err != nil {
@@ -567,7 +588,7 @@ func (t *term) doResync(ctx context.Context) error {
 	if err := t.processDeletions(ctx); err != nil {
 		return err
 	}
-	changes, err := t.apply(ctx, t.allTPs(), livenessDecision(t.live, t.up, t.uncleanByTopic(), t.epoch))
+	changes, err := t.apply(ctx, t.allTPs(), livenessDecision(t.live, t.up, t.uncleanByTopic(), t.elr(), t.epoch))
 	if err != nil {
 		return err
 	}
@@ -834,7 +855,7 @@ func (t *term) onBrokers(ctx context.Context, bs []coord.BrokerInfo) error {
 		}
 		alive := func(id int32) bool { return t.live(id) && !gone[id] }
 		up := func(id int32) bool { return t.up(id) && !gone[id] }
-		chs, err := t.apply(ctx, t.allTPs(), livenessDecision(alive, up, t.uncleanByTopic(), t.epoch))
+		chs, err := t.apply(ctx, t.allTPs(), livenessDecision(alive, up, t.uncleanByTopic(), t.elr(), t.epoch))
 		failed = chs
 		if err != nil {
 			t.setBrokers(ctx, bs)
@@ -858,7 +879,10 @@ func (t *term) onBrokers(ctx context.Context, bs []coord.BrokerInfo) error {
 	if len(started) == 0 {
 		return nil
 	}
-	chs, err := t.apply(ctx, t.allTPs(), livenessDecision(t.live, t.up, t.uncleanByTopic(), t.epoch))
+	if err := t.dropUncleanFromELR(ctx, bs, started); err != nil {
+		return fmt.Errorf("handle startup of brokers %v: %w", started, err)
+	}
+	chs, err := t.apply(ctx, t.allTPs(), livenessDecision(t.live, t.up, t.uncleanByTopic(), t.elr(), t.epoch))
 	t.announce(chs)
 	if err != nil {
 		return fmt.Errorf("handle startup of brokers %v: %w", started, err)
@@ -875,6 +899,31 @@ func (t *term) onBrokers(ctx context.Context, bs []coord.BrokerInfo) error {
 	}
 	// Deletions waiting for these brokers resume.
 	return t.processDeletions(ctx)
+}
+
+// dropUncleanFromELR removes the started brokers that registered after
+// an unclean shutdown from every ELR, before they can be elected from it
+// (KIP-966: ReplicationControlManager.handleBrokerUncleanShutdown on a
+// new incarnation's registration).
+func (t *term) dropUncleanFromELR(ctx context.Context, bs []coord.BrokerInfo, started []int32) error {
+	if !t.elr().on {
+		return nil
+	}
+	unclean := map[int32]bool{}
+	for _, b := range bs {
+		if b.UncleanShutdown && slices.Contains(started, b.ID) {
+			unclean[b.ID] = true
+		}
+	}
+	if len(unclean) == 0 {
+		return nil
+	}
+	chs, err := t.apply(ctx, t.allTPs(), uncleanShutdownDecision(func(r int32) bool { return unclean[r] }, t.epoch))
+	for _, ch := range chs {
+		t.log.Info("ELR loses replicas that shut down uncleanly", "topic", ch.TP.Topic, "partition", ch.TP.Partition, "elr", ch.New.ELR, "was", ch.Old.ELR)
+	}
+	t.announce(chs)
+	return err
 }
 
 // onTopics handles a new topic snapshot: states for new topics, deletions,
@@ -927,7 +976,7 @@ func (t *term) onTopics(ctx context.Context, ts []coord.TopicSpec) error {
 			}
 		}
 	}
-	chs, err := t.apply(ctx, tps, livenessDecision(t.live, t.up, t.uncleanByTopic(), t.epoch))
+	chs, err := t.apply(ctx, tps, livenessDecision(t.live, t.up, t.uncleanByTopic(), t.elr(), t.epoch))
 	t.announce(chs)
 	if err != nil {
 		return err

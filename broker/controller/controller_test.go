@@ -397,7 +397,7 @@ func TestDeposedController(t *testing.T) {
 	if _, err := e.admin.Etcd().Delete(context.Background(), "/controller/", clientv3.WithPrefix()); err != nil {
 		t.Fatal(err)
 	}
-	_, err := tm.apply(context.Background(), []coord.TopicPartition{tp("t", 0)}, livenessDecision(tm.live, tm.up, func(string) bool { return false }, tm.epoch))
+	_, err := tm.apply(context.Background(), []coord.TopicPartition{tp("t", 0)}, livenessDecision(tm.live, tm.up, func(string) bool { return false }, elrPolicy{}, tm.epoch))
 	if !errors.Is(err, coord.ErrNotController) {
 		t.Fatalf("write after deposition: %v, want ErrNotController", err)
 	}

@@ -70,7 +70,7 @@ func TestLivenessDecision(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.p.tp = coord.TopicPartition{Topic: "t", Partition: 0}
-			ch, ok := livenessDecision(liveSet(tc.live...), liveSet(tc.live...), func(string) bool { return tc.unclean }, 7)(&tc.p)
+			ch, ok := livenessDecision(liveSet(tc.live...), liveSet(tc.live...), func(string) bool { return tc.unclean }, elrPolicy{}, 7)(&tc.p)
 			if ok != tc.changed {
 				t.Fatalf("changed %v, want %v (%+v)", ok, tc.changed, ch)
 			}

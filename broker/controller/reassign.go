@@ -313,7 +313,7 @@ func (t *term) completeReassignment(ctx context.Context, tp coord.TopicPartition
 			leader = target[i]
 		}
 		next := cur
-		next.Leader, next.ISR = leader, intersectKeep(cur.ISR, target)
+		next.Leader, next.ISR, next.ELR = leader, intersectKeep(cur.ISR, target), intersectKeep(cur.ELR, target)
 		return next, true
 	}
 	// B2: RS = TRS in memory, so LeaderAndIsr carries the target set.

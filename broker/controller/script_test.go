@@ -23,6 +23,7 @@ type scriptCluster struct {
 	live         map[int32]bool
 	shuttingDown map[int32]bool
 	unclean      map[string]bool
+	elr          elrPolicy
 	version      int64
 }
 
@@ -60,6 +61,9 @@ func (c *scriptCluster) run(parts []*partition, decide decision) string {
 			fmt.Fprintf(&b, "new leader %d epoch %d isr %v", ch.New.Leader, ch.New.LeaderEpoch, ch.New.ISR)
 		} else {
 			fmt.Fprintf(&b, "leader %d -> %d, epoch %d -> %d, isr %v -> %v", ch.Old.Leader, ch.New.Leader, ch.Old.LeaderEpoch, ch.New.LeaderEpoch, ch.Old.ISR, ch.New.ISR)
+		}
+		if len(ch.Old.ELR) > 0 || len(ch.New.ELR) > 0 {
+			fmt.Fprintf(&b, ", elr %v -> %v", ch.Old.ELR, ch.New.ELR)
 		}
 		if ch.Unclean {
 			b.WriteString(" (unclean)")
@@ -105,6 +109,10 @@ func parseTP(s string) (coord.TopicPartition, error) {
 //	rebalance PCT         auto rebalance at leader.imbalance.per.broker.percentage
 //	shutdown R            controlled shutdown of R
 //	isr T-P R,R,...       the leader changes its ISR itself (no epoch bump)
+//	alter T-P R,R,...     the leader's AlterPartition: the ISR changes
+//	                      through the controller, with the ELR that follows
+//	elr MIN               eligible leader replicas on, min.insync.replicas MIN
+//	unclean-restart R     R registers after an unclean shutdown
 //	state                 print every partition
 func (c *scriptCluster) exec(line string) (string, error) {
 	f := strings.Fields(line)
@@ -141,11 +149,11 @@ func (c *scriptCluster) exec(line string) (string, error) {
 				delete(c.shuttingDown, id)
 			}
 		}
-		return c.run(c.sorted(nil), livenessDecision(c.isLive, c.isUp, func(t string) bool { return c.unclean[t] }, scriptControllerEpoch)), nil
+		return c.run(c.sorted(nil), livenessDecision(c.isLive, c.isUp, func(t string) bool { return c.unclean[t] }, c.elr, scriptControllerEpoch)), nil
 	case "unclean":
 		c.unclean[f[1]] = true
 		return c.run(c.sorted(func(p *partition) bool { return p.tp.Topic == f[1] }),
-			livenessDecision(c.isLive, c.isUp, func(t string) bool { return c.unclean[t] }, scriptControllerEpoch)), nil
+			livenessDecision(c.isLive, c.isUp, func(t string) bool { return c.unclean[t] }, c.elr, scriptControllerEpoch)), nil
 	case "preferred":
 		want := map[coord.TopicPartition]bool{}
 		for _, s := range f[1:] {
@@ -170,7 +178,7 @@ func (c *scriptCluster) exec(line string) (string, error) {
 		}
 		c.shuttingDown[int32(id)] = true
 		out := c.run(c.sorted(func(p *partition) bool { return slices.Contains(p.replicas, int32(id)) }),
-			shutdownDecision(c.isLive, func(r int32) bool { return c.shuttingDown[r] }, scriptControllerEpoch))
+			shutdownDecision(c.isLive, func(r int32) bool { return c.shuttingDown[r] }, c.elr, scriptControllerEpoch))
 		var still []string
 		for _, p := range c.sorted(nil) {
 			if p.hasState && p.state.Leader == int32(id) {
@@ -194,6 +202,39 @@ func (c *scriptCluster) exec(line string) (string, error) {
 		c.version++
 		p.state.ISR, p.state.Version = isr, c.version
 		return "ok\n", nil
+	case "alter":
+		tp, err := parseTP(f[1])
+		if err != nil {
+			return "", err
+		}
+		isr, err := parseIDs(f[2])
+		if err != nil {
+			return "", err
+		}
+		p, ok := c.parts[tp]
+		if !ok || !p.hasState {
+			return "", fmt.Errorf("no state for %s", f[1])
+		}
+		old := p.state
+		c.version++
+		p.state.ISR, p.state.ELR, p.state.Version = isr, nil, c.version
+		if c.elr.on {
+			p.state.ELR = NextELR(toLAI(old), isr, c.elr.minISR(tp.Topic), nil)
+		}
+		return fmt.Sprintf("%s: isr %v -> %v, elr %v -> %v\n", f[1], old.ISR, p.state.ISR, old.ELR, p.state.ELR), nil
+	case "elr":
+		n, err := strconv.Atoi(f[1])
+		if err != nil {
+			return "", err
+		}
+		c.elr = elrPolicy{on: true, minISR: func(string) int { return n }}
+		return "ok\n", nil
+	case "unclean-restart":
+		id, err := strconv.Atoi(f[1])
+		if err != nil {
+			return "", err
+		}
+		return c.run(c.sorted(nil), uncleanShutdownDecision(func(r int32) bool { return r == int32(id) }, scriptControllerEpoch)), nil
 	case "state":
 		var b strings.Builder
 		for _, p := range c.sorted(nil) {
@@ -201,7 +242,11 @@ func (c *scriptCluster) exec(line string) (string, error) {
 				fmt.Fprintf(&b, "%s-%d: no state, replicas %v\n", p.tp.Topic, p.tp.Partition, p.replicas)
 				continue
 			}
-			fmt.Fprintf(&b, "%s-%d: leader %d epoch %d isr %v replicas %v\n", p.tp.Topic, p.tp.Partition, p.state.Leader, p.state.LeaderEpoch, p.state.ISR, p.replicas)
+			fmt.Fprintf(&b, "%s-%d: leader %d epoch %d isr %v replicas %v", p.tp.Topic, p.tp.Partition, p.state.Leader, p.state.LeaderEpoch, p.state.ISR, p.replicas)
+			if len(p.state.ELR) > 0 {
+				fmt.Fprintf(&b, " elr %v", p.state.ELR)
+			}
+			b.WriteString("\n")
 		}
 		return b.String(), nil
 	}

@@ -26,6 +26,11 @@ type BrokerInfo struct {
 	// Timestamp is the registration time in Unix milliseconds, as Kafka
 	// writes it; informational only.
 	Timestamp int64 `json:"timestamp,omitempty"`
+	// UncleanShutdown is set on the first registration of a broker
+	// process whose log dirs were not shut down cleanly: the controller
+	// removes it from every ELR (KIP-966; KRaft's new incarnation without
+	// a clean shutdown).
+	UncleanShutdown bool `json:"unclean_shutdown,omitempty"`
 
 	// Epoch is the broker epoch (KIP-380): the CreateRevision of the
 	// registration key. Filled in on reads, not stored.

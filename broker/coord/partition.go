@@ -19,6 +19,10 @@ type PartitionState struct {
 	Leader      int32   `json:"leader"`
 	LeaderEpoch int32   `json:"leader_epoch"`
 	ISR         []int32 `json:"isr"`
+	// ELR are the eligible leader replicas (KIP-966): replicas out of an
+	// ISR below min.insync.replicas that hold everything up to the high
+	// watermark. Empty unless eligible.leader.replicas.enable is on.
+	ELR []int32 `json:"elr,omitempty"`
 
 	// Version is the key's ModRevision, Kafka's zkVersion: pass it as
 	// ExpectedVersion to change the state. Filled in on reads, not stored.

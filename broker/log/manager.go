@@ -74,11 +74,20 @@ type Manager struct {
 
 	locks []*os.File // flock'ed .lock file of each log dir
 
+	// unclean lists the log dirs found without the clean shutdown
+	// marker when the manager opened.
+	unclean []string
+
 	mu     sync.Mutex
 	logs   map[TopicPartition]*Log
 	dirOf  map[TopicPartition]string // log dir holding the partition
 	closed bool
 }
+
+// UncleanShutdown reports whether some log dir was not shut down cleanly
+// before this manager opened it (a crash, a SIGKILL, a power loss; a new
+// empty dir counts too, as a new broker incarnation does in KRaft).
+func (m *Manager) UncleanShutdown() bool { return len(m.unclean) > 0 }
 
 // OpenManager loads every partition directory under dirs. A log dir without
 // the .kafka_cleanshutdown marker was not shut down cleanly: each of its logs
@@ -163,6 +172,7 @@ func (m *Manager) loadDir(dir string) error {
 	}
 	if !clean {
 		m.logger.Warn("log dir was not shut down cleanly, recovering", "dir", dir)
+		m.unclean = append(m.unclean, dir)
 	}
 	for _, e := range entries {
 		if !e.IsDir() {
