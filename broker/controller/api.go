@@ -324,7 +324,7 @@ func (t *term) writeISRs(ctx context.Context, writes []isrWrite) ([]coord.TopicP
 			p.state = ups[j].State
 			p.state.Version = vs[j]
 			changed = append(changed, w.tp)
-			t.log.Info("ISR altered", "topic", w.tp.Topic, "partition", w.tp.Partition, "isr", w.isr, "version", vs[j])
+			t.log.Info("ISR altered", "topic", w.tp.Topic, "partition", w.tp.Partition, "isr", w.isr, "elr", p.state.ELR, "version", vs[j])
 		}
 		pending = nil
 		if err == nil {

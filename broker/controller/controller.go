@@ -669,7 +669,7 @@ func (t *term) apply(ctx context.Context, tps []coord.TopicPartition, decide dec
 	}
 	for _, ch := range applied {
 		t.log.Info("partition state changed", "topic", ch.TP.Topic, "partition", ch.TP.Partition,
-			"leader", ch.New.Leader, "leader_epoch", ch.New.LeaderEpoch, "isr", ch.New.ISR, "version", ch.New.Version)
+			"leader", ch.New.Leader, "leader_epoch", ch.New.LeaderEpoch, "isr", ch.New.ISR, "elr", ch.New.ELR, "version", ch.New.Version)
 	}
 	return applied, nil
 }
