@@ -3,6 +3,7 @@ package proctest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -42,6 +43,11 @@ type ClusterOptions struct {
 	// TestHooks runs every broker with test.hooks.enable=true and a
 	// metrics.listen port, so the test can hold or delay requests (Hook).
 	TestHooks bool
+	// BeforeBrokers, if set, is called with every broker's listen address
+	// before any broker starts: a test puts a proxy in front of a broker
+	// there, the broker advertising the proxy (advertised.listeners in
+	// BrokerOverrides).
+	BeforeBrokers func(brokerAddrs map[int32]string)
 }
 
 // StartCluster starts the coordinators, then the brokers, and waits until
@@ -94,9 +100,14 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 		})
 	}
 	for i := 0; i < o.Brokers; i++ {
+		c.BrokerAddrs[int32(i+1)] = fmt.Sprintf("127.0.0.1:%d", ports[2*o.Coordinators+i])
+	}
+	if o.BeforeBrokers != nil {
+		o.BeforeBrokers(maps.Clone(c.BrokerAddrs))
+	}
+	for i := 0; i < o.Brokers; i++ {
 		id := int32(i + 1)
-		addr := fmt.Sprintf("127.0.0.1:%d", ports[2*o.Coordinators+i])
-		c.BrokerAddrs[id] = addr
+		addr := c.BrokerAddrs[id]
 		args := []string{"broker",
 			"--override", fmt.Sprintf("broker.id=%d", id),
 			"--override", "log.dirs=" + filepath.Join(c.Dir, fmt.Sprintf("b%d", id)),
