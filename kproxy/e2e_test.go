@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/isrlab/isrlab/internal/proctest"
+	"github.com/isrlab/isrlab/units"
 )
 
 func TestMain(m *testing.M) {
@@ -274,4 +275,38 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatalf("value written %d times: the broker processed the request before the cut", n)
 		}
 	})
+
+	// The other request actions, each once on a non-idempotent producer.
+	for _, tc := range []struct {
+		rule Rule
+		want int // times the value is in the log
+	}{
+		{Rule{ID: "twice", API: "Produce", Direction: "request", Action: "duplicate", Count: 1}, 2},
+		{Rule{ID: "lost", API: "Produce", Direction: "request", Action: "drop", Count: 1}, 1},
+		{Rule{ID: "slow-req", API: "Produce", Direction: "request", Action: "delay", Delay: units.Duration(300 * time.Millisecond), Count: 1}, 1},
+		{Rule{ID: "slow-resp", API: "Produce", Action: "delay", Delay: units.Duration(300 * time.Millisecond), Count: 1}, 1},
+		{Rule{ID: "topic-miss", API: "Produce", Direction: "request", Action: "drop", Topic: "elsewhere"}, 1},
+	} {
+		t.Run(tc.rule.ID, func(t *testing.T) {
+			tp := topic(tc.rule.ID)
+			cl := l.client(t, tp, retrying(false)...)
+			if err := produceOne(t, cl, "warm"); err != nil {
+				t.Fatal(err)
+			}
+			l.rule(t, tc.rule)
+			if err := produceOne(t, cl, "v"); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+			want := int64(1)
+			if tc.rule.Topic != "" {
+				want = 0
+			}
+			if a := l.acted(t, tc.rule.ID); a != want {
+				t.Fatalf("rule acted %d times, want %d", a, want)
+			}
+			if n := l.values(t, tp)["v"]; n != tc.want {
+				t.Fatalf("value written %d times, want %d", n, tc.want)
+			}
+		})
+	}
 }

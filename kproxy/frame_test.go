@@ -3,6 +3,8 @@ package kproxy
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"io"
 	"reflect"
 	"testing"
 
@@ -304,5 +306,22 @@ func TestProduceErrorResponse(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func TestReadFrameLimits(t *testing.T) {
+	for _, size := range []uint32{MaxFrame + 1, 1 << 31, 0xffffffff} {
+		hdr := binary.BigEndian.AppendUint32(nil, size)
+		if _, err := readFrame(bytes.NewReader(append(hdr, 1, 2, 3))); !errors.Is(err, errFrameSize) {
+			t.Errorf("size %d: %v", size, err)
+		}
+	}
+	raw := withSize([]byte("abc"))
+	got, err := readFrame(bytes.NewReader(raw))
+	if err != nil || !bytes.Equal(got, raw) {
+		t.Fatalf("readFrame = %q, %v", got, err)
+	}
+	if _, err := readFrame(bytes.NewReader(raw[:5])); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("truncated frame: %v", err)
 	}
 }

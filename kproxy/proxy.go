@@ -377,7 +377,10 @@ func (pr *pair) requests() {
 	for {
 		raw, err := readFrame(r)
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			switch {
+			case errors.Is(err, errFrameSize):
+				pr.s.log.Warn("kproxy: request too large, connection closed", "err", err)
+			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
 				pr.s.log.Info("kproxy: read request", "err", err)
 			}
 			return
@@ -409,7 +412,10 @@ func (pr *pair) responses() {
 	for {
 		raw, err := readFrame(r)
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			switch {
+			case errors.Is(err, errFrameSize):
+				pr.s.log.Warn("kproxy: response too large, connection closed", "err", err)
+			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
 				pr.s.log.Info("kproxy: read response", "err", err)
 			}
 			return
@@ -444,6 +450,8 @@ func (pr *pair) writeClient() {
 	}
 }
 
+var errFrameSize = errors.New("frame size out of range")
+
 // readFrame reads one size-prefixed frame, prefix included.
 func readFrame(r io.Reader) ([]byte, error) {
 	var sz [4]byte
@@ -452,7 +460,7 @@ func readFrame(r io.Reader) ([]byte, error) {
 	}
 	n := int32(binary.BigEndian.Uint32(sz[:]))
 	if n < 0 || n > MaxFrame {
-		return nil, fmt.Errorf("frame of %d bytes (limit %d)", n, MaxFrame)
+		return nil, fmt.Errorf("%w: %d bytes (limit %d)", errFrameSize, n, MaxFrame)
 	}
 	raw := make([]byte, 4+int(n))
 	copy(raw, sz[:])

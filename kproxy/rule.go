@@ -94,6 +94,7 @@ func (r Rule) compile() (*compiled, error) {
 		return nil, fmt.Errorf("api: unknown Kafka API %q", r.API)
 	}
 	c.key = key
+	c.API = kmsg.NameForKey(key)
 	switch strings.ToLower(r.Direction) {
 	case "", DirResponse:
 		c.dir = DirResponse
