@@ -15,7 +15,8 @@ import (
 	"github.com/isrlab/isrlab/faultfs"
 )
 
-// diskReadyTimeout bounds the wait for a faultfs daemon to mount.
+// diskReadyTimeout bounds the wait for a faultfs daemon to mount, and for
+// any daemon beside a node to answer.
 const diskReadyTimeout = 20 * time.Second
 
 // CheckFUSE reports why this process cannot run faultfs disks: it must be
@@ -40,7 +41,7 @@ func StartDisk(ctx context.Context, n NodeSpec) (pid int, start uint64, err erro
 	if d == nil || len(d.Argv) == 0 {
 		return 0, 0, fmt.Errorf("node %s has no faultfs disk", n.Name)
 	}
-	for _, dir := range []string{d.Backing, filepath.Dir(d.Control), filepath.Dir(d.LogFile)} {
+	for _, dir := range []string{d.Backing, filepath.Dir(d.Control)} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return 0, 0, fmt.Errorf("faultfs of %s: %w", n.Name, err)
 		}
@@ -49,16 +50,52 @@ func StartDisk(ctx context.Context, n NodeSpec) (pid int, start uint64, err erro
 	if err := os.MkdirAll(d.Mount, 0o755); err != nil && !errors.Is(err, syscall.ENOTCONN) {
 		return 0, 0, fmt.Errorf("faultfs of %s: mount point: %w", n.Name, err)
 	}
-	logf, err := os.OpenFile(d.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	cl := faultfs.NewClient(d.Control)
+	return startDaemon(ctx, daemon{
+		what:    "faultfs of " + n.Name,
+		argv:    d.Argv,
+		dir:     n.Dir,
+		logFile: d.LogFile,
+		ready: func(ctx context.Context) error {
+			_, err := cl.Status(ctx)
+			return err
+		},
+		notReady: "exited before mounting " + d.Mount,
+	})
+}
+
+// daemon is a helper process a backend runs beside a node (a faultfs
+// disk, a Kafka proxy): its own session, output appended to its log file,
+// ready once its control socket answers.
+type daemon struct {
+	what    string // "faultfs of b1": error messages start with it
+	argv    []string
+	dir     string
+	logFile string
+	// start starts cmd (cmd.Start by default; a node's namespace wraps it).
+	start func(cmd *exec.Cmd) error
+	// ready is polled until it returns nil.
+	ready    func(ctx context.Context) error
+	notReady string // what an exit before ready means
+}
+
+// startDaemon starts d and returns once it is ready. A daemon that exits or
+// is not ready within diskReadyTimeout is killed, and the error carries the
+// end of its log.
+func startDaemon(ctx context.Context, d daemon) (pid int, start uint64, err error) {
+	if err := os.MkdirAll(filepath.Dir(d.logFile), 0o755); err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", d.what, err)
+	}
+	logf, err := os.OpenFile(d.logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return 0, 0, fmt.Errorf("faultfs of %s: log file: %w", n.Name, err)
+		return 0, 0, fmt.Errorf("%s: log file: %w", d.what, err)
 	}
 	defer logf.Close()
 	cmd := &exec.Cmd{
-		Path:        d.Argv[0],
-		Args:        d.Argv,
+		Path:        d.argv[0],
+		Args:        d.argv,
 		Env:         os.Environ(),
-		Dir:         n.Dir,
+		Dir:         d.dir,
 		Stdout:      logf,
 		Stderr:      logf,
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
@@ -66,12 +103,16 @@ func StartDisk(ctx context.Context, n NodeSpec) (pid int, start uint64, err erro
 	if filepath.Base(cmd.Path) == cmd.Path {
 		lp, err := exec.LookPath(cmd.Path)
 		if err != nil {
-			return 0, 0, fmt.Errorf("faultfs of %s: find %s: %w", n.Name, cmd.Path, err)
+			return 0, 0, fmt.Errorf("%s: find %s: %w", d.what, cmd.Path, err)
 		}
 		cmd.Path = lp
 	}
-	if err := cmd.Start(); err != nil {
-		return 0, 0, fmt.Errorf("faultfs of %s: %w", n.Name, err)
+	startCmd := d.start
+	if startCmd == nil {
+		startCmd = (*exec.Cmd).Start
+	}
+	if err := startCmd(cmd); err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", d.what, err)
 	}
 	pid = cmd.Process.Pid
 	start = Identify(pid)
@@ -85,24 +126,23 @@ func StartDisk(ctx context.Context, n NodeSpec) (pid int, start uint64, err erro
 
 	rctx, cancel := context.WithTimeout(ctx, diskReadyTimeout)
 	defer cancel()
-	cl := faultfs.NewClient(d.Control)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		sctx, scancel := context.WithTimeout(rctx, time.Second)
-		_, serr := cl.Status(sctx)
+		serr := d.ready(sctx)
 		scancel()
 		if serr == nil {
 			return pid, start, nil
 		}
 		select {
 		case <-exited:
-			return 0, 0, fmt.Errorf("faultfs of %s exited before mounting %s; end of %s:\n%s", n.Name, d.Mount, d.LogFile, LogTail(d.LogFile, 8))
+			return 0, 0, fmt.Errorf("%s %s; end of %s:\n%s", d.what, d.notReady, d.logFile, LogTail(d.logFile, 8))
 		case <-rctx.Done():
 			cmd.Process.Kill() //nolint:errcheck // it may have exited meanwhile
 			<-exited
-			return 0, 0, fmt.Errorf("faultfs of %s: no answer on %s: %w (last: %v); end of %s:\n%s",
-				n.Name, d.Control, rctx.Err(), serr, d.LogFile, LogTail(d.LogFile, 8))
+			return 0, 0, fmt.Errorf("%s: not ready: %w (last: %v); end of %s:\n%s",
+				d.what, rctx.Err(), serr, d.logFile, LogTail(d.logFile, 8))
 		case <-tick.C:
 		}
 	}

@@ -42,6 +42,10 @@ type NodeState struct {
 	// DiskPID is the node's faultfs daemon (NodeSpec.Disk), on the host.
 	DiskPID      int    `json:"disk_pid,omitempty"`
 	DiskPIDStart uint64 `json:"disk_pid_start,omitempty"`
+	// ProxyPID is the node's Kafka proxy (NodeSpec.Proxy), in its
+	// network namespace.
+	ProxyPID      int    `json:"proxy_pid,omitempty"`
+	ProxyPIDStart uint64 `json:"proxy_pid_start,omitempty"`
 }
 
 // State is the JSON file that lets other processes (cluster status, exec,

@@ -96,6 +96,9 @@ type Options struct {
 	FaultFS []string
 	// Secured brings the cluster up with TLS and SASL (see Security).
 	Secured bool
+	// KafkaProxy puts a Kafka-protocol proxy in front of every broker
+	// (ProxySpec), for faults on Kafka requests and responses.
+	KafkaProxy bool
 }
 
 // NodeSpec is a node before it runs: everything a backend needs to place and
@@ -118,6 +121,9 @@ type NodeSpec struct {
 	Port int `json:"port,omitempty"`
 	// Disk, if set, is the faultfs daemon DataDir is mounted from.
 	Disk *DiskSpec `json:"disk,omitempty"`
+	// Proxy, if set, is the Kafka proxy clients and brokers reach this
+	// broker through.
+	Proxy *ProxySpec `json:"proxy,omitempty"`
 }
 
 // DiskSpec is a broker's faultfs disk: a daemon (Argv, `isrlab faultfs`)
@@ -216,6 +222,9 @@ func Build(o Options) (Topology, error) {
 	if len(disks) > 0 && !faultfs.ValidRunID(o.RunID) {
 		return Topology{}, fmt.Errorf("%w: run id %q cannot tag a faultfs mount", ErrBadTopology, o.RunID)
 	}
+	if o.KafkaProxy && o.Secured {
+		return Topology{}, fmt.Errorf("%w: the Kafka proxy speaks plaintext only; a secured cluster cannot have one", ErrBadTopology)
+	}
 	total := o.Coordinators + o.Brokers + o.Clients
 	hosts := 1<<(32-o.Subnet.Bits()) - 2 // minus network and broadcast
 	if total > hosts {
@@ -250,6 +259,13 @@ func Build(o Options) (Topology, error) {
 			n.Argv = CoordinatorArgv(o.Binary, t, *n)
 			n.Probe = ProbeEtcd
 		case RoleBroker:
+			if o.KafkaProxy {
+				p, err := BrokerProxy(o.Binary, t, *n)
+				if err != nil {
+					return Topology{}, err
+				}
+				n.Proxy = &p
+			}
 			path := filepath.Join(n.Dir, "server.properties")
 			n.Files = map[string]string{"server.properties": BrokerProperties(t, *n, o.BrokerConfig)}
 			n.Argv = []string{o.Binary, "broker", "--config", path}
@@ -405,15 +421,22 @@ func CoordinatorArgv(bin string, t Topology, n NodeSpec) []string {
 // the topology's per-node keys, then the user's keys in the order given.
 func BrokerProperties(t Topology, n NodeSpec, user []KV) string {
 	listener := "PLAINTEXT://" + netip.AddrPortFrom(n.Addr, BrokerPort).String()
+	advertised := listener
 	if t.Security != nil {
 		listener = securedListener(n.Addr)
+		advertised = listener
+	}
+	if n.Proxy != nil {
+		// The proxy holds the advertised address; the broker listens
+		// behind it on the node's loopback.
+		listener = "PLAINTEXT://" + n.Proxy.Upstream
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# isrlab cluster %s run %s node %s\n", t.Name, t.RunID, n.Name)
 	kvs := []KV{
 		{"broker.id", strconv.Itoa(n.ID)},
 		{"listeners", listener},
-		{"advertised.listeners", listener},
+		{"advertised.listeners", advertised},
 		{"log.dirs", n.DataDir},
 		{"coordinator.connect", strings.Join(t.CoordinatorEndpoints(), ",")},
 		{"metrics.listen", netip.AddrPortFrom(n.Addr, MetricsPort).String()},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -50,6 +51,10 @@ func TestBuildGolden(t *testing.T) {
 		// config provider from outside the run directory.
 		{"secured", Options{Name: "sec", RunID: "5ec0000d", RunDir: "/r", Binary: "/bin/isrlab",
 			Coordinators: 1, Brokers: 2, Secured: true}},
+		// Every broker behind a Kafka proxy: the proxy listens on the
+		// advertised address, the broker on the node's loopback.
+		{"kafka-proxy", Options{Name: "kp", RunID: "0dd0ba11", RunDir: "/r", Binary: "/bin/isrlab",
+			Coordinators: 1, Brokers: 2, KafkaProxy: true}},
 	}
 	t.Setenv("ISRLAB_STATE_DIR", "/state") // the secured cluster's secrets dir
 	for _, tt := range tests {
@@ -124,6 +129,35 @@ func TestBootstrapAndEndpoints(t *testing.T) {
 	}
 	if got, want := strings.Join(top.CoordinatorEndpoints(), ","), "http://10.213.0.1:2379,http://10.213.0.2:2379"; got != want {
 		t.Errorf("CoordinatorEndpoints = %s, want %s", got, want)
+	}
+}
+
+func TestBuildKafkaProxy(t *testing.T) {
+	t.Setenv("ISRLAB_STATE_DIR", "/state")
+	top, err := Build(Options{RunID: "r1", RunDir: "/r", KafkaProxy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"b1": "/r/b1/kproxy.sock", "b2": "/r/b2/kproxy.sock", "b3": "/r/b3/kproxy.sock"}
+	if got := top.Proxies(); !maps.Equal(got, want) {
+		t.Errorf("Proxies() = %v, want %v", got, want)
+	}
+	for _, n := range top.Role(RoleBroker) {
+		props := n.Files["server.properties"]
+		if !strings.Contains(props, "listeners=PLAINTEXT://127.0.0.1:19092\n") ||
+			!strings.Contains(props, "advertised.listeners=PLAINTEXT://"+n.KafkaAddr()+"\n") {
+			t.Errorf("%s listens behind its proxy on loopback and advertises the proxy; got:\n%s", n.Name, props)
+		}
+		if n.Proxy.Listen != n.KafkaAddr() {
+			t.Errorf("%s proxy listens on %s, want the advertised %s", n.Name, n.Proxy.Listen, n.KafkaAddr())
+		}
+	}
+	if top, _ := Build(Options{RunID: "r1", RunDir: "/r"}); top.Proxies() != nil {
+		t.Errorf("no proxies asked, got %v", top.Proxies())
+	}
+	_, err = Build(Options{RunID: "r1", RunDir: "/r", KafkaProxy: true, Secured: true})
+	if !errors.Is(err, ErrBadTopology) || !strings.Contains(err.Error(), "plaintext") {
+		t.Errorf("a secured cluster with a proxy: %v, want a plaintext-only error", err)
 	}
 }
 

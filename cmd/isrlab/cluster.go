@@ -305,6 +305,7 @@ the hosts back as they were found.`,
 	f.BoolVar(&keepData, "keep-data", false, "keep the run directory when the cluster goes down")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log each step with its duration to stderr")
 	f.StringSliceVar(&o.FaultFS, "faultfs", nil, "brokers whose log.dirs live on faultfs (disk faults, power loss): b1,b2 or all")
+	f.BoolVar(&o.KafkaProxy, "kafka-proxy", false, "put a Kafka-protocol proxy in front of every broker, for kind: kafka faults (netns backend, plaintext)")
 	f.BoolVar(&plan, "plan", false, "check the layout and print what up would create or touch, without doing it")
 	return cmd
 }
@@ -359,6 +360,15 @@ func printEndpoints(w io.Writer, t compose.Topology, stateFile string) {
 			}
 		}
 		fmt.Fprintf(w, "faultfs controls:  %s\n", strings.Join(pairs, " "))
+	}
+	if proxies := t.Proxies(); len(proxies) > 0 {
+		var pairs []string
+		for _, n := range t.Role(compose.RoleBroker) {
+			if s, ok := proxies[n.Name]; ok {
+				pairs = append(pairs, n.Name+"="+s)
+			}
+		}
+		fmt.Fprintf(w, "Kafka proxies:     %s\n", strings.Join(pairs, " "))
 	}
 	fmt.Fprintf(w, "run dir:           %s\n", t.RunDir)
 	if stateFile != "" {

@@ -75,6 +75,9 @@ func (o Backend) check(t compose.Topology) (compose.Topology, error) {
 	if gw := Gateway(t.Subnet); containsAddr(t, gw) {
 		return t, fmt.Errorf("%w: node address %s is Docker's gateway; use a larger subnet", compose.ErrBadTopology, gw)
 	}
+	if len(t.Proxies()) > 0 {
+		return t, fmt.Errorf("cluster %s: Kafka proxies (kind: kafka faults): %w on the docker backend yet (use the netns backend)", t.Name, errors.ErrUnsupported)
+	}
 	if len(t.Disks()) > 0 && o.System != SystemIsrlab {
 		return t, fmt.Errorf("cluster %s: faultfs disks: %w for system %s (isrlab brokers only)", t.Name, errors.ErrUnsupported, o.System)
 	}

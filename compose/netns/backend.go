@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -258,7 +259,8 @@ func (r *run) cluster() *compose.Cluster {
 	return c
 }
 
-// startAll starts the faultfs disks, then coordinators, then brokers:
+// startAll starts the faultfs disks, then the Kafka proxies (in their
+// brokers' namespaces), then coordinators, then brokers:
 // brokers need their disks mounted and the coordinators' addresses to
 // answer, not the coordinators' readiness. Disk daemons run in this
 // process's namespaces: the host's mount namespace, which node processes
@@ -278,6 +280,24 @@ func (r *run) startAll(ctx context.Context) error {
 		r.mu.Lock()
 		if ns := r.st.Node(spec.Name); ns != nil {
 			ns.DiskPID, ns.DiskPIDStart = pid, start
+		}
+		r.mu.Unlock()
+		if err := r.save(); err != nil {
+			return err
+		}
+	}
+	for _, spec := range r.st.Topology.Nodes {
+		if spec.Proxy == nil {
+			continue
+		}
+		ns := r.nsPath(spec.Name)
+		pid, start, err := compose.StartProxy(ctx, spec, func(cmd *exec.Cmd) error { return compose.InNetNS(ns, cmd.Start) })
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		if ns := r.st.Node(spec.Name); ns != nil {
+			ns.ProxyPID, ns.ProxyPIDStart = pid, start
 		}
 		r.mu.Unlock()
 		if err := r.save(); err != nil {
@@ -374,8 +394,8 @@ func (r *run) teardown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 
-	// Whatever else runs in the run's namespaces (strays, `cluster exec`
-	// commands) is killed before the namespaces go.
+	// Whatever else runs in the run's namespaces (Kafka proxies, strays,
+	// `cluster exec` commands) is killed before the namespaces go.
 	paths := r.nsPaths()
 	inodes := map[uint64]bool{}
 	for _, p := range paths {
@@ -384,6 +404,9 @@ func (r *run) teardown(ctx context.Context) error {
 		}
 	}
 	if err := killAll(ctx, procsInNetNS(inodes)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := compose.RemoveProxySockets(st); err != nil {
 		errs = append(errs, err)
 	}
 	// Nothing of the run uses the disks now.
