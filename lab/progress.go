@@ -121,11 +121,19 @@ func describeFault(raw json.RawMessage) string {
 		Partition string   `json:"partition"`
 		Resolved  []string `json:"resolved"`
 		Grudge    map[string][]string
+		// A kafka fault: what it does, and how often it did.
+		API       string           `json:"api"`
+		Direction string           `json:"direction"`
+		Action    string           `json:"action"`
+		Acted     map[string]int64 `json:"acted"`
 	}
 	if json.Unmarshal(raw, &f) != nil {
 		return ""
 	}
 	var parts []string
+	if f.API != "" {
+		parts = append(parts, strings.TrimSpace(f.API+" "+f.Direction+" "+f.Action))
+	}
 	if f.Topology != "" {
 		t := f.Topology
 		if f.Partition != "" {
@@ -139,6 +147,13 @@ func describeFault(raw json.RawMessage) string {
 	}
 	if len(f.Resolved) > 0 && !slices.Equal(f.Resolved, named) {
 		parts = append(parts, "-> "+strings.Join(f.Resolved, ","))
+	}
+	if f.Acted != nil {
+		var n int64
+		for _, v := range f.Acted {
+			n += v
+		}
+		parts = append(parts, fmt.Sprintf("(acted on %d)", n))
 	}
 	return strings.Join(parts, " ")
 }

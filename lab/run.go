@@ -181,6 +181,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 			Name: "lab-" + runID, RunID: runID, Coordinators: sc.Cluster.Coordinators, Brokers: sc.Cluster.Brokers,
 			Clients: 1, BrokerConfig: kv, Binary: o.Binary, RunDir: filepath.Join(dir, "nodes"),
 			FaultFS: sc.diskBrokers(), Subnet: runSubnet(caps, runID), Secured: sc.Cluster.Secured,
+			KafkaProxy: slices.Contains(sc.faultKinds(), "kafka"),
 		})
 	}
 	if err != nil {
@@ -327,6 +328,25 @@ func (s *Scenario) diskBrokers() []string {
 	return out
 }
 
+// faultKinds lists the kinds of the faults the scenario can start, fixed
+// or scheduled.
+func (s *Scenario) faultKinds() []string {
+	var out []string
+	for _, f := range s.Faults {
+		if f.Spec.Fault != nil && !slices.Contains(out, f.Spec.Fault.Kind()) {
+			out = append(out, f.Spec.Fault.Kind())
+		}
+	}
+	if s.Schedule != nil {
+		for _, k := range s.Schedule.Kinds() {
+			if !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
 // driver runs one scenario against a cluster that is up.
 type driver struct {
 	sc       Scenario
@@ -414,7 +434,7 @@ func (d *driver) run(ctx context.Context) (err error) {
 	}
 	events := d.events
 	nem := &nemesis.Nemesis{
-		Env: &nemesis.Env{Cluster: c, Resolver: &nemesis.LiveResolver{Cluster: c}, Disks: c.Disks(),
+		Env: &nemesis.Env{Cluster: c, Resolver: &nemesis.LiveResolver{Cluster: c}, Disks: c.Disks(), Proxies: c.Proxies(),
 			Rand: rand.New(rand.NewSource(sc.Seed)), Log: o.Log,
 			DelayerCommand: func(args []string) *exec.Cmd {
 				return exec.Command(o.Binary, append(slices.Clone(nemesis.DelayerSubcommand), args...)...)

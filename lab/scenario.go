@@ -662,6 +662,16 @@ func (s *Scenario) Plan() ([]nemesis.Event, error) {
 	if c := s.Workload.Client; s.Cluster.Secured && c != "" && c != "franz-go" {
 		return nil, bad([]string{"workload", "client"}, "%s: a secured cluster is reached through franz-go only, for now (docs/security.md)", c)
 	}
+	if slices.Contains(s.faultKinds(), "kafka") {
+		// Kafka faults act in a proxy in front of each broker, in its
+		// network namespace, on plaintext.
+		switch {
+		case caps.UserHosts || (s.Cluster.Backend != "" && s.Cluster.Backend != "netns"):
+			return nil, bad([]string{"cluster", "backend"}, "kind: kafka faults need the netns backend, for now (docs/faults.md)")
+		case s.Cluster.Secured:
+			return nil, bad([]string{"cluster", "secured"}, "kind: kafka faults need a plaintext cluster: the Kafka proxy does not speak TLS")
+		}
+	}
 	var faultNames []string
 	for i, f := range s.Faults {
 		if f.Name == "" {

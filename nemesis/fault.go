@@ -44,6 +44,8 @@ type Env struct {
 	NodeSide bool
 	// Disks maps a broker name to its faultfs control socket.
 	Disks map[string]string
+	// Proxies maps a broker name to its Kafka proxy's control socket.
+	Proxies map[string]string
 	// Rand draws random targets; nil uses a fixed seed.
 	Rand *rand.Rand
 	// DelayerCommand returns the command running a packet delayer with

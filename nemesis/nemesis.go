@@ -150,7 +150,9 @@ func (n *Nemesis) heal(ctx context.Context, a Active, rec bool) error {
 		return err
 	}
 	if rec {
-		n.record(history.OK, stop, value, nil)
+		// What the heal learned (a kafka fault's count of the messages
+		// it acted on) goes with the completion.
+		n.record(history.OK, stop, specJSON(f), nil)
 	}
 	n.Env.log().Info("fault healed", "fault", f.Kind(), "id", a.ID)
 	return nil

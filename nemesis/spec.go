@@ -43,6 +43,25 @@ type EventSpec struct {
 	When   *Condition     `json:"when,omitempty"`
 }
 
+// Kinds lists the kinds of the faults the schedule can start, in the
+// order they appear.
+func (s ScheduleSpec) Kinds() []string {
+	var out []string
+	add := func(sp *Spec) {
+		if sp != nil && sp.Fault != nil && !slices.Contains(out, sp.Fault.Kind()) {
+			out = append(out, sp.Fault.Kind())
+		}
+	}
+	for _, w := range s.Mix {
+		add(&w.Fault)
+	}
+	add(s.Fault)
+	for _, e := range s.Events {
+		add(e.Fault)
+	}
+	return out
+}
+
 // Generator returns the schedule's generator.
 func (s ScheduleSpec) Generator() (Generator, error) {
 	switch s.Type {
@@ -100,6 +119,7 @@ var runtimeFields = map[string]bool{
 	"resolved": true, "table": true, "side": true, "sockets": true, "mode": true,
 	"queue": true, "delayer_pid": true, "delayer_start": true, "reports": true, "no_disk": true,
 	"moves": true, "strober_pid": true, "strober_start": true, "cgroups": true, "damage": true,
+	"rule_id": true, "acted": true,
 }
 
 // specFields are names runtimeFields has that a kind takes from the user

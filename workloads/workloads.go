@@ -64,6 +64,13 @@ type Config struct {
 	Linger          time.Duration `yaml:"linger" json:"linger"`                     // linger.ms
 	RequestTimeout  time.Duration `yaml:"request.timeout" json:"request.timeout"`   // request.timeout.ms of produce requests (default 10 s)
 	DeliveryTimeout time.Duration `yaml:"delivery.timeout" json:"delivery.timeout"` // delivery.timeout.ms (default 30 s)
+	// RequestTimeoutOverhead is how much longer than RequestTimeout the
+	// franz-go client waits for an answer before it gives up on the
+	// connection and retries (franz-go's RequestTimeoutOverhead, default
+	// 10 s): with a lost response, the retry comes RequestTimeout plus
+	// this after the send. The other clients wait their own request
+	// timeout (request.timeout.ms).
+	RequestTimeoutOverhead time.Duration `yaml:"request.timeout.overhead" json:"request.timeout.overhead"`
 
 	// Subscribe makes Log consumers join a consumer group instead of
 	// assigning partitions.
@@ -224,6 +231,9 @@ func (c Config) producerOpts() []kgo.Opt {
 		kgo.ProduceRequestTimeout(c.RequestTimeout),
 		kgo.RecordDeliveryTimeout(c.DeliveryTimeout),
 		kgo.ProducerLinger(c.Linger),
+	}
+	if c.RequestTimeoutOverhead > 0 {
+		opts = append(opts, kgo.RequestTimeoutOverhead(c.RequestTimeoutOverhead))
 	}
 	switch c.Acks {
 	case "1":

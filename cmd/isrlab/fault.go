@@ -118,7 +118,7 @@ func openNemesis(ctx context.Context, o *faultOpts) (*nemesis.Nemesis, bool, err
 	if seed == 0 {
 		seed = time.Now().UnixNano()
 	}
-	env := &nemesis.Env{Cluster: c, Resolver: &nemesis.LiveResolver{Cluster: c}, Disks: disks,
+	env := &nemesis.Env{Cluster: c, Resolver: &nemesis.LiveResolver{Cluster: c}, Disks: disks, Proxies: c.Proxies(),
 		Rand: rand.New(rand.NewSource(seed))}
 	return &nemesis.Nemesis{Env: env, Store: &nemesis.Store{Path: nemesis.FaultsFile(compose.StateDir(), o.name)}}, false, nil
 }
