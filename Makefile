@@ -75,7 +75,8 @@ run: deps build
 broker-demo: deps build
 	@scripts/broker-demo.sh
 
-# incident plays seed 004's ISR-churn collapse against its mitigations
+# incident plays the ISR shrink/expand incident (a binlog topic's ISR
+# churn collapsing throughput) against its mitigations
 # (scenarios/matrices/isr-churn.yaml: 5 cells of about 90 s each) and writes
 # its report next to the matrix's table: report.md, and a metrics.svg in
 # every cell's run directory (docs/incidents/isr-churn.md). It exits with

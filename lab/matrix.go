@@ -34,8 +34,8 @@ import (
 //	schedules:
 //	  - name: leader-kill
 //	    faults: [{kind: kill, nodes: [leader:isrlab/0], at: 8s, heal.after: 10s}]
-//	  - name: partition-4
-//	    from: seed000/partition-4-safe   # the faults of a library scenario
+//	  - name: zombie-leader
+//	    from: zombie-leader/safe   # the faults of a library scenario
 //	seeds: [1, 2, 3]
 //	clients: [franz-go, sarama]          # optional: every cell once per client
 //	expect:

@@ -37,6 +37,13 @@ type Scenario struct {
 	// Description is the one line `isrlab scenarios` shows: what happens
 	// and what the source documents say the outcome is.
 	Description string `yaml:"description,omitempty"`
+	// Aliases are the other names a library scenario answers to: the
+	// names it had before the library was renamed after what happens
+	// (seed000/partition-4-acks1 for zombie-leader/acks1). isrlab run,
+	// isrlab scenarios verify and show, and matrices' from: take them,
+	// and an alias's directory (seed000/) names every scenario with an
+	// alias under it. Only the library reads them.
+	Aliases Names `yaml:"aliases,omitempty"`
 	// Presets are applied in order under the scenario's own keys
 	// (scenarios/presets/NAME.yaml); a single name may be given as a string.
 	Presets Names `yaml:"preset,omitempty"`

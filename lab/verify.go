@@ -495,9 +495,10 @@ func startHog(binary string, n int) (stop func(), err error) {
 	return stop, nil
 }
 
-// SelectLibrary returns the library scenarios named by args: a full name
-// (seed000/partition-1) or a directory prefix (seed000/, kip101); none
-// means every scenario.
+// SelectLibrary returns the library scenarios named by args: a name or
+// alias (leader-cut-from-followers, seed000/partition-3) or a directory
+// of names or aliases (zombie-leader/, seed000/, kip101); none means every
+// scenario. Each scenario comes once, under its name.
 func SelectLibrary(args []string) ([]Scenario, error) {
 	ents, err := List()
 	if err != nil {
@@ -513,9 +514,11 @@ func SelectLibrary(args []string) ([]Scenario, error) {
 	var out []Scenario
 	for _, a := range args {
 		a = strings.TrimSuffix(a, ".yaml")
+		dir := strings.TrimSuffix(a, "/") + "/"
+		named := func(n string) bool { return n == a || strings.HasPrefix(n, dir) }
 		found := false
 		for _, e := range ents {
-			if e.Name == a || strings.HasPrefix(e.Name, strings.TrimSuffix(a, "/")+"/") {
+			if named(e.Name) || slices.ContainsFunc(e.Aliases, named) {
 				if !slices.ContainsFunc(out, func(s Scenario) bool { return s.Name == e.Name }) {
 					out = append(out, e.Scenario)
 				}
@@ -523,7 +526,7 @@ func SelectLibrary(args []string) ([]Scenario, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("%w: no scenario %q in the library (isrlab scenarios lists them)", ErrScenario, a)
+			return nil, noScenario(a)
 		}
 	}
 	return out, nil

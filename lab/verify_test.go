@@ -49,7 +49,7 @@ func TestVerifyTally(t *testing.T) {
 }
 
 func TestSelectLibrary(t *testing.T) {
-	scs, err := SelectLibrary([]string{"kip101/", "seed000/partition-1"})
+	scs, err := SelectLibrary([]string{"restart-truncation/", "follower-cut-from-leader"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,11 +57,13 @@ func TestSelectLibrary(t *testing.T) {
 	for _, s := range scs {
 		names = append(names, s.Name)
 	}
-	if got := strings.Join(names, " "); got != "kip101/epoch kip101/hw-truncation seed000/partition-1" {
+	if got := strings.Join(names, " "); got != "restart-truncation/high-watermark restart-truncation/leader-epoch follower-cut-from-leader" {
 		t.Errorf("selected %s", got)
 	}
-	if _, err := SelectLibrary([]string{"kip"}); err == nil {
-		t.Error("a partial name selected something")
+	for _, partial := range []string{"restart", "kip"} {
+		if _, err := SelectLibrary([]string{partial}); err == nil {
+			t.Errorf("a partial name (%s) selected something", partial)
+		}
 	}
 	all, err := SelectLibrary(nil)
 	if err != nil || len(all) < 30 {

@@ -188,7 +188,7 @@ func TestJUnitMessageNamesAnomaliesOnce(t *testing.T) {
 // (exit 2), never passes as met.
 func TestNotSetUpJUnit(t *testing.T) {
 	reason := "could not set up: kill: the ISR of isrlab/0 has 1 member did not hold within 10s"
-	b, err := RunJUnit(&Outcome{Scenario: "seed000/isr1-unclean-on", Outcome: NotSetUp, Reasons: []string{reason}})
+	b, err := RunJUnit(&Outcome{Scenario: "unclean-election/on", Outcome: NotSetUp, Reasons: []string{reason}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,9 @@
 // Package scenarios is isrlab's scenario library, embedded in the binary so
 // that `isrlab run NAME` and `isrlab scenarios` work from any directory:
-// presets/ (configuration presets a scenario names), the seed scenarios
-// (seed000/, seed003/, kip101/, power-loss/) and matrices/.
+// presets/ (configuration presets a scenario names), the scenarios, each
+// named after what happens (zombie-leader/acks1; a file's aliases: are the
+// old names it still answers to, such as seed000/partition-4-acks1), and
+// matrices/.
 package scenarios
 
 import "embed"

@@ -14,6 +14,9 @@ new=${2:?usage: overhead.sh OLD_BIN NEW_BIN [ROUNDS [SCENARIO...]]}
 rounds=${3:-2}
 shift $(($# < 3 ? $# : 3))
 scenarios=("$@")
+# The defaults by their old names, which binaries from before the library
+# was renamed know too: follower-cut-from-leader, leader-kill,
+# txn/leader-kill, consumer-crash/manual-commit, min-insync-replicas/refuses.
 [ ${#scenarios[@]} -gt 0 ] || scenarios=(seed000/partition-1 leader-kill txn/leader-kill seed003/manual-commit seed000/min-isr-refuses)
 results=$(mktemp -d /tmp/isrlab-overhead-XXXXXX)
 trap 'rm -rf "$results"' EXIT

@@ -55,6 +55,27 @@ func TestScenariosCommand(t *testing.T) {
 	}
 }
 
+// TestScenariosAliases: the library lists each scenario once under its
+// name, its old name in its description, and the old names still work.
+func TestScenariosAliases(t *testing.T) {
+	_, out := runCLI(t, "scenarios")
+	if strings.Contains(out, "\nseed000/") || !strings.Contains(out, "\nzombie-leader/acks1 ") || !strings.Contains(out, "(was seed000/partition-4-acks1)") {
+		t.Errorf("isrlab scenarios:\n%s", out)
+	}
+	for _, name := range []string{"zombie-leader/acks1", "seed000/partition-4-acks1"} {
+		code, out := runCLI(t, "scenarios", "show", name)
+		if code != 0 || !strings.HasPrefix(out, "# scenarios/zombie-leader/acks1.yaml\n") || !strings.Contains(out, "\nname: zombie-leader/acks1\n") {
+			t.Errorf("isrlab scenarios show %s: exit %d\n%s", name, code, out)
+		}
+	}
+	if code, out := runCLI(t, "scenarios", "show", "seed000/partition-9"); code != exitBadArgs || !strings.Contains(out, `no scenario "seed000/partition-9"`) {
+		t.Errorf("show of an unknown name: exit %d\n%s", code, out)
+	}
+	if code, out := runCLI(t, "scenarios", "verify", "--seeds", "0", "seed000/"); code != exitBadArgs || !strings.Contains(out, "--seeds must be positive") {
+		t.Errorf("verify of an old directory: exit %d\n%s", code, out)
+	}
+}
+
 func TestRunArguments(t *testing.T) {
 	dir := t.TempDir()
 	broken := filepath.Join(dir, "broken.yaml")

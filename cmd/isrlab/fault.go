@@ -279,7 +279,8 @@ func partitionCmd() *cobra.Command {
                                 divide the nodes (default: coordinators and brokers)
   --grudge 'b1=b2,b3;b2=b1'     NODE=NODES it drops packets from
   --scenario NAME --partition TOPIC/P
-                                seed 000's scenarios: follower-leader,
+                                the classic ISR partition stories (each
+                                a library scenario): follower-leader,
                                 follower-coordinators, leader-followers,
                                 leader-coordinators, leader-brokers,
                                 leader-all-but-clients, controller-brokers,
@@ -297,7 +298,7 @@ func partitionCmd() *cobra.Command {
 			f.StringSliceVar(&targets, "targets", nil, "one side (isolate, cut)")
 			f.StringSliceVar(&others, "others", nil, "the other side of a cut (default: every other node)")
 			f.StringSliceVar(&nodes, "nodes", nil, "the nodes a halves/ring/bridge topology divides")
-			f.StringVar(&scenario, "scenario", "", "one of seed 000's scenarios (see above)")
+			f.StringVar(&scenario, "scenario", "", "one of the classic ISR partition stories (see above)")
 			f.StringVar(&part, "partition", "", "TOPIC/P the scenario is about")
 			f.StringVar(&grudge, "grudge", "", "custom grudge: NODE=FROM,FROM;NODE=FROM")
 			f.BoolVar(&oneWay, "one-way", false, "drop only packets into the isolated side")

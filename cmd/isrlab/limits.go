@@ -31,9 +31,9 @@ func newLimitsCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "limits",
-		Short: "Find the cluster's throughput limit per record size (seed 002's binary search over producers)",
+		Short: "Find the cluster's throughput limit per record size (Dropbox's throughput-limit method: a binary search over producers)",
 		Long: `Find the throughput the cluster sustains before it overloads, the way
-seed 002 (Dropbox) did. For each record size, binary-search the number of
+Dropbox measured theirs. For each record size, binary-search the number of
 producers over [0, --max-producers], each producer at the fixed
 --producer-rate, so traffic grows linearly with their number. Every point
 is one rate run on a fresh cluster of --brokers brokers: a topic of 10

@@ -50,7 +50,7 @@ Exit status: 0 every replay showed the same anomaly kinds as the original
 run, 1 one did not, 2 a replay was cut short, 254 bad arguments, 255
 internal error.`,
 		Example: `  isrlab replay results/latest
-  isrlab replay results/seed000/partition-4-acks1/20260101T000000Z-1a2b3c4d --runs 5
+  isrlab replay results/zombie-leader/acks1/20260101T000000Z-1a2b3c4d --runs 5
   isrlab replay results/latest --print > exact.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -164,12 +164,12 @@ anything. 'isrlab clean --backend ssh' undoes what a killed run left.
 Exit status: 0 the run met its expectations, 1 it did not, 2 the checker
 could not decide, 254 bad arguments, 255 internal error.`,
 		Example: `  isrlab run
-  isrlab run seed000/partition-4-acks1
+  isrlab run zombie-leader/acks1
   isrlab run scenarios/follower-pause.yaml --seed 42
   isrlab run leader-kill --preset secured
-  isrlab run kip101/hw-truncation --duration 60s --results /var/tmp/isrlab
-  isrlab run seed000/partition-1 --hosts kafka-hosts.yaml --plan
-  isrlab run seed000/partition-1 --hosts kafka-hosts.yaml`,
+  isrlab run restart-truncation/high-watermark --duration 60s --results /var/tmp/isrlab
+  isrlab run follower-cut-from-leader --hosts kafka-hosts.yaml --plan
+  isrlab run follower-cut-from-leader --hosts kafka-hosts.yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			arg := ""
@@ -237,7 +237,7 @@ each one's name, what it does and what the source documents say happens,
 and the expectation 'isrlab run NAME' checks. Presets (scenarios/presets)
 are listed with --verbose.`,
 		Example: `  isrlab scenarios
-  isrlab run seed000/min-isr-refuses`,
+  isrlab run min-insync-replicas/refuses`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ents, err := lab.List()
@@ -262,6 +262,29 @@ are listed with --verbose.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also list the presets")
-	cmd.AddCommand(newVerifyCmd())
+	cmd.AddCommand(newVerifyCmd(), newShowCmd())
 	return cmd
+}
+
+func newShowCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show NAME",
+		Short: "Print a library scenario's file, with its comments",
+		Long: `Print the file of library scenario NAME (an old name such as
+seed000/partition-4-acks1 works too): the story in its comments, what the
+source document says and what was measured, then the scenario itself. The
+first line names the file in the source tree. Save it to run a variant
+with 'isrlab run FILE'.`,
+		Example: `  isrlab scenarios show zombie-leader/acks1
+  isrlab scenarios show zombie-leader/acks1 > zombie.yaml && isrlab run zombie.yaml --duration 60s`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			file, data, err := lab.Source(args[0])
+			if err != nil {
+				return usageError("%v", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "# %s\n%s", file, data)
+			return nil
+		},
+	}
 }

@@ -57,7 +57,7 @@ least one confirmation run (or --confirm 0), 2 the search was stopped by
 a signal or the reproducer failed in none of its confirmation runs, 254
 bad arguments (including a run that did not fail), 255 internal error.`,
 		Example: `  isrlab shrink results/latest
-  isrlab shrink results/seed000/partition-4-acks1/20260101T000000Z-1a2b3c4d --runs 2 --budget 30m
+  isrlab shrink results/zombie-leader/acks1/20260101T000000Z-1a2b3c4d --runs 2 --budget 30m
   isrlab shrink results/matrices/nightly/latest/runs/acks1/leader-isolated/... --out zombie.yaml
   isrlab shrink RUN_DIR --steps faults,hold --confirm 0`,
 		Args: cobra.ExactArgs(1),

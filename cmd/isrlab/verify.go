@@ -27,7 +27,8 @@ func newVerifyCmd() *cobra.Command {
 		Use:   "verify [NAME|DIR/ ...]",
 		Short: "Run library scenarios over fresh random seeds and count how many meet their expectation",
 		Long: `Run each named library scenario (every one by default; a directory such
-as seed000/ names all of its scenarios) with --seeds fresh random seeds and
+as zombie-leader/ names all of its scenarios; the old names, such as
+seed000/partition-4-acks1 or the directory seed000/, still work) with --seeds fresh random seeds and
 print, per scenario, how many runs met their expectation, did not, could
 not set up the state their story needs, or stayed undecided, with the
 seeds of every run that did not meet it (isrlab run NAME --seed N replays
@@ -44,8 +45,8 @@ Exit status: 0 every run met its expectation, 1 some run did not, 2 some
 run was undecided or not set up (or the sweep stopped early), 254 bad
 arguments, 255 a run could not run.`,
 		Example: `  isrlab scenarios verify --seeds 20
-  isrlab scenarios verify --seeds 20 --hog kip101/ seed000/isr1-unclean-on
-  isrlab scenarios verify --seed-list 7331,90210 kip101/epoch
+  isrlab scenarios verify --seeds 20 --hog restart-truncation/ unclean-election/on
+  isrlab scenarios verify --seed-list 7331,90210 restart-truncation/leader-epoch
   isrlab scenarios verify --seeds 3 --budget 50m`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			scs, err := lab.SelectLibrary(args)

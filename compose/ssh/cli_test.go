@@ -84,7 +84,7 @@ func TestCLIRunAndClean(t *testing.T) {
 	}{
 		{[]string{"run", "leader-kill", "--backend", "ssh"}, 254, []string{"ssh needs its hosts"}},
 		{[]string{"run", "leader-kill", "--hosts", bad}, 254, []string{"line 2", "nodez"}},
-		{[]string{"run", "seed000/partition-1", "--hosts", hosts, "--plan"}, 0, []string{
+		{[]string{"run", "follower-cut-from-leader", "--hosts", hosts, "--plan"}, 0, []string{
 			"ssh root@" + h.Host("b1").Addr.String() + ":22", "host keys checked against " + h.KnownHosts,
 			"coordinator.session.timeout.ms", "is NOT applied: the hosts run their own broker configuration",
 			"start #1", "follower-leader", "nothing else is installed"}},
