@@ -1,11 +1,16 @@
 package lab
 
 import (
+	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"gopkg.in/yaml.v3"
 )
 
 // renamed is every name the library had before it was named after what
@@ -100,6 +105,20 @@ func TestLibraryAliases(t *testing.T) {
 	}
 	if len(olddirs["seed000"]) != 19 || len(olddirs["seed003"]) != 2 || len(olddirs["kip101"]) != 2 {
 		t.Errorf("old directories: %v", olddirs)
+	}
+	// A matrix schedule takes the faults of a scenario by its old name.
+	mf := filepath.Join(t.TempDir(), "m.yaml")
+	os.WriteFile(mf, []byte("name: m\npresets: [safe]\nschedules:\n  - name: zombie\n    from: seed000/partition-4-safe\n"), 0o644)
+	m, err := LoadMatrix(mf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := yaml.Marshal(byName["zombie-leader/safe"].Scenario.Faults)
+	if len(m.Cells) != 1 {
+		t.Fatalf("%d cells", len(m.Cells))
+	}
+	if got, _ := yaml.Marshal(m.Cells[0].Scenario.Faults); !bytes.Equal(got, want) || !bytes.Contains(got, []byte("leader-coordinators")) {
+		t.Errorf("from: seed000/partition-4-safe: faults\n%s\nwant zombie-leader/safe's\n%s", got, want)
 	}
 	// The default keeps its name, and nothing else answers to it.
 	if sel, err := SelectLibrary([]string{DefaultName}); err != nil || len(sel) != 1 || sel[0].Name != DefaultName {

@@ -72,12 +72,13 @@ func TestNoRetryProducerFollowsMovedLeader(t *testing.T) {
 	t.Logf("acknowledged by broker %d after %d NOT_LEADER answers from broker %d", to, notLeader, leader)
 }
 
-// TestNoRetryProducerAfterLeaderRestart is kip101/hw-truncation's crash
-// under kafka.profile 0.10 (RF 2, acks=all, min.insync.replicas=2,
-// sends without retries or idempotence): the leader A is SIGKILLed and
-// restarted at once. Until its old session ends A answers
-// UNKNOWN_TOPIC_OR_PARTITION, then the controller elects B and A follows
-// it; every broker's Metadata names B and a new producer is acknowledged.
+// TestNoRetryProducerAfterLeaderRestart is the crash of the library
+// scenario restart-truncation/high-watermark under kafka.profile 0.10
+// (RF 2, acks=all, min.insync.replicas=2, sends without retries or
+// idempotence): the leader A is SIGKILLed and restarted at once. Until
+// its old session ends A answers UNKNOWN_TOPIC_OR_PARTITION, then the
+// controller elects B and A follows it; every broker's Metadata names B
+// and a new producer is acknowledged.
 // The producer that sent to A throughout must be acknowledged too: it got
 // NOT_LEADER_OR_FOLLOWER from A for as long as it ran (the scenario's 8 s
 // without an acknowledged send), never asking for new metadata. (After

@@ -276,7 +276,7 @@ func TestQueueWorkloadWithCrashes(t *testing.T) {
 			t.Logf("processed %d (%d records), redelivered %d, skipped %d, %d commits, %d crashes", g.Processed, g.Records, g.Redelivered, g.Skipped, g.Commits, crashes)
 			// Committing after processing never skips; a crash with
 			// auto-commit redelivers or skips (which, depends on where the
-			// crash fell: seed003's scenarios measure both).
+			// crash fell: the consumer-crash scenarios measure both).
 			if manual && g.Skipped != 0 {
 				t.Errorf("manual commit skipped %d records: %v", g.Skipped, v.Examples[checker.Skipped])
 			}

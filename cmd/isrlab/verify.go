@@ -27,13 +27,13 @@ func newVerifyCmd() *cobra.Command {
 		Use:   "verify [NAME|DIR/ ...]",
 		Short: "Run library scenarios over fresh random seeds and count how many meet their expectation",
 		Long: `Run each named library scenario (every one by default; a directory such
-as zombie-leader/ names all of its scenarios; the old names, such as
-seed000/partition-4-acks1 or the directory seed000/, still work) with --seeds fresh random seeds and
-print, per scenario, how many runs met their expectation, did not, could
-not set up the state their story needs, or stayed undecided, with the
-seeds of every run that did not meet it (isrlab run NAME --seed N replays
-one). A scenario's expectation is a claim about every run: this is how it
-is checked.
+as zombie-leader/ names all of its scenarios, and old names such as
+seed000/partition-4-acks1 or the directory seed000/ still work) with
+--seeds fresh random seeds and print, per scenario, how many runs met
+their expectation, did not, could not set up the state their story needs,
+or stayed undecided, with the seeds of every run that did not meet it
+(isrlab run NAME --seed N replays one). A scenario's expectation is a
+claim about every run: this is how it is checked.
 
 Runs go round the scenarios one seed at a time, so a sweep stopped early
 (Ctrl-C, --budget) still covers each. --hog runs busy processes beside
