@@ -234,9 +234,14 @@ func newScenariosCmd() *cobra.Command {
 		Short: "List the scenario library, one line each with its expected outcome",
 		Long: `List the scenarios embedded in isrlab (scenarios/ in the source tree):
 each one's name, what it does and what the source documents say happens,
-and the expectation 'isrlab run NAME' checks. Presets (scenarios/presets)
-are listed with --verbose.`,
+and the expectation 'isrlab run NAME' checks. A scenario renamed since the
+library was named after its sources ends its description with "(was
+OLD)"; the old name still works wherever a name does, an old directory
+such as seed000/ naming the scenarios that were in it. Presets
+(scenarios/presets) are listed with --verbose; 'isrlab scenarios show NAME'
+prints a scenario's file.`,
 		Example: `  isrlab scenarios
+  isrlab scenarios show min-insync-replicas/refuses
   isrlab run min-insync-replicas/refuses`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
