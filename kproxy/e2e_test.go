@@ -68,7 +68,10 @@ func (l *lab) client(t *testing.T, topic string, opts ...kgo.Opt) *kgo.Client {
 // request whose answer does not come within about two seconds.
 func retrying(idempotent bool) []kgo.Opt {
 	opts := []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MaxProduceRequestsInflightPerBroker(1),
-		kgo.ProduceRequestTimeout(time.Second), kgo.RequestTimeoutOverhead(time.Second), kgo.RecordDeliveryTimeout(60 * time.Second)}
+		kgo.ProduceRequestTimeout(time.Second), kgo.RequestTimeoutOverhead(time.Second), kgo.RecordDeliveryTimeout(60 * time.Second),
+		// A NOT_LEADER answer refreshes metadata before the retry: at
+		// once, not after franz-go's 5 s minimum age.
+		kgo.MetadataMinAge(50 * time.Millisecond)}
 	if !idempotent {
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	}

@@ -28,8 +28,8 @@ func TestRunKafkaFault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc.Duration, sc.Seed = 16*time.Second, 5
-	sc.Faults[0].At, sc.Faults[0].HealAfter = 3*time.Second, 9*time.Second
+	sc.Duration, sc.Seed = 12*time.Second, 5
+	sc.Faults[0].At, sc.Faults[0].HealAfter = 2*time.Second, 6*time.Second
 	if err := sc.Validate(); err != nil {
 		t.Fatal(err)
 	}
