@@ -96,8 +96,8 @@ func TestMatrixClients(t *testing.T) {
 	}
 	// franz-go, sarama and librdkafka run the 3 presets, kafka-go and
 	// kafka-python the 2 without idempotence.
-	if len(m.Cells) != 3*3*3+2*2*3 {
-		t.Fatalf("%d cells, want 3 clients x 3 presets + 2 clients x 2 presets, x 3 schedules", len(m.Cells))
+	if len(m.Cells) != 3*3*4+2*2*4 {
+		t.Fatalf("%d cells, want 3 clients x 3 presets + 2 clients x 2 presets, x 4 schedules", len(m.Cells))
 	}
 	byID := map[string]Cell{}
 	for _, c := range m.Cells {
