@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -117,6 +118,35 @@ type Cell struct {
 
 // ID names the cell: preset/schedule[/seed-N].
 func (c Cell) ID() string { return c.Scenario.Name }
+
+// Only keeps the cells whose id (MATRIX/PRESET/SCHEDULE, with a seed
+// suffix when the matrix has seeds) matches the shell pattern (path.Match:
+// * stops at a /), e.g. "clients/*/lost-produce-responses". A bad pattern
+// or one that matches no cell is an error naming the cells there are.
+func (m *Matrix) Only(pattern string) error {
+	var keep []Cell
+	for _, c := range m.Cells {
+		ok, err := path.Match(pattern, c.ID())
+		if err != nil {
+			return fmt.Errorf("--only %q: %v", pattern, err)
+		}
+		if ok {
+			keep = append(keep, c)
+		}
+	}
+	if len(keep) == 0 {
+		var ids []string
+		for _, c := range m.Cells {
+			ids = append(ids, c.ID())
+		}
+		if len(ids) > 4 {
+			ids = append(ids[:3], fmt.Sprintf("... (%d in all)", len(m.Cells)))
+		}
+		return fmt.Errorf("--only %q matches no cell of matrix %s (cells: %s)", pattern, m.Name, strings.Join(ids, ", "))
+	}
+	m.Cells = keep
+	return nil
+}
 
 // LoadMatrix reads a matrix file (or a library matrix by name) and builds
 // its cells, each validated as a scenario.

@@ -437,3 +437,31 @@ func TestTxnUncleanMatrix(t *testing.T) {
 		}
 	}
 }
+
+// TestMatrixOnly: --only keeps the cells whose id matches, and a pattern
+// that matches none, or a bad one, is an error naming the matrix.
+func TestMatrixOnly(t *testing.T) {
+	m, err := LoadMatrix("quickstart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := len(m.Cells)
+	sched := m.Cells[0].ID()[strings.LastIndex(m.Cells[0].ID(), "/")+1:]
+	if err := m.Only("quickstart/*/" + sched); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Cells) == 0 || len(m.Cells) >= all {
+		t.Fatalf("%d of %d cells kept for schedule %s", len(m.Cells), all, sched)
+	}
+	for _, c := range m.Cells {
+		if !strings.HasSuffix(c.ID(), "/"+sched) {
+			t.Errorf("kept %s", c.ID())
+		}
+	}
+	if err := m.Only("quickstart/none/*"); err == nil || !strings.Contains(err.Error(), "matches no cell of matrix quickstart") {
+		t.Errorf("no match: %v", err)
+	}
+	if err := m.Only("[bad"); err == nil {
+		t.Error("a bad pattern was accepted")
+	}
+}

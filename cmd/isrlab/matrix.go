@@ -21,6 +21,7 @@ func newMatrixCmd() *cobra.Command {
 		junit    string
 		parallel int
 		shard    string
+		only     string
 	)
 	cmd := &cobra.Command{
 		Use:   "matrix MATRIX",
@@ -55,6 +56,7 @@ undecided, 254 bad arguments, 255 a cell could not run.`,
   isrlab matrix scenarios/matrices/smoke.yaml --junit junit.xml
   isrlab matrix nightly --parallel 2 --duration 60s
   isrlab matrix nightly --shard 2/4 --results shard-2
+  isrlab matrix clients --only 'clients/*@sarama/*'
   isrlab matrix merge shard-*/matrices/nightly/latest-shard-* --out nightly`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -72,6 +74,11 @@ undecided, 254 bad arguments, 255 a cell could not run.`,
 					return usageError("--preset: %v", err)
 				}
 				m.Cells[i].Scenario = sc
+			}
+			if only != "" {
+				if err := m.Only(only); err != nil {
+					return usageError("%v", err)
+				}
 			}
 			if f.seed != 0 {
 				for i := range m.Cells {
@@ -122,6 +129,7 @@ undecided, 254 bad arguments, 255 a cell could not run.`,
 	cmd.Flags().StringVar(&junit, "junit", "", "also write the JUnit XML here")
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "cells run at once")
 	cmd.Flags().StringVar(&shard, "shard", "", "run only shard I of N of the cells (I/N, e.g. 2/4)")
+	cmd.Flags().StringVar(&only, "only", "", "run only the cells whose id (MATRIX/PRESET/SCHEDULE) matches this pattern, e.g. 'clients/*/lost-produce-responses'")
 	cmd.AddCommand(newMatrixMergeCmd())
 	return cmd
 }
