@@ -65,14 +65,14 @@ func pythonModule(module, pkg string) func() string {
 }
 
 // nodeModule says what is missing for the kafkajs script: node, or
-// js/node_modules (scripts/deps.sh runs npm ci there).
+// js/node_modules (not a Debian package: installed there by hand, npm ci).
 func nodeModule(module string) func() string {
 	return func() string {
 		if _, err := exec.LookPath("node"); err != nil {
 			return "node (Debian nodejs)"
 		}
 		if _, err := os.Stat(filepath.Join("js", "node_modules", module, "package.json")); err != nil {
-			return "npm package " + module + " in compat/js/node_modules (npm ci in compat/js)"
+			return "npm package " + module + " in compat/js/node_modules (no Debian package; npm ci in compat/js by hand)"
 		}
 		return ""
 	}
