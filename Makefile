@@ -13,7 +13,7 @@ RELEASE_PLATFORMS := linux/amd64 linux/arm64
 FUZZTIME ?= 10s
 TESTFLAGS := -count=1 -timeout 18m
 
-.PHONY: all build release install-check test run broker-demo bench bench-scale soak deps fuzz vet hygiene flake clean incident
+.PHONY: all build release image install-check test run broker-demo bench bench-scale soak deps fuzz vet hygiene flake clean incident
 
 all: build
 
@@ -36,6 +36,13 @@ release:
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS) -s -w" -o $$out ./cmd/isrlab; \
 	done
 	@cd dist && sha256sum isrlab-* > SHA256SUMS && cat SHA256SUMS
+
+# image: the isrlab:VERSION container image, from a static binary and no
+# base image (scripts/image.sh says what each backend needs to run in it).
+image:
+	@mkdir -p dist
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) -s -w" -o dist/isrlab-image ./cmd/isrlab
+	@scripts/image.sh dist/isrlab-image $(VERSION)
 
 # install-check: go install github.com/isrlab/isrlab/cmd/isrlab@VERSION
 # works for HEAD (served from a local file proxy, no network); minutes.
