@@ -40,6 +40,7 @@ const (
 	caFile           = "ca.pem"
 	brokerSecrets    = "broker.properties" // admin.password=..., for the file config provider
 	clientPassword   = "client.password"   // sasl.password.file of the lab's clients
+	adminPassword    = "admin.password"    // the same for the brokers' user, for the lab's admin work
 	adminScramConfig = "admin-scram.properties"
 	userScramConfig  = "client-scram.properties"
 )
@@ -62,6 +63,28 @@ func (s *Security) Client() kafkaconfig.ClientSecurity {
 		PasswordFile: filepath.Join(s.SecretsDir, clientPassword),
 		CALocation:   filepath.Join(s.TLSDir, caFile),
 	}
+}
+
+// Admin connects as AdminUser, the brokers' own user: for what the lab
+// changes in the cluster as its operator (a SCRAM password fault).
+func (s *Security) Admin() kafkaconfig.ClientSecurity {
+	c := s.Client()
+	c.Username, c.PasswordFile = s.AdminUser, filepath.Join(s.SecretsDir, adminPassword)
+	return c
+}
+
+// Password is user's password as the run made it (AdminUser or
+// ClientUser), read from the secrets directory.
+func (s *Security) Password(user string) (string, error) {
+	file := map[string]string{s.AdminUser: adminPassword, s.ClientUser: clientPassword}[user]
+	if file == "" {
+		return "", fmt.Errorf("secured cluster: no user %q (the run has %s and %s)", user, s.AdminUser, s.ClientUser)
+	}
+	b, err := os.ReadFile(filepath.Join(s.SecretsDir, file))
+	if err != nil {
+		return "", fmt.Errorf("secured cluster: password of %s: %w", user, err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // brokerProperties are a secured broker's keys (listeners are set by
@@ -114,6 +137,7 @@ func (s *Security) Prepare(t Topology, now time.Time) error {
 	files := map[string]string{
 		brokerSecrets:    "admin.password=" + admin + "\n",
 		clientPassword:   client + "\n",
+		adminPassword:    admin + "\n",
 		adminScramConfig: s.Mechanism + "=[iterations=4096,password=" + admin + "]\n",
 		userScramConfig:  s.Mechanism + "=[iterations=4096,password=" + client + "]\n",
 	}

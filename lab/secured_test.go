@@ -16,6 +16,8 @@ import (
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/internal/proctest"
 	"github.com/isrlab/isrlab/lab"
+	"github.com/isrlab/isrlab/nemesis"
+	"github.com/isrlab/isrlab/results"
 )
 
 // TestSecuredPreset: --preset secured composes with a library scenario
@@ -42,9 +44,11 @@ func TestSecuredPreset(t *testing.T) {
 }
 
 // TestRunSecured runs leader-kill with the secured preset on the netns
-// backend end to end: the history is valid, the expectation met, the
-// brokers served SASL_SSL only, and no password the run made appears in
-// any file of the run directory; the passwords are gone after the run.
+// backend end to end, with the clients' SCRAM password changed for 3 s
+// first (scram-password): the history is valid, the expectation met, the
+// password fault went in and was healed, the brokers served SASL_SSL
+// only, and no password the run made appears in any file of the run
+// directory; the passwords are gone after the run.
 func TestRunSecured(t *testing.T) {
 	needRoot(t)
 	bin := proctest.Binary(t)
@@ -56,6 +60,10 @@ func TestRunSecured(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc.Duration, sc.Seed = 15*time.Second, 11
+	sc.Faults = append(sc.Faults, lab.Fault{At: 2 * time.Second, HealAfter: 3 * time.Second, Spec: nemesis.Spec{Fault: &nemesis.ScramPassword{}}})
+	if err := sc.Validate(); err != nil {
+		t.Fatal(err)
+	}
 	runID := compose.NewRunID()
 	secretsDir := filepath.Join(compose.StateDir(), "secrets-"+runID)
 
@@ -100,6 +108,15 @@ func TestRunSecured(t *testing.T) {
 	}
 	if len(secrets) != 2 || secrets["admin"] == "" || secrets["client"] == "" {
 		t.Fatalf("did not see the run's passwords: %v", slicesOf(secrets))
+	}
+	hist, err := os.ReadFile(filepath.Join(res.Dir, results.HistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []string{"start-scram-password", "stop-scram-password"} {
+		if !strings.Contains(string(hist), `"type":"ok","f":"`+op+`"`) {
+			t.Errorf("the history has no ok %s op", op)
+		}
 	}
 	props, err := os.ReadFile(filepath.Join(res.Dir, "nodes", "b1", "server.properties"))
 	if err != nil || !strings.Contains(string(props), "listeners=SASL_SSL://") || strings.Contains(string(props), "PLAINTEXT://") {

@@ -119,7 +119,7 @@ var runtimeFields = map[string]bool{
 	"resolved": true, "table": true, "side": true, "sockets": true, "mode": true,
 	"queue": true, "delayer_pid": true, "delayer_start": true, "reports": true, "no_disk": true,
 	"moves": true, "strober_pid": true, "strober_start": true, "cgroups": true, "damage": true,
-	"rule_id": true, "acted": true,
+	"rule_id": true, "acted": true, "mechanism": true,
 }
 
 // specFields are names runtimeFields has that a kind takes from the user

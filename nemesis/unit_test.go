@@ -665,3 +665,33 @@ func TestFaultSeesItsID(t *testing.T) {
 		t.Error("the copies' random source was not made on the shared Env")
 	}
 }
+
+// TestScramPasswordResolve: the fault needs a secured cluster, takes the
+// lab's client user by default and refuses the brokers' own user; its
+// spec records no password.
+func TestScramPasswordResolve(t *testing.T) {
+	plain := &Env{Cluster: compose.NewCluster(compose.Topology{Name: "t", RunID: "r1"}, "netns", nil, nil)}
+	if err := (&ScramPassword{}).Resolve(context.Background(), plain); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("plaintext cluster: %v, want ErrUnsupported", err)
+	}
+	dir := t.TempDir()
+	sec := &compose.Security{SecretsDir: dir, Mechanism: "SCRAM-SHA-256", AdminUser: "admin", ClientUser: "client"}
+	os.WriteFile(filepath.Join(dir, "client.password"), []byte("s3cret\n"), 0o600)
+	env := &Env{Cluster: compose.NewCluster(compose.Topology{Name: "t", RunID: "r1", Security: sec}, "netns", nil, nil)}
+	f := &ScramPassword{}
+	if err := f.Resolve(context.Background(), env); err != nil || f.User != "client" || f.Mechanism != "SCRAM-SHA-256" {
+		t.Errorf("default: %+v %v", f, err)
+	}
+	if b := specJSON(f); strings.Contains(string(b), "s3cret") {
+		t.Errorf("the fault's record holds the password: %s", b)
+	}
+	if err := (&ScramPassword{User: "admin"}).Resolve(context.Background(), env); !errors.Is(err, ErrBadFault) {
+		t.Errorf("admin: %v, want ErrBadFault", err)
+	}
+	if err := (&ScramPassword{User: "nobody"}).Resolve(context.Background(), env); !errors.Is(err, ErrBadFault) {
+		t.Errorf("unknown user: %v, want ErrBadFault", err)
+	}
+	if _, err := ParseUserSpec([]byte(`{"kind":"scram-password","mechanism":"PLAIN"}`)); err == nil {
+		t.Error("mechanism, set when the fault fires, was accepted in a spec")
+	}
+}
