@@ -13,9 +13,11 @@
 #            each test host's namespace; the package's own service is not
 #            started) and nftables (the nft command the backend runs on
 #            its hosts); a user of the SSH backend needs neither here
-#   clients  the workloads' Python clients (client: librdkafka, client:
+#   clients  the workloads' script clients (client: librdkafka, client:
 #            kafka-python; their drivers in workloads/clients/python run
-#            with /usr/bin/python3): python3-confluent-kafka, python3-kafka
+#            with /usr/bin/python3): python3-confluent-kafka, python3-kafka;
+#            and nodejs for client: kafkajs (whose kafkajs, not a Debian
+#            package, comes from where NODE_PATH points)
 #   compat   the client compatibility matrix (compat/): kcat, the clients
 #            group's Python clients, node (kafkajs is not a Debian package:
 #            its rows run where compat/js/node_modules has it, installed
@@ -68,9 +70,9 @@ missing=()
 for p in "${pkgs[@]}"; do
 	installed "$p" || missing+=("$p")
 done
-# node for the kafkajs rows: Debian's nodejs only where the command is
-# missing.
-if has compat; then
+# node for the kafkajs driver and compatibility rows: Debian's nodejs only
+# where the command is missing.
+if has compat || has clients; then
 	command -v node >/dev/null 2>&1 || installed nodejs || missing+=(nodejs)
 fi
 missing_optional=()

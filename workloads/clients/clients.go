@@ -33,7 +33,7 @@ const (
 )
 
 // Names lists them.
-var Names = []string{FranzGo, Sarama, KafkaGo, Librdkafka, KafkaPython, Exec}
+var Names = []string{FranzGo, Sarama, KafkaGo, Librdkafka, KafkaPython, Kafkajs, Exec}
 
 // Env is what a driver needs from the lab: the bootstrap brokers, how the
 // lab's clients dial (from the client host's network namespace), and how
@@ -86,7 +86,7 @@ func Check(spec workloads.ClientSpec, kind string, cfg workloads.Config) error {
 	case KafkaGo:
 		_, _, err := kafkagoConfig(cfg, spec.Config)
 		return err
-	case Librdkafka, KafkaPython:
+	case Librdkafka, KafkaPython, Kafkajs:
 		return checkPython(name, spec, cfg)
 	case Exec:
 		if len(spec.Exec) == 0 || spec.Exec[0] == "" {
@@ -106,7 +106,7 @@ func New(spec workloads.ClientSpec, cfg workloads.Config, env Env) (workloads.Cl
 		return newSarama(cfg, spec.Config, env)
 	case KafkaGo:
 		return newKafkaGo(cfg, spec.Config, env)
-	case Librdkafka, KafkaPython:
+	case Librdkafka, KafkaPython, Kafkajs:
 		return newPython(spec.Name(), cfg, spec, env)
 	case Exec:
 		return newExec(cfg, spec, env), nil

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,12 +17,15 @@ import (
 	"github.com/isrlab/isrlab/workloads"
 )
 
-// The clients that run as the Python reference drivers of python/, over
+// The clients that run as the reference drivers of python/ and js/, over
 // the exec protocol: librdkafka through confluent-kafka-python, and
-// kafka-python, each the Debian package's, for the system interpreter.
+// kafka-python, each the Debian package's, for the system interpreter;
+// kafkajs with Debian's Node.js, from the node_modules NODE_PATH names
+// (kafkajs has no Debian package).
 const (
 	Librdkafka  = "librdkafka"
 	KafkaPython = "kafka-python"
+	Kafkajs     = "kafkajs"
 )
 
 // SystemPython runs the Python drivers: Debian's python3-* packages
@@ -35,18 +37,32 @@ var SystemPython = "/usr/bin/python3"
 // no user site directory, so that only Debian's packages are imported.
 var pythonFlags = []string{"-B", "-E", "-s"}
 
-//go:embed python/isrlab_exec.py python/librdkafka_driver.py python/kafkapython_driver.py
+// SystemNode runs the JavaScript drivers: Debian's nodejs.
+var SystemNode = "/usr/bin/node"
+
+//go:embed python/isrlab_exec.py python/librdkafka_driver.py python/kafkapython_driver.py js/isrlab_exec.js js/kafkajs_driver.js
 var pythonFiles embed.FS
 
-// pythonDriver is one client run by a Python driver.
+// pythonDriver is one client run by a script driver (Python or
+// JavaScript).
 type pythonDriver struct {
-	script string // in python/
-	pkg    string // the Debian package of its client
+	script string // in python/ or js/
+	pkg    string // its client's Debian package (npm's, for kafkajs)
+	js     bool   // run by SystemNode, not SystemPython
 }
 
 var pythonDrivers = map[string]pythonDriver{
 	Librdkafka:  {script: "librdkafka_driver.py", pkg: "python3-confluent-kafka"},
 	KafkaPython: {script: "kafkapython_driver.py", pkg: "python3-kafka"},
+	Kafkajs:     {script: "kafkajs_driver.js", pkg: "kafkajs", js: true},
+}
+
+// argv is the command line running d's script, written to dir.
+func (d pythonDriver) argv(dir string) []string {
+	if d.js {
+		return []string{SystemNode, filepath.Join(dir, d.script)}
+	}
+	return append(append([]string{SystemPython}, pythonFlags...), filepath.Join(dir, d.script))
 }
 
 // checkPython checks what the client can do without running it, then asks
@@ -57,7 +73,7 @@ func checkPython(name string, spec workloads.ClientSpec, cfg workloads.Config) e
 	if name == KafkaPython && cfg.Idempotent {
 		return &workloads.CapabilityError{Client: name, Reason: "kafka-python has no idempotent producer (enable.idempotence)"}
 	}
-	key, err := json.Marshal([]any{name, SystemPython, helloOf(cfg.WithDefaults(), spec.Config, nil)})
+	key, err := json.Marshal([]any{name, SystemPython, SystemNode, os.Getenv("NODE_PATH"), helloOf(cfg.WithDefaults(), spec.Config, nil)})
 	if err != nil {
 		return err
 	}
@@ -90,8 +106,12 @@ func probePython(name string, cfg workloads.Config, own map[string]string) error
 // hello: its hello or its refusal.
 func askPython(name string, hello execHello) (execHelloReply, error) {
 	d := pythonDrivers[name]
-	if _, err := os.Stat(SystemPython); err != nil {
-		return execHelloReply{}, &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf("%s: %v: install Debian packages python3 and %s (scripts/deps.sh clients does)", SystemPython, errors.Unwrap(err), d.pkg)}
+	interp, install := SystemPython, "install Debian packages python3 and "+d.pkg+" (scripts/deps.sh clients does)"
+	if d.js {
+		interp, install = SystemNode, "install Debian package nodejs (scripts/deps.sh clients does) and kafkajs where NODE_PATH points (no Debian package)"
+	}
+	if _, err := os.Stat(interp); err != nil {
+		return execHelloReply{}, &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf("%s: %v: %s", interp, errors.Unwrap(err), install)}
 	}
 	dir, err := writePythonDrivers("")
 	if err != nil {
@@ -104,7 +124,8 @@ func askPython(name string, hello execHello) (execHelloReply, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, SystemPython, append(append(slices.Clone(pythonFlags), filepath.Join(dir, d.script)), "--check")...)
+	argv := append(d.argv(dir), "--check")
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdin = bytes.NewReader(append(line, '\n'))
 	stderr := &tail{max: 2048}
 	cmd.Stderr = stderr
@@ -112,7 +133,7 @@ func askPython(name string, hello execHello) (execHelloReply, error) {
 	var reply execHelloReply
 	first, _, _ := bytes.Cut(out, []byte("\n"))
 	if jerr := json.Unmarshal(first, &reply); jerr != nil || (reply.Type != "hello" && reply.Type != "refused") {
-		return reply, fmt.Errorf("client %s: check the driver (%s %s --check): %v, printed %q%s", name, SystemPython, d.script, err, clip(out), stderr.last())
+		return reply, fmt.Errorf("client %s: check the driver (%s --check): %v, printed %q%s", name, strings.Join(d.argv(dir), " "), err, clip(out), stderr.last())
 	}
 	return reply, nil
 }
@@ -128,16 +149,22 @@ func writePythonDrivers(runID string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("write the python drivers: %w", err)
 	}
-	entries, err := pythonFiles.ReadDir("python")
-	if err == nil {
+	for _, sub := range []string{"python", "js"} {
+		entries, rerr := pythonFiles.ReadDir(sub)
+		if err = rerr; err != nil {
+			break
+		}
 		for _, e := range entries {
 			var b []byte
-			if b, err = pythonFiles.ReadFile("python/" + e.Name()); err != nil {
+			if b, err = pythonFiles.ReadFile(sub + "/" + e.Name()); err != nil {
 				break
 			}
 			if err = os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
 				break
 			}
+		}
+		if err != nil {
+			break
 		}
 	}
 	if err != nil {
@@ -154,7 +181,7 @@ func newPython(name string, cfg workloads.Config, spec workloads.ClientSpec, env
 	if err != nil {
 		return nil, err
 	}
-	argv := append(append([]string{SystemPython}, pythonFlags...), filepath.Join(dir, pythonDrivers[name].script))
+	argv := pythonDrivers[name].argv(dir)
 	e := newExec(cfg, workloads.ClientSpec{Client: Exec, Exec: argv, Config: spec.Config}, env)
 	e.name, e.cleanup = name, func() { os.RemoveAll(dir) }
 	return e, nil
@@ -168,6 +195,9 @@ func PythonVersion(name string) (string, string) {
 	case err != nil:
 		return "", err.Error()
 	case reply.Type != "hello":
+		if pythonDrivers[name].js {
+			return "", fmt.Sprintf("kafkajs where NODE_PATH points (%s)", reply.Error)
+		}
 		return "", fmt.Sprintf("Debian package %s (%s)", pythonDrivers[name].pkg, reply.Error)
 	}
 	return reply.Client, ""

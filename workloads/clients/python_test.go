@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/isrlab/isrlab/workloads"
 )
@@ -133,5 +134,41 @@ func TestCleanStaleDrivers(t *testing.T) {
 	}
 	if _, err := os.Stat(dead); !os.IsNotExist(err) {
 		t.Errorf("the dead run's drivers are still there: %v", err)
+	}
+}
+
+// TestKafkajsCheck: the kafkajs driver is checked when a scenario loads,
+// by the driver itself under Debian's node: without kafkajs where
+// NODE_PATH points it refuses, naming what to install and where; with
+// it, it names its client, and refuses a linger it does not have.
+func TestKafkajsCheck(t *testing.T) {
+	if _, err := os.Stat(SystemNode); err != nil {
+		t.Skipf("needs %s (Debian nodejs)", SystemNode)
+	}
+	base := workloads.Config{Topic: "t", Partitions: 1}
+	t.Setenv("NODE_PATH", t.TempDir())
+	err := Check(workloads.ClientSpec{Client: Kafkajs}, "", base)
+	var ce *workloads.CapabilityError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "not a Debian package; point NODE_PATH at a node_modules holding it") {
+		t.Fatalf("no kafkajs: %v", err)
+	}
+	mods, _ := filepath.Abs("../../compat/js/node_modules")
+	if _, err := os.Stat(filepath.Join(mods, "kafkajs")); err != nil {
+		t.Skipf("kafkajs is not in %s (no Debian package; npm ci in compat/js by hand to run this part)", mods)
+	}
+	t.Setenv("NODE_PATH", mods)
+	if err := Check(workloads.ClientSpec{Client: Kafkajs}, "", base); err != nil {
+		t.Fatalf("kafkajs present: %v", err)
+	}
+	if v, missing := PythonVersion(Kafkajs); missing != "" || !strings.HasPrefix(v, "kafkajs 2.") {
+		t.Errorf("kafkajs names itself %q (missing %q)", v, missing)
+	}
+	lingered := base
+	lingered.Linger = 5 * time.Millisecond
+	if err := Check(workloads.ClientSpec{Client: Kafkajs}, "", lingered); !errors.As(err, &ce) || !strings.Contains(err.Error(), "kafkajs has no linger") {
+		t.Errorf("kafkajs with linger: %v", err)
+	}
+	if err := Check(workloads.ClientSpec{Client: Kafkajs}, "queue", base); err == nil || !strings.Contains(err.Error(), "franz-go only") {
+		t.Errorf("kafkajs, queue: %v", err)
 	}
 }

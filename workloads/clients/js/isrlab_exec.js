@@ -1,0 +1,156 @@
+// The line protocol of isrlab's exec client (docs/client-protocol.md), for
+// drivers in JavaScript (Node.js): the kafkajs reference driver uses it.
+//
+// A driver gives serve() a client: its name, a check of the lab's hello
+// (throw Refused to refuse it), and producer(hello, proc) and
+// consumer(hello, proc, partitions) that return objects with async
+// send(partition, key, value, timeoutMs) -> [type, offset, error],
+// poll(timeoutMs) -> [type, records, error] and close(). Each workload
+// process runs its operations in order on a promise chain of its own, so
+// that one process's blocked send does not hold another's poll; one
+// completion is printed per operation. Started with --check, serve()
+// answers the hello and exits: isrlab does that when a scenario loads.
+'use strict'
+
+const readline = require('readline')
+
+const PROTOCOL = 1
+
+class Refused extends Error {}
+
+function print(obj) {
+  process.stdout.write(JSON.stringify(obj) + '\n')
+}
+
+function done(op, type, extra) {
+  const d = { id: op.id, process: op.process, type }
+  for (const [k, v] of Object.entries(extra || {})) {
+    if (v !== undefined && v !== null && v !== '') d[k] = v
+  }
+  return d
+}
+
+class Proc {
+  constructor(client, hello) {
+    this.client = client
+    this.hello = hello
+    this.handle = null
+    this.chain = Promise.resolve()
+  }
+
+  push(op) {
+    this.chain = this.chain.then(() => this.run(op))
+    return this.chain
+  }
+
+  async run(op) {
+    let d
+    try {
+      d = await this.do(op)
+    } catch (e) {
+      // A driver bug: say so; the record's fate is unknown.
+      process.stderr.write(String((e && e.stack) || e) + '\n')
+      d = done(op, op.f === 'send' || op.f === 'poll' ? 'info' : 'fail', { error: `driver error: ${e && e.name}: ${e && e.message}` })
+    }
+    print(d)
+  }
+
+  async do(op) {
+    const timeout = op.timeout_ms || 30000
+    switch (op.f) {
+      case 'open-producer':
+        this.handle = await this.client.producer(this.hello, op.process)
+        return done(op, 'ok')
+      case 'open-consumer':
+        this.handle = await this.client.consumer(this.hello, op.process, op.partitions || [])
+        return done(op, 'ok')
+      case 'send': {
+        if (!this.handle) return done(op, 'fail', { error: 'send before open-producer' })
+        const [type, offset, error] = await this.handle.send(op.partition, op.key || '', op.value, timeout)
+        return done(op, type, { offset: type === 'ok' ? offset : undefined, error })
+      }
+      case 'poll': {
+        if (!this.handle) return done(op, 'info', { error: 'poll before open-consumer' })
+        const [type, records, error] = await this.handle.poll(timeout)
+        return done(op, type, { records: records && records.length ? records : undefined, error })
+      }
+      case 'close':
+        await this.closeHandle()
+        return done(op, 'ok')
+    }
+    return done(op, 'fail', { error: 'unknown operation ' + op.f })
+  }
+
+  async closeHandle() {
+    const h = this.handle
+    this.handle = null
+    if (h) {
+      try {
+        await h.close()
+      } catch (e) {
+        process.stderr.write(`close: ${e}\n`)
+      }
+    }
+  }
+}
+
+// serve runs the protocol on stdin and stdout until stdin ends.
+async function serve(client, argv) {
+  argv = argv || process.argv.slice(2)
+  const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity })
+  const lines = rl[Symbol.asyncIterator]()
+  const first = await lines.next()
+  if (first.done) return 0
+  let hello
+  try {
+    hello = JSON.parse(first.value)
+  } catch (e) {
+    process.stderr.write(`the first line is not a hello: ${first.value}\n`)
+    return 2
+  }
+  if (hello.type !== 'hello') {
+    process.stderr.write(`the first line is not a hello: ${first.value}\n`)
+    return 2
+  }
+  if (hello.protocol !== PROTOCOL) {
+    print({ type: 'refused', error: `protocol ${hello.protocol}: this driver speaks ${PROTOCOL}` })
+    return 0
+  }
+  let name
+  try {
+    name = client.name()
+    client.check(hello)
+  } catch (e) {
+    if (e instanceof Refused) {
+      print({ type: 'refused', error: e.message })
+      return 0
+    }
+    throw e
+  }
+  print({ type: 'hello', client: name, pid: process.pid })
+  if (argv.includes('--check')) return 0
+  const procs = new Map()
+  const pending = []
+  for await (const line of lines) {
+    let op
+    try {
+      op = JSON.parse(line)
+    } catch (e) {
+      process.stderr.write(`not an operation: ${line}\n`)
+      return 2
+    }
+    let p = procs.get(op.process)
+    if (!p) {
+      p = new Proc(client, hello)
+      procs.set(op.process, p)
+    }
+    pending.push(p.push(op))
+    if (op.f === 'close') procs.delete(op.process)
+  }
+  // The lab closed stdin: the run is over.
+  for (const p of procs.values()) pending.push(p.chain.then(() => p.closeHandle()))
+  await Promise.race([Promise.allSettled(pending), new Promise((resolve) => setTimeout(resolve, 10000))])
+  return 0
+}
+
+module.exports = { Refused, serve, done, PROTOCOL }
