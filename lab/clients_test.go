@@ -50,14 +50,7 @@ func TestClientsLeaderKill(t *testing.T) {
 			}
 			sc.Duration = 20 * time.Second
 			sc.Seed = 7
-			var out strings.Builder
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out})
-			if err != nil {
-				t.Fatalf("run: %v\n%s", err, out.String())
-			}
-			t.Log(out.String())
+			res, out := runLogged(t, bin, sc)
 			if res.Judgement.Outcome != lab.Met {
 				t.Fatalf("verdict %v, anomalies %v, outcome %v", res.Verdict.Valid, res.Verdict.Anomalies, res.Judgement)
 			}
@@ -69,8 +62,8 @@ func TestClientsLeaderKill(t *testing.T) {
 			if !noIdempotence && res.Verdict.Valid != checker.Valid {
 				t.Errorf("verdict %v", res.Verdict.Valid)
 			}
-			if !regexp.MustCompile(`kill leader:isrlab/0 -> b\d`).MatchString(out.String()) {
-				t.Errorf("the fault did not run: %s", out.String())
+			if !regexp.MustCompile(`kill leader:isrlab/0 -> b\d`).MatchString(out) {
+				t.Errorf("the fault did not run: %s", out)
 			}
 			hist, err := os.ReadFile(filepath.Join(res.Dir, "history.jsonl"))
 			if err != nil {
@@ -83,4 +76,56 @@ func TestClientsLeaderKill(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSaramaConsumerCrash runs the library's consumer-crash/manual-commit
+// through sarama (its group consumers committing with MarkOffset and
+// Commit, crashing without a commit), shortened to 15 s: the history is
+// valid, the expectation (skipped 0) met, members crashed, and the
+// crashes redelivered what was processed and not yet committed
+// (at-least-once).
+func TestSaramaConsumerCrash(t *testing.T) {
+	needRoot(t)
+	bin := proctest.Binary(t)
+	sc, err := lab.Lookup("consumer-crash/manual-commit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Workload.ClientSpec = workloads.ClientSpec{Client: clients.Sarama}
+	sc.Duration = 15 * time.Second
+	sc.Seed = 7
+	res, _ := runLogged(t, bin, sc)
+	if res.Judgement.Outcome != lab.Met || res.Verdict.Valid != checker.Valid {
+		t.Fatalf("verdict %v, anomalies %v, outcome %v", res.Verdict.Valid, res.Verdict.Anomalies, res.Judgement)
+	}
+	d := res.Verdict.Delivery
+	if d == nil || len(d.Groups) != 1 {
+		t.Fatalf("delivery %+v: want one group", d)
+	}
+	g := d.Groups[0]
+	hist, err := os.ReadFile(filepath.Join(res.Dir, "history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashes := len(regexp.MustCompile(`"f":"crash"`).FindAll(hist, -1))
+	t.Logf("processed %d (%d records), redelivered %d, skipped %d, %d commits, %d crashes", g.Processed, g.Records, g.Redelivered, g.Skipped, g.Commits, crashes)
+	if g.Skipped != 0 || g.Redelivered == 0 || g.Commits == 0 || crashes == 0 {
+		t.Errorf("skipped %d (want 0), redelivered %d, %d ok commits and %d crashes (want each > 0)", g.Skipped, g.Redelivered, g.Commits, crashes)
+	}
+}
+
+// runLogged runs sc with the isrlab binary bin, logs what the run printed
+// and returns its result and output; a run that could not complete fails
+// the test.
+func runLogged(t *testing.T, bin string, sc lab.Scenario) (lab.Result, string) {
+	t.Helper()
+	var out strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	t.Log(out.String())
+	return res, out.String()
 }

@@ -72,7 +72,7 @@ func TestBadMatrices(t *testing.T) {
 		{"client-expect-skipped", "presets: [safe, acks1]\nschedules: [{name: a}]\nclients: [{name: kg, client: kafka-go, presets: [acks1]}]\nexpect: {safe@kg: {valid: any}}\n", "\"safe@kg\" names no preset"},
 		{"dup-client", "presets: [safe]\nschedules: [{name: a}]\nclients: [sarama, sarama]\n", "clients: \"sarama\": each client needs a distinct name"},
 		{"client-field", "presets: [safe]\nschedules: [{name: a}]\nclients: [{name: x, client: exec, exe: [a]}]\n", "clients: field exe not found"},
-		{"client-cannot", "presets: [safe]\nschedules: [{name: a}]\nclients: [sarama]\nbase: {workload: {type: queue}}\n", "client sarama: the queue workload runs on franz-go only"},
+		{"client-cannot", "presets: [safe]\nschedules: [{name: a}]\nclients: [kafka-go]\nbase: {workload: {type: queue}}\n", "client kafka-go: the queue workload runs on franz-go and sarama only"},
 		{"client-expect", "presets: [safe]\nschedules: [{name: a}]\nclients: [sarama]\nexpect: {safe@kafka: {valid: any}}\n", "\"safe@kafka\" names no preset"},
 	} {
 		p := filepath.Join(t.TempDir(), "m.yaml")
@@ -133,6 +133,37 @@ func TestMatrixClients(t *testing.T) {
 		if c.Preset == "safe@own" && (c.Scenario.Workload.Client != "exec" || len(c.Scenario.Workload.Exec) != 1) {
 			t.Errorf("%s: workload %+v", c.ID(), c.Scenario.Workload.ClientSpec)
 		}
+	}
+}
+
+// TestMatrixCommitPresets: the client presets auto-commit and
+// manual-commit set the queue workload's commit mode, and a client's
+// presets: can name them; sarama runs the queue workload, kafka-go is
+// refused it.
+func TestMatrixCommitPresets(t *testing.T) {
+	body := "presets: [[safe, auto-commit], [safe, manual-commit]]\nschedules: [{name: a}]\n" +
+		"clients: [franz-go, {name: sarama, client: sarama, presets: [safe+manual-commit]}]\n" +
+		"base: {workload: {type: queue, crash.every: 4s}}\nexpect: {safe+manual-commit: {anomalies: {skipped: 0}}}\n"
+	p := filepath.Join(t.TempDir(), "m.yaml")
+	os.WriteFile(p, []byte(body), 0o644)
+	m, err := LoadMatrix(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range m.Cells {
+		ids = append(ids, c.Preset)
+		manual := strings.Contains(c.Preset, "manual-commit")
+		if c.Scenario.Workload.ManualCommit != manual || c.Scenario.Workload.Type != "queue" {
+			t.Errorf("%s: manual.commit %v, type %s", c.ID(), c.Scenario.Workload.ManualCommit, c.Scenario.Workload.Type)
+		}
+	}
+	if want := []string{"safe+auto-commit@franz-go", "safe+manual-commit@franz-go", "safe+manual-commit@sarama"}; !slices.Equal(ids, want) {
+		t.Errorf("cells %v, want %v", ids, want)
+	}
+	os.WriteFile(p, []byte(strings.Replace(body, "client: sarama", "client: kafka-go", 1)), 0o644)
+	if _, err := LoadMatrix(p); err == nil || !strings.Contains(err.Error(), "client kafka-go: the queue workload runs on franz-go and sarama only") {
+		t.Errorf("kafka-go with the queue workload: %v", err)
 	}
 }
 

@@ -544,7 +544,11 @@ type runner interface {
 func newWorkload(w Workload, runID string, rec *history.Recorder, sw workloads.Sampler, seeds []string, opts ...kgo.Opt) (runner, error) {
 	switch w.Type {
 	case "queue":
-		return workloads.NewQueue(w.Config, rec, seeds, opts...)
+		cl, err := newClient(w, runID, seeds, opts)
+		if err != nil {
+			return nil, err
+		}
+		return workloads.NewQueueWith(cl, w.Config, rec, seeds, opts...)
 	case "rate":
 		return workloads.NewRate(w.Config, rec, sw, seeds, opts...)
 	case "txn":

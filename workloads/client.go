@@ -51,6 +51,69 @@ type Consumer interface {
 	Close() error
 }
 
+// GroupClient is a Client whose consumers can be members of a consumer
+// group, as the queue workload's are (franz-go's are kgo's own, in
+// queue.go; a driver's come through this interface).
+type GroupClient interface {
+	Client
+	// GroupConsumer opens consumer process proc as a member of m.Group
+	// subscribed to the workload's topic: it reads each partition it is
+	// assigned from the group's committed offset, or from the start
+	// without one, and tells m of its assignments and of the commits it
+	// makes on its own. Joining happens in the background, as a client's
+	// subscribe does.
+	GroupConsumer(ctx context.Context, proc int, m GroupMember) (GroupConsumer, error)
+}
+
+// GroupMember is how a group consumer commits and whom it tells.
+type GroupMember struct {
+	Group string
+	// AutoCommit makes the client commit on its own, every
+	// AutoCommitInterval, when its partitions are revoked and when it is
+	// closed (never when it crashes), the offsets after the records it
+	// has delivered, processed or not (kgo's GreedyAutoCommit,
+	// librdkafka's default). Without it the client commits only in
+	// Commit.
+	AutoCommit         bool
+	AutoCommitInterval time.Duration
+	// Assigned is told the member's partitions each time they change
+	// (an empty list when they are revoked), never concurrently.
+	Assigned func(parts []int32)
+	// Committed is told the outcome of each commit the client made on
+	// its own (auto-commit), never concurrently.
+	Committed func(Committed)
+}
+
+// GroupConsumer is a consumer group member.
+type GroupConsumer interface {
+	// Poll is Consumer's: the records delivered, with their partitions
+	// and offsets.
+	Poll(ctx context.Context, timeout time.Duration) (Polled, error)
+	// Commit commits offs (partition -> the offset after the last record
+	// processed) for the partitions the member holds and waits for the
+	// outcome.
+	Commit(ctx context.Context, offs map[int32]int64) Committed
+	// Close leaves the group as an application that stops does (with
+	// auto-commit, after a last commit of what was delivered).
+	Close() error
+	// Crash ends the member as a process that dies mid-work: no commit
+	// reaches the coordinator from it any more (what was delivered or
+	// marked and not yet committed stays uncommitted), and the client
+	// is closed.
+	Crash() error
+}
+
+// Committed is a commit's outcome: ok with the offsets the coordinator
+// accepted (Error names the partitions' refusals, if some were refused);
+// info, with every offset asked for, when the request's fate is unknown;
+// fail when nothing was committed (every partition refused, or no
+// request made).
+type Committed struct {
+	Type    history.Type
+	Offsets []history.PartitionOffset
+	Error   string
+}
+
 // Record is one send: Value (a unique int64, sent as its decimal string)
 // with Key to Partition.
 type Record struct {

@@ -356,16 +356,27 @@ func (b *base) subscriberWith(ctx context.Context, proc int, group string, revok
 		opts = append(opts, kgo.DisableAutoCommit())
 	}
 	opts = append(opts, extra...)
+	var cl *kgo.Client
+	err := b.subscribed(proc, group, func() (err error) {
+		cl, err = b.client(opts...)
+		return err
+	})
+	return cl, err
+}
+
+// subscribed records process proc's subscribe to group around open, which
+// makes its client: ok, or fail with open's error.
+func (b *base) subscribed(proc int, group string, open func() error) error {
 	op := history.NewOp(proc, history.Invoke, history.FSubscribe)
 	op.Group = group
 	b.rec.Record(op)
-	cl, err := b.client(opts...)
+	err := open()
 	op.Type = history.OK
 	if err != nil {
 		op.Type, op.Error = history.Fail, err.Error()
 	}
 	b.rec.Record(op)
-	return cl, err
+	return err
 }
 
 // rebalances are the options that record a group member's rebalances as
@@ -384,13 +395,11 @@ func (b *base) rebalances(proc int, revoked func(context.Context, *kgo.Client)) 
 				delete(owned, p)
 			}
 		}
-		op := history.NewOp(proc, history.Info, history.FRebalance)
-		op.Partitions = []int32{}
+		parts := []int32{}
 		for p := range owned {
-			op.Partitions = append(op.Partitions, p)
+			parts = append(parts, p)
 		}
-		sort.Slice(op.Partitions, func(i, j int) bool { return op.Partitions[i] < op.Partitions[j] })
-		b.rec.Record(op)
+		b.recordAssignment(proc, parts)
 	}
 	return []kgo.Opt{
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { note(true, ps) }),
@@ -402,6 +411,18 @@ func (b *base) rebalances(proc int, revoked func(context.Context, *kgo.Client)) 
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { note(false, ps) }),
 	}
+}
+
+// recordAssignment records process proc's partitions (sorted in place) as
+// f "rebalance".
+func (b *base) recordAssignment(proc int, parts []int32) {
+	op := history.NewOp(proc, history.Info, history.FRebalance)
+	op.Partitions = parts
+	if op.Partitions == nil {
+		op.Partitions = []int32{}
+	}
+	sort.Slice(op.Partitions, func(i, j int) bool { return op.Partitions[i] < op.Partitions[j] })
+	b.rec.Record(op)
 }
 
 // commit commits what the last poll returned and records the outcome.

@@ -2,6 +2,8 @@ package workloads
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -32,6 +34,8 @@ import (
 // nothing is skipped, and a crash between processing and its commit still
 // redelivers (at-least-once). The history records every poll, every
 // processed record (f "processed") and every commit with its offsets.
+// The members are kgo clients, or with NewQueueWith the group consumers
+// of a GroupClient driver (sarama's), recorded the same way.
 type Queue struct{ *base }
 
 // NewQueue returns a Queue workload; see NewLog for seeds and opts.
@@ -44,12 +48,32 @@ func NewQueue(cfg Config, rec *history.Recorder, seeds []string, opts ...kgo.Opt
 	return &Queue{b}, nil
 }
 
+// NewQueueWith is NewQueue whose producers and group consumers are those of
+// client c (franz-go when nil), which must then be a GroupClient. The
+// final Drain uses franz-go whatever c is.
+func NewQueueWith(c Client, cfg Config, rec *history.Recorder, seeds []string, opts ...kgo.Opt) (*Queue, error) {
+	w, err := NewQueue(cfg, rec, seeds, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if c != nil && c.Name() != FranzGo {
+		if _, ok := c.(GroupClient); !ok {
+			return nil, &CapabilityError{Client: c.Name(), Reason: "the queue workload needs consumer groups, which this client's driver does not run"}
+		}
+		w.driver = c
+	}
+	return w, nil
+}
+
 // Run runs producers and group consumers until ctx is done or cfg.Sends
 // values were sent. A consumer crashes CrashEvery (on average, seeded)
 // after its first poll that returned records, so that crashes fall into
 // the work and not into joining the group: it is closed without
 // committing and restarts as a new process.
 func (w *Queue) Run(ctx context.Context) error {
+	if c, ok := w.driver.(io.Closer); ok {
+		defer c.Close()
+	}
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var consumers errgroup.Group
@@ -84,24 +108,13 @@ func (w *Queue) member(ctx context.Context, rng *rand.Rand) error {
 // ctx is done or, life after its first records (0: never), it crashes.
 func (w *Queue) process(ctx context.Context, proc int, rng *rand.Rand, life time.Duration) error {
 	m := &queueMember{w: w, proc: proc}
-	var opts []kgo.Opt
-	var revoked func(context.Context, *kgo.Client)
-	if !w.cfg.ManualCommit {
-		opts = []kgo.Opt{kgo.GreedyAutoCommit(), kgo.AutoCommitInterval(w.cfg.autoCommitInterval()),
-			kgo.AutoCommitCallback(func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-				m.committed(req, resp, err)
-			})}
-		// A member that leaves the group, not one that crashes, commits
-		// what it polled first, as the clients do on a revoke.
-		revoked = func(ctx context.Context, cl *kgo.Client) {
-			if !m.crashing.Load() {
-				if offs := cl.UncommittedOffsets(); len(offs) > 0 {
-					m.commit(ctx, cl, offs)
-				}
-			}
-		}
+	var c queueClient
+	var err error
+	if gc, ok := w.driver.(GroupClient); ok {
+		c, err = w.openGroupConsumer(ctx, gc, m)
+	} else {
+		c, err = w.openKgo(ctx, m)
 	}
-	cl, err := w.subscriberWith(ctx, proc, w.cfg.Group, revoked, opts...)
 	if err != nil {
 		return err
 	}
@@ -116,7 +129,7 @@ func (w *Queue) process(ctx context.Context, proc int, rng *rand.Rand, life time
 		return crashed
 	}
 	for ctx.Err() == nil && !crash() {
-		done, err := pollOnce(ctx, cl, w.rec, proc, w.cfg.PollTimeout, history.FPoll)
+		done, err := c.poll(ctx)
 		if err != nil {
 			break
 		}
@@ -152,20 +165,138 @@ func (w *Queue) process(ctx context.Context, proc int, rng *rand.Rand, life time
 			}
 		}
 		if w.cfg.ManualCommit && len(next) > 0 && !crash() {
-			offs := map[int32]kgo.EpochOffset{}
-			for p, o := range next {
-				offs[p] = kgo.EpochOffset{Epoch: -1, Offset: o}
-			}
-			m.commit(ctx, cl, map[string]map[int32]kgo.EpochOffset{w.cfg.Topic: offs})
+			c.commit(ctx, next)
 		}
 	}
-	if crashed {
-		m.crashing.Store(true)
-		w.rec.Record(history.NewOp(proc, history.Info, history.FCrash))
-	}
-	cl.Close()
+	c.end(crashed)
 	m.close()
 	return nil
+}
+
+// queueClient is one consumer process's client as process drives it:
+// kgo's (kgoQueue) or a driver's group consumer (groupQueue).
+type queueClient interface {
+	// poll polls once and records it.
+	poll(ctx context.Context) (history.Op, error)
+	// commit commits next (partition -> offset after the last record
+	// processed) and records the invocation and its outcome.
+	commit(ctx context.Context, next map[int32]int64)
+	// end records a crash when there was one and closes the client: as a
+	// crash (no final commit) or as a member that leaves.
+	end(crashed bool)
+}
+
+// openKgo joins the group with a kgo client of the process's own.
+func (w *Queue) openKgo(ctx context.Context, m *queueMember) (queueClient, error) {
+	var opts []kgo.Opt
+	var revoked func(context.Context, *kgo.Client)
+	if !w.cfg.ManualCommit {
+		opts = []kgo.Opt{kgo.GreedyAutoCommit(), kgo.AutoCommitInterval(w.cfg.autoCommitInterval()),
+			kgo.AutoCommitCallback(func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+				m.committed(req, resp, err)
+			})}
+		// A member that leaves the group, not one that crashes, commits
+		// what it polled first, as the clients do on a revoke.
+		revoked = func(ctx context.Context, cl *kgo.Client) {
+			if !m.crashing.Load() {
+				if offs := cl.UncommittedOffsets(); len(offs) > 0 {
+					m.commit(ctx, cl, offs)
+				}
+			}
+		}
+	}
+	cl, err := w.subscriberWith(ctx, m.proc, w.cfg.Group, revoked, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &kgoQueue{m: m, cl: cl}, nil
+}
+
+// kgoQueue is franz-go's group member.
+type kgoQueue struct {
+	m  *queueMember
+	cl *kgo.Client
+}
+
+func (q *kgoQueue) poll(ctx context.Context) (history.Op, error) {
+	w := q.m.w
+	return pollOnce(ctx, q.cl, w.rec, q.m.proc, w.cfg.PollTimeout, history.FPoll)
+}
+
+func (q *kgoQueue) commit(ctx context.Context, next map[int32]int64) {
+	offs := map[int32]kgo.EpochOffset{}
+	for p, o := range next {
+		offs[p] = kgo.EpochOffset{Epoch: -1, Offset: o}
+	}
+	q.m.commit(ctx, q.cl, map[string]map[int32]kgo.EpochOffset{q.m.w.cfg.Topic: offs})
+}
+
+func (q *kgoQueue) end(crashed bool) {
+	if crashed {
+		q.m.crashing.Store(true)
+		q.m.w.rec.Record(history.NewOp(q.m.proc, history.Info, history.FCrash))
+	}
+	q.cl.Close()
+}
+
+// openGroupConsumer joins the group through the workload's driver,
+// recording the subscribe, the member's assignments and its client's own
+// commits as kgo's path does.
+func (w *Queue) openGroupConsumer(ctx context.Context, gc GroupClient, m *queueMember) (queueClient, error) {
+	var mu sync.Mutex // Assigned and Committed are never concurrent with themselves, maybe with each other
+	gm := GroupMember{
+		Group:              w.cfg.Group,
+		AutoCommit:         !w.cfg.ManualCommit,
+		AutoCommitInterval: w.cfg.autoCommitInterval(),
+		Assigned: func(parts []int32) {
+			mu.Lock()
+			defer mu.Unlock()
+			w.recordAssignment(m.proc, parts)
+		},
+		Committed: func(c Committed) {
+			mu.Lock()
+			defer mu.Unlock()
+			m.record(c)
+		},
+	}
+	var c GroupConsumer
+	err := w.subscribed(m.proc, w.cfg.Group, func() (err error) {
+		c, err = gc.GroupConsumer(ctx, m.proc, gm)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s consumer %d: %w", gc.Name(), m.proc, err)
+	}
+	return &groupQueue{m: m, c: c}, nil
+}
+
+// groupQueue is a driver's group member.
+type groupQueue struct {
+	m *queueMember
+	c GroupConsumer
+}
+
+func (q *groupQueue) poll(ctx context.Context) (history.Op, error) {
+	w := q.m.w
+	return poll(ctx, q.c, w.rec, q.m.proc, w.cfg.PollTimeout, history.FPoll)
+}
+
+func (q *groupQueue) commit(ctx context.Context, next map[int32]int64) {
+	w := q.m.w
+	inv := history.NewOp(q.m.proc, history.Invoke, history.FCommit)
+	inv.Group = w.cfg.Group
+	w.rec.Record(inv)
+	w.rec.Record(commitOp(q.m.proc, w.cfg.Group, q.c.Commit(ctx, next)))
+}
+
+func (q *groupQueue) end(crashed bool) {
+	if crashed {
+		q.m.crashing.Store(true)
+		q.m.w.rec.Record(history.NewOp(q.m.proc, history.Info, history.FCrash))
+		q.c.Crash()
+		return
+	}
+	q.c.Close()
 }
 
 // queueMember records one process's commits, its own and the client's.
@@ -199,20 +330,44 @@ func (m *queueMember) commit(ctx context.Context, cl *kgo.Client, offs map[strin
 // committed records an auto-commit's outcome (a completion alone: the
 // client decided when to commit).
 func (m *queueMember) committed(req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	m.record(CommitOutcome(m.w.cfg.Topic, req, resp, err))
+}
+
+// record records a commit the client made on its own, unless the process
+// has ended.
+func (m *queueMember) record(c Committed) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.closed {
-		m.w.rec.Record(commitOutcome(m.proc, m.w.cfg.Group, m.w.cfg.Topic, req, resp, err))
+		m.w.rec.Record(commitOp(m.proc, m.w.cfg.Group, c))
 	}
 }
 
-// commitOutcome is a commit's completion: ok with the offsets the
-// coordinator accepted; info, with every offset asked for, when the
-// request's fate is unknown; fail when every partition was refused.
+// commitOutcome is a commit's completion (CommitOutcome).
 func commitOutcome(proc int, group, topic string, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) history.Op {
-	op := history.NewOp(proc, history.OK, history.FCommit)
+	return commitOp(proc, group, CommitOutcome(topic, req, resp, err))
+}
+
+// commitOp is the completion of a commit of group by proc.
+func commitOp(proc int, group string, c Committed) history.Op {
+	op := history.NewOp(proc, c.Type, history.FCommit)
 	op.Group = group
-	op.Committed = []history.PartitionOffset{}
+	op.Committed = c.Offsets
+	if op.Committed == nil {
+		op.Committed = []history.PartitionOffset{}
+	}
+	op.Error = c.Error
+	return op
+}
+
+// CommitOutcome is the outcome of an OffsetCommit request for topic's
+// partitions, from the request, the coordinator's response and the
+// client's error: ok with the offsets the coordinator accepted; info,
+// with every offset asked for, when the request's fate is unknown; fail
+// when every partition was refused, or when no request was made (req
+// nil).
+func CommitOutcome(topic string, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) Committed {
+	op := Committed{Type: history.OK, Offsets: []history.PartitionOffset{}}
 	if err != nil || resp == nil {
 		op.Type = history.Info
 		if err != nil {
@@ -227,11 +382,11 @@ func commitOutcome(proc int, group, topic string, req *kmsg.OffsetCommitRequest,
 					continue
 				}
 				for _, p := range t.Partitions {
-					op.Committed = append(op.Committed, history.PartitionOffset{Partition: p.Partition, Offset: p.Offset})
+					op.Offsets = append(op.Offsets, history.PartitionOffset{Partition: p.Partition, Offset: p.Offset})
 				}
 			}
 		}
-		sortCommitted(op.Committed)
+		sortCommitted(op.Offsets)
 		return op
 	}
 	asked := map[int32]int64{}
@@ -253,14 +408,14 @@ func commitOutcome(proc int, group, topic string, req *kmsg.OffsetCommitRequest,
 				continue
 			}
 			if o, ok := asked[p.Partition]; ok {
-				op.Committed = append(op.Committed, history.PartitionOffset{Partition: p.Partition, Offset: o})
+				op.Offsets = append(op.Offsets, history.PartitionOffset{Partition: p.Partition, Offset: o})
 			}
 		}
 	}
-	sortCommitted(op.Committed)
+	sortCommitted(op.Offsets)
 	if len(errs) > 0 {
 		op.Error = strings.Join(errs, ", ")
-		if len(op.Committed) == 0 {
+		if len(op.Offsets) == 0 {
 			op.Type = history.Fail
 		}
 	}

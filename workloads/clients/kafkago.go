@@ -287,7 +287,7 @@ func (c *kafkagoConsumer) forward(r *kafka.Reader) {
 			continue
 		}
 		select {
-		case c.msgs <- fetched{int32(m.Partition), m.Offset, m.Value}:
+		case c.msgs <- fetched{partition: int32(m.Partition), offset: m.Offset, value: m.Value}:
 		case <-c.ctx.Done():
 			return
 		}

@@ -8,11 +8,20 @@ import (
 	"github.com/isrlab/isrlab/workloads"
 )
 
-// fetched is a record a partition's reader delivered.
+// fetched is a record a partition's reader delivered. accept, when set,
+// is called as a poll takes the record and says whether it does (false:
+// the record is dropped, never handed to the application).
 type fetched struct {
 	partition int32
 	offset    int64
 	value     []byte
+	accept    func() bool
+}
+
+func (f fetched) addTo(r *workloads.Reads) {
+	if f.accept == nil || f.accept() {
+		r.Add(f.partition, f.offset, f.value)
+	}
 }
 
 // merged is the poll side of a consumer whose partitions are read by
@@ -24,8 +33,12 @@ type merged struct {
 	name func(error) string // an error as the history names it
 }
 
-func newMerged(name func(error) string) *merged {
-	return &merged{msgs: make(chan fetched), errs: make(chan error, 16), name: name}
+func newMerged(name func(error) string) *merged { return newMergedBuffer(name, 0) }
+
+// newMergedBuffer is newMerged whose readers can deliver up to size
+// records ahead of the polls.
+func newMergedBuffer(name func(error) string, size int) *merged {
+	return &merged{msgs: make(chan fetched, size), errs: make(chan error, 16), name: name}
 }
 
 // fail passes a reader's error to the next poll; a poll keeps the first.
@@ -54,7 +67,7 @@ func (m *merged) Poll(ctx context.Context, timeout time.Duration) (workloads.Pol
 	defer t.Stop()
 	select {
 	case f := <-m.msgs:
-		reads.Add(f.partition, f.offset, f.value)
+		f.addTo(&reads)
 	case err := <-m.errs:
 		note(err)
 	case <-t.C:
@@ -64,7 +77,7 @@ more:
 	for reads.N < maxPoll {
 		select {
 		case f := <-m.msgs:
-			reads.Add(f.partition, f.offset, f.value)
+			f.addTo(&reads)
 		case err := <-m.errs:
 			note(err)
 		default:

@@ -57,7 +57,7 @@ func TestPythonCheck(t *testing.T) {
 	if !errors.As(err, &ce) || err.Error() != "client kafka-python: kafka-python has no idempotent producer (enable.idempotence)" {
 		t.Errorf("kafka-python, idempotent: %v", err)
 	}
-	if err := Check(workloads.ClientSpec{Client: Librdkafka}, "queue", base); err == nil || !strings.Contains(err.Error(), "the queue workload runs on franz-go only") {
+	if err := Check(workloads.ClientSpec{Client: Librdkafka}, "queue", base); err == nil || !strings.Contains(err.Error(), "the queue workload runs on franz-go and sarama only (client librdkafka has no consumer-group driver") {
 		t.Errorf("librdkafka, queue: %v", err)
 	}
 

@@ -265,7 +265,7 @@ func (c *saramaConsumer) forward(pc sarama.PartitionConsumer) {
 				continue
 			}
 			select {
-			case c.msgs <- fetched{m.Partition, m.Offset, m.Value}:
+			case c.msgs <- fetched{partition: m.Partition, offset: m.Offset, value: m.Value}:
 			case <-stop:
 				stop = nil
 			}

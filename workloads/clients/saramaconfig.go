@@ -21,7 +21,7 @@ import (
 // may not change them.
 var saramaOwned = []string{
 	"Producer.Return.Successes", "Producer.Return.Errors", "Producer.Partitioner",
-	"Consumer.Return.Errors", "Net.Proxy", "Net.TLS", "Net.SASL", "MetricRegistry",
+	"Consumer.Return.Errors", "Consumer.Offsets.AutoCommit", "Net.Proxy", "Net.TLS", "Net.SASL", "MetricRegistry",
 }
 
 // saramaConfig is the sarama configuration of a workload: sarama's
@@ -87,6 +87,20 @@ func saramaConfig(cfg workloads.Config, own map[string]string) (*sarama.Config, 
 		return nil, &workloads.CapabilityError{Client: Sarama, Reason: reason}
 	}
 	return c, nil
+}
+
+// checkSaramaGroup checks the sarama configuration of the queue
+// workload's group members (sarama.NewConsumerGroup's own check on top
+// of Config.Validate's).
+func checkSaramaGroup(cfg workloads.Config, own map[string]string) error {
+	c, err := saramaConfig(cfg, own)
+	if err != nil {
+		return err
+	}
+	if !c.Version.IsAtLeast(sarama.V0_10_2_0) {
+		return &workloads.CapabilityError{Client: Sarama, Reason: "consumer groups (the queue workload) need Version 0.10.2 or later"}
+	}
+	return nil
 }
 
 var (
