@@ -65,7 +65,7 @@ func TestBadMatrices(t *testing.T) {
 		{"base-faults", "presets: [safe]\nschedules: [{name: a}]\nbase: {faults: []}\n", "base: faults is set by the matrix"},
 		{"cell-target", "presets: [safe]\nschedules: [{name: a, faults: [{kind: kill, nodes: [b9]}]}]\n", "target b9"},
 		{"from-missing", "presets: [safe]\nschedules: [{name: a, from: seed999/x}]\n", "no scenario \"seed999/x\""},
-		{"bad-client", "presets: [safe]\nschedules: [{name: a}]\nclients: [kafka-js]\n", "workload.client: client \"kafka-js\": use franz-go, sarama, kafka-go, librdkafka, kafka-python or exec"},
+		{"bad-client", "presets: [safe]\nschedules: [{name: a}]\nclients: [kafka-js]\n", "workload.client: client \"kafka-js\": use franz-go, sarama, kafka-go, librdkafka, kafka-python, kafkajs or exec"},
 		{"client-presets", "presets: [safe, acks1]\nschedules: [{name: a}]\nclients: [{name: kg, client: kafka-go, presets: [safe+acks1]}]\n", "clients: kg: presets: \"safe+acks1\" is none of the matrix's presets (safe, acks1)"},
 		{"client-preset-cannot", "presets: [safe]\nschedules: [{name: a}]\nclients: [kafka-go]\n", "client kafka-go: kafka-go has no idempotent producer (enable.idempotence)"},
 		{"client-preset-in-flight", "presets: [[safe, in-flight-5-no-idempotence]]\nschedules: [{name: a}]\nclients: [kafka-go]\n", "client kafka-go: max.in.flight.requests.per.connection: kafka-go's Writer sends one request at a time per partition"},

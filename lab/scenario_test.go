@@ -166,7 +166,7 @@ func TestBadScenarios(t *testing.T) {
 		{"when-within", "duration: 20s\nfaults:\n  - kind: kill\n    nodes: [b1]\n    at: 10s\n    when: {after: x, within: 15s}\n  - {name: x, kind: pause, nodes: [b2]}\n", "faults.0.when.within: at 10s + within 15s ends after the 20s run"},
 		{"two-names", "faults:\n  - {name: x, kind: pause, nodes: [b2]}\n  - {name: x, kind: kill, nodes: [b1]}\n", "faults.1.name: \"x\" names two faults"},
 		{"bad-name", "faults:\n  - {name: a b, kind: pause, nodes: [b2]}\n", "x.yaml:2: fault: name a b: a word without spaces"},
-		{"bad-client", "workload:\n  client: kafka-js\n", "x.yaml:2: workload.client: client \"kafka-js\": use franz-go, sarama, kafka-go, librdkafka, kafka-python or exec"},
+		{"bad-client", "workload:\n  client: kafka-js\n", "x.yaml:2: workload.client: client \"kafka-js\": use franz-go, sarama, kafka-go, librdkafka, kafka-python, kafkajs or exec"},
 		{"kafka-go-idempotent", "workload:\n  client: kafka-go\n  enable.idempotence: true\n", "x.yaml:2: workload.client: client kafka-go: kafka-go has no idempotent producer (enable.idempotence)"},
 		{"client-queue", "workload:\n  type: queue\n  client: kafka-go\n", "x.yaml:3: workload.client: client kafka-go: the queue workload runs on franz-go and sarama only (client kafka-go has no consumer-group driver; it runs the log workload)"},
 		{"exec-queue", "workload:\n  type: queue\n  client: exec\n  exec: [drv]\n", "client exec: the queue workload runs on franz-go and sarama only (client exec has no consumer-group driver"},
