@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/isrlab/isrlab/checker"
+	"github.com/isrlab/isrlab/results"
 )
 
 // Expect is what a run must show. The zero value expects a valid history.
@@ -329,6 +330,11 @@ type Judgement struct {
 	Outcome Outcome  `json:"outcome"`
 	Expect  string   `json:"expect"`
 	Reasons []string `json:"reasons,omitempty"`
+}
+
+// setIn records the judgement in a run's outcome.json.
+func (j Judgement) setIn(o *results.Outcome) {
+	o.Outcome, o.Expect, o.Reasons = j.Outcome.String(), j.Expect, j.Reasons
 }
 
 // Judge compares a verdict with the expectation. An incomplete run (cut

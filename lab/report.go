@@ -22,7 +22,7 @@ type SeriesRow struct {
 	Scenario string
 	Outcome  string
 	Expect   string
-	Series   *runSeries
+	Series   *results.Series
 	// SVG is the plot written next to the run's series, if any.
 	SVG string
 }
@@ -76,9 +76,8 @@ func seriesRow(dir string, svg bool) (SeriesRow, error) {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return row, fmt.Errorf("%s: %w", results.VerdictFile, err)
 	}
-	var sum Summary
-	if b, err := os.ReadFile(filepath.Join(dir, results.OutcomeFile)); err == nil && json.Unmarshal(b, &sum) == nil {
-		row.Scenario, row.Outcome, row.Expect = sum.Scenario, sum.Outcome.String(), sum.Expect
+	if o, err := results.ReadOutcome(os.DirFS(dir)); err == nil {
+		row.Scenario, row.Outcome, row.Expect = o.Scenario, o.Outcome, o.Expect
 	}
 	t, err := faultTouched(filepath.Join(dir, results.HistoryFile))
 	if err != nil {

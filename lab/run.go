@@ -68,40 +68,8 @@ type Result struct {
 	Timing *Timing
 }
 
-// Summary is the run's outcome.json: what a matrix or a CI job reads.
-type Summary struct {
-	Scenario   string           `json:"scenario"`
-	RunID      string           `json:"run_id"`
-	Seed       int64            `json:"seed"`
-	Started    string           `json:"started"`
-	Seconds    float64          `json:"seconds"`
-	Incomplete bool             `json:"incomplete,omitempty"`
-	Valid      checker.Validity `json:"valid"`
-	Anomalies  map[string]int64 `json:"anomalies"`
-	Judgement
-	// Series sums up metrics.jsonl: throughput and ISR churn before,
-	// during and after the faults.
-	Series *runSeries `json:"series,omitempty"`
-	// Timing says where the run's wall time went.
-	Timing *Timing `json:"timing,omitempty"`
-}
-
-// Timing is where a run's wall time went, in seconds: what a run costs
-// beyond its duration is Up + Setup + Stop + Drain + Down + Check.
-type Timing struct {
-	Up       float64 `json:"up_s"`       // namespaces, processes, readiness
-	Setup    float64 `json:"setup_s"`    // topic creation, full ISRs
-	Workload float64 `json:"workload_s"` // the scenario's duration (shorter when not set up or cut short)
-	Stop     float64 `json:"stop_s"`     // workload and faults stopped, everything healed
-	Drain    float64 `json:"drain_s"`    // cluster ready again, every partition read to its end
-	Down     float64 `json:"down_s"`     // the cluster torn down
-	Check    float64 `json:"check_s"`    // the history checked and judged
-}
-
-// Overhead is the time the run took beyond its workload.
-func (t *Timing) Overhead() float64 {
-	return t.Up + t.Setup + t.Stop + t.Drain + t.Down + t.Check
-}
+// Timing is where a run's wall time went (results.Timing, in outcome.json).
+type Timing = results.Timing
 
 // since returns the seconds since *mark and moves mark to now.
 func since(mark *time.Time) float64 {
@@ -272,10 +240,11 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	}
 	tm.Check = since(&mark)
 	res.Timing = tm
-	sum := Summary{Scenario: sc.Name, RunID: runID, Seed: sc.Seed, Started: start.UTC().Format(time.RFC3339),
-		Seconds: time.Since(start).Seconds(), Incomplete: res.Incomplete, Valid: v.Valid, Anomalies: v.Anomalies, Judgement: res.Judgement, Series: ser, Timing: tm}
+	oc := &results.Outcome{Scenario: sc.Name, RunID: runID, Seed: sc.Seed, Started: start.UTC().Format(time.RFC3339),
+		Seconds: time.Since(start).Seconds(), Incomplete: res.Incomplete, Valid: v.Valid, Anomalies: v.Anomalies, Series: ser, Timing: tm}
+	res.Judgement.setIn(oc)
 	// verdict.json, outcome.json, junit.xml and report.html.
-	werr := internalErr(results.WriteRun(dir, v, sum, curves))
+	werr := internalErr(results.WriteRun(dir, v, oc, curves))
 	printSeries(out, ser)
 	printVerdict(out, v, res.Judgement)
 	fmt.Fprintf(out, "  took %.1fs: workload %.1fs; up %.1fs, topic %.1fs, stop %.1fs, drain %.1fs, down %.1fs, check %.1fs, report %.1fs\n",

@@ -21,6 +21,7 @@ import (
 	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/internal/proctest"
 	"github.com/isrlab/isrlab/lab"
+	"github.com/isrlab/isrlab/results"
 )
 
 func needRoot(t *testing.T) {
@@ -93,11 +94,11 @@ func TestRunDefaultScenario(t *testing.T) {
 	sc := lab.Default()
 	sc.Duration = 20 * time.Second
 	sc.Seed = 7
-	results := t.TempDir()
+	resultsDir := t.TempDir()
 	var out strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: results, Binary: bin, Out: &out})
+	res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: resultsDir, Binary: bin, Out: &out})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
@@ -113,7 +114,7 @@ func TestRunDefaultScenario(t *testing.T) {
 	if !strings.HasSuffix(res.Dir, res.RunID) {
 		t.Errorf("run dir %s is not named after run %s", res.Dir, res.RunID)
 	}
-	if target, err := os.Readlink(filepath.Join(results, "latest")); err != nil || !strings.HasSuffix(res.Dir, target) {
+	if target, err := os.Readlink(filepath.Join(resultsDir, "latest")); err != nil || !strings.HasSuffix(res.Dir, target) {
 		t.Errorf("results/latest -> %q (%v), run dir %s", target, err, res.Dir)
 	}
 	// The kill went through the nemesis and into the history, resolved.
@@ -145,7 +146,7 @@ func TestRunDefaultScenario(t *testing.T) {
 	}
 	// Where the time went is in outcome.json and the output: every phase
 	// measured, the workload its duration, the phases within the total.
-	var sum lab.Summary
+	var sum results.Outcome
 	if b, err := os.ReadFile(filepath.Join(res.Dir, "outcome.json")); err != nil || json.Unmarshal(b, &sum) != nil || sum.Timing == nil {
 		t.Fatalf("outcome.json has no timing: %s %v", b, err)
 	}
@@ -183,8 +184,8 @@ func TestRunSignals(t *testing.T) {
 `)
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
-			results := t.TempDir()
-			cmd := exec.Command(bin, "run", file, "--results", results)
+			resultsDir := t.TempDir()
+			cmd := exec.Command(bin, "run", file, "--results", resultsDir)
 			stdout, _ := cmd.StdoutPipe()
 			cmd.Stderr = os.Stderr
 			if err := cmd.Start(); err != nil {
@@ -213,13 +214,13 @@ func TestRunSignals(t *testing.T) {
 			if code := exitCode(err); code != 2 {
 				t.Errorf("exit %d, want 2 (undecided: cut short)\n%s", code, out)
 			}
-			var sum lab.Summary
-			paths, _ := filepath.Glob(filepath.Join(results, "small", "*", "outcome.json"))
+			var sum results.Outcome
+			paths, _ := filepath.Glob(filepath.Join(resultsDir, "small", "*", "outcome.json"))
 			if len(paths) != 1 {
 				t.Fatalf("outcome.json: %v\n%s", paths, out)
 			}
 			b, _ := os.ReadFile(paths[0])
-			if err := json.Unmarshal(b, &sum); err != nil || !sum.Incomplete || sum.Outcome != lab.Undecided {
+			if err := json.Unmarshal(b, &sum); err != nil || !sum.Incomplete || sum.Outcome != results.Undecided {
 				t.Errorf("outcome: %s (%v)", b, err)
 			}
 			hist, _ := os.ReadFile(filepath.Join(filepath.Dir(paths[0]), "history.jsonl"))
@@ -242,8 +243,8 @@ func TestRunClosedStdout(t *testing.T) {
 	needRoot(t)
 	bin := proctest.Binary(t)
 	file := writeScenario(t, fmt.Sprintf(small, "60s"))
-	results := t.TempDir()
-	cmd := exec.Command(bin, "run", file, "--results", results)
+	resultsDir := t.TempDir()
+	cmd := exec.Command(bin, "run", file, "--results", resultsDir)
 	r, w, _ := os.Pipe()
 	cmd.Stdout = w
 	cmd.Stderr = io.Discard
@@ -274,7 +275,7 @@ func TestRunClosedStdout(t *testing.T) {
 			runID = m[1]
 		}
 	}
-	paths, _ := filepath.Glob(filepath.Join(results, "small", "*", "outcome.json"))
+	paths, _ := filepath.Glob(filepath.Join(resultsDir, "small", "*", "outcome.json"))
 	if len(paths) != 1 || runID == "" {
 		t.Fatalf("outcome.json %v, run id %q, head %q", paths, runID, head)
 	}
@@ -293,7 +294,7 @@ func TestParallelRuns(t *testing.T) {
 	needRoot(t)
 	bin := proctest.Binary(t)
 	file := writeScenario(t, fmt.Sprintf(small, "8s"))
-	results := t.TempDir()
+	resultsDir := t.TempDir()
 	var wg sync.WaitGroup
 	outs := make([]string, 2)
 	errs := make([]error, 2)
@@ -301,7 +302,7 @@ func TestParallelRuns(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b, err := exec.Command(bin, "run", file, "--seed", "5", "--results", results).CombinedOutput()
+			b, err := exec.Command(bin, "run", file, "--seed", "5", "--results", resultsDir).CombinedOutput()
 			outs[i], errs[i] = string(b), err
 		}()
 	}
@@ -311,7 +312,7 @@ func TestParallelRuns(t *testing.T) {
 			t.Errorf("run %d: %v\n%s", i, errs[i], outs[i])
 		}
 	}
-	paths, _ := filepath.Glob(filepath.Join(results, "small", "*", "outcome.json"))
+	paths, _ := filepath.Glob(filepath.Join(resultsDir, "small", "*", "outcome.json"))
 	if len(paths) != 2 {
 		t.Errorf("want 2 run directories, got %v", paths)
 	}
@@ -323,15 +324,15 @@ func TestParallelRuns(t *testing.T) {
 func TestSmokeMatrix(t *testing.T) {
 	needRoot(t)
 	bin := proctest.Binary(t)
-	results := t.TempDir()
+	resultsDir := t.TempDir()
 	junit := filepath.Join(t.TempDir(), "junit.xml")
-	out, err := exec.Command(bin, "matrix", "smoke", "--results", results, "--junit", junit).CombinedOutput()
+	out, err := exec.Command(bin, "matrix", "smoke", "--results", resultsDir, "--junit", junit).CombinedOutput()
 	t.Logf("%s", out)
 	if code := exitCode(err); code != 0 {
 		t.Fatalf("matrix exit %d", code)
 	}
 	var tab lab.MatrixResult
-	paths, _ := filepath.Glob(filepath.Join(results, "matrices", "smoke", "*Z-*", "table.json"))
+	paths, _ := filepath.Glob(filepath.Join(resultsDir, "matrices", "smoke", "*Z-*", "table.json"))
 	if len(paths) != 1 {
 		t.Fatalf("table.json: %v", paths)
 	}
@@ -374,14 +375,14 @@ func TestSmokeMatrixShards(t *testing.T) {
 	var dirs []string
 	cells := map[string]bool{}
 	for i := 1; i <= 2; i++ {
-		results := t.TempDir()
+		resultsDir := t.TempDir()
 		shard := fmt.Sprintf("%d/2", i)
-		out, err := exec.Command(bin, "matrix", "smoke", "--shard", shard, "--results", results).CombinedOutput()
+		out, err := exec.Command(bin, "matrix", "smoke", "--shard", shard, "--results", resultsDir).CombinedOutput()
 		t.Logf("shard %s:\n%s", shard, out)
 		if code := exitCode(err); code != 0 {
 			t.Fatalf("shard %s: exit %d", shard, code)
 		}
-		dir := filepath.Join(results, "matrices", "smoke", fmt.Sprintf("latest-shard-%d-of-2", i))
+		dir := filepath.Join(resultsDir, "matrices", "smoke", fmt.Sprintf("latest-shard-%d-of-2", i))
 		var tab lab.MatrixResult
 		b, _ := os.ReadFile(filepath.Join(dir, "table.json"))
 		if err := json.Unmarshal(b, &tab); err != nil || len(tab.Cells) != 1 || tab.Shard != shard {

@@ -60,24 +60,15 @@ func faultWindows(v *checker.Verdict) []series.Window {
 	return out
 }
 
-// runSeries is a run's series summary and what its faults touched.
-type runSeries struct {
-	*series.Summary
-	// Collateral counts the ISR drops during the faults between two
-	// brokers that no fault touched: neither was a fault's target and no
-	// partition cut the link between them.
-	Collateral float64 `json:"collateral_isr_drops"`
-}
-
 // summarizeSeries reads a run's metrics.jsonl and sums it up against the
 // verdict's fault windows and what the faults in the history touched.
-func summarizeSeries(dir string, v *checker.Verdict, t touched) (*runSeries, error) {
+func summarizeSeries(dir string, v *checker.Verdict, t touched) (*results.Series, error) {
 	_, ss, err := series.ReadFile(filepath.Join(dir, series.FileName))
 	if err != nil {
 		return nil, err
 	}
 	s := series.Summarize(ss, faultWindows(v), series.Options{})
-	rs := &runSeries{Summary: &s}
+	rs := &results.Series{Summary: &s}
 	for k, n := range s.DuringFaults.IsrDrops {
 		leader, replica, _ := strings.Cut(k, ">")
 		if !t.touched(leader, replica) {
@@ -163,7 +154,7 @@ func analyzeRun(open checker.OpenFunc, name string) (*checker.Verdict, touched, 
 // judgeSeries adds the expectations on the time series (throughput, ISR
 // shrinks and drops) to j; s is the run's series summary (nil when it has
 // none).
-func (e Expect) judgeSeries(j Judgement, s *runSeries) Judgement {
+func (e Expect) judgeSeries(j Judgement, s *results.Series) Judgement {
 	if !e.series() {
 		return j
 	}
@@ -216,7 +207,7 @@ func (e Expect) judgeSeries(j Judgement, s *runSeries) Judgement {
 	return j
 }
 
-func phaseRate(s *runSeries, name string) float64 {
+func phaseRate(s *results.Series, name string) float64 {
 	if strings.HasSuffix(name, "after heal") {
 		return s.AfterHeal.AckedPerSec
 	}
@@ -224,7 +215,7 @@ func phaseRate(s *runSeries, name string) float64 {
 }
 
 // printSeries prints the series summary's lines of the run report.
-func printSeries(out io.Writer, s *runSeries) {
+func printSeries(out io.Writer, s *results.Series) {
 	if s == nil || s.Summary == nil {
 		return
 	}

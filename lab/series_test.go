@@ -29,19 +29,19 @@ func TestJudgeSeries(t *testing.T) {
 		}
 		return sc.Expect
 	}
-	collapse := &runSeries{Collateral: 12, Summary: &series.Summary{Faults: 3,
+	collapse := &results.Series{Collateral: 12, Summary: &series.Summary{Faults: 3,
 		Baseline:     series.Phase{Samples: 10, AckedPerSec: 100000},
 		DuringFaults: series.Phase{Samples: 20, AckedPerSec: 40000, IsrShrinks: 30, LockWaitMsPerSec: 16775, BrokerSamples: 60},
 		AfterHeal:    series.Phase{Samples: 5, AckedPerSec: 98000},
 		DuringRatio:  0.4, AfterRatio: 0.98}}
-	holds := &runSeries{Summary: &series.Summary{Faults: 3,
+	holds := &results.Series{Summary: &series.Summary{Faults: 3,
 		Baseline:     series.Phase{Samples: 10, AckedPerSec: 100000},
 		DuringFaults: series.Phase{Samples: 20, AckedPerSec: 97000, IsrShrinks: 0, LockWaitMsPerSec: 3, BrokerSamples: 60},
 		DuringRatio:  0.97}}
-	noWorkload := &runSeries{Summary: &series.Summary{Faults: 3, DuringFaults: series.Phase{IsrShrinks: 4, BrokerSamples: 60}}}
+	noWorkload := &results.Series{Summary: &series.Summary{Faults: 3, DuringFaults: series.Phase{IsrShrinks: 4, BrokerSamples: 60}}}
 	// A busy machine where no scrape of the brokers answered: the zeros
 	// are missing data.
-	noBrokers := &runSeries{Summary: &series.Summary{Faults: 3,
+	noBrokers := &results.Series{Summary: &series.Summary{Faults: 3,
 		Baseline:     series.Phase{Samples: 10, AckedPerSec: 100000},
 		DuringFaults: series.Phase{Samples: 20, AckedPerSec: 40000},
 		DuringRatio:  0.4}}
@@ -53,7 +53,7 @@ func TestJudgeSeries(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		e    Expect
-		s    *runSeries
+		s    *results.Series
 		want Outcome
 	}{
 		{"incident-collapses", incident, collapse, Met},
@@ -230,8 +230,8 @@ func TestRunReadsHistoryOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := Summary{Scenario: "once", Valid: v.Valid, Anomalies: v.Anomalies, Series: rs,
-		Judgement: Judgement{Outcome: Met, Expect: "anything"}}
+	sum := &results.Outcome{Scenario: "once", Valid: v.Valid, Anomalies: v.Anomalies, Series: rs,
+		Outcome: results.Met, Expect: "anything"}
 	if err := results.WriteRun(dir, v, sum, curves); err != nil {
 		t.Fatal(err)
 	}

@@ -1,35 +1,26 @@
 package results_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 
-	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/lab"
 	"github.com/isrlab/isrlab/results"
 )
 
-// TestLabTypesRoundTrip: what lab writes (lab.Summary, lab.MatrixResult)
-// reads back into results.Outcome and results.Table without loss, so the
-// JSON files stay the one contract between the two packages.
+// TestLabTypesRoundTrip: what lab writes (results.Outcome with lab's
+// outcome names, lab.MatrixResult) reads back into results.Outcome and
+// results.Table without loss, so the JSON files stay the one contract
+// between the two packages.
 func TestLabTypesRoundTrip(t *testing.T) {
-	sum := lab.Summary{Scenario: "s/x", RunID: "r1", Seed: 7, Started: "2026-01-01T00:00:00Z", Seconds: 3.5,
-		Incomplete: true, Valid: checker.Invalid, Anomalies: map[string]int64{"lost-write": 2},
-		Judgement: lab.Judgement{Outcome: lab.NotMet, Expect: "valid", Reasons: []string{"expected valid=true, got valid=false"}}}
-	want := results.Outcome{Scenario: "s/x", RunID: "r1", Seed: 7, Started: "2026-01-01T00:00:00Z", Seconds: 3.5,
-		Incomplete: true, Valid: checker.Invalid, Anomalies: map[string]int64{"lost-write": 2},
-		Outcome: results.NotMet, Expect: "valid", Reasons: []string{"expected valid=true, got valid=false"}}
-	var got results.Outcome
-	roundTrip(t, sum, &got)
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("outcome:\n got %+v\nwant %+v", got, want)
-	}
-	for _, o := range []lab.Outcome{lab.Met, lab.NotMet, lab.Undecided} {
-		var g results.Outcome
-		roundTrip(t, lab.Summary{Judgement: lab.Judgement{Outcome: o}}, &g)
-		if g.Outcome != o.String() {
-			t.Errorf("outcome %v reads as %q", o, g.Outcome)
+	for o, want := range map[lab.Outcome]string{lab.Met: results.Met, lab.NotMet: results.NotMet,
+		lab.Undecided: results.Undecided, lab.NotSetUp: results.NotSetUp} {
+		if b, _ := o.MarshalText(); o.String() != want || string(b) != want {
+			t.Errorf("lab outcome %q (text %q), results spells it %q", o, b, want)
 		}
 	}
 
@@ -76,5 +67,40 @@ func assertSameKeys(t *testing.T, a, b any) {
 	}
 	if ka, kb := keys(a), keys(b); !reflect.DeepEqual(ka, kb) {
 		t.Errorf("JSON keys differ:\n%v\n%v", ka, kb)
+	}
+}
+
+// TestOutcomeFilesRoundTrip: outcome.json files lab wrote (one with a
+// series summary and timing, from before Outcome had them, one without)
+// decode into Outcome and encode again, as WriteRun writes them, byte for
+// byte.
+func TestOutcomeFilesRoundTrip(t *testing.T) {
+	for _, name := range []string{"testdata/outcome/isr-churn.json", "../lab/testdata/shrink-replay/outcome.json"} {
+		want, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var o results.Outcome
+		if err := json.Unmarshal(want, &o); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		dir := t.TempDir()
+		if err := results.WriteJSON(filepath.Join(dir, results.OutcomeFile), &o); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(filepath.Join(dir, results.OutcomeFile))
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s does not encode back as it was:\n%s", name, got)
+		}
+	}
+	// The typed fields hold the series summary and the timing.
+	b, _ := os.ReadFile("testdata/outcome/isr-churn.json")
+	var oc results.Outcome
+	if err := json.Unmarshal(b, &oc); err != nil {
+		t.Fatal(err)
+	}
+	if s := oc.Series; s == nil || s.Summary == nil || s.Faults != 11 || s.Collateral != 45 || s.DuringFaults.IsrDrops["b1>b2"] != 23 ||
+		oc.Timing == nil || oc.Timing.Workload != 66.019462841 || oc.Outcome != results.Met {
+		t.Errorf("isr-churn: %+v, series %+v, timing %+v", oc, oc.Series, oc.Timing)
 	}
 }

@@ -25,8 +25,8 @@
 // Files written whole are written atomically; the two written while a run
 // goes on (the history, a matrix cell's log) are created here and streamed
 // by their writer, so a crash leaves what was recorded. Outcome and Table
-// are lab's types (lab.Summary encodes to Outcome; lab.MatrixResult is
-// Table).
+// are the files' one schema: lab writes a run's Outcome through WriteRun,
+// and lab.MatrixResult is Table.
 package results
 
 import (
@@ -41,6 +41,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/isrlab/isrlab/checker"
 )
 
 // File names in a run or matrix directory.
@@ -198,21 +200,14 @@ func WriteScenario(dir string, scenario any) error {
 }
 
 // WriteRun writes what a finished run adds to its directory: verdict.json,
-// outcome.json (outcome must encode as an Outcome does, as lab.Summary
-// does), junit.xml and report.html. curves are the history's, computed by
-// the pass that checked it (NewCurves): the report then does not read the
-// history again; nil reads it. Every file is attempted; the errors are
-// joined.
-func WriteRun(dir string, verdict, outcome any, curves *Curves) error {
+// outcome.json, junit.xml and report.html. curves are the history's,
+// computed by the pass that checked it (NewCurves): the report then does
+// not read the history again; nil reads it. Every file is attempted; the
+// errors are joined.
+func WriteRun(dir string, verdict *checker.Verdict, outcome *Outcome, curves *Curves) error {
 	err := errors.Join(WriteJSON(filepath.Join(dir, VerdictFile), verdict),
 		WriteJSON(filepath.Join(dir, OutcomeFile), outcome))
-	var o Outcome
-	if b, jerr := json.Marshal(outcome); jerr != nil {
-		return errors.Join(err, fmt.Errorf("encode outcome: %w", jerr))
-	} else if jerr := json.Unmarshal(b, &o); jerr != nil {
-		return errors.Join(err, fmt.Errorf("outcome is not an Outcome: %w", jerr))
-	}
-	junit, jerr := RunJUnit(&o)
+	junit, jerr := RunJUnit(outcome)
 	if jerr != nil {
 		err = errors.Join(err, jerr)
 	} else {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/isrlab/isrlab/checker"
+	metrics "github.com/isrlab/isrlab/series"
 )
 
 // Outcomes, as outcome.json and table.json spell them.
@@ -22,8 +23,10 @@ const (
 	NotSetUp = "not set up"
 )
 
-// Outcome is a run's outcome.json: the run, its verdict in brief and how it
-// compares with the scenario's expectation. lab.Summary encodes to it.
+// Outcome is a run's outcome.json, the one type that both writes it (lab,
+// through WriteRun) and reads it: the run, its verdict in brief, how it
+// compares with the scenario's expectation, its series summary and where
+// its time went.
 type Outcome struct {
 	Scenario   string           `json:"scenario"`
 	RunID      string           `json:"run_id"`
@@ -33,9 +36,43 @@ type Outcome struct {
 	Incomplete bool             `json:"incomplete,omitempty"`
 	Valid      checker.Validity `json:"valid"`
 	Anomalies  map[string]int64 `json:"anomalies"`
-	Outcome    string           `json:"outcome"`
-	Expect     string           `json:"expect"`
-	Reasons    []string         `json:"reasons,omitempty"`
+	// Outcome is Met, NotMet, Undecided or NotSetUp (lab.Outcome's
+	// names); Expect the expectation it was judged against, Reasons why.
+	Outcome string   `json:"outcome"`
+	Expect  string   `json:"expect"`
+	Reasons []string `json:"reasons,omitempty"`
+	// Series sums up metrics.jsonl: throughput and ISR churn before,
+	// during and after the faults (absent without metrics).
+	Series *Series `json:"series,omitempty"`
+	// Timing says where the run's wall time went (absent from older
+	// runs).
+	Timing *Timing `json:"timing,omitempty"`
+}
+
+// Series is a run's series summary and what its faults touched.
+type Series struct {
+	*metrics.Summary
+	// Collateral counts the ISR drops during the faults between two
+	// brokers that no fault touched: neither was a fault's target and no
+	// partition cut the link between them.
+	Collateral float64 `json:"collateral_isr_drops"`
+}
+
+// Timing is where a run's wall time went, in seconds: what a run costs
+// beyond its duration is Up + Setup + Stop + Drain + Down + Check.
+type Timing struct {
+	Up       float64 `json:"up_s"`       // namespaces, processes, readiness
+	Setup    float64 `json:"setup_s"`    // topic creation, full ISRs
+	Workload float64 `json:"workload_s"` // the scenario's duration (shorter when not set up or cut short)
+	Stop     float64 `json:"stop_s"`     // workload and faults stopped, everything healed
+	Drain    float64 `json:"drain_s"`    // cluster ready again, every partition read to its end
+	Down     float64 `json:"down_s"`     // the cluster torn down
+	Check    float64 `json:"check_s"`    // the history checked and judged
+}
+
+// Overhead is the time the run took beyond its workload.
+func (t *Timing) Overhead() float64 {
+	return t.Up + t.Setup + t.Stop + t.Drain + t.Down + t.Check
 }
 
 // Table is a matrix's table.json: one Cell per preset x schedule x seed.
