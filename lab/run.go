@@ -245,8 +245,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	res.Judgement.setIn(oc)
 	// verdict.json, outcome.json, junit.xml and report.html.
 	werr := internalErr(results.WriteRun(dir, v, oc, curves))
-	printSeries(out, ser)
-	printVerdict(out, v, res.Judgement)
+	results.WriteVerdict(out, oc, v)
 	fmt.Fprintf(out, "  took %.1fs: workload %.1fs; up %.1fs, topic %.1fs, stop %.1fs, drain %.1fs, down %.1fs, check %.1fs, report %.1fs\n",
 		time.Since(start).Seconds(), tm.Workload, tm.Up, tm.Setup, tm.Stop, tm.Drain, tm.Down, tm.Check, since(&mark))
 	return res, errors.Join(runErr, werr)
@@ -823,33 +822,6 @@ func observeHW(ctx context.Context, c *compose.Cluster, topic string, rec *histo
 		case <-t.C:
 		}
 	}
-}
-
-func printVerdict(out io.Writer, v *checker.Verdict, j Judgement) {
-	fmt.Fprintf(out, "  verdict: valid=%v", v.Valid)
-	if len(v.Anomalies) > 0 {
-		fmt.Fprintf(out, " anomalies=%v", v.Anomalies)
-	}
-	frac := func(a checker.Ratio) string {
-		if a.Total == 0 {
-			return "n/a"
-		}
-		return fmt.Sprintf("%.3f", a.Fraction)
-	}
-	fmt.Fprintf(out, "\n  availability: %s overall, %s during faults, %s after healing\n",
-		frac(v.Availability.Overall), frac(v.Availability.DuringFaults), frac(v.Availability.AfterHeal))
-	if line := unavailabilityLine(v); line != "" {
-		fmt.Fprintf(out, "  unavailability: %s\n", line)
-	}
-	if t := v.Stats.Txn; t != nil {
-		fmt.Fprintf(out, "  transactions: %d (ok %d, fail %d, info %d, pending %d; %d unknown ones committed, as reads show), %d polls\n",
-			t.Txns, t.OK, t.Fail, t.Info, t.Pending, t.InfoRead, t.Polls)
-	}
-	fmt.Fprintf(out, "  expectation (%s): %s", j.Expect, strings.ToUpper(j.Outcome.String()))
-	if len(j.Reasons) > 0 {
-		fmt.Fprintf(out, ": %s", strings.Join(j.Reasons, "; "))
-	}
-	fmt.Fprintln(out)
 }
 
 // internalErr marks err (a result file that could not be written) as the

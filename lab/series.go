@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -212,24 +211,4 @@ func phaseRate(s *results.Series, name string) float64 {
 		return s.AfterHeal.AckedPerSec
 	}
 	return s.DuringFaults.AckedPerSec
-}
-
-// printSeries prints the series summary's lines of the run report.
-func printSeries(out io.Writer, s *results.Series) {
-	if s == nil || s.Summary == nil {
-		return
-	}
-	b, d, a := s.Baseline, s.DuringFaults, s.AfterHeal
-	if s.Faults == 0 {
-		if b.Samples > 0 {
-			fmt.Fprintf(out, "  throughput: %.0f/s (worst second %.0f/s), produce p99 up to %.0f ms; no faults\n", b.AckedPerSec, b.MinAckedPerSec, b.ProduceP99Ms)
-		}
-		return
-	}
-	if b.Samples > 0 {
-		fmt.Fprintf(out, "  throughput: %.0f/s before the faults, %.0f/s during (%.2fx, worst second %.0f/s), %.0f/s after (%.2fx)\n",
-			b.AckedPerSec, d.AckedPerSec, s.DuringRatio, d.MinAckedPerSec, a.AckedPerSec, s.AfterRatio)
-	}
-	fmt.Fprintf(out, "  ISR churn during the faults: %.0f shrinks (%.0f between brokers no fault touched), %.0f expands; handler idle %.0f%% (min %.0f%%), read-lock wait %.0f ms/s, follower fetch p99 up to %.0f ms\n",
-		d.IsrShrinks, s.Collateral, d.IsrExpands, 100*d.HandlerIdle, 100*d.HandlerIdleMin, d.LockWaitMsPerSec, d.FetchFollowerP99Ms)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/history"
 	"github.com/isrlab/isrlab/nemesis"
+	"github.com/isrlab/isrlab/results"
 	"github.com/isrlab/isrlab/workloads"
 )
 
@@ -131,7 +132,7 @@ func TestTxnWorkloadAsTheLabRunsIt(t *testing.T) {
 		t.Errorf("expectation %s: %v (%v); anomalies %v", j.Expect, j.Outcome, j.Reasons, v.Anomalies)
 	}
 	var out strings.Builder
-	printVerdict(&out, v, Judgement{Outcome: Met, Expect: "valid"})
+	results.WriteVerdict(&out, &results.Outcome{Outcome: results.Met, Expect: "valid"}, v)
 	if !strings.Contains(out.String(), "transactions: ") {
 		t.Errorf("report lacks the transaction line:\n%s", out.String())
 	}

@@ -397,7 +397,7 @@ func WriteVerifyTable(w io.Writer, v *VerifyResult) {
 		}
 		for _, t := range v.Scenarios {
 			if t.Across != nil {
-				fmt.Fprintf(w, "%s across seeds (%s): %s: %s\n", t.Scenario, t.Across.Expect, strings.ToUpper(t.Across.Outcome.String()), strings.Join(t.Across.Reasons, "; "))
+				fmt.Fprintln(w, results.JudgementLine(t.Scenario+" across seeds", t.Across.Expect, t.Across.Outcome.String(), t.Across.Reasons))
 			} else if t.AcrossNote != "" {
 				fmt.Fprintf(w, "%s: not judged: %s\n", t.Scenario, t.AcrossNote)
 			}

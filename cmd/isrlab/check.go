@@ -201,12 +201,7 @@ func printSummary(w io.Writer, file string, v *checker.Verdict, out, html string
 	if u.MaxPartition < 0 {
 		fmt.Fprintf(w, "unavailable:  no partition over %s\n", secDur(u.ThresholdSeconds))
 	} else {
-		var longest checker.PartitionUnavailability
-		for _, p := range u.Partitions {
-			if p.Partition == u.MaxPartition {
-				longest = p
-			}
-		}
+		longest, _ := results.LongestUnavailable(u)
 		fmt.Fprintf(w, "unavailable:  longest %s on partition %d (from %s to %s; windows over %s)\n", secDur(u.MaxWindow),
 			u.MaxPartition, secDur(longest.LongestStart), secDur(longest.LongestEnd), secDur(u.ThresholdSeconds))
 	}
