@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/isrlab/isrlab/broker/coordlog"
 	"github.com/isrlab/isrlab/broker/group"
 	"github.com/isrlab/isrlab/broker/txn"
 )
@@ -45,7 +46,8 @@ func (b *Broker) txns() *txn.Manager {
 		cfg.TransactionVersion = int16(b.cfg.Int("transaction.version"))
 		s := &markerSender{b: b}
 		e := &txnEntry{sender: s, m: txn.New(cfg, newCoordinatorLog(b, txn.Topic), txnProducerIDs{b}, s,
-			txn.WithLogger(b.log.With("component", "transaction-coordinator")), txn.WithTopicCheck(b.partitionExists))}
+			txn.WithLogger(b.log.With("component", "transaction-coordinator")), txn.WithTopicCheck(b.partitionExists),
+			txn.WithClock(brokerClock{b.now}))}
 		var loaded bool
 		if v, loaded = txnManagers.LoadOrStore(b, e); loaded {
 			e.m.Close()
@@ -266,4 +268,17 @@ func (a *txnAPI) initTransactional(ctx context.Context, rq *request, req *kmsg.I
 		defer cancel()
 		rq.respond(m.InitProducerID(ctx, req))
 	}()
+}
+
+// brokerClock is the broker's wall clock (b.now: a clock fault's skew
+// included) for the transaction coordinator, whose timeouts compare
+// wall-clock times as Kafka's TransactionStateManager does (a
+// transaction's start against time.milliseconds()); its timers keep real
+// durations.
+type brokerClock struct{ now func() time.Time }
+
+func (c brokerClock) Now() time.Time { return c.now() }
+
+func (c brokerClock) AfterFunc(d time.Duration, f func()) coordlog.Timer {
+	return coordlog.RealClock.AfterFunc(d, f)
 }

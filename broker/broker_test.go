@@ -399,3 +399,37 @@ func TestClockSkew(t *testing.T) {
 		t.Fatalf("heal skew: %d %s", code, out)
 	}
 }
+
+// TestClockSkewTimesOutTransaction: the transaction coordinator reads the
+// broker's clock, as Kafka's compares a transaction's start with
+// time.milliseconds(): a clock that jumps past the transaction timeout
+// makes an open transaction time out, and the coordinator aborts it.
+func TestClockSkewTimesOutTransaction(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "metrics.listen=127.0.0.1:0", "transaction.state.log.num.partitions=1",
+		"transaction.abort.timed.out.transaction.cleanup.interval.ms=100")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	createTopic(t, b.client(t), "clktx", 1, nil)
+	p := b.client(t, kgo.TransactionalID("clk"), kgo.TransactionTimeout(30*time.Second), kgo.DefaultProduceTopic("clktx"))
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := describeTxn(ctx, p, "clk"); err != nil || s.State != "Ongoing" {
+		t.Fatalf("before the jump: %+v %v", s, err)
+	}
+	resp, err := http.Post("http://"+b.MetricsAddr()+"/v1/clock", "application/json", strings.NewReader(`{"offset_ms": 60000}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	proctest.Eventually(t, 30*time.Second, "the timed-out transaction aborted", func() error {
+		s, err := describeTxn(ctx, p, "clk")
+		if err == nil && s.State != "CompleteAbort" {
+			err = fmt.Errorf("state %s", s.State)
+		}
+		return err
+	})
+}
