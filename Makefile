@@ -79,7 +79,7 @@ fuzz:
 # broker-demo is the single-broker smoke test with kcat.
 run: DEPS = core source
 run: deps build
-	$(BIN) matrix quickstart
+	$(BIN) matrix quickstart --parallel 2
 
 broker-demo: deps build
 	@scripts/broker-demo.sh
