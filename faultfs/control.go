@@ -1,16 +1,14 @@
 package faultfs
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
-	"os"
-	"sync"
 	"time"
+
+	"github.com/isrlab/isrlab/internal/ctlsock"
 )
 
 // Commands of the control protocol.
@@ -82,96 +80,19 @@ func (f *FS) Handle(req Request) Response {
 	return Response{OK: true}
 }
 
-// MaxSocketPath is the longest path a Unix socket address holds on Linux
-// (sun_path is 108 bytes with its terminating NUL).
-const MaxSocketPath = 107
+// MaxSocketPath is the longest path a Unix socket address holds on Linux.
+const MaxSocketPath = ctlsock.MaxPath
 
 // Listen creates the control socket at path (replacing a stale socket
 // file), readable by its owner only.
-func Listen(path string) (net.Listener, error) {
-	if len(path) > MaxSocketPath {
-		return nil, fmt.Errorf("control socket %s: path longer than %d bytes", path, MaxSocketPath)
-	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("control socket %s: already in use", path)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale control socket %s: %w", path, err)
-	}
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("listen on control socket %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("chmod control socket %s: %w", path, err)
-	}
-	return ln, nil
-}
+func Listen(path string) (net.Listener, error) { return ctlsock.Listen(path) }
 
 // Serve answers control requests on ln until ctx ends, then closes ln and
 // every connection and returns once their goroutines are done.
 func (f *FS) Serve(ctx context.Context, ln net.Listener) error {
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conns := make(map[net.Conn]struct{})
-	stop := context.AfterFunc(ctx, func() {
-		ln.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
+	return ctlsock.Serve(ctx, ln, f.Handle, func(err error) Response {
+		return Response{Error: fmt.Sprintf("bad request: %v", err)}
 	})
-	defer stop()
-	defer wg.Wait()
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("accept control connection: %w", err)
-		}
-		mu.Lock()
-		if ctx.Err() != nil {
-			mu.Unlock()
-			c.Close()
-			return nil
-		}
-		conns[c] = struct{}{}
-		mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				mu.Lock()
-				delete(conns, c)
-				mu.Unlock()
-				c.Close()
-			}()
-			f.serveConn(c)
-		}()
-	}
-}
-
-func (f *FS) serveConn(c net.Conn) {
-	sc := bufio.NewScanner(c)
-	sc.Buffer(make([]byte, 4096), 1<<20)
-	enc := json.NewEncoder(c)
-	for sc.Scan() {
-		var req Request
-		var resp Response
-		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
-			resp = Response{Error: fmt.Sprintf("bad request: %v", err)}
-		} else {
-			resp = f.Handle(req)
-		}
-		if err := enc.Encode(resp); err != nil {
-			return
-		}
-	}
 }
 
 // Client talks to a faultfs daemon over its control socket. The zero
@@ -203,24 +124,9 @@ func (c *Client) Do(ctx context.Context, req Request) (Response, error) {
 	if c.Exchange != nil {
 		return c.exchange(ctx, req)
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.Socket)
-	if err != nil {
-		return Response{}, fmt.Errorf("faultfs %s: dial %s: %w", req.Cmd, c.Socket, err)
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	b, err := json.Marshal(req)
+	resp, err := ctlsock.Call[Request, Response](ctx, c.Socket, req)
 	if err != nil {
 		return Response{}, fmt.Errorf("faultfs %s: %w", req.Cmd, err)
-	}
-	if _, err := conn.Write(append(b, '\n')); err != nil {
-		return Response{}, fmt.Errorf("faultfs %s: send: %w", req.Cmd, ctxErr(ctx, err))
-	}
-	var resp Response
-	if err := json.NewDecoder(bufio.NewReader(conn)).Decode(&resp); err != nil {
-		return Response{}, fmt.Errorf("faultfs %s: read response: %w", req.Cmd, ctxErr(ctx, err))
 	}
 	if !resp.OK {
 		return resp, &RemoteError{Cmd: req.Cmd, Msg: resp.Error}
@@ -246,13 +152,6 @@ func (c *Client) exchange(ctx context.Context, req Request) (Response, error) {
 		return resp, &RemoteError{Cmd: req.Cmd, Msg: resp.Error}
 	}
 	return resp, nil
-}
-
-func ctxErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return err
 }
 
 // Latency delays matching operations by latency plus up to jitter.

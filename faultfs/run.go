@@ -3,12 +3,12 @@ package faultfs
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
-	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/isrlab/isrlab/internal/ctlsock"
 )
 
 // Run mounts a faultfs, serves its control socket at control and blocks
@@ -45,17 +45,5 @@ func Args(opts Options, control string) []string {
 // WaitReady waits until the daemon answers on its control socket, which it
 // does only once mounted, and returns its status.
 func (c *Client) WaitReady(ctx context.Context) (Status, error) {
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for {
-		st, err := c.Status(ctx)
-		if err == nil {
-			return st, nil
-		}
-		select {
-		case <-ctx.Done():
-			return Status{}, fmt.Errorf("wait for faultfs at %s: %w (last: %v)", c.Socket, ctx.Err(), err)
-		case <-t.C:
-		}
-	}
+	return ctlsock.Await(ctx, "faultfs at "+c.Socket, c.Status)
 }

@@ -1,15 +1,12 @@
 package kproxy
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"sync"
-	"time"
+
+	"github.com/isrlab/isrlab/internal/ctlsock"
 )
 
 // Commands of the control protocol.
@@ -63,103 +60,21 @@ func (p *Proxy) Handle(req Request) Response {
 	return Response{OK: true}
 }
 
-// MaxSocketPath is the longest path a Unix socket address holds on Linux
-// (sun_path is 108 bytes with its terminating NUL).
-const MaxSocketPath = 107
-
-// listenControl creates the control socket at path, replacing a stale
-// socket file, readable by its owner only.
-func listenControl(path string) (net.Listener, error) {
-	if len(path) > MaxSocketPath {
-		return nil, fmt.Errorf("control socket %s: path longer than %d bytes", path, MaxSocketPath)
-	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("control socket %s: already in use", path)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale control socket %s: %w", path, err)
-	}
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("listen on control socket %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("chmod control socket %s: %w", path, err)
-	}
-	return ln, nil
-}
+// MaxSocketPath is the longest path a Unix socket address holds on Linux.
+const MaxSocketPath = ctlsock.MaxPath
 
 // ServeControl answers control requests on a Unix socket at path (a stale
 // socket file there is replaced) until ctx ends, then closes every control
 // connection, removes the socket and returns.
 func (p *Proxy) ServeControl(ctx context.Context, path string) error {
-	ln, err := listenControl(path)
+	ln, err := ctlsock.Listen(path)
 	if err != nil {
 		return err
 	}
 	defer os.Remove(path)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conns := make(map[net.Conn]struct{})
-	stop := context.AfterFunc(ctx, func() {
-		ln.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
+	return ctlsock.Serve(ctx, ln, p.Handle, func(err error) Response {
+		return Response{Error: fmt.Sprintf("bad request: %v", err)}
 	})
-	defer stop()
-	defer wg.Wait()
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			ln.Close()
-			return fmt.Errorf("accept control connection: %w", err)
-		}
-		mu.Lock()
-		if ctx.Err() != nil {
-			mu.Unlock()
-			c.Close()
-			return nil
-		}
-		conns[c] = struct{}{}
-		mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				mu.Lock()
-				delete(conns, c)
-				mu.Unlock()
-				c.Close()
-			}()
-			p.serveControlConn(c)
-		}()
-	}
-}
-
-func (p *Proxy) serveControlConn(c net.Conn) {
-	sc := bufio.NewScanner(c)
-	sc.Buffer(make([]byte, 4096), 1<<20)
-	enc := json.NewEncoder(c)
-	for sc.Scan() {
-		var req Request
-		var resp Response
-		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
-			resp = Response{Error: fmt.Sprintf("bad request: %v", err)}
-		} else {
-			resp = p.Handle(req)
-		}
-		if err := enc.Encode(resp); err != nil {
-			return
-		}
-	}
 }
 
 // Client talks to a proxy over its control socket. Each call uses its own
@@ -181,36 +96,14 @@ func (e *RemoteError) Error() string { return fmt.Sprintf("kproxy %s: %s", e.Cmd
 
 // Do sends one request and waits for its response.
 func (c *Client) Do(ctx context.Context, req Request) (Response, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.Socket)
-	if err != nil {
-		return Response{}, fmt.Errorf("kproxy %s: dial %s: %w", req.Cmd, c.Socket, err)
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	b, err := json.Marshal(req)
+	resp, err := ctlsock.Call[Request, Response](ctx, c.Socket, req)
 	if err != nil {
 		return Response{}, fmt.Errorf("kproxy %s: %w", req.Cmd, err)
-	}
-	if _, err := conn.Write(append(b, '\n')); err != nil {
-		return Response{}, fmt.Errorf("kproxy %s: send: %w", req.Cmd, ctxErr(ctx, err))
-	}
-	var resp Response
-	if err := json.NewDecoder(bufio.NewReader(conn)).Decode(&resp); err != nil {
-		return Response{}, fmt.Errorf("kproxy %s: read response: %w", req.Cmd, ctxErr(ctx, err))
 	}
 	if !resp.OK {
 		return resp, &RemoteError{Cmd: req.Cmd, Msg: resp.Error}
 	}
 	return resp, nil
-}
-
-func ctxErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return err
 }
 
 // Set adds or replaces a rule.
@@ -246,17 +139,5 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 // WaitReady waits until the proxy answers on its control socket and
 // returns its status.
 func (c *Client) WaitReady(ctx context.Context) (Status, error) {
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for {
-		st, err := c.Status(ctx)
-		if err == nil {
-			return st, nil
-		}
-		select {
-		case <-ctx.Done():
-			return Status{}, fmt.Errorf("wait for kproxy at %s: %w (last: %v)", c.Socket, ctx.Err(), err)
-		case <-t.C:
-		}
-	}
+	return ctlsock.Await(ctx, "kproxy at "+c.Socket, c.Status)
 }
