@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/internal/reqheader"
 )
 
 // MaxFrame is the largest frame the proxy forwards (size prefix excluded);
@@ -42,13 +44,11 @@ func flexible(key, version int16) (flex, known bool) {
 // excluded).
 func parseRequestHeader(frame []byte) (reqHeader, error) {
 	var h reqHeader
-	if len(frame) < 8 {
+	f, err := reqheader.Fixed(frame)
+	if err != nil {
 		return h, fmt.Errorf("request of %d bytes: too short for a header", len(frame))
 	}
-	h.Key = int16(binary.BigEndian.Uint16(frame[0:]))
-	h.Version = int16(binary.BigEndian.Uint16(frame[2:]))
-	h.Corr = int32(binary.BigEndian.Uint32(frame[4:]))
-	h.BodyOff = 8
+	h.Key, h.Version, h.Corr, h.BodyOff = f.Key, f.Version, f.CorrelationID, 8
 	if h.Key < 0 || h.Version < 0 {
 		return h, fmt.Errorf("request key %d version %d: negative", h.Key, h.Version)
 	}
@@ -56,27 +56,12 @@ func parseRequestHeader(frame []byte) (reqHeader, error) {
 	if !h.Known {
 		return h, nil
 	}
-	if h.Key == int16(kmsg.ControlledShutdown) && h.Version == 0 {
-		return h, nil // header v0
+	body, err := reqheader.Rest(&f, frame, h.Flexible)
+	if err != nil {
+		return h, fmt.Errorf("request %s v%d: %w", kmsg.NameForKey(h.Key), h.Version, err)
 	}
-	r := kbin.Reader{Src: frame[8:]}
-	h.ClientID = r.NullableString()
-	if h.Flexible {
-		skipTags(&r)
-	}
-	if !r.Ok() {
-		return h, fmt.Errorf("request %s v%d: truncated header", kmsg.NameForKey(h.Key), h.Version)
-	}
-	h.BodyOff = len(frame) - len(r.Src)
+	h.ClientID, h.BodyOff = f.ClientID, len(frame)-len(body)
 	return h, nil
-}
-
-// skipTags skips a tagged-fields section.
-func skipTags(r *kbin.Reader) {
-	for n := r.Uvarint(); n > 0 && r.Ok(); n-- {
-		r.Uvarint() // tag
-		r.Span(int(r.Uvarint()))
-	}
 }
 
 // produceInfo is what the proxy reads of a Produce body without kmsg.
@@ -114,7 +99,7 @@ func responseHeaderLen(frame []byte, key int16, flex bool) (int, error) {
 		return 4, nil
 	}
 	r := kbin.Reader{Src: frame[4:]}
-	skipTags(&r)
+	kmsg.SkipTags(&r)
 	if !r.Ok() {
 		return 0, errors.New("response header: truncated tagged fields")
 	}

@@ -10,9 +10,10 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/internal/reqheader"
 )
 
 // VersionRange is the inclusive range of versions the broker serves for one API.
@@ -36,17 +37,8 @@ var (
 // ApiVersionsKey is the key of ApiVersions, whose response header never has tags.
 const ApiVersionsKey = 18
 
-// controlledShutdownKey is the key of ControlledShutdown, whose v0 request
-// header has no client id (Kafka's request header v0).
-const controlledShutdownKey = 7
-
 // Header is a decoded request header.
-type Header struct {
-	Key           int16
-	Version       int16
-	CorrelationID int32
-	ClientID      *string
-}
+type Header = reqheader.Header
 
 // ReadFrame reads one size-prefixed frame from r into buf (grown as needed)
 // and returns it. A size over max is rejected before anything is allocated.
@@ -75,11 +67,7 @@ func ParseHeader(frame []byte) (Header, error) {
 	if len(frame) < 8 {
 		return Header{}, fmt.Errorf("%w: %d-byte frame", ErrMalformed, len(frame))
 	}
-	return Header{
-		Key:           int16(binary.BigEndian.Uint16(frame[0:])),
-		Version:       int16(binary.BigEndian.Uint16(frame[2:])),
-		CorrelationID: int32(binary.BigEndian.Uint32(frame[4:])),
-	}, nil
+	return reqheader.Fixed(frame)
 }
 
 // Decode parses a whole request frame. The header is returned even when
@@ -99,17 +87,11 @@ func (t Table) Decode(frame []byte) (Header, kmsg.Request, error) {
 		return h, nil, fmt.Errorf("%w: %s v%d", ErrUnsupportedVersion, kmsg.NameForKey(h.Key), h.Version)
 	}
 	req.SetVersion(h.Version)
-	b := kbin.Reader{Src: frame[8:]}
-	if h.Key != controlledShutdownKey || h.Version != 0 {
-		h.ClientID = b.NullableString()
-	}
-	if req.IsFlexible() {
-		kmsg.SkipTags(&b)
-	}
-	if err := b.Complete(); err != nil {
+	body, err := reqheader.Rest(&h, frame, req.IsFlexible())
+	if err != nil {
 		return h, nil, fmt.Errorf("%w: header: %v", ErrMalformed, err)
 	}
-	if err := readBody(req, b.Src); err != nil {
+	if err := readBody(req, body); err != nil {
 		return h, nil, fmt.Errorf("%w: %s v%d: %v", ErrMalformed, kmsg.NameForKey(h.Key), h.Version, err)
 	}
 	return h, req, nil

@@ -22,7 +22,7 @@ func frame(req kmsg.Request, correlation int32, clientID string) []byte {
 	b = binary.BigEndian.AppendUint16(b, uint16(req.Key()))
 	b = binary.BigEndian.AppendUint16(b, uint16(req.GetVersion()))
 	b = binary.BigEndian.AppendUint32(b, uint32(correlation))
-	if req.Key() != controlledShutdownKey || req.GetVersion() != 0 { // header v0 has no client id
+	if req.Key() != int16(kmsg.ControlledShutdown) || req.GetVersion() != 0 { // header v0 has no client id
 		b = binary.BigEndian.AppendUint16(b, uint16(len(clientID)))
 		b = append(b, clientID...)
 	}
