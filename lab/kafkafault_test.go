@@ -1,7 +1,6 @@
 package lab_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,14 +32,7 @@ func TestRunKafkaFault(t *testing.T) {
 	if err := sc.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	var out strings.Builder
-	res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out})
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, out.String())
-	}
-	t.Log(out.String())
+	res, _ := runLogged(t, bin, sc)
 	v := res.Verdict
 	if v.Anomalies["duplicate"] == 0 || v.Anomalies["lost-write"] != 0 || v.Valid != checker.Invalid {
 		t.Fatalf("want duplicates and nothing lost; verdict %v, anomalies %v", v.Valid, v.Anomalies)
