@@ -114,20 +114,8 @@ func (p *progress) event(s string) {
 
 // describeFault says which targets a fault named and what they resolved to.
 func describeFault(raw json.RawMessage) string {
-	var f struct {
-		Nodes     []string `json:"nodes"`
-		Targets   []string `json:"targets"`
-		Topology  string   `json:"topology"`
-		Partition string   `json:"partition"`
-		Resolved  []string `json:"resolved"`
-		Grudge    map[string][]string
-		// A kafka fault: what it does, and how often it did.
-		API       string           `json:"api"`
-		Direction string           `json:"direction"`
-		Action    string           `json:"action"`
-		Acted     map[string]int64 `json:"acted"`
-	}
-	if json.Unmarshal(raw, &f) != nil {
+	f, err := history.ParseFault(raw)
+	if err != nil {
 		return ""
 	}
 	var parts []string

@@ -140,7 +140,12 @@ func replaySpec(raw json.RawMessage) ([]nemesis.Spec, string, error) {
 	}
 	switch kind {
 	case "partition":
-		g, ok := m["grudge"].(map[string]any)
+		// The links cut; histories recorded before runs were kept apart
+		// from specs hold them in "grudge".
+		g, ok := m["cut"].(map[string]any)
+		if !ok || len(g) == 0 {
+			g, ok = m["grudge"].(map[string]any)
+		}
 		if !ok || len(g) == 0 {
 			strip(m)
 			s, err := specFromMap(m)

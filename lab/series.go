@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -100,17 +99,14 @@ func (t touched) Op(op *history.Op) {
 	if op.Process != history.Nemesis || op.Type != history.OK || !strings.HasPrefix(op.F, "start-") {
 		return
 	}
-	var fv struct {
-		Resolved []string            `json:"resolved"`
-		Grudge   map[string][]string `json:"grudge"`
-	}
-	if json.Unmarshal(op.RawValue, &fv) != nil {
+	fv, err := history.ParseFault(op.RawValue)
+	if err != nil {
 		return
 	}
 	for _, n := range fv.Resolved {
 		t.nodes[n] = true
 	}
-	for to, froms := range fv.Grudge {
+	for to, froms := range fv.Links() {
 		for _, from := range froms {
 			t.links[[2]string{from, to}] = true
 		}

@@ -239,12 +239,8 @@ func Materialise(sc Scenario) (Scenario, error) {
 	for _, e := range ev {
 		switch e.Action {
 		case nemesis.ActStart:
-			f, err := nemesis.Clone(e.Fault.Fault)
-			if err != nil {
-				return sc, err
-			}
 			active[e.Key] = len(out.Faults)
-			out.Faults = append(out.Faults, Fault{Spec: nemesis.Spec{Fault: f}, At: e.At, Name: e.Name, When: e.When})
+			out.Faults = append(out.Faults, Fault{Spec: e.Fault, At: e.At, Name: e.Name, When: e.When})
 		case nemesis.ActStop:
 			if i, ok := active[e.Key]; ok {
 				out.Faults[i].HealAfter = max(e.At-out.Faults[i].At, time.Millisecond)

@@ -51,9 +51,17 @@ type CPUThrottle struct {
 	CPU Percent `json:"cpu"`
 	// Period is the CFS period (default 100ms, Linux's): the quota is
 	// spent in bursts within each period.
-	Period  units.Duration `json:"period,omitempty"`
-	Cgroups []Cgroup       `json:"cgroups,omitempty"`
+	Period units.Duration `json:"period,omitempty"`
 }
+
+type cpuThrottleRun struct {
+	CPUThrottle `json:"-"`
+	nodesRun
+	Cgroups []Cgroup `json:"cgroups,omitempty"`
+}
+
+// NewRun implements Fault.
+func (f *CPUThrottle) NewRun() Run { return &cpuThrottleRun{CPUThrottle: *f} }
 
 // Kind implements Fault.
 func (*CPUThrottle) Kind() string { return "cpu-throttle" }
@@ -86,16 +94,16 @@ func (f *CPUThrottle) Validate() error {
 	return nil
 }
 
-// Resolve implements Fault.
-func (f *CPUThrottle) Resolve(ctx context.Context, env *Env) error {
+// Resolve implements Run.
+func (f *cpuThrottleRun) Resolve(ctx context.Context, env *Env) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	return f.resolveLocal(ctx, env, f.Kind())
+	return f.resolveLocal(ctx, env, f.Kind(), f.procNodes)
 }
 
-// Inject implements Fault.
-func (f *CPUThrottle) Inject(ctx context.Context, env *Env) error {
+// Inject implements Run.
+func (f *cpuThrottleRun) Inject(ctx context.Context, env *Env) error {
 	period, quota := f.period().Microseconds(), f.quota().Microseconds()
 	return limitNodes(env, f.Kind(), "cpu", f.Resolved, &f.Cgroups, func(dir string, v2 bool) error {
 		if v2 {
@@ -106,8 +114,10 @@ func (f *CPUThrottle) Inject(ctx context.Context, env *Env) error {
 	})
 }
 
-// Heal implements Fault.
-func (f *CPUThrottle) Heal(ctx context.Context, env *Env) error { return healCgroups(ctx, f.Cgroups) }
+// Heal implements Run.
+func (f *cpuThrottleRun) Heal(ctx context.Context, env *Env) error {
+	return healCgroups(ctx, f.Cgroups)
+}
 
 // MemoryPressure holds the memory the nodes' processes use from now on to
 // Limit: cgroup v2 memory.high (above it the kernel reclaims their page
@@ -121,10 +131,18 @@ func (f *CPUThrottle) Heal(ctx context.Context, env *Env) error { return healCgr
 // processes back and removes the cgroup.
 type MemoryPressure struct {
 	procNodes
-	Limit   Bytes    `json:"limit"`
-	Max     Bytes    `json:"max,omitempty"`
+	Limit Bytes `json:"limit"`
+	Max   Bytes `json:"max,omitempty"`
+}
+
+type memoryPressureRun struct {
+	MemoryPressure `json:"-"`
+	nodesRun
 	Cgroups []Cgroup `json:"cgroups,omitempty"`
 }
+
+// NewRun implements Fault.
+func (f *MemoryPressure) NewRun() Run { return &memoryPressureRun{MemoryPressure: *f} }
 
 // Kind implements Fault.
 func (*MemoryPressure) Kind() string { return "memory-pressure" }
@@ -144,16 +162,16 @@ func (f *MemoryPressure) Validate() error {
 	return nil
 }
 
-// Resolve implements Fault.
-func (f *MemoryPressure) Resolve(ctx context.Context, env *Env) error {
+// Resolve implements Run.
+func (f *memoryPressureRun) Resolve(ctx context.Context, env *Env) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	return f.resolveLocal(ctx, env, f.Kind())
+	return f.resolveLocal(ctx, env, f.Kind(), f.procNodes)
 }
 
-// Inject implements Fault.
-func (f *MemoryPressure) Inject(ctx context.Context, env *Env) error {
+// Inject implements Run.
+func (f *memoryPressureRun) Inject(ctx context.Context, env *Env) error {
 	return limitNodes(env, f.Kind(), "memory", f.Resolved, &f.Cgroups, func(dir string, v2 bool) error {
 		if v2 {
 			err := writeCgroup(dir, "memory.high", strconv.FormatUint(uint64(f.Limit), 10))
@@ -170,18 +188,18 @@ func (f *MemoryPressure) Inject(ctx context.Context, env *Env) error {
 	})
 }
 
-// Heal implements Fault.
-func (f *MemoryPressure) Heal(ctx context.Context, env *Env) error {
+// Heal implements Run.
+func (f *memoryPressureRun) Heal(ctx context.Context, env *Env) error {
 	return healCgroups(ctx, f.Cgroups)
 }
 
 // resolveLocal resolves the targets into nodes whose processes run on
 // this machine.
-func (p *procNodes) resolveLocal(ctx context.Context, env *Env, kind string) error {
-	if err := p.resolve(ctx, env, kind); err != nil {
+func (r *nodesRun) resolveLocal(ctx context.Context, env *Env, kind string, p procNodes) error {
+	if err := r.resolveProcs(ctx, env, kind, p); err != nil {
 		return err
 	}
-	for _, name := range p.Resolved {
+	for _, name := range r.Resolved {
 		n, err := env.node(name)
 		if err != nil {
 			return err

@@ -39,16 +39,24 @@ type ClockSkew struct {
 	OffsetMs int64 `json:"offset_ms"`
 }
 
+type clockSkewRun struct {
+	ClockSkew `json:"-"`
+	nodesRun
+}
+
+// NewRun implements Fault.
+func (f *ClockSkew) NewRun() Run { return &clockSkewRun{ClockSkew: *f} }
+
 // Kind implements Fault.
 func (f *ClockSkew) Kind() string { return "clock-skew" }
 
-// Resolve implements Fault: the targets must be brokers.
-func (f *ClockSkew) Resolve(ctx context.Context, env *Env) error {
-	return f.resolveClock(ctx, env, f.Kind(), true)
+// Resolve implements Run: the targets must be brokers.
+func (f *clockSkewRun) Resolve(ctx context.Context, env *Env) error {
+	return f.resolveClock(ctx, env, f.Kind(), f.procNodes, true)
 }
 
-// Inject implements Fault.
-func (f *ClockSkew) Inject(ctx context.Context, env *Env) error {
+// Inject implements Run.
+func (f *clockSkewRun) Inject(ctx context.Context, env *Env) error {
 	return f.eachClock(env, f.Kind(), func(n *compose.Node, c *clusterapi.Client) error {
 		if c == nil {
 			return hostClock(ctx, env, n, f.OffsetMs)
@@ -58,8 +66,10 @@ func (f *ClockSkew) Inject(ctx context.Context, env *Env) error {
 	})
 }
 
-// Heal implements Fault.
-func (f *ClockSkew) Heal(ctx context.Context, env *Env) error { return f.trueClock(ctx, env, f.Kind()) }
+// Heal implements Run.
+func (f *clockSkewRun) Heal(ctx context.Context, env *Env) error {
+	return f.trueClock(ctx, env, f.Kind())
+}
 
 // ClockBump makes the clock jump once by Offset (Jepsen's clock bump), on
 // top of whatever skew it had: a broker's /v1/clock offset goes from its
@@ -70,6 +80,14 @@ type ClockBump struct {
 	procNodes
 	Offset units.Duration `json:"offset"`
 }
+
+type clockBumpRun struct {
+	ClockBump `json:"-"`
+	nodesRun
+}
+
+// NewRun implements Fault.
+func (f *ClockBump) NewRun() Run { return &clockBumpRun{ClockBump: *f} }
 
 // Kind implements Fault.
 func (f *ClockBump) Kind() string { return "clock-bump" }
@@ -82,16 +100,16 @@ func (f *ClockBump) Validate() error {
 	return nil
 }
 
-// Resolve implements Fault.
-func (f *ClockBump) Resolve(ctx context.Context, env *Env) error {
+// Resolve implements Run.
+func (f *clockBumpRun) Resolve(ctx context.Context, env *Env) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	return f.resolveClock(ctx, env, f.Kind(), true)
+	return f.resolveClock(ctx, env, f.Kind(), f.procNodes, true)
 }
 
-// Inject implements Fault.
-func (f *ClockBump) Inject(ctx context.Context, env *Env) error {
+// Inject implements Run.
+func (f *clockBumpRun) Inject(ctx context.Context, env *Env) error {
 	off := time.Duration(f.Offset).Milliseconds()
 	return f.eachClock(env, f.Kind(), func(n *compose.Node, c *clusterapi.Client) error {
 		if c == nil {
@@ -106,8 +124,10 @@ func (f *ClockBump) Inject(ctx context.Context, env *Env) error {
 	})
 }
 
-// Heal implements Fault.
-func (f *ClockBump) Heal(ctx context.Context, env *Env) error { return f.trueClock(ctx, env, f.Kind()) }
+// Heal implements Run.
+func (f *clockBumpRun) Heal(ctx context.Context, env *Env) error {
+	return f.trueClock(ctx, env, f.Kind())
+}
 
 // ClockStrobe makes a broker's clock oscillate between the true time and
 // Offset ahead (behind, if negative), switching every Period, until
@@ -121,10 +141,18 @@ type ClockStrobe struct {
 	procNodes
 	Offset units.Duration `json:"offset"`
 	Period units.Duration `json:"period"`
+}
+
+type clockStrobeRun struct {
+	ClockStrobe `json:"-"`
+	nodesRun
 	// The strober process (pid and start time), set by Inject.
 	StroberPID   int    `json:"strober_pid,omitempty"`
 	StroberStart uint64 `json:"strober_start,omitempty"`
 }
+
+// NewRun implements Fault.
+func (f *ClockStrobe) NewRun() Run { return &clockStrobeRun{ClockStrobe: *f} }
 
 // Kind implements Fault.
 func (f *ClockStrobe) Kind() string { return "clock-strobe" }
@@ -144,12 +172,12 @@ func (f *ClockStrobe) Validate() error {
 	return nil
 }
 
-// Resolve implements Fault.
-func (f *ClockStrobe) Resolve(ctx context.Context, env *Env) error {
+// Resolve implements Run.
+func (f *clockStrobeRun) Resolve(ctx context.Context, env *Env) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	if err := f.resolveClock(ctx, env, f.Kind(), false); err != nil {
+	if err := f.resolveClock(ctx, env, f.Kind(), f.procNodes, false); err != nil {
 		return err
 	}
 	if _, err := env.switchNS(); err != nil {
@@ -159,8 +187,8 @@ func (f *ClockStrobe) Resolve(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// Inject implements Fault.
-func (f *ClockStrobe) Inject(ctx context.Context, env *Env) error {
+// Inject implements Run.
+func (f *clockStrobeRun) Inject(ctx context.Context, env *Env) error {
 	args := []string{StrobeArg, "--run", env.runID(), "--offset", time.Duration(f.Offset).String(),
 		"--period", time.Duration(f.Period).String()}
 	for _, name := range f.Resolved {
@@ -175,8 +203,8 @@ func (f *ClockStrobe) Inject(ctx context.Context, env *Env) error {
 	return err
 }
 
-// Heal implements Fault.
-func (f *ClockStrobe) Heal(ctx context.Context, env *Env) error {
+// Heal implements Run.
+func (f *clockStrobeRun) Heal(ctx context.Context, env *Env) error {
 	err := stopProcess(ctx, f.StroberPID, f.StroberStart)
 	return errors.Join(err, f.trueClock(ctx, env, f.Kind()))
 }
@@ -184,7 +212,7 @@ func (f *ClockStrobe) Heal(ctx context.Context, env *Env) error {
 // resolveClock resolves the targets of a clock fault: isrlab brokers, or
 // any node whose ssh host lets clock faults set its system clock (when
 // host is true).
-func (p *procNodes) resolveClock(ctx context.Context, env *Env, kind string, host bool) error {
+func (r *nodesRun) resolveClock(ctx context.Context, env *Env, kind string, p procNodes, host bool) error {
 	ns, err := p.targets(ctx, env, kind)
 	if err != nil {
 		return err
@@ -205,18 +233,18 @@ func (p *procNodes) resolveClock(ctx context.Context, env *Env, kind string, hos
 			return fmt.Errorf("%w: %s: %s is not a broker", ErrBadFault, kind, name)
 		}
 	}
-	p.Resolved = ns
+	r.Resolved = ns
 	return nil
 }
 
 // eachClock runs fn on every resolved node with a client of its broker's
 // /v1/clock, or nil where the node's host clock is the one to move.
-func (p *procNodes) eachClock(env *Env, kind string, fn func(*compose.Node, *clusterapi.Client) error) error {
+func (r *nodesRun) eachClock(env *Env, kind string, fn func(*compose.Node, *clusterapi.Client) error) error {
 	dial := env.Cluster.Dial()
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) { return dial(ctx, network, addr) },
 	}}
-	return p.each(env, func(n *compose.Node) error {
+	return r.each(env, func(n *compose.Node) error {
 		var c *clusterapi.Client
 		if !systemClock(n) {
 			c = &clusterapi.Client{Base: clusterapi.BaseURL(n.Addr.String(), compose.MetricsPort), HTTP: hc}
@@ -230,8 +258,8 @@ func (p *procNodes) eachClock(env *Env, kind string, fn func(*compose.Node, *clu
 
 // trueClock restores the true clock on every resolved node: skew 0 on a
 // broker, the marked offset undone on a host. It is idempotent.
-func (p *procNodes) trueClock(ctx context.Context, env *Env, kind string) error {
-	return p.eachClock(env, kind, func(n *compose.Node, c *clusterapi.Client) error {
+func (r *nodesRun) trueClock(ctx context.Context, env *Env, kind string) error {
+	return r.eachClock(env, kind, func(n *compose.Node, c *clusterapi.Client) error {
 		if c == nil {
 			return hostClock(ctx, env, n, 0)
 		}

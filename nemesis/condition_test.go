@@ -57,7 +57,7 @@ func played(t *testing.T, tl *timeline, ev []Event) ([]string, error) {
 	return got, err
 }
 
-func fault(nodes ...string) Spec { return Spec{&recordingFault{Nodes: nodes}} }
+func fault(nodes ...string) Spec { return Spec{&RecordingFault{Nodes: nodes}} }
 
 func TestConditionISRSize(t *testing.T) {
 	clk := &fakeClock{now: time.Unix(0, 0)}
@@ -135,7 +135,7 @@ func TestConditionNotInISROfNamedFault(t *testing.T) {
 		views: []PartitionView{{Leader: 1, ISR: []int32{1, 2, 3}}, {Leader: 1, ISR: []int32{1, 2}}, {Leader: 1, ISR: []int32{1, 3}}}}
 	got, err := played(t, tl, []Event{
 		// "cut" hits b2: the wait is for broker 2, not broker 3, to leave.
-		{At: time.Second, Action: ActStart, Key: 1, Name: "cut", Fault: Spec{&resolvingFault{recordingFault{Nodes: []string{"b2"}}, nil}}},
+		{At: time.Second, Action: ActStart, Key: 1, Name: "cut", Fault: Spec{&ResolvingFault{RecordingFault{Nodes: []string{"b2"}}}}},
 		{At: 0, Action: ActStart, Key: 2, Fault: fault("b1"), When: &Condition{Partition: "t/0", NotInISR: "cut"}},
 		{At: 10 * time.Second, Action: ActHealAll},
 	})
@@ -218,16 +218,25 @@ func TestConditionValidate(t *testing.T) {
 	}
 }
 
-// resolvingFault records the nodes it resolved, as real faults do.
-type resolvingFault struct {
-	recordingFault
-	Resolved []string `json:"resolved,omitempty"`
+// ResolvingFault records the nodes it resolved, as real faults do.
+type ResolvingFault struct {
+	RecordingFault
 }
 
-func (*resolvingFault) Kind() string { return "resolving-fault" }
-func (r *resolvingFault) Resolve(context.Context, *Env) error {
-	r.Resolved = r.Nodes
+type resolvingRun struct {
+	ResolvingFault `json:"-"`
+	recordingRun
+	nodesRun
+}
+
+func (*ResolvingFault) Kind() string { return "resolving-fault" }
+func (f *ResolvingFault) NewRun() Run {
+	return &resolvingRun{ResolvingFault: *f, recordingRun: recordingRun{f.RecordingFault}}
+}
+func (r *resolvingRun) Kind() string { return r.ResolvingFault.Kind() }
+func (r *resolvingRun) Resolve(context.Context, *Env) error {
+	r.Resolved = r.ResolvingFault.Nodes
 	return nil
 }
 
-func init() { register(func() Fault { return &resolvingFault{} }) }
+func init() { register(func() Fault { return &ResolvingFault{} }) }

@@ -43,9 +43,17 @@ type Corrupt struct {
 	Partition string `json:"partition,omitempty"`
 	// Stop is kill (default) or graceful.
 	Stop string `json:"stop,omitempty"`
+}
+
+type corruptRun struct {
+	Corrupt `json:"-"`
+	nodesRun
 	// Damage is what Inject did, file by file.
 	Damage []FileDamage `json:"damage,omitempty"`
 }
+
+// NewRun implements Fault.
+func (f *Corrupt) NewRun() Run { return &corruptRun{Corrupt: *f} }
 
 // FileDamage is one damaged file.
 type FileDamage struct {
@@ -131,13 +139,13 @@ func (c *Corrupt) Validate() error {
 	return nil
 }
 
-// Resolve implements Fault: the targets are brokers whose data directory
+// Resolve implements Run: the targets are brokers whose data directory
 // is on this machine and holds a file of the class.
-func (c *Corrupt) Resolve(ctx context.Context, env *Env) error {
+func (c *corruptRun) Resolve(ctx context.Context, env *Env) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	if err := c.resolve(ctx, env, c.Kind()); err != nil {
+	if err := c.resolveProcs(ctx, env, c.Kind(), c.procNodes); err != nil {
 		return err
 	}
 	for _, name := range c.Resolved {
@@ -159,8 +167,8 @@ func (c *Corrupt) Resolve(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// Inject implements Fault: stop, then damage.
-func (c *Corrupt) Inject(ctx context.Context, env *Env) error {
+// Inject implements Run: stop, then damage.
+func (c *corruptRun) Inject(ctx context.Context, env *Env) error {
 	err := c.each(env, func(n *compose.Node) error {
 		if c.Stop == "graceful" {
 			return n.Stop(ctx)
@@ -189,8 +197,8 @@ func (c *Corrupt) Inject(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// Heal implements Fault: the brokers start again on their damaged files.
-func (c *Corrupt) Heal(ctx context.Context, env *Env) error { return c.startStopped(ctx, env) }
+// Heal implements Run: the brokers start again on their damaged files.
+func (c *corruptRun) Heal(ctx context.Context, env *Env) error { return c.startStopped(ctx, env) }
 
 // files lists the non-empty files of the class under dataDir, grouped by
 // directory (a partition's, or the log directory's), each group sorted.

@@ -371,7 +371,7 @@ func TestCorruptFault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := a.Fault.Fault.(*Corrupt)
+	f := a.Fault.Run.(*corruptRun)
 	if b2.Proc.Running() {
 		t.Fatal("b2 runs during the corruption")
 	}

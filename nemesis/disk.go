@@ -15,18 +15,30 @@ func init() {
 	register(func() Fault { return &DiskHang{} })
 }
 
-// disk is what the disk faults share: the nodes, the faultfs operation
-// kind and path prefix they apply to, and each node's control socket.
+// disk is the spec the disk faults share: the nodes, the faultfs
+// operation kind and path prefix they apply to.
 type disk struct {
 	Nodes []string `json:"nodes"`
 	// Op is read, write, fsync, meta or all (default).
 	Op     faultfs.Op `json:"op,omitempty"`
 	Prefix string     `json:"prefix,omitempty"`
+}
+
+// op is the operation kind, all by default.
+func (d disk) op() faultfs.Op {
+	if d.Op == "" {
+		return faultfs.OpAll
+	}
+	return d.Op
+}
+
+// diskRun is the run the disk faults share: each node's control socket.
+type diskRun struct {
 	// Sockets maps each resolved node to its faultfs control socket.
 	Sockets map[string]string `json:"sockets,omitempty"`
 }
 
-func (d *disk) resolve(ctx context.Context, env *Env, kind string) error {
+func (r *diskRun) resolve(ctx context.Context, env *Env, kind string, d disk) error {
 	ns, err := env.ResolveTargets(ctx, d.Nodes)
 	if err != nil {
 		return err
@@ -34,22 +46,19 @@ func (d *disk) resolve(ctx context.Context, env *Env, kind string) error {
 	if len(ns) == 0 {
 		return fmt.Errorf("%w: %s needs nodes", ErrBadFault, kind)
 	}
-	if d.Op == "" {
-		d.Op = faultfs.OpAll
-	}
-	d.Sockets = map[string]string{}
+	r.Sockets = map[string]string{}
 	for _, n := range ns {
 		s := env.Disks[n]
 		if s == "" {
 			return fmt.Errorf("%w: %s: node %s has no faultfs control socket", ErrUnsupported, kind, n)
 		}
-		d.Sockets[n] = s
+		r.Sockets[n] = s
 	}
 	return nil
 }
 
-func (d *disk) each(env *Env, fn func(*faultfs.Client) error) error {
-	for n, s := range d.Sockets {
+func (r *diskRun) each(env *Env, fn func(*faultfs.Client) error) error {
+	for n, s := range r.Sockets {
 		c, err := diskClient(env, n, s)
 		if err != nil {
 			return err
@@ -62,8 +71,8 @@ func (d *disk) each(env *Env, fn func(*faultfs.Client) error) error {
 }
 
 // heal lifts every fault of each node's faultfs (faultfs heals all at once).
-func (d *disk) heal(ctx context.Context, env *Env) error {
-	return d.each(env, func(c *faultfs.Client) error { return c.Heal(ctx) })
+func (r *diskRun) heal(ctx context.Context, env *Env) error {
+	return r.each(env, func(c *faultfs.Client) error { return c.Heal(ctx) })
 }
 
 // remoteDisk is what a remote node's host tells about its faultfs
@@ -99,25 +108,33 @@ type SlowDisk struct {
 	Jitter  units.Duration `json:"jitter,omitempty"`
 }
 
+type slowDiskRun struct {
+	SlowDisk `json:"-"`
+	diskRun
+}
+
+// NewRun implements Fault.
+func (f *SlowDisk) NewRun() Run { return &slowDiskRun{SlowDisk: *f} }
+
 func (*SlowDisk) Kind() string { return "slow-disk" }
 
-// Resolve implements Fault.
-func (s *SlowDisk) Resolve(ctx context.Context, env *Env) error {
+// Resolve implements Run.
+func (s *slowDiskRun) Resolve(ctx context.Context, env *Env) error {
 	if s.Latency <= 0 && s.Jitter <= 0 {
 		return fmt.Errorf("%w: slow-disk needs a latency", ErrBadFault)
 	}
-	return s.resolve(ctx, env, s.Kind())
+	return s.resolve(ctx, env, s.Kind(), s.disk)
 }
 
-// Inject implements Fault.
-func (s *SlowDisk) Inject(ctx context.Context, env *Env) error {
+// Inject implements Run.
+func (s *slowDiskRun) Inject(ctx context.Context, env *Env) error {
 	return s.each(env, func(c *faultfs.Client) error {
-		return c.Latency(ctx, s.Op, s.Prefix, time.Duration(s.Latency), time.Duration(s.Jitter))
+		return c.Latency(ctx, s.op(), s.Prefix, time.Duration(s.Latency), time.Duration(s.Jitter))
 	})
 }
 
-// Heal implements Fault.
-func (s *SlowDisk) Heal(ctx context.Context, env *Env) error { return s.heal(ctx, env) }
+// Heal implements Run.
+func (s *slowDiskRun) Heal(ctx context.Context, env *Env) error { return s.heal(ctx, env) }
 
 // DiskError fails matching filesystem operations with EIO with a
 // probability.
@@ -126,36 +143,54 @@ type DiskError struct {
 	Probability float64 `json:"probability"`
 }
 
+type diskErrorRun struct {
+	DiskError `json:"-"`
+	diskRun
+}
+
+// NewRun implements Fault.
+func (f *DiskError) NewRun() Run { return &diskErrorRun{DiskError: *f} }
+
 func (*DiskError) Kind() string { return "disk-error" }
 
-// Resolve implements Fault.
-func (e *DiskError) Resolve(ctx context.Context, env *Env) error {
+// Resolve implements Run.
+func (e *diskErrorRun) Resolve(ctx context.Context, env *Env) error {
 	if e.Probability <= 0 || e.Probability > 1 {
 		return fmt.Errorf("%w: disk-error probability %v: want (0, 1]", ErrBadFault, e.Probability)
 	}
-	return e.resolve(ctx, env, e.Kind())
+	return e.resolve(ctx, env, e.Kind(), e.disk)
 }
 
-// Inject implements Fault.
-func (e *DiskError) Inject(ctx context.Context, env *Env) error {
-	return e.each(env, func(c *faultfs.Client) error { return c.EIO(ctx, e.Op, e.Prefix, e.Probability) })
+// Inject implements Run.
+func (e *diskErrorRun) Inject(ctx context.Context, env *Env) error {
+	return e.each(env, func(c *faultfs.Client) error { return c.EIO(ctx, e.op(), e.Prefix, e.Probability) })
 }
 
-// Heal implements Fault.
-func (e *DiskError) Heal(ctx context.Context, env *Env) error { return e.heal(ctx, env) }
+// Heal implements Run.
+func (e *diskErrorRun) Heal(ctx context.Context, env *Env) error { return e.heal(ctx, env) }
 
 // DiskHang blocks matching filesystem operations until healed.
 type DiskHang struct{ disk }
 
-func (*DiskHang) Kind() string { return "disk-hang" }
-
-// Resolve implements Fault.
-func (h *DiskHang) Resolve(ctx context.Context, env *Env) error { return h.resolve(ctx, env, h.Kind()) }
-
-// Inject implements Fault.
-func (h *DiskHang) Inject(ctx context.Context, env *Env) error {
-	return h.each(env, func(c *faultfs.Client) error { return c.Hang(ctx, h.Op, h.Prefix) })
+type diskHangRun struct {
+	DiskHang `json:"-"`
+	diskRun
 }
 
-// Heal implements Fault.
-func (h *DiskHang) Heal(ctx context.Context, env *Env) error { return h.heal(ctx, env) }
+// NewRun implements Fault.
+func (f *DiskHang) NewRun() Run { return &diskHangRun{DiskHang: *f} }
+
+func (*DiskHang) Kind() string { return "disk-hang" }
+
+// Resolve implements Run.
+func (h *diskHangRun) Resolve(ctx context.Context, env *Env) error {
+	return h.resolve(ctx, env, h.Kind(), h.disk)
+}
+
+// Inject implements Run.
+func (h *diskHangRun) Inject(ctx context.Context, env *Env) error {
+	return h.each(env, func(c *faultfs.Client) error { return c.Hang(ctx, h.op(), h.Prefix) })
+}
+
+// Heal implements Run.
+func (h *diskHangRun) Heal(ctx context.Context, env *Env) error { return h.heal(ctx, env) }

@@ -122,7 +122,7 @@ func TestDiskFaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pl := a.Fault.Fault.(*PowerLoss)
+		pl := a.Fault.Run.(*powerLossRun)
 		if rep := pl.Reports["b1"]; rep.BytesLost != int64(len(unsynced)) {
 			t.Fatalf("b1 lost %d bytes, want %d: %+v", rep.BytesLost, len(unsynced), rep)
 		}

@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"math/rand"
 	"os/exec"
+	"reflect"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/isrlab/isrlab/compose"
 )
@@ -20,11 +22,23 @@ var ErrBadFault = errors.New("bad fault")
 // ErrUnsupported reports a fault this cluster or kernel cannot apply.
 var ErrUnsupported = errors.New("unsupported fault")
 
-// Fault is one kind of fault. Its exported fields, with their JSON tags, are
-// its schema; Resolve fills the resolved fields from live state, after which
-// Inject and Heal act only on those. Heal is safe to call twice and on a
-// fault whose Inject failed half way.
+// Fault is one kind of fault as a user writes it: its exported fields,
+// with their JSON tags, are its schema, and nothing that happens when it
+// fires changes them, so one Fault may fire any number of times (a
+// schedule's events share theirs). NewRun returns the record of one firing.
 type Fault interface {
+	Kind() string
+	NewRun() Run
+}
+
+// Run is one firing of a fault: a copy of its spec and what firing it
+// learned (the nodes its targets resolved to, the rule tables and
+// processes it made, what it did), in the JSON fields of the run's own,
+// never the spec's. Resolve fills them from live state, after which Inject
+// and Heal act only on those; Heal is safe to call twice and on a run
+// whose Inject failed half way. A run decoded from its record (Fired) can
+// be healed by another process, as `isrlab fault heal` does.
+type Run interface {
 	Kind() string
 	Resolve(ctx context.Context, env *Env) error
 	Inject(ctx context.Context, env *Env) error
@@ -160,15 +174,82 @@ func (s *Spec) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Clone returns a deep copy of f (through its JSON form).
-func Clone(f Fault) (Fault, error) {
-	b, err := json.Marshal(Spec{f})
+// Fired is a fault as it fired, the form the history and the active-fault
+// store keep: the spec's fields and the run's in one JSON object, with
+// "kind" ({"kind":"kill","nodes":["leader:t/0"],"resolved":["b2"]}). The
+// spec written is the run's copy, with what firing chose for it (a
+// partition's seed, a default user). No kind has a field in both.
+type Fired struct {
+	Fault Fault
+	Run   Run
+}
+
+// fired is the record of r.
+func fired(r Run) Fired { return Fired{Fault: SpecOf(r), Run: r} }
+
+// SpecOf is the spec r fired from: the copy it holds.
+func SpecOf(r Run) Fault {
+	v := reflect.ValueOf(r).Elem().Field(0)
+	return v.Addr().Interface().(Fault)
+}
+
+// MarshalJSON writes the spec's fields, then the run's.
+func (f Fired) MarshalJSON() ([]byte, error) {
+	spec := f.Fault
+	if f.Run != nil {
+		spec = SpecOf(f.Run)
+	}
+	b, err := json.Marshal(Spec{spec})
+	if err != nil || f.Run == nil || spec == nil {
+		return b, err
+	}
+	run, err := json.Marshal(f.Run)
 	if err != nil {
 		return nil, err
 	}
-	var s Spec
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, err
+	if string(run) == "{}" {
+		return b, nil
 	}
-	return s.Fault, nil
+	return slices.Concat(b[:len(b)-1], []byte(","), run[1:]), nil
+}
+
+// UnmarshalJSON reads the spec by its "kind" and the run from the same
+// object.
+func (f *Fired) UnmarshalJSON(b []byte) error {
+	var s Spec
+	if err := s.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	r := s.Fault.NewRun()
+	if err := json.Unmarshal(b, r); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadFault, s.Fault.Kind(), err)
+	}
+	f.Fault, f.Run = SpecOf(r), r
+	return nil
+}
+
+// jsonFields lists the JSON fields of struct type t, those of the structs
+// it embeds included, but none tagged "-": for a run, its own fields, not
+// those of the spec it embeds.
+func jsonFields(t reflect.Type) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var out []string
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		tag := sf.Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		switch {
+		case name == "-":
+		case sf.Anonymous && name == "" && sf.Type.Kind() == reflect.Struct:
+			out = append(out, jsonFields(sf.Type)...)
+		case !sf.IsExported():
+		case name != "":
+			out = append(out, name)
+		default:
+			out = append(out, sf.Name)
+		}
+	}
+	return out
 }

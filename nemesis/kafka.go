@@ -30,39 +30,42 @@ type Kafka struct {
 	Error           string         `json:"error,omitempty"`
 	Topic           string         `json:"topic,omitempty"`
 	TransactionalID string         `json:"transactional_id,omitempty"`
-	// Resolved are the target brokers, Sockets their proxies' control
+}
+
+type kafkaRun struct {
+	Kafka `json:"-"`
+	// The target brokers (resolved), Sockets their proxies' control
 	// sockets; RuleID names the rule on every proxy (from the fault's
 	// id). Acted counts, per broker, the messages the rule acted on, read
 	// when the fault is healed.
-	Resolved []string          `json:"resolved,omitempty"`
-	Sockets  map[string]string `json:"sockets,omitempty"`
-	RuleID   string            `json:"rule_id,omitempty"`
-	Acted    map[string]int64  `json:"acted,omitempty"`
+	nodesRun
+	Sockets map[string]string `json:"sockets,omitempty"`
+	RuleID  string            `json:"rule_id,omitempty"`
+	Acted   map[string]int64  `json:"acted,omitempty"`
 }
+
+// NewRun implements Fault.
+func (f *Kafka) NewRun() Run { return &kafkaRun{Kafka: *f} }
 
 func (*Kafka) Kind() string { return "kafka" }
 
-// rule is the proxy rule the fault sets.
-func (k *Kafka) rule() kproxy.Rule {
-	return kproxy.Rule{ID: k.RuleID, API: k.API, Direction: k.Direction, Action: k.Action,
+// rule is the proxy rule the fault sets, called id.
+func (k *Kafka) rule(id string) kproxy.Rule {
+	return kproxy.Rule{ID: id, API: k.API, Direction: k.Direction, Action: k.Action,
 		Probability: k.Probability, Count: k.Count, Delay: k.Delay, Error: k.Error,
 		Topic: k.Topic, TransactionalID: k.TransactionalID}
 }
 
 // Validate implements validator: the rule as the proxy will check it.
 func (k *Kafka) Validate() error {
-	r := k.rule()
-	if r.ID == "" {
-		r.ID = "validate"
-	}
-	if err := r.Validate(); err != nil {
+	if err := k.rule("validate").Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadFault, err)
 	}
 	return nil
 }
 
-// Resolve implements Fault.
-func (k *Kafka) Resolve(ctx context.Context, env *Env) error {
+// Resolve implements Run.
+func (k *kafkaRun) Resolve(ctx context.Context, env *Env) error {
 	if err := k.Validate(); err != nil {
 		return err
 	}
@@ -86,9 +89,9 @@ func (k *Kafka) Resolve(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// Inject implements Fault.
-func (k *Kafka) Inject(ctx context.Context, env *Env) error {
-	r := k.rule()
+// Inject implements Run.
+func (k *kafkaRun) Inject(ctx context.Context, env *Env) error {
+	r := k.rule(k.RuleID)
 	for n, s := range k.Sockets {
 		if err := kproxy.NewClient(s).Set(ctx, r); err != nil {
 			return fmt.Errorf("kafka: proxy of %s: %w", n, err)
@@ -97,10 +100,10 @@ func (k *Kafka) Inject(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// Heal implements Fault: it reads how often the rule acted, then removes
+// Heal implements Run: it reads how often the rule acted, then removes
 // it from every proxy. A proxy that is gone (its cluster is down) has
 // nothing to heal.
-func (k *Kafka) Heal(ctx context.Context, env *Env) error {
+func (k *kafkaRun) Heal(ctx context.Context, env *Env) error {
 	for n, s := range k.Sockets {
 		c := kproxy.NewClient(s)
 		if st, err := c.Status(ctx); err == nil {

@@ -117,7 +117,7 @@ func TestClockTargets(t *testing.T) {
 		{&ClockSkew{procNodes: procNodes{Nodes: []string{"c2"}}, OffsetMs: 5}, ErrUnsupported, "c2 is a coordinator"},
 		{&ClockBump{procNodes: procNodes{Nodes: []string{"client1"}}, Offset: 1e9}, ErrBadFault, "client1 is not a broker"},
 	} {
-		err := tt.f.Resolve(context.Background(), env)
+		err := tt.f.NewRun().Resolve(context.Background(), env)
 		if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.msg) {
 			t.Errorf("%s: err = %v, want %v mentioning %q", tt.f.Kind(), err, tt.want, tt.msg)
 		}

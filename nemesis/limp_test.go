@@ -83,7 +83,7 @@ func TestClockFaults(t *testing.T) {
 	if err := n.Heal(ctx, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Fault.Fault.Heal(ctx, n.Env); err != nil {
+	if err := a.Fault.Run.Heal(ctx, n.Env); err != nil {
 		t.Fatalf("second heal: %v", err)
 	}
 
@@ -92,7 +92,7 @@ func TestClockFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	strobe := s.Fault.Fault.(*ClockStrobe)
+	strobe := s.Fault.Run.(*clockStrobeRun)
 	if ps := delayers(l.c.SwitchNS); !slices.Equal(ps, []int{strobe.StroberPID}) {
 		t.Fatalf("processes in the switch namespace: %v, want the strober %d", ps, strobe.StroberPID)
 	}
@@ -205,7 +205,7 @@ func TestCPUThrottle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := a.Fault.Fault.(*CPUThrottle)
+	f := a.Fault.Run.(*cpuThrottleRun)
 	if len(f.Cgroups) != 1 || f.Cgroups[0].Version != h.version() {
 		t.Fatalf("cgroups %+v, want one of v%d", f.Cgroups, h.version())
 	}
@@ -266,7 +266,7 @@ func TestMemoryPressure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := a.Fault.Fault.(*MemoryPressure)
+	f := a.Fault.Run.(*memoryPressureRun)
 	cg := f.Cgroups[0]
 	if !inCgroup(h, pid, cg.Path) {
 		t.Fatalf("b2 (%d) is not in %s", pid, cg.Path)
@@ -394,8 +394,8 @@ func TestFaultsCleanedAfterOwnerKilled(t *testing.T) {
 	if err != nil || len(as) != len(specs) {
 		t.Fatalf("stored faults: %+v %v", as, err)
 	}
-	strober := as[0].Fault.Fault.(*ClockStrobe)
-	packet := as[3].Fault.Fault.(*Packet)
+	strober := as[0].Fault.Run.(*clockStrobeRun)
+	packet := as[3].Fault.Run.(*packetRun)
 	var cgroups []string
 	for _, a := range as[1:3] {
 		var v struct {

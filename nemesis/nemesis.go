@@ -66,18 +66,19 @@ func (n *Nemesis) recordValue(t history.Type, f string, v any) {
 	n.record(t, f, b, nil)
 }
 
-func specJSON(f Fault) []byte {
-	b, err := json.Marshal(Spec{f})
+// firedJSON is the record of r: its spec and its run.
+func firedJSON(r Run) []byte {
+	b, err := json.Marshal(fired(r))
 	if err != nil {
 		return nil
 	}
 	return b
 }
 
-// Inject resolves f's targets against the cluster as it is now, injects it
+// Inject resolves a run of f against the cluster as it is now, injects it
 // and stores it as active. It returns the active fault (with its id and
-// resolved targets). A fault whose injection failed is healed at once; if
-// that heal fails too it stays active so that a later HealAll retries it.
+// run). A fault whose injection failed is healed at once; if that heal
+// fails too it stays active so that a later HealAll retries it.
 func (n *Nemesis) Inject(ctx context.Context, f Fault) (Active, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -87,14 +88,15 @@ func (n *Nemesis) Inject(ctx context.Context, f Fault) (Active, error) {
 	}
 	env := n.Env.forFault(id)
 	start := "start-" + f.Kind()
-	if err := f.Resolve(ctx, env); err != nil {
+	r := f.NewRun()
+	if err := r.Resolve(ctx, env); err != nil {
 		// Nothing was touched: the fault definitely did not happen.
-		n.record(history.Invoke, start, specJSON(f), nil)
-		n.record(history.Fail, start, specJSON(f), err)
+		n.record(history.Invoke, start, firedJSON(r), nil)
+		n.record(history.Fail, start, firedJSON(r), err)
 		return Active{}, fmt.Errorf("%s: resolve: %w", f.Kind(), err)
 	}
-	a := Active{ID: id, Started: n.now(), Fault: Spec{f}}
-	value := specJSON(f)
+	a := Active{ID: id, Started: n.now(), Fault: fired(r)}
+	value := firedJSON(r)
 	n.record(history.Invoke, start, value, nil)
 	// Stored before it is applied, so that a crash mid-way leaves a record
 	// for `fault heal` to act on.
@@ -103,21 +105,21 @@ func (n *Nemesis) Inject(ctx context.Context, f Fault) (Active, error) {
 		return Active{}, err
 	}
 	begin := time.Now()
-	if err := f.Inject(ctx, env); err != nil {
-		herr := f.Heal(context.WithoutCancel(ctx), env)
+	if err := r.Inject(ctx, env); err != nil {
+		herr := r.Heal(context.WithoutCancel(ctx), env)
 		if herr == nil {
 			n.store().remove(id) //nolint:errcheck // best effort; heal is idempotent
 		}
-		n.record(history.Info, start, specJSON(f), err)
+		n.record(history.Info, start, firedJSON(r), err)
 		return Active{}, errors.Join(fmt.Errorf("%s: inject: %w", f.Kind(), err), herr)
 	}
-	// Inject may add facts (power-loss reports, the delay mode).
-	a.Fault = Spec{f}
+	// Inject may add facts (power-loss reports, the delay mode): stored
+	// again.
 	if err := n.store().put(a); err != nil {
 		return a, err
 	}
-	n.record(history.OK, start, specJSON(f), nil)
-	env.log().Info("fault injected", "fault", f.Kind(), "id", id, "targets", string(specJSON(f)), "took", time.Since(begin))
+	n.record(history.OK, start, firedJSON(r), nil)
+	env.log().Info("fault injected", "fault", f.Kind(), "id", id, "targets", string(firedJSON(r)), "took", time.Since(begin))
 	return a, nil
 }
 
@@ -133,18 +135,18 @@ func (n *Nemesis) Heal(ctx context.Context, id string) error {
 }
 
 func (n *Nemesis) heal(ctx context.Context, a Active, rec bool) error {
-	f := a.Fault.Fault
-	stop := "stop-" + f.Kind()
-	value := specJSON(f)
+	r := a.Fault.Run
+	stop := "stop-" + r.Kind()
+	value := firedJSON(r)
 	if rec {
 		n.record(history.Invoke, stop, value, nil)
 	}
-	err := f.Heal(ctx, n.Env.forFault(a.ID))
+	err := r.Heal(ctx, n.Env.forFault(a.ID))
 	if err != nil {
 		if rec {
 			n.record(history.Info, stop, value, err)
 		}
-		return fmt.Errorf("heal %s (%s): %w", a.ID, f.Kind(), err)
+		return fmt.Errorf("heal %s (%s): %w", a.ID, r.Kind(), err)
 	}
 	if err := n.store().remove(a.ID); err != nil {
 		return err
@@ -152,9 +154,9 @@ func (n *Nemesis) heal(ctx context.Context, a Active, rec bool) error {
 	if rec {
 		// What the heal learned (a kafka fault's count of the messages
 		// it acted on) goes with the completion.
-		n.record(history.OK, stop, specJSON(f), nil)
+		n.record(history.OK, stop, firedJSON(r), nil)
 	}
-	n.Env.log().Info("fault healed", "fault", f.Kind(), "id", a.ID)
+	n.Env.log().Info("fault healed", "fault", r.Kind(), "id", a.ID)
 	return nil
 }
 

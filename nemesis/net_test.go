@@ -66,7 +66,7 @@ func TestNetworkFaults(t *testing.T) {
 		if err := n.Heal(ctx, a.ID); !errors.Is(err, ErrNotActive) {
 			t.Fatalf("second heal: %v", err)
 		}
-		if err := (&Partition{Table: a.Fault.Fault.(*Partition).Table}).Heal(ctx, n.Env); err != nil {
+		if err := (&partitionRun{nftRun: nftRun{Table: a.Fault.Run.(*partitionRun).Table}}).Heal(ctx, n.Env); err != nil {
 			t.Fatalf("healing a healed partition again: %v", err)
 		}
 		l.noLeftovers(t)
@@ -160,13 +160,14 @@ func TestNetworkFaults(t *testing.T) {
 		// Clean finds faults nobody stored.
 		orphan := &Partition{Topology: TopoIsolate, Targets: []string{"b2"}}
 		env := &Env{Cluster: l.c, id: "orphan"}
-		if err := orphan.Resolve(ctx, env); err != nil {
+		run := orphan.NewRun()
+		if err := run.Resolve(ctx, env); err != nil {
 			t.Fatal(err)
 		}
-		if err := orphan.Inject(ctx, env); err != nil {
+		if err := run.Inject(ctx, env); err != nil {
 			t.Fatal(err)
 		}
-		if err := (&SlowNet{Resolved: []string{"b2"}, Rate: "1mbit"}).Inject(ctx, env); err != nil {
+		if err := (&slowNetRun{SlowNet: SlowNet{Rate: "1mbit"}, nodesRun: nodesRun{Resolved: []string{"b2"}}}).Inject(ctx, env); err != nil {
 			t.Fatal(err)
 		}
 		if err := Clean(ctx, l.c.SwitchNS, l.c.RunID, nsPaths(l.c)); err != nil {
@@ -268,7 +269,7 @@ func TestDelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mode := a.Fault.Fault.(*SlowNet).Mode
+	mode := a.Fault.Run.(*slowNetRun).Mode
 	got := l.rtt(t, "b1", 10)
 	t.Logf("mode %s: median RTT %v without, %v with a %v delay into b1", mode, base, got, delay)
 	if got < delay || got > delay+250*time.Millisecond {
@@ -305,7 +306,7 @@ func TestDelaySurvivesAnotherHeal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Fault.Fault.(*SlowNet).Mode != "nfqueue" {
+	if a.Fault.Run.(*slowNetRun).Mode != "nfqueue" {
 		t.Skip("netem delays here; no delayer to test")
 	}
 	// Keep packets in the queue while the other fault comes and goes.
@@ -416,7 +417,7 @@ func TestNodeSideFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if side := a.Fault.Fault.(*Partition).Side; side != SideNode {
+	if side := a.Fault.Run.(*partitionRun).Side; side != SideNode {
 		t.Fatalf("side %q", side)
 	}
 	if ts, _ := Tables(l.c.SwitchNS, l.c.RunID); len(ts) > 0 {

@@ -15,13 +15,13 @@ import (
 // injectNodes cuts each link in the receiving node's namespace (or on its
 // host, for a remote node): its input hook drops IPv4 packets from the
 // senders it holds a grudge against.
-func (p *Partition) injectNodes(ctx context.Context, env *Env) error {
-	if err := eachRemote(env, sortedKeys(p.Grudge), func(n *compose.Node) error {
-		return remoteDropFrom(ctx, env, n, p.Table, p.Grudge[n.Name])
+func (p *partitionRun) injectNodes(ctx context.Context, env *Env) error {
+	if err := eachRemote(env, sortedKeys(p.Cut), func(n *compose.Node) error {
+		return remoteDropFrom(ctx, env, n, p.Table, p.Cut[n.Name])
 	}); err != nil {
 		return err
 	}
-	for _, to := range sortedKeys(p.Grudge) {
+	for _, to := range sortedKeys(p.Cut) {
 		n, err := env.node(to)
 		if err != nil {
 			return err
@@ -34,7 +34,7 @@ func (p *Partition) injectNodes(ctx context.Context, env *Env) error {
 			return err
 		}
 		t, ch := hostTable(nft, p.Table, nftables.ChainHookInput)
-		for _, from := range p.Grudge[to] {
+		for _, from := range p.Cut[to] {
 			f, err := env.node(from)
 			if err != nil {
 				done()
@@ -53,7 +53,7 @@ func (p *Partition) injectNodes(ctx context.Context, env *Env) error {
 
 // injectNodes drops a random share of each node's packets on its own input
 // (in) and output (out) hooks.
-func (l *Loss) injectNodes(ctx context.Context, env *Env) error {
+func (l *lossRun) injectNodes(ctx context.Context, env *Env) error {
 	if err := eachRemote(env, l.Resolved, func(n *compose.Node) error {
 		return remoteLoss(ctx, n, l.Table, l.Percent, l.Direction)
 	}); err != nil {

@@ -53,11 +53,18 @@ type Packet struct {
 	// checksum and the receiver drops it) or "fix".
 	Checksum string `json:"checksum,omitempty"`
 	// Direction is "both" (default), "in" (to the nodes) or "out".
-	Direction string   `json:"direction,omitempty"`
-	Resolved  []string `json:"resolved,omitempty"`
+	Direction string `json:"direction,omitempty"`
+}
+
+type packetRun struct {
+	Packet `json:"-"`
+	nodesRun
 	// Mode is "nfqueue" (set by Inject), and the delayer.
 	delayerRun
 }
+
+// NewRun implements Fault.
+func (f *Packet) NewRun() Run { return &packetRun{Packet: *f} }
 
 // Kind implements Fault.
 func (*Packet) Kind() string { return "packet" }
@@ -95,8 +102,8 @@ func (p *Packet) Validate() error {
 	return checkDirection(p.Direction)
 }
 
-// Resolve implements Fault.
-func (p *Packet) Resolve(ctx context.Context, env *Env) error {
+// Resolve implements Run.
+func (p *packetRun) Resolve(ctx context.Context, env *Env) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -118,7 +125,7 @@ func (p *Packet) Resolve(ctx context.Context, env *Env) error {
 }
 
 // config is the delayer configuration that plays the fault.
-func (p *Packet) config(env *Env) (PacketConfig, error) {
+func (p *packetRun) config(env *Env) (PacketConfig, error) {
 	c := PacketConfig{Duplicate: float64(p.Duplicate) / 100, Reorder: float64(p.Reorder) / 100,
 		Corrupt: float64(p.Corrupt) / 100, Correlation: float64(p.Correlation) / 100,
 		Gap: time.Duration(p.Gap), FixChecksum: p.Checksum == "fix"}
@@ -137,8 +144,8 @@ func (p *Packet) config(env *Env) (PacketConfig, error) {
 	return c, nil
 }
 
-// Inject implements Fault.
-func (p *Packet) Inject(ctx context.Context, env *Env) error {
+// Inject implements Run.
+func (p *packetRun) Inject(ctx context.Context, env *Env) error {
 	pc, err := p.config(env)
 	if err != nil {
 		return err
@@ -149,8 +156,8 @@ func (p *Packet) Inject(ctx context.Context, env *Env) error {
 	return err
 }
 
-// Heal implements Fault.
-func (p *Packet) Heal(ctx context.Context, env *Env) error {
+// Heal implements Run.
+func (p *packetRun) Heal(ctx context.Context, env *Env) error {
 	return unsteer(ctx, env, p.Table, p.DelayerPID, p.DelayerStart)
 }
 

@@ -144,7 +144,7 @@ func TestPacketFaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := a.Fault.Fault.(*Packet).Mode; got != "nfqueue" {
+			if got := a.Fault.Run.(*packetRun).Mode; got != "nfqueue" {
 				t.Fatalf("mode %q", got)
 			}
 			got := l.udpEchoes(t, "b1", sent)
@@ -152,7 +152,7 @@ func TestPacketFaults(t *testing.T) {
 			if err := n.Heal(ctx, a.ID); err != nil {
 				t.Fatal(err)
 			}
-			if err := tt.fault.Heal(ctx, n.Env); err != nil {
+			if err := a.Fault.Run.Heal(ctx, n.Env); err != nil {
 				t.Fatalf("second heal: %v", err)
 			}
 			l.noLeftovers(t)

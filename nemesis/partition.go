@@ -56,24 +56,40 @@ type Partition struct {
 	// cut) or into the first component of the other topologies.
 	OneWay bool  `json:"one_way,omitempty"`
 	Seed   int64 `json:"seed,omitempty"`
-	// Grudge is the input of TopoGrudge; after Resolve it is the set of
-	// links cut (node -> nodes whose packets it drops).
+	// Grudge is the input of TopoGrudge (node -> nodes whose packets it
+	// drops, as target expressions).
 	Grudge Grudge `json:"grudge,omitempty"`
-	// Table is the nftables table holding the rules, set by Resolve.
-	Table string `json:"table,omitempty"`
-	// Side is where the rules are: "switch" or "node" (set by Resolve).
-	Side string `json:"side,omitempty"`
-	// Resolved is the cut-off side (the targets of isolate and cut, the
-	// first node group of a seed 000 topology, the first half), set by
-	// Resolve: the nodes a condition means by the fault's name.
-	Resolved []string `json:"resolved,omitempty"`
 }
+
+type partitionRun struct {
+	Partition `json:"-"`
+	nftRun
+	// Cut is the links cut (node -> nodes whose packets it drops).
+	Cut Grudge `json:"cut,omitempty"`
+}
+
+// NewRun implements Fault.
+func (f *Partition) NewRun() Run { return &partitionRun{Partition: *f} }
 
 func (*Partition) Kind() string { return "partition" }
 
 func init() {
 	register(func() Fault { return &Partition{} })
 	register(func() Fault { return &Loss{} })
+}
+
+// nftRun is the run of a fault played by nftables rules: the nodes it
+// resolved to, the table holding its rules and where that table is.
+type nftRun struct {
+	// The nodes the fault acts on (resolved); for a partition, the
+	// cut-off side (the targets of isolate and cut, the first node group
+	// of a seed 000 topology, the first half): the nodes a condition means
+	// by the fault's name.
+	nodesRun
+	// Table is the nftables table holding the rules.
+	Table string `json:"table,omitempty"`
+	// Side is where the rules are: "switch" or "node".
+	Side string `json:"side,omitempty"`
 }
 
 func servers(c *compose.Cluster) []string {
@@ -84,8 +100,8 @@ func except(all []string, drop ...string) []string {
 	return slices.DeleteFunc(slices.Clone(all), func(n string) bool { return slices.Contains(drop, n) })
 }
 
-// Resolve fixes the grudge from the live metadata.
-func (p *Partition) Resolve(ctx context.Context, env *Env) error {
+// Resolve fixes the cut from the live metadata.
+func (p *partitionRun) Resolve(ctx context.Context, env *Env) error {
 	c := env.Cluster
 	var g Grudge
 	first := []string(nil) // the side OneWay protects
@@ -172,7 +188,7 @@ func (p *Partition) Resolve(ctx context.Context, env *Env) error {
 		return err
 	}
 	p.Side = side
-	p.Grudge = g
+	p.Cut = g
 	p.Resolved = first
 	p.Table = tableName(env.runID(), env.id)
 	return nil
@@ -252,8 +268,8 @@ func (p *Partition) scenario(ctx context.Context, env *Env) (a, b []string, err 
 }
 
 // Inject adds one drop rule per cut link in the fault's own table.
-func (p *Partition) Inject(ctx context.Context, env *Env) error {
-	if p.Table == "" || len(p.Grudge) == 0 {
+func (p *partitionRun) Inject(ctx context.Context, env *Env) error {
+	if p.Table == "" || len(p.Cut) == 0 {
 		return fmt.Errorf("%w: partition not resolved", ErrBadFault)
 	}
 	if p.Side == SideNode {
@@ -265,7 +281,7 @@ func (p *Partition) Inject(ctx context.Context, env *Env) error {
 	}
 	defer done()
 	t, ch := bridgeTable(nft, p.Table)
-	for _, l := range p.Grudge.Pairs() {
+	for _, l := range p.Cut.Pairs() {
 		from, err := env.node(l[0])
 		if err != nil {
 			return err
@@ -283,10 +299,10 @@ func (p *Partition) Inject(ctx context.Context, env *Env) error {
 }
 
 // Heal deletes the fault's table.
-func (p *Partition) Heal(ctx context.Context, env *Env) error {
+func (p *partitionRun) Heal(ctx context.Context, env *Env) error {
 	if p.Side == SideNode {
 		var tos []string
-		for to := range p.Grudge {
+		for to := range p.Cut {
 			tos = append(tos, to)
 		}
 		return healNodeTables(ctx, env, tos, p.Table)
@@ -312,11 +328,16 @@ type Loss struct {
 	Nodes   []string `json:"nodes"`
 	Percent float64  `json:"percent"`
 	// Direction is "both" (default), "in" (to the nodes) or "out".
-	Direction string   `json:"direction,omitempty"`
-	Resolved  []string `json:"resolved,omitempty"`
-	Table     string   `json:"table,omitempty"`
-	Side      string   `json:"side,omitempty"`
+	Direction string `json:"direction,omitempty"`
 }
+
+type lossRun struct {
+	Loss `json:"-"`
+	nftRun
+}
+
+// NewRun implements Fault.
+func (f *Loss) NewRun() Run { return &lossRun{Loss: *f} }
 
 func (*Loss) Kind() string { return "loss" }
 
@@ -328,8 +349,8 @@ func checkDirection(d string) error {
 	return fmt.Errorf("%w: direction %q: want both, in or out", ErrBadFault, d)
 }
 
-// Resolve implements Fault.
-func (l *Loss) Resolve(ctx context.Context, env *Env) error {
+// Resolve implements Run.
+func (l *lossRun) Resolve(ctx context.Context, env *Env) error {
 	if l.Percent <= 0 || l.Percent > 100 {
 		return fmt.Errorf("%w: loss percent %v: want (0, 100]", ErrBadFault, l.Percent)
 	}
@@ -352,8 +373,8 @@ func (l *Loss) Resolve(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// Inject implements Fault.
-func (l *Loss) Inject(ctx context.Context, env *Env) error {
+// Inject implements Run.
+func (l *lossRun) Inject(ctx context.Context, env *Env) error {
 	if l.Side == SideNode {
 		return l.injectNodes(ctx, env)
 	}
@@ -381,8 +402,8 @@ func (l *Loss) Inject(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// Heal implements Fault.
-func (l *Loss) Heal(ctx context.Context, env *Env) error {
+// Heal implements Run.
+func (l *lossRun) Heal(ctx context.Context, env *Env) error {
 	if l.Side == SideNode {
 		return healNodeTables(ctx, env, l.Resolved, l.Table)
 	}

@@ -18,12 +18,18 @@ func init() {
 	register(func() Fault { return &PowerLoss{} })
 }
 
-// procNodes is the part every process fault shares: target expressions
-// and the node names they resolved to.
+// procNodes is the spec every process fault shares: target expressions.
 type procNodes struct {
-	Nodes    []string `json:"nodes"`
+	Nodes []string `json:"nodes"`
+}
+
+// nodesRun is the run every fault on nodes shares: the node names its
+// targets resolved to.
+type nodesRun struct {
 	Resolved []string `json:"resolved,omitempty"`
 }
+
+func (r *nodesRun) resolvedNodes() []string { return r.Resolved }
 
 // targets resolves the target expressions into at least one node.
 func (p *procNodes) targets(ctx context.Context, env *Env, kind string) ([]string, error) {
@@ -37,7 +43,8 @@ func (p *procNodes) targets(ctx context.Context, env *Env, kind string) ([]strin
 	return ns, nil
 }
 
-func (p *procNodes) resolve(ctx context.Context, env *Env, kind string) error {
+// resolveProcs resolves p's targets into nodes that run a process.
+func (r *nodesRun) resolveProcs(ctx context.Context, env *Env, kind string, p procNodes) error {
 	ns, err := p.targets(ctx, env, kind)
 	if err != nil {
 		return err
@@ -51,15 +58,15 @@ func (p *procNodes) resolve(ctx context.Context, env *Env, kind string) error {
 			return fmt.Errorf("%w: %s: node %s runs no process", ErrBadFault, kind, n)
 		}
 	}
-	p.Resolved = ns
+	r.Resolved = ns
 	return nil
 }
 
 // each runs fn on every resolved node at once and joins the errors.
-func (p *procNodes) each(env *Env, fn func(*compose.Node) error) error {
-	errs := make([]error, len(p.Resolved))
+func (r *nodesRun) each(env *Env, fn func(*compose.Node) error) error {
+	errs := make([]error, len(r.Resolved))
 	var wg sync.WaitGroup
-	for i, name := range p.Resolved {
+	for i, name := range r.Resolved {
 		n, err := env.node(name)
 		if err != nil {
 			errs[i] = err
@@ -77,8 +84,8 @@ func (p *procNodes) each(env *Env, fn func(*compose.Node) error) error {
 
 // startStopped starts every resolved node that is not running: the heal of
 // kill, stop, restart and power loss.
-func (p *procNodes) startStopped(ctx context.Context, env *Env) error {
-	return p.each(env, func(n *compose.Node) error {
+func (r *nodesRun) startStopped(ctx context.Context, env *Env) error {
+	return r.each(env, func(n *compose.Node) error {
 		if n.Proc.Running() {
 			return nil
 		}
@@ -90,51 +97,81 @@ func (p *procNodes) startStopped(ctx context.Context, env *Env) error {
 // them again.
 type Kill struct{ procNodes }
 
+type killRun struct {
+	Kill `json:"-"`
+	nodesRun
+}
+
+// NewRun implements Fault.
+func (f *Kill) NewRun() Run { return &killRun{Kill: *f} }
+
 func (*Kill) Kind() string { return "kill" }
 
-// Resolve implements Fault.
-func (k *Kill) Resolve(ctx context.Context, env *Env) error { return k.resolve(ctx, env, k.Kind()) }
+// Resolve implements Run.
+func (k *killRun) Resolve(ctx context.Context, env *Env) error {
+	return k.resolveProcs(ctx, env, k.Kind(), k.procNodes)
+}
 
-// Inject implements Fault.
-func (k *Kill) Inject(ctx context.Context, env *Env) error {
+// Inject implements Run.
+func (k *killRun) Inject(ctx context.Context, env *Env) error {
 	return k.each(env, func(n *compose.Node) error { return n.Kill() })
 }
 
-// Heal implements Fault.
-func (k *Kill) Heal(ctx context.Context, env *Env) error { return k.startStopped(ctx, env) }
+// Heal implements Run.
+func (k *killRun) Heal(ctx context.Context, env *Env) error { return k.startStopped(ctx, env) }
 
 // Stop shuts the nodes down gracefully (SIGTERM: a broker's controlled
 // shutdown), SIGKILL after the backend's grace; Heal starts them again.
 type Stop struct{ procNodes }
 
+type stopRun struct {
+	Stop `json:"-"`
+	nodesRun
+}
+
+// NewRun implements Fault.
+func (f *Stop) NewRun() Run { return &stopRun{Stop: *f} }
+
 func (*Stop) Kind() string { return "stop" }
 
-// Resolve implements Fault.
-func (s *Stop) Resolve(ctx context.Context, env *Env) error { return s.resolve(ctx, env, s.Kind()) }
+// Resolve implements Run.
+func (s *stopRun) Resolve(ctx context.Context, env *Env) error {
+	return s.resolveProcs(ctx, env, s.Kind(), s.procNodes)
+}
 
-// Inject implements Fault.
-func (s *Stop) Inject(ctx context.Context, env *Env) error {
+// Inject implements Run.
+func (s *stopRun) Inject(ctx context.Context, env *Env) error {
 	return s.each(env, func(n *compose.Node) error { return n.Stop(ctx) })
 }
 
-// Heal implements Fault.
-func (s *Stop) Heal(ctx context.Context, env *Env) error { return s.startStopped(ctx, env) }
+// Heal implements Run.
+func (s *stopRun) Heal(ctx context.Context, env *Env) error { return s.startStopped(ctx, env) }
 
 // Pause freezes the nodes (SIGSTOP); Heal resumes them (SIGCONT).
 type Pause struct{ procNodes }
 
+type pauseRun struct {
+	Pause `json:"-"`
+	nodesRun
+}
+
+// NewRun implements Fault.
+func (f *Pause) NewRun() Run { return &pauseRun{Pause: *f} }
+
 func (*Pause) Kind() string { return "pause" }
 
-// Resolve implements Fault.
-func (p *Pause) Resolve(ctx context.Context, env *Env) error { return p.resolve(ctx, env, p.Kind()) }
+// Resolve implements Run.
+func (p *pauseRun) Resolve(ctx context.Context, env *Env) error {
+	return p.resolveProcs(ctx, env, p.Kind(), p.procNodes)
+}
 
-// Inject implements Fault.
-func (p *Pause) Inject(ctx context.Context, env *Env) error {
+// Inject implements Run.
+func (p *pauseRun) Inject(ctx context.Context, env *Env) error {
 	return p.each(env, func(n *compose.Node) error { return n.Pause() })
 }
 
-// Heal implements Fault.
-func (p *Pause) Heal(ctx context.Context, env *Env) error {
+// Heal implements Run.
+func (p *pauseRun) Heal(ctx context.Context, env *Env) error {
 	return p.each(env, func(n *compose.Node) error {
 		if !n.Proc.Running() {
 			return nil
@@ -147,18 +184,28 @@ func (p *Pause) Heal(ctx context.Context, env *Env) error {
 // that did not come back.
 type Restart struct{ procNodes }
 
+type restartRun struct {
+	Restart `json:"-"`
+	nodesRun
+}
+
+// NewRun implements Fault.
+func (f *Restart) NewRun() Run { return &restartRun{Restart: *f} }
+
 func (*Restart) Kind() string { return "restart" }
 
-// Resolve implements Fault.
-func (r *Restart) Resolve(ctx context.Context, env *Env) error { return r.resolve(ctx, env, r.Kind()) }
+// Resolve implements Run.
+func (r *restartRun) Resolve(ctx context.Context, env *Env) error {
+	return r.resolveProcs(ctx, env, r.Kind(), r.procNodes)
+}
 
-// Inject implements Fault.
-func (r *Restart) Inject(ctx context.Context, env *Env) error {
+// Inject implements Run.
+func (r *restartRun) Inject(ctx context.Context, env *Env) error {
 	return r.each(env, func(n *compose.Node) error { return n.Restart(ctx) })
 }
 
-// Heal implements Fault.
-func (r *Restart) Heal(ctx context.Context, env *Env) error { return r.startStopped(ctx, env) }
+// Heal implements Run.
+func (r *restartRun) Heal(ctx context.Context, env *Env) error { return r.startStopped(ctx, env) }
 
 // PowerLoss cuts the power of the nodes at the same instant: SIGKILL to
 // all, then every write not fsynced is forgotten by the faultfs under each
@@ -168,17 +215,25 @@ type PowerLoss struct {
 	procNodes
 	// Torn keeps a random prefix of each file's unsynced tail (a torn write).
 	Torn bool `json:"torn,omitempty"`
+}
+
+type powerLossRun struct {
+	PowerLoss `json:"-"`
+	nodesRun
 	// Reports are the faultfs crash reports, by node, set by Inject.
 	Reports map[string]faultfs.CrashReport `json:"reports,omitempty"`
 	// NoDisk lists the nodes that had no faultfs.
 	NoDisk []string `json:"no_disk,omitempty"`
 }
 
+// NewRun implements Fault.
+func (f *PowerLoss) NewRun() Run { return &powerLossRun{PowerLoss: *f} }
+
 func (*PowerLoss) Kind() string { return "power-loss" }
 
-// Resolve implements Fault.
-func (p *PowerLoss) Resolve(ctx context.Context, env *Env) error {
-	if err := p.resolve(ctx, env, p.Kind()); err != nil {
+// Resolve implements Run.
+func (p *powerLossRun) Resolve(ctx context.Context, env *Env) error {
+	if err := p.resolveProcs(ctx, env, p.Kind(), p.procNodes); err != nil {
 		return err
 	}
 	p.NoDisk = nil
@@ -190,8 +245,8 @@ func (p *PowerLoss) Resolve(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// Inject implements Fault.
-func (p *PowerLoss) Inject(ctx context.Context, env *Env) error {
+// Inject implements Run.
+func (p *powerLossRun) Inject(ctx context.Context, env *Env) error {
 	var pids []int
 	var clients []*faultfs.Client
 	var withDisk, remote []string
@@ -238,5 +293,5 @@ func (p *PowerLoss) Inject(ctx context.Context, env *Env) error {
 	return errors.Join(err, kerr)
 }
 
-// Heal implements Fault.
-func (p *PowerLoss) Heal(ctx context.Context, env *Env) error { return p.startStopped(ctx, env) }
+// Heal implements Run.
+func (p *powerLossRun) Heal(ctx context.Context, env *Env) error { return p.startStopped(ctx, env) }

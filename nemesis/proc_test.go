@@ -54,7 +54,7 @@ func TestProcessFaults(t *testing.T) {
 				}
 			}
 			// Healing again is harmless.
-			if err := tt.fault.Heal(ctx, n.Env); err != nil {
+			if err := a.Fault.Run.Heal(ctx, n.Env); err != nil {
 				t.Fatalf("second heal: %v", err)
 			}
 		})

@@ -194,7 +194,7 @@ func DelayerMain(ctx context.Context, args []string, stdout io.Writer) error {
 
 // injectQueue starts a delayer process for the fault's queue, then steers
 // the nodes' packets to it.
-func (s *SlowNet) injectQueue(ctx context.Context, env *Env) error {
+func (s *slowNetRun) injectQueue(ctx context.Context, env *Env) error {
 	if env.nodeSide() {
 		return fmt.Errorf("%w: packet delay in nodes' own namespaces needs netem, which this kernel lacks", ErrUnsupported)
 	}
@@ -208,7 +208,7 @@ func (s *SlowNet) injectQueue(ctx context.Context, env *Env) error {
 
 // healQueue stops steering packets, then stops the delayer, which releases
 // what it holds.
-func (s *SlowNet) healQueue(ctx context.Context, env *Env) error {
+func (s *slowNetRun) healQueue(ctx context.Context, env *Env) error {
 	return unsteer(ctx, env, s.Table, s.DelayerPID, s.DelayerStart)
 }
 

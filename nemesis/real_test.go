@@ -84,7 +84,7 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := a.Fault.Fault.(*Kill).Resolved; !slices.Equal(got, []string{first}) {
+	if got := a.Fault.Run.(*killRun).Resolved; !slices.Equal(got, []string{first}) {
 		t.Fatalf("kill leader:t/0 hit %v, the leader was %s", got, first)
 	}
 	proctest.Eventually(t, 30*time.Second, "a new leader for t/0", func() error {
@@ -110,7 +110,7 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := a.Fault.Fault.(*Pause).Resolved[0]; got != second {
+	if got := a.Fault.Run.(*pauseRun).Resolved[0]; got != second {
 		t.Fatalf("pause leader:t/0 hit %s, the leader was %s", got, second)
 	}
 	pctx, pcancel := context.WithTimeout(ctx, 1500*time.Millisecond)
@@ -137,7 +137,7 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := a.Fault.Fault.(*Partition).Grudge
+	g := a.Fault.Run.(*partitionRun).Cut
 	if !slices.Equal(g[third], []string{"c1", "c2", "c3"}) {
 		t.Fatalf("leader-coordinators cut %v, the leader was %s", g, third)
 	}
@@ -152,7 +152,7 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	skewed := a.Fault.Fault.(*ClockSkew).Resolved[0]
+	skewed := a.Fault.Run.(*clockSkewRun).Resolved[0]
 	if got := brokerClockSkew(t, c, skewed); got != 3600000 {
 		t.Fatalf("clock skew of %s is %d ms, want 3600000", skewed, got)
 	}
@@ -212,7 +212,7 @@ func TestTargetedFaultsOnRealCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	damaged := a.Fault.Fault.(*Corrupt)
+	damaged := a.Fault.Run.(*corruptRun)
 	t.Logf("corrupted %+v", damaged.Damage)
 	if len(damaged.Damage) != 1 || damaged.Damage[0].Node != damaged.Resolved[0] {
 		t.Fatalf("damage %+v on %v", damaged.Damage, damaged.Resolved)

@@ -43,9 +43,16 @@ type Reassign struct {
 	MoveFrom  string   `json:"move-from,omitempty"`
 	Broker    string   `json:"broker,omitempty"`
 	Topics    []string `json:"topics,omitempty"`
+}
+
+type reassignRun struct {
+	Reassign `json:"-"`
 	// Moves are the resolved moves (set by Resolve).
 	Moves []ReassignMove `json:"moves,omitempty"`
 }
+
+// NewRun implements Fault.
+func (f *Reassign) NewRun() Run { return &reassignRun{Reassign: *f} }
 
 // ReassignMove is one partition's move.
 type ReassignMove struct {
@@ -70,7 +77,7 @@ func (f *Reassign) targets() []string {
 }
 
 // Resolve implements Fault: it reads the replica sets and fixes the moves.
-func (f *Reassign) Resolve(ctx context.Context, env *Env) error {
+func (f *reassignRun) Resolve(ctx context.Context, env *Env) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: reassign: "+format, append([]any{ErrBadFault}, args...)...)
 	}
@@ -201,17 +208,17 @@ func PlanReassign(v View, keys []string, from int32, brokers []int32, rng *rand.
 }
 
 // Inject implements Fault: the moves start.
-func (f *Reassign) Inject(ctx context.Context, env *Env) error {
+func (f *reassignRun) Inject(ctx context.Context, env *Env) error {
 	return f.alter(ctx, env, func(m ReassignMove) []int32 { return m.To })
 }
 
 // Heal implements Fault: every partition moves back to the replicas it
 // had.
-func (f *Reassign) Heal(ctx context.Context, env *Env) error {
+func (f *reassignRun) Heal(ctx context.Context, env *Env) error {
 	return f.alter(ctx, env, func(m ReassignMove) []int32 { return m.From })
 }
 
-func (f *Reassign) alter(ctx context.Context, env *Env, target func(ReassignMove) []int32) error {
+func (f *reassignRun) alter(ctx context.Context, env *Env, target func(ReassignMove) []int32) error {
 	if len(f.Moves) == 0 {
 		return nil
 	}

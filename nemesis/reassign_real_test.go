@@ -96,7 +96,7 @@ func TestReassignFaultOnRealCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	moves := a.Fault.Fault.(*Reassign).Moves
+	moves := a.Fault.Run.(*reassignRun).Moves
 	if len(moves) != 1 || slices.Contains(moves[0].To, leader) || !slices.Equal(moves[0].From, before) {
 		t.Fatalf("moves %+v (leader %d, replicas %v)", moves, leader, before)
 	}
@@ -118,7 +118,7 @@ func TestReassignFaultOnRealCluster(t *testing.T) {
 	}))
 	produce("healed")
 	// Heal is safe to repeat.
-	if err := a.Fault.Fault.Heal(ctx, n.Env); err != nil {
+	if err := a.Fault.Run.Heal(ctx, n.Env); err != nil {
 		t.Fatalf("second heal: %v", err)
 	}
 }

@@ -43,10 +43,11 @@ func TestReassignResolve(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := f.Resolve(ctx, env); err != nil {
+			r := f.NewRun()
+			if err := r.Resolve(ctx, env); err != nil {
 				t.Fatal(err)
 			}
-			moves := f.(*Reassign).Moves
+			moves := r.(*reassignRun).Moves
 			if tc.want != nil && !reflect.DeepEqual(moves, tc.want) {
 				t.Fatalf("moves %+v, want %+v", moves, tc.want)
 			}
@@ -79,7 +80,7 @@ func TestReassignResolve(t *testing.T) {
 	} {
 		f, err := ParseUserSpec([]byte(bad))
 		if err == nil {
-			err = f.Resolve(ctx, env)
+			err = f.NewRun().Resolve(ctx, env)
 		}
 		if !errors.Is(err, ErrBadFault) {
 			t.Errorf("%s: err = %v, want ErrBadFault", bad, err)

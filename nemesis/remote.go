@@ -283,7 +283,7 @@ func tcDur(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 
 
 // remoteShape applies s's rate and delay to what n sends: netem where the
 // host's kernel has it; a rate alone falls back to TBF.
-func (s *SlowNet) remoteShape(ctx context.Context, n *compose.Node, rate uint64) (mode string, err error) {
+func (s *slowNetRun) remoteShape(ctx context.Context, n *compose.Node, rate uint64) (mode string, err error) {
 	dev, err := remoteIface(ctx, n)
 	if err != nil {
 		return "", err

@@ -113,7 +113,7 @@ func TestRemoteDiskFaults(t *testing.T) {
 		t.Errorf("no %s request through the host's control command in %q", cmd, h.calls())
 	}
 
-	slow := &SlowDisk{Latency: units.Duration(20 * time.Millisecond)}
+	slow := (&SlowDisk{Latency: units.Duration(20 * time.Millisecond)}).NewRun().(*slowDiskRun)
 	slow.Nodes, slow.Op = []string{"b1"}, faultfs.OpFsync
 	if err := slow.Resolve(ctx, env); err != nil {
 		t.Fatal(err)
@@ -158,7 +158,7 @@ func TestRemoteDiskFaults(t *testing.T) {
 	if err := os.WriteFile(unsynced, []byte("lost"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pl := &PowerLoss{procNodes: procNodes{Nodes: []string{"b1"}}}
+	pl := (&PowerLoss{procNodes: procNodes{Nodes: []string{"b1"}}}).NewRun().(*powerLossRun)
 	if err := pl.Resolve(ctx, env); err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestRemoteDiskFaults(t *testing.T) {
 	}
 
 	// A fault whose heal never ran: CleanRemote heals the disk.
-	eio := &DiskError{Probability: 0.5}
+	eio := (&DiskError{Probability: 0.5}).NewRun().(*diskErrorRun)
 	eio.Nodes, eio.Op = []string{"b1"}, faultfs.OpWrite
 	if err := eio.Resolve(ctx, env); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package nemesis
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -123,13 +122,13 @@ func (e Every) Events() ([]Event, error) {
 			}
 			pick -= w.Weight
 		}
-		f, err := Clone(w.Fault.Fault)
-		if err != nil {
-			return nil, err
-		}
-		seed := rng.Int63()
+		f, seed := w.Fault.Fault, rng.Int63()
 		if p, ok := f.(*Partition); ok {
-			p.Seed = seed
+			// Each event draws its own shuffle; specs are shared, so it
+			// gets a copy.
+			c := *p
+			c.Seed = seed
+			f = &c
 		}
 		key++
 		ev = append(ev, Event{At: at, Action: ActStart, Key: key, Fault: Spec{f}},
@@ -139,7 +138,7 @@ func (e Every) Events() ([]Event, error) {
 	return Fixed(ev).Events()
 }
 
-// Clock is what Run waits with; the real one is RealClock.
+// Clock is what Play waits with; the real one is RealClock.
 type Clock interface {
 	Now() time.Time
 	After(d time.Duration) <-chan time.Time
@@ -162,12 +161,6 @@ type PlayOptions struct {
 	State func() (View, bool)
 	// Poll is how often waiting conditions are evaluated; default 100 ms.
 	Poll time.Duration
-}
-
-// Run plays events on clock with no recorded state view: conditions read
-// the cluster through n's Resolver.
-func Run(ctx context.Context, n *Nemesis, clock Clock, events []Event) error {
-	return Play(ctx, n, events, PlayOptions{Clock: clock})
 }
 
 // item is a pending event and, for a conditional start, its wait.
@@ -364,19 +357,14 @@ func Play(ctx context.Context, n *Nemesis, events []Event, o PlayOptions) error 
 		switch ev.Action {
 		case ActStart:
 			delete(waiting, ev.Key)
-			f, err := Clone(ev.Fault.Fault)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			a, err := n.Inject(ctx, f)
+			a, err := n.Inject(ctx, ev.Fault.Fault)
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
 			ids[ev.Key] = a.ID
 			if name := nameOf[ev.Key]; name != "" {
-				fs.injected[name] = resolvedNodes(a.Fault.Fault)
+				fs.injected[name] = resolvedNodes(a.Fault.Run)
 			}
 			if d := elapsed() - ev.At; d > 0 {
 				late[ev.Key] = d
@@ -407,18 +395,11 @@ func Play(ctx context.Context, n *Nemesis, events []Event, o PlayOptions) error 
 	return errors.Join(errs...)
 }
 
-// resolvedNodes is the nodes a fault was injected on, as its spec records
+// resolvedNodes is the nodes a fault was injected on, as its run records
 // them ("resolved").
-func resolvedNodes(f Fault) []string {
-	b, err := json.Marshal(f)
-	if err != nil {
-		return nil
+func resolvedNodes(r Run) []string {
+	if n, ok := r.(interface{ resolvedNodes() []string }); ok {
+		return n.resolvedNodes()
 	}
-	var v struct {
-		Resolved []string `json:"resolved"`
-	}
-	if json.Unmarshal(b, &v) != nil {
-		return nil
-	}
-	return v.Resolved
+	return nil
 }

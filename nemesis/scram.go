@@ -25,14 +25,21 @@ type ScramPassword struct {
 	// brokers' own user cannot be chosen: they authenticate to each
 	// other with it, and the heal needs it.
 	User string `json:"user,omitempty"`
+}
+
+type scramPasswordRun struct {
+	ScramPassword `json:"-"`
 	// Mechanism is the SCRAM mechanism changed, the cluster's.
 	Mechanism string `json:"mechanism,omitempty"`
 }
 
+// NewRun implements Fault.
+func (f *ScramPassword) NewRun() Run { return &scramPasswordRun{ScramPassword: *f} }
+
 func (*ScramPassword) Kind() string { return "scram-password" }
 
-// Resolve implements Fault.
-func (f *ScramPassword) Resolve(ctx context.Context, env *Env) error {
+// Resolve implements Run.
+func (f *scramPasswordRun) Resolve(ctx context.Context, env *Env) error {
 	sec := env.Cluster.Topology.Security
 	if sec == nil {
 		return fmt.Errorf("%w: scram-password needs a secured cluster (the secured preset)", ErrUnsupported)
@@ -50,15 +57,15 @@ func (f *ScramPassword) Resolve(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// Inject implements Fault.
-func (f *ScramPassword) Inject(ctx context.Context, env *Env) error {
+// Inject implements Run.
+func (f *scramPasswordRun) Inject(ctx context.Context, env *Env) error {
 	b := make([]byte, 24)
 	rand.Read(b)
 	return f.set(ctx, env, base64.RawURLEncoding.EncodeToString(b))
 }
 
 // Heal implements Fault: the password the run made, again.
-func (f *ScramPassword) Heal(ctx context.Context, env *Env) error {
+func (f *scramPasswordRun) Heal(ctx context.Context, env *Env) error {
 	sec := env.Cluster.Topology.Security
 	if sec == nil {
 		return nil
@@ -71,7 +78,7 @@ func (f *ScramPassword) Heal(ctx context.Context, env *Env) error {
 }
 
 // set upserts the user's credential as the admin user.
-func (f *ScramPassword) set(ctx context.Context, env *Env, password string) error {
+func (f *scramPasswordRun) set(ctx context.Context, env *Env, password string) error {
 	sec := env.Cluster.Topology.Security
 	mech := kadm.ScramSha512
 	if f.Mechanism == "SCRAM-SHA-256" {

@@ -69,10 +69,17 @@ type SlowNet struct {
 	Delay     units.Duration `json:"delay,omitempty"`
 	Jitter    units.Duration `json:"jitter,omitempty"`
 	Direction string         `json:"direction,omitempty"`
-	Resolved  []string       `json:"resolved,omitempty"`
+}
+
+type slowNetRun struct {
+	SlowNet `json:"-"`
+	nodesRun
 	// The delay's mode ("netem" or "nfqueue") and delayer.
 	delayerRun
 }
+
+// NewRun implements Fault.
+func (f *SlowNet) NewRun() Run { return &slowNetRun{SlowNet: *f} }
 
 // delayerRun is what a fault played by the NFQUEUE delayer records when it
 // fires.
@@ -89,8 +96,8 @@ type delayerRun struct {
 
 func (*SlowNet) Kind() string { return "slow-net" }
 
-// Resolve implements Fault.
-func (s *SlowNet) Resolve(ctx context.Context, env *Env) error {
+// Resolve implements Run.
+func (s *slowNetRun) Resolve(ctx context.Context, env *Env) error {
 	if s.Rate == "" && s.Delay <= 0 && s.Jitter <= 0 {
 		return fmt.Errorf("%w: slow-net needs a rate or a delay", ErrBadFault)
 	}
@@ -127,7 +134,7 @@ func (s *SlowNet) Resolve(ctx context.Context, env *Env) error {
 // link is one interface a shaping fault acts on: its namespace and name.
 type link struct{ ns, name string }
 
-func (s *SlowNet) links(env *Env) ([]link, error) {
+func (s *slowNetRun) links(env *Env) ([]link, error) {
 	var sw string
 	if s.Direction != "out" {
 		var err error
@@ -152,7 +159,7 @@ func (s *SlowNet) links(env *Env) ([]link, error) {
 }
 
 // remote returns the resolved nodes if they live on other machines.
-func (s *SlowNet) remote(env *Env) ([]*compose.Node, error) {
+func (s *slowNetRun) remote(env *Env) ([]*compose.Node, error) {
 	var out []*compose.Node
 	for _, name := range s.Resolved {
 		n, err := env.node(name)
@@ -166,8 +173,8 @@ func (s *SlowNet) remote(env *Env) ([]*compose.Node, error) {
 	return out, nil
 }
 
-// Inject implements Fault.
-func (s *SlowNet) Inject(ctx context.Context, env *Env) error {
+// Inject implements Run.
+func (s *slowNetRun) Inject(ctx context.Context, env *Env) error {
 	if rs, err := s.remote(env); err != nil || len(rs) > 0 {
 		if err != nil {
 			return err
@@ -198,7 +205,7 @@ func (s *SlowNet) Inject(ctx context.Context, env *Env) error {
 	delayed := s.Delay > 0 || s.Jitter > 0
 	if delayed && s.Mode != "nfqueue" {
 		// netem does rate and delay in one qdisc where the kernel has it.
-		err := eachLink(links, func(h *netlink.Handle, l netlink.Link) error { return addNetem(h, l, s, rate) })
+		err := eachLink(links, func(h *netlink.Handle, l netlink.Link) error { return addNetem(h, l, &s.SlowNet, rate) })
 		if err == nil {
 			s.Mode = "netem"
 			return nil
@@ -220,8 +227,8 @@ func (s *SlowNet) Inject(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// Heal implements Fault.
-func (s *SlowNet) Heal(ctx context.Context, env *Env) error {
+// Heal implements Run.
+func (s *slowNetRun) Heal(ctx context.Context, env *Env) error {
 	if rs, err := s.remote(env); err != nil || len(rs) > 0 {
 		if err != nil {
 			return err

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -112,35 +112,17 @@ func ParseSchedule(b []byte) ([]Event, error) {
 	return g.Events()
 }
 
-// runtimeFields are the JSON fields a fault fills in when it fires (resolved
-// nodes, rule tables, delayer pids, crash reports). A user's spec cannot set
-// them: they describe what happened, not what to do.
-var runtimeFields = map[string]bool{
-	"resolved": true, "table": true, "side": true, "sockets": true, "mode": true,
-	"queue": true, "delayer_pid": true, "delayer_start": true, "reports": true, "no_disk": true,
-	"moves": true, "strober_pid": true, "strober_start": true, "cgroups": true, "damage": true,
-	"rule_id": true, "acted": true, "mechanism": true,
-}
-
-// specFields are names runtimeFields has that a kind takes from the user
-// (corrupt's mode is bitflip, truncate or zero; slow-net's is set when it
-// fires).
-var specFields = map[string][]string{"corrupt": {"mode"}}
-
-func isRuntimeField(kind, field string) bool {
-	return runtimeFields[field] && !slices.Contains(specFields[kind], field)
-}
-
 // RuntimeFields lists, sorted, the JSON fields a fault of kind fills in
-// when it fires: what a replay strips from a recorded fault to get its
-// spec back.
+// when it fires (its run's: resolved nodes, rule tables, delayer pids,
+// crash reports): what a replay strips from a recorded fault to get its
+// spec back, and what a user's spec cannot set.
 func RuntimeFields(kind string) []string {
-	var out []string
-	for _, f := range slices.Sorted(maps.Keys(runtimeFields)) {
-		if isRuntimeField(kind, f) {
-			out = append(out, f)
-		}
+	f, err := New(kind)
+	if err != nil {
+		return nil
 	}
+	out := jsonFields(reflect.TypeOf(f.NewRun()))
+	slices.Sort(out)
 	return out
 }
 
@@ -165,8 +147,9 @@ func ParseUserSpec(b []byte) (Fault, error) {
 		return nil, fmt.Errorf("%w: a fault needs a kind (one of %v)", ErrBadFault, Kinds())
 	}
 	delete(raw, "kind")
+	runtime := RuntimeFields(kind)
 	for k := range raw {
-		if isRuntimeField(kind, k) {
+		if slices.Contains(runtime, k) {
 			return nil, fmt.Errorf("%w: %s: field %q is set by the fault when it fires, not by a spec", ErrBadFault, kind, k)
 		}
 	}

@@ -76,7 +76,7 @@ func TestSSHFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := a.Fault.Fault.(*Partition)
+	p := a.Fault.Run.(*partitionRun)
 	if p.Side != SideNode || !strings.HasPrefix(p.Table, "isrlab-"+c.RunID+"-") {
 		t.Fatalf("partition resolved to side %q table %q", p.Side, p.Table)
 	}
@@ -166,7 +166,7 @@ func TestSSHFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	victim := a.Fault.Fault.(*Kill).Resolved[0]
+	victim := a.Fault.Run.(*killRun).Resolved[0]
 	if c.Node(victim).Proc.Running() {
 		t.Fatalf("%s runs after kill", victim)
 	}
@@ -303,7 +303,7 @@ func TestClockScripts(t *testing.T) {
 		Remote: localHost{path: bin + ":" + os.Getenv("PATH"), clock: true}}
 	c := compose.NewCluster(compose.Topology{Name: "x", RunID: run}, "ssh", []*compose.Node{n}, nil)
 	env := &Env{Cluster: c, id: "f1"}
-	f := &ClockSkew{procNodes: procNodes{Nodes: []string{"b1"}}, OffsetMs: 5500}
+	f := (&ClockSkew{procNodes: procNodes{Nodes: []string{"b1"}}, OffsetMs: 5500}).NewRun().(*clockSkewRun)
 	ctx := context.Background()
 	if err := f.Resolve(ctx, env); err != nil {
 		t.Fatal(err)
@@ -495,7 +495,7 @@ func TestSSHDiskFaults(t *testing.T) {
 	proctest.Eventually(t, 60*time.Second, "produce to b1", func() error { return produce(5) })
 
 	// A slow disk under b1: the broker's writes are delayed, then healed.
-	slow := &SlowDisk{Latency: units.Duration(5 * time.Millisecond)}
+	slow := (&SlowDisk{Latency: units.Duration(5 * time.Millisecond)}).NewRun().(*slowDiskRun)
 	slow.Nodes, slow.Op = []string{"b1"}, faultfs.OpWrite
 	a, err := nem.Inject(ctx, slow)
 	if err != nil {
@@ -530,7 +530,7 @@ func TestSSHDiskFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl := a.Fault.Fault.(*PowerLoss)
+	pl := a.Fault.Run.(*powerLossRun)
 	if r, ok := pl.Reports["b1"]; !ok || r.Files == 0 {
 		t.Errorf("power loss report: %+v", pl.Reports)
 	} else {

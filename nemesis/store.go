@@ -20,7 +20,7 @@ var ErrNotActive = errors.New("no such active fault")
 type Active struct {
 	ID      string    `json:"id"`
 	Started time.Time `json:"started"`
-	Fault   Spec      `json:"fault"`
+	Fault   Fired     `json:"fault"`
 }
 
 type storeFile struct {

@@ -221,11 +221,11 @@ func TestSeedScenarios(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.topo, func(t *testing.T) {
 			env := &Env{Cluster: fakeCluster(), Resolver: fixedView(view), id: "f1"}
-			p := &Partition{Topology: tt.topo, Partition: "t/0"}
+			p := (&Partition{Topology: tt.topo, Partition: "t/0"}).NewRun().(*partitionRun)
 			if err := p.Resolve(context.Background(), env); err != nil {
 				t.Fatal(err)
 			}
-			got := pairs(p.Grudge)
+			got := pairs(p.Cut)
 			want := tt.want
 			if strings.Contains(want, "F") {
 				// The follower is b1 or b3, whichever was drawn.
@@ -248,7 +248,7 @@ func TestSeedScenarios(t *testing.T) {
 		})
 	}
 	env := &Env{Cluster: fakeCluster(), Resolver: fixedView(view)}
-	if err := (&Partition{Topology: SeedLeaderBrokers}).Resolve(context.Background(), env); !errors.Is(err, ErrBadFault) {
+	if err := (&Partition{Topology: SeedLeaderBrokers}).NewRun().Resolve(context.Background(), env); !errors.Is(err, ErrBadFault) {
 		t.Fatalf("scenario without a partition: %v", err)
 	}
 }
@@ -286,7 +286,8 @@ func TestPartitionResolve(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := &Env{Cluster: fakeCluster(), Resolver: fixedView(view)}
-			err := tt.p.Resolve(context.Background(), env)
+			r := tt.p.NewRun().(*partitionRun)
+			err := r.Resolve(context.Background(), env)
 			if tt.err != nil {
 				if !errors.Is(err, tt.err) {
 					t.Fatalf("err = %v, want %v", err, tt.err)
@@ -296,7 +297,7 @@ func TestPartitionResolve(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := pairs(tt.p.Grudge); got != tt.want {
+			if got := pairs(r.Cut); got != tt.want {
 				t.Fatalf("got  %s\nwant %s", got, tt.want)
 			}
 		})
@@ -459,8 +460,8 @@ func TestOnceAndFixed(t *testing.T) {
 	}
 }
 
-// recordingFault counts its calls; it needs no cluster.
-type recordingFault struct {
+// RecordingFault counts its calls; it needs no cluster.
+type RecordingFault struct {
 	Nodes    []string `json:"nodes"`
 	FailWith string   `json:"fail_with,omitempty"`
 	// SlowMs moves slowClock on by that much while injecting.
@@ -471,9 +472,15 @@ type recordingFault struct {
 	ids *[]string
 }
 
-func (*recordingFault) Kind() string                          { return "test-fault" }
-func (r *recordingFault) Resolve(context.Context, *Env) error { return nil }
-func (r *recordingFault) Inject(ctx context.Context, env *Env) error {
+// recordingRun is a RecordingFault's run: the counters are shared.
+type recordingRun struct {
+	RecordingFault `json:"-"`
+}
+
+func (*RecordingFault) Kind() string                        { return "test-fault" }
+func (f *RecordingFault) NewRun() Run                       { return &recordingRun{*f} }
+func (r *recordingRun) Resolve(context.Context, *Env) error { return nil }
+func (r *recordingRun) Inject(ctx context.Context, env *Env) error {
 	if r.ids != nil {
 		*r.ids = append(*r.ids, env.id)
 	}
@@ -488,7 +495,7 @@ func (r *recordingFault) Inject(ctx context.Context, env *Env) error {
 	}
 	return nil
 }
-func (r *recordingFault) Heal(_ context.Context, env *Env) error {
+func (r *recordingRun) Heal(_ context.Context, env *Env) error {
 	if r.ids != nil {
 		*r.ids = append(*r.ids, env.id)
 	}
@@ -498,9 +505,9 @@ func (r *recordingFault) Heal(_ context.Context, env *Env) error {
 	return nil
 }
 
-func init() { register(func() Fault { return &recordingFault{} }) }
+func init() { register(func() Fault { return &RecordingFault{} }) }
 
-// slowClock is the clock a slow recordingFault moves on.
+// slowClock is the clock a slow RecordingFault moves on.
 var slowClock *fakeClock
 
 // fakeClock jumps forward whenever Run waits.
@@ -522,13 +529,13 @@ func TestRunRecords(t *testing.T) {
 	rec := history.NewRecorder(mem, func() time.Duration { return clk.now.Sub(time.Unix(0, 0)) })
 	n := &Nemesis{Env: &Env{Cluster: fakeCluster()}, Recorder: rec, Store: &Store{Path: filepath.Join(t.TempDir(), "faults.json")}}
 	ev := Fixed{
-		{At: time.Second, Action: ActStart, Key: 1, Fault: Spec{&recordingFault{Nodes: []string{"b1"}}}},
-		{At: 2 * time.Second, Action: ActStart, Key: 2, Fault: Spec{&recordingFault{Nodes: []string{"b2"}, FailWith: "boom"}}},
+		{At: time.Second, Action: ActStart, Key: 1, Fault: Spec{&RecordingFault{Nodes: []string{"b1"}}}},
+		{At: 2 * time.Second, Action: ActStart, Key: 2, Fault: Spec{&RecordingFault{Nodes: []string{"b2"}, FailWith: "boom"}}},
 		{At: 3 * time.Second, Action: ActStop, Key: 1},
-		{At: 4 * time.Second, Action: ActStart, Key: 3, Fault: Spec{&recordingFault{Nodes: []string{"b3"}}}},
+		{At: 4 * time.Second, Action: ActStart, Key: 3, Fault: Spec{&RecordingFault{Nodes: []string{"b3"}}}},
 		{At: 5 * time.Second, Action: ActHealAll},
 	}
-	err := Run(context.Background(), n, clk, ev)
+	err := Play(context.Background(), n, ev, PlayOptions{Clock: clk})
 	if err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Fatalf("Run err = %v, want the failed injection", err)
 	}
@@ -556,12 +563,12 @@ func TestRunHoldsFromInjection(t *testing.T) {
 	rec := history.NewRecorder(mem, func() time.Duration { return clk.now.Sub(time.Unix(0, 0)) })
 	n := &Nemesis{Env: &Env{Cluster: fakeCluster()}, Recorder: rec}
 	ev := Fixed{
-		{At: time.Second, Action: ActStart, Key: 1, Fault: Spec{&recordingFault{Nodes: []string{"b1"}, SlowMs: 3000}}},
+		{At: time.Second, Action: ActStart, Key: 1, Fault: Spec{&RecordingFault{Nodes: []string{"b1"}, SlowMs: 3000}}},
 		{At: 6 * time.Second, Action: ActStop, Key: 1},
-		{At: 7 * time.Second, Action: ActStart, Key: 2, Fault: Spec{&recordingFault{Nodes: []string{"b2"}}}},
+		{At: 7 * time.Second, Action: ActStart, Key: 2, Fault: Spec{&RecordingFault{Nodes: []string{"b2"}}}},
 		{At: 8 * time.Second, Action: ActStop, Key: 2},
 	}
-	if err := Run(context.Background(), n, clk, ev); err != nil {
+	if err := Play(context.Background(), n, ev, PlayOptions{Clock: clk}); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
@@ -582,7 +589,7 @@ func TestStoreSharedByProcesses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c", "faults.json")
 	healed := 0
 	a := &Nemesis{Env: &Env{Cluster: fakeCluster()}, Store: &Store{Path: path}}
-	act, err := a.Inject(context.Background(), &recordingFault{Nodes: []string{"b1"}})
+	act, err := a.Inject(context.Background(), &RecordingFault{Nodes: []string{"b1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -591,7 +598,7 @@ func TestStoreSharedByProcesses(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].ID != act.ID {
 		t.Fatalf("list from another store: %+v, %v", list, err)
 	}
-	list[0].Fault.Fault.(*recordingFault).healed = &healed
+	list[0].Fault.Run.(*recordingRun).healed = &healed
 	if err := b.heal(context.Background(), list[0], true); err != nil {
 		t.Fatal(err)
 	}
@@ -601,7 +608,7 @@ func TestStoreSharedByProcesses(t *testing.T) {
 	if err := b.Heal(context.Background(), act.ID); !errors.Is(err, ErrNotActive) {
 		t.Fatalf("second heal: %v", err)
 	}
-	act2, _ := a.Inject(context.Background(), &recordingFault{})
+	act2, _ := a.Inject(context.Background(), &RecordingFault{})
 	if act2.ID == act.ID {
 		t.Fatal("fault id reused")
 	}
@@ -614,9 +621,9 @@ func TestDockerFaultsAreNodeSide(t *testing.T) {
 	c := fakeCluster()
 	c.Backend = "docker"
 	env := &Env{Cluster: c, Resolver: fixedView(view)}
-	p := &Partition{Topology: TopoIsolate, Targets: []string{"b1"}}
-	l := &Loss{Nodes: []string{"b1"}, Percent: 5}
-	for _, f := range []Fault{p, l} {
+	p := (&Partition{Topology: TopoIsolate, Targets: []string{"b1"}}).NewRun().(*partitionRun)
+	l := (&Loss{Nodes: []string{"b1"}, Percent: 5}).NewRun().(*lossRun)
+	for _, f := range []Run{p, l} {
 		if err := f.Resolve(context.Background(), env); err != nil {
 			t.Fatalf("%s on docker: %v", f.Kind(), err)
 		}
@@ -624,14 +631,14 @@ func TestDockerFaultsAreNodeSide(t *testing.T) {
 	if p.Side != SideNode || l.Side != SideNode {
 		t.Fatalf("sides %q, %q; want node", p.Side, l.Side)
 	}
-	if err := (&SlowNet{Nodes: []string{"b1"}, Rate: "1mbit"}).Resolve(context.Background(), env); !errors.Is(err, ErrUnsupported) {
+	if err := (&SlowNet{Nodes: []string{"b1"}, Rate: "1mbit"}).NewRun().Resolve(context.Background(), env); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("slow-net into a docker node: err = %v, want ErrUnsupported", err)
 	}
-	if err := (&SlowNet{Nodes: []string{"b1"}, Rate: "1mbit", Direction: "out"}).Resolve(context.Background(), env); err != nil {
+	if err := (&SlowNet{Nodes: []string{"b1"}, Rate: "1mbit", Direction: "out"}).NewRun().Resolve(context.Background(), env); err != nil {
 		t.Fatalf("slow-net out of a docker node: %v", err)
 	}
 	env.Cluster.Backend = "netns"
-	q := &Partition{Topology: TopoIsolate, Targets: []string{"b1"}}
+	q := (&Partition{Topology: TopoIsolate, Targets: []string{"b1"}}).NewRun().(*partitionRun)
 	if err := q.Resolve(context.Background(), env); err != nil || q.Side != SideSwitch {
 		t.Fatalf("netns partition: side %q, %v", q.Side, err)
 	}
@@ -643,7 +650,7 @@ func TestFaultSeesItsID(t *testing.T) {
 	env := &Env{Cluster: &compose.Cluster{}}
 	n := &Nemesis{Env: env, Store: &Store{Path: filepath.Join(t.TempDir(), "faults.json")}}
 	var ids []string
-	a, err := n.Inject(context.Background(), &recordingFault{Nodes: []string{"b1"}, ids: &ids})
+	a, err := n.Inject(context.Background(), &RecordingFault{Nodes: []string{"b1"}, ids: &ids})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -654,7 +661,7 @@ func TestFaultSeesItsID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	active.Fault.Fault.(*recordingFault).ids = &ids
+	active.Fault.Run.(*recordingRun).ids = &ids
 	if err := n.heal(context.Background(), active, false); err != nil {
 		t.Fatal(err)
 	}
@@ -671,24 +678,24 @@ func TestFaultSeesItsID(t *testing.T) {
 // spec records no password.
 func TestScramPasswordResolve(t *testing.T) {
 	plain := &Env{Cluster: compose.NewCluster(compose.Topology{Name: "t", RunID: "r1"}, "netns", nil, nil)}
-	if err := (&ScramPassword{}).Resolve(context.Background(), plain); !errors.Is(err, ErrUnsupported) {
+	if err := (&ScramPassword{}).NewRun().Resolve(context.Background(), plain); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("plaintext cluster: %v, want ErrUnsupported", err)
 	}
 	dir := t.TempDir()
 	sec := &compose.Security{SecretsDir: dir, Mechanism: "SCRAM-SHA-256", AdminUser: "admin", ClientUser: "client"}
 	os.WriteFile(filepath.Join(dir, "client.password"), []byte("s3cret\n"), 0o600)
 	env := &Env{Cluster: compose.NewCluster(compose.Topology{Name: "t", RunID: "r1", Security: sec}, "netns", nil, nil)}
-	f := &ScramPassword{}
+	f := (&ScramPassword{}).NewRun().(*scramPasswordRun)
 	if err := f.Resolve(context.Background(), env); err != nil || f.User != "client" || f.Mechanism != "SCRAM-SHA-256" {
 		t.Errorf("default: %+v %v", f, err)
 	}
-	if b := specJSON(f); strings.Contains(string(b), "s3cret") {
+	if b := firedJSON(f); strings.Contains(string(b), "s3cret") {
 		t.Errorf("the fault's record holds the password: %s", b)
 	}
-	if err := (&ScramPassword{User: "admin"}).Resolve(context.Background(), env); !errors.Is(err, ErrBadFault) {
+	if err := (&ScramPassword{User: "admin"}).NewRun().Resolve(context.Background(), env); !errors.Is(err, ErrBadFault) {
 		t.Errorf("admin: %v, want ErrBadFault", err)
 	}
-	if err := (&ScramPassword{User: "nobody"}).Resolve(context.Background(), env); !errors.Is(err, ErrBadFault) {
+	if err := (&ScramPassword{User: "nobody"}).NewRun().Resolve(context.Background(), env); !errors.Is(err, ErrBadFault) {
 		t.Errorf("unknown user: %v, want ErrBadFault", err)
 	}
 	if _, err := ParseUserSpec([]byte(`{"kind":"scram-password","mechanism":"PLAIN"}`)); err == nil {

@@ -323,15 +323,9 @@ func (c *Curves) fault(op *history.Op) {
 // faultLabel names a fault by its kind and targets: "kill b2",
 // "partition leader-coordinators".
 func faultLabel(name string, raw json.RawMessage) string {
-	var v struct {
-		Kind     string              `json:"kind"`
-		Nodes    []string            `json:"nodes"`
-		Resolved []string            `json:"resolved"`
-		Topology string              `json:"topology"`
-		Grudge   map[string][]string `json:"grudge"`
-	}
 	var targets []string
-	if json.Unmarshal(raw, &v) != nil {
+	v, err := history.ParseFault(raw)
+	if err != nil {
 		if json.Unmarshal(raw, &targets) != nil {
 			return name
 		}
@@ -351,7 +345,7 @@ func faultLabel(name string, raw json.RawMessage) string {
 	if len(targets) > 0 {
 		label += " " + strings.Join(targets, ",")
 	}
-	if sides := grudgeSides(v.Grudge); len(sides) > 1 && len(sides) <= 4 {
+	if sides := grudgeSides(v.Links()); len(sides) > 1 && len(sides) <= 4 {
 		label += " " + strings.Join(sides, " | ")
 	}
 	return label

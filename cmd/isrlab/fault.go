@@ -649,7 +649,7 @@ any fault failed to inject or heal.`,
 				n.Recorder = history.NewRecorder(hw, func() time.Duration { return time.Since(begin) })
 			}
 			n.Env.Log = cliLogger(cmd, true)
-			err = nemesis.Run(ctx, n, nemesis.RealClock, events)
+			err = nemesis.Play(ctx, n, events, nemesis.PlayOptions{})
 			if n.Recorder != nil {
 				err = errors.Join(err, n.Recorder.Flush())
 			}

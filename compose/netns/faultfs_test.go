@@ -3,6 +3,7 @@ package netns
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -168,9 +169,18 @@ func TestFaultFSCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	victim := pl.Resolved[0]
-	if rep := pl.Reports[victim]; rep.BytesLost == 0 || len(pl.NoDisk) != 0 {
-		t.Fatalf("power loss of %s: crash report %+v, nodes without a disk %v", victim, rep, pl.NoDisk)
+	// What the power loss did is in its record (its run's fields).
+	var fired struct {
+		Resolved []string                       `json:"resolved"`
+		Reports  map[string]faultfs.CrashReport `json:"reports"`
+		NoDisk   []string                       `json:"no_disk"`
+	}
+	if b, err := json.Marshal(a.Fault); err != nil || json.Unmarshal(b, &fired) != nil || len(fired.Resolved) != 1 {
+		t.Fatalf("power loss record %s: %v", b, err)
+	}
+	victim := fired.Resolved[0]
+	if rep := fired.Reports[victim]; rep.BytesLost == 0 || len(fired.NoDisk) != 0 {
+		t.Fatalf("power loss of %s: crash report %+v, nodes without a disk %v", victim, rep, fired.NoDisk)
 	}
 	oldPID := c.Node(victim).PID()
 	if err := n.Heal(ctx, a.ID); err != nil {
@@ -185,7 +195,7 @@ func TestFaultFSCluster(t *testing.T) {
 		end, err = tryEndOffset(ctx, adm, "lossy")
 		return err
 	})
-	t.Logf("%s lost %d bytes; lossy ends at %d after the restart", victim, pl.Reports[victim].BytesLost, end)
+	t.Logf("%s lost %d bytes; lossy ends at %d after the restart", victim, fired.Reports[victim].BytesLost, end)
 	if end >= records {
 		t.Fatalf("lossy ends at %d after a power loss of its only replica: the unsynced records survived", end)
 	}
