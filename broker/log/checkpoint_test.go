@@ -1,13 +1,12 @@
 package log
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+	"github.com/isrlab/isrlab/internal/scripttest"
+)
 
 // TestCheckpointGolden pins the on-disk formats Kafka tools read: the offset
 // checkpoints of a log dir and a partition's leader-epoch-checkpoint.
@@ -36,19 +35,7 @@ func TestCheckpointGolden(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		golden := filepath.Join("testdata", name+".golden")
-		if *update {
-			if err := os.WriteFile(golden, got, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		want, err := os.ReadFile(golden)
-		if err != nil {
-			t.Fatalf("%v (run with -update to create it)", err)
-		}
-		if string(got) != string(want) {
-			t.Errorf("%s:\n%s\nwant:\n%s", name, got, want)
-		}
+		scripttest.Golden(t, filepath.Join("testdata", name+".golden"), string(got))
 	}
 	// And they read back.
 	back, err := readOffsets(filepath.Join(dir, RecoveryPointCheckpointFile))

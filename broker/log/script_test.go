@@ -1,20 +1,21 @@
 package log
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/isrlab/isrlab/internal/scripttest"
 )
 
-// TestScripts runs the data-driven scripts in testdata/script: each block is
-// a command, a "----" line and the expected output, ended by a blank line.
-// -update rewrites the expected outputs from what the log does.
+// TestScripts runs the data-driven scripts in testdata/scripts (see
+// internal/scripttest; -rewrite regenerates the expected outputs).
 //
 // Commands (key=value arguments; sizes in bytes, times in ms):
 //
@@ -31,13 +32,15 @@ import (
 //	reopen                   Close and open cleanly
 //	state                    log start, LEO, recovery point, segment bases
 func TestScripts(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "script", "*.txt"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts: %v", err)
-	}
-	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) { runScript(t, file) })
-	}
+	scripttest.RunDir(t, filepath.Join("testdata", "scripts"), func(t *testing.T) func(*testing.T, *datadriven.TestData) string {
+		env := &scriptEnv{t: t, clk: newFakeClock()}
+		t.Cleanup(func() {
+			if env.l != nil {
+				env.l.Close()
+			}
+		})
+		return func(_ *testing.T, td *datadriven.TestData) string { return env.run(td) }
+	})
 }
 
 type scriptEnv struct {
@@ -48,84 +51,16 @@ type scriptEnv struct {
 	l   *Log
 }
 
-func runScript(t *testing.T, file string) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &scriptEnv{t: t, clk: newFakeClock()}
-	defer func() {
-		if env.l != nil {
-			env.l.Close()
-		}
-	}()
-	var out strings.Builder
-	sc := bufio.NewScanner(strings.NewReader(string(data)))
-	line := 0
-	for sc.Scan() {
-		line++
-		cmd := sc.Text()
-		if strings.TrimSpace(cmd) == "" || strings.HasPrefix(cmd, "#") {
-			out.WriteString(cmd + "\n")
-			continue
-		}
-		if !sc.Scan() || sc.Text() != "----" {
-			t.Fatalf("%s:%d: command %q without ----", file, line, cmd)
-		}
-		line++
-		var want []string
-		for sc.Scan() {
-			line++
-			if sc.Text() == "" {
-				break
-			}
-			want = append(want, sc.Text())
-		}
-		got := env.run(cmd)
-		out.WriteString(cmd + "\n----\n" + got + "\n")
-		if strings.Join(want, "\n")+"\n" != got && !*update {
-			t.Errorf("%s:%d: %s\ngot:\n%swant:\n%s", file, line, cmd, got, strings.Join(want, "\n")+"\n")
-		}
-	}
-	if *update {
-		if err := os.WriteFile(file, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // run executes one command and returns its output, one or more lines.
-func (e *scriptEnv) run(cmd string) string {
-	fields := strings.Fields(cmd)
-	args := map[string]string{}
-	var pos []string
-	for _, f := range fields[1:] {
-		if k, v, ok := strings.Cut(f, "="); ok {
-			args[k] = v
-		} else {
-			pos = append(pos, f)
-		}
-	}
-	num := func(key string, def int64) int64 {
-		v, ok := args[key]
-		if !ok {
-			return def
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			e.t.Fatalf("%s: %s=%q is not a number", cmd, key, v)
-		}
-		return n
-	}
+func (e *scriptEnv) run(td *datadriven.TestData) string {
+	cmd := td.FullCmd()
+	num := scripttest.ParseArgs(td).Int
+	pos := scripttest.Words(td)
 	arg := func() int64 {
 		if len(pos) != 1 {
 			e.t.Fatalf("%s: want one argument", cmd)
 		}
-		n, err := strconv.ParseInt(strings.TrimPrefix(pos[0], "+"), 10, 64)
-		if err != nil {
-			e.t.Fatalf("%s: %v", cmd, err)
-		}
-		return n
+		return scripttest.Num(strings.TrimPrefix(pos[0], "+"), 0)
 	}
 	result := func(err error) string {
 		if err != nil {
@@ -133,10 +68,10 @@ func (e *scriptEnv) run(cmd string) string {
 		}
 		return e.state()
 	}
-	if fields[0] != "open" && e.l == nil {
+	if td.Cmd != "open" && e.l == nil {
 		e.t.Fatalf("%s before open", cmd)
 	}
-	switch fields[0] {
+	switch td.Cmd {
 	case "open":
 		e.dir = e.t.TempDir()
 		e.cfg = DefaultConfig()
