@@ -1,14 +1,11 @@
 package partition
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
 	"hash/crc32"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,31 +13,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/datadriven"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	klog "github.com/isrlab/isrlab/broker/log"
+	"github.com/isrlab/isrlab/internal/scripttest"
 )
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata scripts")
-
-// The scripts in testdata drive one Partition through Kafka's replication
-// rules with a fake clock and a fake ISR writer. Each command is followed
-// by "----" and the expected output, ending at a blank line:
+// TestScripts drives one Partition through Kafka's replication rules with
+// a fake clock and a fake ISR writer, by the scripts in testdata/scripts
+// (see internal/scripttest; -rewrite regenerates the expected outputs):
 //
 //	make-leader epoch=0 replicas=1,2,3 isr=1,2,3
 //	----
 //	leader epoch=0 isr=[1 2 3] hw=0 leo=0
-//
-// go test ./broker/partition -rewrite regenerates the expected output.
 func TestScripts(t *testing.T) {
-	files, _ := filepath.Glob("testdata/*.txt")
-	if len(files) == 0 {
-		t.Fatal("no scripts in testdata")
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) { runScript(t, f) })
-	}
+	scripttest.RunDir(t, filepath.Join("testdata", "scripts"), func(t *testing.T) func(*testing.T, *datadriven.TestData) string {
+		env := &scriptEnv{t: t, dir: t.TempDir(), now: time.UnixMilli(1_000_000), w: &fakeWriter{}, stats: &counts{}, self: 1, meta: make(chan struct{}),
+			sw:  Switches{Truncation: TruncateEpoch, ISRUpdate: ISRAsync, ExpandNeedsEpochStart: true, ReplicaLagTimeMaxMs: 10000},
+			cfg: Config{MinInsyncReplicas: 1, MaxMessageBytes: 1 << 20}}
+		return func(_ *testing.T, td *datadriven.TestData) string { return env.run(td) }
+	})
 }
 
 // fakeWriter plays the coordinator (sync modes) and the controller (async).
@@ -97,89 +91,6 @@ type scriptEnv struct {
 	meta   chan struct{} // closed by new-metadata
 }
 
-func runScript(t *testing.T, path string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &scriptEnv{t: t, dir: t.TempDir(), now: time.UnixMilli(1_000_000), w: &fakeWriter{}, stats: &counts{}, self: 1, meta: make(chan struct{}),
-		sw:  Switches{Truncation: TruncateEpoch, ISRUpdate: ISRAsync, ExpandNeedsEpochStart: true, ReplicaLagTimeMaxMs: 10000},
-		cfg: Config{MinInsyncReplicas: 1, MaxMessageBytes: 1 << 20}}
-	var out strings.Builder
-	sc := bufio.NewScanner(strings.NewReader(string(data)))
-	var cmd string
-	inExpect := false
-	flush := func() {
-		if cmd == "" {
-			return
-		}
-		fmt.Fprintf(&out, "%s\n----\n%s\n", cmd, env.run(cmd))
-		cmd = ""
-	}
-	var expected strings.Builder
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case inExpect:
-			if line == "" {
-				inExpect = false
-				flush()
-				out.WriteString("\n")
-			}
-			expected.WriteString(line + "\n")
-		case strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "":
-			flush()
-			out.WriteString(line + "\n")
-			expected.WriteString(line + "\n")
-		case line == "----":
-			inExpect = true
-			expected.WriteString(line + "\n")
-		default:
-			flush()
-			cmd = line
-			expected.WriteString(line + "\n")
-		}
-	}
-	flush()
-	got := strings.TrimRight(out.String(), "\n") + "\n"
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if want := strings.TrimRight(string(data), "\n") + "\n"; got != want {
-		t.Errorf("%s: output differs (run with -rewrite to update, then review the diff):\n%s", path, diffLines(want, got))
-	}
-}
-
-func diffLines(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	for i := 0; i < max(len(w), len(g)); i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			fmt.Fprintf(&b, "line %d:\n  want: %s\n  got:  %s\n", i+1, wl, gl)
-		}
-	}
-	return b.String()
-}
-
-func args(fields []string) map[string]string {
-	m := map[string]string{}
-	for _, f := range fields {
-		k, v, _ := strings.Cut(f, "=")
-		m[k] = v
-	}
-	return m
-}
-
 func ids(s string) []int32 {
 	if s == "" {
 		return nil
@@ -190,17 +101,6 @@ func ids(s string) []int32 {
 		out = append(out, int32(n))
 	}
 	return out
-}
-
-func num(s string, def int64) int64 {
-	if s == "" {
-		return def
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		panic(err)
-	}
-	return n
 }
 
 func (e *scriptEnv) ensure() {
@@ -217,15 +117,14 @@ func (e *scriptEnv) ensure() {
 }
 
 // run executes one command and returns its output.
-func (e *scriptEnv) run(line string) (res string) {
+func (e *scriptEnv) run(td *datadriven.TestData) (res string) {
 	defer func() {
 		if r := recover(); r != nil {
 			res = fmt.Sprintf("panic: %v", r)
 		}
 	}()
-	f := strings.Fields(line)
-	a := args(f[1:])
-	switch f[0] {
+	a := scripttest.ParseArgs(td)
+	switch td.Cmd {
 	case "switches":
 		if v, ok := a["isr.update"]; ok {
 			e.sw.ISRUpdate = v
@@ -234,7 +133,7 @@ func (e *scriptEnv) run(line string) (res string) {
 			e.sw.Truncation = v
 		}
 		if v, ok := a["lag"]; ok {
-			e.sw.ReplicaLagTimeMaxMs = num(v, 0)
+			e.sw.ReplicaLagTimeMaxMs = scripttest.Num(v, 0)
 		}
 		if v, ok := a["hw-requires-min-isr"]; ok {
 			e.sw.HWRequiresMinISR = v == "true"
@@ -246,7 +145,7 @@ func (e *scriptEnv) run(line string) (res string) {
 			e.sw.TxnVerification = v == "true"
 		}
 		if v, ok := a["min.insync.replicas"]; ok {
-			e.cfg.MinInsyncReplicas = int(num(v, 1))
+			e.cfg.MinInsyncReplicas = int(scripttest.Num(v, 1))
 		}
 		if e.p != nil {
 			e.p.sw = e.sw
@@ -255,19 +154,19 @@ func (e *scriptEnv) run(line string) (res string) {
 		return "ok"
 	case "make-leader":
 		e.ensure()
-		st := LeaderAndISR{Leader: e.self, LeaderEpoch: int32(num(a["epoch"], 0)), ISR: ids(a["isr"])}
-		if err := e.p.MakeLeader(st, ids(a["replicas"]), num(a["version"], e.w.version), num(a["checkpoint-hw"], 0)); err != nil {
+		st := LeaderAndISR{Leader: e.self, LeaderEpoch: int32(a.Int("epoch", 0)), ISR: ids(a["isr"])}
+		if err := e.p.MakeLeader(st, ids(a["replicas"]), a.Int("version", e.w.version), a.Int("checkpoint-hw", 0)); err != nil {
 			return "error: " + err.Error()
 		}
 		return e.state()
 	case "make-follower":
 		e.ensure()
-		st := LeaderAndISR{Leader: int32(num(a["leader"], 2)), LeaderEpoch: int32(num(a["epoch"], 0)), ISR: ids(a["isr"])}
-		changed := e.p.MakeFollower(st, ids(a["replicas"]), num(a["version"], 0), num(a["checkpoint-hw"], 0))
+		st := LeaderAndISR{Leader: int32(a.Int("leader", 2)), LeaderEpoch: int32(a.Int("epoch", 0)), ISR: ids(a["isr"])}
+		changed := e.p.MakeFollower(st, ids(a["replicas"]), a.Int("version", 0), a.Int("checkpoint-hw", 0))
 		return fmt.Sprintf("changed=%v %s", changed, e.state())
 	case "append":
-		n := int(num(a["records"], 1))
-		acks := int16(num(a["acks"], -1))
+		n := int(a.Int("records", 1))
+		acks := int16(a.Int("acks", -1))
 		// coordinator=true appends as the group coordinator writes a
 		// TxnOffsetCommit.
 		o := AppendOptions{RequiredAcks: acks, Coordinator: a["coordinator"] == "true"}
@@ -279,8 +178,8 @@ func (e *scriptEnv) run(line string) (res string) {
 			// producer epoch E (0) land between them.
 			g, needed := e.p.TxnVerificationNeeded(data)
 			if needed && a["verify"] == "late" {
-				for i := 0; i < int(num(a["markers"], 1)); i++ {
-					if _, err := e.p.AppendMarker(g.ProducerID, int16(num(a["marker-epoch"], 0)), klog.Marker{CoordinatorEpoch: int32(num(a["coordinator-epoch"], 0))}); err != nil {
+				for i := 0; i < int(a.Int("markers", 1)); i++ {
+					if _, err := e.p.AppendMarker(g.ProducerID, int16(a.Int("marker-epoch", 0)), klog.Marker{CoordinatorEpoch: int32(a.Int("coordinator-epoch", 0))}); err != nil {
 						return "marker error: " + err.Error()
 					}
 				}
@@ -299,19 +198,19 @@ func (e *scriptEnv) run(line string) (res string) {
 		return fmt.Sprintf("offsets %d..%d %s", r.FirstOffset, r.LastOffset, e.state())
 	case "marker":
 		// WriteTxnMarkers on the leader: marker pid=.. epoch=.. commit=.. coordinator-epoch=..
-		m := klog.Marker{Commit: a["commit"] == "true", CoordinatorEpoch: int32(num(a["coordinator-epoch"], 0))}
-		r, err := e.p.AppendMarker(num(a["pid"], 0), int16(num(a["epoch"], 0)), m)
+		m := klog.Marker{Commit: a["commit"] == "true", CoordinatorEpoch: int32(a.Int("coordinator-epoch", 0))}
+		r, err := e.p.AppendMarker(a.Int("pid", 0), int16(a.Int("epoch", 0)), m)
 		if err != nil {
 			return "error: " + err.Error()
 		}
 		return fmt.Sprintf("marker at %d %s", r.LastOffset, e.state())
 	case "follower-marker":
 		// A follower replicates a control batch: follower-marker from=.. pid=.. commit=.. batch-epoch=.. leader-hw=.. epoch=..
-		m := klog.Marker{Commit: a["commit"] == "true", CoordinatorEpoch: int32(num(a["coordinator-epoch"], 0))}
-		b := klog.ControlBatch(num(a["pid"], 0), int16(num(a["producer-epoch"], 0)), m, e.now.UnixMilli())
-		binary.BigEndian.PutUint64(b[0:], uint64(num(a["from"], 0)))
-		binary.BigEndian.PutUint32(b[12:], uint32(num(a["batch-epoch"], 0)))
-		if err := e.p.AppendAsFollower(b, num(a["leader-hw"], 0), 0, int32(num(a["epoch"], 0))); err != nil {
+		m := klog.Marker{Commit: a["commit"] == "true", CoordinatorEpoch: int32(a.Int("coordinator-epoch", 0))}
+		b := klog.ControlBatch(a.Int("pid", 0), int16(a.Int("producer-epoch", 0)), m, e.now.UnixMilli())
+		binary.BigEndian.PutUint64(b[0:], uint64(a.Int("from", 0)))
+		binary.BigEndian.PutUint32(b[12:], uint32(a.Int("batch-epoch", 0)))
+		if err := e.p.AppendAsFollower(b, a.Int("leader-hw", 0), 0, int32(a.Int("epoch", 0))); err != nil {
 			return "error: " + err.Error()
 		}
 		return e.state()
@@ -351,21 +250,21 @@ func (e *scriptEnv) run(line string) (res string) {
 		// records=0 is an empty fetch response: only the leader's HW and
 		// log start (leader-log-start=..).
 		var b []byte
-		if n := int(num(a["records"], 1)); n > 0 {
+		if n := int(a.Int("records", 1)); n > 0 {
 			b = e.producerBatch(n, a)
-			binary.BigEndian.PutUint64(b[0:], uint64(num(a["from"], 0)))
-			binary.BigEndian.PutUint32(b[12:], uint32(num(a["batch-epoch"], 0)))
+			binary.BigEndian.PutUint64(b[0:], uint64(a.Int("from", 0)))
+			binary.BigEndian.PutUint32(b[12:], uint32(a.Int("batch-epoch", 0)))
 		}
-		err := e.p.AppendAsFollower(b, num(a["leader-hw"], 0), num(a["leader-log-start"], 0), int32(num(a["epoch"], 0)))
+		err := e.p.AppendAsFollower(b, a.Int("leader-hw", 0), a.Int("leader-log-start", 0), int32(a.Int("epoch", 0)))
 		if err != nil {
 			return "error: " + err.Error()
 		}
 		return e.state()
 	case "fetch":
 		// A follower fetch at its LEO.
-		r, err := e.p.Read(FetchRequest{ReplicaID: int32(num(a["replica"], 2)), Offset: num(a["offset"], 0), MaxBytes: 1 << 20,
-			CurrentLeaderEpoch: int32(num(a["current-epoch"], -1)), LastFetchedEpoch: int32(num(a["last-fetched-epoch"], -1)),
-			LogStartOffset: num(a["log-start"], 0)})
+		r, err := e.p.Read(FetchRequest{ReplicaID: int32(a.Int("replica", 2)), Offset: a.Int("offset", 0), MaxBytes: 1 << 20,
+			CurrentLeaderEpoch: int32(a.Int("current-epoch", -1)), LastFetchedEpoch: int32(a.Int("last-fetched-epoch", -1)),
+			LogStartOffset: a.Int("log-start", 0)})
 		var errs string
 		if err != nil {
 			errs = " error: " + err.Error()
@@ -380,7 +279,7 @@ func (e *scriptEnv) run(line string) (res string) {
 		if a["isolation"] == "read_committed" {
 			iso = 1
 		}
-		r, err := e.p.Read(FetchRequest{ReplicaID: -1, Offset: num(a["offset"], 0), MaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1, Isolation: iso})
+		r, err := e.p.Read(FetchRequest{ReplicaID: -1, Offset: a.Int("offset", 0), MaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1, Isolation: iso})
 		if err != nil {
 			return "error: " + err.Error()
 		}
@@ -400,7 +299,7 @@ func (e *scriptEnv) run(line string) (res string) {
 		}
 		return out
 	case "tick":
-		e.now = e.now.Add(time.Duration(num(a["ms"], 0)) * time.Millisecond)
+		e.now = e.now.Add(time.Duration(a.Int("ms", 0)) * time.Millisecond)
 		return fmt.Sprintf("now=+%dms", e.now.UnixMilli()-1_000_000)
 	case "stalled":
 		// The followers a leader reports as stalled (live, not fetching).
@@ -410,20 +309,20 @@ func (e *scriptEnv) run(line string) (res string) {
 		return e.state()
 	case "delete-records":
 		// DeleteRecords on the leader, then whether it would complete.
-		off, err := e.p.DeleteRecords(num(a["offset"], 0))
+		off, err := e.p.DeleteRecords(a.Int("offset", 0))
 		if err != nil {
 			return "error: " + err.Error()
 		}
 		done, lw, _ := e.p.DeleteRecordsStatus(off)
 		return fmt.Sprintf("log-start=%d complete=%v low-watermark=%d", off, done, lw)
 	case "delete-records-status":
-		done, lw, err := e.p.DeleteRecordsStatus(num(a["offset"], 0))
+		done, lw, err := e.p.DeleteRecordsStatus(a.Int("offset", 0))
 		if err != nil {
 			return fmt.Sprintf("complete=%v error: %v", done, err)
 		}
 		return fmt.Sprintf("complete=%v low-watermark=%d", done, lw)
 	case "acks-all":
-		done, err := e.p.AcksAllStatus(num(a["offset"], 0))
+		done, err := e.p.AcksAllStatus(a.Int("offset", 0))
 		if err != nil {
 			return fmt.Sprintf("complete=%v error: %v", done, err)
 		}
@@ -471,19 +370,19 @@ func (e *scriptEnv) run(line string) (res string) {
 	case "stats":
 		return fmt.Sprintf("shrinks=%d expands=%d failed=%d", e.stats.shrinks, e.stats.expands, e.stats.failed)
 	case "offset-for-epoch":
-		ep, off, err := e.p.EndOffsetForEpoch(int32(num(a["epoch"], 0)), -1, true)
+		ep, off, err := e.p.EndOffsetForEpoch(int32(a.Int("epoch", 0)), -1, true)
 		if err != nil {
 			return "error: " + err.Error()
 		}
 		return fmt.Sprintf("epoch=%d end=%d", ep, off)
 	case "truncation-point":
-		off, done, next := e.p.TruncationPoint(int32(num(a["requested"], 0)), int32(num(a["leader-epoch"], 0)), num(a["leader-end"], 0))
+		off, done, next := e.p.TruncationPoint(int32(a.Int("requested", 0)), int32(a.Int("leader-epoch", 0)), a.Int("leader-end", 0))
 		if !done {
 			return fmt.Sprintf("ask again about epoch %d", next)
 		}
 		return fmt.Sprintf("truncate to %d", off)
 	case "truncate":
-		if err := e.p.TruncateTo(num(a["offset"], 0)); err != nil {
+		if err := e.p.TruncateTo(a.Int("offset", 0)); err != nil {
 			return "error: " + err.Error()
 		}
 		return e.state()
@@ -498,7 +397,7 @@ func (e *scriptEnv) run(line string) (res string) {
 	case "log-start":
 		return fmt.Sprintf("log-start=%d", e.p.Log().LogStartOffset())
 	}
-	return "unknown command " + f[0]
+	return "unknown command " + td.Cmd
 }
 
 func (e *scriptEnv) state() string {
@@ -513,12 +412,12 @@ func (e *scriptEnv) state() string {
 
 // producerBatch is batch with the idempotent producer fields pid and seq
 // when the command gives them.
-func (e *scriptEnv) producerBatch(n int, a map[string]string) []byte {
+func (e *scriptEnv) producerBatch(n int, a scripttest.Args) []byte {
 	b := e.batch(n)
 	if pid, ok := a["pid"]; ok {
-		binary.BigEndian.PutUint64(b[43:], uint64(num(pid, 0)))
-		binary.BigEndian.PutUint16(b[51:], uint16(num(a["producer-epoch"], 0)))
-		binary.BigEndian.PutUint32(b[53:], uint32(num(a["seq"], 0)))
+		binary.BigEndian.PutUint64(b[43:], uint64(scripttest.Num(pid, 0)))
+		binary.BigEndian.PutUint16(b[51:], uint16(a.Int("producer-epoch", 0)))
+		binary.BigEndian.PutUint32(b[53:], uint32(a.Int("seq", 0)))
 		if a["txn"] == "true" {
 			binary.BigEndian.PutUint16(b[21:], binary.BigEndian.Uint16(b[21:])|klog.AttrTransactional)
 		}
