@@ -1,19 +1,18 @@
 package controller
 
 import (
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/isrlab/isrlab/broker/coord"
-)
+	"github.com/cockroachdb/datadriven"
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testdata/*.txt")
+	"github.com/isrlab/isrlab/broker/coord"
+	"github.com/isrlab/isrlab/internal/scripttest"
+)
 
 // scriptCluster is the controller's decision layer without I/O: the state a
 // term caches, changed only through the same decisions and plan the term
@@ -114,20 +113,19 @@ func parseTP(s string) (coord.TopicPartition, error) {
 //	elr MIN               eligible leader replicas on, min.insync.replicas MIN
 //	unclean-restart R     R registers after an unclean shutdown
 //	state                 print every partition
-func (c *scriptCluster) exec(line string) (string, error) {
-	f := strings.Fields(line)
+func (c *scriptCluster) exec(td *datadriven.TestData) (string, error) {
+	f := append([]string{td.Cmd}, scripttest.Words(td)...)
 	switch f[0] {
 	case "topic":
-		for _, a := range f[2:] {
-			ps, rs, ok := strings.Cut(a, "=")
-			if !ok {
-				return "", fmt.Errorf("assignment %q: want P=R,R", a)
+		for _, a := range td.CmdArgs[1:] {
+			if len(a.Vals) != 1 {
+				return "", fmt.Errorf("assignment %s: want P=R,R", a)
 			}
-			p, err := strconv.Atoi(ps)
+			p, err := strconv.Atoi(a.Key)
 			if err != nil {
 				return "", err
 			}
-			replicas, err := parseIDs(rs)
+			replicas, err := parseIDs(a.Vals[0])
 			if err != nil {
 				return "", err
 			}
@@ -253,58 +251,18 @@ func (c *scriptCluster) exec(line string) (string, error) {
 	return "", fmt.Errorf("unknown command %q", f[0])
 }
 
-// TestScripts runs the scripts in testdata/*.txt: blocks of commands, each
-// followed by "----" and the expected output. go test -run TestScripts
-// -rewrite regenerates the expected output.
+// TestScripts runs the scripts in testdata/scripts (see
+// internal/scripttest; -rewrite regenerates the expected outputs).
 func TestScripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts: %v", err)
-	}
-	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			data, err := os.ReadFile(file)
+	scripttest.RunDir(t, filepath.Join("testdata", "scripts"), func(t *testing.T) func(*testing.T, *datadriven.TestData) string {
+		c := &scriptCluster{parts: map[coord.TopicPartition]*partition{}, live: map[int32]bool{},
+			shuttingDown: map[int32]bool{}, unclean: map[string]bool{}}
+		return func(t *testing.T, td *datadriven.TestData) string {
+			out, err := c.exec(td)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("%s: %v", td.Pos, err)
 			}
-			c := &scriptCluster{parts: map[coord.TopicPartition]*partition{}, live: map[int32]bool{},
-				shuttingDown: map[int32]bool{}, unclean: map[string]bool{}}
-			var out strings.Builder
-			lines := strings.Split(string(data), "\n")
-			for i := 0; i < len(lines); i++ {
-				line := lines[i]
-				out.WriteString(line + "\n")
-				if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
-					continue
-				}
-				got, err := c.exec(line)
-				if err != nil {
-					t.Fatalf("%s:%d: %v", file, i+1, err)
-				}
-				// Skip the old expected output: up to the blank line after
-				// the "----" separator.
-				want := ""
-				if i+1 < len(lines) && lines[i+1] == "----" {
-					j := i + 2
-					for j < len(lines) && lines[j] != "" {
-						j++
-					}
-					want = strings.Join(lines[i+2:j], "\n") + "\n"
-					i = j - 1
-				}
-				out.WriteString("----\n" + got)
-				if i+1 < len(lines) && lines[i+1] != "" {
-					out.WriteString("\n") // every command is its own block
-				}
-				if !*rewrite && got != want {
-					t.Errorf("%s:%d: %s\ngot:\n%swant:\n%s", file, i+1, line, got, want)
-				}
-			}
-			if *rewrite {
-				if err := os.WriteFile(file, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-		})
-	}
+			return out
+		}
+	})
 }
