@@ -1,34 +1,31 @@
 package group
 
 import (
-	"flag"
 	"fmt"
-	"strconv"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/datadriven"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/isrlab/isrlab/broker/coordlog/coordlogtest"
+	"github.com/isrlab/isrlab/internal/scripttest"
 )
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/scripts")
-
-// TestScripts runs the coordinator scripts in testdata/scripts. A line
-// "> command args" is a request or an action; the lines after it are every
-// answer delivered while it ran (answers to waiting JoinGroup and SyncGroup
-// requests included), labelled with the number of the request they answer.
-// go test -run TestScripts -rewrite regenerates the expected lines.
+// TestScripts runs the coordinator scripts in testdata/scripts (see
+// internal/scripttest; -rewrite regenerates the expected outputs). A
+// command is a request or an action; its output is every answer delivered
+// while it ran (answers to waiting JoinGroup and SyncGroup requests
+// included), labelled with the number of the request they answer.
 func TestScripts(t *testing.T) {
-	coordlogtest.RunScripts(t, "testdata/scripts", *rewrite, func(t *testing.T) func([]string) []string {
+	scripttest.RunDir(t, filepath.Join("testdata", "scripts"), func(t *testing.T) func(*testing.T, *datadriven.TestData) string {
 		r := &scriptRun{t: t}
 		r.h = newHarness(t, newMemLog(), testConfig())
-		return func(fields []string) []string {
-			r.trace.Take()
-			r.exec(fields)
-			return r.trace.Take()
+		return func(_ *testing.T, td *datadriven.TestData) string {
+			return r.trace.During(func() { r.exec(td) })
 		}
 	})
 }
@@ -44,31 +41,19 @@ func (r *scriptRun) emit(format string, args ...any) { r.trace.Emit(format, args
 
 var errName = coordlogtest.ErrName
 
-var args = coordlogtest.Args
-
-func atoi(s string, def int) int {
-	if s == "" {
-		return def
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		panic(err)
-	}
-	return n
-}
-
-func (r *scriptRun) exec(f []string) {
+func (r *scriptRun) exec(td *datadriven.TestData) {
+	f := append([]string{td.Cmd}, scripttest.Words(td)...)
 	t, h := r.t, r.h
 	r.n++
 	label := fmt.Sprintf("#%d", r.n)
-	a := args(f[1:])
+	a := scripttest.ParseArgs(td)
 	group := a["group"]
 	if group == "" {
 		group = "g"
 	}
 	switch f[0] {
 	case "lead":
-		h.m.OnBecomeLeader(0, int32(atoi(a["epoch"], 0)))
+		h.m.OnBecomeLeader(0, int32(a.Int("epoch", 0)))
 		h.waitLoaded()
 	case "resign":
 		h.m.OnResign(0)
@@ -83,17 +68,17 @@ func (r *scriptRun) exec(f []string) {
 		case "none":
 			h.log.SetFail(nil)
 		default:
-			h.log.SetFail(kerr.ErrorForCode(int16(atoi(f[1], 0))))
+			h.log.SetFail(kerr.ErrorForCode(int16(scripttest.Num(f[1], 0))))
 		}
 	case "join":
 		req := kmsg.NewPtrJoinGroupRequest()
-		req.SetVersion(int16(atoi(a["version"], 5)))
+		req.SetVersion(int16(a.Int("version", 5)))
 		req.Group, req.MemberID, req.ProtocolType = group, a["member"], "consumer"
 		if inst, ok := a["instance"]; ok {
 			req.InstanceID = &inst
 		}
-		req.SessionTimeoutMillis = int32(atoi(a["session"], 10000))
-		req.RebalanceTimeoutMillis = int32(atoi(a["rebalance"], 30000))
+		req.SessionTimeoutMillis = int32(a.Int("session", 10000))
+		req.RebalanceTimeoutMillis = int32(a.Int("rebalance", 30000))
 		protos := a["protocols"]
 		if protos == "" {
 			protos = "range"
@@ -116,7 +101,7 @@ func (r *scriptRun) exec(f []string) {
 	case "sync":
 		req := kmsg.NewPtrSyncGroupRequest()
 		req.SetVersion(5)
-		req.Group, req.MemberID, req.Generation = group, a["member"], int32(atoi(a["gen"], 0))
+		req.Group, req.MemberID, req.Generation = group, a["member"], int32(a.Int("gen", 0))
 		if as := a["assign"]; as != "" {
 			for _, kv := range strings.Split(as, ",") {
 				id, v, _ := strings.Cut(kv, ":")
@@ -129,7 +114,7 @@ func (r *scriptRun) exec(f []string) {
 		})
 	case "heartbeat":
 		req := kmsg.NewPtrHeartbeatRequest()
-		req.Group, req.MemberID, req.Generation = group, a["member"], int32(atoi(a["gen"], 0))
+		req.Group, req.MemberID, req.Generation = group, a["member"], int32(a.Int("gen", 0))
 		r.emit("heartbeat%s %s: %s", label, a["member"], errName(h.m.Heartbeat(req).ErrorCode))
 	case "leave":
 		req := kmsg.NewPtrLeaveGroupRequest()
@@ -145,11 +130,11 @@ func (r *scriptRun) exec(f []string) {
 	case "commit":
 		tp, off, _ := strings.Cut(a["offset"], "=")
 		topic, part, _ := strings.Cut(tp, "/")
-		code := h.commit(group, a["member"], int32(atoi(a["gen"], -1)), topic, int32(atoi(part, 0)), int64(atoi(off, 0)))
+		code := h.commit(group, a["member"], int32(a.Int("gen", -1)), topic, int32(scripttest.Num(part, 0)), int64(scripttest.Num(off, 0)))
 		r.emit("commit%s %s: %s", label, a["offset"], errName(code))
 	case "fetch":
 		topic, part, _ := strings.Cut(a["tp"], "/")
-		off, code := h.fetch(group, topic, int32(atoi(part, 0)))
+		off, code := h.fetch(group, topic, int32(scripttest.Num(part, 0)))
 		r.emit("fetch%s %s: %s offset=%d", label, a["tp"], errName(code), off)
 	case "describe":
 		req := kmsg.NewPtrDescribeGroupsRequest()
@@ -178,7 +163,7 @@ func (r *scriptRun) exec(f []string) {
 		r.h = newHarness(t, lg, testConfig())
 		r.h.ids = h.ids
 		r.h.clock.Advance(h.clock.Now().Sub(r.h.clock.Now()))
-		r.h.m.OnBecomeLeader(0, int32(atoi(a["epoch"], 1)))
+		r.h.m.OnBecomeLeader(0, int32(a.Int("epoch", 1)))
 		r.h.waitLoaded()
 	default:
 		t.Fatalf("unknown command %q", f[0])

@@ -2,35 +2,33 @@ package txn
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/datadriven"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/isrlab/isrlab/broker/coordlog/coordlogtest"
+	"github.com/isrlab/isrlab/internal/scripttest"
 )
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/scripts")
-
-// TestScripts runs the coordinator scripts in testdata/scripts. A line
-// "> command args" is a request or an action; the lines after it are its
-// answer ("name#n id: error ...") and, indented, every effect it caused:
-// records written to __transaction_state and WriteTxnMarkers requests
-// sent to partition leaders (which the script answers with "reply").
-// go test -run TestScripts -rewrite regenerates the expected lines.
+// TestScripts runs the coordinator scripts in testdata/scripts (see
+// internal/scripttest; -rewrite regenerates the expected outputs). A
+// command is a request or an action; its output is its answer
+// ("name#n id: error ...") and, indented, every effect it caused: records
+// written to __transaction_state and WriteTxnMarkers requests sent to
+// partition leaders (which the script answers with "reply").
 func TestScripts(t *testing.T) {
-	coordlogtest.RunScripts(t, "testdata/scripts", *rewrite, func(t *testing.T) func([]string) []string {
+	scripttest.RunDir(t, filepath.Join("testdata", "scripts"), func(t *testing.T) func(*testing.T, *datadriven.TestData) string {
 		r := &scriptRun{t: t}
 		r.h = newHarness(t, testConfig(), r.emit)
-		return func(fields []string) []string {
-			r.trace.Take()
-			r.exec(fields)
-			return r.trace.Take()
+		return func(_ *testing.T, td *datadriven.TestData) string {
+			return r.trace.During(func() { r.exec(td) })
 		}
 	})
 }
@@ -46,19 +44,6 @@ func (r *scriptRun) emit(format string, args ...any) { r.trace.Emit(format, args
 
 var errName = coordlogtest.ErrName
 
-var args = coordlogtest.Args
-
-func num(s string, def int64) int64 {
-	if s == "" {
-		return def
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		panic(err)
-	}
-	return n
-}
-
 // tps parses "t/0,t/1".
 func tps(s string) []TopicPartition {
 	var out []TopicPartition
@@ -67,7 +52,7 @@ func tps(s string) []TopicPartition {
 			continue
 		}
 		topic, p, _ := strings.Cut(f, "/")
-		out = append(out, TopicPartition{topic, int32(num(p, 0))})
+		out = append(out, TopicPartition{topic, int32(scripttest.Num(p, 0))})
 	}
 	return out
 }
@@ -85,22 +70,23 @@ func codeNamed(s string) int16 {
 	panic("unknown error " + s)
 }
 
-func (r *scriptRun) exec(f []string) {
+func (r *scriptRun) exec(td *datadriven.TestData) {
+	f := append([]string{td.Cmd}, scripttest.Words(td)...)
 	t, h := r.t, r.h
 	r.n++
 	n := r.n
-	a := args(f[1:])
+	a := scripttest.ParseArgs(td)
 	id := a["id"]
 	if id == "" {
 		id = "tx"
 	}
-	version := int16(num(a["version"], -1))
-	pid, epoch := num(a["pid"], -1), int16(num(a["epoch"], -1))
+	version := int16(a.Int("version", -1))
+	pid, epoch := a.Int("pid", -1), int16(a.Int("epoch", -1))
 	switch f[0] {
 	case "transaction-version":
 		// transaction-version 2: the coordinator's transaction.version,
 		// from now on and after a failover.
-		h.cfg.TransactionVersion = int16(num(f[1], 0))
+		h.cfg.TransactionVersion = int16(scripttest.Num(f[1], 0))
 		h.m.mu.Lock()
 		h.m.cfg.TransactionVersion = h.cfg.TransactionVersion
 		h.m.mu.Unlock()
@@ -111,11 +97,11 @@ func (r *scriptRun) exec(f []string) {
 		h.m.txns[id].epoch = epoch
 		h.m.mu.Unlock()
 	case "lead":
-		h.lead(int32(num(a["epoch"], 0)))
+		h.lead(int32(a.Int("epoch", 0)))
 	case "resign":
 		h.m.OnResign(0)
 	case "failover":
-		h.failover(int32(num(a["epoch"], 1)))
+		h.failover(int32(a.Int("epoch", 1)))
 	case "advance":
 		d, err := time.ParseDuration(f[1])
 		if err != nil {
@@ -134,7 +120,7 @@ func (r *scriptRun) exec(f []string) {
 			tp := tps(k)[0]
 			l := int32(-2)
 			if v != "gone" {
-				l = int32(num(v, 0))
+				l = int32(scripttest.Num(v, 0))
 			}
 			h.sender.mu.Lock()
 			h.sender.leaders[tp] = l
@@ -142,7 +128,7 @@ func (r *scriptRun) exec(f []string) {
 		}
 	case "init":
 		req := kmsg.NewPtrInitProducerIDRequest()
-		req.SetVersion(int16(num(a["version"], 4)))
+		req.SetVersion(int16(a.Int("version", 4)))
 		if _, ok := a["id"]; ok || a["noid"] == "" {
 			req.TransactionalID = &id
 		}
@@ -150,7 +136,7 @@ func (r *scriptRun) exec(f []string) {
 			empty := ""
 			req.TransactionalID = &empty
 		}
-		req.TransactionTimeoutMillis = int32(num(a["timeout"], 60000))
+		req.TransactionTimeoutMillis = int32(a.Int("timeout", 60000))
 		req.ProducerID, req.ProducerEpoch = pid, epoch
 		resp := h.m.InitProducerID(context.Background(), req)
 		r.emit("init#%d %s: %s pid=%d epoch=%d", n, id, errName(resp.ErrorCode), resp.ProducerID, resp.ProducerEpoch)
@@ -200,13 +186,13 @@ func (r *scriptRun) exec(f []string) {
 		}
 	case "offsets":
 		req := kmsg.NewPtrAddOffsetsToTxnRequest()
-		req.SetVersion(int16(num(a["version"], 3)))
+		req.SetVersion(int16(a.Int("version", 3)))
 		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = id, pid, epoch, a["group"]
-		resp := h.m.AddOffsetsToTxn(req, TopicPartition{"__consumer_offsets", int32(num(a["offsets"], 0))})
+		resp := h.m.AddOffsetsToTxn(req, TopicPartition{"__consumer_offsets", int32(a.Int("offsets", 0))})
 		r.emit("offsets#%d %s: %s", n, id, errName(resp.ErrorCode))
 	case "end":
 		req := kmsg.NewPtrEndTxnRequest()
-		req.SetVersion(int16(num(a["version"], 3)))
+		req.SetVersion(int16(a.Int("version", 3)))
 		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = id, pid, epoch, a["commit"] == "true"
 		resp := h.m.EndTxn(req)
 		if req.Version >= 5 {
@@ -216,7 +202,7 @@ func (r *scriptRun) exec(f []string) {
 		r.emit("end#%d %s: %s", n, id, errName(resp.ErrorCode))
 	case "reply":
 		// reply b=1 [err=CODE | t/0=CODE ...] [disconnect]
-		b := int32(num(a["b"], 1))
+		b := int32(a.Int("b", 1))
 		s, ok := h.sender.take(b)
 		if !ok {
 			r.emit("reply#%d: nothing sent to b%d", n, b)
@@ -262,7 +248,7 @@ func (r *scriptRun) exec(f []string) {
 		}
 		if a["pids"] != "" {
 			for _, p := range strings.Split(a["pids"], ",") {
-				req.ProducerIDFilters = append(req.ProducerIDFilters, num(p, 0))
+				req.ProducerIDFilters = append(req.ProducerIDFilters, scripttest.Num(p, 0))
 			}
 		}
 		resp := h.m.ListTransactions(req)
