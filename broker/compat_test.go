@@ -6,13 +6,10 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
-	"github.com/isrlab/isrlab/internal/proctest"
 	"hash/crc32"
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -29,9 +26,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/isrlab/isrlab/broker/wire"
+	"github.com/isrlab/isrlab/internal/proctest"
+	"github.com/isrlab/isrlab/internal/scripttest"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata golden files")
 
 // rawConn is one client connection that sends hand-built request frames,
 // for what clients do not send: old versions, unsupported ones, acks=0.
@@ -132,7 +129,7 @@ func (c *rawConn) apiVersions(version int16, name, ver string) *kmsg.ApiVersions
 }
 
 // TestApiVersionsPerProfile pins what each kafka.profile advertises
-// (testdata/apiversions/<profile>.txt, -update rewrites) against the
+// (testdata/apiversions/<profile>.txt, -rewrite rewrites) against the
 // release it stands for, and how an unsupported ApiVersions is answered.
 func TestApiVersionsPerProfile(t *testing.T) {
 	for _, profile := range []string{"0.10", "2.4", "2.6", "3.7"} {
@@ -149,7 +146,7 @@ func TestApiVersionsPerProfile(t *testing.T) {
 			for _, k := range resp.ApiKeys {
 				fmt.Fprintf(&out, "%3d %-24s %d-%d\n", k.ApiKey, kmsg.NameForKey(k.ApiKey), k.MinVersion, k.MaxVersion)
 			}
-			checkGolden(t, filepath.Join("testdata", "apiversions", profile+".txt"), out.String())
+			scripttest.Golden(t, filepath.Join("testdata", "apiversions", profile+".txt"), out.String())
 
 			// Above the advertised ApiVersions: v0 and UNSUPPORTED_VERSION,
 			// with only the ApiVersions entry from 2.4 (KIP-511), with none
@@ -175,25 +172,6 @@ func TestApiVersionsPerProfile(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func checkGolden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (-update writes it)", err)
-	}
-	if got != string(want) {
-		t.Fatalf("differs from %s (-update rewrites it):\ngot:\n%s\nwant:\n%s", path, got, want)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -17,9 +16,8 @@ import (
 	"time"
 
 	"github.com/isrlab/isrlab/history"
+	"github.com/isrlab/isrlab/internal/scripttest"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden verdicts in testdata/")
 
 func openFile(path string) OpenFunc {
 	return func() (io.ReadCloser, error) { return os.Open(path) }
@@ -110,26 +108,14 @@ func TestGolden(t *testing.T) {
 }
 
 // compareGolden compares v with testdata/<name>.verdict.json (rewritten
-// with -update).
+// with -rewrite).
 func compareGolden(t *testing.T, name string, v *Verdict) {
 	t.Helper()
 	got, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", name+".verdict.json")
-	if *update {
-		if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wantJSON, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(wantJSON)) {
-		t.Errorf("verdict differs from %s:\n%s", golden, got)
-	}
+	scripttest.Golden(t, filepath.Join("testdata", name+".verdict.json"), string(got)+"\n")
 }
 
 // TestCheckOpsMatchesCheck: the in-memory and streaming paths agree.

@@ -3,34 +3,14 @@ package compose
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"maps"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/isrlab/isrlab/internal/scripttest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata/")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("read golden (run with -update to create): %v", err)
-	}
-	if string(want) != string(got) {
-		t.Errorf("%s differs from golden file (run with -update to accept):\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
 
 func TestBuildGolden(t *testing.T) {
 	tests := []struct {
@@ -67,9 +47,9 @@ func TestBuildGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, tt.name+".topology.json", append(b, '\n'))
+			scripttest.Golden(t, filepath.Join("testdata", tt.name+".topology.json"), string(b)+"\n")
 			for _, n := range top.Role(RoleBroker) {
-				golden(t, tt.name+"."+n.Name+".properties", []byte(n.Files["server.properties"]))
+				scripttest.Golden(t, filepath.Join("testdata", tt.name+"."+n.Name+".properties"), n.Files["server.properties"])
 			}
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/isrlab/isrlab/internal/scripttest"
 	"github.com/isrlab/isrlab/nemesis"
 )
 
@@ -28,7 +29,7 @@ func TestReplayScenario(t *testing.T) {
 	for _, n := range plan.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)
 	}
-	golden(t, "shrink-replay.golden", b.String())
+	scripttest.Golden(t, filepath.Join("testdata", "shrink-replay.golden"), b.String())
 	sc := plan.Scenario
 	if sc.Schedule != nil || len(sc.Faults) != 5 || sc.Seed != 5 {
 		t.Fatalf("replay: schedule %v, %d faults, seed %d", sc.Schedule, len(sc.Faults), sc.Seed)

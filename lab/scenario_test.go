@@ -3,8 +3,6 @@ package lab
 import (
 	"encoding/json"
 	"errors"
-	"flag"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,11 +12,10 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/isrlab/isrlab/checker"
+	"github.com/isrlab/isrlab/internal/scripttest"
 	"github.com/isrlab/isrlab/nemesis"
 	"github.com/isrlab/isrlab/workloads/clients"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // TestLibrary loads every library scenario: each has its name as its path,
 // a description and an expectation, and every fault target exists.
@@ -336,18 +333,7 @@ schedule:
 		t.Fatal(err)
 	}
 	got, _ := json.MarshalIndent(ev, "", " ")
-	golden := filepath.Join("testdata", "schedule-mixed.json")
-	if *update {
-		os.MkdirAll("testdata", 0o755)
-		os.WriteFile(golden, append(got, '\n'), 0o644)
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if strings.TrimSpace(string(got)) != strings.TrimSpace(string(want)) {
-		t.Errorf("schedule for seed 42 changed:\n%s\nwant\n%s", got, want)
-	}
+	scripttest.Golden(t, filepath.Join("testdata", "schedule-mixed.json"), string(got)+"\n")
 	again, _ := sc.ScheduleEvents()
 	if b, _ := json.Marshal(again); string(b) != string(mustJSON(t, ev)) {
 		t.Error("the same scenario gave two schedules")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/internal/proctest"
+	"github.com/isrlab/isrlab/internal/scripttest"
 	"github.com/isrlab/isrlab/nemesis"
 	"github.com/isrlab/isrlab/results"
 )
@@ -38,23 +39,6 @@ func describe(sc Scenario) string {
 	}
 	fmt.Fprintf(&b, "  size: %s\n", sizeOf(sc))
 	return b.String()
-}
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test -run %s -update writes it)", err, t.Name())
-	}
-	if got != string(want) {
-		t.Errorf("%s differs (go test -run %s -update rewrites it); got:\n%s", path, t.Name(), got)
-	}
 }
 
 // TestShrinkCandidates: the reduction steps are pure functions over
@@ -93,7 +77,7 @@ func TestShrinkCandidates(t *testing.T) {
 			fmt.Fprintf(&b, "  %s\n", c.Desc)
 		}
 	}
-	golden(t, "shrink-candidates.golden", b.String())
+	scripttest.Golden(t, filepath.Join("testdata", "shrink-candidates.golden"), b.String())
 	// Pure: the same scenario gives the same candidates, and the input
 	// is not changed.
 	before := describe(mat)
@@ -224,7 +208,7 @@ func TestShrinkSearch(t *testing.T) {
 		fmt.Fprintf(&b, "%d %s: %s: %s\n", st.N, st.Step, st.Desc, v)
 	}
 	fmt.Fprintf(&b, "\nsmallest:\n%s", describe(res.Best))
-	golden(t, "shrink-search.golden", b.String())
+	scripttest.Golden(t, filepath.Join("testdata", "shrink-search.golden"), b.String())
 	if onStep != len(res.Steps) || orc.calls != len(res.Steps) || res.Runs != len(res.Steps) {
 		t.Errorf("%d steps, %d OnStep calls, %d oracle calls, %d runs", len(res.Steps), onStep, orc.calls, res.Runs)
 	}
@@ -439,7 +423,7 @@ func TestFailsWith(t *testing.T) {
 	}
 	got := FailsWith(sc)
 	t.Log(got)
-	golden(t, "fails-with.golden", got+"\n")
+	scripttest.Golden(t, filepath.Join("testdata", "fails-with.golden"), got+"\n")
 	one := sc.clone()
 	one.Faults = one.Faults[:1]
 	if got := FailsWith(one); !strings.HasPrefix(got, "1 fault: ") || strings.Contains(got, ";  ") {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"math/rand"
 	"net/netip"
 	"os"
@@ -16,9 +15,8 @@ import (
 
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/history"
+	"github.com/isrlab/isrlab/internal/scripttest"
 )
-
-var rewrite = flag.Bool("rewrite", false, "rewrite golden files in testdata/")
 
 // fakeCluster is a cluster description with no processes or namespaces.
 func fakeCluster() *compose.Cluster {
@@ -380,7 +378,7 @@ func TestEveryGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := formatEvents(t, ev)
-	golden(t, "every-seed42.txt", got)
+	scripttest.Golden(t, filepath.Join("testdata", "every-seed42.txt"), got)
 	again, _ := g.Events()
 	if formatEvents(t, again) != got {
 		t.Fatal("same seed, different schedule")
@@ -409,23 +407,6 @@ func formatEvents(t *testing.T, ev []Event) string {
 }
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *rewrite {
-		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run with -rewrite to create it)", err)
-	}
-	if string(want) != got {
-		t.Fatalf("%s differs:\n got:\n%s\nwant:\n%s", p, got, want)
-	}
-}
 
 func TestScheduleErrors(t *testing.T) {
 	tests := []struct {
@@ -546,7 +527,7 @@ func TestRunRecords(t *testing.T) {
 		}
 		got = append(got, time.Duration(op.Time).String()+" "+op.Type.String()+" "+op.F+" "+string(op.RawValue))
 	}
-	golden(t, "run-ops.txt", strings.Join(got, "\n")+"\n")
+	scripttest.Golden(t, filepath.Join("testdata", "run-ops.txt"), strings.Join(got, "\n")+"\n")
 	if as, _ := n.Active(); len(as) != 0 {
 		t.Fatalf("still active: %+v", as)
 	}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -15,9 +13,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-)
 
-var update = flag.Bool("update", false, "rewrite testdata golden files")
+	"github.com/isrlab/isrlab/internal/scripttest"
+)
 
 // TestTopicIDEncoding: the topic znode carries the ID the way Kafka 2.8+
 // writes it (version 3, URL-safe base64), and a version 1 znode (written
@@ -257,7 +255,7 @@ func TestLayoutGolden(t *testing.T) {
 		k = seq.ReplaceAllString(k, "${1}<seq>")
 		fmt.Fprintf(&b, "%s\t%s\n", k, kv.Value)
 	}
-	checkGolden(t, "layout.golden", b.String())
+	scripttest.Golden(t, filepath.Join("testdata", "layout.golden"), b.String())
 
 	// The snapshot of the same state, as `isrlab coordinator dump --json`
 	// prints it.
@@ -269,25 +267,7 @@ func TestLayoutGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkGolden(t, "snapshot.golden.json", seq.ReplaceAllString(string(js), "${1}<seq>")+"\n")
-}
-
-// checkGolden compares got with testdata/name; -update rewrites the file.
-func checkGolden(t *testing.T, name, got string) {
-	t.Helper()
-	golden := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Fatalf("differs from %s (-update rewrites it):\n got:\n%s\nwant:\n%s", golden, got, want)
-	}
+	scripttest.Golden(t, filepath.Join("testdata", "snapshot.golden.json"), seq.ReplaceAllString(string(js), "${1}<seq>")+"\n")
 }
 
 func waitTopics(t *testing.T, ch <-chan TopicsEvent, names string) {

@@ -2,12 +2,12 @@ package docker
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/internal/scripttest"
 )
 
 // TestPlanKafka: the plan of a system kafka cluster validates the layout
@@ -24,19 +24,7 @@ func TestPlanKafka(t *testing.T) {
 	if err := b.Plan(&out, top); err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join("testdata", "plan-kafka-3b.txt")
-	if *update {
-		if err := os.WriteFile(p, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("read golden (run with -update to create): %v", err)
-	}
-	if out.String() != string(want) {
-		t.Errorf("plan differs from %s (run with -update to accept):\n%s", p, out.String())
-	}
+	scripttest.Golden(t, filepath.Join("testdata", "plan-kafka-3b.txt"), out.String())
 	for _, w := range []string{"KAFKA_PROCESS_ROLES=broker,controller", "KAFKA_MIN_INSYNC_REPLICAS=2", "image apache/kafka:3.9.1",
 		"/run-dir/b3/data:/var/lib/kafka/data", "isrlab never pulls"} {
 		if !strings.Contains(out.String(), w) {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/json"
-	"flag"
 	"io"
 	"net/netip"
 	"os"
@@ -13,9 +12,8 @@ import (
 	"testing"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/internal/scripttest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 
 func golden(t *testing.T, name string, v any) {
 	t.Helper()
@@ -23,21 +21,7 @@ func golden(t *testing.T, name string, v any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got = append(got, '\n')
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("read golden (run with -update to create): %v", err)
-	}
-	if string(want) != string(got) {
-		t.Errorf("%s differs from golden file (run with -update to accept):\n--- got\n%s", name, got)
-	}
+	scripttest.Golden(t, filepath.Join("testdata", name), string(got)+"\n")
 }
 
 func TestSpecsGolden(t *testing.T) {
