@@ -60,11 +60,15 @@ func TestCLI(t *testing.T) {
 	}
 	for _, s := range steps {
 		out, code := isrlab(s.args...)
-		// A new topic reaches the brokers' metadata a moment after
-		// CreateTopics answers.
-		for deadline := time.Now().Add(20 * time.Second); len(s.args) > 1 && s.args[1] == "status" && code == 0 && !containsAll(out, s.contains) && time.Now().Before(deadline); {
-			time.Sleep(200 * time.Millisecond)
-			out, code = isrlab(s.args...)
+		if len(s.args) > 1 && s.args[1] == "status" && code == 0 && !containsAll(out, s.contains) {
+			// A new topic reaches the brokers' metadata a moment after
+			// CreateTopics answers.
+			proctest.Eventually(t, 20*time.Second, "isrlab "+strings.Join(s.args, " ")+" shows "+strings.Join(s.contains, ", "), func() error {
+				if out, code = isrlab(s.args...); code != 0 || containsAll(out, s.contains) {
+					return nil
+				}
+				return errors.New(out)
+			})
 		}
 		if code != s.code {
 			t.Fatalf("isrlab %s: exit %d, want %d\n%s", strings.Join(s.args, " "), code, s.code, out)
