@@ -114,8 +114,8 @@ func parseTP(s string) (coord.TopicPartition, error) {
 //	unclean-restart R     R registers after an unclean shutdown
 //	state                 print every partition
 func (c *scriptCluster) exec(td *datadriven.TestData) (string, error) {
-	f := append([]string{td.Cmd}, scripttest.Words(td)...)
-	switch f[0] {
+	w := scripttest.Words(td)
+	switch td.Cmd {
 	case "topic":
 		for _, a := range td.CmdArgs[1:] {
 			if len(a.Vals) != 1 {
@@ -129,12 +129,12 @@ func (c *scriptCluster) exec(td *datadriven.TestData) (string, error) {
 			if err != nil {
 				return "", err
 			}
-			tp := coord.TopicPartition{Topic: f[1], Partition: int32(p)}
+			tp := coord.TopicPartition{Topic: w[0], Partition: int32(p)}
 			c.parts[tp] = &partition{tp: tp, replicas: replicas}
 		}
 		return "ok\n", nil
 	case "live":
-		ids, err := parseIDs(f[1])
+		ids, err := parseIDs(w[0])
 		if err != nil {
 			return "", err
 		}
@@ -149,12 +149,12 @@ func (c *scriptCluster) exec(td *datadriven.TestData) (string, error) {
 		}
 		return c.run(c.sorted(nil), livenessDecision(c.isLive, c.isUp, func(t string) bool { return c.unclean[t] }, c.elr, scriptControllerEpoch)), nil
 	case "unclean":
-		c.unclean[f[1]] = true
-		return c.run(c.sorted(func(p *partition) bool { return p.tp.Topic == f[1] }),
+		c.unclean[w[0]] = true
+		return c.run(c.sorted(func(p *partition) bool { return p.tp.Topic == w[0] }),
 			livenessDecision(c.isLive, c.isUp, func(t string) bool { return c.unclean[t] }, c.elr, scriptControllerEpoch)), nil
 	case "preferred":
 		want := map[coord.TopicPartition]bool{}
-		for _, s := range f[1:] {
+		for _, s := range w {
 			tp, err := parseTP(s)
 			if err != nil {
 				return "", err
@@ -163,14 +163,14 @@ func (c *scriptCluster) exec(td *datadriven.TestData) (string, error) {
 		}
 		return c.run(c.sorted(func(p *partition) bool { return len(want) == 0 || want[p.tp] }), preferredDecision(c.isLive, scriptControllerEpoch)), nil
 	case "rebalance":
-		pct, err := strconv.Atoi(f[1])
+		pct, err := strconv.Atoi(w[0])
 		if err != nil {
 			return "", err
 		}
 		tps := imbalancedPartitions(c.sorted(nil), pct)
 		return c.run(c.sorted(func(p *partition) bool { return slices.Contains(tps, p.tp) }), preferredDecision(c.isLive, scriptControllerEpoch)), nil
 	case "shutdown":
-		id, err := strconv.Atoi(f[1])
+		id, err := strconv.Atoi(w[0])
 		if err != nil {
 			return "", err
 		}
@@ -185,33 +185,33 @@ func (c *scriptCluster) exec(td *datadriven.TestData) (string, error) {
 		}
 		return out + fmt.Sprintf("still led by %d: %v\n", id, still), nil
 	case "isr":
-		tp, err := parseTP(f[1])
+		tp, err := parseTP(w[0])
 		if err != nil {
 			return "", err
 		}
-		isr, err := parseIDs(f[2])
+		isr, err := parseIDs(w[1])
 		if err != nil {
 			return "", err
 		}
 		p, ok := c.parts[tp]
 		if !ok || !p.hasState {
-			return "", fmt.Errorf("no state for %s", f[1])
+			return "", fmt.Errorf("no state for %s", w[0])
 		}
 		c.version++
 		p.state.ISR, p.state.Version = isr, c.version
 		return "ok\n", nil
 	case "alter":
-		tp, err := parseTP(f[1])
+		tp, err := parseTP(w[0])
 		if err != nil {
 			return "", err
 		}
-		isr, err := parseIDs(f[2])
+		isr, err := parseIDs(w[1])
 		if err != nil {
 			return "", err
 		}
 		p, ok := c.parts[tp]
 		if !ok || !p.hasState {
-			return "", fmt.Errorf("no state for %s", f[1])
+			return "", fmt.Errorf("no state for %s", w[0])
 		}
 		old := p.state
 		c.version++
@@ -219,16 +219,16 @@ func (c *scriptCluster) exec(td *datadriven.TestData) (string, error) {
 		if c.elr.on {
 			p.state.ELR = NextELR(toLAI(old), isr, c.elr.minISR(tp.Topic), nil)
 		}
-		return fmt.Sprintf("%s: isr %v -> %v, elr %v -> %v\n", f[1], old.ISR, p.state.ISR, old.ELR, p.state.ELR), nil
+		return fmt.Sprintf("%s: isr %v -> %v, elr %v -> %v\n", w[0], old.ISR, p.state.ISR, old.ELR, p.state.ELR), nil
 	case "elr":
-		n, err := strconv.Atoi(f[1])
+		n, err := strconv.Atoi(w[0])
 		if err != nil {
 			return "", err
 		}
 		c.elr = elrPolicy{on: true, minISR: func(string) int { return n }}
 		return "ok\n", nil
 	case "unclean-restart":
-		id, err := strconv.Atoi(f[1])
+		id, err := strconv.Atoi(w[0])
 		if err != nil {
 			return "", err
 		}
@@ -248,7 +248,7 @@ func (c *scriptCluster) exec(td *datadriven.TestData) (string, error) {
 		}
 		return b.String(), nil
 	}
-	return "", fmt.Errorf("unknown command %q", f[0])
+	return "", fmt.Errorf("unknown command %q", td.Cmd)
 }
 
 // TestScripts runs the scripts in testdata/scripts (see

@@ -42,7 +42,7 @@ func (r *scriptRun) emit(format string, args ...any) { r.trace.Emit(format, args
 var errName = coordlogtest.ErrName
 
 func (r *scriptRun) exec(td *datadriven.TestData) {
-	f := append([]string{td.Cmd}, scripttest.Words(td)...)
+	w := scripttest.Words(td)
 	t, h := r.t, r.h
 	r.n++
 	label := fmt.Sprintf("#%d", r.n)
@@ -51,24 +51,24 @@ func (r *scriptRun) exec(td *datadriven.TestData) {
 	if group == "" {
 		group = "g"
 	}
-	switch f[0] {
+	switch td.Cmd {
 	case "lead":
 		h.m.OnBecomeLeader(0, int32(a.Int("epoch", 0)))
 		h.waitLoaded()
 	case "resign":
 		h.m.OnResign(0)
 	case "advance":
-		d, err := time.ParseDuration(f[1])
+		d, err := time.ParseDuration(w[0])
 		if err != nil {
 			t.Fatal(err)
 		}
 		h.clock.Advance(d)
 	case "fail-appends":
-		switch f[1] {
+		switch w[0] {
 		case "none":
 			h.log.SetFail(nil)
 		default:
-			h.log.SetFail(kerr.ErrorForCode(int16(scripttest.Num(f[1], 0))))
+			h.log.SetFail(kerr.ErrorForCode(int16(scripttest.Num(w[0], 0))))
 		}
 	case "join":
 		req := kmsg.NewPtrJoinGroupRequest()
@@ -166,6 +166,6 @@ func (r *scriptRun) exec(td *datadriven.TestData) {
 		r.h.m.OnBecomeLeader(0, int32(a.Int("epoch", 1)))
 		r.h.waitLoaded()
 	default:
-		t.Fatalf("unknown command %q", f[0])
+		t.Fatalf("unknown command %q", td.Cmd)
 	}
 }

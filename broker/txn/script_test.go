@@ -71,7 +71,7 @@ func codeNamed(s string) int16 {
 }
 
 func (r *scriptRun) exec(td *datadriven.TestData) {
-	f := append([]string{td.Cmd}, scripttest.Words(td)...)
+	w := scripttest.Words(td)
 	t, h := r.t, r.h
 	r.n++
 	n := r.n
@@ -82,11 +82,11 @@ func (r *scriptRun) exec(td *datadriven.TestData) {
 	}
 	version := int16(a.Int("version", -1))
 	pid, epoch := a.Int("pid", -1), int16(a.Int("epoch", -1))
-	switch f[0] {
+	switch td.Cmd {
 	case "transaction-version":
 		// transaction-version 2: the coordinator's transaction.version,
 		// from now on and after a failover.
-		h.cfg.TransactionVersion = int16(scripttest.Num(f[1], 0))
+		h.cfg.TransactionVersion = int16(scripttest.Num(w[0], 0))
 		h.m.mu.Lock()
 		h.m.cfg.TransactionVersion = h.cfg.TransactionVersion
 		h.m.mu.Unlock()
@@ -103,16 +103,16 @@ func (r *scriptRun) exec(td *datadriven.TestData) {
 	case "failover":
 		h.failover(int32(a.Int("epoch", 1)))
 	case "advance":
-		d, err := time.ParseDuration(f[1])
+		d, err := time.ParseDuration(w[0])
 		if err != nil {
 			t.Fatal(err)
 		}
 		h.clock.Advance(d)
 	case "fail-appends":
-		if f[1] == "none" {
+		if w[0] == "none" {
 			h.log.SetFail(nil)
 		} else {
-			h.log.SetFail(kerr.ErrorForCode(codeNamed(f[1])))
+			h.log.SetFail(kerr.ErrorForCode(codeNamed(w[0])))
 		}
 	case "leader":
 		// leader t/0=2 (t/0=-1: none, t/0=gone: no such partition)
@@ -144,7 +144,7 @@ func (r *scriptRun) exec(td *datadriven.TestData) {
 		req := kmsg.NewPtrAddPartitionsToTxnRequest()
 		if version < 0 {
 			version = 3
-			if f[0] == "verify" {
+			if td.Cmd == "verify" {
 				version = 4
 			}
 		}
@@ -163,11 +163,11 @@ func (r *scriptRun) exec(td *datadriven.TestData) {
 				req.Topics = append(req.Topics, kmsg.AddPartitionsToTxnRequestTopic{Topic: topic, Partitions: byTopic[topic]})
 			}
 			resp := h.m.AddPartitionsToTxn(req)
-			r.emit("%s#%d %s: %s", f[0], n, id, partErrs(resp.Topics))
+			r.emit("%s#%d %s: %s", td.Cmd, n, id, partErrs(resp.Topics))
 			return
 		}
 		tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
-		tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = id, pid, epoch, f[0] == "verify"
+		tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = id, pid, epoch, td.Cmd == "verify"
 		for _, topic := range order {
 			tx.Topics = append(tx.Topics, kmsg.AddPartitionsToTxnRequestTransactionTopic{Topic: topic, Partitions: byTopic[topic]})
 		}
@@ -182,7 +182,7 @@ func (r *scriptRun) exec(td *datadriven.TestData) {
 				}
 				ts = append(ts, tt)
 			}
-			r.emit("%s#%d %s: %s", f[0], n, rt.TransactionalID, partErrs(ts))
+			r.emit("%s#%d %s: %s", td.Cmd, n, rt.TransactionalID, partErrs(ts))
 		}
 	case "offsets":
 		req := kmsg.NewPtrAddOffsetsToTxnRequest()
@@ -263,7 +263,7 @@ func (r *scriptRun) exec(td *datadriven.TestData) {
 			r.emit("  %s", s)
 		}
 	default:
-		t.Fatalf("unknown command %q", f[0])
+		t.Fatalf("unknown command %q", td.Cmd)
 	}
 }
 
