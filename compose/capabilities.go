@@ -32,6 +32,12 @@ type Capabilities struct {
 	// Rootless: a user without root runs it inside a user namespace the
 	// command re-executes itself in.
 	Rootless bool
+	// Secured: it can lay out a secured cluster (TLS and SASL listeners,
+	// the run's own CA and users).
+	Secured bool
+	// KafkaProxy: it can put a Kafka proxy in front of each broker, in
+	// the broker's own network namespace, on its advertised address.
+	KafkaProxy bool
 }
 
 // CapabilitiesOf returns the capabilities of the backend called name (""
@@ -39,7 +45,7 @@ type Capabilities struct {
 func CapabilitiesOf(name string) (Capabilities, error) {
 	switch name {
 	case Netns, "":
-		return Capabilities{Switch: true, Rootless: true}, nil
+		return Capabilities{Switch: true, Rootless: true, Secured: true, KafkaProxy: true}, nil
 	case Docker:
 		return Capabilities{SharedNetwork: true}, nil
 	case SSH:

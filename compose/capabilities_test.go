@@ -13,8 +13,8 @@ func TestCapabilitiesOf(t *testing.T) {
 		name string
 		want Capabilities
 	}{
-		{"", Capabilities{Switch: true, Rootless: true}},
-		{Netns, Capabilities{Switch: true, Rootless: true}},
+		{"", Capabilities{Switch: true, Rootless: true, Secured: true, KafkaProxy: true}},
+		{Netns, Capabilities{Switch: true, Rootless: true, Secured: true, KafkaProxy: true}},
 		{Docker, Capabilities{SharedNetwork: true}},
 		{SSH, Capabilities{UserHosts: true}},
 	} {

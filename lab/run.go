@@ -161,7 +161,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	}
 	histPath := filepath.Join(dir, results.HistoryFile)
 	fmt.Fprintf(out, "isrlab run %s (seed %d, run %s): %d coordinators, %d brokers, %s backend\n  results: %s\n",
-		sc.Name, sc.Seed, runID, sc.Cluster.Coordinators, sc.Cluster.Brokers, orDefault(sc.Cluster.Backend, "netns"), dir)
+		sc.Name, sc.Seed, runID, sc.Cluster.Coordinators, sc.Cluster.Brokers, orDefault(sc.Cluster.Backend, compose.Netns), dir)
 	if sc.Description != "" {
 		fmt.Fprintf(out, "  %s\n  expect: %s\n", sc.Description, sc.Expect)
 	}

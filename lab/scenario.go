@@ -575,7 +575,7 @@ func (s *Scenario) Plan() ([]nemesis.Event, error) {
 	} else if s.Cluster.SSH != nil {
 		return nil, bad([]string{"cluster", "ssh"}, "hosts are for backend ssh")
 	}
-	if s.Cluster.Secured && s.Cluster.Backend != "" && s.Cluster.Backend != "netns" {
+	if s.Cluster.Secured && !caps.Secured {
 		return nil, bad([]string{"cluster", "secured"}, "a secured cluster runs on the netns backend only, for now (docs/security.md)")
 	}
 	if s.Cluster.Coordinators == 0 && !caps.UserHosts {
@@ -673,7 +673,7 @@ func (s *Scenario) Plan() ([]nemesis.Event, error) {
 		// Kafka faults act in a proxy in front of each broker, in its
 		// network namespace, on plaintext.
 		switch {
-		case caps.UserHosts || (s.Cluster.Backend != "" && s.Cluster.Backend != "netns"):
+		case !caps.KafkaProxy:
 			return nil, bad([]string{"cluster", "backend"}, "kind: kafka faults need the netns backend, for now (docs/faults.md)")
 		case s.Cluster.Secured:
 			return nil, bad([]string{"cluster", "secured"}, "kind: kafka faults need a plaintext cluster: the Kafka proxy does not speak TLS")

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/compose/ssh"
 	"github.com/isrlab/isrlab/lab"
 	"github.com/isrlab/isrlab/nemesis"
@@ -22,7 +23,7 @@ func writePlan(w io.Writer, sc lab.Scenario, runID, results string) error {
 	if sc.Seed != 0 {
 		seed = fmt.Sprint(sc.Seed)
 	}
-	backend := orDefault(sc.Cluster.Backend, "netns")
+	backend := orDefault(sc.Cluster.Backend, compose.Netns)
 	fmt.Fprintf(w, "plan: isrlab run %s as run %s (seed %s), %s backend\n", sc.Name, runID, seed, backend)
 	switch backend {
 	case ssh.Name:
@@ -37,7 +38,7 @@ func writePlan(w io.Writer, sc lab.Scenario, runID, results string) error {
 			fmt.Fprintf(w, "  cluster.config (%s) is NOT applied: the hosts run their own broker configuration\n",
 				strings.Join(slices.Sorted(maps.Keys(sc.Cluster.Config)), ", "))
 		}
-	case "docker":
+	case compose.Docker:
 		fmt.Fprintf(w, "  creates Docker network and containers labelled with run %s: %d coordinators, %d brokers, 1 client host; removes them at the end\n",
 			runID, sc.Cluster.Coordinators, sc.Cluster.Brokers)
 	default:
