@@ -103,6 +103,60 @@ type GroupConsumer interface {
 	Crash() error
 }
 
+// TxnClient is a Client that runs the txn workload: transactional
+// producers and read_committed consumers (franz-go's are kgo's own, in
+// txn.go; a driver's come through this interface). The final markers and
+// drain are franz-go's whatever the client: the lab's own read.
+type TxnClient interface {
+	Client
+	// Transactor opens transactional producer process proc.
+	Transactor(ctx context.Context, proc int, t TxnProducer) (Transactor, error)
+	// ReadCommitted opens consumer process proc reading parts
+	// read_committed, each from its start.
+	ReadCommitted(ctx context.Context, proc int, parts []int32) (Consumer, error)
+}
+
+// TxnProducer is what a transactional producer process is opened with.
+type TxnProducer struct {
+	ID      string        // transactional.id, the process's own
+	Timeout time.Duration // transaction.timeout.ms
+	// Polls makes the producer also read every partition read_committed
+	// from its start, for read-process-write transactions (Poll).
+	Polls bool
+}
+
+// Transactor is a transactional producer process: one transaction at a
+// time, Begin, then Poll and Produce, then End.
+type Transactor interface {
+	// Begin begins a transaction; an error means none began and nothing
+	// was sent.
+	Begin() error
+	// Poll polls the producer's own read_committed consumer, as
+	// Consumer's Poll does.
+	Poll(ctx context.Context, timeout time.Duration) (Polled, error)
+	// Produce sends recs in the transaction and waits for their
+	// outcomes, ctx bounding the wait: offs[i] is recs[i]'s offset when
+	// the brokers acknowledged it, -1 otherwise; err is the first error.
+	Produce(ctx context.Context, recs []Record) (offs []int64, err error)
+	// End commits (or aborts) the transaction and reports how it ended
+	// as the client let it know; ctx bounds the wait.
+	End(ctx context.Context, commit bool) TxnEnd
+	Close() error
+}
+
+// TxnEnd is how a transaction ended: ok when a commit was confirmed;
+// fail when it definitely did not commit (an abort confirmed, or a
+// commit the client refused before any EndTxn request was written);
+// info when that is unknown (a timeout, a connection broken after an
+// EndTxn was written, an abort that failed). Error says why when it is
+// not ok; Done says the producer can run no more transactions (fenced,
+// a fatal error): its process ends, and the next is a new one.
+type TxnEnd struct {
+	Type  history.Type
+	Error string
+	Done  bool
+}
+
 // Committed is a commit's outcome: ok with the offsets the coordinator
 // accepted (Error names the partitions' refusals, if some were refused);
 // info, with every offset asked for, when the request's fate is unknown;
@@ -277,7 +331,13 @@ func (p *kgoProducer) Close() error {
 type kgoConsumer struct{ cl *kgo.Client }
 
 func (c kgoConsumer) Poll(ctx context.Context, timeout time.Duration) (Polled, error) {
-	reads, n, firstErr := pollFetches(ctx, c.cl, timeout)
+	return pollKgo(ctx, c.cl, timeout)
+}
+
+// pollKgo polls cl once: a Consumer's Poll of a kgo client or transact
+// session.
+func pollKgo(ctx context.Context, cl poller, timeout time.Duration) (Polled, error) {
+	reads, n, firstErr := pollFetches(ctx, cl, timeout)
 	p := Polled{Type: history.OK, Reads: reads}
 	if firstErr != nil {
 		p.Error = errString(firstErr)

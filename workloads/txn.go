@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -120,13 +121,24 @@ func (c Config) ValidateTxn() error {
 // first poll, and it commits or, at txn.abort.ratio, aborts), and
 // read_committed consumers that poll every partition from its start. Every
 // operation is a history op f "txn" (see package history); Drain reads the
-// topic to its end at the end.
+// topic to its end at the end. The producers and consumers are franz-go's,
+// or with NewTxnWith those of a TxnClient driver, recorded the same way.
 type Txn struct {
 	*base
 }
 
 // NewTxn returns a Txn workload; see NewLog for seeds and opts.
 func NewTxn(cfg Config, rec *history.Recorder, seeds []string, opts ...kgo.Opt) (*Txn, error) {
+	return NewTxnWith(nil, cfg, rec, seeds, opts...)
+}
+
+// NewTxnWith is NewTxn whose transactional producers and read_committed
+// consumers are those of client c (franz-go when nil), which must then be
+// a TxnClient. The drain's markers and the final Drain use franz-go
+// whatever c is: they are the lab's own read of what the brokers hold.
+// Reading in a consumer group (txn.group.id) is franz-go's
+// GroupTransactSession and runs on franz-go only.
+func NewTxnWith(c Client, cfg Config, rec *history.Recorder, seeds []string, opts ...kgo.Opt) (*Txn, error) {
 	if err := cfg.ValidateTxn(); err != nil {
 		return nil, err
 	}
@@ -135,6 +147,15 @@ func NewTxn(cfg Config, rec *history.Recorder, seeds []string, opts ...kgo.Opt) 
 		return nil, err
 	}
 	b.cfg = cfg.txnDefaults()
+	if c != nil && c.Name() != FranzGo {
+		if _, ok := c.(TxnClient); !ok {
+			return nil, &CapabilityError{Client: c.Name(), Reason: "the txn workload needs transactions, which this client's driver does not run"}
+		}
+		if b.cfg.TxnGroup != "" {
+			return nil, &CapabilityError{Client: c.Name(), Reason: "txn.group.id (reading in a consumer group, its offsets committed in the transaction) runs on franz-go only"}
+		}
+		b.driver = c
+	}
 	return &Txn{b}, nil
 }
 
@@ -144,6 +165,9 @@ func (w *Txn) key(p int32) string { return history.TxnKey(w.cfg.Topic, p) }
 // values were sent; the consumers stop when the producers do. A
 // transaction under way when ctx ends is finished first.
 func (w *Txn) Run(ctx context.Context) error {
+	if c, ok := w.driver.(io.Closer); ok {
+		defer c.Close()
+	}
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var consumers errgroup.Group
@@ -174,56 +198,78 @@ func (w *Txn) readCommitted() []kgo.Opt {
 	}
 }
 
-func (w *Txn) consume(ctx context.Context, proc int) error {
+// readCommittedConsumer opens consumer process proc, reading every
+// partition read_committed from its start: a kgo client, or the driver's
+// consumer.
+func (w *Txn) readCommittedConsumer(ctx context.Context, proc int) (Consumer, error) {
+	if tc, ok := w.driver.(TxnClient); ok {
+		parts := make([]int32, w.cfg.Partitions)
+		for p := range parts {
+			parts[p] = int32(p)
+		}
+		return tc.ReadCommitted(ctx, proc, parts)
+	}
 	cl, err := w.client(w.readCommitted()...)
 	if err != nil {
+		return nil, err
+	}
+	return kgoConsumer{cl}, nil
+}
+
+func (w *Txn) consume(ctx context.Context, proc int) error {
+	c, err := w.readCommittedConsumer(ctx, proc)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
-	defer cl.Close()
+	defer c.Close()
 	for ctx.Err() == nil {
-		if _, err := w.poll(ctx, cl, proc, history.FTxn); err != nil {
+		if _, err := w.poll(ctx, c, proc, history.FTxn); err != nil {
 			return nil
 		}
 	}
 	return nil
 }
 
-// poll records one poll of cl as a txn op with a single poll micro-op.
-func (w *Txn) poll(ctx context.Context, cl *kgo.Client, proc int, f string) (history.Op, error) {
+// poll records one poll of c as a txn op with a single poll micro-op. It
+// returns the client's error when it can do nothing more (a closed
+// client); the poll is then recorded with what it read and no error.
+func (w *Txn) poll(ctx context.Context, c Consumer, proc int, f string) (history.Op, error) {
 	inv := history.NewOp(proc, history.Invoke, f)
 	inv.Txn = []history.MicroOp{{F: history.MPoll, Offset: -1}}
 	w.rec.Record(inv)
-	m, err := w.pollMicro(ctx, cl)
+	p, err := c.Poll(ctx, w.cfg.PollTimeout)
 	done := history.NewOp(proc, history.OK, f)
-	done.Txn = []history.MicroOp{m}
-	if err != nil && !errors.Is(err, kgo.ErrClientClosed) {
-		done.Error = errString(err)
-		if len(m.Reads) == 0 {
+	done.Txn = []history.MicroOp{w.pollOp(p.Reads)}
+	if err == nil {
+		done.Error = p.Error
+		if p.Type == history.Info {
 			done.Type = history.Info
 		}
 	}
-	done = w.rec.Record(done)
-	if errors.Is(err, kgo.ErrClientClosed) {
-		return done, err
-	}
-	return done, nil
+	return w.rec.Record(done), err
 }
 
-// pollMicro polls once and returns the completed poll micro-op and the
-// first error other than the poll's own timeout.
-func (w *Txn) pollMicro(ctx context.Context, cl poller) (history.MicroOp, error) {
-	reads, _, err := pollFetches(ctx, cl, w.cfg.PollTimeout)
+// pollOp is the completed poll micro-op of a poll that read reads.
+func (w *Txn) pollOp(reads []history.PartitionRecords) history.MicroOp {
 	m := history.MicroOp{F: history.MPoll, Offset: -1, Reads: make([]history.KeyRecords, len(reads))}
 	for i, pr := range reads {
 		m.Reads[i] = history.KeyRecords{Key: w.key(pr.Partition), Records: pr.Records}
 	}
-	return m, err
+	return m
+}
+
+// txnID is the transactional.id of producing process proc.
+func (w *Txn) txnID(proc int) string {
+	return w.cfg.TransactionalIDPrefix + "-" + strconv.Itoa(proc)
 }
 
 // txnOpts are a transactional producer's options for process proc.
 func (w *Txn) txnOpts(proc int) []kgo.Opt {
 	return []kgo.Opt{
-		kgo.TransactionalID(w.cfg.TransactionalIDPrefix + "-" + strconv.Itoa(proc)),
+		kgo.TransactionalID(w.txnID(proc)),
 		kgo.TransactionTimeout(w.cfg.TransactionTimeout),
 		kgo.DefaultProduceTopic(w.cfg.Topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -244,45 +290,88 @@ func (w *Txn) txnClient(proc int) (*kgo.Client, error) {
 	return w.client(opts...)
 }
 
-// transactor is what one transaction needs of its producer: a plain
-// transactional client, or a consumer group's transact session.
-type transactor interface {
-	begin() error
-	poll(ctx context.Context) (history.MicroOp, error)
-	produce(ctx context.Context, recs []*kgo.Record) kgo.ProduceResults
-	// end commits (or aborts); committed is false when the transaction
-	// aborted, err set when the outcome is unknown.
-	end(ctx context.Context, commit bool) (committed bool, err error)
+// groupTransactor is a Transactor that reads in a consumer group and
+// commits the offsets it consumed in the transaction (franz-go's
+// transact session).
+type groupTransactor interface {
 	// offsets is the send-offsets micro-op of what a commit commits, if
 	// anything.
 	offsets() *history.MicroOp
 	// ended records what follows the transaction's completion.
 	ended()
-	close()
 }
 
-type plainTransactor struct {
-	w  *Txn
-	cl *kgo.Client
-}
+// plainTransactor is a franz-go transactional client, which also reads
+// read_committed for read-process-write transactions.
+type plainTransactor struct{ cl *kgo.Client }
 
-func (p plainTransactor) begin() error { return p.cl.BeginTransaction() }
-func (p plainTransactor) poll(ctx context.Context) (history.MicroOp, error) {
-	return p.w.pollMicro(ctx, p.cl)
+func (p plainTransactor) Begin() error { return p.cl.BeginTransaction() }
+func (p plainTransactor) Poll(ctx context.Context, timeout time.Duration) (Polled, error) {
+	return pollKgo(ctx, p.cl, timeout)
 }
-func (p plainTransactor) produce(ctx context.Context, recs []*kgo.Record) kgo.ProduceResults {
-	return p.cl.ProduceSync(ctx, recs...)
+func (p plainTransactor) Produce(ctx context.Context, recs []Record) ([]int64, error) {
+	return produceKgo(ctx, p.cl, recs)
 }
-func (p plainTransactor) end(ctx context.Context, commit bool) (bool, error) {
+func (p plainTransactor) End(ctx context.Context, commit bool) TxnEnd {
 	if !commit {
 		p.cl.AbortBufferedRecords(ctx)
 	}
 	err := p.cl.EndTransaction(ctx, kgo.TransactionEndTry(commit))
-	return commit && err == nil, err
+	return kgoTxnEnd(commit, commit && err == nil, err)
 }
-func (p plainTransactor) offsets() *history.MicroOp { return nil }
-func (p plainTransactor) ended()                    {}
-func (p plainTransactor) close()                    { p.cl.Close() }
+func (p plainTransactor) Close() error {
+	p.cl.Close()
+	return nil
+}
+
+// kgoTxnEnd is how a franz-go transaction ended: any error of
+// EndTransaction (or of a transact session's End) leaves the outcome
+// unknown; a session that aborted instead of committing (its group
+// rebalanced) confirmed the abort.
+func kgoTxnEnd(commit, committed bool, err error) TxnEnd {
+	switch {
+	case err != nil:
+		return TxnEnd{Type: history.Info, Error: err.Error()}
+	case committed:
+		return TxnEnd{Type: history.OK}
+	case commit:
+		return TxnEnd{Type: history.Fail, Error: "aborted by the transact session: the group rebalanced"}
+	}
+	return TxnEnd{Type: history.Fail}
+}
+
+// syncProducer is a kgo client or transact session.
+type syncProducer interface {
+	ProduceSync(context.Context, ...*kgo.Record) kgo.ProduceResults
+}
+
+// produceKgo sends recs through cl and waits for them: each record's
+// offset when acknowledged (-1 otherwise) and the first error in the
+// order the records completed.
+func produceKgo(ctx context.Context, cl syncProducer, recs []Record) ([]int64, error) {
+	krs := make([]*kgo.Record, len(recs))
+	for i, r := range recs {
+		krs[i] = &kgo.Record{Partition: r.Partition, Value: encodeValue(r.Value)}
+		if r.Key != "" {
+			krs[i].Key = []byte(r.Key)
+		}
+	}
+	res := cl.ProduceSync(ctx, krs...)
+	acked := map[*kgo.Record]bool{}
+	for _, r := range res {
+		if r.Err == nil && r.Record != nil {
+			acked[r.Record] = true
+		}
+	}
+	offs := make([]int64, len(krs))
+	for i, kr := range krs {
+		offs[i] = -1
+		if acked[kr] {
+			offs[i] = kr.Offset
+		}
+	}
+	return offs, res.FirstErr()
+}
 
 // sessionTransactor reads in consumer group txn.group.id and commits the
 // offsets it consumed in the transaction (kgo.GroupTransactSession).
@@ -308,27 +397,26 @@ func (w *Txn) session(proc int) (*sessionTransactor, error) {
 	return &sessionTransactor{w: w, s: s, proc: proc, next: map[int32]int64{}}, nil
 }
 
-func (s *sessionTransactor) begin() error {
+func (s *sessionTransactor) Begin() error {
 	clear(s.next)
 	return s.s.Begin()
 }
-func (s *sessionTransactor) poll(ctx context.Context) (history.MicroOp, error) {
-	m, err := s.w.pollMicro(ctx, s.s)
-	for _, kr := range m.Reads {
-		_, p, _ := history.ParseTxnKey(kr.Key)
-		if n := len(kr.Records); n > 0 {
-			s.next[p] = max(s.next[p], kr.Records[n-1].Offset+1)
+func (s *sessionTransactor) Poll(ctx context.Context, timeout time.Duration) (Polled, error) {
+	p, err := pollKgo(ctx, s.s, timeout)
+	for _, pr := range p.Reads {
+		if n := len(pr.Records); n > 0 {
+			s.next[pr.Partition] = max(s.next[pr.Partition], pr.Records[n-1].Offset+1)
 		}
 	}
-	return m, err
+	return p, err
 }
-func (s *sessionTransactor) produce(ctx context.Context, recs []*kgo.Record) kgo.ProduceResults {
-	return s.s.ProduceSync(ctx, recs...)
+func (s *sessionTransactor) Produce(ctx context.Context, recs []Record) ([]int64, error) {
+	return produceKgo(ctx, s.s, recs)
 }
-func (s *sessionTransactor) end(ctx context.Context, commit bool) (bool, error) {
+func (s *sessionTransactor) End(ctx context.Context, commit bool) TxnEnd {
 	committed, err := s.s.End(ctx, kgo.TransactionEndTry(commit))
 	s.rewound = !committed && err == nil
-	return committed, err
+	return kgoTxnEnd(commit, committed, err)
 }
 
 // ended records, after the transaction's completion, that an abort took
@@ -351,9 +439,17 @@ func (s *sessionTransactor) offsets() *history.MicroOp {
 	}
 	return m
 }
-func (s *sessionTransactor) close() { s.s.Close() }
+func (s *sessionTransactor) Close() error {
+	s.s.Close()
+	return nil
+}
 
-func (w *Txn) transactor(proc int) (transactor, error) {
+// transactor opens producing process proc: the driver's transactor, or
+// franz-go's (a transact session with txn.group.id).
+func (w *Txn) transactor(ctx context.Context, proc int) (Transactor, error) {
+	if tc, ok := w.driver.(TxnClient); ok {
+		return tc.Transactor(ctx, proc, TxnProducer{ID: w.txnID(proc), Timeout: w.cfg.TransactionTimeout, Polls: w.cfg.TxnPollRatio > 0})
+	}
 	if w.cfg.TxnGroup != "" {
 		return w.session(proc)
 	}
@@ -361,7 +457,7 @@ func (w *Txn) transactor(proc int) (transactor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return plainTransactor{w: w, cl: cl}, nil
+	return plainTransactor{cl: cl}, nil
 }
 
 // producer runs transactions, one process after another: a process ends
@@ -369,8 +465,13 @@ func (w *Txn) transactor(proc int) (transactor, error) {
 func (w *Txn) producer(ctx context.Context, rng *rand.Rand) error {
 	for ctx.Err() == nil && !w.sentAll() {
 		proc := w.procs.take()
-		tr, err := w.transactor(proc)
+		tr, err := w.transactor(ctx, proc)
 		if err != nil {
+			if ctx.Err() != nil {
+				// A driver opening the process was cut short by the
+				// run's end.
+				return nil
+			}
 			return err
 		}
 		ran := 0
@@ -383,7 +484,7 @@ func (w *Txn) producer(ctx context.Context, rng *rand.Rand) error {
 				pause(ctx, w.cfg.SendInterval)
 			}
 		}
-		tr.close()
+		tr.Close()
 		if ran <= 1 {
 			// The first transaction of the process ended it: a cluster
 			// that refuses transactions should not get a process a
@@ -398,11 +499,11 @@ func (w *Txn) sentAll() bool { return w.cfg.Sends > 0 && w.vals.next.Load() >= w
 
 // txn runs and records one transaction; it reports whether the process
 // can go on with another.
-func (w *Txn) txn(ctx context.Context, tr transactor, proc int, rng *rand.Rand) bool {
+func (w *Txn) txn(ctx context.Context, tr Transactor, proc int, rng *rand.Rand) bool {
 	n := 1 + rng.IntN(w.cfg.TxnMaxSends)
 	polls := rng.Float64() < w.cfg.TxnPollRatio
 	abort := rng.Float64() < w.cfg.TxnAbortRatio
-	var recs []*kgo.Record
+	var recs []Record
 	inv := history.NewOp(proc, history.Invoke, history.FTxn)
 	if polls {
 		inv.Txn = append(inv.Txn, history.MicroOp{F: history.MPoll, Offset: -1})
@@ -413,7 +514,7 @@ func (w *Txn) txn(ctx context.Context, tr transactor, proc int, rng *rand.Rand) 
 			break
 		}
 		p := rng.Int32N(w.cfg.Partitions)
-		recs = append(recs, &kgo.Record{Partition: p, Value: encodeValue(v)})
+		recs = append(recs, Record{Partition: p, Value: v})
 		inv.Txn = append(inv.Txn, history.Send(w.key(p), v))
 	}
 	if len(recs) == 0 {
@@ -436,63 +537,73 @@ func (w *Txn) txn(ctx context.Context, tr transactor, proc int, rng *rand.Rand) 
 			goOn = false
 		}
 	}
-	if err := tr.begin(); err != nil {
+	if err := tr.Begin(); err != nil {
 		// Nothing was sent: the transaction never began.
-		done.Txn = sendsDone(inv.Txn, nil, nil)
+		done.Txn = sendsDone(inv.Txn, nil)
 		finish(history.Fail, fmt.Errorf("begin: %w", err))
 		w.rec.Record(done)
 		return false
 	}
 	if polls {
-		m, _ := tr.poll(tctx)
-		done.Txn = append(done.Txn, m)
+		p, _ := tr.Poll(tctx, w.cfg.PollTimeout)
+		done.Txn = append(done.Txn, w.pollOp(p.Reads))
 	}
-	res := tr.produce(tctx, recs)
-	done.Txn = append(done.Txn, sendsDone(inv.Txn, recs, res)...)
-	switch perr := res.FirstErr(); {
+	offs, perr := tr.Produce(tctx, recs)
+	done.Txn = append(done.Txn, sendsDone(inv.Txn, offs)...)
+	end := func(commit bool) TxnEnd {
+		e := tr.End(tctx, commit)
+		if e.Done {
+			goOn = false
+		}
+		return e
+	}
+	switch {
 	case perr != nil:
 		// A failed send dooms the transaction: abort it.
-		if _, err := tr.end(tctx, false); err != nil {
-			finish(history.Info, fmt.Errorf("send: %v; abort: %w", perr, err))
+		if e := end(false); e.Type == history.Info {
+			finish(history.Info, fmt.Errorf("send: %v; abort: %s", perr, e.Error))
 		} else {
 			finish(history.Fail, fmt.Errorf("send (aborted): %w", perr))
 		}
 	case abort:
-		if _, err := tr.end(tctx, false); err != nil {
-			finish(history.Info, fmt.Errorf("abort: %w", err))
+		if e := end(false); e.Type == history.Info {
+			finish(history.Info, fmt.Errorf("abort: %s", e.Error))
 		} else {
 			finish(history.Fail, errors.New("aborted by the workload"))
 		}
 	default:
-		if m := tr.offsets(); m != nil {
-			done.Txn = append(done.Txn, *m)
+		g, grouped := tr.(groupTransactor)
+		if grouped {
+			if m := g.offsets(); m != nil {
+				done.Txn = append(done.Txn, *m)
+			}
 		}
 		done.CommitAt = w.rec.Now()
-		switch committed, err := tr.end(tctx, true); {
-		case err != nil:
-			finish(history.Info, fmt.Errorf("commit: %w", err))
-		case committed:
+		switch e := end(true); e.Type {
+		case history.Info:
+			finish(history.Info, fmt.Errorf("commit: %s", e.Error))
+		case history.OK:
 			finish(history.OK, nil)
 		default:
-			// The session aborted instead (the group rebalanced).
-			finish(history.Fail, errors.New("aborted by the transact session: the group rebalanced"))
+			// Aborted instead: a transact session whose group
+			// rebalanced, a commit the client refused.
+			if e.Error == "" {
+				e.Error = "aborted instead of committed"
+			}
+			finish(history.Fail, errors.New(e.Error))
 		}
 	}
 	w.rec.Record(done)
-	tr.ended()
+	if g, ok := tr.(groupTransactor); ok {
+		g.ended()
+	}
 	return goOn
 }
 
-// sendsDone returns the send micro-ops of inv in completion form, with the
-// offsets recs were acknowledged at in res (none when res is nil). res is
-// in the order the records completed, not the order of recs.
-func sendsDone(inv []history.MicroOp, recs []*kgo.Record, res kgo.ProduceResults) []history.MicroOp {
-	acked := map[*kgo.Record]bool{}
-	for _, r := range res {
-		if r.Err == nil && r.Record != nil {
-			acked[r.Record] = true
-		}
-	}
+// sendsDone returns the send micro-ops of inv in completion form, with
+// the offsets their records were acknowledged at (offs, in the order of
+// the sends; -1 or none: not acknowledged).
+func sendsDone(inv []history.MicroOp, offs []int64) []history.MicroOp {
 	var out []history.MicroOp
 	i := 0
 	for _, m := range inv {
@@ -501,8 +612,8 @@ func sendsDone(inv []history.MicroOp, recs []*kgo.Record, res kgo.ProduceResults
 		}
 		m.Done = true
 		m.Offset = -1
-		if i < len(recs) && acked[recs[i]] {
-			m.Offset = recs[i].Offset
+		if i < len(offs) && offs[i] >= 0 {
+			m.Offset = offs[i]
 		}
 		i++
 		out = append(out, m)
@@ -542,7 +653,7 @@ func (w *Txn) Drain(ctx context.Context) error {
 	reader := w.procs.take()
 	seen := map[int32]bool{}
 	for ctx.Err() == nil && len(seen) < len(markers) {
-		done, err := w.poll(ctx, rc, reader, history.FTxnDrain)
+		done, err := w.poll(ctx, kgoConsumer{rc}, reader, history.FTxnDrain)
 		if err != nil {
 			return fmt.Errorf("drain: %w", err)
 		}
@@ -577,11 +688,11 @@ func (w *Txn) markers(ctx context.Context) (map[int32]int64, error) {
 		return nil, err
 	}
 	defer cl.Close()
-	var recs []*kgo.Record
+	var recs []Record
 	inv := history.NewOp(proc, history.Invoke, history.FTxn)
 	for p := range w.cfg.Partitions {
 		v := w.vals.take()
-		recs = append(recs, &kgo.Record{Partition: p, Value: encodeValue(v)})
+		recs = append(recs, Record{Partition: p, Value: v})
 		inv.Txn = append(inv.Txn, history.Send(w.key(p), v))
 	}
 	w.rec.Record(inv)
@@ -590,15 +701,15 @@ func (w *Txn) markers(ctx context.Context) (map[int32]int64, error) {
 	defer func() { w.rec.Record(done) }()
 	if err := cl.BeginTransaction(); err != nil {
 		done.Type, done.Error = history.Fail, errString(err)
-		done.Txn = sendsDone(inv.Txn, nil, nil)
+		done.Txn = sendsDone(inv.Txn, nil)
 		return nil, err
 	}
 	// Ending is not cut short by ctx: its outcome would be unknown.
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.TransactionTimeout+w.cfg.RequestTimeout)
 	defer cancel()
-	res := cl.ProduceSync(ctx, recs...)
-	done.Txn = sendsDone(inv.Txn, recs, res)
-	if err := res.FirstErr(); err != nil {
+	offs, err := produceKgo(ctx, cl, recs)
+	done.Txn = sendsDone(inv.Txn, offs)
+	if err != nil {
 		done.Error = errString(err)
 		cl.AbortBufferedRecords(ectx)
 		if aerr := cl.EndTransaction(ectx, kgo.TryAbort); aerr == nil {
@@ -613,8 +724,8 @@ func (w *Txn) markers(ctx context.Context) (map[int32]int64, error) {
 	}
 	done.Type = history.OK
 	out := map[int32]int64{}
-	for _, r := range recs {
-		out[r.Partition] = r.Offset
+	for i, r := range recs {
+		out[r.Partition] = offs[i]
 	}
 	return out, nil
 }
