@@ -520,7 +520,11 @@ func newWorkload(w Workload, runID string, rec *history.Recorder, sw workloads.S
 	case "rate":
 		return workloads.NewRate(w.Config, rec, sw, seeds, opts...)
 	case "txn":
-		return workloads.NewTxn(w.Config, rec, seeds, opts...)
+		cl, err := newClient(w, runID, seeds, opts)
+		if err != nil {
+			return nil, err
+		}
+		return workloads.NewTxnWith(cl, w.Config, rec, seeds, opts...)
 	}
 	cl, err := newClient(w, runID, seeds, opts)
 	if err != nil {

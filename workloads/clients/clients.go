@@ -3,7 +3,8 @@
 // segmentio/kafka-go in this process, and exec, an out-of-process driver
 // speaking the line-delimited JSON protocol of docs/client-protocol.md, so
 // that any client in any language can run the log workload. sarama also
-// runs the queue workload (workloads.GroupClient, saramagroup.go). librdkafka
+// runs the queue workload (workloads.GroupClient, saramagroup.go) and the
+// txn workload (workloads.TxnClient, saramatxn.go). librdkafka
 // (through confluent-kafka-python) and kafka-python are exec drivers of
 // this package (python/), run with the system python3.
 //
@@ -54,8 +55,8 @@ type Env struct {
 }
 
 // Check reports whether the client spec names can run workload kind (log,
-// queue, rate, txn; "" is log) with cfg (the queue workload: franz-go and
-// sarama), and whether its settings are
+// queue, rate, txn; "" is log) with cfg (the queue and txn workloads:
+// franz-go and sarama), and whether its settings are
 // ones the client has: an error naming the client when not, a
 // *workloads.CapabilityError when the client cannot do what cfg asks. It
 // needs no cluster: scenarios are checked when they load. The Python
@@ -80,6 +81,12 @@ func Check(spec workloads.ClientSpec, kind string, cfg workloads.Config) error {
 			return &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf("the queue workload runs on franz-go and sarama only (client %s has no consumer-group driver; it runs the log workload)", name)}
 		}
 		return checkSaramaGroup(cfg, spec.Config)
+	}
+	if kind == "txn" {
+		if name != Sarama {
+			return &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf("the txn workload runs on franz-go and sarama only (client %s has no transactional driver; it runs the log workload)", name)}
+		}
+		return checkSaramaTxn(cfg, spec.Config)
 	}
 	if kind != "log" {
 		return &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf("the %s workload runs on franz-go only (client %s runs the log workload)", kind, name)}

@@ -42,6 +42,11 @@ func (*saramaClient) Name() string { return Sarama }
 // config returns a fresh sarama config dialing through dial.
 func (s *saramaClient) config(dial workloads.DialFunc) *sarama.Config {
 	c, _ := saramaConfig(s.cfg, s.own) // checked in newSarama
+	return withDialer(c, dial)
+}
+
+// withDialer makes c dial through dial.
+func withDialer(c *sarama.Config, dial workloads.DialFunc) *sarama.Config {
 	c.Net.Proxy.Enable = true
 	c.Net.Proxy.Dialer = proxyDialer{dial: dial, timeout: c.Net.DialTimeout}
 	return c
@@ -75,10 +80,15 @@ func (s *saramaClient) Producer(ctx context.Context, proc, i int) (workloads.Pro
 	}); err != nil {
 		return nil, fmt.Errorf("new producer: %w", err)
 	}
-	p := &saramaProducer{ap: ap, writes: writes, cfg: &s.cfg, retries: conf.Producer.Retry.Max > 0}
+	return newSaramaProducer(ap, writes, &s.cfg, conf.Producer.Retry.Max > 0), nil
+}
+
+// newSaramaProducer routes ap's outcomes to the sends waiting for them.
+func newSaramaProducer(ap sarama.AsyncProducer, writes *workloads.ProduceCounter, cfg *workloads.Config, retries bool) *saramaProducer {
+	p := &saramaProducer{ap: ap, writes: writes, cfg: cfg, retries: retries}
 	p.wg.Add(1)
 	go p.route()
-	return p, nil
+	return p
 }
 
 // sentResult is a message's outcome as sarama returned it.
@@ -201,7 +211,12 @@ func saramaOutcome(err error, retries bool) (history.Type, string) {
 
 // Consumer opens a sarama Consumer reading each of parts from its start.
 func (s *saramaClient) Consumer(ctx context.Context, _ int, parts []int32) (workloads.Consumer, error) {
-	conf := s.config(s.dial)
+	return s.consumer(ctx, s.config(s.dial), parts)
+}
+
+// consumer opens a sarama Consumer with conf reading each of parts from
+// its start.
+func (s *saramaClient) consumer(ctx context.Context, conf *sarama.Config, parts []int32) (*saramaConsumer, error) {
 	var cons sarama.Consumer
 	if err := retry(ctx, func() (err error) {
 		cons, err = sarama.NewConsumer(s.seeds, conf)

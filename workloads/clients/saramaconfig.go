@@ -22,6 +22,7 @@ import (
 var saramaOwned = []string{
 	"Producer.Return.Successes", "Producer.Return.Errors", "Producer.Partitioner",
 	"Consumer.Return.Errors", "Consumer.Offsets.AutoCommit", "Net.Proxy", "Net.TLS", "Net.SASL", "MetricRegistry",
+	"Producer.Transaction.ID",
 }
 
 // saramaConfig is the sarama configuration of a workload: sarama's
