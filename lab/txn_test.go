@@ -24,6 +24,7 @@ func TestTxnScenarios(t *testing.T) {
 		faults              int
 	}{
 		{"txn/leader-kill", "leader:isrlab/0", "true", 1},
+		{"txn/leader-kill-sarama", "leader:isrlab/0", "true", 1},
 		{"txn/coordinator-kill", "leader:__transaction_state/0", "true", 1},
 		{"txn/unclean-lost-commits", "leader:isrlab/0", "any", 2},
 	} {
@@ -34,6 +35,9 @@ func TestTxnScenarios(t *testing.T) {
 		w := sc.Workload
 		if w.Type != "txn" || w.TxnAbortRatio != 0.1 || w.TransactionTimeout != 15*time.Second || w.Topic != "isrlab" {
 			t.Errorf("%s: workload %+v", tc.name, w)
+		}
+		if want := map[bool]string{true: "sarama", false: "franz-go"}[strings.HasSuffix(tc.name, "-sarama")]; w.ClientSpec.Name() != want {
+			t.Errorf("%s: client %s, want %s", tc.name, w.ClientSpec.Name(), want)
 		}
 		if len(sc.Faults) != tc.faults || sc.Expect.valid() != tc.valid {
 			t.Errorf("%s: faults %v, expect %q", tc.name, sc.Faults, sc.Expect.String())
@@ -68,6 +72,9 @@ func TestTxnScenarioValidation(t *testing.T) {
 		{"workload: {type: txn, rate: 10}\n", "rate is not a key of the txn workload"},
 		{"workload: {type: txn, acks: \"1\"}\n", "transactions need acks=all"},
 		{"workload: {txn.poll.ratio: 0.2}\n", "workload.txn.poll.ratio: a key of the txn workload"},
+		{"workload: {type: txn, client: kafka-go}\n", "the txn workload runs on franz-go and sarama only"},
+		{"workload: {type: txn, client: sarama, txn.group.id: etl}\n", "txn.group.id (reading in a consumer group"},
+		{"workload: {type: txn, client: sarama, retries: -1}\n", "Idempotent producer requires Producer.Retry.Max >= 1"},
 		{"expect: {anomalies: {G2: 0}}\n", "unknown anomaly \"G2\""},
 	} {
 		if _, err := Parse("x.yaml", "x", []byte(tc.body)); err == nil || !strings.Contains(err.Error(), tc.want) {
