@@ -175,12 +175,19 @@ func (t *saramaTransactor) End(ctx context.Context, commit bool) workloads.TxnEn
 	}
 	e := saramaTxnEnd(commit, err, t.ends.Count() != before, t.prod.ap.TxnStatus())
 	if commit && e.Type == history.Fail {
-		switch aerr, ok := t.await(ctx, t.prod.ap.AbortTxn); {
-		case !ok:
+		aerr, ok := t.await(ctx, t.prod.ap.AbortTxn)
+		if !ok {
 			e.Error, e.Done = e.Error+"; no outcome from AbortTxn before the transaction's deadline", true
+			return e
+		}
+		a := saramaTxnEnd(false, aerr, true, t.prod.ap.TxnStatus())
+		e.Done = e.Done || a.Done
+		switch {
+		case a.Type != history.Fail:
+			e.Error += "; AbortTxn: " + a.Error
 		case aerr != nil:
 			_, name := saramaOutcome(aerr, true)
-			e.Error, e.Done = e.Error+"; AbortTxn: "+name, true
+			e.Error += "; aborted (the epoch bump after it failed: " + name + ")"
 		default:
 			e.Error += "; aborted"
 		}
@@ -244,20 +251,29 @@ func (t *saramaTransactor) Close() error {
 //   - an error from AbortTxn: the abort was not confirmed (no EndTxn
 //     answer, or the producer in a fatal state that refuses to abort):
 //     info, as franz-go's.
+//   - an error with TxnStatus exactly ProducerTxnFlagInitializing: the
+//     EndTxn was answered without error (only completeTransaction moves
+//     an ending transaction there, when the producer's epoch must be
+//     bumped) and the InitProducerId that bumps it failed after
+//     (initializeTransactions; CONCURRENT_TRANSACTIONS while the
+//     coordinator still writes the markers, a timeout): a commit whose
+//     EndTxn was written committed, ok; an abort aborted, fail. The
+//     producer has no epoch to go on with: Done.
 //
 // ProducerTxnFlagFatalError (fenced, INVALID_PRODUCER_ID_MAPPING, ...)
 // means the producer can run no more transactions: Done. So does an
 // unknown outcome: the workload goes on as a new process.
 func saramaTxnEnd(commit bool, err error, endTxnWritten bool, status sarama.ProducerTxnStatusFlag) workloads.TxnEnd {
-	e := workloads.TxnEnd{Done: status&sarama.ProducerTxnFlagFatalError != 0}
+	e := workloads.TxnEnd{Done: status&sarama.ProducerTxnFlagFatalError != 0 || status == sarama.ProducerTxnFlagInitializing}
 	name := ""
 	if err != nil {
 		_, name = saramaOutcome(err, true)
 	}
+	bumpFailed := err != nil && status == sarama.ProducerTxnFlagInitializing
 	switch {
-	case err == nil && commit:
+	case (err == nil || bumpFailed && endTxnWritten) && commit:
 		e.Type = history.OK
-	case err == nil:
+	case err == nil || bumpFailed && !commit:
 		e.Type = history.Fail
 	case commit && !endTxnWritten:
 		e.Type, e.Error = history.Fail, "commit refused before any EndTxn request was written: "+name

@@ -46,6 +46,10 @@ func TestSaramaTxnEnd(t *testing.T) {
 		{"commit refused, fatal", true, sarama.ErrProducerFenced, false, fatal, history.Fail, true, ""},
 		{"abort timed out", false, io.EOF, true, ready, history.Info, true, ""},
 		{"abort refused, fatal", false, sarama.ErrProducerFenced, false, fatal, history.Info, true, ""},
+		// EndTxn answered, then the epoch bump's InitProducerId failed.
+		{"committed, bump failed", true, sarama.ErrConcurrentTransactions, true, sarama.ProducerTxnFlagInitializing, history.OK, true, ""},
+		{"aborted, bump failed", false, sarama.ErrConcurrentTransactions, true, sarama.ProducerTxnFlagInitializing, history.Fail, true, ""},
+		{"nothing to abort, bump failed", false, sarama.ErrConcurrentTransactions, false, sarama.ProducerTxnFlagInitializing, history.Fail, true, ""},
 	} {
 		e := saramaTxnEnd(tc.commit, tc.err, tc.written, tc.status)
 		if e.Type != tc.want || e.Done != tc.done || (tc.errName != "" && e.Error != tc.errName) {
@@ -103,12 +107,11 @@ func TestSaramaTxnOutcomes(t *testing.T) {
 		Overrides: []string{"transaction.state.log.num.partitions=1", "transaction.state.log.replication.factor=1", "transaction.state.log.min.isr=1"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	open := func(topic string) workloads.Transactor {
+	open := func(topic string, own map[string]string) workloads.Transactor {
 		t.Helper()
 		c.CreateTopic(topic, 1, 1, nil)
-		// One EndTxn attempt, given up after request.timeout.
 		cfg := workloads.Config{Topic: topic, Partitions: 1, RequestTimeout: 2 * time.Second}
-		cl, err := New(workloads.ClientSpec{Client: Sarama, Config: map[string]string{"Producer.Transaction.Retry.Max": "0"}}, cfg, Env{Seeds: c.Bootstrap()})
+		cl, err := New(workloads.ClientSpec{Client: Sarama, Config: own}, cfg, Env{Seeds: c.Bootstrap()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +131,8 @@ func TestSaramaTxnOutcomes(t *testing.T) {
 	}
 
 	t.Run("held-EndTxn", func(t *testing.T) {
-		tr := open("held-endtxn")
+		// One EndTxn attempt, given up after request.timeout.
+		tr := open("held-endtxn", map[string]string{"Producer.Transaction.Retry.Max": "0"})
 		if offs, err := produce(tr, workloads.Record{Partition: 0, Value: 1}); err != nil || offs[0] < 0 {
 			t.Fatalf("send: %v %v", offs, err)
 		}
@@ -147,13 +151,16 @@ func TestSaramaTxnOutcomes(t *testing.T) {
 	})
 
 	t.Run("refused-commit", func(t *testing.T) {
-		tr := open("refused-commit")
-		// Value 1 is written to partition 0; value 2, to a partition the
-		// topic does not have, fails in sarama and puts the producer in
-		// error.
-		offs, err := produce(tr, workloads.Record{Partition: 0, Value: 1}, workloads.Record{Partition: 7, Value: 2})
-		if err == nil || offs[0] < 0 || offs[1] >= 0 {
-			t.Fatalf("sends: %v %v; want the first acknowledged, the second failed", offs, err)
+		tr := open("refused-commit", nil)
+		// Value 1 is written to partition 0; then value 2, to a
+		// partition the topic does not have, fails in sarama and puts
+		// the producer in error. (Sent together, the failure could come
+		// first and fail value 1 too.)
+		if offs, err := produce(tr, workloads.Record{Partition: 0, Value: 1}); err != nil || offs[0] < 0 {
+			t.Fatalf("send: %v %v", offs, err)
+		}
+		if offs, err := tr.Produce(ctx, []workloads.Record{{Partition: 7, Value: 2}}); err == nil || offs[0] >= 0 {
+			t.Fatalf("send to partition 7 of 1: %v %v; want it failed", offs, err)
 		}
 		e := tr.End(ctx, true)
 		if e.Type != history.Fail || !strings.Contains(e.Error, "commit refused before any EndTxn") || !strings.HasSuffix(e.Error, "; aborted") {
