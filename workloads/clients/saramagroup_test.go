@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/history"
 	"github.com/isrlab/isrlab/internal/proctest"
 	"github.com/isrlab/isrlab/workloads"
@@ -315,30 +314,12 @@ func TestSaramaQueueWithCrashes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var mem history.Memory
-			start := time.Now()
-			rec := history.NewRecorder(&mem, func() time.Duration { return time.Since(start) })
-			w, err := workloads.NewQueueWith(cl, cfg, rec, c.Bootstrap())
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			rctx, stop := context.WithTimeout(ctx, 15*time.Second)
-			defer stop()
-			if err := w.Run(rctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-				t.Fatal(err)
-			}
-			if err := w.Drain(ctx); err != nil {
-				t.Fatal(err)
-			}
-			v := checker.CheckOps(mem.Ops, checker.Options{})
-			if v.Valid != checker.Valid {
-				t.Fatalf("verdict %s: %v %v", v.Valid, v.Anomalies, v.Examples)
-			}
+			ops, v := runChecked(t, 15*time.Second, func(rec *history.Recorder) (runner, error) {
+				return workloads.NewQueueWith(cl, cfg, rec, c.Bootstrap())
+			})
 			counts := map[string]int{}
 			crashed := map[int]bool{}
-			for _, op := range mem.Ops {
+			for _, op := range ops {
 				if op.Type != history.Invoke {
 					counts[op.F+"/"+op.Type.String()]++
 				}

@@ -58,6 +58,45 @@ func TestSaramaTxnEnd(t *testing.T) {
 	}
 }
 
+// runner is a workload as a test runs it.
+type runner interface {
+	Run(context.Context) error
+	Drain(context.Context) error
+}
+
+// runChecked runs the workload open makes, recording to a fresh history,
+// to its end or for runFor (when not 0), drains it, checks the history
+// and fails the test unless it is valid.
+func runChecked(t *testing.T, runFor time.Duration, open func(*history.Recorder) (runner, error)) ([]history.Op, *checker.Verdict) {
+	t.Helper()
+	var mem history.Memory
+	start := time.Now()
+	rec := history.NewRecorder(&mem, func() time.Duration { return time.Since(start) })
+	w, err := open(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rctx := ctx
+	if runFor > 0 {
+		var stop context.CancelFunc
+		rctx, stop = context.WithTimeout(ctx, runFor)
+		defer stop()
+	}
+	if err := w.Run(rctx); err != nil && (runFor == 0 || !errors.Is(err, context.DeadlineExceeded)) {
+		t.Fatalf("run: %v", err)
+	}
+	if err := w.Drain(ctx); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	v := checker.CheckOps(mem.Ops, checker.Options{})
+	if v.Valid != checker.Valid {
+		t.Fatalf("verdict %s: %v %v", v.Valid, v.Anomalies, v.Examples)
+	}
+	return mem.Ops, v
+}
+
 type netTimeout struct{}
 
 func (*netTimeout) Error() string   { return "read tcp: i/o timeout" }
@@ -201,31 +240,15 @@ func TestSaramaTxnWorkload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mem history.Memory
-	start := time.Now()
-	rec := history.NewRecorder(&mem, func() time.Duration { return time.Since(start) })
-	w, err := workloads.NewTxnWith(cl, cfg, rec, c.Bootstrap())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if err := w.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Drain(ctx); err != nil {
-		t.Fatal(err)
-	}
-	v := checker.CheckOps(mem.Ops, checker.Options{})
-	if v.Valid != checker.Valid {
-		t.Fatalf("verdict %s: %v %v", v.Valid, v.Anomalies, v.Examples)
-	}
+	ops, v := runChecked(t, 0, func(rec *history.Recorder) (runner, error) {
+		return workloads.NewTxnWith(cl, cfg, rec, c.Bootstrap())
+	})
 	st := v.Stats.Txn
 	if st == nil || st.OK == 0 || st.Fail == 0 || st.Polls == 0 {
 		t.Fatalf("txn stats %+v: want commits, aborts and polls", st)
 	}
 	rpw := 0
-	for _, op := range mem.Ops {
+	for _, op := range ops {
 		if op.F != history.FTxn || op.Type != history.OK {
 			continue
 		}
