@@ -119,6 +119,8 @@ func (t *saramaTransactor) Poll(ctx context.Context, timeout time.Duration) (wor
 // until ctx ends; the first error is named as saramaOutcome names it.
 func (t *saramaTransactor) Produce(ctx context.Context, recs []workloads.Record) ([]int64, error) {
 	offs := make([]int64, len(recs))
+	// dones are the outcomes of the records sarama took: a prefix of
+	// recs, since none is handed over after one was not.
 	var dones []chan sentResult
 	var first error
 	for i, r := range recs {
