@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 
 	"github.com/isrlab/isrlab/internal/ctlsock"
@@ -71,6 +72,22 @@ func (p *Proxy) ServeControl(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
+	return p.serveControl(ctx, ln, path)
+}
+
+// StartControl listens on the control socket at path and serves it in the
+// background until ctx ends; the channel gets what serving returned.
+func (p *Proxy) StartControl(ctx context.Context, path string) (<-chan error, error) {
+	ln, err := ctlsock.Listen(path)
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.serveControl(ctx, ln, path) }()
+	return done, nil
+}
+
+func (p *Proxy) serveControl(ctx context.Context, ln net.Listener, path string) error {
 	defer os.Remove(path)
 	return ctlsock.Serve(ctx, ln, p.Handle, func(err error) Response {
 		return Response{Error: fmt.Sprintf("bad request: %v", err)}

@@ -120,6 +120,24 @@ func produceOne(t *testing.T, cl *kgo.Client, value string) error {
 	return cl.ProduceSync(ctx, &kgo.Record{Value: []byte(value)}).FirstErr()
 }
 
+// throughLostResponse produces one value on topic through cl whose
+// produce response the proxy drops, and returns how often it was written.
+func (l *lab) throughLostResponse(t *testing.T, cl *kgo.Client, topic string) int {
+	t.Helper()
+	// Warm up: metadata (and the producer id) before the rule.
+	if err := produceOne(t, cl, "warm"); err != nil {
+		t.Fatal(err)
+	}
+	l.rule(t, Rule{ID: "lose", API: "Produce", Action: "drop", Count: 1})
+	if err := produceOne(t, cl, "v"); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	if a := l.acted(t, "lose"); a != 1 {
+		t.Fatalf("rule acted %d times", a)
+	}
+	return l.values(t, topic)["v"]
+}
+
 func (l *lab) rule(t *testing.T, r Rule) {
 	t.Helper()
 	if err := l.p.Set(r); err != nil {
@@ -197,22 +215,11 @@ func TestEndToEnd(t *testing.T) {
 			if err := cl.ProduceSync(context.Background()).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
-			// Warm up: metadata (and the producer id) before the rule.
-			if err := produceOne(t, cl, "warm"); err != nil {
-				t.Fatal(err)
-			}
-			l.rule(t, Rule{ID: "lose", API: "Produce", Action: "drop", Count: 1})
-			if err := produceOne(t, cl, "v"); err != nil {
-				t.Fatalf("produce: %v", err)
-			}
-			if a := l.acted(t, "lose"); a != 1 {
-				t.Fatalf("rule acted %d times", a)
-			}
 			want := 2
 			if idem {
 				want = 1
 			}
-			if n := l.values(t, tp)["v"]; n != want {
+			if n := l.throughLostResponse(t, cl, tp); n != want {
 				t.Fatalf("value written %d times, want %d", n, want)
 			}
 		})

@@ -10,10 +10,12 @@ import (
 	"log/slog"
 	"math/rand"
 	"net"
+	"os"
 	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -313,6 +315,82 @@ func (p *Proxy) handle(ctx context.Context, c net.Conn) {
 		c.Close()
 		return
 	}
+	p.servePair(c, up, log.With("upstream", upstream))
+}
+
+// DialFunc dials a broker (net.Dialer.DialContext's signature).
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// NewInline returns a proxy that listens nowhere: clients reach it
+// through DialVia, as the dialer of their Kafka client. It serves the
+// client side of a cluster the lab cannot put a proxy in front of (the
+// user's own hosts, containers): requests and responses between this
+// process's clients and the brokers, not between brokers. Close ends it.
+func NewInline(o Options) *Proxy { return newProxy(o) }
+
+// DialVia dials addr with dial and returns a connection to it through the
+// proxy: the client's end of a socket pair whose other end the proxy
+// serves, forwarding frames to and from the broker as a listening proxy
+// does. A socket pair, not an in-memory pipe: when the proxy closes it (a
+// close rule, Close), the client sees what a TCP client sees, an EOF on
+// read and EPIPE on write, errors Kafka clients know to retry.
+func (p *Proxy) DialVia(ctx context.Context, network, addr string, dial DialFunc) (net.Conn, error) {
+	p.pairsMu.Lock()
+	stopped := p.stopped
+	p.pairsMu.Unlock()
+	if stopped {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: fmt.Errorf("kproxy: proxy closed: %w", net.ErrClosed)}
+	}
+	up, err := dial(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	client, server, err := socketPair()
+	if err != nil {
+		up.Close()
+		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+	}
+	p.accepted.Add(1)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.servePair(server, up, p.log.With("conn", p.nextID.Add(1), "upstream", addr))
+	}()
+	return client, nil
+}
+
+// socketPair returns the two ends of a connected Unix stream socket pair.
+func socketPair() (a, b net.Conn, err error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, os.NewSyscallError("socketpair", err)
+	}
+	conn := func(fd int) (net.Conn, error) {
+		f := os.NewFile(uintptr(fd), "kproxy-pair")
+		defer f.Close() // FileConn holds a duplicate
+		return net.FileConn(f)
+	}
+	if a, err = conn(fds[0]); err != nil {
+		syscall.Close(fds[1])
+		return nil, nil, err
+	}
+	if b, err = conn(fds[1]); err != nil {
+		a.Close()
+		return nil, nil, err
+	}
+	return a, b, nil
+}
+
+// Close closes every connection pair of an inline proxy and waits for
+// their goroutines.
+func (p *Proxy) Close() {
+	p.closeAll()
+	p.wg.Wait()
+}
+
+// servePair forwards frames between the client connection c and the
+// broker connection up until either side closes.
+func (p *Proxy) servePair(c, up net.Conn, log *slog.Logger) {
 	pr := &pair{client: c, up: up, done: make(chan struct{}), s: newPairState(p, log)}
 	p.pairsMu.Lock()
 	if p.stopped {
@@ -328,7 +406,7 @@ func (p *Proxy) handle(ctx context.Context, c net.Conn) {
 		delete(p.pairs, pr)
 		p.pairsMu.Unlock()
 	}()
-	log.Debug("kproxy: connection pair open", "upstream", upstream)
+	log.Debug("kproxy: connection pair open")
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); pr.responses() }()

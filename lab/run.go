@@ -149,7 +149,10 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 			Name: "lab-" + runID, RunID: runID, Coordinators: sc.Cluster.Coordinators, Brokers: sc.Cluster.Brokers,
 			Clients: 1, BrokerConfig: kv, Binary: o.Binary, RunDir: filepath.Join(dir, "nodes"),
 			FaultFS: sc.diskBrokers(), Subnet: runSubnet(caps, runID), Secured: sc.Cluster.Secured,
-			KafkaProxy: slices.Contains(sc.faultKinds(), "kafka"),
+			// Kafka proxies in front of the brokers, where the backend can
+			// lay them out; elsewhere the lab's clients dial through
+			// proxies of their own (driver.run).
+			KafkaProxy: caps.KafkaProxy && slices.Contains(sc.faultKinds(), "kafka"),
 		})
 	}
 	if err != nil {
@@ -337,6 +340,21 @@ type driver struct {
 func (d *driver) run(ctx context.Context) (err error) {
 	sc, c, o := d.sc, d.c, d.o
 	mark := time.Now()
+	proxies := c.Proxies()
+	if slices.Contains(sc.faultKinds(), "kafka") && !c.Caps().KafkaProxy {
+		sockets, stop, unproxied, err := c.InlineProxies(ctx, o.Log)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrInternal, err)
+		}
+		defer func() {
+			stop()
+			if ds := unproxied(); len(ds) > 0 {
+				fmt.Fprintf(d.out, "  warning: kind: kafka faults did not reach the connections to %s (no broker address the lab knows)\n", strings.Join(ds, ", "))
+			}
+		}()
+		proxies = sockets
+		fmt.Fprintf(d.out, "  kind: kafka faults act on the lab's own client connections (the %s backend puts no proxy in front of its brokers): traffic between brokers passes untouched\n", c.Backend)
+	}
 	// The dialer from the client host, with TLS and SASL on a secured
 	// cluster: the same for the admin client and the workload's clients.
 	kafka, err := c.KafkaOpts()
@@ -402,7 +420,7 @@ func (d *driver) run(ctx context.Context) (err error) {
 	}
 	events := d.events
 	nem := &nemesis.Nemesis{
-		Env: &nemesis.Env{Cluster: c, Resolver: &nemesis.LiveResolver{Cluster: c}, Disks: c.Disks(), Proxies: c.Proxies(),
+		Env: &nemesis.Env{Cluster: c, Resolver: &nemesis.LiveResolver{Cluster: c}, Disks: c.Disks(), Proxies: proxies,
 			Rand: rand.New(rand.NewSource(sc.Seed)), Log: o.Log,
 			DelayerCommand: func(args []string) *exec.Cmd {
 				return exec.Command(o.Binary, append(slices.Clone(nemesis.DelayerSubcommand), args...)...)

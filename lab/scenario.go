@@ -673,8 +673,10 @@ func (s *Scenario) Plan() ([]nemesis.Event, error) {
 		// Kafka faults act in a proxy in front of each broker, in its
 		// network namespace, on plaintext.
 		switch {
-		case !caps.KafkaProxy:
-			return nil, bad([]string{"cluster", "backend"}, "kind: kafka faults need the netns backend, for now (docs/faults.md)")
+		case !caps.KafkaProxy && !slices.Contains([]string{"", "franz-go", "sarama", "kafka-go"}, s.Workload.Client):
+			// Without proxies in front of the brokers, the faults act
+			// through the dialer of the lab's own clients.
+			return nil, bad([]string{"workload", "client"}, "%s: kind: kafka faults on backend %s act on the clients in isrlab's own process (franz-go, sarama, kafka-go); this client runs in another", s.Workload.Client, s.Cluster.Backend)
 		case s.Cluster.Secured:
 			return nil, bad([]string{"cluster", "secured"}, "kind: kafka faults need a plaintext cluster: the Kafka proxy does not speak TLS")
 		}

@@ -108,11 +108,7 @@ func TestCLIRunAndClean(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run: exit %d:\n%s", code, out)
 	}
-	for _, w := range []string{"ssh cluster: 5 nodes", "expectation (valid): MET"} {
-		if !strings.Contains(out, w) {
-			t.Errorf("run output has no %q:\n%s", w, out)
-		}
-	}
+	outputHas(t, out, "ssh cluster: 5 nodes", "expectation (valid): MET")
 	runDir := latest(t, results)
 	ops := readHistory(t, filepath.Join(runDir, "history.jsonl"))
 	for _, f := range []string{"start-partition", "start-kill", "stop-partition", "stop-kill"} {
@@ -241,6 +237,38 @@ func TestCLIRunAndClean(t *testing.T) {
 // labCLI is how the tests run isrlab on the lab's side of h, with env:
 // isrlab makes the command (in its own process group), run runs one to
 // its end (within 3 minutes) and returns its output and exit status.
+// cliFiles writes the hosts file of cfg and the scenario into a fresh
+// directory and returns their paths, the state and results directories
+// under it, and the environment that points isrlab at them.
+func cliFiles(t *testing.T, cfg any, scenario string) (hosts, scen, stateDir, results string, env []string) {
+	t.Helper()
+	dir := t.TempDir()
+	stateDir, results = filepath.Join(dir, "state"), filepath.Join(dir, "results")
+	hosts, scen = filepath.Join(dir, "hosts.yaml"), filepath.Join(dir, "scenario.yaml")
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hosts, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(scen, []byte(scenario), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env = append(os.Environ(), "ISRLAB_STATE_DIR="+stateDir, "ISRLAB_REGISTRY_DIR="+filepath.Join(dir, "runs"))
+	return hosts, scen, stateDir, results, env
+}
+
+// outputHas reports every want missing from a command's output.
+func outputHas(t *testing.T, out string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("output has no %q:\n%s", w, out)
+		}
+	}
+}
+
 func labCLI(t *testing.T, h *sshtest.Hosts, env []string) (isrlab func(context.Context, ...string) *exec.Cmd, run func(...string) (string, int)) {
 	isrlab = func(ctx context.Context, args ...string) *exec.Cmd {
 		cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + h.LabNS, "--", h.Bin}, args...)...)

@@ -5,13 +5,10 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/faultfs"
@@ -46,21 +43,8 @@ func TestCLIDiskFaultClean(t *testing.T) {
 	h := sshtest.New(t, "10.224.0.0/24", "c1", "b1", "client1")
 	cfg := h.Cluster(t)
 	sock, notes := h.Faultfs(t, cfg, "b1")
-	dir := t.TempDir()
-	stateDir, results := filepath.Join(dir, "state"), filepath.Join(dir, "results")
-	hosts, scen := filepath.Join(dir, "hosts.yaml"), filepath.Join(dir, "scenario.yaml")
-	b, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(hosts, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(scen, []byte(diskScenario), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	hosts, scen, stateDir, results, env := cliFiles(t, cfg, diskScenario)
 	onlySSH(t, h.LabNS)
-	env := append(os.Environ(), "ISRLAB_STATE_DIR="+stateDir, "ISRLAB_REGISTRY_DIR="+filepath.Join(dir, "runs"))
 	isrlab, run := labCLI(t, h, env)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
