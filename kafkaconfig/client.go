@@ -198,6 +198,14 @@ func VerifyChain(roots *x509.CertPool) func([][]byte, [][]*x509.Certificate) err
 	}
 }
 
+// Credentials are the SASL user and password (sasl.password, or the
+// trimmed content of sasl.password.file), for clients other than
+// franz-go's.
+func (s ClientSecurity) Credentials() (user, password string, err error) {
+	password, err = s.password()
+	return s.Username, password, err
+}
+
 // password returns sasl.password, or the trimmed content of
 // sasl.password.file.
 func (s ClientSecurity) password() (string, error) {

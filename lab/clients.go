@@ -20,7 +20,7 @@ import (
 // newClient returns the driver of the workload's client (nil for
 // franz-go), dialing as opts do and starting an exec driver where the
 // lab's clients dial from.
-func newClient(w Workload, runID string, seeds []string, opts []kgo.Opt) (workloads.Client, error) {
+func newClient(w Workload, runID string, sasl *clients.SASL, seeds []string, opts []kgo.Opt) (workloads.Client, error) {
 	if w.ClientSpec.Name() == clients.FranzGo {
 		return nil, nil
 	}
@@ -28,7 +28,24 @@ func newClient(w Workload, runID string, seeds []string, opts []kgo.Opt) (worklo
 	if err != nil {
 		return nil, err
 	}
-	return clients.New(w.ClientSpec, w.Config, clients.Env{RunID: runID, Seeds: seeds, Dial: dial, Start: startWhereDialed(dial, seeds)})
+	return clients.New(w.ClientSpec, w.Config, clients.Env{RunID: runID, Seeds: seeds, Dial: dial, SASL: sasl, Start: startWhereDialed(dial, seeds)})
+}
+
+// clientSASL is how the in-process drivers authenticate to c: nil for a
+// plaintext cluster (the dialer of c.KafkaOpts does the TLS handshake).
+func clientSASL(c *compose.Cluster) (*clients.SASL, error) {
+	if c.Security == nil {
+		return nil, nil
+	}
+	cs := c.Security.Client()
+	if !cs.SASL() {
+		return nil, nil
+	}
+	user, pw, err := cs.Credentials()
+	if err != nil {
+		return nil, err
+	}
+	return &clients.SASL{Mechanism: cs.Mechanism, User: user, Password: pw}, nil
 }
 
 // startWhereDialed returns a function that starts a command in the network

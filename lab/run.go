@@ -35,6 +35,7 @@ import (
 	"github.com/isrlab/isrlab/results"
 	"github.com/isrlab/isrlab/series"
 	"github.com/isrlab/isrlab/workloads"
+	"github.com/isrlab/isrlab/workloads/clients"
 )
 
 // Options configure a run.
@@ -414,7 +415,11 @@ func (d *driver) run(ctx context.Context) (err error) {
 		}
 	}()
 
-	wl, err := newWorkload(sc.Workload, c.RunID, rec, sw, seeds, kafka...)
+	sasl, err := clientSASL(c)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInternal, err)
+	}
+	wl, err := newWorkload(sc.Workload, c.RunID, rec, sw, sasl, seeds, kafka...)
 	if err != nil {
 		return err
 	}
@@ -527,10 +532,10 @@ type runner interface {
 
 // newWorkload returns the scenario's workload, recording to rec (and the
 // rate workload's samples to sw).
-func newWorkload(w Workload, runID string, rec *history.Recorder, sw workloads.Sampler, seeds []string, opts ...kgo.Opt) (runner, error) {
+func newWorkload(w Workload, runID string, rec *history.Recorder, sw workloads.Sampler, sasl *clients.SASL, seeds []string, opts ...kgo.Opt) (runner, error) {
 	switch w.Type {
 	case "queue":
-		cl, err := newClient(w, runID, seeds, opts)
+		cl, err := newClient(w, runID, sasl, seeds, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -538,13 +543,13 @@ func newWorkload(w Workload, runID string, rec *history.Recorder, sw workloads.S
 	case "rate":
 		return workloads.NewRate(w.Config, rec, sw, seeds, opts...)
 	case "txn":
-		cl, err := newClient(w, runID, seeds, opts)
+		cl, err := newClient(w, runID, sasl, seeds, opts)
 		if err != nil {
 			return nil, err
 		}
 		return workloads.NewTxnWith(cl, w.Config, rec, seeds, opts...)
 	}
-	cl, err := newClient(w, runID, seeds, opts)
+	cl, err := newClient(w, runID, sasl, seeds, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -666,8 +666,8 @@ func (s *Scenario) Plan() ([]nemesis.Event, error) {
 	if err := clients.Check(s.Workload.ClientSpec, s.Workload.Type, s.Workload.Config); err != nil {
 		return nil, bad([]string{"workload", "client"}, "%v", err)
 	}
-	if c := s.Workload.Client; s.Cluster.Secured && c != "" && c != "franz-go" {
-		return nil, bad([]string{"workload", "client"}, "%s: a secured cluster is reached through franz-go only, for now (docs/security.md)", c)
+	if c := s.Workload.Client; s.Cluster.Secured && !slices.Contains([]string{"", "franz-go", "sarama", "kafka-go"}, c) {
+		return nil, bad([]string{"workload", "client"}, "%s: a secured cluster is reached through the clients in isrlab's own process only (franz-go, sarama, kafka-go), for now (docs/security.md)", c)
 	}
 	if slices.Contains(s.faultKinds(), "kafka") {
 		// Kafka faults act in a proxy in front of each broker, in its

@@ -158,3 +158,46 @@ func slicesOf(m map[string]string) []string {
 	}
 	return out
 }
+
+// TestRunSecuredClients: sarama and kafka-go (which has no idempotent
+// producer) reach a secured cluster (TLS in the lab's dialer,
+// SCRAM-SHA-512 in the driver) and run the log workload through it: writes
+// acknowledged and read back, the history valid.
+func TestRunSecuredClients(t *testing.T) {
+	needRoot(t)
+	bin := proctest.Binary(t)
+	for client, presets := range map[string][]string{"sarama": {"secured"}, "kafka-go": {"secured", "retries-no-idempotence"}} {
+		t.Run(client, func(t *testing.T) {
+			sc, err := lab.Resolve("leader-kill")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sc, err = sc.WithPresets(presets...); err != nil {
+				t.Fatal(err)
+			}
+			sc.Duration, sc.Seed, sc.Faults = 8*time.Second, 12, nil
+			sc.Workload.Client = client
+			sc.Expect = lab.Expect{Valid: "true"}
+			if err := sc.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			var out strings.Builder
+			res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out})
+			if err != nil {
+				t.Fatalf("run: %v\n%s", err, out.String())
+			}
+			if res.Verdict.Valid != checker.Valid || res.Judgement.Outcome != lab.Met {
+				t.Fatalf("verdict %v, anomalies %v, outcome %v\n%s", res.Verdict.Valid, res.Verdict.Anomalies, res.Judgement, out.String())
+			}
+			hist, err := os.ReadFile(filepath.Join(res.Dir, results.HistoryFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sends, polls := strings.Count(string(hist), `"type":"ok","f":"send"`), strings.Count(string(hist), `"type":"ok","f":"poll"`); sends < 100 || polls == 0 {
+				t.Fatalf("%d sends and %d polls acknowledged through %s on SASL_SSL", sends, polls, client)
+			}
+		})
+	}
+}

@@ -116,7 +116,7 @@ func TestTxnWorkloadAsTheLabRunsIt(t *testing.T) {
 	rec := history.NewRecorder(&m, func() time.Duration { return time.Since(start) })
 	wk := sc.Workload
 	wk.Config = cfg
-	w, err := newWorkload(wk, "", rec, nil, c.ListenAddrs())
+	w, err := newWorkload(wk, "", rec, nil, nil, c.ListenAddrs())
 	if err != nil {
 		t.Fatal(err)
 	}

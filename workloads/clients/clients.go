@@ -48,6 +48,9 @@ type Env struct {
 	// Start starts an exec driver's command (default: cmd.Start, in the
 	// lab's own namespace).
 	Start func(*exec.Cmd) error
+	// SASL authenticates the in-process drivers (sarama, kafka-go) to a
+	// secured cluster; Dial then does the TLS handshake. nil: plaintext.
+	SASL *SASL
 	// HangGrace is how long past an operation's own timeout an exec
 	// driver may take to complete it before it is taken for hung
 	// (default 10 s).

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
 
 	"github.com/isrlab/isrlab/history"
 	"github.com/isrlab/isrlab/workloads"
@@ -111,6 +112,8 @@ type kafkagoClient struct {
 	own   map[string]string
 	seeds []string
 	dial  workloads.DialFunc
+	// mech authenticates to a secured cluster (nil: plaintext).
+	mech sasl.Mechanism
 }
 
 func newKafkaGo(cfg workloads.Config, own map[string]string, env Env) (*kafkagoClient, error) {
@@ -120,7 +123,18 @@ func newKafkaGo(cfg workloads.Config, own map[string]string, env Env) (*kafkagoC
 	if env.Dial == nil {
 		env.Dial = (&net.Dialer{}).DialContext
 	}
-	return &kafkagoClient{cfg: cfg.WithDefaults(), own: own, seeds: env.Seeds, dial: env.Dial}, nil
+	k := &kafkagoClient{cfg: cfg.WithDefaults(), own: own, seeds: env.Seeds, dial: env.Dial}
+	if env.SASL != nil {
+		if err := env.SASL.check(); err != nil {
+			return nil, err
+		}
+		m, err := env.SASL.kafkaGo()
+		if err != nil {
+			return nil, err
+		}
+		k.mech = m
+	}
+	return k, nil
 }
 
 func (*kafkagoClient) Name() string { return KafkaGo }
@@ -133,7 +147,7 @@ func (k *kafkagoClient) Producer(_ context.Context, proc, _ int) (workloads.Prod
 	w.Addr, w.Topic = kafka.TCP(k.seeds...), k.cfg.Topic
 	w.Balancer = kafka.BalancerFunc(func(m kafka.Message, _ ...int) int { return m.Partition })
 	w.BatchSize, w.BatchTimeout = 1, time.Millisecond
-	w.Transport = &kafka.Transport{Dial: writes.Dialer(k.dial), DialTimeout: k.cfg.RequestTimeout, ClientID: "isrlab-" + strconv.Itoa(proc)}
+	w.Transport = &kafka.Transport{Dial: writes.Dialer(k.dial), DialTimeout: k.cfg.RequestTimeout, ClientID: "isrlab-" + strconv.Itoa(proc), SASL: k.mech}
 	w.Completion = p.completed
 	return p, nil
 }
@@ -252,7 +266,7 @@ func (k *kafkagoClient) Consumer(_ context.Context, _ int, parts []int32) (workl
 	for _, p := range parts {
 		_, rc, _ := kafkagoConfig(k.cfg, k.own)
 		rc.Brokers, rc.Topic, rc.Partition = k.seeds, k.cfg.Topic, int(p)
-		rc.Dialer = &kafka.Dialer{DialFunc: k.dial, Timeout: k.cfg.RequestTimeout}
+		rc.Dialer = &kafka.Dialer{DialFunc: k.dial, Timeout: k.cfg.RequestTimeout, SASLMechanism: k.mech}
 		rc.StartOffset = kafka.FirstOffset
 		r := kafka.NewReader(*rc)
 		c.readers = append(c.readers, r)

@@ -25,6 +25,7 @@ type saramaClient struct {
 	own   map[string]string
 	seeds []string
 	dial  workloads.DialFunc
+	sasl  *SASL
 }
 
 func newSarama(cfg workloads.Config, own map[string]string, env Env) (*saramaClient, error) {
@@ -34,7 +35,12 @@ func newSarama(cfg workloads.Config, own map[string]string, env Env) (*saramaCli
 	if env.Dial == nil {
 		env.Dial = (&net.Dialer{}).DialContext
 	}
-	return &saramaClient{cfg: cfg.WithDefaults(), own: own, seeds: env.Seeds, dial: env.Dial}, nil
+	if env.SASL != nil {
+		if err := env.SASL.check(); err != nil {
+			return nil, err
+		}
+	}
+	return &saramaClient{cfg: cfg.WithDefaults(), own: own, seeds: env.Seeds, dial: env.Dial, sasl: env.SASL}, nil
 }
 
 func (*saramaClient) Name() string { return Sarama }
@@ -42,6 +48,9 @@ func (*saramaClient) Name() string { return Sarama }
 // config returns a fresh sarama config dialing through dial.
 func (s *saramaClient) config(dial workloads.DialFunc) *sarama.Config {
 	c, _ := saramaConfig(s.cfg, s.own) // checked in newSarama
+	if s.sasl != nil {
+		s.sasl.sarama(c)
+	}
 	return withDialer(c, dial)
 }
 
