@@ -2,12 +2,16 @@ package compose
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/isrlab/isrlab/kproxy"
@@ -96,4 +100,32 @@ func (c *Cluster) InlineProxies(ctx context.Context, log *slog.Logger) (sockets 
 		return append([]string(nil), direct...)
 	}
 	return sockets, stop, unproxied, nil
+}
+
+// CleanStaleSockets removes the control sockets that proxies and faultfs
+// daemons of runs that are gone left in the state directory
+// (kproxy-<run>-<node>.sock, faultfs-<run>-<node>.sock: a process
+// SIGKILLed before it removed its own), and returns their paths. alive
+// says whether a run still runs.
+func CleanStaleSockets(alive func(run string) bool) ([]string, error) {
+	var out []string
+	var errs []error
+	for _, prefix := range []string{"kproxy-", "faultfs-"} {
+		paths, err := filepath.Glob(filepath.Join(StateDir(), prefix+"*-*.sock"))
+		if err != nil {
+			return out, err
+		}
+		for _, p := range paths {
+			run, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(p), prefix), "-")
+			if !ok || alive(run) {
+				continue
+			}
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+				continue
+			}
+			out = append(out, p)
+		}
+	}
+	return out, errors.Join(errs...)
 }

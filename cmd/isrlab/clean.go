@@ -90,6 +90,17 @@ started. --backend limits clean to one backend.`,
 				}
 				cleanedOther += len(drv)
 			}
+			// Control sockets of proxies and faultfs daemons that died
+			// with their run (the lab's own proxies, on any backend).
+			socks, serr := compose.CleanStaleSockets(func(run string) bool {
+				st, _, ok := compose.LookupRun(run)
+				return ok && st.Live() && !all
+			})
+			err = errors.Join(err, serr)
+			for _, s := range socks {
+				fmt.Fprintf(cmd.OutOrStdout(), "removed leftover control socket %s\n", s)
+			}
+			cleanedOther += len(socks)
 			w := cmd.OutOrStdout()
 			for _, r := range rep.Runs {
 				fmt.Fprintf(w, "removed run %s\n", r)
