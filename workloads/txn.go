@@ -737,3 +737,9 @@ func TxnIDPrefix(c Config, topic string) string {
 	c.Topic = topic
 	return c.txnDefaults().TransactionalIDPrefix
 }
+
+// TxnTimeout is the transaction.timeout.ms of c's txn workload: c's
+// transaction.timeout, else its default.
+func TxnTimeout(c Config) time.Duration {
+	return c.txnDefaults().TransactionTimeout
+}

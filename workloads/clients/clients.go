@@ -58,8 +58,9 @@ type Env struct {
 }
 
 // Check reports whether the client spec names can run workload kind (log,
-// queue, rate, txn; "" is log) with cfg (the queue and txn workloads:
-// franz-go and sarama), and whether its settings are
+// queue, rate, txn; "" is log) with cfg (the queue workload: franz-go and
+// sarama; txn: those, librdkafka and exec drivers naming FeatureTxn), and
+// whether its settings are
 // ones the client has: an error naming the client when not, a
 // *workloads.CapabilityError when the client cannot do what cfg asks. It
 // needs no cluster: scenarios are checked when they load. The Python
@@ -86,10 +87,7 @@ func Check(spec workloads.ClientSpec, kind string, cfg workloads.Config) error {
 		return checkSaramaGroup(cfg, spec.Config)
 	}
 	if kind == "txn" {
-		if name != Sarama {
-			return &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf("the txn workload runs on franz-go and sarama only (client %s has no transactional driver; it runs the log workload)", name)}
-		}
-		return checkSaramaTxn(cfg, spec.Config)
+		return checkTxn(name, spec, cfg)
 	}
 	if kind != "log" {
 		return &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf("the %s workload runs on franz-go only (client %s runs the log workload)", kind, name)}
@@ -130,6 +128,34 @@ func New(spec workloads.ClientSpec, cfg workloads.Config, env Env) (workloads.Cl
 		return newExec(cfg, spec, env), nil
 	}
 	return nil, fmt.Errorf("client %q: use %s", spec.Client, joinOr(Names))
+}
+
+// checkTxn checks a client other than franz-go for the txn workload.
+// Reading in a consumer group (txn.group.id) is franz-go's
+// GroupTransactSession and runs there only. librdkafka's driver is asked
+// (its hello names FeatureTxn, and librdkafka checks the transactional
+// producer's configuration); an exec driver of the user's is asked when
+// the run starts it, and refused there if its hello does not name it.
+func checkTxn(name string, spec workloads.ClientSpec, cfg workloads.Config) error {
+	switch name {
+	case Sarama:
+		return checkSaramaTxn(cfg, spec.Config)
+	case KafkaPython:
+		return &workloads.CapabilityError{Client: name, Reason: "kafka-python has no transactional producer (KafkaProducer takes no transactional_id); it runs the log workload"}
+	case Librdkafka, Exec:
+	default:
+		return &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf("the txn workload runs on franz-go and sarama only, and out of process on librdkafka and on exec drivers that run transactions (client %s has no transactional driver; it runs the log workload)", name)}
+	}
+	if cfg.TxnGroup != "" {
+		return &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf("txn.group.id (reading in a consumer group, its offsets committed in the transaction) runs on franz-go only; %s runs the txn workload's producer-only and read-process-write transactions", name)}
+	}
+	if name == Exec {
+		if len(spec.Exec) == 0 || spec.Exec[0] == "" {
+			return errors.New("client exec: exec: give the driver's command as a list, e.g. exec: [python3, driver.py]")
+		}
+		return nil
+	}
+	return checkPython(name, spec, cfg, FeatureTxn)
 }
 
 // checkFranzGo refuses settings in franz-go's own names: its settings are

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,12 @@ import (
 // speaks.
 const ProtocolVersion = 1
 
+// FeatureTxn is the protocol's optional feature for the txn workload:
+// transactional producer processes (open-transactional-producer, begin,
+// produce, end) and read_committed consumers. The lab's hello asks for
+// it; a driver names it in its own hello when it runs them.
+const FeatureTxn = "txn"
+
 // ErrDriver is wrapped by the errors of an exec driver that crashed,
 // printed something that is not a completion, or hung.
 var ErrDriver = errors.New("exec driver failed")
@@ -35,6 +42,8 @@ type execHello struct {
 	Partitions int32             `json:"partitions"`
 	Config     map[string]string `json:"config"`
 	Client     map[string]string `json:"client.config,omitempty"`
+	// Features are the optional features the workload needs (FeatureTxn).
+	Features []string `json:"features,omitempty"`
 }
 
 // execHelloReply is the driver's first line.
@@ -43,19 +52,34 @@ type execHelloReply struct {
 	Client string `json:"client"`
 	PID    int    `json:"pid"`
 	Error  string `json:"error"`
+	// Features are the optional features the driver runs.
+	Features []string `json:"features"`
 }
 
 // execOp is one operation the lab asks for.
 type execOp struct {
 	ID         int64   `json:"id"`
 	Process    int     `json:"process"`
-	F          string  `json:"f"` // open-producer, open-consumer, send, poll, close
+	F          string  `json:"f"` // open-producer, open-consumer, send, poll, close; with FeatureTxn open-transactional-producer, begin, produce, end
 	TimeNs     int64   `json:"time_ns"`
 	TimeoutMs  int64   `json:"timeout_ms"`
 	Partitions []int32 `json:"partitions,omitempty"`
 	Partition  *int32  `json:"partition,omitempty"`
 	Key        string  `json:"key,omitempty"`
 	Value      string  `json:"value,omitempty"`
+	// FeatureTxn's fields.
+	Isolation            string       `json:"isolation,omitempty"` // open-consumer: read_committed
+	TransactionalID      string       `json:"transactional_id,omitempty"`
+	TransactionTimeoutMs int64        `json:"transaction_timeout_ms,omitempty"`
+	Records              []execRecord `json:"records,omitempty"` // produce
+	Commit               *bool        `json:"commit,omitempty"`  // end
+}
+
+// execRecord is one record of a produce operation.
+type execRecord struct {
+	Partition int32  `json:"partition"`
+	Key       string `json:"key,omitempty"`
+	Value     string `json:"value"`
 }
 
 // execDone is the driver's completion of an operation.
@@ -70,6 +94,11 @@ type execDone struct {
 		Offset    int64  `json:"offset"`
 		Value     string `json:"value"`
 	} `json:"records"`
+	// Offsets are a produce's records' offsets, -1 for those not
+	// acknowledged; Done says a transactional producer can run no more
+	// transactions.
+	Offsets []int64 `json:"offsets"`
+	Done    bool    `json:"done"`
 }
 
 // execClient runs a driver process for the workload's producers and
@@ -159,19 +188,37 @@ func kafkaConfig(c workloads.Config) map[string]string {
 }
 
 // helloOf is the lab's hello to a driver for cfg (with its defaults),
-// own (client.config) and the bootstrap brokers.
-func helloOf(cfg workloads.Config, own map[string]string, seeds []string) execHello {
+// own (client.config) and the bootstrap brokers, asking for features.
+// With FeatureTxn its config also has the workload's
+// transaction.timeout.ms, for the driver to check its client's
+// configuration with.
+func helloOf(cfg workloads.Config, own map[string]string, seeds []string, features ...string) execHello {
 	if seeds == nil {
 		seeds = []string{}
 	}
-	return execHello{Type: "hello", Protocol: ProtocolVersion, Bootstrap: seeds, Topic: cfg.Topic,
-		Partitions: cfg.Partitions, Config: kafkaConfig(cfg), Client: own}
+	h := execHello{Type: "hello", Protocol: ProtocolVersion, Bootstrap: seeds, Topic: cfg.Topic,
+		Partitions: cfg.Partitions, Config: kafkaConfig(cfg), Client: own, Features: features}
+	if slices.Contains(features, FeatureTxn) {
+		h.Config["transaction.timeout.ms"] = strconv.FormatInt(workloads.TxnTimeout(cfg).Milliseconds(), 10)
+	}
+	return h
 }
 
-// start runs the driver and exchanges the hellos.
-func (e *execClient) start(ctx context.Context) error {
-	e.once.Do(func() { e.startErr = e.run(ctx) })
+// start runs the driver and exchanges the hellos, asking for the
+// features the first caller needs (a workload's processes all need the
+// same).
+func (e *execClient) start(ctx context.Context, features ...string) error {
+	e.once.Do(func() { e.startErr = e.run(ctx, features) })
 	return e.startErr
+}
+
+// need reports a CapabilityError unless the driver's hello named
+// feature.
+func (e *execClient) need(feature, what string) error {
+	if slices.Contains(e.hello.Features, feature) {
+		return nil
+	}
+	return &workloads.CapabilityError{Client: e.Name(), Reason: fmt.Sprintf("%s names no %q feature in its hello: it does not run %s (docs/client-protocol.md)", e.argv(), feature, what)}
 }
 
 func (e *execClient) argv() string { return strings.Join(e.spec.Exec, " ") }
@@ -184,7 +231,7 @@ func (e *execClient) who() string {
 	return e.argv()
 }
 
-func (e *execClient) run(ctx context.Context) error {
+func (e *execClient) run(ctx context.Context, features []string) error {
 	cmd := exec.Command(e.spec.Exec[0], e.spec.Exec[1:]...)
 	// Its own process group, so that a driver started by a wrapper
 	// (a shell, a runtime) dies whole.
@@ -211,13 +258,18 @@ func (e *execClient) run(ctx context.Context) error {
 	lines.Buffer(make([]byte, 64<<10), 64<<20)
 	hello := make(chan error, 1)
 	go e.read(lines, hello)
-	if err := e.write(helloOf(e.cfg, e.spec.Config, e.env.Seeds)); err != nil {
+	if err := e.write(helloOf(e.cfg, e.spec.Config, e.env.Seeds, features...)); err != nil {
 		return err
 	}
 	t := time.NewTimer(e.cfg.RequestTimeout + e.grace)
 	defer t.Stop()
 	select {
 	case err := <-hello:
+		if err == nil && slices.Contains(features, FeatureTxn) {
+			if err = e.need(FeatureTxn, "transactions"); err != nil {
+				e.fail(err)
+			}
+		}
 		return err
 	case <-t.C:
 		return e.fail(fmt.Errorf("%w: %s did not answer the hello within %s", ErrDriver, e.argv(), e.cfg.RequestTimeout+e.grace))
@@ -387,29 +439,30 @@ func (e *execClient) call(op execOp, timeout time.Duration) (execDone, error) {
 	}
 }
 
-func (e *execClient) open(ctx context.Context, proc int, f string, parts []int32) error {
-	if err := e.start(ctx); err != nil {
+// open starts the driver, asking for features, and opens op's process.
+func (e *execClient) open(ctx context.Context, op execOp, features ...string) error {
+	if err := e.start(ctx, features...); err != nil {
 		return err
 	}
-	d, err := e.call(execOp{Process: proc, F: f, Partitions: parts}, e.cfg.DeliveryTimeout)
+	d, err := e.call(op, e.cfg.DeliveryTimeout)
 	if err != nil {
 		return err
 	}
 	if d.Type != "ok" {
-		return fmt.Errorf("client %s (%s): %s: %s", e.Name(), e.argv(), f, d.Error)
+		return fmt.Errorf("client %s (%s): %s: %s", e.Name(), e.argv(), op.F, d.Error)
 	}
 	return nil
 }
 
 func (e *execClient) Producer(ctx context.Context, proc, _ int) (workloads.Producer, error) {
-	if err := e.open(ctx, proc, "open-producer", nil); err != nil {
+	if err := e.open(ctx, execOp{Process: proc, F: "open-producer"}); err != nil {
 		return nil, err
 	}
 	return &execProcess{e: e, proc: proc}, nil
 }
 
 func (e *execClient) Consumer(ctx context.Context, proc int, parts []int32) (workloads.Consumer, error) {
-	if err := e.open(ctx, proc, "open-consumer", parts); err != nil {
+	if err := e.open(ctx, execOp{Process: proc, F: "open-consumer", Partitions: parts}); err != nil {
 		return nil, err
 	}
 	return &execProcess{e: e, proc: proc}, nil

@@ -43,6 +43,7 @@ func brokenDriver(mode string) {
 	case "silent":
 		select {}
 	}
+	// Its hello names no feature: a driver older than the txn feature.
 	out.Encode(map[string]any{"type": "hello", "client": "broken " + mode, "pid": os.Getpid()})
 	for in.Scan() {
 		var op struct {
@@ -158,5 +159,29 @@ func TestExecDriverFailures(t *testing.T) {
 			}
 			t.Logf("%v", err)
 		})
+	}
+}
+
+// TestExecTxnNeedsFeature: a driver whose hello names no "txn" feature
+// (one written before the protocol had transactions) does not run the
+// txn workload: its Run ends at once with a CapabilityError saying so.
+func TestExecTxnNeedsFeature(t *testing.T) {
+	cfg := workloads.Config{Topic: "t", Partitions: 2, Producers: 1, Consumers: 1, Sends: 3,
+		RequestTimeout: time.Second, DeliveryTimeout: time.Second, PollTimeout: 50 * time.Millisecond}
+	var mem history.Memory
+	rec := history.NewRecorder(&mem, func() time.Duration { return 0 })
+	w, err := workloads.NewTxnWith(brokenClient(t, "no-txn", cfg), cfg, rec, []string{"127.0.0.1:9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = w.Run(ctx)
+	var ce *workloads.CapabilityError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), `names no "txn" feature in its hello`) {
+		t.Fatalf("Run: %v, want a CapabilityError naming the txn feature", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Run did not end at once")
 	}
 }

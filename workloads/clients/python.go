@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -67,20 +68,22 @@ func (d pythonDriver) argv(dir string) []string {
 
 // checkPython checks what the client can do without running it, then asks
 // the driver itself (started with --check, answering the hello the run
-// would send it): a missing interpreter or module, or a setting the
-// client refuses, is an error when the scenario loads.
-func checkPython(name string, spec workloads.ClientSpec, cfg workloads.Config) error {
+// would send it, asking for features): a missing interpreter or module, a
+// setting the client refuses, or a feature the driver does not name in
+// its hello, is an error when the scenario loads.
+func checkPython(name string, spec workloads.ClientSpec, cfg workloads.Config, features ...string) error {
 	if name == KafkaPython && cfg.Idempotent {
 		return &workloads.CapabilityError{Client: name, Reason: "kafka-python has no idempotent producer (enable.idempotence)"}
 	}
-	key, err := json.Marshal([]any{name, SystemPython, SystemNode, os.Getenv("NODE_PATH"), helloOf(cfg.WithDefaults(), spec.Config, nil)})
+	hello := helloOf(cfg.WithDefaults(), spec.Config, nil, features...)
+	key, err := json.Marshal([]any{name, SystemPython, SystemNode, os.Getenv("NODE_PATH"), hello})
 	if err != nil {
 		return err
 	}
 	if v, ok := pythonChecks.Load(string(key)); ok {
 		return v.(pythonCheck).err
 	}
-	err = probePython(name, cfg, spec.Config)
+	err = probePython(name, hello)
 	pythonChecks.Store(string(key), pythonCheck{err})
 	return err
 }
@@ -91,13 +94,18 @@ var pythonChecks sync.Map
 type pythonCheck struct{ err error }
 
 // probePython runs the driver with --check.
-func probePython(name string, cfg workloads.Config, own map[string]string) error {
-	reply, err := askPython(name, helloOf(cfg.WithDefaults(), own, nil))
+func probePython(name string, hello execHello) error {
+	reply, err := askPython(name, hello)
 	if err != nil {
 		return err
 	}
 	if reply.Type == "refused" {
 		return &workloads.CapabilityError{Client: name, Reason: reply.Error}
+	}
+	for _, f := range hello.Features {
+		if !slices.Contains(reply.Features, f) {
+			return &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf("its driver names no %q feature in its hello", f)}
+		}
 	}
 	return nil
 }

@@ -2,7 +2,10 @@
 shared by the Python reference drivers.
 
 A driver module gives serve() a Client: its name, a check of the lab's
-hello (a refusal, or None), and a producer and a consumer class. serve()
+hello (a refusal, or None), and a producer and a consumer class; a Client
+that runs transactions also has features() == ["txn"], a transactor and
+consumers that read read_committed (docs/client-protocol.md,
+"Transactions"). serve()
 answers the hello, runs each workload process on a thread of its own (so
 that one process's blocked send does not hold another's poll), and prints
 one completion per operation. Started with --check, it answers the hello
@@ -69,8 +72,11 @@ class Process:
                 d = self.do(op)
             except Exception as e:  # a driver bug: say so, the record's fate is unknown
                 log(traceback.format_exc())
-                d = done(op, "info" if op["f"] in ("send", "poll") else "fail",
+                # A record or a transaction end may have reached the brokers.
+                d = done(op, "info" if op["f"] in ("send", "poll", "produce", "end") else "fail",
                          error="driver error: %s: %s" % (type(e).__name__, e))
+                if op["f"] == "end":
+                    d["done"] = True
             self.out.print(d)
             if op["f"] == "close":
                 break
@@ -83,8 +89,30 @@ class Process:
             self.handle = self.client.producer(self.hello, op["process"])
             return done(op, "ok")
         if f == "open-consumer":
-            self.handle = self.client.consumer(self.hello, op["process"], op.get("partitions") or [])
+            if op.get("isolation") == "read_committed":
+                self.handle = self.client.consumer(self.hello, op["process"], op.get("partitions") or [], read_committed=True)
+            else:
+                self.handle = self.client.consumer(self.hello, op["process"], op.get("partitions") or [])
             return done(op, "ok")
+        if f == "open-transactional-producer":
+            self.handle = self.client.transactor(self.hello, op["process"], op["transactional_id"],
+                                                 op["transaction_timeout_ms"], op.get("partitions") or [], timeout)
+            return done(op, "ok")
+        if f == "begin":
+            if self.handle is None:
+                return done(op, "fail", error="begin before open-transactional-producer")
+            typ, err = self.handle.begin()
+            return done(op, typ, error=err)
+        if f == "produce":
+            if self.handle is None:
+                return done(op, "fail", offsets=[-1] * len(op["records"]), error="produce before open-transactional-producer")
+            typ, offsets, err = self.handle.produce(op["records"], timeout)
+            return done(op, typ, offsets=offsets, error=err)
+        if f == "end":
+            if self.handle is None:
+                return done(op, "fail", error="end before open-transactional-producer")
+            typ, err, over = self.handle.end(op["commit"], timeout)
+            return done(op, typ, error=err, done=over or None)
         if f == "send":
             if self.handle is None:
                 return done(op, "fail", error="send before open-producer")
@@ -128,13 +156,17 @@ def serve(client, argv=None, stdin=None, stdout=None):
     if hello.get("protocol") != PROTOCOL:
         out.print({"type": "refused", "error": "protocol %s: this driver speaks %d" % (hello.get("protocol"), PROTOCOL)})
         return 0
+    features = list(getattr(client, "features", lambda: [])())
     try:
         name = client.name()
+        for f in hello.get("features") or []:
+            if f not in features:
+                raise Refused("this driver does not run the protocol's %r feature" % f)
         client.check(hello)
     except Refused as e:
         out.print({"type": "refused", "error": str(e)})
         return 0
-    out.print({"type": "hello", "client": name, "pid": os.getpid()})
+    out.print({"type": "hello", "client": name, "pid": os.getpid(), "features": features})
     if "--check" in argv:
         return 0
     procs = {}

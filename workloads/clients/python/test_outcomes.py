@@ -107,6 +107,11 @@ class KafkaPython(unittest.TestCase):
         a = answer(kp.Client(), hello(**{"enable.idempotence": "false"}))
         self.assertEqual(a["type"], "hello")
         self.assertTrue(a["client"].startswith("kafka-python "), a["client"])
+        self.assertEqual(a["features"], [])
+        txn = hello(**{"enable.idempotence": "false"})
+        txn["features"] = ["txn"]
+        a = answer(kp.Client(), txn)
+        self.assertEqual(a, {"type": "refused", "error": "this driver does not run the protocol's 'txn' feature"})
         for h, want in [
             (hello(), "kafka-python has no idempotent producer (enable.idempotence)"),
             (hello(**{"enable.idempotence": "false"}, own={"lingerms": "5"}), "neither KafkaProducer nor KafkaConsumer has lingerms"),
