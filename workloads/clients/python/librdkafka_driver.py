@@ -9,6 +9,13 @@ has a consumer assigned its partitions from their start (no group). The
 hello's Kafka-named settings are librdkafka's own names; client.config is
 passed to librdkafka verbatim, after them. See outcome() for what each
 delivery error means, and docs/clients-under-faults.md.
+
+With the protocol's "txn" feature (the txn workload), a transactional
+producer process is a librdkafka producer with the process's
+transactional.id (init_transactions when it opens, then
+begin_transaction, produce and flush, commit_transaction or
+abort_transaction; see Transactor and end_step() for how each error is
+mapped), and consumers read with isolation.level=read_committed.
 """
 import sys
 import threading
@@ -100,20 +107,24 @@ class Client:
                 raise Refused("client.config.%s: set by the driver" % k)
         # librdkafka checks its configuration when a handle is created; with
         # no brokers to bootstrap from, it connects nowhere.
-        for make in (self.producer_conf, self.consumer_conf):
+        makes = [self.producer_conf, self.consumer_conf]
+        if "txn" in (hello.get("features") or []):
+            timeout = hello["config"].get("transaction.timeout.ms", "60000")
+            makes.append(lambda h, proc: self.transactional_conf(h, proc, "isrlab-check", timeout))
+        for make in makes:
             conf = make(hello, 0)
             conf["bootstrap.servers"] = ""
             conf["log_level"] = 0
             try:
-                h = confluent_kafka.Producer(conf) if make == self.producer_conf else confluent_kafka.Consumer(conf)
+                h = confluent_kafka.Consumer(conf) if make == self.consumer_conf else confluent_kafka.Producer(conf)
             except KafkaException as e:
                 raise Refused("librdkafka refuses the configuration: %s" % e.args[0].str())
             except (ValueError, TypeError) as e:
                 raise Refused("confluent-kafka-python refuses the configuration: %s" % e)
-            if make == self.producer_conf:
-                h.flush(0)
-            else:
+            if make == self.consumer_conf:
                 h.close()
+            else:
+                h.flush(0)
 
     def common(self, hello):
         return {"bootstrap.servers": ",".join(hello["bootstrap"]), "client.id": "isrlab-exec"}
@@ -129,6 +140,22 @@ class Client:
         conf.update(hello.get("client.config") or {})
         return conf
 
+    def features(self):
+        return ["txn"]
+
+    def transactional_conf(self, hello, proc, txn_id, txn_timeout_ms):
+        """The producer configuration with the process's transactional.id
+        and transaction.timeout.ms: idempotent, acks=all (librdkafka
+        requires both of a transactional producer), and a
+        delivery.timeout.ms (message.timeout.ms) of at most the
+        transaction's timeout, which librdkafka also requires."""
+        conf = self.producer_conf(hello, proc)
+        conf.update({"transactional.id": txn_id, "transaction.timeout.ms": int(txn_timeout_ms),
+                     "enable.idempotence": True, "acks": "all"})
+        conf["delivery.timeout.ms"] = min(int(conf["delivery.timeout.ms"]), int(txn_timeout_ms))
+        conf.update(hello.get("client.config") or {})
+        return conf
+
     def consumer_conf(self, hello, proc):
         conf = self.common(hello)
         # A group id librdkafka requires; assigned partitions join no group.
@@ -141,10 +168,19 @@ class Client:
     def producer(self, hello, proc):
         return Producer(self, hello, proc)
 
-    def consumer(self, hello, proc, parts):
-        c = confluent_kafka.Consumer(self.consumer_conf(hello, proc))
+    def consumer(self, hello, proc, parts, read_committed=False):
+        conf = self.consumer_conf(hello, proc)
+        if read_committed:
+            conf["isolation.level"] = "read_committed"
+        c = confluent_kafka.Consumer(conf)
         c.assign([confluent_kafka.TopicPartition(hello["topic"], p, confluent_kafka.OFFSET_BEGINNING) for p in parts])
         return Consumer(c)
+
+    def transactor(self, hello, proc, txn_id, txn_timeout_ms, parts, timeout):
+        p = confluent_kafka.Producer(self.transactional_conf(hello, proc, txn_id, txn_timeout_ms))
+        init_transactions(p, timeout)
+        cons = self.consumer(hello, proc, parts, read_committed=True) if parts else None
+        return Transactor(p, hello["topic"], cons)
 
 
 class Producer:
@@ -220,6 +256,164 @@ class Consumer:
 
     def close(self):
         self.c.close()
+
+
+def init_transactions(p, timeout):
+    """init_transactions, retried while librdkafka says the error is
+    retriable ("the application may retry", rd_kafka_init_transactions:
+    the coordinator may be loading or down) until timeout (seconds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            p.init_transactions(max(deadline - time.monotonic(), 0.001))
+            return
+        except KafkaException as e:
+            err = e.args[0]
+            if not err.retriable() or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
+
+
+def end_step(commit, err):
+    """What to do when commit_transaction (commit) or abort_transaction
+    raised KafkaError err, from librdkafka's documentation of
+    rd_kafka_commit_transaction and rd_kafka_abort_transaction and from
+    librdkafka 2.0's rdkafka_txnmgr.c:
+
+    - "retry": err.retriable(): "If the call fails with a retriable error
+      the application may retry" the same call (a timeout: the commit or
+      abort goes on in the background, and librdkafka reports an EndTxn
+      it gave up retrying, a timeout or a broken connection, as retriable
+      too); the caller retries until its deadline, and past it the
+      outcome is unknown.
+    - "info": err.fatal(): the producer "must be terminated" (fenced,
+      INVALID_TXN_STATE, and "Transaction commit succeeded on the broker
+      but the transaction had already failed locally"): nothing says
+      whether its EndTxn committed; the process ends. So for any other
+      error from an abort (not confirmed), or from a commit that is
+      neither abortable nor retriable.
+    - "abort-fail": a commit's err.txn_requires_abort() with code
+      _INCONSISTENT: "the application must abort the current transaction
+      with abort_transaction()"; librdkafka raises it when messages of the
+      transaction failed delivery, before it writes any EndTxn, so the
+      transaction cannot have committed.
+    - "abort-info": any other abortable error from a commit: librdkafka
+      also makes an EndTxn answered UNKNOWN_PRODUCER_ID,
+      INVALID_PRODUCER_ID_MAPPING or an error it does not handle
+      abortable, and an earlier attempt of that EndTxn, whose answer was
+      lost, may have committed ("the EndTxn(commit) may have succeeded",
+      rd_kafka_txn_handle_EndTxn). The workload commits only when every
+      record was acknowledged, so no failed delivery explains it.
+    """
+    if err.fatal():
+        return "info"
+    if err.retriable():
+        return "retry"
+    if commit and err.txn_requires_abort():
+        return "abort-fail" if err.code() == KafkaError._INCONSISTENT else "abort-info"
+    return "info"
+
+
+class Transactor:
+    """A transactional producer process: its librdkafka producer,
+    initialized, and its read_committed consumer for read-process-write
+    transactions (None without)."""
+
+    def __init__(self, p, topic, cons):
+        self.p = p
+        self.topic = topic
+        self.cons = cons
+
+    def begin(self):
+        try:
+            self.p.begin_transaction()
+        except KafkaException as e:
+            return "fail", error_text(e.args[0])
+        return "ok", ""
+
+    def poll(self, timeout):
+        if self.cons is None:
+            return "info", [], "the producer was opened without a consumer"
+        return self.cons.poll(timeout)
+
+    def produce(self, records, timeout):
+        """Produces records in the transaction and waits (flush) for their
+        delivery reports until timeout: each one's offset, -1 when not
+        acknowledged, and the first error. ok only when every record was
+        acknowledged."""
+        offsets = [-1] * len(records)
+        errors = []
+
+        def report(i):
+            def delivered(err, msg):
+                if err is None:
+                    offsets[i] = msg.offset()
+                else:
+                    errors.append(error_text(err))
+            return delivered
+
+        for i, r in enumerate(records):
+            key = r.get("key")
+            try:
+                self.p.produce(self.topic, value=r["value"].encode(), key=key.encode() if key else None,
+                               partition=r["partition"], on_delivery=report(i))
+            except BufferError as e:
+                errors.append("_QUEUE_FULL: %s" % e)
+                break
+            except KafkaException as e:
+                errors.append(error_text(e.args[0]))
+                break
+        left = self.p.flush(timeout)
+        if left and not errors:
+            errors.append("%d delivery reports missing after %.1fs" % (left, timeout))
+        if errors or -1 in offsets:
+            return "info", offsets, (errors or ["a record was not acknowledged"])[0]
+        return "ok", offsets, ""
+
+    def end(self, commit, timeout):
+        """Commits or aborts; returns the outcome, the error, and whether
+        the producer can run no more transactions."""
+        return end_transaction(self.p, commit, timeout)
+
+    def close(self):
+        if self.cons is not None:
+            self.cons.close()
+        # A transaction left open is aborted by the coordinator at
+        # transaction.timeout.ms.
+        self.p = None
+
+
+def end_transaction(p, commit, timeout, clock=time.monotonic):
+    """Ends p's transaction as end_step() says: (outcome, error, done).
+    ok only for a commit_transaction that returned; fail for an abort
+    confirmed by abort_transaction (asked for, or after an abortable
+    commit error); info when the commit's or abort's fate is unknown."""
+    deadline = clock() + timeout
+    what = "commit" if commit else "abort"
+    call = p.commit_transaction if commit else p.abort_transaction
+    while True:
+        try:
+            call(max(deadline - clock(), 0.001))
+        except KafkaException as e:
+            err = e.args[0]
+            step = end_step(commit, err)
+            if step == "retry" and clock() < deadline:
+                continue
+            if step in ("retry", "info"):
+                return "info", "%s: %s" % (what, error_text(err)), True
+            typ, aerr, done = end_transaction(p, False, max(deadline - clock(), 0.001), clock)
+            why = "commit: %s; " % error_text(err)
+            if typ != "fail":
+                # The abort was not confirmed: the commit's fate is unknown
+                # only if its EndTxn may have been written, but the process
+                # ends either way.
+                return ("info" if step == "abort-info" else "fail"), why + aerr, True
+            if step == "abort-info":
+                return "info", why + "aborted, but an EndTxn(commit) may have been written before", done
+            return "fail", why + "aborted", done
+        if commit:
+            return "ok", "", False
+        return "fail", "", False
 
 
 if __name__ == "__main__":

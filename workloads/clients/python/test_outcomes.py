@@ -29,6 +29,37 @@ def answer(client, h):
     return json.loads(out.getvalue().splitlines()[0])
 
 
+class FakeClock:
+    """A clock that each call advances by a second."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        self.t += 1
+        return self.t
+
+
+class FakeTxnProducer:
+    """commit_transaction and abort_transaction raising the KafkaErrors
+    given in turn (None: it returns); the last repeats."""
+
+    def __init__(self, commits, aborts):
+        self.commits, self.aborts = list(commits), list(aborts)
+
+    @staticmethod
+    def step(errs):
+        err = errs.pop(0) if len(errs) > 1 else errs[0]
+        if err is not None:
+            raise rd.KafkaException(err)
+
+    def commit_transaction(self, timeout):
+        self.step(self.commits)
+
+    def abort_transaction(self, timeout):
+        self.step(self.aborts)
+
+
 @unittest.skipIf(rd.IMPORT_ERROR, "confluent-kafka-python is not installed (Debian python3-confluent-kafka)")
 class Librdkafka(unittest.TestCase):
     def test_outcome(self):
@@ -59,8 +90,64 @@ class Librdkafka(unittest.TestCase):
             with self.subTest(code=E(code).name(), sent_once=sent_once, produced=produced):
                 self.assertEqual(rd.outcome(E(code), sent_once, produced), want)
 
+    def test_end_step(self):
+        E = rd.KafkaError
+        for code, commit, flags, want in [
+            (E._TIMED_OUT, True, {"retriable": True}, "retry"),
+            (E.COORDINATOR_NOT_AVAILABLE, True, {"retriable": True}, "retry"),
+            (E._TIMED_OUT, False, {"retriable": True}, "retry"),
+            (E.PRODUCER_FENCED, True, {"fatal": True}, "info"),
+            (E.INVALID_TXN_STATE, True, {"fatal": True}, "info"),
+            (E.PRODUCER_FENCED, False, {"fatal": True}, "info"),
+            # Messages of the transaction failed delivery: before any EndTxn.
+            (E._INCONSISTENT, True, {"txn_requires_abort": True}, "abort-fail"),
+            # An EndTxn refused after an attempt whose answer was lost.
+            (E.UNKNOWN_PRODUCER_ID, True, {"txn_requires_abort": True}, "abort-info"),
+            (E.INVALID_PRODUCER_ID_MAPPING, True, {"txn_requires_abort": True}, "abort-info"),
+            (E._MSG_TIMED_OUT, True, {"txn_requires_abort": True}, "abort-info"),
+            (E._STATE, True, {}, "info"),
+            (E._STATE, False, {}, "info"),
+            (E._MSG_TIMED_OUT, False, {"txn_requires_abort": True}, "info"),
+        ]:
+            with self.subTest(code=E(code).name(), commit=commit, flags=flags):
+                self.assertEqual(rd.end_step(commit, E(code, **flags)), want)
+
+    def test_end_transaction(self):
+        E = rd.KafkaError
+        timeout = E(E._TIMED_OUT, "timed out", retriable=True)
+        abortable = E(E._INCONSISTENT, "1 message(s) failed delivery", txn_requires_abort=True)
+        lost = E(E.UNKNOWN_PRODUCER_ID, "EndTxn commit failed", txn_requires_abort=True)
+        fenced = E(E.PRODUCER_FENCED, "fenced", fatal=True)
+        for name, commit, commits, aborts, want in [
+            ("committed", True, [None], [], ("ok", False)),
+            ("committed after a retried timeout", True, [timeout, timeout, None], [], ("ok", False)),
+            ("commit timed out to the deadline", True, [timeout] * 50, [], ("info", True)),
+            ("aborted", False, [], [None], ("fail", False)),
+            ("abortable, aborted", True, [abortable], [None], ("fail", False)),
+            ("abortable, the abort not confirmed", True, [abortable], [fenced], ("fail", True)),
+            ("EndTxn given up, aborted", True, [lost], [None], ("info", False)),
+            ("EndTxn given up, the abort fenced", True, [lost], [fenced], ("info", True)),
+            ("fenced at commit", True, [fenced], [], ("info", True)),
+            ("abort fenced", False, [], [fenced], ("info", True)),
+            ("abort timed out to the deadline", False, [], [timeout] * 50, ("info", True)),
+        ]:
+            with self.subTest(name=name):
+                p, clock = FakeTxnProducer(commits, aborts), FakeClock()
+                typ, err, done = rd.end_transaction(p, commit, 10, clock)
+                self.assertEqual((typ, done), want, err)
+                if typ == "ok":
+                    self.assertEqual(err, "")
+
     def test_hello(self):
         self.assertEqual(answer(rd.Client(), hello())["type"], "hello")
+        self.assertEqual(answer(rd.Client(), hello())["features"], ["txn"])
+        txn = hello(**{"transaction.timeout.ms": "15000"})
+        txn["features"] = ["txn"]
+        self.assertEqual(answer(rd.Client(), txn)["type"], "hello")
+        txn["client.config"] = {"message.timeout.ms": "60000"}
+        a = answer(rd.Client(), txn)
+        self.assertEqual(a["type"], "refused")
+        self.assertIn("`message.timeout.ms` must be set <= `transaction.timeout.ms`", a["error"])
         self.assertIn("librdkafka 2.", answer(rd.Client(), hello())["client"])
         for h, want in [
             (hello(acks="1"), "`acks` must be set to `all` when `enable.idempotence` is true"),
