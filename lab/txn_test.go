@@ -25,6 +25,7 @@ func TestTxnScenarios(t *testing.T) {
 	}{
 		{"txn/leader-kill", "leader:isrlab/0", "true", 1},
 		{"txn/leader-kill-sarama", "leader:isrlab/0", "true", 1},
+		{"txn/leader-kill-librdkafka", "leader:isrlab/0", "true", 1},
 		{"txn/coordinator-kill", "leader:__transaction_state/0", "true", 1},
 		{"txn/unclean-lost-commits", "leader:isrlab/0", "any", 2},
 	} {
@@ -36,7 +37,13 @@ func TestTxnScenarios(t *testing.T) {
 		if w.Type != "txn" || w.TxnAbortRatio != 0.1 || w.TransactionTimeout != 15*time.Second || w.Topic != "isrlab" {
 			t.Errorf("%s: workload %+v", tc.name, w)
 		}
-		if want := map[bool]string{true: "sarama", false: "franz-go"}[strings.HasSuffix(tc.name, "-sarama")]; w.ClientSpec.Name() != want {
+		want := "franz-go"
+		for _, c := range []string{"sarama", "librdkafka"} {
+			if strings.HasSuffix(tc.name, "-"+c) {
+				want = c
+			}
+		}
+		if w.ClientSpec.Name() != want {
 			t.Errorf("%s: client %s, want %s", tc.name, w.ClientSpec.Name(), want)
 		}
 		if len(sc.Faults) != tc.faults || sc.Expect.valid() != tc.valid {

@@ -77,7 +77,20 @@ func TestLibrdkafkaTxnWorkload(t *testing.T) {
 	if st == nil || st.OK == 0 || st.Fail == 0 || st.Polls == 0 {
 		t.Fatalf("txn stats %+v: want commits, aborts and polls", st)
 	}
-	rpw, offsets := 0, 0
+	rpw, offsets := committedShape(ops)
+	if rpw == 0 {
+		t.Error("no committed read-process-write transaction read anything")
+	}
+	if offsets == 0 {
+		t.Error("no committed send has the offset librdkafka reported")
+	}
+	t.Logf("txn stats %+v; %d committed read-process-write transactions read something", *st, rpw)
+}
+
+// committedShape counts, over the committed transactions of ops, those
+// that read something and sent something (read-process-write), and the
+// sends that have the offset the client reported.
+func committedShape(ops []history.Op) (rpw, offsets int) {
 	for _, op := range ops {
 		if op.F != history.FTxn || op.Type != history.OK {
 			continue
@@ -98,11 +111,5 @@ func TestLibrdkafkaTxnWorkload(t *testing.T) {
 			rpw++
 		}
 	}
-	if rpw == 0 {
-		t.Error("no committed read-process-write transaction read anything")
-	}
-	if offsets == 0 {
-		t.Error("no committed send has the offset librdkafka reported")
-	}
-	t.Logf("txn stats %+v; %d committed read-process-write transactions read something", *st, rpw)
+	return rpw, offsets
 }
