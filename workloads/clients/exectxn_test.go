@@ -1,7 +1,11 @@
 package clients
 
 import (
+	"context"
 	"errors"
+	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +48,80 @@ func TestLibrdkafkaTxnCheck(t *testing.T) {
 	err := Check(workloads.ClientSpec{Client: Librdkafka, Config: map[string]string{"message.timeout.ms": "60000"}}, "txn", cfg)
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "`message.timeout.ms` must be set <= `transaction.timeout.ms`") {
 		t.Errorf("librdkafka, message.timeout.ms 60000: %v", err)
+	}
+}
+
+// TestLibrdkafkaTxnOutcomes: through librdkafka's transactor against a
+// broker, a commit whose EndTxn the coordinator holds (a broker test
+// hook) past the transaction's deadline is info, the process done, and
+// once released the transaction is committed (fail would have been
+// wrong); an abort is fail, and what it had sent is never read
+// read_committed.
+func TestLibrdkafkaTxnOutcomes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	needPython(t, Librdkafka)
+	c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 1, TestHooks: true,
+		Overrides: []string{"transaction.state.log.num.partitions=1", "transaction.state.log.replication.factor=1", "transaction.state.log.min.isr=1"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c.CreateTopic("txn", 1, 1, nil)
+	cfg := workloads.Config{Topic: "txn", Partitions: 1, RequestTimeout: 2 * time.Second}
+	cl, err := New(workloads.ClientSpec{Client: Librdkafka}, cfg, Env{Seeds: c.Bootstrap()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.(io.Closer).Close() })
+	open := func(proc int) workloads.Transactor {
+		t.Helper()
+		tr, err := cl.(workloads.TxnClient).Transactor(ctx, proc, workloads.TxnProducer{ID: "isrlab-txn-" + strconv.Itoa(proc), Timeout: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	produce := func(tr workloads.Transactor, v int64) {
+		t.Helper()
+		if err := tr.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		if offs, err := tr.Produce(ctx, []workloads.Record{{Partition: 0, Value: v}}); err != nil || offs[0] < 0 {
+			t.Fatalf("send %d: %v %v", v, offs, err)
+		}
+	}
+
+	// Value 1 is aborted, value 2 committed.
+	tr := open(1)
+	produce(tr, 1)
+	if e := tr.End(ctx, false); e.Type != history.Fail || e.Done {
+		t.Fatalf("the abort ended %+v, want fail", e)
+	}
+	produce(tr, 2)
+	if e := tr.End(ctx, true); e.Type != history.OK {
+		t.Fatalf("the commit ended %+v, want ok", e)
+	}
+	tr.Close()
+
+	// Value 3's EndTxn is held past the transaction's deadline.
+	tr = open(2)
+	produce(tr, 3)
+	rule := c.Hook(1, proctest.HookRule{API: "EndTxn"})
+	ectx, ecancel := context.WithTimeout(ctx, 5*time.Second)
+	e := tr.End(ectx, true)
+	ecancel()
+	if st, err := c.HookState(1, rule); err == nil && st.Matched == 0 {
+		t.Fatal("the hook held no EndTxn request")
+	}
+	c.Unhook(1, rule)
+	if e.Type != history.Info || !e.Done {
+		t.Fatalf("the held commit ended %+v, want info, the process done", e)
+	}
+	t.Logf("held EndTxn: %s (%s)", e.Type, e.Error)
+	tr.Close()
+	got := readCommitted(ctx, t, c.Bootstrap(), "txn", 3)
+	if slices.Contains(got, 1) || !slices.Contains(got, 2) {
+		t.Fatalf("read read_committed %v: want 2 and 3, not the aborted 1", got)
 	}
 }
 
