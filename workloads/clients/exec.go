@@ -395,11 +395,29 @@ func (e *execClient) write(v any) error {
 		return err
 	}
 	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	if _, err := e.stdin.Write(append(b, '\n')); err != nil {
-		return e.fail(fmt.Errorf("%w: %s: write to its input: %v", ErrDriver, e.argv(), err))
+	_, err = e.stdin.Write(append(b, '\n'))
+	e.wmu.Unlock()
+	if err == nil {
+		return nil
 	}
-	return nil
+	// A driver that exited breaks the pipe before the reader has recorded
+	// why (its exit status, its stderr): that reason, when it comes within
+	// the grace, is the one to report.
+	t := time.NewTimer(e.grace)
+	defer t.Stop()
+	select {
+	case <-e.dead:
+		return e.failed()
+	case <-t.C:
+	}
+	return e.fail(fmt.Errorf("%w: %s: write to its input: %v", ErrDriver, e.argv(), err))
+}
+
+// failed is the recorded reason of the driver's end.
+func (e *execClient) failed() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
 }
 
 // call sends op and waits for its completion, at most its timeout and the

@@ -42,6 +42,14 @@ func brokenDriver(mode string) {
 		select {}
 	case "silent":
 		select {}
+	case "close-input":
+		// Its input closed at once, so the lab's next write breaks the
+		// pipe before the driver's exit is read.
+		out.Encode(map[string]any{"type": "hello", "client": "broken " + mode, "pid": os.Getpid()})
+		os.Stdin.Close()
+		time.Sleep(300 * time.Millisecond)
+		fmt.Fprintln(os.Stderr, "broken driver: closed its input")
+		os.Exit(5)
 	}
 	// Its hello names no feature: a driver older than the txn feature.
 	out.Encode(map[string]any{"type": "hello", "client": "broken " + mode, "pid": os.Getpid()})
@@ -109,6 +117,8 @@ func TestExecDriverFailures(t *testing.T) {
 		{"bad-hello", []string{"its first line is not a hello", "HELLO"}, false},
 		{"silent", []string{"did not answer the hello"}, false},
 		{"refuse", []string{"client exec: ", "refused the workload: this client has no idempotent producer"}, false},
+		// The exit, not the broken pipe the lab's write met first.
+		{"close-input", []string{"exited: exit status 5", "broken driver: closed its input"}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.mode, func(t *testing.T) {
