@@ -175,16 +175,7 @@ func TestSaramaTxnOutcomes(t *testing.T) {
 		if offs, err := produce(tr, workloads.Record{Partition: 0, Value: 1}); err != nil || offs[0] < 0 {
 			t.Fatalf("send: %v %v", offs, err)
 		}
-		rule := c.Hook(1, proctest.HookRule{API: "EndTxn"})
-		e := tr.End(ctx, true)
-		if st, err := c.HookState(1, rule); err == nil && st.Matched == 0 {
-			t.Fatal("the hook held no EndTxn request")
-		}
-		c.Unhook(1, rule)
-		if e.Type != history.Info || !e.Done {
-			t.Fatalf("the held commit ended %+v, want info, the process done", e)
-		}
-		t.Logf("held EndTxn: %s (%s)", e.Type, e.Error)
+		heldCommit(ctx, t, c, tr)
 		// Released, the coordinator commits: fail would have been wrong.
 		readCommitted(ctx, t, c.Bootstrap(), "held-endtxn", 1)
 	})
@@ -231,44 +222,7 @@ func TestSaramaTxnWorkload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
-	c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 3,
-		Overrides: []string{"transaction.state.log.num.partitions=4", "offsets.topic.num.partitions=4"}})
-	c.CreateTopic("txn", 3, 3, nil)
-	cfg := workloads.Config{Topic: "txn", Partitions: 3, Producers: 2, Consumers: 2, Sends: 300, Seed: 5,
-		TxnConfig: workloads.TxnConfig{TxnAbortRatio: 0.2, TransactionTimeout: 15 * time.Second}}
-	cl, err := New(workloads.ClientSpec{Client: Sarama}, cfg, Env{Seeds: c.Bootstrap()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ops, v := runChecked(t, 0, func(rec *history.Recorder) (runner, error) {
-		return workloads.NewTxnWith(cl, cfg, rec, c.Bootstrap())
-	})
-	st := v.Stats.Txn
-	if st == nil || st.OK == 0 || st.Fail == 0 || st.Polls == 0 {
-		t.Fatalf("txn stats %+v: want commits, aborts and polls", st)
-	}
-	rpw := 0
-	for _, op := range ops {
-		if op.F != history.FTxn || op.Type != history.OK {
-			continue
-		}
-		sends, read := 0, 0
-		for _, m := range op.Txn {
-			if m.F == history.MSend {
-				sends++
-			}
-			for _, kr := range m.Reads {
-				read += len(kr.Records)
-			}
-		}
-		if sends > 0 && read > 0 {
-			rpw++
-		}
-	}
-	if rpw == 0 {
-		t.Error("no committed read-process-write transaction read anything")
-	}
-	t.Logf("txn stats %+v; %d committed read-process-write transactions read something", *st, rpw)
+	txnWorkloadThrough(t, Sarama)
 }
 
 // TestSaramaTxnCheck: the txn workload runs on sarama, not in a consumer
