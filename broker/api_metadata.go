@@ -39,6 +39,13 @@ func (b *Broker) handleMetadata(_ context.Context, rq *request) {
 	b.meta.mu.RLock()
 	resp.ControllerID = b.meta.controller
 	b.meta.mu.RUnlock()
+	if b.kraft() != nil {
+		// A KRaft controller is no broker a client can reach: Kafka's
+		// brokers name a live broker (KRaftMetadataCache's
+		// getRandomAliveBrokerId), which forwards what belongs to the
+		// controller. This one names itself.
+		resp.ControllerID = b.id
+	}
 	clusterID := "isrlab"
 	resp.ClusterID = &clusterID
 

@@ -166,6 +166,9 @@ func (b *Broker) newAPIGroups() apiGroups {
 	var ctrl Controller
 	if b.cluster != nil {
 		co, ctrl = b.cluster.coord, b.cluster.ctrl
+		if b.cluster.kraft != nil {
+			ctrl = forwarder{b.cluster}
+		}
 	}
 	verify := &txnVerifier{
 		find:            b.txnCoordinator,

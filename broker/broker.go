@@ -315,8 +315,13 @@ func (b *Broker) Run(ctx context.Context) error {
 	})
 	g.Go(func() error { b.side.watch(gctx); return nil })
 	if b.cluster != nil {
-		g.Go(func() error { return b.cluster.registrationLoop(gctx) })
-		g.Go(func() error { b.cluster.isrNotifyLoop(gctx); return nil })
+		if b.cluster.kraft != nil {
+			g.Go(func() error { b.cluster.watchActiveController(gctx); return nil })
+			g.Go(func() error { return b.cluster.lifecycleLoop(gctx) })
+		} else {
+			g.Go(func() error { return b.cluster.registrationLoop(gctx) })
+			g.Go(func() error { b.cluster.isrNotifyLoop(gctx); return nil })
+		}
 		g.Go(func() error { b.cluster.topicConfigLoop(gctx); return nil })
 	}
 	g.Go(func() error {

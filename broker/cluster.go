@@ -44,6 +44,7 @@ type cluster struct {
 	b     *Broker
 	coord *coord.Client
 	ctrl  Controller
+	kraft *kraftLink // KRaft mode's link to the controller quorum, nil in the ZooKeeper era
 
 	reg   atomic.Pointer[coord.Registration]
 	epoch atomic.Int64 // broker epoch (KIP-380)
@@ -95,6 +96,15 @@ func (b *Broker) dialCoord(ctx context.Context) error {
 	}
 	b.cluster = &cluster{b: b, coord: c, isrChanged: map[coord.TopicPartition]struct{}{}}
 	b.producerIDs = newCoordProducerIDs(c, b.id)
+	if b.cfg.String("process.roles") == "broker" {
+		k, err := newKRaftLink(b.cfg)
+		if err != nil {
+			c.Close()
+			return err
+		}
+		b.cluster.kraft = k // a KRaft broker runs no controller
+		return nil
+	}
 	if b.newController != nil {
 		b.cluster.ctrl = b.newController(b, c)
 	}
@@ -367,11 +377,7 @@ type alterResult struct {
 func (b *Broker) sendAlterPartition(batch []alterItem) ([]alterResult, error) {
 	results := make([]alterResult, len(batch))
 	c := b.cluster
-	ctrlID := b.meta.controllerID()
-	if c.ctrl != nil && c.ctrl.Active() {
-		ctrlID = b.id
-	}
-	addr, ok := b.meta.brokerAddr(ctrlID)
+	ctrlID, addr, ok := b.controllerTarget()
 	if !ok {
 		return results, fmt.Errorf("controller %d unknown", ctrlID)
 	}
@@ -476,6 +482,10 @@ func fmtIDs(ids []int32) string { return fmt.Sprint(ids) }
 // away before it stops (§4.5), retrying controlled.shutdown.max.retries
 // times, then shuts down anyway.
 func (b *Broker) controlledShutdown() {
+	if b.kraft() != nil {
+		b.kraftControlledShutdown()
+		return
+	}
 	c := b.cluster
 	retries := b.cfg.Int("controlled.shutdown.max.retries")
 	backoff := time.Duration(b.cfg.Long("controlled.shutdown.retry.backoff.ms")) * time.Millisecond

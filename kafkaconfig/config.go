@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
 	"sort"
 	"strconv"
@@ -392,7 +393,48 @@ func (c *Config) check() error {
 	if c.Long("socket.request.max.bytes") > math.MaxInt32 {
 		return &InvalidError{Key: "socket.request.max.bytes", Value: c.String("socket.request.max.bytes"), Reason: "too large"}
 	}
+	if err := CheckKRaft(c); err != nil {
+		return err
+	}
 	return CheckELR(c)
+}
+
+// CheckKRaft refuses a KRaft broker without a controller quorum to
+// register with, or with ISR updates the KRaft era does not have (a KRaft
+// leader changes its ISR only through AlterPartition, KIP-497).
+func CheckKRaft(c *Config) error {
+	if c.orProfile("process.roles") != "broker" {
+		return nil
+	}
+	if v := c.orProfile("isr.update"); v != "async-alter-partition" {
+		return &InvalidError{Key: "process.roles", Value: "broker", Reason: "KRaft brokers change ISRs only through AlterPartition: needs isr.update=async-alter-partition, not " + v}
+	}
+	if c.String("log.dirs") == "" && c.String("log.dir") == "" {
+		return nil // a scenario's keys: compose fills in the quorum
+	}
+	voters := c.List("controller.quorum.voters")
+	if len(voters) == 0 {
+		return &InvalidError{Key: "process.roles", Value: "broker", Reason: "a KRaft broker (kafka.profile 4.0) needs controller.quorum.voters (id@host:port of each controller)"}
+	}
+	for _, v := range voters {
+		if _, _, err := ParseVoter(v); err != nil {
+			return &InvalidError{Key: "controller.quorum.voters", Value: v, Reason: err.Error()}
+		}
+	}
+	return nil
+}
+
+// ParseVoter parses one controller.quorum.voters entry, id@host:port.
+func ParseVoter(s string) (id int32, addr string, err error) {
+	idStr, addr, ok := strings.Cut(s, "@")
+	n, perr := strconv.ParseInt(idStr, 10, 32)
+	if !ok || perr != nil || n < 0 {
+		return 0, "", fmt.Errorf("%q is not id@host:port", s)
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return 0, "", fmt.Errorf("%q is not id@host:port: %v", s, err)
+	}
+	return int32(n), addr, nil
 }
 
 // orProfile is key's value, or its kafka.profile default where the key is

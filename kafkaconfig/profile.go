@@ -58,6 +58,25 @@ var Profiles = map[string]Profile{
 		"transaction.partition.verification.enable": "true",
 		"unclean.leader.election.enable":            "false",
 	}},
+	// 4.0 is KRaft mode as in apache/kafka trunk at 1eb7644 (4.0.0-SNAPSHOT,
+	// October 2024, ZooKeeper mode removed): the controller is a quorum,
+	// not a broker, and a broker's liveness is its heartbeats
+	// (BrokerHeartbeatManager, broker.session.timeout.ms 9000), not a
+	// session. Replication is 3.7's; eligible leader replicas stay off
+	// (4.0's eligible.leader.replicas.enable default false).
+	"4.0": {Name: "4.0", Defaults: map[string]string{
+		"process.roles":                             "broker",
+		"fetch.leader-epoch-fencing":                "true",
+		"replication.truncation":                    "diverging-epoch-fetch",
+		"isr.update":                                "async-alter-partition",
+		"isr.expand-needs-epoch-start":              "true",
+		"hw.requires-min-isr":                       "true",
+		"eligible.leader.replicas.enable":           "false",
+		"replica.lag.time.max.ms":                   "30000",
+		"coordinator.session.timeout.ms":            "18000",
+		"transaction.partition.verification.enable": "true",
+		"unclean.leader.election.enable":            "false",
+	}},
 }
 
 // applyProfile fills every key the user did not set from kafka.profile.

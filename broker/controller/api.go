@@ -139,29 +139,12 @@ func (c *Controller) ControlledShutdown(ctx context.Context, req *kmsg.Controlle
 			resp.ErrorCode = kerr.StaleBrokerEpoch.Code
 			return nil
 		}
-		t.shuttingDown[id] = true
-		t.log.Info("controlled shutdown", "broker", id)
-		var hosted []coord.TopicPartition
-		for _, tp := range t.allTPs() {
-			if slices.Contains(t.parts[tp].replicas, id) {
-				hosted = append(hosted, tp)
-			}
+		remaining, err := t.controlledShutdown(ctx, id)
+		for _, tp := range remaining {
+			r := kmsg.NewControlledShutdownResponsePartitionsRemaining()
+			r.Topic, r.Partition = tp.Topic, tp.Partition
+			resp.PartitionsRemaining = append(resp.PartitionsRemaining, r)
 		}
-		shutting := func(r int32) bool { return t.shuttingDown[r] }
-		chs, err := t.apply(ctx, hosted, shutdownDecision(t.live, shutting, t.elr(), t.epoch))
-		t.announce(chs)
-		var followers []coord.TopicPartition
-		for _, tp := range hosted {
-			p := t.parts[tp]
-			if p.hasState && p.state.Leader == id {
-				r := kmsg.NewControlledShutdownResponsePartitionsRemaining()
-				r.Topic, r.Partition = tp.Topic, tp.Partition
-				resp.PartitionsRemaining = append(resp.PartitionsRemaining, r)
-			} else if len(p.replicas) > 1 {
-				followers = append(followers, tp)
-			}
-		}
-		t.sendStopReplica(id, followers, false, nil)
 		if err != nil {
 			resp.ErrorCode = errCode(err)
 		}
@@ -171,6 +154,36 @@ func (c *Controller) ControlledShutdown(ctx context.Context, req *kmsg.Controlle
 		resp.ErrorCode = kerr.NotController.Code
 	}
 	return resp
+}
+
+// controlledShutdown moves broker id's leaderships away and takes it out
+// of its partitions' ISRs (§4.5), and returns the partitions it still
+// leads. Its follower replicas are stopped.
+func (t *term) controlledShutdown(ctx context.Context, id int32) ([]coord.TopicPartition, error) {
+	if !t.shuttingDown[id] {
+		t.log.Info("controlled shutdown", "broker", id)
+	}
+	t.shuttingDown[id] = true
+	var hosted []coord.TopicPartition
+	for _, tp := range t.allTPs() {
+		if slices.Contains(t.parts[tp].replicas, id) {
+			hosted = append(hosted, tp)
+		}
+	}
+	shutting := func(r int32) bool { return t.shuttingDown[r] }
+	chs, err := t.apply(ctx, hosted, shutdownDecision(t.live, shutting, t.elr(), t.epoch))
+	t.announce(chs)
+	var remaining, followers []coord.TopicPartition
+	for _, tp := range hosted {
+		p := t.parts[tp]
+		if p.hasState && p.state.Leader == id {
+			remaining = append(remaining, tp)
+		} else if len(p.replicas) > 1 {
+			followers = append(followers, tp)
+		}
+	}
+	t.sendStopReplica(id, followers, false, nil)
+	return remaining, err
 }
 
 // AlterPartition applies ISR changes requested by partition leaders (§1.6

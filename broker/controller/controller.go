@@ -62,6 +62,17 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the controller metrics when not nil.
 	Registerer prometheus.Registerer
+	// KRaft runs the controller of the KRaft era (kafka.profile 4.0) on a
+	// controller quorum node: brokers register with it and heartbeat
+	// (BrokerRegistration, BrokerHeartbeat), it writes their registrations
+	// and fences a broker whose heartbeats stop for BrokerSessionTimeout;
+	// a fenced broker is not live. Without it a broker is live while its
+	// coordinator session lasts (the ZooKeeper era).
+	KRaft bool
+	// BrokerSessionTimeout is broker.session.timeout.ms (default 9 s).
+	BrokerSessionTimeout time.Duration
+	// Now is the clock the heartbeat deadlines read; nil is time.Now.
+	Now func() time.Time
 }
 
 // Controller is the controller runtime of one broker. It is idle until Run
@@ -90,6 +101,12 @@ func New(cfg Config) *Controller {
 	}
 	if cfg.RetryBackoff <= 0 {
 		cfg.RetryBackoff = DefaultRetryBackoff
+	}
+	if cfg.BrokerSessionTimeout <= 0 {
+		cfg.BrokerSessionTimeout = 9 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -120,6 +137,7 @@ func (c *Controller) Run(ctx context.Context, l *coord.Leadership) error {
 		c: c, l: l, epoch: l.Epoch(), log: c.log.With("controller_epoch", l.Epoch()),
 		calls: make(chan call), done: make(chan struct{}),
 		brokers: map[int32]coord.BrokerInfo{}, shuttingDown: map[int32]bool{},
+		registered: map[int32]coord.BrokerInfo{}, lastContact: map[int32]time.Time{},
 		topics: map[string]coord.TopicSpec{}, parts: map[coord.TopicPartition]*partition{},
 		senders: map[int32]*sender{}, deleting: map[string]map[int32]int64{}, acks: make(chan stopAck),
 	}
@@ -197,6 +215,14 @@ type term struct {
 	done  chan struct{}
 
 	brokers      map[int32]coord.BrokerInfo // live registrations
+	// registered holds every registration, fenced ones too (KRaft), and
+	// lastContact each registered broker's last heartbeat.
+	registered  map[int32]coord.BrokerInfo
+	lastContact map[int32]time.Time
+	// brokersRev is the revision of this term's newest registration
+	// write: older broker snapshots, still on their way from the watch,
+	// are stale and skipped.
+	brokersRev int64
 	shuttingDown map[int32]bool             // brokers in controlled shutdown
 	topics       map[string]coord.TopicSpec
 	topicIDs     map[[16]byte]string // topic ID -> name, as of the last topics snapshot
@@ -240,8 +266,19 @@ func (t *term) run(ctx context.Context) error {
 			tev, gotT = ev, true
 		}
 	}
-	t.setBrokers(ctx, bev.Brokers)
+	t.setBrokers(ctx, t.liveOf(bev.Brokers))
 	t.setTopics(tev.Topics)
+	// A new active controller gives every registered broker a full session
+	// to heartbeat it (BrokerHeartbeatManager's touch on activation).
+	for id := range t.registered {
+		t.lastContact[id] = t.c.cfg.Now()
+	}
+	var fenceTick <-chan time.Time
+	if t.c.cfg.KRaft {
+		tk := time.NewTicker(min(t.c.cfg.BrokerSessionTimeout/4, 500*time.Millisecond))
+		defer tk.Stop()
+		fenceTick = tk.C
+	}
 	t.resync = true
 
 	isrTick := time.NewTicker(t.c.cfg.ISRChangeCheckInterval)
@@ -292,7 +329,12 @@ func (t *term) run(ctx context.Context) error {
 			if !ok {
 				return t.closedErr(ctx)
 			}
-			err = t.onBrokers(ctx, ev.Brokers)
+			if ev.Revision < t.brokersRev {
+				continue
+			}
+			err = t.onBrokers(ctx, t.liveOf(ev.Brokers))
+		case <-fenceTick:
+			err = t.fenceExpired(ctx)
 		case ev, ok := <-topicsCh:
 			if !ok {
 				return t.closedErr(ctx)

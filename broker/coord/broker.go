@@ -31,6 +31,16 @@ type BrokerInfo struct {
 	// removes it from every ELR (KIP-966; KRaft's new incarnation without
 	// a clean shutdown).
 	UncleanShutdown bool `json:"unclean_shutdown,omitempty"`
+	// Fenced is set by a KRaft controller on a broker whose heartbeats
+	// stopped or that registered and has not asked to be unfenced yet
+	// (Kafka's FenceBrokerRecord): the broker is registered but not
+	// live. Never set in the ZooKeeper era, where a registration lives
+	// on its session.
+	Fenced bool `json:"fenced,omitempty"`
+	// IncarnationID tells a KRaft broker's processes apart: a
+	// registration from a new incarnation gets a new epoch, one from the
+	// same keeps it (a registration retried after a lost answer).
+	IncarnationID string `json:"incarnation_id,omitempty"`
 
 	// Epoch is the broker epoch (KIP-380): the CreateRevision of the
 	// registration key. Filled in on reads, not stored.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -15,14 +16,21 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/isrlab/isrlab/broker/controller"
 	"github.com/isrlab/isrlab/broker/coord"
+	"github.com/isrlab/isrlab/kafkaconfig"
 	"github.com/spf13/cobra"
 )
 
 func init() { rootCmd.AddCommand(newCoordinatorCmd()) }
 
 func newCoordinatorCmd() *cobra.Command {
-	var cfg coord.ServerConfig
+	var (
+		cfg           coord.ServerConfig
+		ctrlID        int32
+		ctrlListen    string
+		ctrlOverrides []string
+	)
 	cmd := &cobra.Command{
 		Use:   "coordinator",
 		Short: "Run one coordinator member (embedded etcd; the ZooKeeper role)",
@@ -87,10 +95,22 @@ member' lists, adds and removes members (to replace one that lost its disk).`,
 			// that is going away too; after the first signal a second one
 			// kills the process at once (the default action).
 			context.AfterFunc(ctx, stop)
-			return coord.Run(ctx, cfg, cmd.OutOrStdout())
+			if ctrlID < 0 && ctrlListen == "" && len(ctrlOverrides) == 0 {
+				return coord.Run(ctx, cfg, cmd.OutOrStdout())
+			}
+			q, err := quorumNode(cfg, ctrlID, ctrlListen, ctrlOverrides)
+			if err != nil {
+				return err
+			}
+			return coord.RunWith(ctx, cfg, cmd.OutOrStdout(), func(ctx context.Context) error {
+				return controller.RunQuorumNode(ctx, q)
+			})
 		},
 	}
 	f := cmd.Flags()
+	f.Int32Var(&ctrlID, "controller-id", -1, "KRaft mode: also run a controller with this node id (distinct from every broker.id) on --controller-listener")
+	f.StringVar(&ctrlListen, "controller-listener", "", "KRaft mode: the controller listener, host:port, which brokers list in controller.quorum.voters as ID@host:port")
+	f.StringArrayVar(&ctrlOverrides, "controller-override", nil, "KRaft mode: a cluster broker setting the controller reads, key=value (unclean.leader.election.enable, min.insync.replicas, broker.session.timeout.ms, ...); may be repeated")
 	f.StringVar(&cfg.Name, "name", coord.DefaultName, "member name, as used in --initial-cluster")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the member's data (required; created 0700)")
 	f.StringVar(&cfg.ListenClientURLs, "listen-client-urls", coord.DefaultListenClientURLs, "comma-separated URLs to serve clients on")
@@ -336,4 +356,35 @@ func printSnapshot(w io.Writer, s coord.Snapshot) {
 	}
 	fmt.Fprintf(tw, "\nisr change notifications\t%d pending\n", len(s.ISRChangeNotifications))
 	tw.Flush()
+}
+
+// quorumNode checks the KRaft controller flags of a coordinator member.
+func quorumNode(cfg coord.ServerConfig, id int32, listen string, overrides []string) (controller.QuorumNode, error) {
+	if id < 0 || listen == "" {
+		return controller.QuorumNode{}, usageError("KRaft mode needs both --controller-id and --controller-listener")
+	}
+	if _, _, err := net.SplitHostPort(listen); err != nil {
+		return controller.QuorumNode{}, usageError("--controller-listener: %q is not host:port", listen)
+	}
+	for _, kv := range overrides {
+		if !strings.Contains(kv, "=") {
+			return controller.QuorumNode{}, usageError("--controller-override: %q is not key=value", kv)
+		}
+	}
+	// The controller reads broker settings; a broker config needs a log
+	// directory and, in KRaft mode, a quorum to register with, which are
+	// this node's own.
+	keys := append([]string{"log.dirs=" + cfg.DataDir, fmt.Sprintf("controller.quorum.voters=%d@%s", id, listen)}, overrides...)
+	bcfg, _, err := kafkaconfig.Load("", keys)
+	if err != nil {
+		return controller.QuorumNode{}, usageError("--controller-override: %v", err)
+	}
+	client := cfg.AdvertiseClientURLs
+	if client == "" {
+		client = cfg.ListenClientURLs
+	}
+	return controller.QuorumNode{
+		ID: id, Listen: listen, Endpoints: strings.Split(client, ","), Broker: bcfg,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	}, nil
 }

@@ -30,6 +30,8 @@ type Cluster struct {
 	// MetricsAddrs are the brokers' metrics.listen addresses, set with
 	// ClusterOptions.TestHooks (see Hook).
 	MetricsAddrs map[int32]string
+	// ControllerAddrs are the KRaft controllers' listeners by node id.
+	ControllerAddrs map[int32]string
 }
 
 // ClusterOptions sizes a cluster.
@@ -48,7 +50,16 @@ type ClusterOptions struct {
 	// there, the broker advertising the proxy (advertised.listeners in
 	// BrokerOverrides).
 	BeforeBrokers func(brokerAddrs map[int32]string)
+	// KRaft runs the cluster in KRaft mode (kafka.profile 4.0): every
+	// coordinator also runs a controller (node id ControllerID(i)) on its
+	// own controller listener, and the brokers register and heartbeat
+	// with them. ControllerOverrides go to those controllers.
+	KRaft               bool
+	ControllerOverrides []string
 }
+
+// ControllerID is the KRaft controller node id of coordinator i (from 1).
+func ControllerID(i int) int32 { return int32(3000 + i) }
 
 // StartCluster starts the coordinators, then the brokers, and waits until
 // every broker appears in the metadata.
@@ -67,6 +78,9 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 		}
 	})
 	nports := 2*o.Coordinators + o.Brokers
+	if o.KRaft {
+		nports += o.Coordinators // controller listeners
+	}
 	if o.TestHooks {
 		nports += o.Brokers // metrics.listen
 	}
@@ -76,14 +90,31 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 		initial = append(initial, fmt.Sprintf("c%d=http://127.0.0.1:%d", i+1, ports[2*i+1]))
 		c.ClientURLs = append(c.ClientURLs, fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]))
 	}
+	var voters []string
+	if o.KRaft {
+		c.ControllerAddrs = map[int32]string{}
+		for i := 0; i < o.Coordinators; i++ {
+			id := ControllerID(i + 1)
+			c.ControllerAddrs[id] = fmt.Sprintf("127.0.0.1:%d", ports[len(ports)-o.Coordinators+i])
+			voters = append(voters, fmt.Sprintf("%d@%s", id, c.ControllerAddrs[id]))
+		}
+	}
 	for i := 0; i < o.Coordinators; i++ {
 		name := fmt.Sprintf("c%d", i+1)
-		p := Start(t, c.Dir, name, "coordinator", "--name", name,
+		args := []string{"coordinator", "--name", name,
 			"--data-dir", filepath.Join(c.Dir, name),
 			"--listen-client-urls", c.ClientURLs[i],
 			"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
-			"--initial-cluster", strings.Join(initial, ","))
-		c.Coordinators = append(c.Coordinators, p)
+			"--initial-cluster", strings.Join(initial, ",")}
+		if o.KRaft {
+			id := ControllerID(i + 1)
+			args = append(args, "--controller-id", fmt.Sprint(id), "--controller-listener", c.ControllerAddrs[id],
+				"--controller-override", "kafka.profile=4.0")
+			for _, ov := range append(slices.Clone(o.Overrides), o.ControllerOverrides...) {
+				args = append(args, "--controller-override", ov)
+			}
+		}
+		c.Coordinators = append(c.Coordinators, Start(t, c.Dir, name, args...))
 	}
 	// Brokers start once the coordinators serve: a test that kills a
 	// coordinator right away must not kill it half-initialised.
@@ -113,6 +144,9 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 			"--override", "log.dirs=" + filepath.Join(c.Dir, fmt.Sprintf("b%d", id)),
 			"--override", "listeners=PLAINTEXT://" + addr,
 			"--override", "coordinator.connect=" + strings.Join(c.ClientURLs, ","),
+		}
+		if o.KRaft {
+			args = append(args, "--override", "kafka.profile=4.0", "--override", "controller.quorum.voters="+strings.Join(voters, ","))
 		}
 		if o.TestHooks {
 			c.MetricsAddrs[id] = fmt.Sprintf("127.0.0.1:%d", ports[2*o.Coordinators+o.Brokers+i])
