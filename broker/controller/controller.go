@@ -214,7 +214,7 @@ type term struct {
 	calls chan call
 	done  chan struct{}
 
-	brokers      map[int32]coord.BrokerInfo // live registrations
+	brokers map[int32]coord.BrokerInfo // live registrations
 	// registered holds every registration, fenced ones too (KRaft), and
 	// lastContact each registered broker's last heartbeat.
 	registered  map[int32]coord.BrokerInfo
@@ -222,8 +222,8 @@ type term struct {
 	// brokersRev is the revision of this term's newest registration
 	// write: older broker snapshots, still on their way from the watch,
 	// are stale and skipped.
-	brokersRev int64
-	shuttingDown map[int32]bool             // brokers in controlled shutdown
+	brokersRev   int64
+	shuttingDown map[int32]bool // brokers in controlled shutdown
 	topics       map[string]coord.TopicSpec
 	topicIDs     map[[16]byte]string // topic ID -> name, as of the last topics snapshot
 	parts        map[coord.TopicPartition]*partition
