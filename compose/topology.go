@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/isrlab/isrlab/faultfs"
+	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
 // Role is what a node runs.
@@ -41,7 +42,33 @@ const (
 	CoordinatorPeerPort   = 2380
 	BrokerPort            = 9092
 	MetricsPort           = 9404
+	// ControllerPort is a KRaft controller's listener on its coordinator
+	// node (Kafka's usual 9093).
+	ControllerPort = 9093
 )
+
+// ControllerNodeID is the KRaft controller node id of coordinator i (its
+// NodeSpec.ID): 3000+i, apart from every broker.id.
+func ControllerNodeID(coordinator int) int32 { return int32(3000 + coordinator) }
+
+// kraftMode reports whether the user's broker config asks for KRaft mode:
+// process.roles=broker, or a kafka.profile whose default it is.
+func kraftMode(user []KV) bool {
+	roles, profile := "", ""
+	rolesSet := false
+	for _, kv := range user {
+		switch kv.Key {
+		case "process.roles":
+			roles, rolesSet = kv.Value, true
+		case "kafka.profile":
+			profile = kv.Value
+		}
+	}
+	if !rolesSet {
+		roles = kafkaconfig.Profiles[profile].Defaults["process.roles"]
+	}
+	return roles == "broker"
+}
 
 // DefaultSubnet is the lab network when Options.Subnet is unset.
 var DefaultSubnet = netip.MustParsePrefix("10.213.0.0/24")
@@ -152,6 +179,11 @@ type Topology struct {
 	// Servers, if set, are the bootstrap servers clients use instead of
 	// every broker's address (a cluster the lab did not lay out).
 	Servers []string `json:"bootstrap,omitempty"`
+	// KRaft is set for a cluster in KRaft mode (kafka.profile 4.0): each
+	// coordinator also runs a controller on ControllerPort, and
+	// ControllerConfig holds the broker settings those controllers read.
+	KRaft            bool `json:"kraft,omitempty"`
+	ControllerConfig []KV `json:"controller_config,omitempty"`
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,23}$`)
@@ -232,6 +264,12 @@ func Build(o Options) (Topology, error) {
 	}
 
 	t := Topology{Name: o.Name, RunID: o.RunID, Subnet: o.Subnet, RunDir: o.RunDir}
+	if kraftMode(o.BrokerConfig) {
+		if o.Secured {
+			return Topology{}, fmt.Errorf("%w: KRaft mode (kafka.profile 4.0) with a secured cluster: the controllers speak plaintext to the brokers", ErrBadTopology)
+		}
+		t.KRaft, t.ControllerConfig = true, slices.Clone(o.BrokerConfig)
+	}
 	if o.Secured {
 		t.Security = newSecurity(o.RunDir, o.RunID)
 	}
@@ -350,7 +388,7 @@ func (t Topology) Disks() map[string]string {
 // reserved reports whether key is a per-node broker key the topology owns.
 func reserved(key string) bool {
 	switch key {
-	case "broker.id", "listeners", "advertised.listeners", "log.dirs", "coordinator.connect", "metrics.listen":
+	case "broker.id", "listeners", "advertised.listeners", "log.dirs", "coordinator.connect", "metrics.listen", "controller.quorum.voters":
 		return true
 	}
 	return false
@@ -405,7 +443,7 @@ func CoordinatorArgv(bin string, t Topology, n NodeSpec) []string {
 	}
 	client := "http://" + netip.AddrPortFrom(n.Addr, CoordinatorClientPort).String()
 	peer := "http://" + netip.AddrPortFrom(n.Addr, CoordinatorPeerPort).String()
-	return []string{bin, "coordinator",
+	argv := []string{bin, "coordinator",
 		"--name", n.Name,
 		"--data-dir", n.DataDir,
 		"--listen-client-urls", client,
@@ -415,6 +453,24 @@ func CoordinatorArgv(bin string, t Topology, n NodeSpec) []string {
 		"--initial-cluster", strings.Join(initial, ","),
 		"--log-file", n.LogFile,
 	}
+	if t.KRaft {
+		argv = append(argv, "--controller-id", strconv.Itoa(int(ControllerNodeID(n.ID))),
+			"--controller-listener", netip.AddrPortFrom(n.Addr, ControllerPort).String())
+		for _, kv := range t.ControllerConfig {
+			argv = append(argv, "--controller-override", kv.Key+"="+kv.Value)
+		}
+	}
+	return argv
+}
+
+// ControllerVoters is controller.quorum.voters of a KRaft cluster: every
+// coordinator's controller as id@host:port.
+func (t Topology) ControllerVoters() string {
+	var out []string
+	for _, c := range t.Role(RoleCoordinator) {
+		out = append(out, fmt.Sprintf("%d@%s", ControllerNodeID(c.ID), netip.AddrPortFrom(c.Addr, ControllerPort)))
+	}
+	return strings.Join(out, ",")
 }
 
 // BrokerProperties is a broker's config file in server.properties syntax:
@@ -443,6 +499,9 @@ func BrokerProperties(t Topology, n NodeSpec, user []KV) string {
 	}
 	if t.Security != nil {
 		kvs = append(kvs, t.Security.brokerProperties(n)...)
+	}
+	if t.KRaft {
+		kvs = append(kvs, KV{"controller.quorum.voters", t.ControllerVoters()})
 	}
 	kvs = append(kvs, user...)
 	for _, kv := range kvs {

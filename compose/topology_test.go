@@ -35,6 +35,10 @@ func TestBuildGolden(t *testing.T) {
 		// advertised address, the broker on the node's loopback.
 		{"kafka-proxy", Options{Name: "kp", RunID: "0dd0ba11", RunDir: "/r", Binary: "/bin/isrlab",
 			Coordinators: 1, Brokers: 2, KafkaProxy: true}},
+		// KRaft mode: each coordinator also runs a controller on 9093 with
+		// the cluster's broker settings; the brokers list them as voters.
+		{"kraft", Options{Name: "kr", RunID: "4a0ff00d", RunDir: "/r", Binary: "/bin/isrlab",
+			Coordinators: 3, Brokers: 2, BrokerConfig: []KV{{"kafka.profile", "4.0"}, {"min.insync.replicas", "2"}}}},
 	}
 	t.Setenv("ISRLAB_STATE_DIR", "/state") // the secured cluster's secrets dir
 	for _, tt := range tests {
@@ -68,6 +72,8 @@ func TestBuildErrors(t *testing.T) {
 		{"reserved key", Options{RunDir: "/r", BrokerConfig: []KV{{"broker.id", "7"}}}, "set by the topology"},
 		{"negative", Options{RunDir: "/r", Brokers: -1}, "negative"},
 		{"brokers without coordinators", Options{RunDir: "/r", Brokers: 1, NoDefaults: true}, "coordinator"},
+		{"voters", Options{RunDir: "/r", BrokerConfig: []KV{{"kafka.profile", "4.0"}, {"controller.quorum.voters", "1@x:1"}}}, "set by the topology"},
+		{"kraft secured", Options{RunDir: "/r", Secured: true, BrokerConfig: []KV{{"process.roles", "broker"}}}, "KRaft mode"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -59,7 +59,7 @@ func TestLibrary(t *testing.T) {
 func TestPresets(t *testing.T) {
 	ps := Presets()
 	for _, want := range []string{"acks0", "acks1", "acks-all", "acks-all-unclean", "safe", "paranoid",
-		"flush-every-message", "kafka-0.10", "kafka-2.4", "kafka-2.6", "kafka-3.7"} {
+		"flush-every-message", "kafka-0.10", "kafka-2.4", "kafka-2.6", "kafka-3.7", "kafka-4.0"} {
 		sc, err := Parse("x.yaml", "x", []byte("preset: "+want+"\n"))
 		if err != nil {
 			t.Errorf("preset %s: %v", want, err)

@@ -43,6 +43,9 @@ func (r *LiveResolver) View(ctx context.Context, topics []string) (View, error) 
 	}
 	if cs := r.Cluster.Of(compose.RoleCoordinator); len(cs) > 0 {
 		v.CoordinatorLeader = r.coordinatorLeader(ctx, cs)
+		if r.Cluster.KRaft {
+			v.Controller = r.kraftController(ctx, cs)
+		}
 	}
 	return v, nil
 }
@@ -59,6 +62,9 @@ func (r *LiveResolver) Partitions(ctx context.Context, topics []string) (View, e
 	v := View{Controller: -1, Partitions: map[string]PartitionView{}}
 	if err := r.kafka(ctx, r.Cluster.Of(compose.RoleBroker), topics, &v); err != nil {
 		return View{}, err
+	}
+	if r.Cluster.KRaft {
+		v.Controller = -1 // the brokers name themselves; the controller is on the quorum (View)
 	}
 	return v, nil
 }
@@ -184,10 +190,55 @@ func (r *LiveResolver) metadata(ctx context.Context, addr string, topics []strin
 	return resp.(*kmsg.MetadataResponse), nil
 }
 
+// etcdClient dials one coordinator member from the client namespace.
+func (r *LiveResolver) etcdClient(c *compose.Node) (*clientv3.Client, string, error) {
+	dial := r.Cluster.Dial()
+	ep := net.JoinHostPort(c.Addr.String(), strconv.Itoa(compose.CoordinatorClientPort))
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{ep},
+		DialTimeout: 2 * time.Second,
+		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			if _, rest, ok := strings.Cut(addr, "://"); ok {
+				addr = rest
+			}
+			return dial(ctx, "tcp", addr)
+		})},
+	})
+	return cli, ep, err
+}
+
+// kraftController reads the active KRaft controller's node id from the
+// coordinators' controller election (its oldest candidate key, whose
+// value is the id); -1 if no member answers or nobody is elected.
+func (r *LiveResolver) kraftController(ctx context.Context, cs []*compose.Node) int32 {
+	for _, c := range cs {
+		cli, _, err := r.etcdClient(c)
+		if err != nil {
+			continue
+		}
+		gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := cli.Get(gctx, "/controller/", append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...)
+		cancel()
+		cli.Close()
+		if err != nil {
+			continue
+		}
+		if len(resp.Kvs) == 0 {
+			return -1
+		}
+		id, err := strconv.ParseInt(string(resp.Kvs[0].Value), 10, 32)
+		if err != nil {
+			return -1
+		}
+		return int32(id)
+	}
+	return -1
+}
+
 // coordinatorLeader asks each member for its status and returns the name
 // of the member whose id is the reported leader; "" if none answers.
 func (r *LiveResolver) coordinatorLeader(ctx context.Context, cs []*compose.Node) string {
-	dial := r.Cluster.Dial()
 	type member struct {
 		name string
 		id   uint64
@@ -195,18 +246,7 @@ func (r *LiveResolver) coordinatorLeader(ctx context.Context, cs []*compose.Node
 	var members []member
 	var leader uint64
 	for _, c := range cs {
-		ep := net.JoinHostPort(c.Addr.String(), strconv.Itoa(compose.CoordinatorClientPort))
-		cli, err := clientv3.New(clientv3.Config{
-			Endpoints:   []string{ep},
-			DialTimeout: 2 * time.Second,
-			Logger:      zap.NewNop(),
-			DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-				if _, rest, ok := strings.Cut(addr, "://"); ok {
-					addr = rest
-				}
-				return dial(ctx, "tcp", addr)
-			})},
-		})
+		cli, ep, err := r.etcdClient(c)
 		if err != nil {
 			continue
 		}

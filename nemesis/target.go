@@ -217,6 +217,9 @@ func resolve(c *compose.Cluster, v View, intn func(int) int, x string) ([]string
 		return []string{bs[intn(len(bs))].Name}, nil
 	case TargetController:
 		n, ok := brokerName(c, v.Controller)
+		if c.KRaft {
+			n, ok = controllerNode(c, v.Controller)
+		}
 		if !ok {
 			return nil, fmt.Errorf("%w: controller (id %d)", ErrNoTarget, v.Controller)
 		}
@@ -298,4 +301,14 @@ func resolve(c *compose.Cluster, v View, intn func(int) int, x string) ([]string
 		return nil, fmt.Errorf("%w: %s (broker id %d)", ErrNoTarget, x, id)
 	}
 	return []string{n}, nil
+}
+
+// controllerNode is the coordinator node that runs KRaft controller id.
+func controllerNode(c *compose.Cluster, id int32) (string, bool) {
+	for _, n := range c.Of(compose.RoleCoordinator) {
+		if compose.ControllerNodeID(n.ID) == id {
+			return n.Name, true
+		}
+	}
+	return "", false
 }

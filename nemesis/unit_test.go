@@ -683,3 +683,22 @@ func TestScramPasswordResolve(t *testing.T) {
 		t.Error("mechanism, set when the fault fires, was accepted in a spec")
 	}
 }
+
+// In KRaft mode the controller target is the coordinator node whose
+// controller is active (node id 3000+i), never a broker.
+func TestResolveKRaftController(t *testing.T) {
+	c := fakeCluster()
+	c.KRaft = true
+	v := view
+	v.Controller = compose.ControllerNodeID(2)
+	env := &Env{Cluster: c, Resolver: fixedView(v)}
+	got, err := env.ResolveTargets(context.Background(), []string{"controller"})
+	if err != nil || strings.Join(got, " ") != "c2" {
+		t.Fatalf("controller in KRaft mode: got %v, %v; want c2", got, err)
+	}
+	v.Controller = 3 // a broker id is no KRaft controller
+	env.Resolver = fixedView(v)
+	if _, err := env.ResolveTargets(context.Background(), []string{"controller"}); !errors.Is(err, ErrNoTarget) {
+		t.Fatalf("controller id 3 in KRaft mode: err %v, want ErrNoTarget", err)
+	}
+}
