@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -57,18 +58,60 @@ func (t *term) liveOf(bs []coord.BrokerInfo) []coord.BrokerInfo {
 	return live
 }
 
-// fenceExpired fences every unfenced broker whose last heartbeat is older
-// than the session timeout (BrokerHeartbeatManager.findOneStaleBroker).
-func (t *term) fenceExpired(ctx context.Context) error {
-	now := t.c.cfg.Now()
+// heartbeatAction is what a heartbeat does to a registered broker.
+type heartbeatAction int
+
+const (
+	hbStay               heartbeatAction = iota // no change
+	hbUnfence                                   // fenced -> unfenced
+	hbFence                                     // unfenced -> fenced, asked by the broker
+	hbControlledShutdown                        // move its leaderships; shut down once it leads none
+	hbShutdownNow                               // a fenced broker may stop at once
+)
+
+func (a heartbeatAction) String() string {
+	return [...]string{"stay", "unfence", "fence", "controlled-shutdown", "shutdown-now"}[a]
+}
+
+// decideHeartbeat is BrokerHeartbeatManager.calculateNextBrokerState's
+// transitions: a fenced broker that wants to shut down may at once; one
+// that does not want to stay fenced is unfenced (Kafka also waits until it
+// has replayed the metadata log to its registration; here the metadata is
+// pushed to it as it becomes live); an unfenced broker that asks to be
+// fenced is; one that wants to shut down enters a controlled shutdown.
+func decideHeartbeat(fenced, wantFence, wantShutdown bool) heartbeatAction {
+	switch {
+	case fenced && wantShutdown:
+		return hbShutdownNow
+	case fenced && !wantFence:
+		return hbUnfence
+	case fenced:
+		return hbStay
+	case wantFence:
+		return hbFence
+	case wantShutdown:
+		return hbControlledShutdown
+	}
+	return hbStay
+}
+
+// staleBrokers are the unfenced brokers whose last heartbeat is older than
+// the session timeout, by id (BrokerHeartbeatManager.findOneStaleBroker).
+func staleBrokers(registered map[int32]coord.BrokerInfo, lastContact map[int32]time.Time, now time.Time, timeout time.Duration) []int32 {
 	var stale []int32
-	for id, b := range t.registered {
-		if !b.Fenced && now.Sub(t.lastContact[id]) > t.c.cfg.BrokerSessionTimeout {
+	for id, b := range registered {
+		if !b.Fenced && now.Sub(lastContact[id]) > timeout {
 			stale = append(stale, id)
 		}
 	}
 	slices.Sort(stale)
-	for _, id := range stale {
+	return stale
+}
+
+// fenceExpired fences every unfenced broker whose heartbeats stopped.
+func (t *term) fenceExpired(ctx context.Context) error {
+	now := t.c.cfg.Now()
+	for _, id := range staleBrokers(t.registered, t.lastContact, now, t.c.cfg.BrokerSessionTimeout) {
 		t.log.Info("fencing broker: no heartbeat within broker.session.timeout.ms", "broker", id,
 			"last_heartbeat_ago", now.Sub(t.lastContact[id]).Round(1e6), "session_timeout", t.c.cfg.BrokerSessionTimeout)
 		if err := t.setFenced(ctx, id, true); err != nil {
@@ -184,15 +227,15 @@ func (c *Controller) BrokerHeartbeat(ctx context.Context, req *kmsg.BrokerHeartb
 		t.lastContact[id] = c.cfg.Now()
 		resp.IsCaughtUp = true
 		var err error
-		switch {
-		case b.Fenced && req.WantShutdown:
+		switch decideHeartbeat(b.Fenced, req.WantFence, req.WantShutdown) {
+		case hbShutdownNow:
 			resp.ShouldShutdown = true
-		case b.Fenced && !req.WantFence:
+		case hbUnfence:
 			t.log.Info("unfencing broker", "broker", id, "broker_epoch", b.Epoch)
 			err = t.setFenced(ctx, id, false)
-		case !b.Fenced && req.WantFence:
+		case hbFence:
 			err = t.setFenced(ctx, id, true)
-		case !b.Fenced && req.WantShutdown:
+		case hbControlledShutdown:
 			var remaining []coord.TopicPartition
 			remaining, err = t.controlledShutdown(ctx, id)
 			if err == nil && len(remaining) == 0 {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/datadriven"
 
@@ -24,6 +25,11 @@ type scriptCluster struct {
 	unclean      map[string]bool
 	elr          elrPolicy
 	version      int64
+	// KRaft broker lifecycle: registrations (fenced or not) and each
+	// broker's last heartbeat, on a clock the script advances.
+	registered  map[int32]coord.BrokerInfo
+	lastContact map[int32]time.Time
+	now         time.Time
 }
 
 const scriptControllerEpoch = 9
@@ -169,6 +175,8 @@ func (c *scriptCluster) exec(td *datadriven.TestData) (string, error) {
 		}
 		tps := imbalancedPartitions(c.sorted(nil), pct)
 		return c.run(c.sorted(func(p *partition) bool { return slices.Contains(tps, p.tp) }), preferredDecision(c.isLive, scriptControllerEpoch)), nil
+	case "register", "heartbeat", "tick":
+		return c.lifecycle(td)
 	case "shutdown":
 		id, err := strconv.Atoi(w[0])
 		if err != nil {
