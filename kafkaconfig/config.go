@@ -403,7 +403,11 @@ func (c *Config) check() error {
 // register with, or with ISR updates the KRaft era does not have (a KRaft
 // leader changes its ISR only through AlterPartition, KIP-497).
 func CheckKRaft(c *Config) error {
-	if c.orProfile("process.roles") != "broker" {
+	roles := c.orProfile("process.roles")
+	if c.set["process.roles"] {
+		roles = c.String("process.roles") // set, even to "" (the ZooKeeper era under a KRaft profile)
+	}
+	if roles != "broker" {
 		return nil
 	}
 	if v := c.orProfile("isr.update"); v != "async-alter-partition" {

@@ -186,3 +186,32 @@ func TestELRNeedsItsSafeguards(t *testing.T) {
 		t.Error("ELR under the 0.10 profile's ISR updates was accepted")
 	}
 }
+
+// TestKRaftNeedsItsQuorum: a KRaft broker (kafka.profile 4.0) needs
+// controller.quorum.voters, well formed, and ISR updates through
+// AlterPartition; process.roles set empty keeps a broker in the
+// ZooKeeper era under the 4.0 profile.
+func TestKRaftNeedsItsQuorum(t *testing.T) {
+	for _, tc := range []struct {
+		keys []string
+		want string
+	}{
+		{[]string{"kafka.profile=4.0"}, "needs controller.quorum.voters"},
+		{[]string{"kafka.profile=4.0", "controller.quorum.voters=3001@h:9093,x"}, `"x" is not id@host:port`},
+		{[]string{"kafka.profile=4.0", "controller.quorum.voters=3001@h"}, "is not id@host:port"},
+		{[]string{"kafka.profile=4.0", "controller.quorum.voters=3001@h:9093", "isr.update=sync-under-lock-checked"}, "needs isr.update=async-alter-partition"},
+		{[]string{"kafka.profile=4.0", "controller.quorum.voters=3001@h:9093,3002@h2:9093"}, ""},
+		{[]string{"kafka.profile=4.0", "process.roles="}, ""},
+		{[]string{"kafka.profile=3.7", "process.roles=broker", "controller.quorum.voters=1@h:1"}, ""},
+	} {
+		c, _, err := Load("", append([]string{"log.dirs=/x"}, tc.keys...))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.keys, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: err %v, want %q", tc.keys, err, tc.want)
+		case err == nil && c.String("kafka.profile") == "4.0" && c.String("process.roles") != map[bool]string{true: "", false: "broker"}[strings.Contains(strings.Join(tc.keys, " "), "process.roles=")]:
+			t.Errorf("%v: process.roles=%q", tc.keys, c.String("process.roles"))
+		}
+	}
+}
