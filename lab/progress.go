@@ -25,6 +25,15 @@ type progress struct {
 	ok, fail, info int64
 	active         []string // kinds of the active faults
 	events         []string // printed lines not yet written
+	// failedInjections describes every fault whose injection failed.
+	failedInjections []string
+}
+
+// failed returns the descriptions of the faults whose injection failed.
+func (p *progress) failed() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.failedInjections)
 }
 
 func newProgress(sink history.Sink, duration time.Duration, t0 time.Time) *progress {
@@ -101,6 +110,9 @@ func (p *progress) nemesis(op *history.Op) {
 	}
 	if op.Type != history.OK {
 		desc += " FAILED: " + op.Error
+		if strings.HasPrefix(op.F, "start-") {
+			p.failedInjections = append(p.failedInjections, fmt.Sprintf("%s at %.1fs", desc, at.Seconds()))
+		}
 	}
 	p.events = append(p.events, fmt.Sprintf("  +%5.1fs %s", at.Seconds(), desc))
 }

@@ -172,6 +172,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	var recorded bool
 	var notSetUp *nemesis.NotSetUpError
 	var workloadErr error
+	var failedFaults []string
 	tm := &Timing{}
 	mark := start
 	runErr := compose.Run(ctx, backend, topo, func(ctx context.Context, c *compose.Cluster) (err error) {
@@ -185,7 +186,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		fmt.Fprintf(out, "  cluster up in %.1fs; bootstrap %s\n", tm.Up, strings.Join(c.Bootstrap(), ","))
 		d := &driver{sc: sc, events: events, c: c, o: o, out: out, histPath: histPath, timing: tm}
 		err = d.run(ctx)
-		recorded, notSetUp, workloadErr = d.started, d.notSetUp, d.workloadErr
+		recorded, notSetUp, workloadErr, failedFaults = d.started, d.notSetUp, d.workloadErr, d.failedFaults
 		return err
 	})
 	tm.Down = since(&mark)
@@ -232,6 +233,13 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		// The story never happened: whatever the history shows, the
 		// expectation was not put to the test.
 		res.Judgement = Judgement{Outcome: NotSetUp, Expect: sc.Expect.String(), Reasons: []string{notSetUp.Error()}}
+	}
+	if len(failedFaults) > 0 && res.Judgement.Outcome == Met {
+		// A fault that was never injected did not put the expectation to
+		// the test: met is not a verdict on the story. An anomaly found
+		// without it stands (not met stays not met).
+		res.Judgement = Judgement{Outcome: NotSetUp, Expect: sc.Expect.String(),
+			Reasons: append([]string{"a fault could not be injected, so the story did not happen"}, failedFaults...)}
 	}
 	if workloadErr != nil && !res.Incomplete && res.Judgement.Outcome != NotSetUp {
 		// The workload did not run its course (its client died): what it
@@ -334,6 +342,8 @@ type driver struct {
 	// workloadErr is why the workload stopped before the run's end, if it
 	// did (read after the workload's goroutine is done).
 	workloadErr error
+	// failedFaults describes the faults whose injection failed.
+	failedFaults []string
 	// timing gets the setup, workload, stop and drain phases.
 	timing *Timing
 }
@@ -518,6 +528,7 @@ func (d *driver) run(ctx context.Context) (err error) {
 	pg.Wait()
 	d.timing.Drain = since(&mark)
 	prog.flushEvents(d.out)
+	d.failedFaults = prog.failed()
 	if perr != nil {
 		return perr
 	}

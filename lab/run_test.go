@@ -513,6 +513,38 @@ func TestRunNotSetUp(t *testing.T) {
 	}
 }
 
+// TestRunFaultFails: a run whose fault could not be injected (its target
+// names no node: the follower of a partition with one replica) is not set up,
+// never met, though the history it recorded is valid.
+func TestRunFaultFails(t *testing.T) {
+	needRoot(t)
+	bin := proctest.Binary(t)
+	sc, err := lab.Parse("s.yaml", "fault-fails", []byte(fmt.Sprintf(small, "5s")+`faults:
+  - kind: pause
+    nodes: [follower:isrlab/0]
+    at: 1s
+    heal.after: 1s
+expect: {valid: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if res.Verdict.Valid != checker.Valid {
+		t.Fatalf("verdict %v, want valid (nothing happened)\n%s", res.Verdict.Valid, out.String())
+	}
+	if res.Judgement.Outcome != lab.NotSetUp || len(res.Judgement.Reasons) < 2 ||
+		!strings.Contains(res.Judgement.Reasons[1], "pause follower:isrlab/0") || !strings.Contains(res.Judgement.Reasons[1], "FAILED") {
+		t.Errorf("outcome %v %q, want not set up naming the failed pause\n%s", res.Judgement.Outcome, res.Judgement.Reasons, out.String())
+	}
+}
+
 // TestRunWorkloadDies: a run whose client driver dies (an exec driver that
 // exits at once) ends there, checks what was recorded and is undecided,
 // never met: its expectation was not put to the test.

@@ -218,7 +218,7 @@ func (r *LiveResolver) kraftController(ctx context.Context, cs []*compose.Node) 
 			continue
 		}
 		gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		resp, err := cli.Get(gctx, "/controller/", append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...)
+		resp, err := cli.Get(gctx, "/isrlab/controller/", append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...) // coord.DefaultChroot + the election prefix
 		cancel()
 		cli.Close()
 		if err != nil {

@@ -138,9 +138,11 @@ func (e *Env) view(ctx context.Context, exprs ...string) (View, error) {
 	if e.Resolver == nil {
 		return View{}, fmt.Errorf("%w: targets %v need live metadata and no resolver is set", ErrBadFault, exprs)
 	}
-	// Only coordinator-leader reads the coordinators: a fault aimed at a
+	// Only coordinator-leader, and in KRaft mode the controller (which
+	// the coordinators elect), read the coordinators: a fault aimed at a
 	// partition's leader skips asking them (seconds, when one is cut off).
-	if pr, ok := e.Resolver.(PartitionResolver); ok && !slices.Contains(exprs, TargetCoordinatorLeader) {
+	needCoordinators := slices.Contains(exprs, TargetCoordinatorLeader) || (e.Cluster.KRaft && slices.Contains(exprs, TargetController))
+	if pr, ok := e.Resolver.(PartitionResolver); ok && !needCoordinators {
 		v, err := pr.Partitions(ctx, topics)
 		if err != nil {
 			return View{}, fmt.Errorf("read cluster metadata: %w", err)
