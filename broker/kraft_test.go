@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/isrlab/isrlab/broker/wire"
 	"github.com/isrlab/isrlab/internal/proctest"
 )
 
@@ -24,10 +26,14 @@ func TestKRaftLifecycle(t *testing.T) {
 	t.Parallel()
 	c := proctest.StartCluster(t, proctest.ClusterOptions{
 		Coordinators: 3, Brokers: 3, KRaft: true,
-		Overrides: []string{"broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=500", "min.insync.replicas=2"},
+		Overrides: []string{"broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=500", "min.insync.replicas=2",
+			"eligible.leader.replicas.enable=true"},
 	})
 	const topic = "kraft"
 	c.CreateTopic(topic, 1, 3, nil)
+	// A topic whose ISR is below min.insync.replicas as soon as one
+	// replica is fenced: that replica joins its ELR (KIP-966).
+	c.CreateTopic("elr", 1, 3, map[string]string{"min.insync.replicas": "3"})
 	st, err := c.Describe(topic)
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +80,34 @@ func TestKRaftLifecycle(t *testing.T) {
 		t.Fatalf("the active controller's log does not show broker %d fenced for its heartbeats:\n%s", old, proctest.Tail(active.Log(), 30))
 	}
 	produce(50)
+	// DescribeTopicPartitions names the fenced broker in the ELR of the
+	// topic whose ISR fell below min.insync.replicas.
+	proctest.Eventually(t, 20*time.Second, "the fenced broker in the ELR", func() error {
+		for id, p := range c.Brokers {
+			if !p.Running() {
+				continue
+			}
+			req := kmsg.NewPtrDescribeTopicPartitionsRequest()
+			rt := kmsg.NewDescribeTopicPartitionsRequestTopic()
+			rt.Topic = "elr"
+			req.Topics = append(req.Topics, rt)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			raw, err := wire.NewClient(c.BrokerAddrs[id], "kraft-test", nil).Request(ctx, req)
+			cancel()
+			if err != nil {
+				return err
+			}
+			resp := raw.(*kmsg.DescribeTopicPartitionsResponse)
+			if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+				return fmt.Errorf("answer %+v", resp.Topics)
+			}
+			if p := resp.Topics[0].Partitions[0]; !slices.Contains(p.EligibleLeaderReplicas, old) {
+				return fmt.Errorf("b%d: isr %v elr %v", id, p.ISR, p.EligibleLeaderReplicas)
+			}
+			return nil
+		}
+		return fmt.Errorf("no broker running")
+	})
 
 	// Back: registered, unfenced at its first heartbeat, back in the ISR.
 	c.Brokers[old].Restart()
