@@ -22,6 +22,7 @@ func newVerifyCmd() *cobra.Command {
 		hogProcs int
 		budget   time.Duration
 		verbose  bool
+		presets  []string
 	)
 	cmd := &cobra.Command{
 		Use:   "verify [NAME|DIR/ ...]",
@@ -37,7 +38,9 @@ claim about every run: this is how it is checked.
 
 Runs go round the scenarios one seed at a time, so a sweep stopped early
 (Ctrl-C, --budget) still covers each. --hog runs busy processes beside
-every run, one per core, as on a shared CI runner. The sweep's directory
+every run, one per core, as on a shared CI runner. --preset applies a
+preset after each scenario's own, e.g. kafka-4.0 to check the library's
+claims under KRaft; the expectations stay the scenarios'. The sweep's directory
 (results/verify/<start>-<id>/) holds verify.json, verify.md (the table in
 Markdown), each run's log under logs/ and its run directory under runs/.
 
@@ -47,11 +50,17 @@ arguments, 255 a run could not run.`,
 		Example: `  isrlab scenarios verify --seeds 20
   isrlab scenarios verify --seeds 20 --hog restart-truncation/ unclean-election/on
   isrlab scenarios verify --seed-list 7331,90210 restart-truncation/leader-epoch
-  isrlab scenarios verify --seeds 3 --budget 50m`,
+  isrlab scenarios verify --seeds 3 --budget 50m
+  isrlab scenarios verify --seeds 1 --preset kafka-4.0 zombie-leader/ unclean-election/`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			scs, err := lab.SelectLibrary(args)
 			if err != nil {
 				return usageError("%v", err)
+			}
+			for i := range scs {
+				if scs[i], err = scs[i].WithPresets(presets...); err != nil {
+					return usageError("--preset: %v", err)
+				}
 			}
 			var list []int64
 			if seedList != "" {
@@ -104,6 +113,7 @@ arguments, 255 a run could not run.`,
 	cmd.Flags().IntVar(&hogProcs, "hog-procs", 0, "busy processes with --hog (default: one per core)")
 	cmd.Flags().DurationVar(&budget, "budget", 0, "start no run after this long (0: no limit)")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log cluster bring-up, faults and teardown")
+	cmd.Flags().StringArrayVar(&presets, "preset", nil, "apply a preset after each scenario's own (scenarios/presets), e.g. kafka-4.0; repeatable")
 	return cmd
 }
 
