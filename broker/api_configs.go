@@ -35,8 +35,11 @@ type configAPI struct {
 	coord *coord.Client // nil standalone
 	// apply gives the local replica of a topic's partition, if any, a
 	// new topic config.
-	apply   func(topic string, idx int32, tc *kafkaconfig.Config)
-	dynamic dynamicConfigs
+	apply func(topic string, idx int32, tc *kafkaconfig.Config)
+	// reloadKeystore reads (and with apply, serves) a listener's new
+	// keystore, for listener.name.<l>.ssl.keystore.location.
+	reloadKeystore func(listener, location string, apply bool) error
+	dynamic        dynamicConfigs
 }
 
 var configHandler = handlerOn(func(b *Broker) *configAPI { return b.api.configs })

@@ -185,7 +185,7 @@ func (b *Broker) newAPIGroups() apiGroups {
 			offsetsPartitions: b.cfg.Int("offsets.topic.num.partitions"), transactionVersion: b.cfg.Int("transaction.version")},
 		markers:    &markerAPI{partition: b.partition, hook: b.txnMarkerHook},
 		quotas:     &quotaAPI{store: &localQuotas{m: map[string]coord.ClientQuota{}}},
-		configs:    &configAPI{cfg: b.cfg, id: b.id, meta: b.meta, coord: co, apply: b.applyTopicConfig},
+		configs:    &configAPI{cfg: b.cfg, id: b.id, meta: b.meta, coord: co, apply: b.applyTopicConfig, reloadKeystore: b.ls.reloadKeystore},
 		controller: &controllerAPI{ctrl: ctrl, meta: b.meta},
 	}
 	g.scram = &scramAPI{store: &localScram{m: map[string]map[string]string{}}}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
 // dynamicConfigs are the dynamic broker configs (Kafka's
@@ -21,7 +23,9 @@ import (
 // coordinator does not); a standalone broker keeps them here.
 //
 // They are stored and described, not applied: the broker keeps running
-// with its static configs (docs/compatibility.md).
+// with its static configs (docs/compatibility.md), except a listener's
+// keystore (listener.name.<l>.ssl.keystore.location), which the broker
+// the update is for reads and serves at once.
 type dynamicConfigs struct {
 	mu        sync.Mutex
 	perBroker map[string]string
@@ -84,17 +88,33 @@ func (a *configAPI) alterBrokerConfigs(ctx context.Context, name string, validat
 	if err != nil {
 		return kerr.InvalidRequest, err.Error()
 	}
+	var stored map[string]string
 	update := func(cur map[string]string) (map[string]string, error) {
-		n, err := next(maps.Clone(cur))
+		c := maps.Clone(cur)
+		if c == nil {
+			c = map[string]string{} // nothing set yet: the ops add to an empty map
+		}
+		n, err := next(c)
 		if err != nil {
 			return nil, err
 		}
 		if err := a.cfg.ValidateDynamicBrokerConfigs(n, id != nil); err != nil {
 			return nil, invalidDynamicConfig{fmt.Errorf("invalid config value for resource BROKER %q: %w", name, err)}
 		}
+		// A listener's keystore is read when it is set, even to the same
+		// path (Kafka reloads a keystore file that changed), and refused
+		// if it cannot serve; it is applied once the update is stored.
+		for k, loc := range n {
+			if l, ok := kafkaconfig.ListenerKeystoreKey(k); ok && a.reloadKeystore != nil {
+				if err := a.reloadKeystore(l, loc, false); err != nil {
+					return nil, invalidDynamicConfig{fmt.Errorf("invalid config value for resource BROKER %q: %s: %w", name, k, err)}
+				}
+			}
+		}
 		if validateOnly {
 			return nil, errValidateOnly
 		}
+		stored = n
 		return n, nil
 	}
 	if a.coord != nil {
@@ -113,6 +133,15 @@ func (a *configAPI) alterBrokerConfigs(ctx context.Context, name string, validat
 			*slot = n
 		}
 		d.mu.Unlock()
+	}
+	if err == nil {
+		for k, loc := range stored {
+			if l, ok := kafkaconfig.ListenerKeystoreKey(k); ok && a.reloadKeystore != nil {
+				if rerr := a.reloadKeystore(l, loc, true); rerr != nil {
+					return kerr.InvalidRequest, rerr.Error()
+				}
+			}
+		}
 	}
 	var ke *kerr.Error
 	var bad invalidDynamicConfig

@@ -17,8 +17,9 @@ import (
 // configuration (SSL, SASL_SSL) and SASL configuration (SASL_*).
 type listener struct {
 	security.Listener
-	tls  *tls.Config
-	sasl *security.SASLConfig
+	tls      *tls.Config
+	keystore *security.Keystore // the certificate tls presents, reloadable
+	sasl     *security.SASLConfig
 }
 
 // listeners is the broker's listener configuration, read once by New.
@@ -42,7 +43,7 @@ func newListeners(cfg *kafkaconfig.Config, base func(ctx context.Context, networ
 	for _, l := range ls {
 		li := &listener{Listener: l}
 		if l.Protocol.TLS() {
-			if li.tls, err = security.ServerTLS(cfg, l.Name); err != nil {
+			if li.tls, li.keystore, err = security.ServerTLS(cfg, l.Name); err != nil {
 				return nil, err
 			}
 		}
@@ -180,4 +181,18 @@ func (ls *listeners) endpoints(bound []string) map[string]hostPort {
 type hostPort struct {
 	Host string
 	Port int32
+}
+
+// reloadKeystore reads a new keystore for the named listener (a dynamic
+// listener.name.<l>.ssl.keystore.location) and, with apply, serves it.
+func (ls *listeners) reloadKeystore(name, location string, apply bool) error {
+	for _, l := range ls.all {
+		if strings.EqualFold(l.Name, name) {
+			if l.keystore == nil {
+				return fmt.Errorf("listener %s does not use TLS", l.Name)
+			}
+			return l.keystore.Reload(location, apply)
+		}
+	}
+	return fmt.Errorf("no listener %s", name)
 }

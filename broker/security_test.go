@@ -662,3 +662,82 @@ func BenchmarkSASLHandshake(b *testing.B) {
 		nc.Close()
 	}
 }
+
+// TestKeystoreReload: a dynamic update of
+// listener.name.<l>.ssl.keystore.location on this broker reads the new
+// keystore and serves it to new handshakes at once, while a connection
+// opened before keeps working; an expired certificate is installed as
+// given (clients then refuse it), one for another subject or other
+// SANs is refused with INVALID_REQUEST and changes nothing.
+func TestKeystoreReload(t *testing.T) {
+	p := newTestPKI(t)
+	tb := startSecureBroker(t, p, nil)
+	dir := t.TempDir()
+	issue := func(cn string, hosts []string, v pki.Validity) string {
+		pair, err := p.ca.Issue(cn, hosts, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path, err := pki.WriteFile(dir, cn+strconv.FormatInt(time.Now().UnixNano(), 10)+".pem", pair.Keystore())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	// The update goes to this broker over its plaintext listener.
+	admin := dialSecure(t, tb.Addrs()[lnPlaintext], nil)
+	alter := func(loc string) error {
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, strconv.Itoa(int(tb.ID()))
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = "listener.name.ssl.ssl.keystore.location", &loc
+		rr.Configs = append(rr.Configs, c)
+		req.Resources = append(req.Resources, rr)
+		raw, err := rawRequest(admin, req)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(raw.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode)
+	}
+	open := dialSecure(t, tb.Addrs()[lnSSL], p.clientTLS(t, true))
+	if _, err := rawRequest(open, kmsg.NewPtrApiVersionsRequest()); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another subject, or other SANs: refused, nothing changes.
+	for _, bad := range []string{issue("b9", []string{"127.0.0.1", "localhost"}, pki.For(time.Now(), time.Hour)), issue("b1", []string{"127.0.0.1"}, pki.For(time.Now(), time.Hour))} {
+		if err := alter(bad); !errors.Is(err, kerr.InvalidRequest) {
+			t.Fatalf("a keystore for another subject or SANs: %v, want INVALID_REQUEST", err)
+		}
+	}
+	if nc, err := tls.Dial("tcp", tb.Addrs()[lnSSL], p.clientTLS(t, true)); err != nil {
+		t.Fatalf("after the refused updates: %v", err)
+	} else {
+		nc.Close()
+	}
+
+	// Expired: new handshakes fail, the open connection goes on.
+	past := pki.Validity{NotBefore: time.Now().Add(-2 * time.Hour), NotAfter: time.Now().Add(-time.Minute)}
+	if err := alter(issue("b1", []string{"127.0.0.1", "localhost"}, past)); err != nil {
+		t.Fatalf("install an expired certificate: %v", err)
+	}
+	_, err := tls.Dial("tcp", tb.Addrs()[lnSSL], p.clientTLS(t, true))
+	var inv x509.CertificateInvalidError
+	if !errors.As(err, &inv) || inv.Reason != x509.Expired {
+		t.Fatalf("a handshake after the expired certificate: %v, want x509: certificate has expired", err)
+	}
+	if _, err := rawRequest(open, kmsg.NewPtrApiVersionsRequest()); err != nil {
+		t.Fatalf("the connection opened before: %v", err)
+	}
+
+	// Renewed: handshakes succeed again.
+	if err := alter(issue("b1", []string{"127.0.0.1", "localhost"}, pki.For(time.Now(), time.Hour))); err != nil {
+		t.Fatalf("renew: %v", err)
+	}
+	nc, err := tls.Dial("tcp", tb.Addrs()[lnSSL], p.clientTLS(t, true))
+	if err != nil {
+		t.Fatalf("after the renewal: %v", err)
+	}
+	nc.Close()
+}

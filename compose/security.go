@@ -38,6 +38,7 @@ type Security struct {
 // Secured cluster file names.
 const (
 	caFile           = "ca.pem"
+	caKeyFile        = "ca-key.pem" // in SecretsDir: for certificates issued during the run (RenewBroker)
 	brokerSecrets    = "broker.properties" // admin.password=..., for the file config provider
 	clientPassword   = "client.password"   // sasl.password.file of the lab's clients
 	adminPassword    = "admin.password"    // the same for the brokers' user, for the lab's admin work
@@ -95,7 +96,7 @@ func (s *Security) brokerProperties(n NodeSpec) []KV {
 	return []KV{
 		{"inter.broker.listener.name", "SASL_SSL"},
 		{"ssl.keystore.type", "PEM"},
-		{"ssl.keystore.location", filepath.Join(s.TLSDir, n.Name+".pem")},
+		{"ssl.keystore.location", s.Keystore(n)},
 		{"ssl.truststore.type", "PEM"},
 		{"ssl.truststore.location", filepath.Join(s.TLSDir, caFile)},
 		{"sasl.enabled.mechanisms", s.Mechanism},
@@ -124,6 +125,13 @@ func (s *Security) Prepare(t Topology, now time.Time) error {
 	if _, err := pki.WriteFile(s.TLSDir, caFile, ca.CertPEM); err != nil {
 		return err
 	}
+	caKey, err := ca.KeyPEM()
+	if err != nil {
+		return err
+	}
+	if _, err := pki.WriteFile(s.SecretsDir, caKeyFile, caKey); err != nil {
+		return err
+	}
 	for _, b := range t.Role(RoleBroker) {
 		pair, err := ca.Issue(b.Name, []string{b.Addr.String(), b.Name}, v)
 		if err != nil {
@@ -147,6 +155,41 @@ func (s *Security) Prepare(t Topology, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// Keystore is broker n's PEM keystore (its key and certificate).
+func (s *Security) Keystore(n NodeSpec) string { return filepath.Join(s.TLSDir, n.Name+".pem") }
+
+// KeystoreKey is the dynamic broker config that makes a broker read its
+// keystore again (listener.name.sasl_ssl.ssl.keystore.location).
+const KeystoreKey = "listener.name.sasl_ssl.ssl.keystore.location"
+
+// RenewBroker issues broker n a new certificate from the run's CA, valid
+// for v, with the names of the first (its address and name), and writes
+// it over n's keystore, whole or not at all. The broker serves it once
+// told (KeystoreKey).
+func (s *Security) RenewBroker(n NodeSpec, v pki.Validity) error {
+	certPEM, err := os.ReadFile(filepath.Join(s.TLSDir, caFile))
+	if err != nil {
+		return fmt.Errorf("renew %s's certificate: %w", n.Name, err)
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(s.SecretsDir, caKeyFile))
+	if err != nil {
+		return fmt.Errorf("renew %s's certificate: %w", n.Name, err)
+	}
+	ca, err := pki.LoadCA(certPEM, keyPEM)
+	if err != nil {
+		return err
+	}
+	pair, err := ca.Issue(n.Name, []string{n.Addr.String(), n.Name}, v)
+	if err != nil {
+		return err
+	}
+	tmp, err := pki.WriteFile(s.TLSDir, n.Name+".pem.new", pair.Keystore())
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp, s.Keystore(n))
 }
 
 // Remove deletes the secrets; it is safe to call twice.

@@ -1,12 +1,19 @@
 package kafkaconfig
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -70,5 +77,39 @@ func TestFileConfigProvider(t *testing.T) {
 	c, _, err = Load("", []string{"log.dirs=/tmp/x", `sasl.jaas.config=M required password="${file:` + secrets + `:admin.password}";`})
 	if err != nil || !strings.Contains(c.String("sasl.jaas.config"), "${file:") {
 		t.Fatal(err, c.String("sasl.jaas.config"))
+	}
+}
+
+// TestAcceptExpired: the operator's connection (AcceptExpired) takes an
+// expired certificate from the trusted CA and still refuses one from
+// another CA; a normal client refuses the expired one.
+func TestAcceptExpired(t *testing.T) {
+	mk := func(name string) (*x509.Certificate, *ecdsa.PrivateKey) {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, NotBefore: time.Now().Add(-time.Hour),
+			NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+		der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+		c, _ := x509.ParseCertificate(der)
+		return c, key
+	}
+	ca, caKey := mk("ca")
+	other, otherKey := mk("other")
+	leaf := func(parent *x509.Certificate, key *ecdsa.PrivateKey) []byte {
+		lk, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "b1"},
+			NotBefore: time.Now().Add(-30 * time.Minute), NotAfter: time.Now().Add(-time.Minute), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		der, _ := x509.CreateCertificate(rand.Reader, tmpl, parent, &lk.PublicKey, key)
+		return der
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	if err := verifyChainAt(roots, true)([][]byte{leaf(ca, caKey)}, nil); err != nil {
+		t.Errorf("expired leaf of the trusted CA, accepting expired: %v", err)
+	}
+	if err := verifyChainAt(roots, true)([][]byte{leaf(other, otherKey)}, nil); err == nil {
+		t.Error("a leaf of another CA was accepted")
+	}
+	if err := VerifyChain(roots)([][]byte{leaf(ca, caKey)}, nil); err == nil {
+		t.Error("an expired leaf was accepted by a normal client")
 	}
 }

@@ -93,6 +93,9 @@ func (c *Config) ValidateDynamicBrokerConfigs(configs map[string]string, perBrok
 	var static, perBrokerOnly, unknown []string
 	for k := range configs {
 		mode, dynamic := Kafka37DynamicBrokerConfigs[k]
+		if _, ok := ListenerKeystoreKey(k); ok {
+			mode, dynamic = PerBroker, true
+		}
 		_, kafka := kafkaTypes[k]
 		switch {
 		case dynamic && mode == PerBroker && !perBroker:
@@ -125,6 +128,12 @@ func (c *Config) ValidateDynamicBrokerConfigs(configs map[string]string, perBrok
 				return err
 			}
 			continue
+		}
+		if _, ok := ListenerKeystoreKey(k); ok {
+			if v == "" {
+				return fmt.Errorf("%s: a keystore location is required", k)
+			}
+			continue // the broker reads the keystore itself
 		}
 		if err := validateKafkaType(k, kafkaTypes[k], v); err != nil {
 			return err
@@ -167,4 +176,16 @@ func KafkaDefaultValue(k string) string {
 		}
 	}
 	return ""
+}
+
+// ListenerKeystoreKey reports whether key is listener.name.<l>.ssl.keystore.location,
+// the one SSL key isrlab applies dynamically (per broker, as Kafka
+// reconfigures a listener's keystore), and names the listener.
+func ListenerKeystoreKey(key string) (listener string, ok bool) {
+	rest, ok := strings.CutPrefix(key, "listener.name.")
+	if !ok {
+		return "", false
+	}
+	l, ok := strings.CutSuffix(rest, ".ssl.keystore.location")
+	return l, ok && l != "" && !strings.Contains(l, ".")
 }

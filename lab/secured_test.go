@@ -45,8 +45,9 @@ func TestSecuredPreset(t *testing.T) {
 
 // TestRunSecured runs leader-kill with the secured preset on the netns
 // backend end to end, with the clients' SCRAM password changed for 3 s
-// first (scram-password): the history is valid, the expectation met, the
-// password fault went in and was healed, the brokers served SASL_SSL
+// first (scram-password) and b3's certificate expired for 3 s later
+// (cert-expiry): the history is valid, the expectation met, both faults
+// went in and were healed, the brokers served SASL_SSL
 // only, and no password the run made appears in any file of the run
 // directory; the passwords are gone after the run.
 func TestRunSecured(t *testing.T) {
@@ -61,6 +62,11 @@ func TestRunSecured(t *testing.T) {
 	}
 	sc.Duration, sc.Seed = 15*time.Second, 11
 	sc.Faults = append(sc.Faults, lab.Fault{At: 2 * time.Second, HealAfter: 3 * time.Second, Spec: nemesis.Spec{Fault: &nemesis.ScramPassword{}}})
+	// b3's certificate expires (and is renewed by the heal): connections
+	// already open go on.
+	expiry := &nemesis.CertExpiry{}
+	expiry.Nodes = []string{"b3"}
+	sc.Faults = append(sc.Faults, lab.Fault{At: 9 * time.Second, HealAfter: 3 * time.Second, Spec: nemesis.Spec{Fault: expiry}})
 	if err := sc.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +119,7 @@ func TestRunSecured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, op := range []string{"start-scram-password", "stop-scram-password"} {
+	for _, op := range []string{"start-scram-password", "stop-scram-password", "start-cert-expiry", "stop-cert-expiry"} {
 		if !strings.Contains(string(hist), `"type":"ok","f":"`+op+`"`) {
 			t.Errorf("the history has no ok %s op", op)
 		}

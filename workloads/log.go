@@ -2,6 +2,7 @@ package workloads
 
 import (
 	"context"
+	"maps"
 	"errors"
 	"fmt"
 	"io"
@@ -138,7 +139,7 @@ func (b *base) Drain(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
-	ends, err := endOffsets(ctx, adm, b.cfg.Topic)
+	ends, err := settledEndOffsets(ctx, adm, b.cfg.Topic)
 	if err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
@@ -194,6 +195,41 @@ func partitionList(n int32) []int32 {
 		out[i] = int32(i)
 	}
 	return out
+}
+
+// settleWait and settleMax bound how long a drain waits for the end
+// offsets to stop moving.
+const (
+	settleWait = 500 * time.Millisecond
+	settleMax  = 20 * time.Second
+)
+
+// settledEndOffsets lists the topic's end offsets once they have stopped
+// moving (two lists settleWait apart agree; at most settleMax). A
+// consumer's end is the high watermark: right after a heal, followers
+// that were cut off are still catching up and the high watermark climbs
+// towards writes a leader acknowledged alone (acks=1). A drain that took
+// the first answer as the end would stop below them and the check would
+// call them lost. No producer runs during the drain, so the ends settle
+// once the followers have caught up or left the ISR.
+func settledEndOffsets(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
+	ends, err := endOffsets(ctx, adm, topic)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(settleMax)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		pause(ctx, settleWait)
+		next, err := endOffsets(ctx, adm, topic)
+		if err != nil {
+			return nil, err
+		}
+		if maps.Equal(next, ends) {
+			return ends, nil
+		}
+		ends = next
+	}
+	return ends, nil
 }
 
 // endOffsets lists the topic's end offsets, retrying while the cluster

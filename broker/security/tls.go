@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
 
 	"github.com/isrlab/isrlab/kafkaconfig"
 )
@@ -96,15 +99,24 @@ func trustPool(cfg *kafkaconfig.Config, listener string) (*x509.CertPool, error)
 // ServerTLS is the TLS configuration of an SSL or SASL_SSL listener:
 // its keystore, and with ssl.client.auth requested or required the
 // truststore client certificates are checked against.
-func ServerTLS(cfg *kafkaconfig.Config, listener string) (*tls.Config, error) {
+func ServerTLS(cfg *kafkaconfig.Config, listener string) (*tls.Config, *Keystore, error) {
 	cert, ok, err := keyPair(cfg, listener)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !ok {
-		return nil, &kafkaconfig.InvalidError{Key: "ssl.keystore.location", Value: "", Reason: fmt.Sprintf("listener %s uses TLS and has no keystore", listener)}
+		return nil, nil, &kafkaconfig.InvalidError{Key: "ssl.keystore.location", Value: "", Reason: fmt.Sprintf("listener %s uses TLS and has no keystore", listener)}
 	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	ks := &Keystore{cfg: cfg, listener: listener}
+	ks.cur.Store(&cert)
+	tc := &tls.Config{GetCertificate: ks.get, MinVersion: tls.VersionTLS12}
+	tc, err = serverAuth(cfg, listener, tc)
+	return tc, ks, err
+}
+
+// serverAuth adds ssl.client.auth and its truststore to tc.
+func serverAuth(cfg *kafkaconfig.Config, listener string, tc *tls.Config) (*tls.Config, error) {
+	var err error
 	auth := cfg.ForListener(listener, "", "ssl.client.auth")
 	switch auth {
 	case "none":
@@ -145,4 +157,75 @@ func ClientTLS(cfg *kafkaconfig.Config, listener string) (*tls.Config, error) {
 		tc.VerifyPeerCertificate = kafkaconfig.VerifyChain(pool)
 	}
 	return tc, nil
+}
+
+// Keystore is a TLS listener's certificate. A dynamic update of
+// listener.name.<l>.ssl.keystore.location replaces it while the listener
+// serves (Kafka's DynamicBrokerConfig reconfiguring the listener's
+// SslFactory): new handshakes present the new certificate, connections
+// already open keep theirs.
+type Keystore struct {
+	cfg      *kafkaconfig.Config
+	listener string
+	cur      atomic.Pointer[tls.Certificate]
+}
+
+func (k *Keystore) get(*tls.ClientHelloInfo) (*tls.Certificate, error) { return k.cur.Load(), nil }
+
+// Leaf is the certificate the listener presents now.
+func (k *Keystore) Leaf() *x509.Certificate {
+	c := k.cur.Load()
+	if c.Leaf != nil {
+		return c.Leaf
+	}
+	leaf, _ := x509.ParseCertificate(c.Certificate[0])
+	return leaf
+}
+
+// Reload reads the PEM keystore at location (the listener's
+// ssl.key.password decrypts it) and, with apply, serves it from now on.
+// As Kafka's SslFactory does, a keystore whose certificate names another
+// subject or other subject alternative names than the current one is
+// refused; its validity is not checked (an expired certificate is the
+// operator's to install).
+func (k *Keystore) Reload(location string, apply bool) error {
+	b, err := os.ReadFile(location)
+	if err != nil {
+		return fmt.Errorf("ssl.keystore.location: %w", err)
+	}
+	keyPEM, err := decryptKey(b, k.cfg.ForListener(k.listener, "", "ssl.key.password"))
+	if err != nil {
+		return err
+	}
+	cert, err := tls.X509KeyPair(b, keyPEM)
+	if err != nil {
+		return fmt.Errorf("listener %s keystore %s: %w", k.listener, location, err)
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return fmt.Errorf("listener %s keystore %s: %w", k.listener, location, err)
+	}
+	old := k.Leaf()
+	if old.Subject.String() != leaf.Subject.String() {
+		return fmt.Errorf("keystore DistinguishedName does not match: existing=%s, new=%s", old.Subject, leaf.Subject)
+	}
+	if sans(old) != sans(leaf) {
+		return fmt.Errorf("keystore SubjectAltNames do not match: existing=%s, new=%s", sans(old), sans(leaf))
+	}
+	if apply {
+		cert.Leaf = leaf
+		k.cur.Store(&cert)
+	}
+	return nil
+}
+
+// sans lists a certificate's IP and DNS subject alternative names.
+func sans(c *x509.Certificate) string {
+	var out []string
+	for _, ip := range c.IPAddresses {
+		out = append(out, ip.String())
+	}
+	out = append(out, c.DNSNames...)
+	slices.Sort(out)
+	return strings.Join(out, ",")
 }

@@ -67,6 +67,38 @@ func NewCA(name string, v Validity) (*CA, error) {
 	return &CA{Cert: cert, CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), key: key}, nil
 }
 
+// KeyPEM is the CA's private key, PKCS#8 in PEM: what LoadCA needs
+// besides the certificate to issue more certificates later in a run.
+func (ca *CA) KeyPEM() ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(ca.key)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// LoadCA reads a CA back from its certificate and private key (PEM).
+func LoadCA(certPEM, keyPEM []byte) (*CA, error) {
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, fmt.Errorf("load CA: no PEM certificate or key")
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("load CA: %w", err)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("load CA: %w", err)
+	}
+	key, ok := k.(*ecdsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("load CA: the key is not ECDSA")
+	}
+	return &CA{Cert: cert, CertPEM: certPEM, key: key}, nil
+}
+
 // Pair is an issued certificate and its private key, PEM-encoded.
 type Pair struct {
 	CertPEM, KeyPEM []byte
