@@ -38,7 +38,7 @@ type Security struct {
 // Secured cluster file names.
 const (
 	caFile           = "ca.pem"
-	caKeyFile        = "ca-key.pem" // in SecretsDir: for certificates issued during the run (RenewBroker)
+	caKeyFile        = "ca-key.pem"        // in SecretsDir: for certificates issued during the run (RenewBroker)
 	brokerSecrets    = "broker.properties" // admin.password=..., for the file config provider
 	clientPassword   = "client.password"   // sasl.password.file of the lab's clients
 	adminPassword    = "admin.password"    // the same for the brokers' user, for the lab's admin work

@@ -2,10 +2,10 @@ package workloads
 
 import (
 	"context"
-	"maps"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"sort"
 	"sync"
 	"time"
