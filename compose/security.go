@@ -169,18 +169,31 @@ const KeystoreKey = "listener.name.sasl_ssl.ssl.keystore.location"
 // it over n's keystore, whole or not at all. The broker serves it once
 // told (KeystoreKey).
 func (s *Security) RenewBroker(n NodeSpec, v pki.Validity) error {
-	certPEM, err := os.ReadFile(filepath.Join(s.TLSDir, caFile))
+	ca, err := s.CA()
 	if err != nil {
 		return fmt.Errorf("renew %s's certificate: %w", n.Name, err)
+	}
+	return s.IssueBroker(n, v, ca)
+}
+
+// CA is the run's certificate authority, read back from its files.
+func (s *Security) CA() (*pki.CA, error) {
+	certPEM, err := os.ReadFile(filepath.Join(s.TLSDir, caFile))
+	if err != nil {
+		return nil, err
 	}
 	keyPEM, err := os.ReadFile(filepath.Join(s.SecretsDir, caKeyFile))
 	if err != nil {
-		return fmt.Errorf("renew %s's certificate: %w", n.Name, err)
+		return nil, err
 	}
-	ca, err := pki.LoadCA(certPEM, keyPEM)
-	if err != nil {
-		return err
-	}
+	return pki.LoadCA(certPEM, keyPEM)
+}
+
+// CAFile is the run's CA certificate, what every client and broker trusts.
+func (s *Security) CAFile() string { return filepath.Join(s.TLSDir, caFile) }
+
+// IssueBroker is RenewBroker with another CA (a CA rotation).
+func (s *Security) IssueBroker(n NodeSpec, v pki.Validity, ca *pki.CA) error {
 	pair, err := ca.Issue(n.Name, []string{n.Addr.String(), n.Name}, v)
 	if err != nil {
 		return err

@@ -45,8 +45,9 @@ func TestSecuredPreset(t *testing.T) {
 
 // TestRunSecured runs leader-kill with the secured preset on the netns
 // backend end to end, with the clients' SCRAM password changed for 3 s
-// first (scram-password) and b3's certificate expired for 3 s later
-// (cert-expiry): the history is valid, the expectation met, both faults
+// first (scram-password), b1's certificate rotated to an untrusted CA
+// for 2 s (ca-rotation) and b3's expired for 3 s (cert-expiry): the
+// history is valid, the expectation met, the faults
 // went in and were healed, the brokers served SASL_SSL
 // only, and no password the run made appears in any file of the run
 // directory; the passwords are gone after the run.
@@ -67,6 +68,10 @@ func TestRunSecured(t *testing.T) {
 	expiry := &nemesis.CertExpiry{}
 	expiry.Nodes = []string{"b3"}
 	sc.Faults = append(sc.Faults, lab.Fault{At: 9 * time.Second, HealAfter: 3 * time.Second, Spec: nemesis.Spec{Fault: expiry}})
+	// b1's certificate is rotated to a CA nobody trusts, and back.
+	rotation := &nemesis.CARotation{}
+	rotation.Nodes = []string{"b1"}
+	sc.Faults = append(sc.Faults, lab.Fault{At: 5500 * time.Millisecond, HealAfter: 2 * time.Second, Spec: nemesis.Spec{Fault: rotation}})
 	if err := sc.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +124,7 @@ func TestRunSecured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, op := range []string{"start-scram-password", "stop-scram-password", "start-cert-expiry", "stop-cert-expiry"} {
+	for _, op := range []string{"start-scram-password", "stop-scram-password", "start-cert-expiry", "stop-cert-expiry", "start-ca-rotation", "stop-ca-rotation"} {
 		if !strings.Contains(string(hist), `"type":"ok","f":"`+op+`"`) {
 			t.Errorf("the history has no ok %s op", op)
 		}

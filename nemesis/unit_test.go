@@ -702,3 +702,34 @@ func TestResolveKRaftController(t *testing.T) {
 		t.Fatalf("controller id 3 in KRaft mode: err %v, want ErrNoTarget", err)
 	}
 }
+
+// TestCertFaultsResolve: cert-expiry and ca-rotation need a secured
+// cluster and brokers; expires.after may not be negative and the new
+// CA's name is recorded, not set in a spec.
+func TestCertFaultsResolve(t *testing.T) {
+	plain := &Env{Cluster: fakeCluster(), Resolver: fixedView(view)}
+	secured := fakeCluster()
+	secured.Topology.Security = &compose.Security{SecretsDir: t.TempDir()}
+	env := &Env{Cluster: secured, Resolver: fixedView(view)}
+	for _, f := range []Fault{&CertExpiry{procNodes: procNodes{Nodes: []string{"b2"}}}, &CARotation{procNodes: procNodes{Nodes: []string{"b2"}}}} {
+		if err := f.NewRun().Resolve(context.Background(), plain); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("%s on a plaintext cluster: %v, want ErrUnsupported", f.Kind(), err)
+		}
+		r := f.NewRun()
+		if err := r.Resolve(context.Background(), env); err != nil {
+			t.Errorf("%s on b2: %v", f.Kind(), err)
+		}
+	}
+	if err := (&CertExpiry{procNodes: procNodes{Nodes: []string{"c1"}}}).NewRun().Resolve(context.Background(), env); !errors.Is(err, ErrBadFault) {
+		t.Errorf("cert-expiry on a coordinator: %v, want ErrBadFault", err)
+	}
+	if err := (&CertExpiry{procNodes: procNodes{Nodes: []string{"b1"}}, ExpiresAfter: -1}).NewRun().Resolve(context.Background(), env); !errors.Is(err, ErrBadFault) {
+		t.Errorf("negative expires.after: %v, want ErrBadFault", err)
+	}
+	if _, err := ParseUserSpec([]byte(`{"kind":"ca-rotation","nodes":["b1"],"ca":"x"}`)); err == nil {
+		t.Error("ca, set when the fault fires, was accepted in a spec")
+	}
+	if _, err := ParseUserSpec([]byte(`{"kind":"cert-expiry","nodes":["b1"],"expires.after":"5s"}`)); err != nil {
+		t.Errorf("cert-expiry spec: %v", err)
+	}
+}
