@@ -546,6 +546,9 @@ type runner interface {
 func newWorkload(w Workload, runID string, rec *history.Recorder, sw workloads.Sampler, sasl *clients.SASL, seeds []string, opts ...kgo.Opt) (runner, error) {
 	switch w.Type {
 	case "queue":
+		// Its members are group members (NewQueue sets it too): an exec
+		// driver's hello then asks for the protocol's queue feature.
+		w.Config.Subscribe = true
 		cl, err := newClient(w, runID, sasl, seeds, opts)
 		if err != nil {
 			return nil, err

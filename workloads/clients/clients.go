@@ -81,10 +81,7 @@ func Check(spec workloads.ClientSpec, kind string, cfg workloads.Config) error {
 		kind = "log"
 	}
 	if kind == "queue" {
-		if name != Sarama {
-			return &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf("the queue workload runs on franz-go and sarama only (client %s has no consumer-group driver; it runs the log workload)", name)}
-		}
-		return checkSaramaGroup(cfg, spec.Config)
+		return checkQueue(name, spec, cfg)
 	}
 	if kind == "txn" {
 		return checkTxn(name, spec, cfg)
@@ -128,6 +125,30 @@ func New(spec workloads.ClientSpec, cfg workloads.Config, env Env) (workloads.Cl
 		return newExec(cfg, spec, env), nil
 	}
 	return nil, fmt.Errorf("client %q: use %s", spec.Client, joinOr(Names))
+}
+
+// QueueClients are the clients that run the queue workload (consumer
+// groups), besides exec drivers naming FeatureQueue.
+var QueueClients = []string{FranzGo, Sarama, Librdkafka}
+
+// checkQueue checks a client other than franz-go for the queue workload.
+// librdkafka's driver is asked (its hello names FeatureQueue, and
+// librdkafka checks the group consumer's configuration); an exec driver
+// of the user's is asked when the run starts it, and refused there if
+// its hello does not name it.
+func checkQueue(name string, spec workloads.ClientSpec, cfg workloads.Config) error {
+	switch name {
+	case Sarama:
+		return checkSaramaGroup(cfg, spec.Config)
+	case Librdkafka:
+		return checkPython(name, spec, cfg, FeatureQueue)
+	case Exec:
+		if len(spec.Exec) == 0 || spec.Exec[0] == "" {
+			return errors.New("client exec: exec: give the driver's command as a list, e.g. exec: [python3, driver.py]")
+		}
+		return nil
+	}
+	return &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf("the queue workload runs on %s, and on exec drivers that name the protocol's %q feature (client %s has no consumer-group driver; it runs the log workload)", joinOr(QueueClients), FeatureQueue, name)}
 }
 
 // checkTxn checks a client other than franz-go for the txn workload.

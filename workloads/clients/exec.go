@@ -29,6 +29,16 @@ const ProtocolVersion = 1
 // it; a driver names it in its own hello when it runs them.
 const FeatureTxn = "txn"
 
+// FeatureQueue is the protocol's optional feature for the queue
+// workload: consumer group members (open-group-consumer, commit, crash),
+// whose completions carry the member's assignments and its client's own
+// commits as events (docs/client-protocol.md, "Consumer groups").
+const FeatureQueue = "queue"
+
+// featureWhat is what a driver without the feature does not run, for
+// the refusal.
+var featureWhat = map[string]string{FeatureTxn: "transactions", FeatureQueue: "consumer groups (the queue workload)"}
+
 // ErrDriver is wrapped by the errors of an exec driver that crashed,
 // printed something that is not a completion, or hung.
 var ErrDriver = errors.New("exec driver failed")
@@ -42,7 +52,8 @@ type execHello struct {
 	Partitions int32             `json:"partitions"`
 	Config     map[string]string `json:"config"`
 	Client     map[string]string `json:"client.config,omitempty"`
-	// Features are the optional features the workload needs (FeatureTxn).
+	// Features are the optional features the workload needs (FeatureTxn,
+	// FeatureQueue).
 	Features []string `json:"features,omitempty"`
 }
 
@@ -60,7 +71,7 @@ type execHelloReply struct {
 type execOp struct {
 	ID         int64   `json:"id"`
 	Process    int     `json:"process"`
-	F          string  `json:"f"` // open-producer, open-consumer, send, poll, close; with FeatureTxn open-transactional-producer, begin, produce, end
+	F          string  `json:"f"` // open-producer, open-consumer, send, poll, close; with FeatureTxn open-transactional-producer, begin, produce, end; with FeatureQueue open-group-consumer, commit, crash
 	TimeNs     int64   `json:"time_ns"`
 	TimeoutMs  int64   `json:"timeout_ms"`
 	Partitions []int32 `json:"partitions,omitempty"`
@@ -73,6 +84,31 @@ type execOp struct {
 	TransactionTimeoutMs int64        `json:"transaction_timeout_ms,omitempty"`
 	Records              []execRecord `json:"records,omitempty"` // produce
 	Commit               *bool        `json:"commit,omitempty"`  // end
+	// FeatureQueue's fields.
+	Group                string       `json:"group,omitempty"`       // open-group-consumer
+	AutoCommit           bool         `json:"auto_commit,omitempty"` // open-group-consumer
+	AutoCommitIntervalMs int64        `json:"auto_commit_interval_ms,omitempty"`
+	Offsets              []execOffset `json:"offsets,omitempty"` // commit
+}
+
+// execOffset is a partition's offset: one a commit asks for, or one
+// committed.
+type execOffset struct {
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
+}
+
+// execEvent is what happened to a group member while the driver
+// performed one of its operations: its partitions were assigned or
+// revoked (Event "assigned"; Partitions empty when revoked), or its
+// client committed on its own (Event "committed", with the commit's
+// outcome as a commit operation's completion gives it).
+type execEvent struct {
+	Event      string       `json:"event"`
+	Partitions []int32      `json:"partitions"`
+	Type       string       `json:"type"`
+	Committed  []execOffset `json:"committed"`
+	Error      string       `json:"error"`
 }
 
 // execRecord is one record of a produce operation.
@@ -99,6 +135,9 @@ type execDone struct {
 	// transactions.
 	Offsets []int64 `json:"offsets"`
 	Done    bool    `json:"done"`
+	// FeatureQueue's: a commit's offsets, and a group member's events.
+	Committed []execOffset `json:"committed"`
+	Events    []execEvent  `json:"events"`
 }
 
 // execClient runs a driver process for the workload's producers and
@@ -128,6 +167,10 @@ type execClient struct {
 	err     error
 	closing bool
 
+	// want are the features the workload needs whichever process opens
+	// first (FeatureQueue when cfg.Subscribe: the queue workload).
+	want []string
+
 	// name is the client's, when a driver of this package runs it
 	// (librdkafka, kafka-python); cleanup runs once it exited.
 	name    string
@@ -148,8 +191,12 @@ func newExec(cfg workloads.Config, spec workloads.ClientSpec, env Env) *execClie
 	if grace <= 0 {
 		grace = hangGrace
 	}
-	return &execClient{cfg: cfg.WithDefaults(), spec: spec, env: env, grace: grace,
+	e := &execClient{cfg: cfg.WithDefaults(), spec: spec, env: env, grace: grace,
 		pending: map[int64]*execPending{}, busy: map[int]bool{}, dead: make(chan struct{}), exited: make(chan struct{})}
+	if cfg.Subscribe {
+		e.want = []string{FeatureQueue}
+	}
+	return e
 }
 
 func (e *execClient) Name() string {
@@ -206,19 +253,26 @@ func helloOf(cfg workloads.Config, own map[string]string, seeds []string, featur
 
 // start runs the driver and exchanges the hellos, asking for the
 // features the first caller needs (a workload's processes all need the
-// same).
+// same) and those the workload wants.
 func (e *execClient) start(ctx context.Context, features ...string) error {
-	e.once.Do(func() { e.startErr = e.run(ctx, features) })
+	e.once.Do(func() {
+		for _, f := range e.want {
+			if !slices.Contains(features, f) {
+				features = append(features, f)
+			}
+		}
+		e.startErr = e.run(ctx, features)
+	})
 	return e.startErr
 }
 
 // need reports a CapabilityError unless the driver's hello named
 // feature.
-func (e *execClient) need(feature, what string) error {
+func (e *execClient) need(feature string) error {
 	if slices.Contains(e.hello.Features, feature) {
 		return nil
 	}
-	return &workloads.CapabilityError{Client: e.Name(), Reason: fmt.Sprintf("%s names no %q feature in its hello: it does not run %s (docs/client-protocol.md)", e.argv(), feature, what)}
+	return &workloads.CapabilityError{Client: e.Name(), Reason: fmt.Sprintf("%s names no %q feature in its hello: it does not run %s (docs/client-protocol.md)", e.argv(), feature, featureWhat[feature])}
 }
 
 func (e *execClient) argv() string { return strings.Join(e.spec.Exec, " ") }
@@ -265,8 +319,11 @@ func (e *execClient) run(ctx context.Context, features []string) error {
 	defer t.Stop()
 	select {
 	case err := <-hello:
-		if err == nil && slices.Contains(features, FeatureTxn) {
-			if err = e.need(FeatureTxn, "transactions"); err != nil {
+		for _, f := range features {
+			if err != nil {
+				break
+			}
+			if err = e.need(f); err != nil {
 				e.fail(err)
 			}
 		}
@@ -538,12 +595,17 @@ func (p *execProcess) Poll(_ context.Context, timeout time.Duration) (workloads.
 	if err != nil {
 		return workloads.Polled{Type: history.Info, Error: err.Error()}, err
 	}
+	return polledOf(d), nil
+}
+
+// polledOf is a poll's completion as the workload takes it.
+func polledOf(d execDone) workloads.Polled {
 	var reads workloads.Reads
 	for _, r := range d.Records {
 		reads.Add(r.Partition, r.Offset, []byte(r.Value))
 	}
 	t, _ := history.ParseType(d.Type)
-	return workloads.Polled{Type: t, Reads: reads.Records(), Error: d.Error}, nil
+	return workloads.Polled{Type: t, Reads: reads.Records(), Error: d.Error}
 }
 
 func (p *execProcess) Close() error {

@@ -195,3 +195,27 @@ func TestExecTxnNeedsFeature(t *testing.T) {
 		t.Fatal("Run did not end at once")
 	}
 }
+
+// TestExecQueueNeedsFeature: a driver whose hello names no "queue"
+// feature does not run the queue workload: the lab's hello asks for it,
+// and the run ends at once with a CapabilityError saying so.
+func TestExecQueueNeedsFeature(t *testing.T) {
+	cfg := workloads.Config{Topic: "t", Partitions: 2, Producers: 1, Consumers: 1, Sends: 3, Subscribe: true,
+		RequestTimeout: time.Second, DeliveryTimeout: time.Second, PollTimeout: 50 * time.Millisecond}
+	var mem history.Memory
+	rec := history.NewRecorder(&mem, func() time.Duration { return 0 })
+	w, err := workloads.NewQueueWith(brokenClient(t, "no-queue", cfg), cfg, rec, []string{"127.0.0.1:9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = w.Run(ctx)
+	var ce *workloads.CapabilityError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), `names no "queue" feature in its hello: it does not run consumer groups`) {
+		t.Fatalf("Run: %v, want a CapabilityError naming the queue feature", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Run did not end at once")
+	}
+}

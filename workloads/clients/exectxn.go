@@ -20,7 +20,7 @@ func (e *execClient) openTxn(ctx context.Context, op execOp) error {
 	if err := e.start(ctx, FeatureTxn); err != nil {
 		return err
 	}
-	if err := e.need(FeatureTxn, "transactions"); err != nil {
+	if err := e.need(FeatureTxn); err != nil {
 		return err
 	}
 	return e.open(ctx, op)

@@ -57,8 +57,8 @@ func TestPythonCheck(t *testing.T) {
 	if !errors.As(err, &ce) || err.Error() != "client kafka-python: kafka-python has no idempotent producer (enable.idempotence)" {
 		t.Errorf("kafka-python, idempotent: %v", err)
 	}
-	if err := Check(workloads.ClientSpec{Client: Librdkafka}, "queue", base); err == nil || !strings.Contains(err.Error(), "the queue workload runs on franz-go and sarama only (client librdkafka has no consumer-group driver") {
-		t.Errorf("librdkafka, queue: %v", err)
+	if err := Check(workloads.ClientSpec{Client: KafkaPython}, "queue", base); err == nil || !strings.Contains(err.Error(), `the queue workload runs on franz-go, sarama or librdkafka, and on exec drivers that name the protocol's "queue" feature (client kafka-python has no consumer-group driver`) {
+		t.Errorf("kafka-python, queue: %v", err)
 	}
 
 	// No interpreter: the error says what to install.
@@ -76,16 +76,20 @@ func TestPythonCheck(t *testing.T) {
 		spec workloads.ClientSpec
 		cfg  workloads.Config
 		want string
+		kind string
 	}{
-		{workloads.ClientSpec{Client: Librdkafka}, base, ""},
-		{workloads.ClientSpec{Client: Librdkafka, Config: map[string]string{"compression.type": "zstd", "message.send.max.retries": "3"}}, base, ""},
-		{workloads.ClientSpec{Client: Librdkafka, Config: map[string]string{"linger.msx": "5"}}, base, `client librdkafka: librdkafka refuses the configuration: No such configuration property: "linger.msx"`},
-		{workloads.ClientSpec{Client: Librdkafka, Config: map[string]string{"group.id": "g"}}, base, "client librdkafka: client.config.group.id: set by the driver"},
-		{workloads.ClientSpec{Client: KafkaPython}, base, ""},
-		{workloads.ClientSpec{Client: KafkaPython, Config: map[string]string{"linger_ms": "5", "api_version": "2.1.0"}}, base, ""},
-		{workloads.ClientSpec{Client: KafkaPython, Config: map[string]string{"linger.ms": "5"}}, base, "client kafka-python: client.config.linger.ms: neither KafkaProducer nor KafkaConsumer has linger.ms"},
+		{workloads.ClientSpec{Client: Librdkafka}, base, "", "queue"},
+		{workloads.ClientSpec{Client: Librdkafka, Config: map[string]string{"auto.commit.interval.ms": "100"}}, base, "client librdkafka: client.config.auto.commit.interval.ms: set by the driver", "queue"},
+		{workloads.ClientSpec{Client: Librdkafka, Config: map[string]string{"session.timeout.ms": "soon"}}, base, "client librdkafka: librdkafka refuses the configuration", "queue"},
+		{workloads.ClientSpec{Client: Librdkafka}, base, "", ""},
+		{workloads.ClientSpec{Client: Librdkafka, Config: map[string]string{"compression.type": "zstd", "message.send.max.retries": "3"}}, base, "", ""},
+		{workloads.ClientSpec{Client: Librdkafka, Config: map[string]string{"linger.msx": "5"}}, base, `client librdkafka: librdkafka refuses the configuration: No such configuration property: "linger.msx"`, ""},
+		{workloads.ClientSpec{Client: Librdkafka, Config: map[string]string{"group.id": "g"}}, base, "client librdkafka: client.config.group.id: set by the driver", ""},
+		{workloads.ClientSpec{Client: KafkaPython}, base, "", ""},
+		{workloads.ClientSpec{Client: KafkaPython, Config: map[string]string{"linger_ms": "5", "api_version": "2.1.0"}}, base, "", ""},
+		{workloads.ClientSpec{Client: KafkaPython, Config: map[string]string{"linger.ms": "5"}}, base, "client kafka-python: client.config.linger.ms: neither KafkaProducer nor KafkaConsumer has linger.ms", ""},
 	} {
-		err := Check(tc.spec, "", tc.cfg)
+		err := Check(tc.spec, tc.kind, tc.cfg)
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s %v: %v, want %q", tc.spec.Client, tc.spec.Config, err, tc.want)
 		}
@@ -168,7 +172,7 @@ func TestKafkajsCheck(t *testing.T) {
 	if err := Check(workloads.ClientSpec{Client: Kafkajs}, "", lingered); !errors.As(err, &ce) || !strings.Contains(err.Error(), "kafkajs has no linger") {
 		t.Errorf("kafkajs with linger: %v", err)
 	}
-	if err := Check(workloads.ClientSpec{Client: Kafkajs}, "queue", base); err == nil || !strings.Contains(err.Error(), "the queue workload runs on franz-go and sarama only (client kafkajs has no consumer-group driver") {
+	if err := Check(workloads.ClientSpec{Client: Kafkajs}, "queue", base); err == nil || !strings.Contains(err.Error(), "the queue workload runs on franz-go, sarama or librdkafka, and on exec drivers that name the protocol's \"queue\" feature (client kafkajs has no consumer-group driver") {
 		t.Errorf("kafkajs, queue: %v", err)
 	}
 }

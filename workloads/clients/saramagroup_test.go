@@ -291,13 +291,20 @@ func mustClient(t *testing.T, seeds []string) *kgo.Client {
 }
 
 // TestSaramaQueueWithCrashes: the queue workload through sarama with
-// both commit modes, members crashing: the history is valid, crashes,
-// rebalances and ok commits are recorded, and manual commit skips
-// nothing.
+// both commit modes, members crashing (queueWithCrashes).
 func TestSaramaQueueWithCrashes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
+	queueWithCrashes(t, Sarama)
+}
+
+// queueWithCrashes runs the queue workload through client with both
+// commit modes, members crashing, and checks the history is valid,
+// crashes, rebalances and ok commits are recorded, no process commits
+// after its crash, and manual commit skips nothing.
+func queueWithCrashes(t *testing.T, client string) {
+	t.Helper()
 	c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 1})
 	for _, manual := range []bool{false, true} {
 		name := map[bool]string{false: "auto-commit", true: "manual-commit"}[manual]
@@ -310,7 +317,11 @@ func TestSaramaQueueWithCrashes(t *testing.T) {
 			cfg := workloads.Config{Topic: topic, Partitions: 2, Producers: 2, Consumers: 2, SendInterval: 4 * time.Millisecond,
 				ManualCommit: manual, CrashEvery: 500 * time.Millisecond, PollTimeout: 100 * time.Millisecond, Seed: 3,
 				ProcessingTime: time.Millisecond, AutoCommitInterval: 100 * time.Millisecond}
-			cl, err := New(workloads.ClientSpec{Client: Sarama}, cfg, Env{Seeds: c.Bootstrap()})
+			spec := workloads.ClientSpec{Client: client}
+			if err := Check(spec, "queue", cfg); err != nil {
+				t.Fatal(err)
+			}
+			cl, err := New(spec, cfg, Env{Seeds: c.Bootstrap()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,7 +5,10 @@ A driver module gives serve() a Client: its name, a check of the lab's
 hello (a refusal, or None), and a producer and a consumer class; a Client
 that runs transactions also has features() == ["txn"], a transactor and
 consumers that read read_committed (docs/client-protocol.md,
-"Transactions"). serve()
+"Transactions"); one that runs consumer groups has "queue" among its
+features() and a group_consumer (docs/client-protocol.md, "Consumer
+groups"), whose take_events() hands over what happened to the member
+while an operation ran. serve()
 answers the hello, runs each workload process on a thread of its own (so
 that one process's blocked send does not hold another's poll), and prints
 one completion per operation. Started with --check, it answers the hello
@@ -73,7 +76,7 @@ class Process:
             except Exception as e:  # a driver bug: say so, the record's fate is unknown
                 log(traceback.format_exc())
                 # A record or a transaction end may have reached the brokers.
-                d = done(op, "info" if op["f"] in ("send", "poll", "produce", "end") else "fail",
+                d = done(op, "info" if op["f"] in ("send", "poll", "produce", "end", "commit") else "fail",
                          error="driver error: %s: %s" % (type(e).__name__, e))
                 if op["f"] == "end":
                     d["done"] = True
@@ -93,6 +96,20 @@ class Process:
                 self.handle = self.client.consumer(self.hello, op["process"], op.get("partitions") or [], read_committed=True)
             else:
                 self.handle = self.client.consumer(self.hello, op["process"], op.get("partitions") or [])
+            return done(op, "ok")
+        if f == "open-group-consumer":
+            self.handle = self.client.group_consumer(self.hello, op["process"], op["group"], bool(op.get("auto_commit")),
+                                                     op.get("auto_commit_interval_ms") or 5000)
+            return done(op, "ok", events=self.events())
+        if f == "commit":
+            if self.handle is None:
+                return done(op, "fail", error="commit before open-group-consumer")
+            typ, committed, err = self.handle.commit(op.get("offsets") or [], timeout)
+            return done(op, typ, committed=committed, error=err, events=self.events())
+        if f == "crash":
+            h, self.handle = self.handle, None
+            if h is not None:
+                h.crash()
             return done(op, "ok")
         if f == "open-transactional-producer":
             self.handle = self.client.transactor(self.hello, op["process"], op["transactional_id"],
@@ -122,11 +139,18 @@ class Process:
             if self.handle is None:
                 return done(op, "info", error="poll before open-consumer")
             typ, records, err = self.handle.poll(timeout)
-            return done(op, typ, records=records or None, error=err)
+            return done(op, typ, records=records or None, error=err, events=self.events())
         if f == "close":
+            h = self.handle
             self.close_handle()
-            return done(op, "ok")
+            return done(op, "ok", events=self.events(h))
         return done(op, "fail", error="unknown operation " + f)
+
+    def events(self, h=None):
+        """A group member's events since the last operation, or None."""
+        h = h or self.handle
+        take = getattr(h, "take_events", None)
+        return (take() or None) if take else None
 
     def close_handle(self):
         h, self.handle = self.handle, None

@@ -16,6 +16,12 @@ transactional.id (init_transactions when it opens, then
 begin_transaction, produce and flush, commit_transaction or
 abort_transaction; see Transactor and end_step() for how each error is
 mapped), and consumers read with isolation.level=read_committed.
+
+With the protocol's "queue" feature (the queue workload), a group
+consumer process is a librdkafka consumer subscribed with the group's
+group.id; see GroupConsumer for how it commits, crashes and reports its
+assignments and commits, and commit_outcome() for what each commit error
+means.
 """
 import sys
 import threading
@@ -33,7 +39,8 @@ else:
 
 # Settings the driver makes itself.
 DRIVER_KEYS = {"bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store",
-               "on_delivery", "error_cb", "stats_cb", "logger", "partitioner", "transactional.id"}
+               "auto.commit.interval.ms", "on_commit", "on_delivery", "error_cb", "stats_cb", "logger",
+               "partitioner", "transactional.id"}
 
 # How long past its own timeout a send waits for its delivery report
 # (librdkafka delivers _MSG_TIMED_OUT itself at message.timeout.ms).
@@ -108,6 +115,8 @@ class Client:
         # librdkafka checks its configuration when a handle is created; with
         # no brokers to bootstrap from, it connects nowhere.
         makes = [self.producer_conf, self.consumer_conf]
+        if "queue" in (hello.get("features") or []):
+            makes.append(lambda h, proc: self.group_conf(h, "isrlab-check", True, 5000, None))
         if "txn" in (hello.get("features") or []):
             timeout = hello["config"].get("transaction.timeout.ms", "60000")
             makes.append(lambda h, proc: self.transactional_conf(h, proc, "isrlab-check", timeout))
@@ -115,13 +124,14 @@ class Client:
             conf = make(hello, 0)
             conf["bootstrap.servers"] = ""
             conf["log_level"] = 0
+            consumer = make == self.consumer_conf or "group.id" in conf
             try:
-                h = confluent_kafka.Consumer(conf) if make == self.consumer_conf else confluent_kafka.Producer(conf)
+                h = confluent_kafka.Consumer(conf) if consumer else confluent_kafka.Producer(conf)
             except KafkaException as e:
                 raise Refused("librdkafka refuses the configuration: %s" % e.args[0].str())
             except (ValueError, TypeError) as e:
                 raise Refused("confluent-kafka-python refuses the configuration: %s" % e)
-            if make == self.consumer_conf:
+            if consumer:
                 h.close()
             else:
                 h.flush(0)
@@ -141,7 +151,26 @@ class Client:
         return conf
 
     def features(self):
-        return ["txn"]
+        return ["txn", "queue"]
+
+    def group_conf(self, hello, group, auto_commit, interval_ms, on_commit):
+        """A group member's configuration: librdkafka's own auto-commit
+        (enable.auto.commit, every auto.commit.interval.ms, on a revoke
+        and on close) of the offsets the driver stores, itself, for each
+        record it hands to a poll (enable.auto.offset.store=false,
+        store_offsets): what was delivered, processed or not."""
+        conf = self.common(hello)
+        conf.update({"group.id": group, "enable.auto.commit": auto_commit, "enable.auto.offset.store": False,
+                     "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100})
+        if auto_commit:
+            conf["auto.commit.interval.ms"] = int(interval_ms)
+        if on_commit is not None:
+            conf["on_commit"] = on_commit
+        conf.update(hello.get("client.config") or {})
+        return conf
+
+    def group_consumer(self, hello, proc, group, auto_commit, interval_ms):
+        return GroupConsumer(self, hello, group, auto_commit, interval_ms)
 
     def transactional_conf(self, hello, proc, txn_id, txn_timeout_ms):
         """The producer configuration with the process's transactional.id
@@ -256,6 +285,144 @@ class Consumer:
 
     def close(self):
         self.c.close()
+
+
+def commit_outcome(err, parts):
+    """A commit's outcome (type, committed, error) from librdkafka's
+    answer: err the request's error (None, or the KafkaError a
+    synchronous commit raised or an on_commit callback got), parts the
+    partitions with their offsets and per-partition errors (asked is
+    what was asked for, when librdkafka gave none back).
+
+    ok: committed, with the offsets the coordinator accepted (a
+    partition it refused is named in the error). fail: no request was
+    written: _NO_OFFSET (nothing to commit: librdkafka writes no
+    OffsetCommit without a valid offset, rd_kafka_OffsetCommitRequest).
+    info, with every offset asked for: any other error. librdkafka
+    retries an OffsetCommit after a broken connection or a timeout
+    (rd_kafka_handle_OffsetCommit: RETRY for request-level errors), so
+    even a coordinator's refusal (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+    REBALANCE_IN_PROGRESS, NOT_COORDINATOR) may answer a retry of a
+    request whose first attempt was applied; nothing in the error
+    tells."""
+    asked = [{"partition": p.partition, "offset": p.offset} for p in parts if p.offset >= 0]
+    if err is not None:
+        if err.code() == KafkaError._NO_OFFSET:
+            return "fail", [], error_text(err)
+        return "info", asked, error_text(err)
+    ok = [{"partition": p.partition, "offset": p.offset} for p in parts if p.offset >= 0 and p.error is None]
+    refused = [error_text(p.error) for p in parts if p.offset >= 0 and p.error is not None]
+    if refused and not ok:
+        return "info", asked, ", ".join(refused)
+    return "ok", ok, ", ".join(refused)
+
+
+class GroupConsumer:
+    """A consumer group member: a librdkafka consumer subscribed to the
+    topic with the group's group.id. Its rebalance callbacks (on_assign,
+    on_revoke, on_lost) and its auto-commits' results (on_commit) run
+    inside the calls of the process's operations (poll, close), which
+    hand them to the lab as events in order.
+
+    A manual commit is commit(offsets, asynchronous=False), waited for
+    on a thread of its own at most the operation's timeout (librdkafka's
+    own wait is unbounded while it has no coordinator): past it the
+    outcome is unknown. A crash stores RD_KAFKA_OFFSET_INVALID for every
+    partition (librdkafka writes no OffsetCommit for an invalid offset),
+    so that the close that follows, which with auto-commit commits the
+    stored offsets on the revoke, commits nothing; the member leaves the
+    group, as the other clients' crashed members do. A commit librdkafka
+    wrote before the crash may still be answered; it is not reported."""
+
+    def __init__(self, client, hello, group, auto_commit, interval_ms):
+        self.topic = hello["topic"]
+        self.auto_commit = auto_commit
+        self.evs = []
+        self.crashed = False
+        self.assigned = []
+        self.c = confluent_kafka.Consumer(client.group_conf(hello, group, auto_commit, interval_ms,
+                                                            self.committed if auto_commit else None))
+        self.c.subscribe([self.topic], on_assign=self.on_assign, on_revoke=self.on_revoke, on_lost=self.on_revoke)
+
+    def take_events(self):
+        evs, self.evs = self.evs, []
+        return evs
+
+    def on_assign(self, consumer, parts):
+        self.assigned = sorted(p.partition for p in parts if p.topic == self.topic)
+        self.evs.append({"event": "assigned", "partitions": self.assigned})
+
+    def on_revoke(self, consumer, parts):
+        self.assigned = []
+        self.evs.append({"event": "assigned", "partitions": []})
+
+    def committed(self, err, parts):
+        """on_commit: an auto-commit's result (manual commits are
+        synchronous, reported by commit)."""
+        if self.crashed or (err is not None and err.code() == KafkaError._NO_OFFSET):
+            return
+        typ, offs, text = commit_outcome(err, [p for p in parts if p.topic == self.topic])
+        self.evs.append({"event": "committed", "type": typ, "committed": offs, "error": text})
+
+    def poll(self, timeout):
+        records, errors = [], []
+
+        def take(m):
+            if m is None:
+                return
+            if m.error() is not None:
+                if m.error().code() != KafkaError._PARTITION_EOF:
+                    errors.append(error_text(m.error()))
+                return
+            if self.auto_commit:
+                # Delivered: auto-commit covers it from here on.
+                self.c.store_offsets(message=m)
+            records.append({"partition": m.partition(), "offset": m.offset(), "value": m.value().decode()})
+
+        take(self.c.poll(timeout))
+        for m in self.c.consume(num_messages=1000, timeout=0):
+            take(m)
+        err = errors[0] if errors else ""
+        return ("info" if err and not records else "ok"), records, err
+
+    def commit(self, offsets, timeout):
+        parts = [confluent_kafka.TopicPartition(self.topic, o["partition"], o["offset"]) for o in offsets]
+        result = {}
+
+        def run():
+            try:
+                result["parts"] = self.c.commit(offsets=parts, asynchronous=False)
+            except KafkaException as e:
+                result["err"] = e.args[0]
+            except Exception as e:  # the consumer was closed under it
+                result["exc"] = e
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        t.join(timeout)
+        asked = [{"partition": p.partition, "offset": p.offset} for p in parts]
+        if t.is_alive():
+            return "info", asked, "no answer to the commit within %.1fs" % timeout
+        if "exc" in result:
+            return "info", asked, "commit: %s" % result["exc"]
+        if "err" in result:
+            return commit_outcome(result["err"], parts)
+        return commit_outcome(None, result["parts"] or parts)
+
+    def crash(self):
+        self.crashed = True
+        if self.auto_commit and self.assigned:
+            try:
+                self.c.store_offsets(offsets=[confluent_kafka.TopicPartition(self.topic, p, confluent_kafka.OFFSET_INVALID)
+                                              for p in self.assigned])
+            except KafkaException as e:
+                log("crash: store_offsets:", e)
+        self.close()
+
+    def close(self):
+        c, self.c = self.c, None
+        if c is not None:
+            c.close()
 
 
 def init_transactions(p, timeout):

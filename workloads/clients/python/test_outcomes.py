@@ -3,6 +3,7 @@ TestPythonOutcome (workloads/clients/python_test.go) with the system
 python3: python3 -m unittest test_outcomes (in this directory)."""
 import io
 import json
+import types
 import unittest
 
 import isrlab_exec
@@ -90,6 +91,34 @@ class Librdkafka(unittest.TestCase):
             with self.subTest(code=E(code).name(), sent_once=sent_once, produced=produced):
                 self.assertEqual(rd.outcome(E(code), sent_once, produced), want)
 
+    def test_commit_outcome(self):
+        E = rd.KafkaError
+
+        def TP(topic, partition, offset, err=None):
+            return types.SimpleNamespace(topic=topic, partition=partition, offset=offset, error=err)
+
+        def parts(*errs):
+            return [TP("t", i, 10 + i, None if code is None else E(code)) for i, code in enumerate(errs)]
+
+        both = [{"partition": 0, "offset": 10}, {"partition": 1, "offset": 11}]
+        for name, err, ps, want in [
+            ("committed", None, parts(None, None), ("ok", both)),
+            ("one refused", None, parts(None, E.ILLEGAL_GENERATION), ("ok", both[:1])),
+            # A refusal may answer a retry of a request already applied.
+            ("all refused", None, parts(E.ILLEGAL_GENERATION, E.ILLEGAL_GENERATION), ("info", both)),
+            ("refused, raised", E(E.REBALANCE_IN_PROGRESS), parts(None, None), ("info", both)),
+            ("timed out", E(E._TIMED_OUT), parts(None, None), ("info", both)),
+            ("connection broken", E(E._TRANSPORT), parts(None, None), ("info", both)),
+            ("no coordinator", E(E.NOT_COORDINATOR), parts(None, None), ("info", both)),
+            # librdkafka wrote no request.
+            ("nothing to commit", E(E._NO_OFFSET), parts(None, None), ("fail", [])),
+            ("an invalid offset is not asked", None, [TP("t", 0, 10), TP("t", 1, rd.confluent_kafka.OFFSET_INVALID)],
+             ("ok", both[:1])),
+        ]:
+            with self.subTest(name=name):
+                typ, committed, _ = rd.commit_outcome(err, ps)
+                self.assertEqual((typ, committed), want)
+
     def test_end_step(self):
         E = rd.KafkaError
         for code, commit, flags, want in [
@@ -140,7 +169,15 @@ class Librdkafka(unittest.TestCase):
 
     def test_hello(self):
         self.assertEqual(answer(rd.Client(), hello())["type"], "hello")
-        self.assertEqual(answer(rd.Client(), hello())["features"], ["txn"])
+        self.assertEqual(answer(rd.Client(), hello())["features"], ["txn", "queue"])
+        queue = hello()
+        queue["features"] = ["queue"]
+        self.assertEqual(answer(rd.Client(), queue)["type"], "hello")
+        queue["client.config"] = {"auto.commit.interval.ms": "100"}
+        self.assertEqual(answer(rd.Client(), queue),
+                         {"type": "refused", "error": "client.config.auto.commit.interval.ms: set by the driver"})
+        queue["client.config"] = {"session.timeout.ms": "often"}
+        self.assertEqual(answer(rd.Client(), queue)["type"], "refused")
         txn = hello(**{"transaction.timeout.ms": "15000"})
         txn["features"] = ["txn"]
         self.assertEqual(answer(rd.Client(), txn)["type"], "hello")

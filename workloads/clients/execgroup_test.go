@@ -1,0 +1,105 @@
+package clients
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/isrlab/isrlab/history"
+	"github.com/isrlab/isrlab/internal/proctest"
+	"github.com/isrlab/isrlab/workloads"
+)
+
+// TestLibrdkafkaQueueWithCrashes: the queue workload through librdkafka
+// (confluent-kafka-python, over the exec protocol's "queue" feature)
+// with both commit modes, members crashing (queueWithCrashes).
+func TestLibrdkafkaQueueWithCrashes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	needPython(t, Librdkafka)
+	queueWithCrashes(t, Librdkafka)
+}
+
+// TestLibrdkafkaCrashCommitsNothing: a librdkafka member with
+// auto-commit (its interval far beyond the test, so that only a revoke
+// or a close commits) that crashes after polling leaves the group's
+// offsets as they were, and one that closes commits the offsets after
+// what it delivered, reported as its own commit.
+func TestLibrdkafkaCrashCommitsNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	needPython(t, Librdkafka)
+	c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 1})
+	c.CreateTopic("crash", 1, 1, nil)
+	cfg := workloads.Config{Topic: "crash", Partitions: 1}
+	cl, err := New(workloads.ClientSpec{Client: Librdkafka}, cfg, Env{Seeds: c.Bootstrap()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.(interface{ Close() error }).Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := cl.Producer(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := int64(1); v <= 5; v++ {
+		if s, err := p.Send(ctx, workloads.Record{Partition: 0, Key: "k", Value: v}); err != nil || s.Type != history.OK {
+			t.Fatalf("send: %+v %v", s, err)
+		}
+	}
+	p.Close()
+	adm := kadm.NewClient(mustClient(t, c.Bootstrap()))
+	committed := func() (int64, bool) {
+		offs, err := adm.FetchOffsets(ctx, "crash")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, ok := offs.Lookup("crash", 0)
+		return o.At, ok && o.At >= 0
+	}
+	// member opens a member and polls until it was delivered every
+	// record; it returns the member and the commits it reported.
+	member := func(proc int) (workloads.GroupConsumer, *[]workloads.Committed) {
+		var own []workloads.Committed
+		gc, err := cl.(workloads.GroupClient).GroupConsumer(ctx, proc, workloads.GroupMember{Group: "crash", AutoCommit: true,
+			AutoCommitInterval: time.Hour, Assigned: func([]int32) {}, Committed: func(c workloads.Committed) { own = append(own, c) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for n < 5 {
+			polled, err := gc.Poll(ctx, time.Second)
+			if err != nil || ctx.Err() != nil {
+				t.Fatalf("poll: %v %v", err, ctx.Err())
+			}
+			for _, pr := range polled.Reads {
+				n += len(pr.Records)
+			}
+		}
+		return gc, &own
+	}
+	gc, own := member(1)
+	if err := gc.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if at, ok := committed(); ok || len(*own) != 0 {
+		t.Fatalf("after the crash: committed %d (%v), commits reported %+v; want none", at, ok, *own)
+	}
+	gc, own = member(2)
+	if err := gc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if at, ok := committed(); !ok || at != 5 {
+		t.Fatalf("after the close: committed %d (%v), want 5", at, ok)
+	}
+	want := workloads.Committed{Type: history.OK, Offsets: []history.PartitionOffset{{Partition: 0, Offset: 5}}}
+	if len(*own) != 1 || (*own)[0].Type != want.Type || !slices.Equal((*own)[0].Offsets, want.Offsets) {
+		t.Errorf("the close's commit was reported as %+v, want %+v", *own, want)
+	}
+}
