@@ -4,9 +4,12 @@
 // speaking the line-delimited JSON protocol of docs/client-protocol.md, so
 // that any client in any language can run the log workload. sarama also
 // runs the queue workload (workloads.GroupClient, saramagroup.go) and the
-// txn workload (workloads.TxnClient, saramatxn.go). librdkafka
-// (through confluent-kafka-python) and kafka-python are exec drivers of
-// this package (python/), run with the system python3.
+// txn workload (workloads.TxnClient, saramatxn.go), kafka-go the queue
+// workload (kafkagogroup.go). librdkafka (through confluent-kafka-python)
+// and kafka-python are exec drivers of this package (python/), run with
+// the system python3; an exec driver runs the queue and txn workloads
+// when its hello names the protocol's features (execgroup.go,
+// exectxn.go).
 //
 // A driver performs each operation the workload asks for with its client
 // and reports ok, fail or info as the client let it know: fail only when
@@ -129,7 +132,7 @@ func New(spec workloads.ClientSpec, cfg workloads.Config, env Env) (workloads.Cl
 
 // QueueClients are the clients that run the queue workload (consumer
 // groups), besides exec drivers naming FeatureQueue.
-var QueueClients = []string{FranzGo, Sarama, Librdkafka}
+var QueueClients = []string{FranzGo, Sarama, KafkaGo, Librdkafka}
 
 // checkQueue checks a client other than franz-go for the queue workload.
 // librdkafka's driver is asked (its hello names FeatureQueue, and
@@ -140,6 +143,9 @@ func checkQueue(name string, spec workloads.ClientSpec, cfg workloads.Config) er
 	switch name {
 	case Sarama:
 		return checkSaramaGroup(cfg, spec.Config)
+	case KafkaGo:
+		_, _, err := kafkagoConfig(cfg, spec.Config)
+		return err
 	case Librdkafka:
 		return checkPython(name, spec, cfg, FeatureQueue)
 	case Exec:

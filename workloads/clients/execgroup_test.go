@@ -103,3 +103,13 @@ func TestLibrdkafkaCrashCommitsNothing(t *testing.T) {
 		t.Errorf("the close's commit was reported as %+v, want %+v", *own, want)
 	}
 }
+
+// TestKafkaGoQueueWithCrashes: the queue workload through kafka-go's
+// Reader with GroupID, both commit modes, members crashing
+// (queueWithCrashes).
+func TestKafkaGoQueueWithCrashes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	queueWithCrashes(t, KafkaGo)
+}

@@ -29,7 +29,7 @@ var kafkagoOwned = []string{
 	"Writer.Addr", "Writer.Topic", "Writer.Balancer", "Writer.Async", "Writer.Completion", "Writer.Transport",
 	"Writer.BatchSize", "Writer.BatchTimeout", "Writer.Logger", "Writer.ErrorLogger",
 	"Reader.Brokers", "Reader.Topic", "Reader.Partition", "Reader.Dialer", "Reader.GroupID", "Reader.GroupTopics",
-	"Reader.StartOffset", "Reader.Logger", "Reader.ErrorLogger",
+	"Reader.StartOffset", "Reader.CommitInterval", "Reader.Logger", "Reader.ErrorLogger",
 }
 
 // kafkagoConfig is the kafka-go Writer and ReaderConfig of a workload: the

@@ -57,7 +57,7 @@ func TestPythonCheck(t *testing.T) {
 	if !errors.As(err, &ce) || err.Error() != "client kafka-python: kafka-python has no idempotent producer (enable.idempotence)" {
 		t.Errorf("kafka-python, idempotent: %v", err)
 	}
-	if err := Check(workloads.ClientSpec{Client: KafkaPython}, "queue", base); err == nil || !strings.Contains(err.Error(), `the queue workload runs on franz-go, sarama or librdkafka, and on exec drivers that name the protocol's "queue" feature (client kafka-python has no consumer-group driver`) {
+	if err := Check(workloads.ClientSpec{Client: KafkaPython}, "queue", base); err == nil || !strings.Contains(err.Error(), `the queue workload runs on franz-go, sarama, kafka-go or librdkafka, and on exec drivers that name the protocol's "queue" feature (client kafka-python has no consumer-group driver`) {
 		t.Errorf("kafka-python, queue: %v", err)
 	}
 
@@ -172,7 +172,7 @@ func TestKafkajsCheck(t *testing.T) {
 	if err := Check(workloads.ClientSpec{Client: Kafkajs}, "", lingered); !errors.As(err, &ce) || !strings.Contains(err.Error(), "kafkajs has no linger") {
 		t.Errorf("kafkajs with linger: %v", err)
 	}
-	if err := Check(workloads.ClientSpec{Client: Kafkajs}, "queue", base); err == nil || !strings.Contains(err.Error(), "the queue workload runs on franz-go, sarama or librdkafka, and on exec drivers that name the protocol's \"queue\" feature (client kafkajs has no consumer-group driver") {
+	if err := Check(workloads.ClientSpec{Client: Kafkajs}, "queue", base); err == nil || !strings.Contains(err.Error(), "the queue workload runs on franz-go, sarama, kafka-go or librdkafka, and on exec drivers that name the protocol's \"queue\" feature (client kafkajs has no consumer-group driver") {
 		t.Errorf("kafkajs, queue: %v", err)
 	}
 }

@@ -250,20 +250,46 @@ func (g *saramaGroup) Crash() error {
 // errCrashed is what a crashed member's connections answer.
 var errCrashed = errors.New("the consumer crashed")
 
-// offsetCommitKey is OffsetCommit's API key.
-const offsetCommitKey = 8
+// The API keys a commitWatch follows.
+const (
+	offsetCommitKey = 8
+	joinGroupKey    = 11
+	syncGroupKey    = 14
+)
 
 // commitWatch dials a group member's connections and reads on them the
 // OffsetCommit requests the client writes and the coordinator's answers,
 // reporting each commit once it is answered (or its connection failed,
 // info). After crash it writes no OffsetCommit request and reports
-// nothing.
+// nothing. With assigned set it also reports the member's assignments
+// of topic: the one in each SyncGroup answer, and none (revoked) when
+// the client writes a JoinGroup request after holding partitions (a
+// client that does not say when its partitions change: kafka-go's
+// Reader, whose rebalancing is eager).
 type commitWatch struct {
-	dial   workloads.DialFunc
-	report func(*kmsg.OffsetCommitRequest, *kmsg.OffsetCommitResponse, error)
+	dial     workloads.DialFunc
+	report   func(*kmsg.OffsetCommitRequest, *kmsg.OffsetCommitResponse, error)
+	topic    string
+	assigned func([]int32)
 
 	mu      sync.Mutex
 	crashed bool
+	holds   bool // the last assignment reported was not empty
+}
+
+// assign reports parts as the member's assignment, [] only when it held
+// partitions.
+func (w *commitWatch) assign(parts []int32) {
+	if w.assigned == nil {
+		return
+	}
+	w.mu.Lock()
+	skip := len(parts) == 0 && !w.holds
+	w.holds = len(parts) > 0
+	w.mu.Unlock()
+	if !skip {
+		w.assigned(parts)
+	}
 }
 
 func (w *commitWatch) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -271,7 +297,7 @@ func (w *commitWatch) Dial(ctx context.Context, network, addr string) (net.Conn,
 	if err != nil {
 		return nil, err
 	}
-	return &watchedConn{Conn: c, w: w, pending: map[int32]*kmsg.OffsetCommitRequest{}}, nil
+	return &watchedConn{Conn: c, w: w, pending: map[int32]*kmsg.OffsetCommitRequest{}, syncs: map[int32]int16{}}, nil
 }
 
 func (w *commitWatch) crash() {
@@ -295,16 +321,29 @@ type watchedConn struct {
 
 	mu      sync.Mutex
 	pending map[int32]*kmsg.OffsetCommitRequest // by correlation id
+	syncs   map[int32]int16                     // SyncGroup requests' versions, by correlation id, when assignments are watched
 	// The response being read: its first 8 bytes (size, correlation
-	// id), what is left of it, and its body when it answers a commit.
+	// id), what is left of it, and its body when it answers a commit
+	// (keep) or a SyncGroup (sync >= 0).
 	hdr    [8]byte
 	hdrN   int
 	remain int
 	keep   *kmsg.OffsetCommitRequest
+	sync   int16
 	body   []byte
 }
 
 func (c *watchedConn) Write(b []byte) (int, error) {
+	if c.w.assigned != nil && len(b) >= 12 {
+		switch int16(binary.BigEndian.Uint16(b[4:])) {
+		case joinGroupKey:
+			c.w.assign([]int32{})
+		case syncGroupKey:
+			c.mu.Lock()
+			c.syncs[int32(binary.BigEndian.Uint32(b[8:]))] = int16(binary.BigEndian.Uint16(b[6:]))
+			c.mu.Unlock()
+		}
+	}
 	req, corr, ok := offsetCommitRequest(b)
 	if ok {
 		if c.w.isCrashed() {
@@ -381,23 +420,34 @@ func (c *watchedConn) scan(b []byte) {
 			c.remain = int(int32(binary.BigEndian.Uint32(c.hdr[:4]))) - 4
 			c.keep, c.body = c.pending[corr], nil
 			delete(c.pending, corr)
+			c.sync = -1
+			if v, ok := c.syncs[corr]; ok {
+				c.sync = v
+				delete(c.syncs, corr)
+			}
 		}
 		k := min(len(b), c.remain)
-		if c.keep != nil {
+		if c.keep != nil || c.sync >= 0 {
 			c.body = append(c.body, b[:k]...)
 		}
 		b = b[k:]
 		c.remain -= k
 		var req *kmsg.OffsetCommitRequest
 		var body []byte
+		sync := int16(-1)
 		if c.remain <= 0 {
-			req, body = c.keep, c.body
-			c.hdrN, c.keep, c.body = 0, nil, nil
+			req, body, sync = c.keep, c.body, c.sync
+			c.hdrN, c.keep, c.body, c.sync = 0, nil, nil, -1
 		}
 		c.mu.Unlock()
 		if req != nil {
 			resp, err := offsetCommitResponse(req, body)
 			c.finish(req, resp, err)
+		}
+		if sync >= 0 {
+			if parts, ok := syncAssignment(sync, body, c.w.topic); ok {
+				c.w.assign(parts)
+			}
 		}
 	}
 }
@@ -451,6 +501,31 @@ func offsetCommitResponse(req *kmsg.OffsetCommitRequest, body []byte) (*kmsg.Off
 		return nil, fmt.Errorf("undecodable OffsetCommit response: %w", err)
 	}
 	return resp, nil
+}
+
+// syncAssignment decodes a SyncGroup response of version v (what follows
+// the correlation id) and returns the member's partitions of topic, or
+// false when the coordinator refused the sync or the body is not one.
+func syncAssignment(v int16, body []byte, topic string) ([]int32, bool) {
+	resp := kmsg.NewPtrSyncGroupResponse()
+	resp.Version = v
+	if err := readBody(resp, body); err != nil || resp.ErrorCode != 0 {
+		return nil, false
+	}
+	var a kmsg.ConsumerMemberAssignment
+	if len(resp.MemberAssignment) > 0 {
+		if err := a.ReadFrom(resp.MemberAssignment); err != nil {
+			return nil, false
+		}
+	}
+	parts := []int32{}
+	for _, t := range a.Topics {
+		if t.Topic == topic {
+			parts = append(parts, t.Partitions...)
+		}
+	}
+	slices.Sort(parts)
+	return parts, true
 }
 
 // skipTags skips a flexible header's tagged fields.
