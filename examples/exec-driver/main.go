@@ -6,7 +6,11 @@
 //	isrlab run my-scenario.yaml     # workload: {client: exec, exec: [/path/to/exec-driver]}
 //
 // Each workload process is a goroutine with its own client, so one
-// process's blocked send does not hold another's poll. A send is ok when
+// process's blocked send does not hold another's poll. It runs the
+// protocol's "txn" feature too (the txn workload): a transactional
+// producer process is a kgo client with the process's transactional.id
+// that also reads read_committed when the lab asks for its polls, and
+// any error ending a commit leaves its outcome unknown (info). A send is ok when
 // acknowledged, fail only when the broker refused it for a reason that
 // holds on every attempt, and info otherwise: this driver cannot tell
 // whether a timed-out request was written, so it says it does not know.
@@ -36,6 +40,7 @@ type hello struct {
 	Partitions int32             `json:"partitions"`
 	Config     map[string]string `json:"config"`
 	Client     map[string]string `json:"client.config"`
+	Features   []string          `json:"features"`
 }
 
 type op struct {
@@ -47,6 +52,16 @@ type op struct {
 	Partition  int32   `json:"partition"`
 	Key        string  `json:"key"`
 	Value      string  `json:"value"`
+	// The txn feature's.
+	Isolation            string `json:"isolation"`
+	TransactionalID      string `json:"transactional_id"`
+	TransactionTimeoutMs int64  `json:"transaction_timeout_ms"`
+	Records              []struct {
+		Partition int32  `json:"partition"`
+		Key       string `json:"key"`
+		Value     string `json:"value"`
+	} `json:"records"`
+	Commit bool `json:"commit"`
 }
 
 type record struct {
@@ -62,6 +77,8 @@ type done struct {
 	Offset  *int64   `json:"offset,omitempty"`
 	Error   string   `json:"error,omitempty"`
 	Records []record `json:"records,omitempty"`
+	Offsets []int64  `json:"offsets,omitempty"`
+	Done    bool     `json:"done,omitempty"`
 }
 
 // out prints whole lines, one goroutine at a time.
@@ -98,7 +115,13 @@ func main() {
 		o.print(map[string]any{"type": "refused", "error": "client.config." + k + ": this driver takes no client settings"})
 		return
 	}
-	o.print(map[string]any{"type": "hello", "client": "franz-go " + kgoVersion(), "pid": os.Getpid()})
+	for _, f := range h.Features {
+		if f != "txn" {
+			o.print(map[string]any{"type": "refused", "error": fmt.Sprintf("this driver does not run the protocol's %q feature", f)})
+			return
+		}
+	}
+	o.print(map[string]any{"type": "hello", "client": "franz-go " + kgoVersion(), "pid": os.Getpid(), "features": []string{"txn"}})
 
 	procs := map[int]chan op{}
 	var wg sync.WaitGroup
@@ -160,13 +183,25 @@ func (p *process) run(ops <-chan op) {
 		timeout := time.Duration(x.TimeoutMs) * time.Millisecond
 		switch x.F {
 		case "open-producer":
-			p.cl, d.Error = p.open(producerOpts(p.h)...)
+			p.cl, d.Error = p.open(producerOpts(p.h, false)...)
 		case "open-consumer":
-			offs := map[int32]kgo.Offset{}
-			for _, part := range x.Partitions {
-				offs[part] = kgo.NewOffset().AtStart()
+			opts := p.consumeOpts(x.Partitions, timeout)
+			if x.Isolation == "read_committed" {
+				opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 			}
-			p.cl, d.Error = p.open(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.h.Topic: offs}), kgo.FetchMaxWait(timeout/2))
+			p.cl, d.Error = p.open(opts...)
+		case "open-transactional-producer":
+			d.Error = p.openTransactional(x, timeout)
+		case "begin":
+			if p.cl == nil {
+				d.Type, d.Error = "fail", "begin before open-transactional-producer"
+			} else if err := p.cl.BeginTransaction(); err != nil {
+				d.Type, d.Error = "fail", err.Error()
+			}
+		case "produce":
+			d = p.produce(x, timeout)
+		case "end":
+			d = p.end(x, timeout)
 		case "send":
 			d = p.send(x, timeout)
 		case "poll":
@@ -179,7 +214,7 @@ func (p *process) run(ops <-chan op) {
 		default:
 			d.Type, d.Error = "fail", "unknown operation "+x.F
 		}
-		if d.Error != "" && (x.F == "open-producer" || x.F == "open-consumer") {
+		if d.Error != "" && (x.F == "open-producer" || x.F == "open-consumer" || x.F == "open-transactional-producer") {
 			d.Type = "fail"
 		}
 		p.o.print(d)
@@ -194,8 +229,102 @@ func (p *process) open(opts ...kgo.Opt) (*kgo.Client, string) {
 	return cl, ""
 }
 
-// producerOpts maps the Kafka-named settings of the hello to kgo's.
-func producerOpts(h *hello) []kgo.Opt {
+// consumeOpts read each of parts from its start.
+func (p *process) consumeOpts(parts []int32, timeout time.Duration) []kgo.Opt {
+	offs := map[int32]kgo.Offset{}
+	for _, part := range parts {
+		offs[part] = kgo.NewOffset().AtStart()
+	}
+	return []kgo.Opt{kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.h.Topic: offs}), kgo.FetchMaxWait(timeout / 2)}
+}
+
+// openTransactional opens a transactional producer and initializes its
+// producer id within timeout; with partitions it also reads them
+// read_committed, for the process's polls.
+func (p *process) openTransactional(x op, timeout time.Duration) string {
+	opts := append(producerOpts(p.h, true), kgo.TransactionalID(x.TransactionalID),
+		kgo.TransactionTimeout(time.Duration(x.TransactionTimeoutMs)*time.Millisecond), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if len(x.Partitions) > 0 {
+		opts = append(opts, p.consumeOpts(x.Partitions, 500*time.Millisecond)...)
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, errText := p.open(opts...)
+	if errText != "" {
+		return errText
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		cl.Close()
+		return "init producer id: " + err.Error()
+	}
+	p.cl = cl
+	return ""
+}
+
+// produce sends the transaction's records and waits for them: each
+// one's offset, -1 when not acknowledged; ok only when all were (the
+// lab aborts the transaction otherwise).
+func (p *process) produce(x op, timeout time.Duration) done {
+	d := done{ID: x.ID, Process: x.Process, Type: "ok", Offsets: make([]int64, len(x.Records))}
+	if p.cl == nil {
+		d.Type, d.Error = "fail", "produce before open-transactional-producer"
+		return d
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	krs := make([]*kgo.Record, len(x.Records))
+	for i, r := range x.Records {
+		krs[i] = &kgo.Record{Partition: r.Partition, Value: []byte(r.Value)}
+		if r.Key != "" {
+			krs[i].Key = []byte(r.Key)
+		}
+	}
+	res := p.cl.ProduceSync(ctx, krs...)
+	acked := map[*kgo.Record]bool{}
+	for _, r := range res {
+		if r.Err == nil {
+			acked[r.Record] = true
+		}
+	}
+	for i, kr := range krs {
+		d.Offsets[i] = -1
+		if acked[kr] {
+			d.Offsets[i] = kr.Offset
+		}
+	}
+	if err := res.FirstErr(); err != nil {
+		d.Type, d.Error = "info", err.Error()
+	}
+	return d
+}
+
+// end commits or aborts. A commit is ok only when EndTransaction
+// returned nil; an abort that returned nil is fail (it did not commit);
+// any error leaves the outcome unknown, and the producer is done.
+func (p *process) end(x op, timeout time.Duration) done {
+	d := done{ID: x.ID, Process: x.Process, Type: "ok"}
+	if p.cl == nil {
+		d.Type, d.Error = "fail", "end before open-transactional-producer"
+		return d
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if !x.Commit {
+		p.cl.AbortBufferedRecords(ctx)
+	}
+	switch err := p.cl.EndTransaction(ctx, kgo.TransactionEndTry(x.Commit)); {
+	case err != nil:
+		d.Type, d.Error, d.Done = "info", err.Error(), true
+	case !x.Commit:
+		d.Type = "fail"
+	}
+	return d
+}
+
+// producerOpts maps the Kafka-named settings of the hello to kgo's; a
+// transactional producer is idempotent whatever the hello says.
+func producerOpts(h *hello, transactional bool) []kgo.Opt {
 	ms := func(k string) time.Duration {
 		n, _ := strconv.ParseInt(h.Config[k], 10, 64)
 		return time.Duration(n) * time.Millisecond
@@ -211,7 +340,7 @@ func producerOpts(h *hello) []kgo.Opt {
 	default:
 		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
 	}
-	if h.Config["enable.idempotence"] != "true" {
+	if h.Config["enable.idempotence"] != "true" && !transactional {
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	}
 	if r, err := strconv.Atoi(h.Config["retries"]); err == nil && r < 1<<30 {

@@ -62,13 +62,33 @@ func TestLibrdkafkaTxnOutcomes(t *testing.T) {
 		t.Skip("starts a cluster")
 	}
 	needPython(t, Librdkafka)
+	txnOutcomesThrough(t, workloads.ClientSpec{Client: Librdkafka})
+}
+
+// TestExecDriverTxnOutcomes: TestLibrdkafkaTxnOutcomes through the
+// reference exec driver (kgo's EndTransaction in a process of its own).
+func TestExecDriverTxnOutcomes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	driver := proctest.Build(t, "./examples/exec-driver")
+	txnOutcomesThrough(t, workloads.ClientSpec{Client: Exec, Exec: []string{driver}})
+}
+
+// txnOutcomesThrough checks, through spec's transactor against a
+// one-broker cluster, that an abort is fail, a commit ok, and a commit
+// whose EndTxn the coordinator holds past the caller's deadline info
+// with the process done; read_committed reads the committed values and
+// never the aborted one.
+func txnOutcomesThrough(t *testing.T, spec workloads.ClientSpec) {
+	t.Helper()
 	c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 1, TestHooks: true,
 		Overrides: []string{"transaction.state.log.num.partitions=1", "transaction.state.log.replication.factor=1", "transaction.state.log.min.isr=1"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c.CreateTopic("txn", 1, 1, nil)
 	cfg := workloads.Config{Topic: "txn", Partitions: 1, RequestTimeout: 2 * time.Second}
-	cl, err := New(workloads.ClientSpec{Client: Librdkafka}, cfg, Env{Seeds: c.Bootstrap()})
+	cl, err := New(spec, cfg, Env{Seeds: c.Bootstrap()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +147,7 @@ func TestLibrdkafkaTxnWorkload(t *testing.T) {
 		t.Skip("starts a cluster")
 	}
 	needPython(t, Librdkafka)
-	if offsets := txnWorkloadThrough(t, Librdkafka); offsets == 0 {
+	if offsets := txnWorkloadThrough(t, workloads.ClientSpec{Client: Librdkafka}); offsets == 0 {
 		t.Error("no committed send has the offset librdkafka reported")
 	}
 }
@@ -149,19 +169,31 @@ func heldCommit(ctx context.Context, t *testing.T, c *proctest.Cluster, tr workl
 	t.Logf("held EndTxn: %s (%s)", e.Type, e.Error)
 }
 
-// txnWorkloadThrough runs the txn workload through client against a
+// TestExecDriverTxnWorkload: the txn workload through the reference exec
+// driver (examples/exec-driver: franz-go in a process of its own, over
+// the protocol's "txn" feature), as TestLibrdkafkaTxnWorkload.
+func TestExecDriverTxnWorkload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	driver := proctest.Build(t, "./examples/exec-driver")
+	if offsets := txnWorkloadThrough(t, workloads.ClientSpec{Client: Exec, Exec: []string{driver}}); offsets == 0 {
+		t.Error("no committed send has the offset the driver reported")
+	}
+}
+
+// txnWorkloadThrough runs the txn workload through spec's client against a
 // three-broker cluster, 300 values, a fifth of the transactions aborted
 // on purpose, and checks the history is valid with commits, aborts,
 // polls and committed read-process-write transactions. It returns how
 // many committed sends have the offset the client reported.
-func txnWorkloadThrough(t *testing.T, client string) (offsets int) {
+func txnWorkloadThrough(t *testing.T, spec workloads.ClientSpec) (offsets int) {
 	t.Helper()
 	c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 3,
 		Overrides: []string{"transaction.state.log.num.partitions=4", "offsets.topic.num.partitions=4"}})
 	c.CreateTopic("txn", 3, 3, nil)
 	cfg := workloads.Config{Topic: "txn", Partitions: 3, Producers: 2, Consumers: 2, Sends: 300, Seed: 5,
 		TxnConfig: workloads.TxnConfig{TxnAbortRatio: 0.2, TransactionTimeout: 15 * time.Second}}
-	spec := workloads.ClientSpec{Client: client}
 	if err := Check(spec, "txn", cfg); err != nil {
 		t.Fatal(err)
 	}

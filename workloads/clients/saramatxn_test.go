@@ -222,7 +222,7 @@ func TestSaramaTxnWorkload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
-	txnWorkloadThrough(t, Sarama)
+	txnWorkloadThrough(t, workloads.ClientSpec{Client: Sarama})
 }
 
 // TestSaramaTxnCheck: the txn workload runs on sarama, not in a consumer
