@@ -42,6 +42,11 @@ DRIVER_KEYS = {"bootstrap.servers", "group.id", "enable.auto.commit", "enable.au
                "auto.commit.interval.ms", "on_commit", "on_delivery", "error_cb", "stats_cb", "logger",
                "partitioner", "transactional.id"}
 
+# The most messages a group member's poll hands over: poll(), then what
+# consume(timeout=0) has already fetched, as many as the sarama driver's
+# polls take (its ChannelBufferSize), so that a poll's work is comparable.
+GROUP_POLL = 256
+
 # How long past its own timeout a send waits for its delivery report
 # (librdkafka delivers _MSG_TIMED_OUT itself at message.timeout.ms).
 REPORT_GRACE = 5.0
@@ -375,12 +380,17 @@ class GroupConsumer:
                     errors.append(error_text(m.error()))
                 return
             if self.auto_commit:
-                # Delivered: auto-commit covers it from here on.
-                self.c.store_offsets(message=m)
+                # Delivered: auto-commit covers it from here on. A
+                # partition revoked since it was fetched takes no store
+                # (_STATE); the record was still delivered.
+                try:
+                    self.c.store_offsets(message=m)
+                except KafkaException as e:
+                    log("store_offsets:", error_text(e.args[0]))
             records.append({"partition": m.partition(), "offset": m.offset(), "value": m.value().decode()})
 
         take(self.c.poll(timeout))
-        for m in self.c.consume(num_messages=1000, timeout=0):
+        for m in self.c.consume(num_messages=GROUP_POLL - 1, timeout=0):
             take(m)
         err = errors[0] if errors else ""
         return ("info" if err and not records else "ok"), records, err
