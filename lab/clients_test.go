@@ -86,12 +86,35 @@ func TestClientsLeaderKill(t *testing.T) {
 // (at-least-once).
 func TestSaramaConsumerCrash(t *testing.T) {
 	needRoot(t)
-	bin := proctest.Binary(t)
 	sc, err := lab.Lookup("consumer-crash/manual-commit")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sc.Workload.ClientSpec = workloads.ClientSpec{Client: clients.Sarama}
+	consumerCrash(t, sc)
+}
+
+// TestLibrdkafkaConsumerCrash runs the library's
+// consumer-crash/manual-commit-librdkafka (the exec protocol's queue
+// feature, asked for in the driver's hello) as TestSaramaConsumerCrash.
+func TestLibrdkafkaConsumerCrash(t *testing.T) {
+	needRoot(t)
+	if _, missing := clients.PythonVersion(clients.Librdkafka); missing != "" {
+		t.Skipf("client %s needs %s", clients.Librdkafka, missing)
+	}
+	sc, err := lab.Lookup("consumer-crash/manual-commit-librdkafka")
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumerCrash(t, sc)
+}
+
+// consumerCrash runs sc, a manual-commit consumer-crash scenario,
+// shortened to 15 s, and checks its history is valid with skipped 0,
+// redeliveries, crashes and ok commits.
+func consumerCrash(t *testing.T, sc lab.Scenario) {
+	t.Helper()
+	bin := proctest.Binary(t)
 	sc.Duration = 15 * time.Second
 	sc.Seed = 7
 	res, _ := runLogged(t, bin, sc)
