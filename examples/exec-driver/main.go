@@ -10,7 +10,10 @@
 // protocol's "txn" feature too (the txn workload): a transactional
 // producer process is a kgo client with the process's transactional.id
 // that also reads read_committed when the lab asks for its polls, and
-// any error ending a commit leaves its outcome unknown (info). A send is ok when
+// any error ending a commit leaves its outcome unknown (info). And it runs
+// the "queue" feature (the queue workload): a group member is a kgo
+// client in the group, whose assignments and auto-commits, which kgo
+// reports on goroutines of its own, go with the member's next completion. A send is ok when
 // acknowledged, fail only when the broker refused it for a reason that
 // holds on every attempt, and info otherwise: this driver cannot tell
 // whether a timed-out request was written, so it says it does not know.
@@ -30,6 +33,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 type hello struct {
@@ -62,7 +66,22 @@ type op struct {
 		Value     string `json:"value"`
 	} `json:"records"`
 	Commit bool `json:"commit"`
+	// The queue feature's.
+	Group                string   `json:"group"`
+	AutoCommit           bool     `json:"auto_commit"`
+	AutoCommitIntervalMs int64    `json:"auto_commit_interval_ms"`
+	Offsets              []offset `json:"offsets"`
 }
+
+type offset struct {
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
+}
+
+// event is what happened to a group member: {"event": "assigned",
+// "partitions": its whole assignment, [] when revoked} or {"event":
+// "committed", "type", "committed", "error"}: an auto-commit's outcome.
+type event map[string]any
 
 type record struct {
 	Partition int32  `json:"partition"`
@@ -79,6 +98,9 @@ type done struct {
 	Records []record `json:"records,omitempty"`
 	Offsets []int64  `json:"offsets,omitempty"`
 	Done    bool     `json:"done,omitempty"`
+	// The queue feature's.
+	Committed []offset `json:"committed,omitempty"`
+	Events    []event  `json:"events,omitempty"`
 }
 
 // out prints whole lines, one goroutine at a time.
@@ -116,12 +138,12 @@ func main() {
 		return
 	}
 	for _, f := range h.Features {
-		if f != "txn" {
+		if f != "txn" && f != "queue" {
 			o.print(map[string]any{"type": "refused", "error": fmt.Sprintf("this driver does not run the protocol's %q feature", f)})
 			return
 		}
 	}
-	o.print(map[string]any{"type": "hello", "client": "franz-go " + kgoVersion(), "pid": os.Getpid(), "features": []string{"txn"}})
+	o.print(map[string]any{"type": "hello", "client": "franz-go " + kgoVersion(), "pid": os.Getpid(), "features": []string{"txn", "queue"}})
 
 	procs := map[int]chan op{}
 	var wg sync.WaitGroup
@@ -165,11 +187,13 @@ func kgoVersion() string {
 	return "(unknown version)"
 }
 
-// process is one workload process: a producer or a consumer.
+// process is one workload process: a producer, a consumer or a group
+// member (g set).
 type process struct {
 	h  *hello
 	o  *out
 	cl *kgo.Client
+	g  *member
 }
 
 func (p *process) run(ops <-chan op) {
@@ -202,6 +226,19 @@ func (p *process) run(ops <-chan op) {
 			d = p.produce(x, timeout)
 		case "end":
 			d = p.end(x, timeout)
+		case "open-group-consumer":
+			p.g = &member{topic: p.h.Topic, auto: x.AutoCommit}
+			p.cl, d.Error = p.open(p.g.opts(x, p.h)...)
+		case "commit":
+			d = p.commit(x, timeout)
+		case "crash":
+			if p.g != nil {
+				p.g.crash()
+			}
+			if p.cl != nil {
+				p.cl.Close()
+				p.cl = nil
+			}
 		case "send":
 			d = p.send(x, timeout)
 		case "poll":
@@ -214,8 +251,11 @@ func (p *process) run(ops <-chan op) {
 		default:
 			d.Type, d.Error = "fail", "unknown operation "+x.F
 		}
-		if d.Error != "" && (x.F == "open-producer" || x.F == "open-consumer" || x.F == "open-transactional-producer") {
+		if d.Error != "" && (x.F == "open-producer" || x.F == "open-consumer" || x.F == "open-transactional-producer" || x.F == "open-group-consumer") {
 			d.Type = "fail"
+		}
+		if p.g != nil && x.F != "crash" {
+			d.Events = p.g.take()
 		}
 		p.o.print(d)
 	}
@@ -322,6 +362,149 @@ func (p *process) end(x op, timeout time.Duration) done {
 	return d
 }
 
+// member is a group member's state that kgo's goroutines report to.
+type member struct {
+	topic string
+	auto  bool
+
+	mu      sync.Mutex
+	events  []event
+	crashed bool
+}
+
+// opts are the member's kgo options: in the group, reading from its
+// committed offsets or the start; with auto-commit kgo commits what
+// polls returned (GreedyAutoCommit) every interval, and the revoke hook
+// commits what was polled first, as an application that stops does,
+// unless the member crashed.
+func (m *member) opts(x op, h *hello) []kgo.Opt {
+	opts := []kgo.Opt{kgo.ConsumeTopics(h.Topic), kgo.ConsumerGroup(x.Group),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(250 * time.Millisecond),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { m.assigned(ps[h.Topic]) }),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, _ map[string][]int32) {
+			if m.auto && !m.isCrashed() {
+				if offs := cl.UncommittedOffsets(); len(offs) > 0 {
+					cl.CommitOffsetsSync(ctx, offs, m.autoCommitted)
+				}
+			}
+			m.assigned([]int32{})
+		}),
+		kgo.OnPartitionsLost(func(context.Context, *kgo.Client, map[string][]int32) { m.assigned([]int32{}) }),
+	}
+	if !x.AutoCommit {
+		return append(opts, kgo.DisableAutoCommit())
+	}
+	return append(opts, kgo.GreedyAutoCommit(), kgo.AutoCommitInterval(time.Duration(x.AutoCommitIntervalMs)*time.Millisecond),
+		kgo.AutoCommitCallback(m.autoCommitted))
+}
+
+func (m *member) assigned(parts []int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if parts == nil {
+		parts = []int32{}
+	}
+	m.events = append(m.events, event{"event": "assigned", "partitions": parts})
+}
+
+// autoCommitted reports a commit kgo made on its own.
+func (m *member) autoCommitted(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	typ, offs, text := commitOutcome(m.topic, req, resp, err)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.crashed {
+		m.events = append(m.events, event{"event": "committed", "type": typ, "committed": offs, "error": text})
+	}
+}
+
+func (m *member) crash() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.crashed = true
+}
+
+func (m *member) isCrashed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.crashed
+}
+
+// take hands over the events since the last completion.
+func (m *member) take() []event {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	evs := m.events
+	m.events = nil
+	return evs
+}
+
+// commitOutcome is an OffsetCommit's outcome: ok with the offsets the
+// coordinator accepted (the refusals named), info with every offset
+// asked for when the request's answer is unknown (an error, no
+// response), fail when every partition was refused or no request was
+// made.
+func commitOutcome(topic string, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) (string, []offset, string) {
+	var asked []offset
+	if req != nil {
+		for _, t := range req.Topics {
+			if t.Topic == topic {
+				for _, p := range t.Partitions {
+					asked = append(asked, offset{Partition: p.Partition, Offset: p.Offset})
+				}
+			}
+		}
+	}
+	switch {
+	case req == nil:
+		return "fail", nil, fmt.Sprintf("no request made: %v", err)
+	case err != nil || resp == nil:
+		return "info", asked, fmt.Sprint(err)
+	}
+	var ok []offset
+	var refused string
+	for _, t := range resp.Topics {
+		if t.Topic != topic {
+			continue
+		}
+		for _, p := range t.Partitions {
+			if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil {
+				refused = perr.Error()
+				continue
+			}
+			for _, a := range asked {
+				if a.Partition == p.Partition {
+					ok = append(ok, a)
+				}
+			}
+		}
+	}
+	if len(ok) == 0 && refused != "" {
+		return "fail", nil, refused
+	}
+	return "ok", ok, refused
+}
+
+// commit commits the offsets given and waits for the outcome.
+func (p *process) commit(x op, timeout time.Duration) done {
+	d := done{ID: x.ID, Process: x.Process}
+	if p.cl == nil || p.g == nil {
+		d.Type, d.Error = "fail", "commit before open-group-consumer"
+		return d
+	}
+	offs := map[int32]kgo.EpochOffset{}
+	for _, o := range x.Offsets {
+		offs[o.Partition] = kgo.EpochOffset{Epoch: -1, Offset: o.Offset}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	d.Type, d.Error = "fail", "no commit made"
+	p.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{p.h.Topic: offs},
+		func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			d.Type, d.Committed, d.Error = commitOutcome(p.h.Topic, req, resp, err)
+		})
+	return d
+}
+
 // producerOpts maps the Kafka-named settings of the hello to kgo's; a
 // transactional producer is idempotent whatever the hello says.
 func producerOpts(h *hello, transactional bool) []kgo.Opt {
@@ -392,7 +575,14 @@ func (p *process) poll(x op, timeout time.Duration) done {
 		return d
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	fs := p.cl.PollFetches(ctx)
+	var fs kgo.Fetches
+	if p.g != nil {
+		// A group member's poll is a batch of work: at most 256 records,
+		// as the lab's other group drivers hand over.
+		fs = p.cl.PollRecords(ctx, 256)
+	} else {
+		fs = p.cl.PollFetches(ctx)
+	}
 	cancel()
 	fs.EachRecord(func(r *kgo.Record) {
 		d.Records = append(d.Records, record{Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})

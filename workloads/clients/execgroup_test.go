@@ -21,7 +21,19 @@ func TestLibrdkafkaQueueWithCrashes(t *testing.T) {
 		t.Skip("starts a cluster")
 	}
 	needPython(t, Librdkafka)
-	queueWithCrashes(t, Librdkafka)
+	queueWithCrashes(t, workloads.ClientSpec{Client: Librdkafka})
+}
+
+// TestExecDriverQueueWithCrashes: the queue workload through the
+// reference exec driver (examples/exec-driver: kgo group members in a
+// process of its own, over the protocol's "queue" feature), with both
+// commit modes, members crashing (queueWithCrashes).
+func TestExecDriverQueueWithCrashes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	driver := proctest.Build(t, "./examples/exec-driver")
+	queueWithCrashes(t, workloads.ClientSpec{Client: Exec, Exec: []string{driver}})
 }
 
 // TestLibrdkafkaCrashCommitsNothing: a librdkafka member with
@@ -111,5 +123,5 @@ func TestKafkaGoQueueWithCrashes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
-	queueWithCrashes(t, KafkaGo)
+	queueWithCrashes(t, workloads.ClientSpec{Client: KafkaGo})
 }

@@ -296,14 +296,14 @@ func TestSaramaQueueWithCrashes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
-	queueWithCrashes(t, Sarama)
+	queueWithCrashes(t, workloads.ClientSpec{Client: Sarama})
 }
 
-// queueWithCrashes runs the queue workload through client with both
+// queueWithCrashes runs the queue workload through spec's client with both
 // commit modes, members crashing, and checks the history is valid,
 // crashes, rebalances and ok commits are recorded, no process commits
 // after its crash, and manual commit skips nothing.
-func queueWithCrashes(t *testing.T, client string) {
+func queueWithCrashes(t *testing.T, spec workloads.ClientSpec) {
 	t.Helper()
 	c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 1})
 	for _, manual := range []bool{false, true} {
@@ -317,7 +317,6 @@ func queueWithCrashes(t *testing.T, client string) {
 			cfg := workloads.Config{Topic: topic, Partitions: 2, Producers: 2, Consumers: 2, SendInterval: 4 * time.Millisecond,
 				ManualCommit: manual, CrashEvery: 500 * time.Millisecond, PollTimeout: 100 * time.Millisecond, Seed: 3,
 				ProcessingTime: time.Millisecond, AutoCommitInterval: 100 * time.Millisecond}
-			spec := workloads.ClientSpec{Client: client}
 			if err := Check(spec, "queue", cfg); err != nil {
 				t.Fatal(err)
 			}
