@@ -24,7 +24,10 @@ func (m *Manager) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.Describe
 			continue
 		}
 		g := m.groups[id]
-		if g == nil {
+		if g == nil || g.cg != nil {
+			// As Kafka 4.0: DescribeGroups describes classic groups; a
+			// consumer group (KIP-848) reads as Dead here and is described
+			// by ConsumerGroupDescribe.
 			rg.State = string(Dead)
 			resp.Groups = append(resp.Groups, rg)
 			continue
@@ -69,11 +72,15 @@ func (m *Manager) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRespon
 	sort.Strings(ids)
 	for _, id := range ids {
 		g := m.groups[id]
-		if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, string(g.state)) {
+		state := g.state
+		if g.cg != nil {
+			state = g.cg.state()
+		}
+		if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, string(state)) {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
-		lg.Group, lg.ProtocolType, lg.GroupState = id, g.protocolType, string(g.state)
+		lg.Group, lg.ProtocolType, lg.GroupState = id, g.protocolType, string(state)
 		resp.Groups = append(resp.Groups, lg)
 	}
 	return resp
@@ -104,6 +111,9 @@ func (m *Manager) Group(id string) (Info, bool) {
 	g := m.groups[id]
 	if g == nil {
 		return Info{}, false
+	}
+	if g.cg != nil {
+		return Info{State: g.cg.state(), Generation: g.cg.epoch, Members: g.cg.ids()}, true
 	}
 	return Info{State: g.state, Generation: g.generation, Protocol: g.protocol, Leader: g.leader, Members: append([]string(nil), g.order...)}, true
 }

@@ -18,6 +18,11 @@ func (m *Manager) expired(g *groupState, nowMs int64) []TopicPartition {
 	var base func(o Offset) int64
 	var keep map[string]bool
 	switch {
+	case g.cg != nil && len(g.cg.members) > 0:
+		// A consumer group with members keeps the offsets of the topics
+		// they subscribe to, as a Stable classic group.
+		keep = g.cg.subscribedTopics()
+		base = func(o Offset) int64 { return o.CommitTimestamp }
 	case g.protocolType == "":
 		base = func(o Offset) int64 { return o.CommitTimestamp }
 	case g.state == Empty:
@@ -71,7 +76,7 @@ func (m *Manager) expireOffsets() {
 			continue
 		}
 		tps := m.expired(g, now)
-		drop := g.state == Empty && len(g.members) == 0 && len(g.pending) == 0 && len(g.pendingTxn) == 0 && len(tps) == len(g.offsets)
+		drop := g.state == Empty && g.empty() && len(g.members) == 0 && len(g.pending) == 0 && len(g.pendingTxn) == 0 && len(tps) == len(g.offsets)
 		if len(tps) == 0 && !drop {
 			continue
 		}
@@ -92,6 +97,9 @@ func (m *Manager) expireOffsets() {
 			}
 			if e.drop {
 				recs = append(recs, record{Key: groupKey(e.g.id)})
+				if e.g.cg != nil {
+					recs = append(recs, e.g.cg.tombstones(e.g.id)...)
+				}
 			}
 		}
 		pending[p] = m.submitLocked(p, recs)
@@ -115,7 +123,7 @@ func (m *Manager) expireOffsets() {
 				}
 			}
 			m.logger.Info("offsets expired", "group", g.id, "partitions", len(e.tps))
-			if e.drop && g.state == Empty && len(g.members) == 0 && len(g.pending) == 0 && len(g.pendingTxn) == 0 && len(g.offsets) == 0 {
+			if e.drop && g.state == Empty && g.empty() && len(g.members) == 0 && len(g.pending) == 0 && len(g.pendingTxn) == 0 && len(g.offsets) == 0 {
 				m.dropGroupLocked(g, kerr.CoordinatorNotAvailable.Code)
 				delete(m.groups, g.id)
 				m.logger.Info("group removed: empty and without offsets", "group", g.id)

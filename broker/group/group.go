@@ -95,6 +95,10 @@ type groupState struct {
 	// pendingTxn holds the transactional offsets (TxnOffsetCommit) of
 	// each producer, visible only once its commit marker arrives.
 	pendingTxn map[int64]map[TopicPartition]Offset
+	// cg is set when the group's type is consumer (KIP-848): its members
+	// use ConsumerGroupHeartbeat and the fields above for classic
+	// membership stay unused.
+	cg *consumerGroup
 }
 
 func newGroupState(id string, partition int32) *groupState {

@@ -35,6 +35,18 @@ func records(t *testing.T, l *memLog, p int32) []string {
 			out = append(out, "marker")
 			return nil
 		}
+		if c, err := parseCGKey(r.Key); err == nil && c.version >= cgMetadataKeyVersion {
+			name := map[int16]string{cgMetadataKeyVersion: "cg-epoch", cgMemberKeyVersion: "cg-member", targetMetadataKeyVersion: "cg-target-epoch", targetMemberKeyVersion: "cg-target", currentAssignmentKeyVersion: "cg-current"}[c.version]
+			s := name + " " + c.group
+			if c.member != "" {
+				s += " " + c.member
+			}
+			if r.Value == nil {
+				s += " tombstone"
+			}
+			out = append(out, s)
+			return nil
+		}
 		k, err := parseKey(r.Key)
 		if err != nil {
 			return err
@@ -69,10 +81,11 @@ func testConfig() Config {
 	return c
 }
 
-func newHarness(t *testing.T, lg *memLog, cfg Config) *harness {
+func newHarness(t *testing.T, lg *memLog, cfg Config, opts ...Option) *harness {
 	h := &harness{t: t, clock: newFakeClock(), log: lg}
-	h.m = New(cfg, lg, WithClock(h.clock), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
-		WithMemberIDs(func(clientID string) string { h.ids++; return fmt.Sprintf("%s-%d", clientID, h.ids) }))
+	opts = append([]Option{WithClock(h.clock), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		WithMemberIDs(func(clientID string) string { h.ids++; return fmt.Sprintf("%s-%d", clientID, h.ids) })}, opts...)
+	h.m = New(cfg, lg, opts...)
 	t.Cleanup(h.m.Close)
 	// Records are submitted where they were made, under the manager's
 	// lock, or two state changes could reach the log the other way round.

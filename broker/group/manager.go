@@ -16,6 +16,7 @@ package group
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -70,6 +71,11 @@ type Config struct {
 	// RetentionCheckInterval offsets.retention.check.interval.ms (10 min):
 	// offsets expire as in Kafka 2.1+ (KIP-211), see expireOffsets.
 	OffsetsRetention, RetentionCheckInterval time.Duration
+	// ConsumerSessionTimeout is group.consumer.session.timeout.ms (45000)
+	// and ConsumerHeartbeatInterval group.consumer.heartbeat.interval.ms
+	// (5000): the session and heartbeat interval of consumer groups
+	// (KIP-848), set by the broker rather than by each member.
+	ConsumerSessionTimeout, ConsumerHeartbeatInterval time.Duration
 }
 
 // DefaultConfig is Kafka's defaults.
@@ -83,6 +89,9 @@ func DefaultConfig() Config {
 		MaxMetadataBytes:       4096,
 		OffsetsRetention:       7 * 24 * time.Hour,
 		RetentionCheckInterval: 10 * time.Minute,
+
+		ConsumerSessionTimeout:    45 * time.Second,
+		ConsumerHeartbeatInterval: 5 * time.Second,
 	}
 }
 
@@ -120,6 +129,7 @@ type Manager struct {
 	logger *slog.Logger
 	newID  func(clientID string) string
 	exists func(topic string, partition int32) bool
+	topics Topics
 
 	mu     sync.Mutex
 	owned  coordlog.Partitions
@@ -157,6 +167,12 @@ func New(cfg Config, l Log, opts ...Option) *Manager {
 	}
 	if cfg.RetentionCheckInterval <= 0 {
 		cfg.RetentionCheckInterval = d.RetentionCheckInterval
+	}
+	if cfg.ConsumerSessionTimeout <= 0 {
+		cfg.ConsumerSessionTimeout = d.ConsumerSessionTimeout
+	}
+	if cfg.ConsumerHeartbeatInterval <= 0 {
+		cfg.ConsumerHeartbeatInterval = d.ConsumerHeartbeatInterval
 	}
 	m := &Manager{cfg: cfg, log: l, clock: coordlog.RealClock, logger: slog.Default(), newID: randomMemberID, groups: map[string]*groupState{}}
 	for _, o := range opts {
@@ -245,6 +261,15 @@ func (m *Manager) dropGroupLocked(g *groupState, code int16) {
 	for _, t := range g.pending {
 		t.Stop()
 	}
+	if g.cg != nil {
+		for _, mem := range g.cg.members {
+			for _, t := range []Timer{mem.session, mem.rebalance} {
+				if t != nil {
+					t.Stop()
+				}
+			}
+		}
+	}
 	for _, mem := range g.sorted() {
 		if mem.timer != nil {
 			mem.timer.Stop()
@@ -297,6 +322,7 @@ func (m *Manager) load(ctx context.Context, p int32, o *coordlog.Ownership) {
 	start := m.clock.Now()
 	type loaded struct {
 		meta    *groupRecord
+		cg      *loadedCG
 		deleted bool
 		offsets map[TopicPartition]Offset
 	}
@@ -325,6 +351,25 @@ func (m *Manager) load(ctx context.Context, p int32, o *coordlog.Ownership) {
 				}
 			}
 			delete(pending, b.Producer.ID)
+			return
+		}
+		if len(r.Key) >= 2 && int16(binary.BigEndian.Uint16(r.Key)) >= cgMetadataKeyVersion {
+			c, err := parseCGKey(r.Key)
+			if err == nil && c.version != 4 && c.version <= currentAssignmentKeyVersion {
+				c.value = r.Value
+				l := get(c.group)
+				if l.cg == nil {
+					l.cg = &loadedCG{members: map[string]*cmember{}, target: map[string]assignment{}}
+				}
+				if c.version == cgMetadataKeyVersion && r.Value == nil {
+					l.cg = nil // the group was deleted
+					return
+				}
+				err = m.applyCGRecord(l.cg, c)
+			}
+			if err != nil {
+				m.logger.Warn("skip unreadable consumer group record", "partition", p, "offset", off, "err", err)
+			}
 			return
 		}
 		k, err := parseKey(r.Key)
@@ -403,7 +448,7 @@ func (m *Manager) load(ctx context.Context, p int32, o *coordlog.Ownership) {
 				open[pid] = offs
 			}
 		}
-		if l.meta == nil && len(l.offsets) == 0 && open == nil {
+		if l.meta == nil && l.cg == nil && len(l.offsets) == 0 && open == nil {
 			continue
 		}
 		g := newGroupState(id, p)
@@ -429,6 +474,9 @@ func (m *Manager) load(ctx context.Context, p int32, o *coordlog.Ownership) {
 			if len(g.members) > 0 {
 				g.state = Stable
 			}
+		}
+		if l.cg != nil {
+			m.restoreConsumerGroupLocked(g, l.cg)
 		}
 		m.groups[id] = g
 	}

@@ -52,6 +52,19 @@ func (m *Manager) JoinGroup(req *kmsg.JoinGroupRequest, clientID, clientHost str
 		fail(kerr.CoordinatorNotAvailable.Code)
 		return
 	}
+	if g.cg != nil {
+		if !g.empty() {
+			// Kafka 4.0 would let a classic member join a consumer group
+			// (the online migration); isrlab does not convert groups with
+			// members, and answers as for a protocol the group cannot take.
+			fail(kerr.InconsistentGroupProtocol.Code)
+			return
+		}
+		// An empty consumer group becomes a classic group, keeping its
+		// offsets, as Kafka converts it.
+		m.submitLocked(g.partition, g.cg.tombstones(g.id))
+		g.cg, g.protocolType = nil, ""
+	}
 	if !g.supports(req.ProtocolType, req.Protocols) {
 		fail(kerr.InconsistentGroupProtocol.Code)
 		return

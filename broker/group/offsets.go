@@ -132,10 +132,24 @@ func (m *Manager) commitCheckLocked(req *kmsg.OffsetCommitRequest) int16 {
 	}
 	g := m.groups[req.Group]
 	if g == nil {
-		if req.Generation < 0 {
+		switch {
+		case req.Generation < 0:
 			return 0
+		case req.Version >= 9:
+			// OffsetCommit v9+ (KIP-848) tells an unknown group apart.
+			return kerr.GroupIDNotFound.Code
 		}
 		return kerr.IllegalGeneration.Code
+	}
+	if g.cg != nil && g.state != Dead {
+		code := g.commitCheck848(req.MemberID, req.Generation, false, req.Version)
+		if code == 0 {
+			if mem := g.cg.members[req.MemberID]; mem != nil {
+				// A commit counts as a heartbeat, as for classic members.
+				m.armSession848(g, mem)
+			}
+		}
+		return code
 	}
 	mem := g.members[req.MemberID]
 	switch {
@@ -171,6 +185,11 @@ func (m *Manager) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRes
 				}
 			}
 			code, got := m.fetchLocked(rg.Group, topics, req.RequireStable)
+			if g := m.groups[rg.Group]; code == 0 && g != nil && g.cg != nil && req.Version >= 9 {
+				if c := g.fetchCheck848(rg.MemberID, rg.MemberEpoch); c != 0 {
+					code, got = c, nil
+				}
+			}
 			g := kmsg.NewOffsetFetchResponseGroup()
 			g.Group, g.ErrorCode = rg.Group, code
 			for _, t := range got {
@@ -359,7 +378,7 @@ func (m *Manager) deleteGroup(id string) int16 {
 	case g == nil || g.state == Dead:
 		m.unlock()
 		return kerr.GroupIDNotFound.Code
-	case g.state != Empty:
+	case g.state != Empty || !g.empty():
 		m.unlock()
 		return kerr.NonEmptyGroup.Code
 	}
@@ -368,6 +387,9 @@ func (m *Manager) deleteGroup(id string) int16 {
 		recs = append(recs, record{Key: offsetKey(id, tp.Topic, tp.Partition)})
 	}
 	recs = append(recs, record{Key: groupKey(id)})
+	if g.cg != nil {
+		recs = append(recs, g.cg.tombstones(id)...)
+	}
 	pending := m.submitLocked(g.partition, recs)
 	m.unlock()
 	if _, err := m.wait(pending); err != nil {
@@ -375,7 +397,7 @@ func (m *Manager) deleteGroup(id string) int16 {
 	}
 	m.mu.Lock()
 	defer m.unlock()
-	if m.groups[id] == g && g.state == Empty {
+	if m.groups[id] == g && g.state == Empty && g.empty() {
 		m.dropGroupLocked(g, kerr.CoordinatorNotAvailable.Code)
 		delete(m.groups, id)
 		m.logger.Info("group deleted", "group", id)

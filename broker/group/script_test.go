@@ -22,8 +22,8 @@ import (
 // included), labelled with the number of the request they answer.
 func TestScripts(t *testing.T) {
 	scripttest.RunDir(t, filepath.Join("testdata", "scripts"), func(t *testing.T) func(*testing.T, *datadriven.TestData) string {
-		r := &scriptRun{t: t}
-		r.h = newHarness(t, newMemLog(), testConfig())
+		r := &scriptRun{t: t, topics: newFakeTopics()}
+		r.h = newHarness(t, newMemLog(), testConfig(), WithTopics(r.topics))
 		return func(_ *testing.T, td *datadriven.TestData) string {
 			return r.trace.During(func() { r.exec(td) })
 		}
@@ -31,10 +31,11 @@ func TestScripts(t *testing.T) {
 }
 
 type scriptRun struct {
-	t     *testing.T
-	h     *harness
-	trace coordlogtest.Trace
-	n     int
+	t      *testing.T
+	topics *fakeTopics
+	h      *harness
+	trace  coordlogtest.Trace
+	n      int
 }
 
 func (r *scriptRun) emit(format string, args ...any) { r.trace.Emit(format, args...) }
@@ -160,11 +161,26 @@ func (r *scriptRun) exec(td *datadriven.TestData) {
 	case "reload":
 		// A new coordinator on the same log (a failover).
 		lg := h.log
-		r.h = newHarness(t, lg, testConfig())
+		r.h = newHarness(t, lg, testConfig(), WithTopics(r.topics))
 		r.h.ids = h.ids
 		r.h.clock.Advance(h.clock.Now().Sub(r.h.clock.Now()))
 		r.h.m.OnBecomeLeader(0, int32(a.Int("epoch", 1)))
 		r.h.waitLoaded()
+	case "cg-commit":
+		tp, off, _ := strings.Cut(a["offset"], "=")
+		topic, part, _ := strings.Cut(tp, "/")
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.SetVersion(int16(a.Int("version", 9)))
+		req.Group, req.MemberID, req.Generation = group, a["member"], int32(a.Int("epoch", -1))
+		req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: topic, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: int32(scripttest.Num(part, 0)), Offset: scripttest.Num(off, 0), LeaderEpoch: -1}}}}
+		code := h.m.OffsetCommit(req).Topics[0].Partitions[0].ErrorCode
+		r.emit("cg-commit%s %s: %s", label, a["offset"], errName(code))
+	case "topic":
+		r.topics.set(a["name"], int32(a.Int("partitions", 1)))
+	case "cg-heartbeat":
+		r.cgHeartbeat(label, group, a)
+	case "cg-describe":
+		r.cgDescribe(label, group)
 	default:
 		t.Fatalf("unknown command %q", td.Cmd)
 	}

@@ -166,6 +166,15 @@ func (m *Manager) txnCommitCheckLocked(req *kmsg.TxnOffsetCommitRequest) int16 {
 		return 0
 	case g == nil:
 		return kerr.UnknownMemberID.Code
+	case g.cg != nil:
+		// Kafka answers a transactional commit at a stale member epoch
+		// with ILLEGAL_GENERATION, which every TxnOffsetCommit version
+		// knows (OffsetMetadataManager.validateTransactionalOffsetCommit).
+		code := g.commitCheck848(member, generation, true, req.Version)
+		if code == kerr.StaleMemberEpoch.Code {
+			code = kerr.IllegalGeneration.Code
+		}
+		return code
 	}
 	if instance != nil {
 		// validateCurrentMember: the instance must be known and mapped to
