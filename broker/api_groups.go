@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -47,7 +48,7 @@ func (b *Broker) groups() *group.Manager {
 		if b.cfg.Known("group.max.session.timeout.ms") {
 			cfg.MaxSessionTimeout = time.Duration(b.cfg.Int("group.max.session.timeout.ms")) * time.Millisecond
 		}
-		e := &groupEntry{m: group.New(cfg, newCoordinatorLog(b, group.Topic), group.WithLogger(b.log.With("component", "group-coordinator")), group.WithTopicCheck(b.partitionExists))}
+		e := &groupEntry{m: group.New(cfg, newCoordinatorLog(b, group.Topic), group.WithLogger(b.log.With("component", "group-coordinator")), group.WithTopicCheck(b.partitionExists), group.WithTopics(brokerTopics{b.meta}))}
 		v, _ = groupManagers.LoadOrStore(b, e)
 	}
 	e := v.(*groupEntry)
@@ -58,6 +59,27 @@ func (b *Broker) groups() *group.Manager {
 		})
 	}
 	return e.m
+}
+
+// brokerTopics is the broker's metadata as consumer groups assign from it.
+type brokerTopics struct{ meta *metadata }
+
+func (t brokerTopics) Topic(name string) ([16]byte, int32, bool) {
+	t.meta.mu.RLock()
+	defer t.meta.mu.RUnlock()
+	tm, ok := t.meta.topics[name]
+	if !ok {
+		return [16]byte{}, 0, false
+	}
+	return tm.ID, int32(len(tm.Partitions)), true
+}
+
+func (t brokerTopics) TopicName(id [16]byte) (string, bool) { return t.meta.topicByID(id) }
+
+// consumerProtocol reports whether group.coordinator.rebalance.protocols
+// enables consumer groups (KIP-848).
+func consumerProtocol(cfg interface{ List(string) []string }) bool {
+	return slices.Contains(cfg.List("group.coordinator.rebalance.protocols"), "consumer")
 }
 
 // partitionExists reports whether the metadata knows the partition.
@@ -362,7 +384,8 @@ func (rq *request) clientID() string {
 // groupAPI answers the group coordinator's requests (KAFKA-SPEC §9)
 // from the broker's group coordinator.
 type groupAPI struct {
-	groups func() *group.Manager
+	groups   func() *group.Manager
+	consumer bool // the consumer group protocol is enabled
 }
 
 var groupHandler = handlerOn(func(b *Broker) *groupAPI { return b.api.groups })
@@ -440,4 +463,42 @@ var _ = serve(47, "OffsetDelete", 0, 0, groupHandler((*groupAPI).handleOffsetDel
 func (a *groupAPI) handleOffsetDelete(_ context.Context, rq *request) {
 	m := a.groups()
 	go func() { rq.respond(m.OffsetDelete(rq.req.(*kmsg.OffsetDeleteRequest))) }()
+}
+
+// The consumer group protocol (KIP-848) is served only with
+// group.coordinator.rebalance.protocols including consumer: otherwise
+// ApiVersions leaves both APIs out (apiVersions) and a request is
+// answered with UNSUPPORTED_VERSION, as Kafka 4.0's KafkaApis answers
+// while the protocol is disabled; franz-go then falls back to the classic
+// protocol. The versions are Kafka 4.0's; no earlier release advertised
+// them.
+var _ = serve(68, "ConsumerGroupHeartbeat", 0, 1, groupHandler((*groupAPI).handleConsumerGroupHeartbeat), notIn("0.10", "2.4", "2.6"))
+
+func (a *groupAPI) handleConsumerGroupHeartbeat(_ context.Context, rq *request) {
+	req := rq.req.(*kmsg.ConsumerGroupHeartbeatRequest)
+	if !a.consumer {
+		resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+		rq.respond(resp)
+		return
+	}
+	m := a.groups()
+	go func() { rq.respond(m.ConsumerGroupHeartbeat(req, rq.clientID(), rq.clientHost())) }()
+}
+
+var _ = serve(69, "ConsumerGroupDescribe", 0, 0, groupHandler((*groupAPI).handleConsumerGroupDescribe), notIn("0.10", "2.4", "2.6"))
+
+func (a *groupAPI) handleConsumerGroupDescribe(_ context.Context, rq *request) {
+	req := rq.req.(*kmsg.ConsumerGroupDescribeRequest)
+	if !a.consumer {
+		resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
+		for _, id := range req.Groups {
+			rg := kmsg.NewConsumerGroupDescribeResponseGroup()
+			rg.Group, rg.ErrorCode = id, kerr.UnsupportedVersion.Code
+			resp.Groups = append(resp.Groups, rg)
+		}
+		rq.respond(resp)
+		return
+	}
+	rq.respond(a.groups().ConsumerGroupDescribe(req))
 }

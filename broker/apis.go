@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -179,7 +180,7 @@ func (b *Broker) newAPIGroups() apiGroups {
 		log:             b.log,
 	}
 	g := apiGroups{
-		groups:    &groupAPI{groups: b.groups},
+		groups:    &groupAPI{groups: b.groups, consumer: consumerProtocol(b.cfg)},
 		txnVerify: verify,
 		txn: &txnAPI{txns: b.txns, groups: b.groups, verify: verify,
 			offsetsPartitions: b.cfg.Int("offsets.topic.num.partitions"), transactionVersion: b.cfg.Int("transaction.version")},
@@ -257,6 +258,13 @@ func (b *Broker) apiVersions(version int16, req *kmsg.ApiVersionsRequest) *kmsg.
 		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = "transaction.version", tv, tv
 		resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
 		resp.FinalizedFeaturesEpoch = 1
+	}
+	if !consumerProtocol(b.cfg) {
+		// KIP-848's APIs are advertised only while the consumer group
+		// protocol is enabled (group.coordinator.rebalance.protocols).
+		resp.ApiKeys = slices.DeleteFunc(resp.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool {
+			return k.ApiKey == 68 || k.ApiKey == 69
+		})
 	}
 	switch {
 	case resp.ErrorCode != 0:

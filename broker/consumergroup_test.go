@@ -1,0 +1,220 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/internal/proctest"
+)
+
+// consumerProtocolOverrides enable KIP-848 consumer groups.
+var consumerProtocolOverrides = append([]string{"group.coordinator.rebalance.protocols=classic,consumer"}, groupBrokerOverrides...)
+
+// TestConsumerProtocolAdvertised: ConsumerGroupHeartbeat (68) and
+// ConsumerGroupDescribe (69) are advertised only with the consumer
+// protocol enabled; without it a heartbeat gets UNSUPPORTED_VERSION.
+func TestConsumerProtocolAdvertised(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		t.Run(fmt.Sprint(on), func(t *testing.T) {
+			var b *testBroker
+			if on {
+				b = startBroker(t, t.TempDir(), consumerProtocolOverrides...)
+			} else {
+				b = startBroker(t, t.TempDir(), groupBrokerOverrides...)
+			}
+			c := dialRaw(t, b.Addrs()[0])
+			keys := map[int16]string{}
+			for _, k := range c.apiVersions(3, "isrlab-test", "1.0").ApiKeys {
+				keys[k.ApiKey] = fmt.Sprintf("%d-%d", k.MinVersion, k.MaxVersion)
+			}
+			want := map[bool][2]string{false: {"", ""}, true: {"0-1", "0-0"}}[on]
+			if keys[68] != want[0] || keys[69] != want[1] {
+				t.Fatalf("advertised 68 %q, 69 %q; want %q, %q", keys[68], keys[69], want[0], want[1])
+			}
+			if on {
+				return
+			}
+			req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+			req.SetVersion(1)
+			req.Group, req.MemberID, req.RebalanceTimeoutMillis = "g", "m", 30000
+			req.SubscribedTopicNames, req.Topics = []string{"t"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+			resp := c.roundTrip(req).(*kmsg.ConsumerGroupHeartbeatResponse)
+			if resp.ErrorCode != kerr.UnsupportedVersion.Code {
+				t.Fatalf("heartbeat with the protocol off: %v", kerr.ErrorForCode(resp.ErrorCode))
+			}
+		})
+	}
+}
+
+// owners tracks which consumer owns each partition, from kgo's assign,
+// revoke and lose callbacks, and records every time a partition was
+// given to one consumer while another still held it.
+type owners struct {
+	mu       sync.Mutex
+	by       map[int32]string
+	overlaps []string
+}
+
+func (o *owners) opts(name string) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, as map[string][]int32) { o.assign(name, as) }),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, rs map[string][]int32) {
+			// What kgo does on a revocation without a callback of its own:
+			// commit before the partitions go.
+			cl.CommitUncommittedOffsets(ctx)
+			o.release(name, rs)
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ls map[string][]int32) { o.release(name, ls) }),
+	}
+}
+
+func (o *owners) assign(name string, as map[string][]int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, ps := range as {
+		for _, p := range ps {
+			if cur, ok := o.by[p]; ok && cur != name {
+				o.overlaps = append(o.overlaps, fmt.Sprintf("partition %d to %s while %s owns it", p, name, cur))
+			}
+			o.by[p] = name
+		}
+	}
+}
+
+func (o *owners) release(name string, rs map[string][]int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, ps := range rs {
+		for _, p := range ps {
+			if o.by[p] == name {
+				delete(o.by, p)
+			}
+		}
+	}
+}
+
+// waitConsumerMembers waits until the consumer group is Stable with
+// exactly the named clients, whose assignments cover the topic's
+// partitions once (ConsumerGroupDescribe).
+func waitConsumerMembers(t *testing.T, adm *kadm.Client, group string, partitions int, members ...string) {
+	t.Helper()
+	proctest.Eventually(t, 60*time.Second, fmt.Sprintf("consumer group %s stable with %v", group, members), func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		ds, err := adm.DescribeConsumerGroups(ctx, group)
+		if err != nil {
+			return err
+		}
+		d := ds[group]
+		if d.Err != nil {
+			return d.Err
+		}
+		as := map[string][]int32{}
+		owned := map[int32]int{}
+		for _, m := range d.Members {
+			for _, tp := range m.Assignment.Sorted() {
+				as[m.ClientID] = append(as[m.ClientID], tp.Partitions...)
+				for _, p := range tp.Partitions {
+					owned[p]++
+				}
+			}
+		}
+		if d.State != "Stable" || len(d.Members) != len(members) {
+			return fmt.Errorf("state %s, %d members, assignment %v", d.State, len(d.Members), as)
+		}
+		names := make([]string, 0, len(d.Members))
+		for _, m := range d.Members {
+			names = append(names, m.ClientID)
+		}
+		sort.Strings(names)
+		want := append([]string(nil), members...)
+		sort.Strings(want)
+		if fmt.Sprint(names) != fmt.Sprint(want) {
+			return fmt.Errorf("members %v", names)
+		}
+		for p := 0; p < partitions; p++ {
+			if owned[int32(p)] != 1 {
+				return fmt.Errorf("partition %d owned %d times: %v", p, owned[int32(p)], as)
+			}
+		}
+		return nil
+	})
+}
+
+// TestConsumerProtocolGroup: franz-go consumers with the consumer group
+// protocol (KIP-848, kgo.ServerSideBalancer) join and leave a group; every
+// record is consumed, none twice, and no partition is ever held by two
+// consumers at once (a partition reaches its new owner only after its
+// old owner revoked it).
+func TestConsumerProtocolGroup(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		balancer kgo.GroupBalancer // range asks for the range assignor, sticky for uniform
+		assignor string
+	}{
+		{"uniform", kgo.StickyBalancer(), "uniform"},
+		{"range", kgo.RangeBalancer(), "range"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := startBroker(t, t.TempDir(), consumerProtocolOverrides...)
+			cl := b.client(t)
+			adm := kadm.NewClient(cl)
+			const parts = 6
+			topic, group := "cp-"+tc.name, "g-"+tc.name
+			createTopic(t, cl, topic, parts, nil)
+			got := newConsumed()
+			own := &owners{by: map[int32]string{}}
+			start := func(name string) *groupConsumer {
+				opts := append(own.opts(name), kgo.Balancers(tc.balancer), kgo.ServerSideBalancer())
+				return startGroupConsumer(t, b.Addrs(), name, group, topic, got.record, opts...)
+			}
+			var want []string
+			produce := func(prefix string) {
+				produceValues(t, cl, topic, parts, prefix, 300)
+				want = append(want, values(prefix, 300)...)
+			}
+
+			produce("a")
+			c1 := start("c1")
+			waitConsumerMembers(t, adm, group, parts, "c1")
+			start("c2")
+			waitConsumerMembers(t, adm, group, parts, "c1", "c2")
+			produce("b")
+			c3 := start("c3")
+			waitConsumerMembers(t, adm, group, parts, "c1", "c2", "c3")
+			c1.close()
+			waitConsumerMembers(t, adm, group, parts, "c2", "c3")
+			produce("c")
+			c3.close()
+			waitConsumerMembers(t, adm, group, parts, "c2")
+			produce("d")
+			waitConsumed(t, got, want)
+			if _, dups := got.check(want); len(dups) > 0 {
+				t.Fatalf("%d records consumed twice without a crash, e.g. %s", len(dups), dups[0])
+			}
+			own.mu.Lock()
+			defer own.mu.Unlock()
+			if len(own.overlaps) > 0 {
+				t.Fatalf("partitions held by two consumers: %v", own.overlaps)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			ds, err := adm.DescribeConsumerGroups(ctx, group)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := ds[group]; d.AssignorName != tc.assignor {
+				t.Fatalf("assignor %q, want %q", d.AssignorName, tc.assignor)
+			}
+		})
+	}
+}
