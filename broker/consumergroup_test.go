@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/isrlab/isrlab/broker/group"
 	"github.com/isrlab/isrlab/internal/proctest"
 )
 
@@ -216,5 +218,90 @@ func TestConsumerProtocolGroup(t *testing.T) {
 				t.Fatalf("assignor %q, want %q", d.AssignorName, tc.assignor)
 			}
 		})
+	}
+}
+
+// TestConsumerGroupSurvivesCoordinatorMove: the coordinator of a consumer
+// group (KIP-848) stops; the new one reads the group back from
+// __consumer_offsets (epoch, members, assignments), the members go on
+// heartbeating at their epochs without a rebalance, and nothing is read
+// twice.
+func TestConsumerGroupSurvivesCoordinatorMove(t *testing.T) {
+	tc := startCluster(t, 3, "group.initial.rebalance.delay.ms=0", "offsets.topic.num.partitions=3", "group.coordinator.rebalance.protocols=classic,consumer")
+	fresh := kgo.MetadataMinAge(100 * time.Millisecond)
+	cl := tc.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()), fresh)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, 4, 3, nil, "mv"); err != nil {
+		t.Fatal(err)
+	}
+	waitISR(t, tc.bootstrap()[0], "mv", 3)
+	const grp = "mover848"
+	proctest.Eventually(t, 30*time.Second, "__consumer_offsets", func() error {
+		_, err := adm.FetchOffsets(ctx, grp)
+		return err
+	})
+	waitISR(t, tc.bootstrap()[0], group.Topic, 3)
+
+	got := newConsumed()
+	own := &owners{by: map[int32]string{}}
+	for _, name := range []string{"m1", "m2"} {
+		opts := append(own.opts(name), kgo.Balancers(kgo.StickyBalancer()), kgo.ServerSideBalancer(), kgo.AutoCommitInterval(200*time.Millisecond), fresh)
+		startGroupConsumer(t, tc.bootstrap(), name, grp, "mv", got.record, opts...)
+	}
+	waitConsumerMembers(t, adm, grp, 4, "m1", "m2")
+	produceValues(t, cl, "mv", 4, "x", 200)
+	want := values("x", 200)
+	waitConsumed(t, got, want)
+	proctest.Eventually(t, 10*time.Second, "offsets committed", func() error {
+		lags, err := adm.Lag(ctx, grp)
+		if err != nil {
+			return err
+		}
+		if l := lags[grp]; l.Error() != nil || l.Lag.Total() != 0 {
+			return fmt.Errorf("lag %d err %v", l.Lag.Total(), l.Error())
+		}
+		return nil
+	})
+	leaders, _, err := tc.describe(group.Topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coordinator := leaders[group.Partition(grp, 3)]
+	before, ok := tc.brokers[coordinator].groups().Group(grp)
+	if !ok || before.State != group.Stable || len(before.Members) != 2 {
+		t.Fatalf("coordinator %d: %+v", coordinator, before)
+	}
+	tc.stop(coordinator)
+	proctest.Eventually(t, 30*time.Second, "group moved", func() error {
+		l, _, err := tc.describe(group.Topic)
+		if err != nil {
+			return err
+		}
+		if p := l[group.Partition(grp, 3)]; p == coordinator || p < 0 {
+			return fmt.Errorf("leader %d", p)
+		}
+		return nil
+	})
+	produceValues(t, cl, "mv", 4, "y", 200)
+	want = append(want, values("y", 200)...)
+	waitConsumed(t, got, want)
+	waitConsumerMembers(t, kadm.NewClient(tc.client(fresh)), grp, 4, "m1", "m2")
+	l, _, err := tc.describe(group.Topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, ok := tc.brokers[l[group.Partition(grp, 3)]].groups().Group(grp)
+	if !ok || after.Generation != before.Generation || !slices.Equal(after.Members, before.Members) {
+		t.Fatalf("the move rebalanced the group: before %+v, after %+v", before, after)
+	}
+	if _, dups := got.check(want); len(dups) > 0 {
+		t.Fatalf("%d records read twice after the coordinator moved, e.g. %s", len(dups), dups[0])
+	}
+	own.mu.Lock()
+	defer own.mu.Unlock()
+	if len(own.overlaps) > 0 {
+		t.Fatalf("partitions held by two consumers: %v", own.overlaps)
 	}
 }
