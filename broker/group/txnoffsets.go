@@ -162,7 +162,7 @@ func (m *Manager) txnCommitCheckLocked(req *kmsg.TxnOffsetCommitRequest) int16 {
 	switch {
 	case g != nil && g.state == Dead:
 		return kerr.CoordinatorNotAvailable.Code
-	case generation < 0 && member == "" && instance == nil:
+	case generation < 0 && member == "" && instance == nil && (g == nil || g.empty()):
 		return 0
 	case g == nil:
 		return kerr.UnknownMemberID.Code
