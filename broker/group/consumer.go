@@ -1,5 +1,34 @@
 package group
 
+// Consumer groups (KIP-848), as Kafka 4.0's group coordinator runs them
+// (GroupMetadataManager.consumerGroupHeartbeat, ConsumerGroup,
+// CurrentAssignmentBuilder, UniformAssignor, RangeAssignor):
+//
+//   - A group id is one type. ConsumerGroupHeartbeat at epoch 0 creates a
+//     consumer group, or converts an empty classic group (keeping its
+//     offsets); a classic group with members answers GROUP_ID_NOT_FOUND.
+//     A classic JoinGroup converts an empty consumer group back and gets
+//     INCONSISTENT_GROUP_PROTOCOL from one with members: Kafka 4.0's
+//     online migration (classic members inside a consumer group) is not
+//     modelled. DescribeGroups shows a consumer group as Dead, as Kafka.
+//   - Subscriptions are by topic names; SubscribedTopicRegex is refused
+//     with INVALID_REQUEST, as the 4.0 snapshot followed does (franz-go
+//     then resolves regexes itself). Racks are stored, not used.
+//   - The session (group.consumer.session.timeout.ms) and heartbeat
+//     interval (group.consumer.heartbeat.interval.ms) are Config fields
+//     at Kafka's defaults; the broker has no keys for them yet.
+//   - A member that rejoins at epoch 0 under its own id starts over
+//     without partitions (clients do so after FENCED_MEMBER_EPOCH) where
+//     the snapshot fences it again.
+//   - Records: the group epoch, member metadata, target assignment and
+//     each member's current assignment are appended under Kafka 4's keys
+//     (3, 5, 6, 7, 8) and reloaded on failover; the subscription metadata
+//     (key 4) is recomputed from the broker's metadata instead. State
+//     changes are made in memory before their append is acknowledged, so
+//     a heartbeat whose append fails (answered with its error) may have
+//     changed the state the next heartbeat sees; an append that finds the
+//     coordinator no longer leader resigns the partition.
+
 import (
 	"slices"
 	"sort"

@@ -1,6 +1,8 @@
 // Package group is the consumer-group coordinator: group membership
 // (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), generations, rebalance
-// and session timeouts, and committed offsets (KAFKA-SPEC §9).
+// and session timeouts, and committed offsets (KAFKA-SPEC §9); and
+// consumer groups of the KIP-848 protocol (ConsumerGroupHeartbeat,
+// server-side assignors, member epochs; consumer.go).
 //
 // A Manager holds the groups of the __consumer_offsets partitions this
 // broker leads. It does no network I/O: it persists group metadata and
