@@ -104,6 +104,17 @@ func (o *owners) release(name string, rs map[string][]int32) {
 	}
 }
 
+// forget drops what a crashed consumer held: it no longer consumes.
+func (o *owners) forget(name string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for p, n := range o.by {
+		if n == name {
+			delete(o.by, p)
+		}
+	}
+}
+
 // waitConsumerMembers waits until the consumer group is Stable with
 // exactly the named clients, whose assignments cover the topic's
 // partitions once (ConsumerGroupDescribe).
@@ -156,7 +167,7 @@ func waitConsumerMembers(t *testing.T, adm *kadm.Client, group string, partition
 // protocol (KIP-848, kgo.ServerSideBalancer) join and leave a group; every
 // record is consumed, none twice, and no partition is ever held by two
 // consumers at once (a partition reaches its new owner only after its
-// old owner revoked it).
+// old owner revoked it); after a consumer crashes nothing is lost.
 func TestConsumerProtocolGroup(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -188,7 +199,7 @@ func TestConsumerProtocolGroup(t *testing.T) {
 			produce("a")
 			c1 := start("c1")
 			waitConsumerMembers(t, adm, group, parts, "c1")
-			start("c2")
+			c2 := start("c2")
 			waitConsumerMembers(t, adm, group, parts, "c1", "c2")
 			produce("b")
 			c3 := start("c3")
@@ -203,6 +214,20 @@ func TestConsumerProtocolGroup(t *testing.T) {
 			if _, dups := got.check(want); len(dups) > 0 {
 				t.Fatalf("%d records consumed twice without a crash, e.g. %s", len(dups), dups[0])
 			}
+
+			if tc.assignor == "uniform" {
+				// A crash: the member stops heartbeating and its partitions
+				// go to the other after group.consumer.session.timeout.ms
+				// (45 s, so one variant only); nothing is lost.
+				start("c4")
+				waitConsumerMembers(t, adm, group, parts, "c2", "c4")
+				c2.crash()
+				own.forget("c2")
+				waitConsumerMembers(t, adm, group, parts, "c4")
+				produce("e")
+				waitConsumed(t, got, want)
+			}
+
 			own.mu.Lock()
 			defer own.mu.Unlock()
 			if len(own.overlaps) > 0 {
