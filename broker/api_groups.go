@@ -76,6 +76,16 @@ func (t brokerTopics) Topic(name string) ([16]byte, int32, bool) {
 
 func (t brokerTopics) TopicName(id [16]byte) (string, bool) { return t.meta.topicByID(id) }
 
+func (t brokerTopics) Names() []string {
+	t.meta.mu.RLock()
+	defer t.meta.mu.RUnlock()
+	out := make([]string, 0, len(t.meta.topics))
+	for name := range t.meta.topics {
+		out = append(out, name)
+	}
+	return out
+}
+
 // consumerProtocol reports whether group.coordinator.rebalance.protocols
 // enables consumer groups (KIP-848).
 func consumerProtocol(cfg interface{ List(string) []string }) bool {

@@ -330,3 +330,37 @@ func TestConsumerGroupSurvivesCoordinatorMove(t *testing.T) {
 		t.Fatalf("partitions held by two consumers: %v", own.overlaps)
 	}
 }
+
+// TestConsumerProtocolRegex: a franz-go consumer subscribed by regular
+// expression with the consumer protocol gets the matching topics from the
+// coordinator, and a matching topic created later too.
+func TestConsumerProtocolRegex(t *testing.T) {
+	b := startBroker(t, t.TempDir(), consumerProtocolOverrides...)
+	cl := b.client(t)
+	createTopic(t, cl, "rx-a", 2, nil)
+	createTopic(t, cl, "rx-b", 1, nil)
+	createTopic(t, cl, "other", 1, nil)
+	got := newConsumed()
+	startGroupConsumer(t, b.Addrs(), "r1", "g-rx", "rx-.*", got.record, kgo.ConsumeRegex(), kgo.Balancers(kgo.StickyBalancer()), kgo.ServerSideBalancer(), kgo.MetadataMinAge(200*time.Millisecond), kgo.MetadataMaxAge(time.Second))
+	produceValues(t, cl, "rx-a", 2, "a", 100)
+	produceValues(t, cl, "rx-b", 1, "b", 100)
+	produceValues(t, cl, "other", 1, "o", 100)
+	want := append(values("a", 100), values("b", 100)...)
+	waitConsumed(t, got, want)
+	createTopic(t, cl, "rx-c", 1, nil)
+	produceValues(t, cl, "rx-c", 1, "c", 100)
+	want = append(want, values("c", 100)...)
+	waitConsumed(t, got, want)
+	if missing, _ := got.check(values("o", 100)); len(missing) != 100 {
+		t.Fatalf("%d records of a topic the expression does not match were consumed", 100-len(missing))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ds, err := kadm.NewClient(cl).DescribeConsumerGroups(ctx, "g-rx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ds["g-rx"]; len(d.Members) != 1 || d.Members[0].SubscribedTopicRegex == nil {
+		t.Fatalf("members %+v", d.Members)
+	}
+}

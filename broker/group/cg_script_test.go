@@ -34,6 +34,14 @@ func (f *fakeTopics) Topic(name string) ([16]byte, int32, bool) {
 	return fakeID(name), n, ok
 }
 
+func (f *fakeTopics) Names() []string {
+	out := make([]string, 0, len(f.parts))
+	for t := range f.parts {
+		out = append(out, t)
+	}
+	return out
+}
+
 func (f *fakeTopics) TopicName(id [16]byte) (string, bool) {
 	name := strings.TrimRight(string(id[:]), "\x00")
 	_, ok := f.parts[name]
@@ -86,9 +94,12 @@ func (r *scriptRun) cgHeartbeat(label, group string, a scripttest.Args) {
 	} else if req.MemberEpoch == 0 {
 		req.RebalanceTimeoutMillis = 30000
 	}
+	if re, ok := a["regex"]; ok {
+		req.SubscribedTopicRegex = &re
+	}
 	if ts, ok := a["topics"]; ok {
 		req.SubscribedTopicNames = strings.Split(ts, ",")
-	} else if req.MemberEpoch == 0 {
+	} else if req.MemberEpoch == 0 && req.SubscribedTopicRegex == nil {
 		req.SubscribedTopicNames = []string{"t"}
 	}
 	if o, ok := a["owned"]; ok {
@@ -156,6 +167,9 @@ func (r *scriptRun) cgDescribe(label, group string) {
 		inst := ""
 		if mem.InstanceID != nil {
 			inst = " instance=" + *mem.InstanceID
+		}
+		if mem.SubscribedTopicRegex != nil {
+			inst += " regex=" + *mem.SubscribedTopicRegex
 		}
 		r.emit("  %s%s epoch=%d %s assigned=%s target=%s", mem.MemberID, inst, mem.MemberEpoch, states[mem.MemberID], as(mem.Assignment), as(mem.TargetAssignment))
 	}

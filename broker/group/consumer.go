@@ -11,9 +11,13 @@ package group
 //     INCONSISTENT_GROUP_PROTOCOL from one with members: Kafka 4.0's
 //     online migration (classic members inside a consumer group) is not
 //     modelled. DescribeGroups shows a consumer group as Dead, as Kafka.
-//   - Subscriptions are by topic names; SubscribedTopicRegex is refused
-//     with INVALID_REQUEST, as the 4.0 snapshot followed does (franz-go
-//     then resolves regexes itself). Racks are stored, not used.
+//   - Subscriptions are by topic names and/or a regular expression
+//     (SubscribedTopicRegex, as Kafka 4.0 released it; the snapshot
+//     followed still refused it): the expression must match a whole
+//     topic name (Go's RE2 syntax, close to Kafka's RE2/J), internal
+//     topics (__*) never match, and it is matched again on every
+//     heartbeat, so a new matching topic moves the group epoch then.
+//     Racks are stored, not used.
 //   - The session (group.consumer.session.timeout.ms) and heartbeat
 //     interval (group.consumer.heartbeat.interval.ms) are Config fields
 //     at Kafka's defaults; the broker has no keys for them yet.
@@ -30,8 +34,10 @@ package group
 //     coordinator no longer leader resigns the partition.
 
 import (
+	"regexp"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -65,6 +71,8 @@ type Topics interface {
 	Topic(name string) (id [16]byte, partitions int32, ok bool)
 	// TopicName returns the name of the topic with id.
 	TopicName(id [16]byte) (string, bool)
+	// Names lists every topic.
+	Names() []string
 }
 
 // WithTopics gives the coordinator the broker's topic metadata, which
@@ -83,6 +91,8 @@ type cmember struct {
 	rebalanceTimeoutMs   int32
 	assignor             string // "" for the group's default
 	topics               []string
+	regex                string   // "" for none
+	matched              []string // the topics regex matched at the last heartbeat
 	assigned             assignment
 	revoking             assignment // pending revocation
 
@@ -147,11 +157,50 @@ func (cg *consumerGroup) ownerEpoch(t string, p int32) int32 {
 func (cg *consumerGroup) subscribedTopics() map[string]bool {
 	out := map[string]bool{}
 	for _, mem := range cg.members {
-		for _, t := range mem.topics {
+		for _, t := range mem.subscription() {
 			out[t] = true
 		}
 	}
 	return out
+}
+
+// subscription is the topics mem subscribes to, by name or by its
+// regular expression, sorted.
+func (mem *cmember) subscription() []string {
+	if len(mem.matched) == 0 {
+		return mem.topics
+	}
+	out := append(slices.Clone(mem.topics), mem.matched...)
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// compileRegex compiles a subscription's expression to match whole names.
+func compileRegex(re string) (*regexp.Regexp, error) { return regexp.Compile("^(?:" + re + ")$") }
+
+// matchRegexes resolves each member's regular expression against the
+// topics that exist now.
+func (m *Manager) matchRegexes(cg *consumerGroup) {
+	var names []string
+	for _, mem := range cg.members {
+		mem.matched = nil
+		if mem.regex == "" || m.topics == nil {
+			continue
+		}
+		re, err := compileRegex(mem.regex)
+		if err != nil {
+			continue
+		}
+		if names == nil {
+			names = m.topics.Names()
+			sort.Strings(names)
+		}
+		for _, t := range names {
+			if !strings.HasPrefix(t, "__") && re.MatchString(t) {
+				mem.matched = append(mem.matched, t)
+			}
+		}
+	}
 }
 
 // computeMetadata returns the partition counts of the subscribed topics
@@ -161,6 +210,7 @@ func (m *Manager) computeMetadata(cg *consumerGroup) map[string]int32 {
 	if m.topics == nil {
 		return out
 	}
+	m.matchRegexes(cg)
 	for t := range cg.subscribedTopics() {
 		if _, n, ok := m.topics.Topic(t); ok {
 			out[t] = n
@@ -202,10 +252,11 @@ func validHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (*kerr.Error, strin
 		return kerr.InvalidRequest, "InstanceId can't be empty."
 	case empty(req.RackID):
 		return kerr.InvalidRequest, "RackId can't be empty."
-	case req.SubscribedTopicRegex != nil:
-		// As the Kafka 4.0 snapshot the lab follows: regex subscriptions
-		// are not supported (franz-go then resolves the regex itself).
-		return kerr.InvalidRequest, "SubscribedTopicRegex is not supported yet."
+	}
+	if req.SubscribedTopicRegex != nil {
+		if _, err := compileRegex(*req.SubscribedTopicRegex); err != nil {
+			return kerr.InvalidRegularExpression, "SubscribedTopicRegex " + *req.SubscribedTopicRegex + " is not a valid regular expression: " + err.Error()
+		}
 	}
 	switch e := req.MemberEpoch; {
 	case e > 0 || e == leaveEpoch:
@@ -218,8 +269,8 @@ func validHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (*kerr.Error, strin
 			return kerr.InvalidRequest, "RebalanceTimeoutMs must be provided in first request."
 		case req.Topics == nil || len(req.Topics) > 0:
 			return kerr.InvalidRequest, "TopicPartitions must be empty when (re-)joining."
-		case len(req.SubscribedTopicNames) == 0:
-			return kerr.InvalidRequest, "SubscribedTopicNames must be set in first request."
+		case len(req.SubscribedTopicNames) == 0 && (req.SubscribedTopicRegex == nil || *req.SubscribedTopicRegex == ""):
+			return kerr.InvalidRequest, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
 		}
 	case e == staticLeaveEpoch:
 		if req.MemberID == "" {
@@ -357,12 +408,15 @@ func (m *Manager) heartbeatLocked848(req *kmsg.ConsumerGroupHeartbeatRequest, cl
 		sort.Strings(ts)
 		mem.topics = slices.Compact(ts)
 	}
+	if req.SubscribedTopicRegex != nil {
+		mem.regex = *req.SubscribedTopicRegex
+	}
 	if mem.assigned == nil {
 		mem.assigned, mem.revoking = assignment{}, assignment{}
 	}
 	// A new member changes the subscriptions; a static member taking its
 	// predecessor's place does not (Kafka's hasMemberSubscriptionChanged).
-	bump := !slices.Equal(mem.topics, old.topics) || mem.assignor != old.assignor
+	bump := !slices.Equal(mem.topics, old.topics) || mem.regex != old.regex || mem.assignor != old.assignor
 	// Install the member: the subscription metadata and the assignor see it.
 	m.putMember848(g, mem)
 	if isNew || bump || !sameStr(mem.instanceID, old.instanceID) || !sameStr(mem.rackID, old.rackID) || mem.rebalanceTimeoutMs != old.rebalanceTimeoutMs || mem.clientID != old.clientID || mem.clientHost != old.clientHost {
@@ -545,7 +599,7 @@ func (m *Manager) updateTargetLocked(g *groupState) []record {
 	cg := g.cg
 	spec := assignSpec{members: cg.ids(), subscribed: map[string][]string{}, previous: cg.target, partitions: cg.metadata}
 	for id, mem := range cg.members {
-		spec.subscribed[id] = mem.topics
+		spec.subscribed[id] = mem.subscription()
 	}
 	name := cg.assignorName()
 	target := assignors[name](spec)
@@ -853,6 +907,10 @@ func (m *Manager) ConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeRequest) 
 				rm.ClientID, rm.ClientHost, rm.SubscribedTopics = mem.clientID, mem.clientHost, slices.Clone(mem.topics)
 				if rm.SubscribedTopics == nil {
 					rm.SubscribedTopics = []string{}
+				}
+				if mem.regex != "" {
+					re := mem.regex
+					rm.SubscribedTopicRegex = &re
 				}
 				rm.Assignment = m.describeAssignment(mem.assigned)
 				rm.TargetAssignment = m.describeAssignment(cg.target[mid])

@@ -106,7 +106,11 @@ func memberRecord(group string, mem *cmember) record {
 	for _, t := range mem.topics {
 		f.str(t)
 	}
-	f.nstr(nil) // SubscribedTopicRegex
+	var regex *string
+	if mem.regex != "" {
+		regex = &mem.regex
+	}
+	f.nstr(regex)
 	f.i32(mem.rebalanceTimeoutMs)
 	var assignor *string
 	if mem.assignor != "" {
@@ -338,7 +342,10 @@ func (m *Manager) applyCGRecord(l *loadedCG, c cgRecord) error {
 			mem.topics = append(mem.topics, r.str())
 		}
 		sort.Strings(mem.topics)
-		r.nstr()
+		mem.regex = ""
+		if re := r.nstr(); re != nil {
+			mem.regex = *re
+		}
 		mem.rebalanceTimeoutMs = r.i32()
 		if a := r.nstr(); a != nil {
 			mem.assignor = *a
