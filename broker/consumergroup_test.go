@@ -15,7 +15,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/isrlab/isrlab/broker/group"
+	"github.com/isrlab/isrlab/checker"
+	"github.com/isrlab/isrlab/history"
 	"github.com/isrlab/isrlab/internal/proctest"
+	"github.com/isrlab/isrlab/workloads"
 )
 
 // consumerProtocolOverrides enable KIP-848 consumer groups.
@@ -362,5 +365,53 @@ func TestConsumerProtocolRegex(t *testing.T) {
 	}
 	if d := ds["g-rx"]; len(d.Members) != 1 || d.Members[0].SubscribedTopicRegex == nil {
 		t.Fatalf("members %+v", d.Members)
+	}
+}
+
+// TestQueueWorkloadConsumerProtocol: the queue workload's franz-go members
+// with group.protocol=consumer (group.remote.assignor range) against a broker
+// with the consumer protocol: the members join through
+// ConsumerGroupHeartbeat and the history checks valid with every value
+// read.
+func TestQueueWorkloadConsumerProtocol(t *testing.T) {
+	b := startBroker(t, t.TempDir(), consumerProtocolOverrides...)
+	cl := b.client(t)
+	createTopic(t, cl, "queue", 3, nil)
+	var m history.Memory
+	start := time.Now()
+	rec := history.NewRecorder(&m, func() time.Duration { return time.Since(start) })
+	cfg := workloads.Config{Topic: "queue", Partitions: 3, Producers: 2, Consumers: 2, Sends: 300, SendInterval: 2 * time.Millisecond,
+		ManualCommit: true, PollTimeout: 100 * time.Millisecond, Seed: 1, Group: "queue-848"}
+	w, err := workloads.NewQueue(cfg, rec, b.Addrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.UseGroupProtocol(map[string]string{"group.protocol": "consumer", "group.remote.assignor": "range"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.UseGroupProtocol(map[string]string{"group.protocol": "eager"}); err == nil {
+		t.Fatal("group.protocol eager accepted")
+	}
+	if err := w.UseGroupProtocol(map[string]string{"group.protocol": "consumer", "group.remote.assignor": "range"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := w.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v := checker.CheckOps(m.Ops, checker.Options{})
+	if v.Valid != checker.Valid || v.Stats.ReadValues != 300 {
+		t.Fatalf("verdict %s, %d values read: anomalies %v", v.Valid, v.Stats.ReadValues, v.Anomalies)
+	}
+	ds, err := kadm.NewClient(cl).DescribeConsumerGroups(ctx, "queue-848")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ds["queue-848"]; d.Err != nil || d.Epoch == 0 {
+		t.Fatalf("the workload's group is no consumer group: %+v", d)
 	}
 }

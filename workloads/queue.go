@@ -36,7 +36,40 @@ import (
 // processed record (f "processed") and every commit with its offsets.
 // The members are kgo clients, or with NewQueueWith the group consumers
 // of a GroupClient driver (sarama's), recorded the same way.
-type Queue struct{ *base }
+type Queue struct {
+	*base
+	groupOpts []kgo.Opt // the group protocol of franz-go's members
+}
+
+// UseGroupProtocol sets the group protocol of the franz-go members from
+// the client's Kafka-named settings: group.protocol classic (the
+// default) or consumer (KIP-848: kgo.ServerSideBalancer), and with
+// consumer group.remote.assignor uniform (the default) or range, the
+// broker's assignor. Other keys are left to the caller.
+func (w *Queue) UseGroupProtocol(clientConfig map[string]string) error {
+	switch p := clientConfig["group.protocol"]; p {
+	case "", "classic":
+		if a := clientConfig["group.remote.assignor"]; a != "" {
+			return fmt.Errorf("group.remote.assignor %s needs group.protocol consumer", a)
+		}
+		w.groupOpts = nil
+	case "consumer":
+		// kgo asks the broker for uniform with its sticky balancer and
+		// for range with its range balancer.
+		balancer := kgo.StickyBalancer()
+		switch a := clientConfig["group.remote.assignor"]; a {
+		case "", "uniform":
+		case "range":
+			balancer = kgo.RangeBalancer()
+		default:
+			return fmt.Errorf("group.remote.assignor %q: use uniform or range", a)
+		}
+		w.groupOpts = []kgo.Opt{kgo.Balancers(balancer), kgo.ServerSideBalancer()}
+	default:
+		return fmt.Errorf("group.protocol %q: use classic or consumer", p)
+	}
+	return nil
+}
 
 // NewQueue returns a Queue workload; see NewLog for seeds and opts.
 func NewQueue(cfg Config, rec *history.Recorder, seeds []string, opts ...kgo.Opt) (*Queue, error) {
@@ -45,7 +78,7 @@ func NewQueue(cfg Config, rec *history.Recorder, seeds []string, opts ...kgo.Opt
 	if err != nil {
 		return nil, err
 	}
-	return &Queue{b}, nil
+	return &Queue{base: b}, nil
 }
 
 // NewQueueWith is NewQueue whose producers and group consumers are those of
@@ -205,7 +238,7 @@ func (w *Queue) openKgo(ctx context.Context, m *queueMember) (queueClient, error
 			}
 		}
 	}
-	cl, err := w.subscriberWith(ctx, m.proc, w.cfg.Group, revoked, opts...)
+	cl, err := w.subscriberWith(ctx, m.proc, w.cfg.Group, revoked, append(opts, w.groupOpts...)...)
 	if err != nil {
 		return nil, err
 	}
