@@ -107,6 +107,11 @@ func (w *Queue) Run(ctx context.Context) error {
 	if c, ok := w.driver.(io.Closer); ok {
 		defer c.Close()
 	}
+	// The producers' client is made before the members start: they read
+	// w.driver, which making it writes.
+	if _, err := w.clientOrDefault(); err != nil {
+		return err
+	}
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var consumers errgroup.Group

@@ -843,14 +843,15 @@ func (m *Manager) expireLocked848(g *groupState, mem *cmember, why string) {
 	part := g.partition
 	owner := m.owned.Get(part)
 	pending := m.submitLocked(part, recs)
-	go func() {
+	// Waited for after mu is released, by the timer's goroutine.
+	m.later(func() {
 		if _, err := m.wait(pending); err != nil {
 			m.logger.Info("consumer group records not written", "group", g.id, "err", err)
 			m.mu.Lock()
 			m.lostLeadershipLocked(part, owner, err)
 			m.unlock()
 		}
-	}()
+	})
 }
 
 // responseAssignment is a member's assignment by topic id; topics that
