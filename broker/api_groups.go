@@ -48,6 +48,8 @@ func (b *Broker) groups() *group.Manager {
 		if b.cfg.Known("group.max.session.timeout.ms") {
 			cfg.MaxSessionTimeout = time.Duration(b.cfg.Int("group.max.session.timeout.ms")) * time.Millisecond
 		}
+		cfg.ConsumerSessionTimeout = time.Duration(b.cfg.Int("group.consumer.session.timeout.ms")) * time.Millisecond
+		cfg.ConsumerHeartbeatInterval = time.Duration(b.cfg.Int("group.consumer.heartbeat.interval.ms")) * time.Millisecond
 		e := &groupEntry{m: group.New(cfg, newCoordinatorLog(b, group.Topic), group.WithLogger(b.log.With("component", "group-coordinator")), group.WithTopicCheck(b.partitionExists), group.WithTopics(brokerTopics{b.meta}))}
 		v, _ = groupManagers.LoadOrStore(b, e)
 	}

@@ -52,6 +52,8 @@ var BrokerDefs = []Def{
 	{Name: "offsets.retention.minutes", Type: Int, Default: "10080", Min: min(1), Doc: "How long committed offsets of an empty group are kept."},
 	{Name: "offsets.retention.check.interval.ms", Type: Long, Default: "600000", Min: min(1), Doc: "How often expired offsets are removed."},
 	{Name: "group.min.session.timeout.ms", Type: Int, Default: "6000", Min: min(0), Doc: "Smallest session.timeout.ms a consumer may ask for."},
+	{Name: "group.consumer.session.timeout.ms", Type: Int, Default: "45000", Min: min(1), Doc: "How long a consumer group member of the consumer protocol (KIP-848) may go without a heartbeat before the coordinator removes it and reassigns its partitions."},
+	{Name: "group.consumer.heartbeat.interval.ms", Type: Int, Default: "5000", Min: min(1), Doc: "The heartbeat interval the coordinator tells consumer-protocol members (KIP-848)."},
 	{Name: "group.coordinator.rebalance.protocols", Type: List, Default: "classic", Doc: "Group protocols the group coordinator serves: classic, or classic,consumer for KIP-848 consumer groups (ConsumerGroupHeartbeat, ConsumerGroupDescribe); unknown names are ignored."},
 	{Name: "group.max.session.timeout.ms", Type: Int, Default: "1800000", Min: min(0), Doc: "Largest session.timeout.ms a consumer may ask for."},
 	{Name: "transactional.id.expiration.ms", Type: Int, Default: "604800000", Min: min(1), Doc: "How long a transactional id without a transaction is kept after its last update before the transaction coordinator removes it."},

@@ -63,9 +63,12 @@ var Profiles = map[string]Profile{
 	// not a broker, and a broker's liveness is its heartbeats
 	// (BrokerHeartbeatManager, broker.session.timeout.ms 9000), not a
 	// session. Replication is 3.7's; eligible leader replicas stay off
-	// (4.0's eligible.leader.replicas.enable default false).
+	// (4.0's eligible.leader.replicas.enable default false); the group
+	// coordinator serves the consumer group protocol (KIP-848) beside the
+	// classic one, as 4.0 does by default.
 	"4.0": {Name: "4.0", Defaults: map[string]string{
 		"process.roles":                             "broker",
+		"group.coordinator.rebalance.protocols":     "classic,consumer",
 		"fetch.leader-epoch-fencing":                "true",
 		"replication.truncation":                    "diverging-epoch-fetch",
 		"isr.update":                                "async-alter-partition",

@@ -553,7 +553,17 @@ func newWorkload(w Workload, runID string, rec *history.Recorder, sw workloads.S
 		if err != nil {
 			return nil, err
 		}
-		return workloads.NewQueueWith(cl, w.Config, rec, seeds, opts...)
+		q, err := workloads.NewQueueWith(cl, w.Config, rec, seeds, opts...)
+		if err != nil {
+			return nil, err
+		}
+		if w.ClientSpec.Name() == clients.FranzGo {
+			// group.protocol (classic, consumer) and group.remote.assignor.
+			if err := q.UseGroupProtocol(w.ClientSpec.Config); err != nil {
+				return nil, err
+			}
+		}
+		return q, nil
 	case "rate":
 		return workloads.NewRate(w.Config, rec, sw, seeds, opts...)
 	case "txn":

@@ -184,6 +184,9 @@ func TestBadScenarios(t *testing.T) {
 		{"python-exec", "workload:\n  client: kafka-python\n  exec: [drv]\n", "client kafka-python: exec is the command of client exec"},
 		{"sarama-driver-setting", "workload:\n  client: sarama\n  client.config: {Producer.Return.Successes: false}\n", "client.config.Producer.Return.Successes: set by the driver"},
 		{"franz-go-client-config", "workload:\n  client.config: {ProducerLinger: 5ms}\n", "client franz-go: client.config.ProducerLinger: franz-go takes the workload's Kafka-named keys"},
+		{"group-protocol-on-log", "workload:\n  client.config: {group.protocol: consumer}\n", "client franz-go: client.config.group.protocol: franz-go takes"},
+		{"group-protocol-unknown", "workload:\n  type: queue\n  client.config: {group.protocol: eager}\n", `client franz-go: client.config: group.protocol "eager": use classic or consumer`},
+		{"remote-assignor-classic", "workload:\n  type: queue\n  client.config: {group.remote.assignor: range}\n", "client franz-go: client.config: group.remote.assignor range needs group.protocol consumer"},
 		{"not-yaml", "name: [\n", "x.yaml:"},
 		{"not-a-map", "- 1\n", "x.yaml:1: a scenario is a mapping"},
 	} {

@@ -78,7 +78,7 @@ func Check(spec workloads.ClientSpec, kind string, cfg workloads.Config) error {
 		return fmt.Errorf("client %s: exec is the command of client exec", name)
 	}
 	if name == FranzGo {
-		return checkFranzGo(spec.Config)
+		return checkFranzGo(spec.Config, kind)
 	}
 	if kind == "" {
 		kind = "log"
@@ -187,12 +187,23 @@ func checkTxn(name string, spec workloads.ClientSpec, cfg workloads.Config) erro
 
 // checkFranzGo refuses settings in franz-go's own names: its settings are
 // the workload's Kafka-named keys.
-func checkFranzGo(own map[string]string) error {
-	if len(own) == 0 {
+func checkFranzGo(own map[string]string, kind string) error {
+	rest := maps.Clone(own)
+	if kind == "queue" {
+		// The consumer group protocol of the members (KIP-848), with
+		// Kafka's client names.
+		var q workloads.Queue
+		if err := q.UseGroupProtocol(own); err != nil {
+			return fmt.Errorf("client franz-go: client.config: %w", err)
+		}
+		delete(rest, "group.protocol")
+		delete(rest, "group.remote.assignor")
+	}
+	if len(rest) == 0 {
 		return nil
 	}
-	k := slices.Sorted(maps.Keys(own))[0]
-	return fmt.Errorf("client franz-go: client.config.%s: franz-go takes the workload's Kafka-named keys (acks, enable.idempotence, retries, max.in.flight.requests.per.connection, request.timeout, delivery.timeout, linger) and no client.config", k)
+	k := slices.Sorted(maps.Keys(rest))[0]
+	return fmt.Errorf("client franz-go: client.config.%s: franz-go takes the workload's Kafka-named keys (acks, enable.idempotence, retries, max.in.flight.requests.per.connection, request.timeout, delivery.timeout, linger) and, for the queue workload, group.protocol and group.remote.assignor; no other client.config", k)
 }
 
 func joinOr(names []string) string {
