@@ -234,10 +234,12 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		// expectation was not put to the test.
 		res.Judgement = Judgement{Outcome: NotSetUp, Expect: sc.Expect.String(), Reasons: []string{notSetUp.Error()}}
 	}
-	if len(failedFaults) > 0 && res.Judgement.Outcome == Met {
+	if len(failedFaults) > 0 && (res.Judgement.Outcome == Met || (res.Judgement.Outcome == NotMet && v.Valid != checker.Invalid)) {
 		// A fault that was never injected did not put the expectation to
-		// the test: met is not a verdict on the story. An anomaly found
-		// without it stands (not met stays not met).
+		// the test: neither met nor a claim the missing fault would have
+		// made true (an outage, a loss) is a verdict on the story. An
+		// anomaly found without it stands (an invalid history stays not
+		// met).
 		res.Judgement = Judgement{Outcome: NotSetUp, Expect: sc.Expect.String(),
 			Reasons: append([]string{"a fault could not be injected, so the story did not happen"}, failedFaults...)}
 	}
