@@ -251,52 +251,43 @@ func (f forwarder) Run(ctx context.Context, _ *coord.Leadership) error {
 	return errors.New("a KRaft broker runs no controller")
 }
 
-func (f forwarder) forward(ctx context.Context, req kmsg.Request) (kmsg.Response, bool) {
+// forward sends req to the active controller and returns its answer, or,
+// when it cannot be reached, req's response with code as its error.
+func forward[R kmsg.Response](f forwarder, ctx context.Context, req kmsg.Request, code int16, set func(R, int16)) R {
 	resp, err := f.c.controllerRequest(ctx, req)
-	if err != nil {
-		f.c.b.log.Info("forwarding to the controller failed", "api", kmsg.NameForKey(req.Key()), "err", err)
-		return nil, false
+	if err == nil {
+		return resp.(R)
 	}
-	return resp, true
+	f.c.b.log.Info("forwarding to the controller failed", "api", kmsg.NameForKey(req.Key()), "err", err)
+	return refuse(req, code, set)
+}
+
+// refuse is req's response with code as its error.
+func refuse[R kmsg.Response](req kmsg.Request, code int16, set func(R, int16)) R {
+	resp := req.ResponseKind().(R)
+	set(resp, code)
+	return resp
 }
 
 func (f forwarder) ElectLeaders(ctx context.Context, req *kmsg.ElectLeadersRequest) *kmsg.ElectLeadersResponse {
-	if resp, ok := f.forward(ctx, req); ok {
-		return resp.(*kmsg.ElectLeadersResponse)
-	}
-	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
-	resp.ErrorCode = kerr.NotController.Code
-	return resp
+	return forward(f, ctx, req, kerr.NotController.Code, func(r *kmsg.ElectLeadersResponse, c int16) { r.ErrorCode = c })
 }
 
+// ControlledShutdown: KRaft brokers shut down under control through
+// their heartbeats.
 func (f forwarder) ControlledShutdown(ctx context.Context, req *kmsg.ControlledShutdownRequest) *kmsg.ControlledShutdownResponse {
-	// KRaft brokers shut down under control through their heartbeats.
-	resp := req.ResponseKind().(*kmsg.ControlledShutdownResponse)
-	resp.ErrorCode = kerr.UnsupportedVersion.Code
-	return resp
+	return refuse(req, kerr.UnsupportedVersion.Code, func(r *kmsg.ControlledShutdownResponse, c int16) { r.ErrorCode = c })
 }
 
+// AlterPartition: leaders send it to the controller, never to a broker.
 func (f forwarder) AlterPartition(ctx context.Context, req *kmsg.AlterPartitionRequest) *kmsg.AlterPartitionResponse {
-	// Leaders send AlterPartition to the controller, never to a broker.
-	resp := req.ResponseKind().(*kmsg.AlterPartitionResponse)
-	resp.ErrorCode = kerr.NotController.Code
-	return resp
+	return refuse(req, kerr.NotController.Code, func(r *kmsg.AlterPartitionResponse, c int16) { r.ErrorCode = c })
 }
 
 func (f forwarder) AlterPartitionReassignments(ctx context.Context, req *kmsg.AlterPartitionAssignmentsRequest) *kmsg.AlterPartitionAssignmentsResponse {
-	if resp, ok := f.forward(ctx, req); ok {
-		return resp.(*kmsg.AlterPartitionAssignmentsResponse)
-	}
-	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
-	resp.ErrorCode = kerr.NotController.Code
-	return resp
+	return forward(f, ctx, req, kerr.NotController.Code, func(r *kmsg.AlterPartitionAssignmentsResponse, c int16) { r.ErrorCode = c })
 }
 
 func (f forwarder) ListPartitionReassignments(ctx context.Context, req *kmsg.ListPartitionReassignmentsRequest) *kmsg.ListPartitionReassignmentsResponse {
-	if resp, ok := f.forward(ctx, req); ok {
-		return resp.(*kmsg.ListPartitionReassignmentsResponse)
-	}
-	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
-	resp.ErrorCode = kerr.NotController.Code
-	return resp
+	return forward(f, ctx, req, kerr.NotController.Code, func(r *kmsg.ListPartitionReassignmentsResponse, c int16) { r.ErrorCode = c })
 }

@@ -1,5 +1,7 @@
 package kafkaconfig
 
+import "maps"
+
 // Profile is one Kafka era's replication behaviour and defaults
 // (KAFKA-SPEC, "Compatibility switches"). kafka.profile picks one; each key
 // can still be set alone and wins over the profile.
@@ -58,6 +60,9 @@ var Profiles = map[string]Profile{
 		"transaction.partition.verification.enable": "true",
 		"unclean.leader.election.enable":            "false",
 	}},
+}
+
+func init() {
 	// 4.0 is KRaft mode as in apache/kafka trunk at 1eb7644 (4.0.0-SNAPSHOT,
 	// October 2024, ZooKeeper mode removed): the controller is a quorum,
 	// not a broker, and a broker's liveness is its heartbeats
@@ -66,20 +71,10 @@ var Profiles = map[string]Profile{
 	// (4.0's eligible.leader.replicas.enable default false); the group
 	// coordinator serves the consumer group protocol (KIP-848) beside the
 	// classic one, as 4.0 does by default.
-	"4.0": {Name: "4.0", Defaults: map[string]string{
-		"process.roles":                             "broker",
-		"group.coordinator.rebalance.protocols":     "classic,consumer",
-		"fetch.leader-epoch-fencing":                "true",
-		"replication.truncation":                    "diverging-epoch-fetch",
-		"isr.update":                                "async-alter-partition",
-		"isr.expand-needs-epoch-start":              "true",
-		"hw.requires-min-isr":                       "true",
-		"eligible.leader.replicas.enable":           "false",
-		"replica.lag.time.max.ms":                   "30000",
-		"coordinator.session.timeout.ms":            "18000",
-		"transaction.partition.verification.enable": "true",
-		"unclean.leader.election.enable":            "false",
-	}},
+	p := Profile{Name: "4.0", Defaults: maps.Clone(Profiles["3.7"].Defaults)}
+	p.Defaults["process.roles"] = "broker"
+	p.Defaults["group.coordinator.rebalance.protocols"] = "classic,consumer"
+	Profiles[p.Name] = p
 }
 
 // applyProfile fills every key the user did not set from kafka.profile.
