@@ -45,8 +45,8 @@ func TestSecuredPreset(t *testing.T) {
 
 // TestRunSecured runs leader-kill with the secured preset on the netns
 // backend end to end, with the clients' SCRAM password changed for 3 s
-// first (scram-password), b1's certificate rotated to an untrusted CA
-// for 2 s (ca-rotation) and b3's expired for 3 s (cert-expiry): the
+// first (scram-password), then b1's certificate rotated to an untrusted
+// CA (ca-rotation) and b3's expired (cert-expiry) for 1.5 s: the
 // history is valid, the expectation met, the faults
 // went in and were healed, the brokers served SASL_SSL
 // only, and no password the run made appears in any file of the run
@@ -63,15 +63,16 @@ func TestRunSecured(t *testing.T) {
 	}
 	sc.Duration, sc.Seed = 15*time.Second, 11
 	sc.Faults = append(sc.Faults, lab.Fault{At: 2 * time.Second, HealAfter: 3 * time.Second, Spec: nemesis.Spec{Fault: &nemesis.ScramPassword{}}})
-	// b3's certificate expires (and is renewed by the heal): connections
-	// already open go on.
+	// Both certificate faults end before leader-kill's kill at 8 s, which
+	// may hit any broker. b3's certificate expires (and is renewed by the
+	// heal): connections already open go on.
 	expiry := &nemesis.CertExpiry{}
 	expiry.Nodes = []string{"b3"}
-	sc.Faults = append(sc.Faults, lab.Fault{At: 9 * time.Second, HealAfter: 3 * time.Second, Spec: nemesis.Spec{Fault: expiry}})
+	sc.Faults = append(sc.Faults, lab.Fault{At: 5400 * time.Millisecond, HealAfter: 1500 * time.Millisecond, Spec: nemesis.Spec{Fault: expiry}})
 	// b1's certificate is rotated to a CA nobody trusts, and back.
 	rotation := &nemesis.CARotation{}
 	rotation.Nodes = []string{"b1"}
-	sc.Faults = append(sc.Faults, lab.Fault{At: 5500 * time.Millisecond, HealAfter: 2 * time.Second, Spec: nemesis.Spec{Fault: rotation}})
+	sc.Faults = append(sc.Faults, lab.Fault{At: 5200 * time.Millisecond, HealAfter: 1500 * time.Millisecond, Spec: nemesis.Spec{Fault: rotation}})
 	if err := sc.Validate(); err != nil {
 		t.Fatal(err)
 	}
