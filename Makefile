@@ -9,10 +9,10 @@ COMMIT  ?= $(shell rev=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet 
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # make release builds these, static (no cgo), into dist/ with SHA256SUMS.
 RELEASE_PLATFORMS := linux/amd64 linux/arm64
-# Fuzz targets run briefly in every test run (6 s each: 16 targets, with
+# Fuzz targets run briefly in every test run (5 s each: 16 targets, with
 # their builds, take about 3 minutes of make test's 20); FUZZTIME raises it
 # locally.
-FUZZTIME ?= 6s
+FUZZTIME ?= 5s
 TESTFLAGS := -count=1 -timeout 18m
 
 .PHONY: all build release image install-check test run broker-demo bench bench-scale soak deps fuzz vet hygiene flake clean incident
