@@ -57,21 +57,12 @@ func (c *Client) RegisterBrokerKRaft(ctx context.Context, l *Leadership, info Br
 			}
 			// A new incarnation: the old registration goes first, so
 			// the new one gets a new CreateRevision.
-			cctx, cancel := c.callCtx(ctx)
-			resp, err := c.cli.Txn(cctx).
-				If(l.fence(), clientv3.Compare(clientv3.ModRevision(key), "=", cur.Kvs[0].ModRevision)).
-				Then(clientv3.OpDelete(key)).
-				Else(clientv3.OpGet(l.key)).
-				Commit()
-			cancel()
-			if err != nil {
-				return 0, 0, wrapErr(op, err)
-			}
-			if !resp.Succeeded {
-				if l.deposed((*clientv3.GetResponse)(resp.Responses[0].GetResponseRange())) {
-					return 0, 0, l.notController()
-				}
+			_, err = c.fencedTxn(ctx, l, op, clientv3.Compare(clientv3.ModRevision(key), "=", cur.Kvs[0].ModRevision), clientv3.OpDelete(key))
+			if errors.Is(err, errRetry) {
 				continue
+			}
+			if err != nil {
+				return 0, 0, err
 			}
 		}
 		info.Fenced = true
@@ -79,23 +70,14 @@ func (c *Client) RegisterBrokerKRaft(ctx context.Context, l *Leadership, info Br
 		if err != nil {
 			return 0, 0, fmt.Errorf("%s: %w", op, err)
 		}
-		cctx, cancel = c.callCtx(ctx)
-		resp, err := c.cli.Txn(cctx).
-			If(l.fence(), clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, string(val))).
-			Else(clientv3.OpGet(l.key)).
-			Commit()
-		cancel()
-		if err != nil {
-			return 0, 0, wrapErr(op, err)
-		}
-		if !resp.Succeeded {
-			if l.deposed((*clientv3.GetResponse)(resp.Responses[0].GetResponseRange())) {
-				return 0, 0, l.notController()
-			}
+		rev, err := c.fencedTxn(ctx, l, op, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), clientv3.OpPut(key, string(val)))
+		if errors.Is(err, errRetry) {
 			continue
 		}
-		return resp.Header.Revision, resp.Header.Revision, nil
+		if err != nil {
+			return 0, 0, err
+		}
+		return rev, rev, nil
 	}
 }
 
@@ -108,13 +90,16 @@ func (c *Client) putIfRev(ctx context.Context, l *Leadership, op, key string, in
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
 	}
+	return c.fencedTxn(ctx, l, op, clientv3.Compare(clientv3.ModRevision(key), "=", modRev), clientv3.OpPut(key, string(val)))
+}
+
+// fencedTxn runs then if l still leads and cond holds, and returns the
+// write's revision: ErrNotController (wrapped) when l is deposed,
+// errRetry when only cond failed (read again).
+func (c *Client) fencedTxn(ctx context.Context, l *Leadership, op string, cond clientv3.Cmp, then clientv3.Op) (int64, error) {
 	cctx, cancel := c.callCtx(ctx)
 	defer cancel()
-	resp, err := c.cli.Txn(cctx).
-		If(l.fence(), clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
-		Then(clientv3.OpPut(key, string(val))).
-		Else(clientv3.OpGet(l.key)).
-		Commit()
+	resp, err := c.cli.Txn(cctx).If(l.fence(), cond).Then(then).Else(clientv3.OpGet(l.key)).Commit()
 	if err != nil {
 		return 0, wrapErr(op, err)
 	}
