@@ -73,6 +73,7 @@ var BrokerDefs = []Def{
 	{Name: "broker.session.timeout.ms", Type: Int, Default: "9000", Min: min(1), Doc: "How long the active controller waits for a KRaft broker's heartbeat before it fences the broker (its leaderships move, it leaves every ISR; Kafka's default 9000)."},
 	{Name: "min.insync.replicas", Type: Int, Default: "1", Min: min(1), Doc: "Minimum ISR size for acks=all writes."},
 	{Name: "unclean.leader.election.enable", Type: Bool, Default: "false", Doc: "Allow out-of-sync replicas to become leader."},
+	{Name: "unclean.leader.election.interval.ms", Type: Long, Default: "300000", Min: min(1), Doc: "KRaft mode: how often the active controller elects leaders from outside the ISR for leaderless partitions of topics with unclean.leader.election.enable (Kafka 4.0's internal setting, default 5 minutes): enabling it dynamically takes effect at the next check, not at once as in the ZooKeeper era. ElectLeaders (UNCLEAN) elects at once."},
 	{Name: "replica.lag.time.max.ms", Type: Long, Default: "30000", Min: min(1), Doc: "Time a follower may lag before it leaves the ISR."},
 	{Name: "max.incremental.fetch.session.cache.slots", Type: Int, Default: "1000", Min: min(0), Doc: "Incremental fetch sessions (KIP-227) the broker keeps."},
 	{Name: "replica.fetch.wait.max.ms", Type: Int, Default: "500", Min: min(0), Doc: "Follower fetch long-poll time."},

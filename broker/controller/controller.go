@@ -273,11 +273,14 @@ func (t *term) run(ctx context.Context) error {
 	for id := range t.registered {
 		t.lastContact[id] = t.c.cfg.Now()
 	}
-	var fenceTick <-chan time.Time
+	var fenceTick, uncleanTick <-chan time.Time
 	if t.c.cfg.KRaft {
 		tk := time.NewTicker(min(t.c.cfg.BrokerSessionTimeout/4, 500*time.Millisecond))
 		defer tk.Stop()
 		fenceTick = tk.C
+		uk := time.NewTicker(time.Duration(t.c.broker.Long("unclean.leader.election.interval.ms")) * time.Millisecond)
+		defer uk.Stop()
+		uncleanTick = uk.C
 	}
 	t.resync = true
 
@@ -335,6 +338,10 @@ func (t *term) run(ctx context.Context) error {
 			err = t.onBrokers(ctx, t.liveOf(ev.Brokers))
 		case <-fenceTick:
 			err = t.fenceExpired(ctx)
+		case <-uncleanTick:
+			if !t.resync {
+				err = t.uncleanCheck(ctx)
+			}
 		case ev, ok := <-topicsCh:
 			if !ok {
 				return t.closedErr(ctx)
@@ -984,8 +991,12 @@ func (t *term) onTopics(ctx context.Context, ts []coord.TopicSpec) error {
 			added = append(added, name)
 			continue
 		}
+		// The ZooKeeper era's controller elects at once when a topic's
+		// unclean.leader.election.enable is turned on
+		// (TopicUncleanLeaderElectionEnable); KRaft's waits for its
+		// periodic check (uncleanCheck).
 		before, _ := t.c.broker.TopicConfig(o.Configs)
-		if before != nil && !before.Bool("unclean.leader.election.enable") && t.unclean(name) {
+		if !t.c.cfg.KRaft && before != nil && !before.Bool("unclean.leader.election.enable") && t.unclean(name) {
 			uncleanOn = append(uncleanOn, name)
 		}
 	}
@@ -1170,6 +1181,32 @@ func (t *term) onISRChanges(ctx context.Context) error {
 }
 
 // onRebalance is the automatic preferred-leader rebalance (§4.4).
+// uncleanCheck is the KRaft controller's periodic unclean election
+// (QuorumController's maybeElectUncleanLeaders, every
+// unclean.leader.election.interval.ms): each leaderless partition of a
+// topic with unclean.leader.election.enable gets a leader, from its ELR
+// first, then from outside the ISR. It is how a dynamic enable takes
+// effect in KRaft mode; a leader lost while unclean election is already
+// on is replaced at once, as before.
+func (t *term) uncleanCheck(ctx context.Context) error {
+	unclean := t.uncleanByTopic()
+	var tps []coord.TopicPartition
+	for _, p := range t.sortedParts() {
+		if p.hasState && (p.state.Leader == NoLeader || !t.up(p.state.Leader)) && unclean(p.tp.Topic) {
+			tps = append(tps, p.tp)
+		}
+	}
+	if len(tps) == 0 {
+		return nil
+	}
+	chs, err := t.apply(ctx, tps, uncleanDecision(t.live, t.up, t.elr(), t.epoch))
+	if len(chs) > 0 {
+		t.log.Warn("periodic unclean leader election for leaderless partitions", "elected", len(chs))
+	}
+	t.announce(chs)
+	return err
+}
+
 func (t *term) onRebalance(ctx context.Context) error {
 	tps := imbalancedPartitions(t.sortedParts(), t.c.broker.Int("leader.imbalance.per.broker.percentage"))
 	if len(tps) == 0 {
