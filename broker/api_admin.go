@@ -23,7 +23,7 @@ import (
 // DescribeProducers. Client quotas are in api_quotas.go, reassignment in
 // api_reassign.go.
 
-var _ = serve(37, "CreatePartitions", 0, 3, (*Broker).handleCreatePartitions, notIn("0.10"), in("2.4", 0, 2), in("2.6", 0, 2))
+var _ = serve(37, "CreatePartitions", 0, 3, (*Broker).handleCreatePartitions, notIn("0.10"), in("2.4", 0, 2), in("2.6", 0, 2), k40(0, 3))
 
 // handleCreatePartitions adds partitions to topics, as Kafka's
 // ZkAdminManager.createPartitions: the count must grow, manual assignments
@@ -173,7 +173,7 @@ func (b *Broker) addPartitionsStandalone(topic string, add int32) error {
 	return b.openTopicPartitions(&c)
 }
 
-var _ = serve(33, "AlterConfigs", 0, 2, configHandler((*configAPI).handleAlterConfigs), notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1))
+var _ = serve(33, "AlterConfigs", 0, 2, configHandler((*configAPI).handleAlterConfigs), notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1), k40(0, 2))
 
 // handleAlterConfigs is the old, non-incremental AlterConfigs: a topic's
 // overrides become exactly the configs given (entries with a null value
@@ -228,7 +228,7 @@ func (a *configAPI) handleAlterConfigs(ctx context.Context, rq *request) {
 	rq.respond(resp)
 }
 
-var _ = serve(35, "DescribeLogDirs", 0, 4, (*Broker).handleDescribeLogDirs, notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 2))
+var _ = serve(35, "DescribeLogDirs", 0, 4, (*Broker).handleDescribeLogDirs, notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 2), k40(1, 4))
 
 // handleDescribeLogDirs lists this broker's log directories with the
 // replicas each holds (all of them for null topics), their sizes and, as
@@ -300,7 +300,7 @@ func (b *Broker) handleDescribeLogDirs(_ context.Context, rq *request) {
 	rq.respond(resp)
 }
 
-var _ = serve(61, "DescribeProducers", 0, 0, (*Broker).handleDescribeProducers, notIn("0.10", "2.4", "2.6"))
+var _ = serve(61, "DescribeProducers", 0, 0, (*Broker).handleDescribeProducers, notIn("0.10", "2.4", "2.6"), k40(0, 0))
 
 // handleDescribeProducers lists the producers each led partition tracks:
 // id, epoch, last sequence, the last batch's timestamp, the coordinator

@@ -62,7 +62,7 @@ func (a *configAPI) describedTopicConfigs(ctx context.Context, topic string, cac
 	return c
 }
 
-var _ = serve(32, "DescribeConfigs", 0, 4, configHandler((*configAPI).handleDescribeConfigs), notIn("0.10"), in("2.4", 0, 2), in("2.6", 0, 3))
+var _ = serve(32, "DescribeConfigs", 0, 4, configHandler((*configAPI).handleDescribeConfigs), notIn("0.10"), in("2.4", 0, 2), in("2.6", 0, 3), k40(1, 4))
 
 // handleDescribeConfigs describes topic and broker configs.
 func (a *configAPI) handleDescribeConfigs(ctx context.Context, rq *request) {
@@ -267,7 +267,7 @@ func splitList(v string) []string {
 	return out
 }
 
-var _ = serve(44, "IncrementalAlterConfigs", 0, 1, configHandler((*configAPI).handleIncrementalAlterConfigs), notIn("0.10"))
+var _ = serve(44, "IncrementalAlterConfigs", 0, 1, configHandler((*configAPI).handleIncrementalAlterConfigs), notIn("0.10"), k40(0, 1))
 
 // handleIncrementalAlterConfigs sets or deletes topic-level overrides and
 // dynamic broker configs (alterBrokerConfigs).

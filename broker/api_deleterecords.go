@@ -12,7 +12,7 @@ import (
 
 // DeleteRecords came with KIP-107 in Kafka 0.11; v1 is 2.0's, v2
 // (flexible) 2.6's (sarama's requiredVersion).
-var _ = serve(21, "DeleteRecords", 0, 2, (*Broker).handleDeleteRecords, notIn("0.10"), in("2.4", 0, 1))
+var _ = serve(21, "DeleteRecords", 0, 2, (*Broker).handleDeleteRecords, notIn("0.10"), in("2.4", 0, 1), k40(0, 2))
 
 // handleDeleteRecords moves the log start offset of partitions this
 // broker leads (Kafka's ReplicaManager.deleteRecords): -1 means the HW,

@@ -17,7 +17,7 @@ import (
 // Only the 4.0 profile advertises it. The ELR comes from the partition
 // state the controller writes to the coordinators; a broker without them
 // (standalone, or cut off) answers with empty ELRs.
-var _ = serve(75, "DescribeTopicPartitions", 0, 0, handleDescribeTopicPartitions, notIn("0.10", "2.4", "2.6", "3.7"))
+var _ = serve(75, "DescribeTopicPartitions", 0, 0, handleDescribeTopicPartitions, notIn("0.10", "2.4", "2.6", "3.7"), k40(0, 0))
 
 func handleDescribeTopicPartitions(b *Broker, ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.DescribeTopicPartitionsRequest)

@@ -14,7 +14,7 @@ import (
 	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
-var _ = serve(1, "Fetch", 0, 16, (*Broker).handleFetch, in("0.10", 0, 3), in("2.4", 0, 11), in("2.6", 0, 11))
+var _ = serve(1, "Fetch", 0, 16, (*Broker).handleFetch, in("0.10", 0, 3), in("2.4", 0, 11), in("2.6", 0, 11), k40(4, 17), serve40(17))
 
 // handleFetch reads every requested partition; when fewer than MinBytes
 // are available it waits (off the handler thread) until a partition

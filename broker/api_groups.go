@@ -348,7 +348,7 @@ func (b *Broker) coordinatorFor(key string, keyType int8) (id int32, host string
 	return id, "", -1, kerr.CoordinatorNotAvailable.Code, "coordinator " + strconv.Itoa(int(leader)) + " is not live"
 }
 
-var _ = serve(10, "FindCoordinator", 0, 4, (*Broker).handleFindCoordinator, in("0.10", 0, 0), in("2.4", 0, 3), in("2.6", 0, 3))
+var _ = serve(10, "FindCoordinator", 0, 4, (*Broker).handleFindCoordinator, in("0.10", 0, 0), in("2.4", 0, 3), in("2.6", 0, 3), k40(0, 6), serve40(6))
 
 func (b *Broker) handleFindCoordinator(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.FindCoordinatorRequest)
@@ -402,7 +402,7 @@ type groupAPI struct {
 
 var groupHandler = handlerOn(func(b *Broker) *groupAPI { return b.api.groups })
 
-var _ = serve(11, "JoinGroup", 0, 9, groupHandler((*groupAPI).handleJoinGroup), in("0.10", 0, 1), in("2.4", 0, 6), in("2.6", 0, 7))
+var _ = serve(11, "JoinGroup", 0, 9, groupHandler((*groupAPI).handleJoinGroup), in("0.10", 0, 1), in("2.4", 0, 6), in("2.6", 0, 7), k40(2, 9))
 
 // handleJoinGroup answers when the rebalance completes; the connection
 // stays muted meanwhile, as in Kafka.
@@ -412,7 +412,7 @@ func (a *groupAPI) handleJoinGroup(_ context.Context, rq *request) {
 	go m.JoinGroup(req, rq.clientID(), rq.clientHost(), func(r *kmsg.JoinGroupResponse) { rq.respond(r) })
 }
 
-var _ = serve(14, "SyncGroup", 0, 5, groupHandler((*groupAPI).handleSyncGroup), in("0.10", 0, 0), in("2.4", 0, 4))
+var _ = serve(14, "SyncGroup", 0, 5, groupHandler((*groupAPI).handleSyncGroup), in("0.10", 0, 0), in("2.4", 0, 4), k40(0, 5))
 
 func (a *groupAPI) handleSyncGroup(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.SyncGroupRequest)
@@ -420,7 +420,7 @@ func (a *groupAPI) handleSyncGroup(_ context.Context, rq *request) {
 	go m.SyncGroup(req, func(r *kmsg.SyncGroupResponse) { rq.respond(r) })
 }
 
-var _ = serve(12, "Heartbeat", 0, 4, groupHandler((*groupAPI).handleHeartbeat), in("0.10", 0, 0))
+var _ = serve(12, "Heartbeat", 0, 4, groupHandler((*groupAPI).handleHeartbeat), in("0.10", 0, 0), k40(0, 4))
 
 func (a *groupAPI) handleHeartbeat(_ context.Context, rq *request) {
 	rq.respond(a.groups().Heartbeat(rq.req.(*kmsg.HeartbeatRequest)))
@@ -429,7 +429,7 @@ func (a *groupAPI) handleHeartbeat(_ context.Context, rq *request) {
 // The handlers below may wait for an acks=-1 append, so they answer off
 // the handler thread, like a delayed produce.
 
-var _ = serve(13, "LeaveGroup", 0, 5, groupHandler((*groupAPI).handleLeaveGroup), in("0.10", 0, 0), in("2.4", 0, 4), in("2.6", 0, 4))
+var _ = serve(13, "LeaveGroup", 0, 5, groupHandler((*groupAPI).handleLeaveGroup), in("0.10", 0, 0), in("2.4", 0, 4), in("2.6", 0, 4), k40(0, 5))
 
 func (a *groupAPI) handleLeaveGroup(_ context.Context, rq *request) {
 	m := a.groups()
@@ -438,39 +438,39 @@ func (a *groupAPI) handleLeaveGroup(_ context.Context, rq *request) {
 
 // OffsetCommit and OffsetFetch v9 (KIP-848) are served as v8 for classic
 // groups, as Kafka 3.7's group coordinator adapter does.
-var _ = serve(8, "OffsetCommit", 0, 9, groupHandler((*groupAPI).handleOffsetCommit), in("0.10", 0, 2), in("2.4", 0, 8), in("2.6", 0, 8))
+var _ = serve(8, "OffsetCommit", 0, 9, groupHandler((*groupAPI).handleOffsetCommit), in("0.10", 0, 2), in("2.4", 0, 8), in("2.6", 0, 8), k40(2, 9))
 
 func (a *groupAPI) handleOffsetCommit(_ context.Context, rq *request) {
 	m := a.groups()
 	go func() { rq.respond(m.OffsetCommit(rq.req.(*kmsg.OffsetCommitRequest))) }()
 }
 
-var _ = serve(9, "OffsetFetch", 0, 9, groupHandler((*groupAPI).handleOffsetFetch), in("0.10", 0, 2), in("2.4", 0, 6), in("2.6", 0, 7))
+var _ = serve(9, "OffsetFetch", 0, 9, groupHandler((*groupAPI).handleOffsetFetch), in("0.10", 0, 2), in("2.4", 0, 6), in("2.6", 0, 7), k40(1, 9))
 
 func (a *groupAPI) handleOffsetFetch(_ context.Context, rq *request) {
 	rq.respond(a.groups().OffsetFetch(rq.req.(*kmsg.OffsetFetchRequest)))
 }
 
-var _ = serve(15, "DescribeGroups", 0, 5, groupHandler((*groupAPI).handleDescribeGroups), in("0.10", 0, 0))
+var _ = serve(15, "DescribeGroups", 0, 5, groupHandler((*groupAPI).handleDescribeGroups), in("0.10", 0, 0), k40(0, 6), serve40(6))
 
 func (a *groupAPI) handleDescribeGroups(_ context.Context, rq *request) {
 	rq.respond(a.groups().DescribeGroups(rq.req.(*kmsg.DescribeGroupsRequest)))
 }
 
-var _ = serve(16, "ListGroups", 0, 4, groupHandler((*groupAPI).handleListGroups), in("0.10", 0, 0), in("2.4", 0, 3))
+var _ = serve(16, "ListGroups", 0, 4, groupHandler((*groupAPI).handleListGroups), in("0.10", 0, 0), in("2.4", 0, 3), k40(0, 5), serve40(5))
 
 func (a *groupAPI) handleListGroups(_ context.Context, rq *request) {
 	rq.respond(a.groups().ListGroups(rq.req.(*kmsg.ListGroupsRequest)))
 }
 
-var _ = serve(42, "DeleteGroups", 0, 2, groupHandler((*groupAPI).handleDeleteGroups), notIn("0.10"))
+var _ = serve(42, "DeleteGroups", 0, 2, groupHandler((*groupAPI).handleDeleteGroups), notIn("0.10"), k40(0, 2))
 
 func (a *groupAPI) handleDeleteGroups(_ context.Context, rq *request) {
 	m := a.groups()
 	go func() { rq.respond(m.DeleteGroups(rq.req.(*kmsg.DeleteGroupsRequest))) }()
 }
 
-var _ = serve(47, "OffsetDelete", 0, 0, groupHandler((*groupAPI).handleOffsetDelete), notIn("0.10"))
+var _ = serve(47, "OffsetDelete", 0, 0, groupHandler((*groupAPI).handleOffsetDelete), notIn("0.10"), k40(0, 0))
 
 func (a *groupAPI) handleOffsetDelete(_ context.Context, rq *request) {
 	m := a.groups()
@@ -484,7 +484,7 @@ func (a *groupAPI) handleOffsetDelete(_ context.Context, rq *request) {
 // while the protocol is disabled; franz-go then falls back to the classic
 // protocol. The versions are Kafka 4.0's; no earlier release advertised
 // them.
-var _ = serve(68, "ConsumerGroupHeartbeat", 0, 1, groupHandler((*groupAPI).handleConsumerGroupHeartbeat), notIn("0.10", "2.4", "2.6"))
+var _ = serve(68, "ConsumerGroupHeartbeat", 0, 1, groupHandler((*groupAPI).handleConsumerGroupHeartbeat), notIn("0.10", "2.4", "2.6"), k40(0, 1))
 
 func (a *groupAPI) handleConsumerGroupHeartbeat(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.ConsumerGroupHeartbeatRequest)
@@ -498,7 +498,7 @@ func (a *groupAPI) handleConsumerGroupHeartbeat(_ context.Context, rq *request) 
 	go func() { rq.respond(m.ConsumerGroupHeartbeat(req, rq.clientID(), rq.clientHost())) }()
 }
 
-var _ = serve(69, "ConsumerGroupDescribe", 0, 0, groupHandler((*groupAPI).handleConsumerGroupDescribe), notIn("0.10", "2.4", "2.6"))
+var _ = serve(69, "ConsumerGroupDescribe", 0, 0, groupHandler((*groupAPI).handleConsumerGroupDescribe), notIn("0.10", "2.4", "2.6"), k40(0, 1), serve40(1))
 
 func (a *groupAPI) handleConsumerGroupDescribe(_ context.Context, rq *request) {
 	req := rq.req.(*kmsg.ConsumerGroupDescribeRequest)

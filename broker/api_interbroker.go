@@ -39,7 +39,7 @@ func (b *Broker) checkControllerEpoch(epoch int32, brokerEpoch int64) *kerr.Erro
 	}
 }
 
-var _ = serve(4, "LeaderAndIsr", 0, 7, (*Broker).handleLeaderAndISR, in("0.10", 0, 0), in("2.4", 0, 4), in("2.6", 0, 4))
+var _ = serve(4, "LeaderAndIsr", 0, 7, (*Broker).handleLeaderAndISR, in("0.10", 0, 0), in("2.4", 0, 4), in("2.6", 0, 4), not40())
 
 // handleLeaderAndISR applies the controller's leadership decisions: per
 // partition only when its leader epoch is newer than ours (§6.3). From v5
@@ -245,7 +245,7 @@ func (b *Broker) applyLeaderAndISR(steps []laiStep) {
 	}
 }
 
-var _ = serve(6, "UpdateMetadata", 0, 8, (*Broker).handleUpdateMetadata, in("0.10", 0, 3), in("2.4", 0, 6), in("2.6", 0, 6))
+var _ = serve(6, "UpdateMetadata", 0, 8, (*Broker).handleUpdateMetadata, in("0.10", 0, 3), in("2.4", 0, 6), in("2.6", 0, 6), not40())
 
 // handleUpdateMetadata refreshes the metadata cache from the controller
 // (with topic IDs from v7).
@@ -264,7 +264,7 @@ func (b *Broker) handleUpdateMetadata(_ context.Context, rq *request) {
 	rq.respond(resp)
 }
 
-var _ = serve(5, "StopReplica", 0, 4, (*Broker).handleStopReplica, in("0.10", 0, 0), in("2.4", 0, 2), in("2.6", 0, 3))
+var _ = serve(5, "StopReplica", 0, 4, (*Broker).handleStopReplica, in("0.10", 0, 0), in("2.4", 0, 2), in("2.6", 0, 3), not40())
 
 // handleStopReplica stops replicas and deletes their data when asked.
 func (b *Broker) handleStopReplica(_ context.Context, rq *request) {
@@ -316,7 +316,7 @@ func (b *Broker) handleStopReplica(_ context.Context, rq *request) {
 	rq.respond(resp)
 }
 
-var _ = serve(23, "OffsetForLeaderEpoch", 0, 4, (*Broker).handleOffsetForLeaderEpoch, notIn("0.10"), in("2.4", 0, 3), in("2.6", 0, 3))
+var _ = serve(23, "OffsetForLeaderEpoch", 0, 4, (*Broker).handleOffsetForLeaderEpoch, notIn("0.10"), in("2.4", 0, 3), in("2.6", 0, 3), k40(2, 4))
 
 // handleOffsetForLeaderEpoch answers a follower's (or client's) epoch
 // query from the leader's epoch cache (§5.2).
@@ -369,7 +369,7 @@ func (a *controllerAPI) active() Controller {
 
 // ControlledShutdown v0 has a request header without client id (wire.Decode
 // knows); Kafka 0.10.2 no longer served v0.
-var _ = serve(7, "ControlledShutdown", 0, 3, controllerHandler((*controllerAPI).handleControlledShutdown), in("0.10", 1, 1))
+var _ = serve(7, "ControlledShutdown", 0, 3, controllerHandler((*controllerAPI).handleControlledShutdown), in("0.10", 1, 1), not40())
 
 func (a *controllerAPI) handleControlledShutdown(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.ControlledShutdownRequest)
@@ -383,7 +383,7 @@ func (a *controllerAPI) handleControlledShutdown(ctx context.Context, rq *reques
 	go func() { rq.respond(c.ControlledShutdown(ctx, req)) }()
 }
 
-var _ = serve(43, "ElectLeaders", 0, 2, controllerHandler((*controllerAPI).handleElectLeaders), notIn("0.10"))
+var _ = serve(43, "ElectLeaders", 0, 2, controllerHandler((*controllerAPI).handleElectLeaders), notIn("0.10"), k40(0, 2))
 
 func (a *controllerAPI) handleElectLeaders(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.ElectLeadersRequest)
@@ -421,7 +421,7 @@ func (a *controllerAPI) handleElectLeaders(ctx context.Context, rq *request) {
 }
 
 // AlterPartition came with Kafka 2.7 (as AlterIsr); v2+ names topics by ID.
-var _ = serve(56, "AlterPartition", 0, 3, controllerHandler((*controllerAPI).handleAlterPartition), notIn("0.10", "2.4", "2.6"))
+var _ = serve(56, "AlterPartition", 0, 3, controllerHandler((*controllerAPI).handleAlterPartition), notIn("0.10", "2.4", "2.6"), not40())
 
 func (a *controllerAPI) handleAlterPartition(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.AlterPartitionRequest)

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-var _ = serve(3, "Metadata", 0, 12, (*Broker).handleMetadata, in("0.10", 0, 2), in("2.4", 0, 9), in("2.6", 0, 9))
+var _ = serve(3, "Metadata", 0, 12, (*Broker).handleMetadata, in("0.10", 0, 2), in("2.4", 0, 9), in("2.6", 0, 9), k40(0, 13), serve40(13))
 
 // handleMetadata answers from the metadata cache, creating requested
 // topics first when auto.create.topics.enable allows it. Kafka 3.7's

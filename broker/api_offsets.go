@@ -13,16 +13,19 @@ const (
 	earliestTimestamp      = -2
 	maxTimestamp           = -3 // v7+, KIP-734
 	earliestLocalTimestamp = -4 // v8+, KIP-405: the log start without tiered storage
+	latestTieredTimestamp  = -5 // v9+, KIP-1005: the highest offset in remote storage
 )
 
 // debuggingReplica is the ListOffsets replica id that may ask a follower.
 const debuggingReplica = -2
 
-var _ = serve(2, "ListOffsets", 0, 8, (*Broker).handleListOffsets, in("0.10", 0, 1), in("2.4", 0, 5), in("2.6", 0, 5))
+var _ = serve(2, "ListOffsets", 0, 8, (*Broker).handleListOffsets, in("0.10", 0, 1), in("2.4", 0, 5), in("2.6", 0, 5), k40(1, 10), serve40(10))
 
 // handleListOffsets answers earliest, latest (the HW: consumers never see
 // past it; the LSO for read_committed), max-timestamp and by-timestamp
-// lookups (bounded likewise) on the leader. v0 is
+// lookups (bounded likewise) on the leader; latest-tiered (v9+) has no
+// offset without tiered storage, and v10's TimeoutMs bounds remote
+// lookups only, so it changes nothing here. v0 is
 // the old-style list of up to MaxNumOffsets segment offsets, which Burrow
 // and old sarama still send.
 func (b *Broker) handleListOffsets(_ context.Context, rq *request) {
@@ -71,6 +74,18 @@ func (b *Broker) handleListOffsets(_ context.Context, rq *request) {
 					}
 				case earliestTimestamp, earliestLocalTimestamp:
 					sp.Offset = s.LogStartOffset
+				case latestTieredTimestamp:
+					// Without tiered storage: no offset (UnifiedLog's
+					// fetchOffsetByTimestamp when remote storage is off).
+					if req.Version >= 9 {
+						sp.LeaderEpoch = -1
+						break
+					}
+					if off, found, epoch := p.OffsetForTimestamp(rp.Timestamp, committed); found {
+						sp.Offset, sp.Timestamp, sp.LeaderEpoch = off.Offset, off.Timestamp, epoch
+					} else {
+						sp.LeaderEpoch = -1
+					}
 				case maxTimestamp:
 					sp.LeaderEpoch = -1
 					if off, found, epoch := p.MaxTimestampOffset(committed); found {

@@ -16,7 +16,7 @@ import (
 	"github.com/isrlab/isrlab/broker/partition"
 )
 
-var _ = serve(0, "Produce", 0, 10, (*Broker).handleProduce, in("0.10", 0, 2), in("2.4", 0, 8), in("2.6", 0, 8), withTV(12))
+var _ = serve(0, "Produce", 0, 10, (*Broker).handleProduce, in("0.10", 0, 2), in("2.4", 0, 8), in("2.6", 0, 8), withTV(12), k40(0, 12))
 
 // handleProduce appends to each partition as leader. acks=0 gets no
 // response (any error closes the connection); acks=1 is answered after the

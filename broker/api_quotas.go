@@ -136,7 +136,7 @@ func quotaEntity(types []string, names []*string) ([]coord.QuotaEntityPart, erro
 	return out, nil
 }
 
-var _ = serve(48, "DescribeClientQuotas", 0, 1, quotaHandler((*quotaAPI).handleDescribeClientQuotas), notIn("0.10", "2.4"), in("2.6", 0, 0))
+var _ = serve(48, "DescribeClientQuotas", 0, 1, quotaHandler((*quotaAPI).handleDescribeClientQuotas), notIn("0.10", "2.4"), in("2.6", 0, 0), k40(0, 1))
 
 // handleDescribeClientQuotas returns the stored quotas whose entities match
 // every filter component (exact name, the type's default, or any); with
@@ -230,7 +230,7 @@ func quotaMatches(entity []coord.QuotaEntityPart, filter []kmsg.DescribeClientQu
 	return true
 }
 
-var _ = serve(49, "AlterClientQuotas", 0, 1, quotaHandler((*quotaAPI).handleAlterClientQuotas), notIn("0.10", "2.4"), in("2.6", 0, 0))
+var _ = serve(49, "AlterClientQuotas", 0, 1, quotaHandler((*quotaAPI).handleAlterClientQuotas), notIn("0.10", "2.4"), in("2.6", 0, 0), k40(0, 1))
 
 // handleAlterClientQuotas sets and removes quota values per entity, each
 // entry checked on its own (entity shape, known keys, whole numbers where

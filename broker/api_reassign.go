@@ -12,7 +12,7 @@ import (
 // which clients retry against the controller named in the metadata. The
 // controller's steps are in broker/controller/reassign.go.
 
-var _ = serve(45, "AlterPartitionReassignments", 0, 0, controllerHandler((*controllerAPI).handleAlterPartitionReassignments), notIn("0.10"))
+var _ = serve(45, "AlterPartitionReassignments", 0, 0, controllerHandler((*controllerAPI).handleAlterPartitionReassignments), notIn("0.10"), k40(0, 0))
 
 func (a *controllerAPI) handleAlterPartitionReassignments(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.AlterPartitionAssignmentsRequest)
@@ -26,7 +26,7 @@ func (a *controllerAPI) handleAlterPartitionReassignments(ctx context.Context, r
 	go func() { rq.respond(c.AlterPartitionReassignments(ctx, req)) }()
 }
 
-var _ = serve(46, "ListPartitionReassignments", 0, 0, controllerHandler((*controllerAPI).handleListPartitionReassignments), notIn("0.10"))
+var _ = serve(46, "ListPartitionReassignments", 0, 0, controllerHandler((*controllerAPI).handleListPartitionReassignments), notIn("0.10"), k40(0, 0))
 
 func (a *controllerAPI) handleListPartitionReassignments(ctx context.Context, rq *request) {
 	req := rq.req.(*kmsg.ListPartitionReassignmentsRequest)

@@ -19,8 +19,8 @@ import (
 // on a listener without SASL, or SaslAuthenticate after authentication.
 // Kafka's KafkaApis answers both with ILLEGAL_SASL_STATE.
 var (
-	_ = serve(17, "SaslHandshake", 0, 1, handleSaslHandshake, in("0.10", 0, 0))
-	_ = serve(36, "SaslAuthenticate", 0, 2, handleSaslAuthenticate, notIn("0.10"), in("2.4", 0, 1))
+	_ = serve(17, "SaslHandshake", 0, 1, handleSaslHandshake, in("0.10", 0, 0), k40(0, 1))
+	_ = serve(36, "SaslAuthenticate", 0, 2, handleSaslAuthenticate, notIn("0.10"), in("2.4", 0, 1), k40(0, 2))
 )
 
 // keySaslAuthenticate is SaslAuthenticate's API key.
@@ -44,8 +44,8 @@ func handleSaslAuthenticate(_ *Broker, _ context.Context, rq *request) {
 // SCRAM credentials (KIP-554): DescribeUserScramCredentials and
 // AlterUserScramCredentials, served by Kafka from 2.7.
 var (
-	_ = serve(50, "DescribeUserScramCredentials", 0, 0, scramHandler((*scramAPI).handleDescribe), notIn("0.10", "2.4", "2.6"))
-	_ = serve(51, "AlterUserScramCredentials", 0, 0, scramHandler((*scramAPI).handleAlter), notIn("0.10", "2.4", "2.6"))
+	_ = serve(50, "DescribeUserScramCredentials", 0, 0, scramHandler((*scramAPI).handleDescribe), notIn("0.10", "2.4", "2.6"), k40(0, 0))
+	_ = serve(51, "AlterUserScramCredentials", 0, 0, scramHandler((*scramAPI).handleAlter), notIn("0.10", "2.4", "2.6"), k40(0, 0))
 )
 
 var scramHandler = handlerOn(func(b *Broker) *scramAPI { return b.api.scram })

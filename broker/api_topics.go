@@ -13,7 +13,7 @@ import (
 	"github.com/isrlab/isrlab/broker/coord"
 )
 
-var _ = serve(19, "CreateTopics", 0, 7, (*Broker).handleCreateTopics, in("0.10", 0, 1), in("2.4", 0, 5), in("2.6", 0, 5))
+var _ = serve(19, "CreateTopics", 0, 7, (*Broker).handleCreateTopics, in("0.10", 0, 1), in("2.4", 0, 5), in("2.6", 0, 5), k40(2, 7))
 
 // handleCreateTopics validates and creates topics.
 func (b *Broker) handleCreateTopics(_ context.Context, rq *request) {
@@ -148,7 +148,7 @@ func (b *Broker) respondWhenVisible(rq *request, timeoutMs int32, ws []awaited, 
 	}()
 }
 
-var _ = serve(20, "DeleteTopics", 0, 6, (*Broker).handleDeleteTopics, in("0.10", 0, 0), in("2.4", 0, 4), in("2.6", 0, 4))
+var _ = serve(20, "DeleteTopics", 0, 6, (*Broker).handleDeleteTopics, in("0.10", 0, 0), in("2.4", 0, 4), in("2.6", 0, 4), k40(1, 6))
 
 // handleDeleteTopics deletes topics and their data. From v6 a topic may be
 // named by its ID instead (KIP-516): an unknown ID is UNKNOWN_TOPIC_ID, and

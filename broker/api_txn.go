@@ -175,14 +175,14 @@ type txnAPI struct {
 
 var txnHandler = handlerOn(func(b *Broker) *txnAPI { return b.api.txn })
 
-var _ = serve(24, "AddPartitionsToTxn", 0, 4, txnHandler((*txnAPI).handleAddPartitionsToTxn), notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1), withTV(5))
+var _ = serve(24, "AddPartitionsToTxn", 0, 4, txnHandler((*txnAPI).handleAddPartitionsToTxn), notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1), withTV(5), k40(0, 5))
 
 func (a *txnAPI) handleAddPartitionsToTxn(_ context.Context, rq *request) {
 	m := a.txns()
 	go func() { rq.respond(m.AddPartitionsToTxn(rq.req.(*kmsg.AddPartitionsToTxnRequest))) }()
 }
 
-var _ = serve(25, "AddOffsetsToTxn", 0, 3, txnHandler((*txnAPI).handleAddOffsetsToTxn), notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1), withTV(4))
+var _ = serve(25, "AddOffsetsToTxn", 0, 3, txnHandler((*txnAPI).handleAddOffsetsToTxn), notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1), withTV(4), k40(0, 4))
 
 // handleAddOffsetsToTxn adds the group's __consumer_offsets partition to
 // the transaction.
@@ -193,14 +193,14 @@ func (a *txnAPI) handleAddOffsetsToTxn(_ context.Context, rq *request) {
 	go func() { rq.respond(m.AddOffsetsToTxn(req, offsets)) }()
 }
 
-var _ = serve(26, "EndTxn", 0, 3, txnHandler((*txnAPI).handleEndTxn), notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1), withTV(5))
+var _ = serve(26, "EndTxn", 0, 3, txnHandler((*txnAPI).handleEndTxn), notIn("0.10"), in("2.4", 0, 1), in("2.6", 0, 1), withTV(5), k40(0, 5))
 
 func (a *txnAPI) handleEndTxn(_ context.Context, rq *request) {
 	m := a.txns()
 	go func() { rq.respond(m.EndTxn(rq.req.(*kmsg.EndTxnRequest))) }()
 }
 
-var _ = serve(28, "TxnOffsetCommit", 0, 3, txnHandler((*txnAPI).handleTxnOffsetCommit), notIn("0.10"), in("2.4", 0, 2), withTV(5))
+var _ = serve(28, "TxnOffsetCommit", 0, 3, txnHandler((*txnAPI).handleTxnOffsetCommit), notIn("0.10"), in("2.4", 0, 2), withTV(5), k40(0, 5))
 
 // handleTxnOffsetCommit is the group coordinator's: the offsets are
 // written as the producer's transactional batch and wait for its marker.
@@ -248,13 +248,13 @@ func txnOffsetAddError(code int16) int16 {
 	return code
 }
 
-var _ = serve(65, "DescribeTransactions", 0, 0, txnHandler((*txnAPI).handleDescribeTransactions), notIn("0.10", "2.4", "2.6"))
+var _ = serve(65, "DescribeTransactions", 0, 0, txnHandler((*txnAPI).handleDescribeTransactions), notIn("0.10", "2.4", "2.6"), k40(0, 0))
 
 func (a *txnAPI) handleDescribeTransactions(_ context.Context, rq *request) {
 	rq.respond(a.txns().DescribeTransactions(rq.req.(*kmsg.DescribeTransactionsRequest)))
 }
 
-var _ = serve(66, "ListTransactions", 0, 0, txnHandler((*txnAPI).handleListTransactions), notIn("0.10", "2.4", "2.6"))
+var _ = serve(66, "ListTransactions", 0, 0, txnHandler((*txnAPI).handleListTransactions), notIn("0.10", "2.4", "2.6"), k40(0, 1), serve40(1))
 
 func (a *txnAPI) handleListTransactions(_ context.Context, rq *request) {
 	rq.respond(a.txns().ListTransactions(rq.req.(*kmsg.ListTransactionsRequest)))

@@ -13,7 +13,7 @@ import (
 
 // WriteTxnMarkers came with transactions in Kafka 0.11; v1 (flexible) is
 // 2.8's.
-var _ = serve(27, "WriteTxnMarkers", 0, 1, markerHandler((*markerAPI).handleWriteTxnMarkers), notIn("0.10"), in("2.4", 0, 0), in("2.6", 0, 0))
+var _ = serve(27, "WriteTxnMarkers", 0, 1, markerHandler((*markerAPI).handleWriteTxnMarkers), notIn("0.10"), in("2.4", 0, 0), in("2.6", 0, 0), k40(1, 1))
 
 // markerAPI appends transaction markers to the partitions this broker
 // leads.

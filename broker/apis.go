@@ -34,6 +34,13 @@ import (
 // inter-broker protocol whatever the profile (the profile's replication
 // switches reproduce the era's behaviour).
 //
+// kafka.profile 4.0 advertises what a Kafka 4.0.0 broker lists (k40 at
+// each API: KIP-896's minima, the release's maxima; the ZooKeeper era's
+// inter-broker APIs left out), serves the newer versions its handlers
+// answer (serve40: Fetch v17, Metadata v13, ListOffsets v10, ...), and
+// closes the connection of a request below a KIP-896 minimum, as 4.0 does.
+// TestApiVersionsKafka40 holds the table against the release's ranges.
+//
 // A request outside the served range closes the connection after a
 // warning, as Kafka 3.7 does (SocketServer.parseRequestHeader throws
 // InvalidRequestException for a version ApiKeys does not enable, and the
@@ -44,7 +51,12 @@ type api struct {
 	min, max int16                        // Kafka 3.7's range, advertised by default
 	tvMax    int16                        // Kafka 4.0's max with transaction.version 1+ (0: the same as 3.7's)
 	eras     map[string]wire.VersionRange // advertised range per profile where it is not [min, max]; Max < 0: absent
-	handle   func(*Broker, context.Context, *request)
+	// v40 is the range a Kafka 4.0.0 broker advertises (apis_kafka40.go;
+	// Max < 0: a 4.0 broker does not list the API); max40 the version
+	// isrlab serves up to under kafka.profile 4.0 when beyond 3.7's.
+	v40    wire.VersionRange
+	max40  int16
+	handle func(*Broker, context.Context, *request)
 }
 
 var apis = map[int16]api{}
@@ -55,7 +67,24 @@ type era struct {
 	profiles []string
 	vr       wire.VersionRange
 	tv       bool
+	k40      bool // vr is Kafka 4.0.0's advertised range (vr.Max < 0: absent)
+	serve40  bool // vr.Max is served under kafka.profile 4.0, beyond 3.7's max
 }
+
+// k40 is the range a Kafka 4.0.0 broker advertised for the API: KIP-896
+// removed the versions below min. Under kafka.profile 4.0 isrlab
+// advertises the part of it that it serves and closes the connection of
+// a request below min, as 4.0 does.
+func k40(min, max int16) era { return era{k40: true, vr: wire.VersionRange{Min: min, Max: max}} }
+
+// not40 marks an API a Kafka 4.0 broker does not list (the ZooKeeper
+// era's inter-broker APIs, controller APIs). isrlab's own controller
+// still sends them, so they stay served.
+func not40() era { return era{k40: true, vr: wire.VersionRange{Min: -1, Max: -1}} }
+
+// serve40 is the highest version served under kafka.profile 4.0 where it
+// is beyond 3.7's: the handler answers the newer versions' fields.
+func serve40(max int16) era { return era{serve40: true, vr: wire.VersionRange{Max: max}} }
 
 // withTV is the max version Kafka 4.0 advertised for a transaction API,
 // served and advertised under kafka.profile 3.7 when transaction.version
@@ -79,8 +108,19 @@ func serve(key int16, name string, min, max int16, h func(*Broker, context.Conte
 	if _, dup := apis[key]; dup {
 		panic(fmt.Sprintf("broker: API %d (%s) registered twice", key, name))
 	}
-	a := api{name: name, min: min, max: max, handle: h, eras: map[string]wire.VersionRange{}}
+	a := api{name: name, min: min, max: max, handle: h, eras: map[string]wire.VersionRange{}, v40: wire.VersionRange{Min: -2, Max: -2}}
 	for _, e := range eras {
+		if e.k40 {
+			a.v40 = e.vr
+			continue
+		}
+		if e.serve40 {
+			if e.vr.Max <= max {
+				panic(fmt.Sprintf("broker: API %s: kafka.profile 4.0 max v%d is not beyond v%d", name, e.vr.Max, max))
+			}
+			a.max40 = e.vr.Max
+			continue
+		}
 		if e.tv {
 			if e.vr.Max <= max {
 				panic(fmt.Sprintf("broker: API %s: transaction.version max v%d is not beyond v%d", name, e.vr.Max, max))
@@ -98,6 +138,9 @@ func serve(key int16, name string, min, max int16, h func(*Broker, context.Conte
 			a.eras[p] = e.vr
 		}
 	}
+	if a.v40.Max == -2 {
+		panic(fmt.Sprintf("broker: API %s: no Kafka 4.0 range (k40 or not40)", name))
+	}
 	apis[key] = a
 	return struct{}{}
 }
@@ -105,30 +148,45 @@ func serve(key int16, name string, min, max int16, h func(*Broker, context.Conte
 // servedTable is the range of every registered API: what requests are
 // checked against. Kafka 4.0's transaction API versions are served only
 // with transaction.version 1 or 2: otherwise the broker is 3.7's, which
-// closes the connection of a Produce v11.
-func servedTable(transactionVersion int) wire.Table {
+// closes the connection of a Produce v11. Under kafka.profile 4.0 the
+// versions KIP-896 removed are not served and the newer versions the
+// handlers answer (serve40) are.
+func servedTable(profile string, transactionVersion int) wire.Table {
 	t := wire.Table{}
 	for k, a := range apis {
-		vr := wire.VersionRange{Min: a.min, Max: a.max}
-		if transactionVersion >= 1 && a.tvMax > 0 {
-			vr.Max = a.tvMax
-		}
-		t[k] = vr
+		t[k] = a.served(profile, transactionVersion)
 	}
 	return t
 }
 
+func (a api) served(profile string, transactionVersion int) wire.VersionRange {
+	vr := wire.VersionRange{Min: a.min, Max: a.max}
+	if transactionVersion >= 1 && a.tvMax > 0 {
+		vr.Max = a.tvMax
+	}
+	if profile == "4.0" {
+		vr.Max = max(vr.Max, a.max40)
+		if a.v40.Max >= 0 {
+			vr.Min = max(vr.Min, a.v40.Min)
+		}
+	}
+	return vr
+}
+
 // advertisedTable is what ApiVersions lists under a kafka.profile and
-// transaction.version.
+// transaction.version. Under 4.0 it is what a Kafka 4.0.0 broker lists,
+// narrowed to what isrlab serves (testdata/apiversions/4.0.txt shows
+// both).
 func advertisedTable(profile string, transactionVersion int) wire.Table {
 	t := wire.Table{}
 	for k, a := range apis {
 		vr, ok := a.eras[profile]
-		if !ok {
-			vr = wire.VersionRange{Min: a.min, Max: a.max}
-			if transactionVersion >= 1 && a.tvMax > 0 {
-				vr.Max = a.tvMax
-			}
+		switch {
+		case profile == "4.0":
+			vr = a.served(profile, transactionVersion)
+			vr.Max = min(vr.Max, a.v40.Max)
+		case !ok:
+			vr = a.served(profile, transactionVersion)
 		}
 		if vr.Max >= 0 {
 			t[k] = vr
@@ -208,7 +266,7 @@ func (b *Broker) handlerTable() map[int16]handler {
 // ApiVersions is the one API answered at a version it does not serve: at
 // v0 with UNSUPPORTED_VERSION (serveConn above the served range, the
 // handler above the profile's); every other API closes the connection.
-var _ = serve(18, "ApiVersions", 0, 3, (*Broker).handleApiVersions, in("0.10", 0, 0))
+var _ = serve(18, "ApiVersions", 0, 3, (*Broker).handleApiVersions, in("0.10", 0, 0), k40(0, 4), serve40(4))
 
 var (
 	errTopicExists  = errors.New("topic exists")

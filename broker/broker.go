@@ -147,8 +147,8 @@ func New(cfg *kafkaconfig.Config, opts ...Option) (*Broker, error) {
 	b.log = b.log.With("node", "b"+strconv.Itoa(int(b.id)))
 	if tv := cfg.Int("transaction.version"); tv >= 1 {
 		switch {
-		case cfg.String("kafka.profile") != "3.7":
-			return nil, fmt.Errorf("transaction.version=%d needs kafka.profile=3.7: Kafka 4.0's transaction protocol builds on 3.7's, not on %s's", tv, cfg.String("kafka.profile"))
+		case cfg.String("kafka.profile") != "3.7" && cfg.String("kafka.profile") != "4.0":
+			return nil, fmt.Errorf("transaction.version=%d needs kafka.profile 3.7 or 4.0: Kafka 4.0's transaction protocol builds on 3.7's, not on %s's", tv, cfg.String("kafka.profile"))
 		case tv >= 2 && cfg.String("transaction.partition.verification.enable") != "true":
 			return nil, fmt.Errorf("transaction.version=2 needs transaction.partition.verification.enable=true: the partition leader adds a produce request's partitions to the transaction through the coordinator")
 		}
@@ -159,7 +159,7 @@ func New(cfg *kafkaconfig.Config, opts ...Option) (*Broker, error) {
 	}
 	b.ls, b.dialer = ls, ls.dial
 	b.versions = advertisedTable(cfg.String("kafka.profile"), cfg.Int("transaction.version"))
-	b.served = servedTable(cfg.Int("transaction.version"))
+	b.served = servedTable(cfg.String("kafka.profile"), cfg.Int("transaction.version"))
 	b.handlers = b.handlerTable()
 	if cfg.Bool("test.hooks.enable") {
 		b.testHooks = newTestHooks(b)

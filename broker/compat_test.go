@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/isrlab/isrlab/broker/wire"
 	"github.com/isrlab/isrlab/internal/proctest"
@@ -918,4 +920,119 @@ func TestClusterTopicIDs(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestApiVersionsKafka40 pins what kafka.profile 4.0 advertises
+// (testdata/apiversions/4.0.txt) against a Kafka 4.0.0 broker's own API
+// ranges: the maxima of the 4.0.0 release as franz-go's kversion records
+// them, the minima KIP-896 raised. Every API a 4.0.0 broker lists that
+// isrlab serves is listed, none beyond what 4.0.0 lists, never above its
+// maximum; where isrlab serves less, the golden file says so. A request
+// below a KIP-896 minimum closes the connection, as on 4.0.
+func TestApiVersionsKafka40(t *testing.T) {
+	release := kversion.V4_0_0()
+	for k, a := range apis {
+		rmax, ok := release.LookupMaxKeyVersion(k)
+		switch {
+		case !ok && a.v40.Max >= 0:
+			t.Errorf("%s: declared in Kafka 4.0 (k40) but a 4.0.0 broker does not list it", a.name)
+		case ok && a.v40.Max != rmax:
+			t.Errorf("%s: k40 max v%d, Kafka 4.0.0 lists v%d", a.name, a.v40.Max, rmax)
+		}
+	}
+	b := startBroker(t, t.TempDir(), "kafka.profile=4.0", "process.roles=")
+	c := dialRaw(t, b.Addrs()[0])
+	resp := c.apiVersions(3, "isrlab-test", "1.0")
+	if resp.ErrorCode != 0 {
+		t.Fatalf("ApiVersions v3: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	ours := map[int16]kmsg.ApiVersionsResponseApiKey{}
+	for _, k := range resp.ApiKeys {
+		ours[k.ApiKey] = k
+	}
+	var out strings.Builder
+	fmt.Fprintln(&out, "# ApiVersions with kafka.profile=4.0 (transaction.version 2, the consumer group protocol on), beside what a Kafka 4.0.0 broker lists")
+	fmt.Fprintf(&out, "# %-33s %-8s %s\n", "API", "isrlab", "Kafka 4.0.0")
+	keys := slices.Sorted(maps.Keys(apis))
+	for _, k := range keys {
+		a := apis[k]
+		rmax, inRelease := release.LookupMaxKeyVersion(k)
+		got, listed := ours[k]
+		switch {
+		case !inRelease && listed:
+			t.Errorf("%s advertised; a Kafka 4.0.0 broker does not list it", a.name)
+		case inRelease && !listed:
+			t.Errorf("%s not advertised; a Kafka 4.0.0 broker lists it", a.name)
+		case listed && (got.MinVersion != a.v40.Min || got.MaxVersion > rmax):
+			t.Errorf("%s advertised v%d-%d outside Kafka 4.0.0's v%d-%d", a.name, got.MinVersion, got.MaxVersion, a.v40.Min, rmax)
+		}
+		name := fmt.Sprintf("%3d %s", k, kmsg.NameForKey(k))
+		switch {
+		case !inRelease:
+			fmt.Fprintf(&out, "%-35s %-8s %s\n", name, "-", "- (not listed by a 4.0 broker; served for isrlab's own controller)")
+		default:
+			note := ""
+			if got.MaxVersion < rmax {
+				note = "  (behind)"
+			}
+			fmt.Fprintf(&out, "%-35s %-8s %d-%d%s\n", name, fmt.Sprintf("%d-%d", got.MinVersion, got.MaxVersion), a.v40.Min, rmax, note)
+		}
+	}
+	scripttest.Golden(t, filepath.Join("testdata", "apiversions", "4.0.txt"), out.String())
+
+	// Above the advertised ApiVersions (v4): v0, UNSUPPORTED_VERSION and
+	// the ApiVersions entry.
+	if fb := c.apiVersions(5, "isrlab-test", "1.0"); fb.ErrorCode != kerr.UnsupportedVersion.Code || len(fb.ApiKeys) != 1 || fb.ApiKeys[0].MaxVersion != 4 {
+		t.Fatalf("ApiVersions v5: %v %+v", kerr.ErrorForCode(fb.ErrorCode), fb.ApiKeys)
+	}
+	// KIP-896: Fetch v3 and Metadata... below 4.0's minima close the
+	// connection; the newest versions are answered.
+	for _, req := range []kmsg.Request{
+		func() kmsg.Request { r := kmsg.NewPtrFetchRequest(); r.SetVersion(3); return r }(),
+		func() kmsg.Request { r := kmsg.NewPtrOffsetCommitRequest(); r.SetVersion(1); return r }(),
+	} {
+		c := dialRaw(t, b.Addrs()[0])
+		c.send(req)
+		if _, err := c.frame(false); !errors.Is(err, io.EOF) {
+			t.Errorf("%s v%d: %v, want the connection closed", kmsg.NameForKey(req.Key()), req.GetVersion(), err)
+		}
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	md.SetVersion(13)
+	if resp := dialRaw(t, b.Addrs()[0]).roundTrip(md).(*kmsg.MetadataResponse); len(resp.Brokers) != 1 || resp.ErrorCode != 0 {
+		t.Fatalf("Metadata v13: %+v", resp)
+	}
+	// ListOffsets v10: latest-tiered (-5, KIP-1005) has no offset without
+	// tiered storage; earliest is the log start.
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	ct.SetVersion(7)
+	ct.TimeoutMillis = 10000
+	ctt := kmsg.NewCreateTopicsRequestTopic()
+	ctt.Topic, ctt.NumPartitions, ctt.ReplicationFactor = "t", 1, 1
+	ct.Topics = append(ct.Topics, ctt)
+	if code := c.roundTrip(ct).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("CreateTopics: %v", kerr.ErrorForCode(code))
+	}
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.SetVersion(10)
+	lo.ReplicaID = -1
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "t"
+	for _, ts := range []int64{latestTieredTimestamp, earliestTimestamp} {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp, rp.CurrentLeaderEpoch = ts, -1
+		lt.Partitions = append(lt.Partitions, rp)
+	}
+	lo.Topics = append(lo.Topics, lt)
+	var got []kmsg.ListOffsetsResponseTopicPartition
+	proctest.Eventually(t, 10*time.Second, "ListOffsets on the new topic", func() error {
+		got = c.roundTrip(lo).(*kmsg.ListOffsetsResponse).Topics[0].Partitions
+		if got[0].ErrorCode != 0 || got[1].ErrorCode != 0 {
+			return fmt.Errorf("%v %v", kerr.ErrorForCode(got[0].ErrorCode), kerr.ErrorForCode(got[1].ErrorCode))
+		}
+		return nil
+	})
+	if got[0].Offset != -1 || got[0].Timestamp != -1 || got[0].LeaderEpoch != -1 || got[1].Offset != 0 {
+		t.Fatalf("latest tiered %+v, earliest %+v", got[0], got[1])
+	}
 }

@@ -114,7 +114,7 @@ func (p *coordProducerIDs) allocate(ctx context.Context) (int64, error) {
 	return id, nil
 }
 
-var _ = serve(22, "InitProducerId", 0, 4, (*Broker).handleInitProducerID, notIn("0.10"), in("2.4", 0, 2), in("2.6", 0, 3), withTV(5))
+var _ = serve(22, "InitProducerId", 0, 4, (*Broker).handleInitProducerID, notIn("0.10"), in("2.4", 0, 2), in("2.6", 0, 3), withTV(5), k40(0, 5))
 
 // handleInitProducerID gives an idempotent producer a fresh id at epoch 0;
 // with a transactional id the transaction coordinator answers (api_txn.go).

@@ -70,10 +70,14 @@ func init() {
 	// session. Replication is 3.7's; eligible leader replicas stay off
 	// (4.0's eligible.leader.replicas.enable default false); the group
 	// coordinator serves the consumer group protocol (KIP-848) beside the
-	// classic one, as 4.0 does by default.
+	// classic one, as 4.0 does by default; the transaction protocol is
+	// KIP-890's.
 	p := Profile{Name: "4.0", Defaults: maps.Clone(Profiles["3.7"].Defaults)}
 	p.Defaults["process.roles"] = "broker"
 	p.Defaults["group.coordinator.rebalance.protocols"] = "classic,consumer"
+	// A new 4.0 cluster finalizes transaction.version 2 (its bootstrap
+	// metadata version, 4.0-IV2, enables KIP-890's second part).
+	p.Defaults["transaction.version"] = "2"
 	Profiles[p.Name] = p
 }
 

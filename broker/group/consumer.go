@@ -905,6 +905,7 @@ func (m *Manager) ConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeRequest) 
 				mem := cg.members[mid]
 				rm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
 				rm.MemberID, rm.InstanceID, rm.RackID, rm.MemberEpoch = mem.id, mem.instanceID, mem.rackID, mem.epoch
+				rm.MemberType = 1 // v1 (KIP-1099): every member here speaks the consumer protocol
 				rm.ClientID, rm.ClientHost, rm.SubscribedTopics = mem.clientID, mem.clientHost, slices.Clone(mem.topics)
 				if rm.SubscribedTopics == nil {
 					rm.SubscribedTopics = []string{}

@@ -76,11 +76,18 @@ func (m *Manager) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRespon
 		if g.cg != nil {
 			state = g.cg.state()
 		}
-		if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, string(state)) {
+		// v5 (KIP-848) filters and names groups by type, as Kafka 4.0's
+		// GroupCoordinatorShard does: classic or consumer.
+		typ := "classic"
+		if g.cg != nil {
+			typ = "consumer"
+		}
+		if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, string(state)) ||
+			len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, typ) {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
-		lg.Group, lg.ProtocolType, lg.GroupState = id, g.protocolType, string(state)
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = id, g.protocolType, string(state), typ
 		resp.Groups = append(resp.Groups, lg)
 	}
 	return resp

@@ -389,6 +389,19 @@ func TestDeleteGroups(t *testing.T) {
 	if len(list.Groups) != 1 || list.Groups[0].Group != "busy" {
 		t.Fatalf("list %+v", list.Groups)
 	}
+	// v5 (KIP-848) names and filters groups by type.
+	for _, tc := range []struct {
+		types []string
+		want  int
+	}{{[]string{"consumer"}, 0}, {[]string{"Classic"}, 1}, {[]string{"share", "classic"}, 1}} {
+		req := kmsg.NewPtrListGroupsRequest()
+		req.SetVersion(5)
+		req.TypesFilter = tc.types
+		got := h.m.ListGroups(req).Groups
+		if len(got) != tc.want || tc.want == 1 && got[0].GroupType != "classic" {
+			t.Fatalf("ListGroups types %v: %+v", tc.types, got)
+		}
+	}
 	if recs := records(t, h.log, 0); !slices.Contains(recs, "group idle tombstone") || !slices.Contains(recs, "offset idle t/0 tombstone") {
 		t.Fatalf("no tombstones: %v", recs)
 	}

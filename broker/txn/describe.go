@@ -76,12 +76,15 @@ func (m *Manager) ListTransactions(req *kmsg.ListTransactionsRequest) *kmsg.List
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	now := m.nowMs()
 	for _, id := range ids {
 		t := m.txns[id]
 		switch {
 		case t.state == Dead:
 		case len(pids) > 0 && !pids[t.producerID]:
 		case len(req.StateFilters) > 0 && !states[t.state]:
+		case req.DurationFilterMillis >= 0 && now-t.startMs < req.DurationFilterMillis:
+			// v1 (KIP-994): only transactions running at least that long.
 		default:
 			s := kmsg.NewListTransactionsResponseTransactionState()
 			s.TransactionalID, s.ProducerID, s.TransactionState = id, t.producerID, t.state.String()

@@ -251,6 +251,14 @@ func (r *scriptRun) exec(td *datadriven.TestData) {
 				req.ProducerIDFilters = append(req.ProducerIDFilters, scripttest.Num(p, 0))
 			}
 		}
+		if a["min-duration"] != "" {
+			d, err := time.ParseDuration(a["min-duration"])
+			if err != nil {
+				r.t.Fatalf("list min-duration: %v", err)
+			}
+			req.SetVersion(1)
+			req.DurationFilterMillis = d.Milliseconds()
+		}
 		resp := h.m.ListTransactions(req)
 		var s []string
 		for _, ts := range resp.TransactionStates {
