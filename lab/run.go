@@ -573,7 +573,18 @@ func newWorkload(w Workload, runID string, rec *history.Recorder, sw workloads.S
 		if err != nil {
 			return nil, err
 		}
-		return workloads.NewTxnWith(cl, w.Config, rec, seeds, opts...)
+		tw, err := workloads.NewTxnWith(cl, w.Config, rec, seeds, opts...)
+		if err != nil {
+			return nil, err
+		}
+		if w.ClientSpec.Name() == clients.FranzGo {
+			// group.protocol (classic, consumer) and group.remote.assignor
+			// of the txn.group.id sessions.
+			if err := tw.UseGroupProtocol(w.ClientSpec.Config); err != nil {
+				return nil, err
+			}
+		}
+		return tw, nil
 	}
 	cl, err := newClient(w, runID, sasl, seeds, opts)
 	if err != nil {

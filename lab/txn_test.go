@@ -82,11 +82,17 @@ func TestTxnScenarioValidation(t *testing.T) {
 		{"workload: {type: txn, client: kafka-go}\n", "the txn workload runs on franz-go and sarama only"},
 		{"workload: {type: txn, client: sarama, txn.group.id: etl}\n", "txn.group.id (reading in a consumer group"},
 		{"workload: {type: txn, client: sarama, retries: -1}\n", "Idempotent producer requires Producer.Retry.Max >= 1"},
+		{"workload: {type: txn, client.config: {group.protocol: consumer}}\n", "x.yaml:1: workload.client: client franz-go: client.config: group.protocol consumer: the txn workload is in a consumer group only with txn.group.id"},
+		{"workload: {type: txn, txn.group.id: etl, client.config: {group.protocol: consumer, group.remote.assignor: sticky}}\n", `group.remote.assignor "sticky": use uniform or range`},
+		{"workload: {type: rate, client.config: {group.protocol: consumer}}\n", "client franz-go: client.config.group.protocol: franz-go takes"},
 		{"expect: {anomalies: {G2: 0}}\n", "unknown anomaly \"G2\""},
 	} {
 		if _, err := Parse("x.yaml", "x", []byte(tc.body)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err = %v, want %q", tc.body, err, tc.want)
 		}
+	}
+	if _, err := Parse("x.yaml", "x", []byte("workload: {type: txn, txn.group.id: etl, client.config: {group.protocol: consumer, group.remote.assignor: range}}\n")); err != nil {
+		t.Errorf("group.protocol consumer with txn.group.id: %v", err)
 	}
 	sc, err := Parse("x.yaml", "x", []byte("workload: {type: txn}\nexpect: {anomalies: {G0: 0, G1a: 0, G-single: \">=0\", precommitted-read: 0}}\n"))
 	if err != nil {

@@ -42,32 +42,16 @@ type Queue struct {
 }
 
 // UseGroupProtocol sets the group protocol of the franz-go members from
-// the client's Kafka-named settings: group.protocol classic (the
-// default) or consumer (KIP-848: kgo.ServerSideBalancer), and with
-// consumer group.remote.assignor uniform (the default) or range, the
-// broker's assignor. Other keys are left to the caller.
+// the client's Kafka-named settings (GroupProtocolOpts): group.protocol
+// classic (the default) or consumer (KIP-848), and with consumer
+// group.remote.assignor uniform (the default) or range. Other keys are
+// left to the caller.
 func (w *Queue) UseGroupProtocol(clientConfig map[string]string) error {
-	switch p := clientConfig["group.protocol"]; p {
-	case "", "classic":
-		if a := clientConfig["group.remote.assignor"]; a != "" {
-			return fmt.Errorf("group.remote.assignor %s needs group.protocol consumer", a)
-		}
-		w.groupOpts = nil
-	case "consumer":
-		// kgo asks the broker for uniform with its sticky balancer and
-		// for range with its range balancer.
-		balancer := kgo.StickyBalancer()
-		switch a := clientConfig["group.remote.assignor"]; a {
-		case "", "uniform":
-		case "range":
-			balancer = kgo.RangeBalancer()
-		default:
-			return fmt.Errorf("group.remote.assignor %q: use uniform or range", a)
-		}
-		w.groupOpts = []kgo.Opt{kgo.Balancers(balancer), kgo.ServerSideBalancer()}
-	default:
-		return fmt.Errorf("group.protocol %q: use classic or consumer", p)
+	opts, err := GroupProtocolOpts(clientConfig)
+	if err != nil {
+		return err
 	}
+	w.groupOpts = opts
 	return nil
 }
 

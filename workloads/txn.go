@@ -125,6 +125,7 @@ func (c Config) ValidateTxn() error {
 // or with NewTxnWith those of a TxnClient driver, recorded the same way.
 type Txn struct {
 	*base
+	groupOpts []kgo.Opt // the group protocol of the txn.group.id sessions
 }
 
 // NewTxn returns a Txn workload; see NewLog for seeds and opts.
@@ -156,7 +157,22 @@ func NewTxnWith(c Client, cfg Config, rec *history.Recorder, seeds []string, opt
 		}
 		b.driver = c
 	}
-	return &Txn{b}, nil
+	return &Txn{base: b}, nil
+}
+
+// UseGroupProtocol sets the group protocol of the franz-go group sessions
+// (txn.group.id) from the client's Kafka-named settings, as the queue
+// workload's (GroupProtocolOpts): group.protocol classic (the default) or
+// consumer (KIP-848), which needs txn.group.id, and with consumer
+// group.remote.assignor uniform (the default) or range. Other keys are
+// left to the caller.
+func (w *Txn) UseGroupProtocol(clientConfig map[string]string) error {
+	opts, err := w.cfg.TxnGroupProtocolOpts(clientConfig)
+	if err != nil {
+		return err
+	}
+	w.groupOpts = opts
+	return nil
 }
 
 func (w *Txn) key(p int32) string { return history.TxnKey(w.cfg.Topic, p) }
@@ -390,6 +406,7 @@ func (w *Txn) session(proc int) (*sessionTransactor, error) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(w.cfg.PollTimeout/2))
 	opts = append(opts, w.rebalances(proc, nil)...)
+	opts = append(opts, w.groupOpts...)
 	s, err := kgo.NewGroupTransactSession(append(opts, w.opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("new transact session: %w", err)

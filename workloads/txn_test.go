@@ -208,3 +208,53 @@ func TestTxnConfig(t *testing.T) {
 		t.Error("NewTxn accepted acks=0")
 	}
 }
+
+// TestTxnGroupProtocol: the txn workload takes the queue's group.protocol
+// and group.remote.assignor (GroupProtocolOpts) for its txn.group.id
+// sessions; group.protocol consumer without txn.group.id is refused, as
+// are unknown protocols and assignors.
+func TestTxnGroupProtocol(t *testing.T) {
+	for _, tc := range []struct {
+		own  map[string]string
+		opts int
+		want string
+	}{
+		{nil, 0, ""},
+		{map[string]string{"group.protocol": "classic"}, 0, ""},
+		{map[string]string{"group.protocol": "consumer"}, 2, ""},
+		{map[string]string{"group.protocol": "consumer", "group.remote.assignor": "range"}, 2, ""},
+		{map[string]string{"group.protocol": "eager"}, 0, `group.protocol "eager": use classic or consumer`},
+		{map[string]string{"group.protocol": "consumer", "group.remote.assignor": "sticky"}, 0, `group.remote.assignor "sticky": use uniform or range`},
+		{map[string]string{"group.remote.assignor": "range"}, 0, "group.remote.assignor range needs group.protocol consumer"},
+	} {
+		opts, err := GroupProtocolOpts(tc.own)
+		if len(opts) != tc.opts || (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("GroupProtocolOpts(%v) = %d opts, %v; want %d, %q", tc.own, len(opts), err, tc.opts, tc.want)
+		}
+		grouped := Config{TxnConfig: TxnConfig{TxnGroup: "g"}}
+		if opts, err := grouped.TxnGroupProtocolOpts(tc.own); len(opts) != tc.opts || (err == nil) != (tc.want == "") {
+			t.Errorf("with txn.group.id, TxnGroupProtocolOpts(%v) = %d opts, %v", tc.own, len(opts), err)
+		}
+	}
+	consumer := map[string]string{"group.protocol": "consumer"}
+	if _, err := (Config{}).TxnGroupProtocolOpts(consumer); err == nil || !strings.Contains(err.Error(), "group.protocol consumer: the txn workload is in a consumer group only with txn.group.id") {
+		t.Errorf("consumer without txn.group.id: %v", err)
+	}
+	if _, err := (Config{}).TxnGroupProtocolOpts(map[string]string{"group.protocol": "classic"}); err != nil {
+		t.Errorf("classic without txn.group.id: %v", err)
+	}
+	w, err := NewTxn(Config{}, nil, []string{"127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.UseGroupProtocol(consumer); err == nil {
+		t.Error("a txn workload without txn.group.id took group.protocol consumer")
+	}
+	w, err = NewTxn(Config{TxnConfig: TxnConfig{TxnGroup: "g"}}, nil, []string{"127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.UseGroupProtocol(consumer); err != nil || len(w.groupOpts) != 2 {
+		t.Errorf("txn.group.id with group.protocol consumer: %v, %d opts", err, len(w.groupOpts))
+	}
+}

@@ -78,7 +78,7 @@ func Check(spec workloads.ClientSpec, kind string, cfg workloads.Config) error {
 		return fmt.Errorf("client %s: exec is the command of client exec", name)
 	}
 	if name == FranzGo {
-		return checkFranzGo(spec.Config, kind)
+		return checkFranzGo(spec.Config, kind, cfg)
 	}
 	if kind == "" {
 		kind = "log"
@@ -186,14 +186,20 @@ func checkTxn(name string, spec workloads.ClientSpec, cfg workloads.Config) erro
 }
 
 // checkFranzGo refuses settings in franz-go's own names: its settings are
-// the workload's Kafka-named keys.
-func checkFranzGo(own map[string]string, kind string) error {
+// the workload's Kafka-named keys, and for the queue and txn workloads the
+// consumer group protocol (KIP-848) in Kafka's client names; the txn
+// workload's group is that of txn.group.id, which group.protocol consumer
+// then needs.
+func checkFranzGo(own map[string]string, kind string, cfg workloads.Config) error {
 	rest := maps.Clone(own)
-	if kind == "queue" {
-		// The consumer group protocol of the members (KIP-848), with
-		// Kafka's client names.
-		var q workloads.Queue
-		if err := q.UseGroupProtocol(own); err != nil {
+	if kind == "queue" || kind == "txn" {
+		var err error
+		if kind == "queue" {
+			_, err = workloads.GroupProtocolOpts(own)
+		} else {
+			_, err = cfg.TxnGroupProtocolOpts(own)
+		}
+		if err != nil {
 			return fmt.Errorf("client franz-go: client.config: %w", err)
 		}
 		delete(rest, "group.protocol")
@@ -203,7 +209,7 @@ func checkFranzGo(own map[string]string, kind string) error {
 		return nil
 	}
 	k := slices.Sorted(maps.Keys(rest))[0]
-	return fmt.Errorf("client franz-go: client.config.%s: franz-go takes the workload's Kafka-named keys (acks, enable.idempotence, retries, max.in.flight.requests.per.connection, request.timeout, delivery.timeout, linger) and, for the queue workload, group.protocol and group.remote.assignor; no other client.config", k)
+	return fmt.Errorf("client franz-go: client.config.%s: franz-go takes the workload's Kafka-named keys (acks, enable.idempotence, retries, max.in.flight.requests.per.connection, request.timeout, delivery.timeout, linger) and, for the queue and txn workloads, group.protocol and group.remote.assignor; no other client.config", k)
 }
 
 func joinOr(names []string) string {
