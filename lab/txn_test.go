@@ -27,6 +27,7 @@ func TestTxnScenarios(t *testing.T) {
 		{"txn/leader-kill-sarama", "leader:isrlab/0", "true", 1},
 		{"txn/leader-kill-librdkafka", "leader:isrlab/0", "true", 1},
 		{"txn/coordinator-kill", "leader:__transaction_state/0", "true", 1},
+		{"txn/coordinator-kill-consumer-protocol", "leader:__transaction_state/0", "true", 1},
 		{"txn/unclean-lost-commits", "leader:isrlab/0", "any", 2},
 	} {
 		sc, err := Lookup(tc.name)
@@ -53,6 +54,15 @@ func TestTxnScenarios(t *testing.T) {
 		if got := nemesis.TargetExprs(last.Spec.Fault); !slices.Contains(got, tc.target) {
 			t.Errorf("%s: last fault targets %v, want %s", tc.name, got, tc.target)
 		}
+	}
+	// The consumer protocol's story: its group on the consumer protocol,
+	// served by the cluster.
+	sc, err := Lookup("txn/coordinator-kill-consumer-protocol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Workload.ClientSpec.Config["group.protocol"] != "consumer" || sc.Workload.TxnGroup == "" || sc.Cluster.Config["group.coordinator.rebalance.protocols"] != "classic,consumer" {
+		t.Errorf("txn/coordinator-kill-consumer-protocol: workload %+v, cluster config %v", sc.Workload, sc.Cluster.Config)
 	}
 }
 
