@@ -173,6 +173,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	var notSetUp *nemesis.NotSetUpError
 	var workloadErr error
 	var failedFaults []string
+	var unserved string
 	tm := &Timing{}
 	mark := start
 	runErr := compose.Run(ctx, backend, topo, func(ctx context.Context, c *compose.Cluster) (err error) {
@@ -186,7 +187,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		fmt.Fprintf(out, "  cluster up in %.1fs; bootstrap %s\n", tm.Up, strings.Join(c.Bootstrap(), ","))
 		d := &driver{sc: sc, events: events, c: c, o: o, out: out, histPath: histPath, timing: tm}
 		err = d.run(ctx)
-		recorded, notSetUp, workloadErr, failedFaults = d.started, d.notSetUp, d.workloadErr, d.failedFaults
+		recorded, notSetUp, workloadErr, failedFaults, unserved = d.started, d.notSetUp, d.workloadErr, d.failedFaults, d.unserved
 		return err
 	})
 	tm.Down = since(&mark)
@@ -207,6 +208,11 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		runErr = nil
 	}
 	if !recorded {
+		if runErr == nil && unserved != "" {
+			fmt.Fprintf(out, "  could not set up: %s\n", unserved)
+			res.Judgement = Judgement{Outcome: NotSetUp, Expect: sc.Expect.String(), Reasons: []string{unserved}}
+			return res, nil
+		}
 		if runErr == nil && res.Incomplete {
 			// Stopped before anything was recorded: nothing to judge.
 			fmt.Fprintf(out, "  stopped before the workload started (%v)\n", context.Cause(ctx))
@@ -329,6 +335,32 @@ func (s *Scenario) faultKinds() []string {
 	return out
 }
 
+// unservedGroupProtocol says why a workload that asks for the consumer
+// group protocol (KIP-848, group.protocol consumer) cannot have it: no
+// broker lists ConsumerGroupHeartbeat. franz-go would fall back to the
+// classic protocol without a word, and the run would test the other
+// protocol than its story's.
+func unservedGroupProtocol(ctx context.Context, adm *kadm.Client, clientConfig map[string]string) (string, error) {
+	if clientConfig["group.protocol"] != "consumer" {
+		return "", nil
+	}
+	vs, err := adm.ApiVersions(ctx)
+	if err != nil {
+		return "", fmt.Errorf("ApiVersions: %w", err)
+	}
+	served := false
+	vs.Each(func(v kadm.BrokerApiVersions) {
+		if _, ok := v.KeyMaxVersion(int16(kmsg.ConsumerGroupHeartbeat)); ok && v.Err == nil {
+			served = true
+		}
+	})
+	if served {
+		return "", nil
+	}
+	return "group.protocol consumer: the cluster does not serve the consumer group protocol (no broker lists ConsumerGroupHeartbeat); " +
+		"set group.coordinator.rebalance.protocols: classic,consumer in the cluster config or use --preset kafka-4.0", nil
+}
+
 // driver runs one scenario against a cluster that is up.
 type driver struct {
 	sc       Scenario
@@ -341,6 +373,9 @@ type driver struct {
 	started bool
 	// notSetUp is the condition that did not hold in time, if one did not.
 	notSetUp *nemesis.NotSetUpError
+	// unserved is why the cluster cannot run the story at all, found
+	// before the workload started (a protocol it does not serve).
+	unserved string
 	// workloadErr is why the workload stopped before the run's end, if it
 	// did (read after the workload's goroutine is done).
 	workloadErr error
@@ -380,6 +415,10 @@ func (d *driver) run(ctx context.Context) (err error) {
 		return err
 	}
 	defer adm.Close()
+	if why, err := unservedGroupProtocol(ctx, kadm.NewClient(adm), sc.Workload.ClientSpec.Config); err != nil || why != "" {
+		d.unserved = why
+		return err
+	}
 	topic := sc.Topic
 	if topic.Leader == LeaderTxnCoordinator {
 		if topic.Replicas, err = placeAtTxnCoordinator(ctx, adm, topic, workloads.TxnIDPrefix(sc.Workload.Config, topic.Name)+"-0"); err != nil {

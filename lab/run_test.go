@@ -581,3 +581,34 @@ workload:
 		t.Errorf("left behind: %v", l)
 	}
 }
+
+// TestRunUnservedGroupProtocol: a queue workload that asks for the
+// consumer group protocol on a cluster that does not serve it (the 3.7
+// profile's default) is not set up, before any history: franz-go would
+// otherwise run the classic protocol without a word.
+func TestRunUnservedGroupProtocol(t *testing.T) {
+	needRoot(t)
+	bin := proctest.Binary(t)
+	sc, err := lab.Parse("unserved.yaml", "unserved", []byte(`
+duration: 5s
+cluster: {coordinators: 1, brokers: 1}
+topic: {partitions: 1, replication.factor: 1}
+workload:
+  type: queue
+  client.config: {group.protocol: consumer}
+expect: {valid: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if res.Judgement.Outcome != lab.NotSetUp || len(res.Judgement.Reasons) != 1 || !strings.Contains(res.Judgement.Reasons[0], "does not serve the consumer group protocol") {
+		t.Fatalf("outcome %v %q, want not set up: the protocol is not served\n%s", res.Judgement.Outcome, res.Judgement.Reasons, out.String())
+	}
+}
