@@ -372,8 +372,10 @@ func TestTransactionVersionConfig(t *testing.T) {
 		overrides []string
 		err       string
 	}{
-		{[]string{"transaction.version=2", "kafka.profile=2.6"}, "needs kafka.profile=3.7"},
-		{[]string{"transaction.version=1", "kafka.profile=0.10"}, "needs kafka.profile=3.7"},
+		{[]string{"transaction.version=2", "kafka.profile=2.6"}, "needs kafka.profile 3.7 or 4.0"},
+		{[]string{"transaction.version=1", "kafka.profile=0.10"}, "needs kafka.profile 3.7 or 4.0"},
+		{[]string{"kafka.profile=4.0", "process.roles="}, ""}, // 4.0's default: transaction.version 2
+		{[]string{"kafka.profile=4.0", "process.roles=", "transaction.partition.verification.enable=false"}, "needs transaction.partition.verification.enable=true"},
 		{[]string{"transaction.version=2", "transaction.partition.verification.enable=false"}, "needs transaction.partition.verification.enable=true"},
 		{[]string{"transaction.version=1", "transaction.partition.verification.enable=false"}, ""},
 		{[]string{"transaction.version=3"}, "expected one of"},
