@@ -21,8 +21,10 @@ import (
 	"github.com/isrlab/isrlab/workloads"
 )
 
-// consumerProtocolOverrides enable KIP-848 consumer groups.
-var consumerProtocolOverrides = append([]string{"group.coordinator.rebalance.protocols=classic,consumer"}, groupBrokerOverrides...)
+// consumerProtocolOverrides enable KIP-848 consumer groups, with members
+// heartbeating every second instead of 5 (each membership change waits
+// for the members' next heartbeats).
+var consumerProtocolOverrides = append([]string{"group.coordinator.rebalance.protocols=classic,consumer", "group.consumer.heartbeat.interval.ms=1000"}, groupBrokerOverrides...)
 
 // TestConsumerProtocolAdvertised: ConsumerGroupHeartbeat (68) and
 // ConsumerGroupDescribe (69) are advertised only with the consumer
@@ -181,7 +183,7 @@ func TestConsumerProtocolGroup(t *testing.T) {
 		{"range", kgo.RangeBalancer(), "range"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := startBroker(t, t.TempDir(), slices.Concat(consumerProtocolOverrides, []string{"group.consumer.session.timeout.ms=6000"})...)
+			b := startBroker(t, t.TempDir(), slices.Concat(consumerProtocolOverrides, []string{"group.consumer.session.timeout.ms=3000"})...)
 			cl := b.client(t)
 			adm := kadm.NewClient(cl)
 			const parts = 6
@@ -221,7 +223,7 @@ func TestConsumerProtocolGroup(t *testing.T) {
 			if tc.assignor == "uniform" {
 				// A crash: the member stops heartbeating and its partitions
 				// go to the other after group.consumer.session.timeout.ms
-				// (6 s here; 45 s by default); nothing is lost.
+				// (3 s here; 45 s by default); nothing is lost.
 				start("c4")
 				waitConsumerMembers(t, adm, group, parts, "c2", "c4")
 				c2.crash()
