@@ -324,7 +324,13 @@ func queueWithCrashes(t *testing.T, spec workloads.ClientSpec) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ops, v := runChecked(t, 15*time.Second, func(rec *history.Recorder) (runner, error) {
+			// The run lasts until it has crashed, rebalanced and
+			// committed a few times, at most 15 s (kafka-go's first
+			// join alone can take several seconds).
+			enough := func(n map[string]int) bool {
+				return n["crash/info"] >= 3 && n["rebalance/info"] >= 2 && n["commit/ok"] >= 3
+			}
+			ops, v := runCheckedUntil(t, 15*time.Second, enough, func(rec *history.Recorder) (runner, error) {
 				return workloads.NewQueueWith(cl, cfg, rec, c.Bootstrap())
 			})
 			counts := map[string]int{}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,14 +65,50 @@ type runner interface {
 	Drain(context.Context) error
 }
 
+// countingSink keeps a run's ops and counts the completed ones by
+// "f/type", closing reached once enough says so.
+type countingSink struct {
+	mu      sync.Mutex
+	mem     history.Memory
+	counts  map[string]int
+	enough  func(map[string]int) bool
+	reached chan struct{}
+	done    bool
+}
+
+func (s *countingSink) Write(op *history.Op) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.mem.Write(op); err != nil {
+		return err
+	}
+	if op.Type != history.Invoke {
+		s.counts[op.F+"/"+op.Type.String()]++
+	}
+	if !s.done && s.enough != nil && s.enough(s.counts) {
+		s.done = true
+		close(s.reached)
+	}
+	return nil
+}
+
 // runChecked runs the workload open makes, recording to a fresh history,
 // to its end or for runFor (when not 0), drains it, checks the history
 // and fails the test unless it is valid.
 func runChecked(t *testing.T, runFor time.Duration, open func(*history.Recorder) (runner, error)) ([]history.Op, *checker.Verdict) {
 	t.Helper()
-	var mem history.Memory
+	return runCheckedUntil(t, runFor, nil, open)
+}
+
+// runCheckedUntil is runChecked that also stops the run as soon as
+// enough(counts) holds, counts being the completed ops so far by
+// "f/type" (e.g. "crash/info", "commit/ok"): the run lasts until it has
+// done what the test asserts, at most runFor.
+func runCheckedUntil(t *testing.T, runFor time.Duration, enough func(counts map[string]int) bool, open func(*history.Recorder) (runner, error)) ([]history.Op, *checker.Verdict) {
+	t.Helper()
+	sink := &countingSink{counts: map[string]int{}, enough: enough, reached: make(chan struct{})}
 	start := time.Now()
-	rec := history.NewRecorder(&mem, func() time.Duration { return time.Since(start) })
+	rec := history.NewRecorder(sink, func() time.Duration { return time.Since(start) })
 	w, err := open(rec)
 	if err != nil {
 		t.Fatal(err)
@@ -84,9 +121,19 @@ func runChecked(t *testing.T, runFor time.Duration, open func(*history.Recorder)
 		rctx, stop = context.WithTimeout(ctx, runFor)
 		defer stop()
 	}
-	if err := w.Run(rctx); err != nil && (runFor == 0 || !errors.Is(err, context.DeadlineExceeded)) {
+	rctx, stopEarly := context.WithCancel(rctx)
+	defer stopEarly()
+	go func() {
+		select {
+		case <-sink.reached:
+			stopEarly()
+		case <-rctx.Done():
+		}
+	}()
+	if err := w.Run(rctx); err != nil && (runFor == 0 || !errors.Is(err, context.DeadlineExceeded)) && !errors.Is(err, context.Canceled) {
 		t.Fatalf("run: %v", err)
 	}
+	mem := &sink.mem
 	if err := w.Drain(ctx); err != nil {
 		t.Fatalf("drain: %v", err)
 	}
