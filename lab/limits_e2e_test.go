@@ -75,6 +75,30 @@ func TestLimitsEndToEnd(t *testing.T) {
 	t.Logf("\n%s", txt)
 }
 
+// TestLimitsPointSecured: a limit point on a secured cluster (limits
+// --secured) runs its rate workload over SASL_SSL and measures it.
+func TestLimitsPointSecured(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: each limit point runs a cluster in network namespaces")
+	}
+	bin := proctest.Binary(t)
+	c := lab.LimitsConfig{Brokers: 1, Rate: 1000, Window: 3 * time.Second, Warmup: 2 * time.Second, Secured: true, ResultsDir: t.TempDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var dir string
+	sig, err := lab.LimitProbe(c, lab.Options{Binary: bin}, func(d string) { dir = d })(ctx, 100, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sig.AckedPerSec <= 0 || sig.Intervals < 2 {
+		t.Fatalf("signals %+v", sig)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "scenario.yaml"))
+	if err != nil || !strings.Contains(string(b), "secured: true") {
+		t.Fatalf("the point's scenario is not secured (%v):\n%s", err, b)
+	}
+}
+
 // TestLimitsCtrlC runs `isrlab limits` on a pseudo-terminal, as from a
 // shell, and types Ctrl-C while its second point's workload runs: the
 // terminal sends SIGINT to the whole foreground process group, the

@@ -26,8 +26,12 @@ type LimitsConfig struct {
 	Compression string // "" none: the payloads go to the brokers as they are
 	// Payload is the rate workload's payload: random (default) or
 	// compressible.
-	Payload    string
-	Backend    string
+	Payload string
+	Backend string
+	// Secured runs every point on a secured cluster (TLS and SASL, as the
+	// secured preset): the cost of encryption and authentication is part
+	// of the limit.
+	Secured    bool
 	ResultsDir string // the points' run directories go here
 	Out        func(string, ...any)
 }
@@ -74,6 +78,9 @@ func LimitScenario(c LimitsConfig, recordSize, producers int) (Scenario, error) 
 	backend := ""
 	if c.Backend != "" {
 		backend = fmt.Sprintf("\n  backend: %s", c.Backend)
+	}
+	if c.Secured {
+		backend += "\n  secured: true"
 	}
 	y := fmt.Sprintf(`name: limits/size-%d/producers-%d
 description: limit search point, %d producers x %g records/s of %d bytes, %d consumer groups

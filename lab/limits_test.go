@@ -168,6 +168,12 @@ func TestLimitScenario(t *testing.T) {
 		sc.Workload.ConsumerGroups != 5 || sc.Duration != 15*time.Second || sc.Workload.Type != "rate" || sc.Workload.Payload != "random" {
 		t.Errorf("%+v", sc)
 	}
+	if sc.Cluster.Secured {
+		t.Error("a limit point is secured only when asked")
+	}
+	if sc, err = LimitScenario(LimitsConfig{Secured: true}, 100, 1); err != nil || !sc.Cluster.Secured {
+		t.Errorf("secured: %v, %v", sc.Cluster.Secured, err)
+	}
 	sc, err = LimitScenario(LimitsConfig{Payload: "compressible"}, 100, 1)
 	if err != nil || sc.Workload.Payload != "compressible" {
 		t.Errorf("compressible: %q, %v", sc.Workload.Payload, err)

@@ -187,7 +187,8 @@ the hosts back as they were found.`,
   isrlab cluster up --backend docker --system kafka --kafka-image apache/kafka:3.9.1
   isrlab cluster up --backend docker --system kafka --plan
   isrlab cluster up --config min.insync.replicas=2 --config unclean.leader.election.enable=false
-  isrlab cluster up --faultfs all`,
+  isrlab cluster up --faultfs all
+  isrlab cluster up --secured`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch backend {
@@ -211,6 +212,9 @@ the hosts back as they were found.`,
 			}
 			if hosts != "" && backend != ssh.Name {
 				return usageError("--hosts needs --backend ssh")
+			}
+			if o.Secured && backend != netns.Name {
+				return usageError("--secured: only the netns backend lays out a secured cluster (docs/security.md)")
 			}
 			if o.Coordinators < 0 || o.Brokers < 0 || o.Clients < 1 {
 				return usageError("--coordinators and --brokers must be at least 0, --clients at least 1")
@@ -281,11 +285,23 @@ the hosts back as they were found.`,
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "cluster %s (run %s, backend %s) is up after %.2fs\n", c.Name, c.RunID, c.Backend, time.Since(begin).Seconds())
+			var props string
+			if c.Security != nil {
+				if props, err = writeClientProperties(c.Security); err != nil {
+					return withCode(exitInternal, err)
+				}
+			}
 			printNodes(w, c, nil)
 			printEndpoints(w, c.Topology, c.StateFile)
-			if bs := c.Bootstrap(); len(bs) > 0 {
-				fmt.Fprintf(w, "try:               isrlab cluster exec --name %s -- kcat -L -b %s\n", c.Name, strings.Join(bs, ","))
+			bs := c.Bootstrap()
+			if len(bs) == 0 {
+				return nil
 			}
+			if c.Security == nil {
+				fmt.Fprintf(w, "try:               isrlab cluster exec --name %s -- kcat -L -b %s\n", c.Name, strings.Join(bs, ","))
+				return nil
+			}
+			fmt.Fprintf(w, "try:               isrlab cluster exec --name %s -- isrlab topics describe --bootstrap-server %s --command-config %s\n", c.Name, strings.Join(bs, ","), props)
 			return nil
 		},
 	}
@@ -305,6 +321,7 @@ the hosts back as they were found.`,
 	f.BoolVar(&keepData, "keep-data", false, "keep the run directory when the cluster goes down")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log each step with its duration to stderr")
 	f.StringSliceVar(&o.FaultFS, "faultfs", nil, "brokers whose log.dirs live on faultfs (disk faults, power loss): b1,b2 or all")
+	f.BoolVar(&o.Secured, "secured", false, "TLS and SASL: one SASL_SSL listener per broker (SCRAM-SHA-512), a CA and certificates made for the run, the users created at bring-up (netns backend; docs/security.md)")
 	f.BoolVar(&o.KafkaProxy, "kafka-proxy", false, "put a Kafka-protocol proxy in front of every broker, for kind: kafka faults (netns backend, plaintext)")
 	f.BoolVar(&plan, "plan", false, "check the layout and print what up would create or touch, without doing it")
 	return cmd
@@ -322,6 +339,10 @@ func writeClusterPlan(w io.Writer, backend string, top compose.Topology, sshc *s
 		err = sshc.Plan(w, top)
 	default:
 		fmt.Fprintf(w, "netns cluster %s: run %s, network namespaces and a bridge on %s named after the run\n", top.Name, top.RunID, top.Subnet)
+		if s := top.Security; s != nil {
+			fmt.Fprintf(w, "  secured: one SASL_SSL listener per broker (%s), a CA and certificates made at bring-up in %s, users %s and %s created in the coordinators\n",
+				s.Mechanism, s.TLSDir, s.AdminUser, s.ClientUser)
+		}
 		for _, n := range top.Nodes {
 			fmt.Fprintf(w, "  %s  %s at %s", n.Name, n.Role, n.Addr)
 			if len(n.Argv) > 0 {
@@ -334,6 +355,24 @@ func writeClusterPlan(w io.Writer, backend string, top compose.Topology, sshc *s
 		return usageError("%v", err)
 	}
 	return nil
+}
+
+// clientPropertiesFile is a secured cluster's client config, in its
+// secrets directory.
+const clientPropertiesFile = "client.properties"
+
+// writeClientProperties writes the client config of a secured cluster's
+// client user, in Kafka's names, for --command-config and other tools: it
+// names the password file, never the password.
+func writeClientProperties(s *compose.Security) (string, error) {
+	c := s.Client()
+	path := filepath.Join(s.SecretsDir, clientPropertiesFile)
+	body := fmt.Sprintf("security.protocol=%s\nsasl.mechanism=%s\nsasl.username=%s\nsasl.password.file=%s\nssl.ca.location=%s\n",
+		c.Protocol, c.Mechanism, c.Username, c.PasswordFile, c.CALocation)
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		return "", fmt.Errorf("client config: %w", err)
+	}
+	return path, nil
 }
 
 // cliLogger logs to stderr at debug level when verbose, else only errors.
@@ -369,6 +408,11 @@ func printEndpoints(w io.Writer, t compose.Topology, stateFile string) {
 			}
 		}
 		fmt.Fprintf(w, "Kafka proxies:     %s\n", strings.Join(pairs, " "))
+	}
+	if s := t.Security; s != nil {
+		c := s.Client()
+		fmt.Fprintf(w, "client config:     %s (%s, %s as %s; the password stays in %s)\n",
+			filepath.Join(s.SecretsDir, clientPropertiesFile), c.Protocol, c.Mechanism, c.Username, c.PasswordFile)
 	}
 	fmt.Fprintf(w, "run dir:           %s\n", t.RunDir)
 	if stateFile != "" {

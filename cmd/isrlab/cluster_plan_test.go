@@ -28,6 +28,10 @@ func TestClusterUpPlan(t *testing.T) {
 			[]string{"system isrlab", "b2  process isrlab-", "command: /isrlab broker"}},
 		{[]string{"cluster", "up", "--plan", "--brokers", "1", "--coordinators", "1"}, exitValid,
 			[]string{"netns cluster isrlab: run ", "b1  broker at "}},
+		{[]string{"cluster", "up", "--plan", "--secured", "--brokers", "1", "--coordinators", "1"}, exitValid,
+			[]string{"secured: one SASL_SSL listener per broker (SCRAM-SHA-512)", "users admin and client"}},
+		{[]string{"cluster", "up", "--backend", "docker", "--secured", "--plan"}, exitBadArgs,
+			[]string{"--secured: only the netns backend"}},
 	} {
 		code, out := runCLI(t, tc.args...)
 		if code != tc.code {
