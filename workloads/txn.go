@@ -284,7 +284,7 @@ func (w *Txn) txnID(proc int) string {
 
 // txnOpts are a transactional producer's options for process proc.
 func (w *Txn) txnOpts(proc int) []kgo.Opt {
-	return []kgo.Opt{
+	opts := []kgo.Opt{
 		kgo.TransactionalID(w.txnID(proc)),
 		kgo.TransactionTimeout(w.cfg.TransactionTimeout),
 		kgo.DefaultProduceTopic(w.cfg.Topic),
@@ -294,6 +294,10 @@ func (w *Txn) txnOpts(proc int) []kgo.Opt {
 		kgo.RecordDeliveryTimeout(w.cfg.DeliveryTimeout),
 		kgo.ProducerLinger(w.cfg.Linger),
 	}
+	if w.cfg.RequestTimeoutOverhead > 0 {
+		opts = append(opts, kgo.RequestTimeoutOverhead(w.cfg.RequestTimeoutOverhead))
+	}
+	return opts
 }
 
 // txnClient is a transactional producer for process proc that also

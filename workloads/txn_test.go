@@ -258,3 +258,24 @@ func TestTxnGroupProtocol(t *testing.T) {
 		t.Errorf("txn.group.id with group.protocol consumer: %v, %d opts", err, len(w.groupOpts))
 	}
 }
+
+// TestTxnRequestTimeoutOverhead: the transactional producers wait
+// request.timeout plus request.timeout.overhead for an answer, as the
+// log workload's producers do (franz-go's default overhead is 10 s).
+func TestTxnRequestTimeoutOverhead(t *testing.T) {
+	w, err := NewTxn(Config{RequestTimeout: 2 * time.Second, RequestTimeoutOverhead: time.Second}, nil, []string{"127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := w.txnClient(w.procs.take())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if got := cl.OptValue(kgo.RequestTimeoutOverhead); got != time.Second {
+		t.Errorf("RequestTimeoutOverhead = %v, want 1s", got)
+	}
+	if got := cl.OptValue(kgo.ProduceRequestTimeout); got != 2*time.Second {
+		t.Errorf("ProduceRequestTimeout = %v, want 2s", got)
+	}
+}
