@@ -22,20 +22,26 @@ func TestTxnScenarios(t *testing.T) {
 	for _, tc := range []struct {
 		name, target, valid string
 		faults              int
+		abort               float64 // txn.abort.ratio; 0: 0.1
 	}{
-		{"txn/leader-kill", "leader:isrlab/0", "true", 1},
-		{"txn/leader-kill-sarama", "leader:isrlab/0", "true", 1},
-		{"txn/leader-kill-librdkafka", "leader:isrlab/0", "true", 1},
-		{"txn/coordinator-kill", "leader:__transaction_state/0", "true", 1},
-		{"txn/coordinator-kill-consumer-protocol", "leader:__transaction_state/0", "true", 1},
-		{"txn/unclean-lost-commits", "leader:isrlab/0", "any", 2},
+		{"txn/leader-kill", "leader:isrlab/0", "true", 1, 0},
+		{"txn/leader-kill-sarama", "leader:isrlab/0", "true", 1, 0},
+		{"txn/leader-kill-librdkafka", "leader:isrlab/0", "true", 1, 0},
+		{"txn/coordinator-kill", "leader:__transaction_state/0", "true", 1, 0},
+		{"txn/coordinator-kill-consumer-protocol", "leader:__transaction_state/0", "true", 1, 0},
+		{"txn/unclean-lost-commits", "leader:isrlab/0", "any", 2, 0},
+		{"txn/late-write", "brokers", "true", 1, 0.5},
+		{"txn/late-write-v2", "brokers", "true", 1, 0.5},
 	} {
 		sc, err := Lookup(tc.name)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		w := sc.Workload
-		if w.Type != "txn" || w.TxnAbortRatio != 0.1 || w.TransactionTimeout != 15*time.Second || w.Topic != "isrlab" {
+		if tc.abort == 0 {
+			tc.abort = 0.1
+		}
+		if w.Type != "txn" || w.TxnAbortRatio != tc.abort || w.TransactionTimeout != 15*time.Second || w.Topic != "isrlab" {
 			t.Errorf("%s: workload %+v", tc.name, w)
 		}
 		want := "franz-go"
@@ -53,6 +59,23 @@ func TestTxnScenarios(t *testing.T) {
 		last := sc.Faults[len(sc.Faults)-1]
 		if got := nemesis.TargetExprs(last.Spec.Fault); !slices.Contains(got, tc.target) {
 			t.Errorf("%s: last fault targets %v, want %s", tc.name, got, tc.target)
+		}
+	}
+	// The late write's story: Produce requests held past the time franz-go
+	// waits for an answer (the request timeout and its overhead), so that
+	// the transaction ends before they arrive; v2 under transaction.version 2.
+	for _, name := range []string{"txn/late-write", "txn/late-write-v2"} {
+		sc, err := Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, ok := sc.Faults[0].Spec.Fault.(*nemesis.Kafka)
+		wait := sc.Workload.RequestTimeout + sc.Workload.RequestTimeoutOverhead
+		if !ok || k.API != "Produce" || k.Direction != "request" || k.Action != "delay" || time.Duration(k.Delay) < 2*wait {
+			t.Errorf("%s: fault %+v, franz-go waits %v", name, sc.Faults[0].Spec.Fault, wait)
+		}
+		if tv, v2 := sc.Cluster.Config["transaction.version"], strings.HasSuffix(name, "-v2"); (tv == "2") != v2 {
+			t.Errorf("%s: transaction.version %q", name, tv)
 		}
 	}
 	// The consumer protocol's story: its group on the consumer protocol,
