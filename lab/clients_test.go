@@ -48,7 +48,10 @@ func TestClientsLeaderKill(t *testing.T) {
 				sc.Workload.Idempotent = false
 				sc.Expect = lab.Expect{Valid: "any"} // judged below: duplicates only
 			}
-			sc.Duration = 20 * time.Second
+			// The leader dies 4 s in and restarts 6 s later (the
+			// library's 8 s and 10 s, shortened): the run ends 3 s after.
+			sc.Faults[0].At, sc.Faults[0].HealAfter = 4*time.Second, 6*time.Second
+			sc.Duration = 13 * time.Second
 			sc.Seed = 7
 			res, out := runLogged(t, bin, sc)
 			if res.Judgement.Outcome != lab.Met {
