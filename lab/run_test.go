@@ -529,19 +529,13 @@ expect: {valid: true}
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out strings.Builder
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out})
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, out.String())
-	}
+	res, out := runLogged(t, bin, sc)
 	if res.Verdict.Valid != checker.Valid {
-		t.Fatalf("verdict %v, want valid (nothing happened)\n%s", res.Verdict.Valid, out.String())
+		t.Fatalf("verdict %v, want valid (nothing happened)\n%s", res.Verdict.Valid, out)
 	}
 	if res.Judgement.Outcome != lab.NotSetUp || len(res.Judgement.Reasons) < 2 ||
 		!strings.Contains(res.Judgement.Reasons[1], "pause follower:isrlab/0") || !strings.Contains(res.Judgement.Reasons[1], "FAILED") {
-		t.Errorf("outcome %v %q, want not set up naming the failed pause\n%s", res.Judgement.Outcome, res.Judgement.Reasons, out.String())
+		t.Errorf("outcome %v %q, want not set up naming the failed pause\n%s", res.Judgement.Outcome, res.Judgement.Reasons, out)
 	}
 }
 
@@ -601,14 +595,8 @@ expect: {valid: true}
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out strings.Builder
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out})
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, out.String())
-	}
+	res, out := runLogged(t, bin, sc)
 	if res.Judgement.Outcome != lab.NotSetUp || len(res.Judgement.Reasons) != 1 || !strings.Contains(res.Judgement.Reasons[0], "does not serve the consumer group protocol") {
-		t.Fatalf("outcome %v %q, want not set up: the protocol is not served\n%s", res.Judgement.Outcome, res.Judgement.Reasons, out.String())
+		t.Fatalf("outcome %v %q, want not set up: the protocol is not served\n%s", res.Judgement.Outcome, res.Judgement.Reasons, out)
 	}
 }
