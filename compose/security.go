@@ -35,6 +35,9 @@ type Security struct {
 	ClientUser string `json:"client_user"`
 }
 
+// SecuredMechanism is a secured cluster's SASL mechanism.
+const SecuredMechanism = "SCRAM-SHA-512"
+
 // Secured cluster file names.
 const (
 	caFile           = "ca.pem"
@@ -50,7 +53,7 @@ func newSecurity(runDir, runID string) *Security {
 	return &Security{
 		TLSDir:     filepath.Join(runDir, "tls"),
 		SecretsDir: filepath.Join(StateDir(), "secrets-"+runID),
-		Mechanism:  "SCRAM-SHA-512",
+		Mechanism:  SecuredMechanism,
 		AdminUser:  "admin",
 		ClientUser: "client",
 	}

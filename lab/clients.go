@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/kafkaconfig"
 	"github.com/isrlab/isrlab/workloads"
 	"github.com/isrlab/isrlab/workloads/clients"
 )
@@ -20,7 +21,7 @@ import (
 // newClient returns the driver of the workload's client (nil for
 // franz-go), dialing as opts do and starting an exec driver where the
 // lab's clients dial from.
-func newClient(w Workload, runID string, sasl *clients.SASL, seeds []string, opts []kgo.Opt) (workloads.Client, error) {
+func newClient(w Workload, runID string, auth *clientAuth, seeds []string, opts []kgo.Opt) (workloads.Client, error) {
 	if w.ClientSpec.Name() == clients.FranzGo {
 		return nil, nil
 	}
@@ -28,24 +29,40 @@ func newClient(w Workload, runID string, sasl *clients.SASL, seeds []string, opt
 	if err != nil {
 		return nil, err
 	}
-	return clients.New(w.ClientSpec, w.Config, clients.Env{RunID: runID, Seeds: seeds, Dial: dial, SASL: sasl, Start: startWhereDialed(dial, seeds)})
+	env := clients.Env{RunID: runID, Seeds: seeds, Dial: dial, Start: startWhereDialed(dial, seeds)}
+	if auth != nil {
+		env.SASL, env.Security = auth.SASL, auth.Security
+	}
+	return clients.New(w.ClientSpec, w.Config, env)
 }
 
-// clientSASL is how the in-process drivers authenticate to c: nil for a
-// plaintext cluster (the dialer of c.KafkaOpts does the TLS handshake).
-func clientSASL(c *compose.Cluster) (*clients.SASL, error) {
+// clientAuth is how the workload's clients connect to a secured cluster;
+// nil for a plaintext one.
+type clientAuth struct {
+	// SASL authenticates the in-process drivers (the dialer of
+	// c.KafkaOpts does the TLS handshake); nil without SASL.
+	SASL *clients.SASL
+	// Security is the whole client security, for the exec drivers,
+	// which do TLS and SASL themselves.
+	Security *kafkaconfig.ClientSecurity
+}
+
+// clientAuthOf is how the workload's clients connect to c.
+func clientAuthOf(c *compose.Cluster) (*clientAuth, error) {
 	if c.Security == nil {
 		return nil, nil
 	}
 	cs := c.Security.Client()
+	auth := &clientAuth{Security: &cs}
 	if !cs.SASL() {
-		return nil, nil
+		return auth, nil
 	}
 	user, pw, err := cs.Credentials()
 	if err != nil {
 		return nil, err
 	}
-	return &clients.SASL{Mechanism: cs.Mechanism, User: user, Password: pw}, nil
+	auth.SASL = &clients.SASL{Mechanism: cs.Mechanism, User: user, Password: pw}
+	return auth, nil
 }
 
 // startWhereDialed returns a function that starts a command in the network
@@ -53,7 +70,7 @@ func clientSASL(c *compose.Cluster) (*clients.SASL, error) {
 // cluster the lab laid out), so that an exec driver reaches the brokers
 // as the lab's own clients do and a fault that cuts the client host cuts
 // it too. The namespace is the one of a connection to a seed broker
-// (SIOCGSKNS).
+// (SIOCGSKNS), under its TLS on a secured cluster.
 func startWhereDialed(dial workloads.DialFunc, seeds []string) func(*exec.Cmd) error {
 	return func(cmd *exec.Cmd) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -69,6 +86,15 @@ func startWhereDialed(dial workloads.DialFunc, seeds []string) func(*exec.Cmd) e
 			return fmt.Errorf("find the client host's namespace: dial the seed brokers: %w", errors.Join(err, errors.New("no seeds")))
 		}
 		defer conn.Close()
+		// On a secured cluster the dialer hands back its TLS connection:
+		// the socket is under it.
+		for {
+			w, ok := conn.(interface{ NetConn() net.Conn })
+			if !ok {
+				break
+			}
+			conn = w.NetConn()
+		}
 		sc, ok := conn.(syscall.Conn)
 		if !ok {
 			return fmt.Errorf("find the client host's namespace: a %T has no socket", conn)

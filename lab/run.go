@@ -466,11 +466,11 @@ func (d *driver) run(ctx context.Context) (err error) {
 		}
 	}()
 
-	sasl, err := clientSASL(c)
+	auth, err := clientAuthOf(c)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInternal, err)
 	}
-	wl, err := newWorkload(sc.Workload, c.RunID, rec, sw, sasl, seeds, kafka...)
+	wl, err := newWorkload(sc.Workload, c.RunID, rec, sw, auth, seeds, kafka...)
 	if err != nil {
 		return err
 	}
@@ -584,13 +584,13 @@ type runner interface {
 
 // newWorkload returns the scenario's workload, recording to rec (and the
 // rate workload's samples to sw).
-func newWorkload(w Workload, runID string, rec *history.Recorder, sw workloads.Sampler, sasl *clients.SASL, seeds []string, opts ...kgo.Opt) (runner, error) {
+func newWorkload(w Workload, runID string, rec *history.Recorder, sw workloads.Sampler, auth *clientAuth, seeds []string, opts ...kgo.Opt) (runner, error) {
 	switch w.Type {
 	case "queue":
 		// Its members are group members (NewQueue sets it too): an exec
 		// driver's hello then asks for the protocol's queue feature.
 		w.Config.Subscribe = true
-		cl, err := newClient(w, runID, sasl, seeds, opts)
+		cl, err := newClient(w, runID, auth, seeds, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -608,7 +608,7 @@ func newWorkload(w Workload, runID string, rec *history.Recorder, sw workloads.S
 	case "rate":
 		return workloads.NewRate(w.Config, rec, sw, seeds, opts...)
 	case "txn":
-		cl, err := newClient(w, runID, sasl, seeds, opts)
+		cl, err := newClient(w, runID, auth, seeds, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -625,7 +625,7 @@ func newWorkload(w Workload, runID string, rec *history.Recorder, sw workloads.S
 		}
 		return tw, nil
 	}
-	cl, err := newClient(w, runID, sasl, seeds, opts)
+	cl, err := newClient(w, runID, auth, seeds, opts)
 	if err != nil {
 		return nil, err
 	}

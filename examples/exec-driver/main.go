@@ -17,6 +17,9 @@
 // acknowledged, fail only when the broker refused it for a reason that
 // holds on every attempt, and info otherwise: this driver cannot tell
 // whether a timed-out request was written, so it says it does not know.
+// On a secured cluster (the "security" feature) every client connects
+// with the hello's TLS and SASL settings, as kafkaconfig turns them into
+// kgo options.
 package main
 
 import (
@@ -34,6 +37,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
 type hello struct {
@@ -45,6 +50,13 @@ type hello struct {
 	Config     map[string]string `json:"config"`
 	Client     map[string]string `json:"client.config"`
 	Features   []string          `json:"features"`
+	// Security is there on a secured cluster only (the "security"
+	// feature): Kafka's client config names, sasl.password the password
+	// itself.
+	Security map[string]string `json:"security"`
+
+	// secOpts connect every client with Security's TLS and SASL.
+	secOpts []kgo.Opt
 }
 
 type op struct {
@@ -138,12 +150,24 @@ func main() {
 		return
 	}
 	for _, f := range h.Features {
-		if f != "txn" && f != "queue" {
+		if f != "txn" && f != "queue" && f != "security" {
 			o.print(map[string]any{"type": "refused", "error": fmt.Sprintf("this driver does not run the protocol's %q feature", f)})
 			return
 		}
 	}
-	o.print(map[string]any{"type": "hello", "client": "franz-go " + kgoVersion(), "pid": os.Getpid(), "features": []string{"txn", "queue"}})
+	if h.Security != nil {
+		// kafkaconfig takes the same names; its errors never quote the
+		// password.
+		sec, err := kafkaconfig.ParseClientSecurity(h.Security)
+		if err == nil {
+			h.secOpts, err = sec.KgoOpts(nil)
+		}
+		if err != nil {
+			o.print(map[string]any{"type": "refused", "error": "security: " + err.Error()})
+			return
+		}
+	}
+	o.print(map[string]any{"type": "hello", "client": "franz-go " + kgoVersion(), "pid": os.Getpid(), "features": []string{"txn", "queue", "security"}})
 
 	procs := map[int]chan op{}
 	var wg sync.WaitGroup
@@ -262,7 +286,8 @@ func (p *process) run(ops <-chan op) {
 }
 
 func (p *process) open(opts ...kgo.Opt) (*kgo.Client, string) {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(p.h.Bootstrap...)}, opts...)...)
+	base := append([]kgo.Opt{kgo.SeedBrokers(p.h.Bootstrap...)}, p.h.secOpts...)
+	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		return nil, err.Error()
 	}

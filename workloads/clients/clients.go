@@ -27,6 +27,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/isrlab/isrlab/kafkaconfig"
 	"github.com/isrlab/isrlab/workloads"
 )
 
@@ -54,6 +55,11 @@ type Env struct {
 	// SASL authenticates the in-process drivers (sarama, kafka-go) to a
 	// secured cluster; Dial then does the TLS handshake. nil: plaintext.
 	SASL *SASL
+	// Security is how an exec driver's clients connect to a secured
+	// cluster (TLS and SASL themselves: Dial is not theirs), given in its
+	// hello's security object with the password read from its file, and
+	// the protocol's FeatureSecurity asked for. nil: plaintext.
+	Security *kafkaconfig.ClientSecurity
 	// HangGrace is how long past an operation's own timeout an exec
 	// driver may take to complete it before it is taken for hung
 	// (default 10 s).

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/isrlab/isrlab/history"
+	"github.com/isrlab/isrlab/kafkaconfig"
 	"github.com/isrlab/isrlab/workloads"
 )
 
@@ -35,9 +36,19 @@ const FeatureTxn = "txn"
 // commits as events (docs/client-protocol.md, "Consumer groups").
 const FeatureQueue = "queue"
 
+// FeatureSecurity is the protocol's optional feature for a secured
+// cluster: the lab's hello then carries the client's security settings
+// (its security object, in Kafka's client config names, the SASL
+// password among them), and a driver names it in its own hello when it
+// connects with them. A driver that does not know it refuses the hello
+// as it refuses any feature it does not run, instead of connecting in
+// plaintext to listeners that speak TLS.
+const FeatureSecurity = "security"
+
 // featureWhat is what a driver without the feature does not run, for
 // the refusal.
-var featureWhat = map[string]string{FeatureTxn: "transactions", FeatureQueue: "consumer groups (the queue workload)"}
+var featureWhat = map[string]string{FeatureTxn: "transactions", FeatureQueue: "consumer groups (the queue workload)",
+	FeatureSecurity: "a secured cluster (TLS and SASL with the hello's security settings)"}
 
 // ErrDriver is wrapped by the errors of an exec driver that crashed,
 // printed something that is not a completion, or hung.
@@ -53,8 +64,13 @@ type execHello struct {
 	Config     map[string]string `json:"config"`
 	Client     map[string]string `json:"client.config,omitempty"`
 	// Features are the optional features the workload needs (FeatureTxn,
-	// FeatureQueue).
+	// FeatureQueue) and the cluster (FeatureSecurity).
 	Features []string `json:"features,omitempty"`
+	// Security is, on a secured cluster only, how the driver's clients
+	// connect, in Kafka's client config names (securityOf): it holds the
+	// SASL password, so the hello is written to the driver's stdin and
+	// nowhere else.
+	Security map[string]string `json:"security,omitempty"`
 }
 
 // execHelloReply is the driver's first line.
@@ -171,6 +187,10 @@ type execClient struct {
 	// first (FeatureQueue when cfg.Subscribe: the queue workload).
 	want []string
 
+	// secret is the SASL password the hello gives the driver, kept out
+	// of everything the lab takes from it (redact).
+	secret string
+
 	// name is the client's, when a driver of this package runs it
 	// (librdkafka, kafka-python); cleanup runs once it exited.
 	name    string
@@ -195,6 +215,9 @@ func newExec(cfg workloads.Config, spec workloads.ClientSpec, env Env) *execClie
 		pending: map[int64]*execPending{}, busy: map[int]bool{}, dead: make(chan struct{}), exited: make(chan struct{})}
 	if cfg.Subscribe {
 		e.want = []string{FeatureQueue}
+	}
+	if env.Security != nil {
+		e.want = append(e.want, FeatureSecurity)
 	}
 	return e
 }
@@ -251,6 +274,52 @@ func helloOf(cfg workloads.Config, own map[string]string, seeds []string, featur
 	return h
 }
 
+// securityOf is the hello's security object for cs, and the password in
+// it ("" without SASL): Kafka's client config names (the PEM files'
+// librdkafka's), each there when cs sets it, and sasl.password the
+// password itself, read from sasl.password.file when cs names one, so
+// that a driver in another process reads no file of the lab's secrets
+// directory.
+func securityOf(cs kafkaconfig.ClientSecurity) (map[string]string, string, error) {
+	if err := cs.Validate(); err != nil {
+		return nil, "", err
+	}
+	m := map[string]string{"security.protocol": "PLAINTEXT"}
+	if cs.Protocol != "" {
+		m["security.protocol"] = strings.ToUpper(cs.Protocol)
+	}
+	var pw string
+	if cs.SASL() {
+		user, p, err := cs.Credentials()
+		if err != nil {
+			return nil, "", err
+		}
+		pw = p
+		m["sasl.mechanism"], m["sasl.username"], m["sasl.password"] = cs.Mechanism, user, pw
+	}
+	if cs.TLS() {
+		for k, v := range map[string]string{"ssl.ca.location": cs.CALocation, "ssl.certificate.location": cs.CertLocation,
+			"ssl.key.location": cs.KeyLocation, "ssl.endpoint.identification.algorithm": cs.EndpointIdentification} {
+			if v != "" {
+				m[k] = v
+			}
+		}
+	}
+	return m, pw, nil
+}
+
+// redact replaces the hello's password in s, wherever the driver put it
+// (its stderr, an error of its completions, a line that is not one), by
+// [hidden]: nothing the lab records or reports holds it.
+func (e *execClient) redact(s string) string { return redactSecret(s, e.secret) }
+
+func redactSecret(s, secret string) string {
+	if secret == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, secret, "[hidden]")
+}
+
 // start runs the driver and exchanges the hellos, asking for the
 // features the first caller needs (a workload's processes all need the
 // same) and those the workload wants.
@@ -290,7 +359,15 @@ func (e *execClient) run(ctx context.Context, features []string) error {
 	// Its own process group, so that a driver started by a wrapper
 	// (a shell, a runtime) dies whole.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	e.stderr = &tail{max: 4096}
+	hello := helloOf(e.cfg, e.spec.Config, e.env.Seeds, features...)
+	if e.env.Security != nil {
+		sec, pw, err := securityOf(*e.env.Security)
+		if err != nil {
+			return fmt.Errorf("%w: %s: the cluster's client security: %v", ErrDriver, e.argv(), err)
+		}
+		hello.Security, e.secret = sec, pw
+	}
+	e.stderr = &tail{max: 4096, secret: e.secret}
 	cmd.Stderr = e.stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -310,15 +387,15 @@ func (e *execClient) run(ctx context.Context, features []string) error {
 	e.cmd, e.stdin = cmd, stdin
 	lines := bufio.NewScanner(stdout)
 	lines.Buffer(make([]byte, 64<<10), 64<<20)
-	hello := make(chan error, 1)
-	go e.read(lines, hello)
-	if err := e.write(helloOf(e.cfg, e.spec.Config, e.env.Seeds, features...)); err != nil {
+	answered := make(chan error, 1)
+	go e.read(lines, answered)
+	if err := e.write(hello); err != nil {
 		return err
 	}
 	t := time.NewTimer(e.cfg.RequestTimeout + e.grace)
 	defer t.Stop()
 	select {
-	case err := <-hello:
+	case err := <-answered:
 		for _, f := range features {
 			if err != nil {
 				break
@@ -375,9 +452,9 @@ func (e *execClient) readLines(lines *bufio.Scanner, hello chan<- error) (int, b
 			err := json.Unmarshal(line, &e.hello)
 			switch {
 			case err != nil || (e.hello.Type != "hello" && e.hello.Type != "refused"):
-				err = e.fail(fmt.Errorf("%w: %s: its first line is not a hello: %q", ErrDriver, e.argv(), clip(line)))
+				err = e.fail(fmt.Errorf("%w: %s: its first line is not a hello: %q", ErrDriver, e.argv(), e.clip(line)))
 			case e.hello.Type == "refused":
-				err = e.fail(&workloads.CapabilityError{Client: e.Name(), Reason: fmt.Sprintf("%s refused the workload: %s", e.argv(), e.hello.Error)})
+				err = e.fail(&workloads.CapabilityError{Client: e.Name(), Reason: fmt.Sprintf("%s refused the workload: %s", e.argv(), e.redact(e.hello.Error))})
 			}
 			hello <- err
 			if err != nil {
@@ -399,13 +476,18 @@ func (e *execClient) complete(line []byte) error {
 	dec := json.NewDecoder(strings.NewReader(string(line)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
-		return fmt.Errorf("not a completion: %q (%v)", clip(line), err)
+		return fmt.Errorf("not a completion: %q (%v)", e.clip(line), e.redact(err.Error()))
 	}
 	if d.ID == nil || d.Process == nil {
-		return fmt.Errorf("a completion without id or process: %q", clip(line))
+		return fmt.Errorf("a completion without id or process: %q", e.clip(line))
 	}
 	if _, ok := history.ParseType(d.Type); !ok || d.Type == "invoke" {
-		return fmt.Errorf("completion %d: type %q: want ok, fail or info", *d.ID, d.Type)
+		return fmt.Errorf("completion %d: type %q: want ok, fail or info", *d.ID, e.redact(d.Type))
+	}
+	// Its errors go into the history.
+	d.Error = e.redact(d.Error)
+	for i := range d.Events {
+		d.Events[i].Error = e.redact(d.Events[i].Error)
 	}
 	e.mu.Lock()
 	p, ok := e.pending[*d.ID]
@@ -416,7 +498,7 @@ func (e *execClient) complete(line []byte) error {
 	e.mu.Unlock()
 	switch {
 	case !ok:
-		return fmt.Errorf("completion of operation %d, which is not in flight: %q", *d.ID, clip(line))
+		return fmt.Errorf("completion of operation %d, which is not in flight: %q", *d.ID, e.clip(line))
 	case p.process != *d.Process:
 		return fmt.Errorf("completion of operation %d names process %d; it is process %d's", *d.ID, *d.Process, p.process)
 	}
@@ -613,11 +695,14 @@ func (p *execProcess) Close() error {
 	return err
 }
 
-// tail keeps the last max bytes written to it.
+// tail keeps the last max bytes written to it; last hides secret in
+// them.
 type tail struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
+	mu     sync.Mutex
+	max    int
+	b      []byte
+	cut    bool // the first bytes written were dropped
+	secret string
 }
 
 func (t *tail) Write(p []byte) (int, error) {
@@ -625,7 +710,7 @@ func (t *tail) Write(p []byte) (int, error) {
 	defer t.mu.Unlock()
 	t.b = append(t.b, p...)
 	if len(t.b) > t.max {
-		t.b = t.b[len(t.b)-t.max:]
+		t.b, t.cut = t.b[len(t.b)-t.max:], true
 	}
 	return len(p), nil
 }
@@ -634,11 +719,27 @@ func (t *tail) Write(p []byte) (int, error) {
 func (t *tail) last() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := strings.TrimSpace(string(t.b))
+	s := string(t.b)
+	if t.secret != "" {
+		s = redactSecret(s, t.secret)
+		// What the cut kept of a password written across it.
+		for i := 1; t.cut && i < len(t.secret); i++ {
+			if strings.HasPrefix(s, t.secret[i:]) {
+				s = "[hidden]" + s[len(t.secret)-i:]
+				break
+			}
+		}
+	}
+	s = strings.TrimSpace(s)
 	if s == "" {
 		return ""
 	}
 	return "; its stderr ends:\n" + s
+}
+
+// clip is b as an error quotes it: cut, and without the hello's password.
+func (e *execClient) clip(b []byte) string {
+	return clip([]byte(e.redact(string(b))))
 }
 
 func clip(b []byte) string {

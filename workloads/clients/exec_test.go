@@ -33,6 +33,10 @@ func brokenDriver(mode string) {
 	in := bufio.NewScanner(os.Stdin)
 	out := json.NewEncoder(os.Stdout)
 	in.Scan() // the hello
+	if strings.HasPrefix(mode, "leak") {
+		leakyDriver(mode, in.Bytes(), in, out)
+		return
+	}
 	switch mode {
 	case "refuse":
 		out.Encode(map[string]any{"type": "refused", "error": "this client has no idempotent producer"})
