@@ -666,8 +666,12 @@ func (s *Scenario) Plan() ([]nemesis.Event, error) {
 	if err := clients.Check(s.Workload.ClientSpec, s.Workload.Type, s.Workload.Config); err != nil {
 		return nil, bad([]string{"workload", "client"}, "%v", err)
 	}
-	if c := s.Workload.Client; s.Cluster.Secured && !slices.Contains([]string{"", "franz-go", "sarama", "kafka-go"}, c) {
-		return nil, bad([]string{"workload", "client"}, "%s: a secured cluster is reached through the clients in isrlab's own process only (franz-go, sarama, kafka-go), for now (docs/security.md)", c)
+	if s.Cluster.Secured {
+		// The clients in other processes get the cluster's security in
+		// their hello (docs/client-protocol.md, "Secured clusters").
+		if err := clients.CheckSecured(s.Workload.ClientSpec, s.Workload.Type, s.Workload.Config, compose.SecuredMechanism); err != nil {
+			return nil, bad([]string{"workload", "client"}, "%v (on a secured cluster: SASL_SSL, %s)", err, compose.SecuredMechanism)
+		}
 	}
 	if slices.Contains(s.faultKinds(), "kafka") {
 		// Kafka faults act in a proxy in front of each broker, in its

@@ -137,7 +137,6 @@ func TestBadScenarios(t *testing.T) {
 		{"replicas unknown broker", "topic:\n  partitions: 1\n  replicas: {0: [1, 2, 4]}\n", "topic.replicas: partition 0: broker 4: the brokers are 1..3"},
 		{"replicas twice", "topic:\n  partitions: 1\n  replicas: {0: [1, 2, 1]}\n", "topic.replicas: partition 0: broker 1 twice"},
 		{"replicas beyond", "topic:\n  partitions: 1\n  replicas: {0: [1, 2, 3], 1: [1, 2, 3]}\n", "topic.replicas: partition 1: the topic has partitions 0..0"},
-		{"secured other client", "cluster:\n  secured: true\nworkload:\n  client: librdkafka\n", "workload.client: librdkafka: a secured cluster is reached through the clients in isrlab's own process only"},
 		{"leader unknown", "topic:\n  leader: controller\n", `topic.leader: "controller": the one placement is transaction-coordinator`},
 		{"leader and replicas", "topic:\n  partitions: 1\n  replicas: {0: [1, 2, 3]}\n  leader: transaction-coordinator\n", "topic.leader: transaction-coordinator and topic.replicas: give one placement"},
 		{"leader without txn", "topic:\n  leader: transaction-coordinator\n", "topic.leader: transaction-coordinator needs workload type txn"},

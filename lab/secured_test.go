@@ -3,6 +3,7 @@ package lab_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"maps"
 	"os"
@@ -18,6 +19,8 @@ import (
 	"github.com/isrlab/isrlab/lab"
 	"github.com/isrlab/isrlab/nemesis"
 	"github.com/isrlab/isrlab/results"
+	"github.com/isrlab/isrlab/workloads"
+	"github.com/isrlab/isrlab/workloads/clients"
 )
 
 // TestSecuredPreset: --preset secured composes with a library scenario
@@ -40,6 +43,43 @@ func TestSecuredPreset(t *testing.T) {
 	sec.Cluster.Backend = "docker"
 	if err := sec.Validate(); err == nil || !strings.Contains(err.Error(), "netns backend only") {
 		t.Fatalf("secured on docker: %v", err)
+	}
+}
+
+// TestSecuredClientsChecked: a secured scenario naming a client in
+// another process loads when its driver names the security feature and
+// takes the cluster's mechanism (kafka-python, kafkajs, an exec driver of
+// the user's, asked when its run starts), and is refused when it loads
+// for librdkafka before 2.6.1, saying why.
+func TestSecuredClientsChecked(t *testing.T) {
+	sc, err := lab.Resolve("leader-kill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc, err = sc.WithPresets("secured", "retries-no-idempotence"); err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range []workloads.ClientSpec{{Client: "exec", Exec: []string{"./driver"}}, {Client: clients.KafkaPython}, {Client: clients.Librdkafka}} {
+		t.Run(spec.Client, func(t *testing.T) {
+			if spec.Client != "exec" {
+				if _, missing := clients.PythonVersion(spec.Client); missing != "" {
+					t.Skipf("client %s needs %s", spec.Client, missing)
+				}
+			}
+			s := sc
+			s.Workload.ClientSpec = spec
+			err := s.Validate()
+			if spec.Client == clients.Librdkafka && !librdkafkaScram(t) {
+				if err == nil || !strings.Contains(err.Error(), "workload.client: client librdkafka: librdkafka 2.") ||
+					!strings.Contains(err.Error(), "repeats its nonce in SCRAM's client-final-message (fixed in librdkafka 2.6.1)") {
+					t.Fatalf("librdkafka before 2.6.1, secured: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%s, secured: %v", spec.Client, err)
+			}
+		})
 	}
 }
 
@@ -81,36 +121,12 @@ func TestRunSecured(t *testing.T) {
 
 	// The passwords exist only while the cluster runs: collect them as
 	// they appear.
-	secrets := map[string]string{}
-	var mu sync.Mutex
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	watch, stopWatch := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for watch.Err() == nil {
-			if b, err := os.ReadFile(filepath.Join(secretsDir, "broker.properties")); err == nil {
-				mu.Lock()
-				secrets["admin"] = strings.TrimSpace(strings.TrimPrefix(string(b), "admin.password="))
-				mu.Unlock()
-			}
-			if b, err := os.ReadFile(filepath.Join(secretsDir, "client.password")); err == nil {
-				mu.Lock()
-				secrets["client"] = strings.TrimSpace(string(b))
-				mu.Unlock()
-			}
-			select {
-			case <-watch.Done():
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
+	passwords := watchSecrets(ctx, runID)
 	var out strings.Builder
 	res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out, RunID: runID})
-	stopWatch()
-	wg.Wait()
+	secrets := passwords()
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
@@ -137,24 +153,7 @@ func TestRunSecured(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(res.Dir, "nodes", "tls", "ca.pem")); err != nil {
 		t.Errorf("the run's CA is not in its directory: %v", err)
 	}
-	err = filepath.WalkDir(res.Dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !d.Type().IsRegular() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		for user, pw := range secrets {
-			if strings.Contains(string(b), pw) {
-				t.Errorf("%s holds the password of %s", p, user)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	checkNoSecrets(t, res.Dir, secrets)
 	if _, err := os.Stat(secretsDir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the secrets outlived the run: %s (%v)", secretsDir, err)
 	}
@@ -171,32 +170,78 @@ func slicesOf(m map[string]string) []string {
 	return out
 }
 
-// TestRunSecuredClients: sarama and kafka-go (which has no idempotent
-// producer) reach a secured cluster (TLS in the lab's dialer,
-// SCRAM-SHA-512 in the driver) and run the log workload through it: writes
-// acknowledged and read back, the history valid.
+// TestRunSecuredClients: the clients other than franz-go reach a secured
+// cluster and run the log workload through it: writes acknowledged and
+// read back, the history valid. sarama and kafka-go (which has no
+// idempotent producer) in the lab's process, TLS in its dialer and
+// SCRAM-SHA-512 in the driver; librdkafka, kafka-python (no idempotent
+// producer either), kafkajs and the reference exec driver (franz-go in a
+// process of its own) in other processes, doing TLS and SASL themselves
+// with the security settings of their hello (docs/client-protocol.md):
+// no file of their runs' directories holds the client password the hello
+// gave them. librdkafka before 2.6.1 (Debian's is 2.0.2) sends a SCRAM
+// nonce the broker refuses: the scenario is refused when it loads, saying
+// so. The Python and JavaScript drivers skip where their library is
+// missing.
 func TestRunSecuredClients(t *testing.T) {
 	needRoot(t)
 	bin := proctest.Binary(t)
-	for client, presets := range map[string][]string{"sarama": {"secured"}, "kafka-go": {"secured", "retries-no-idempotence"}} {
+	for _, tc := range []struct {
+		spec    workloads.ClientSpec
+		presets []string
+	}{
+		{workloads.ClientSpec{Client: "sarama"}, []string{"secured"}},
+		{workloads.ClientSpec{Client: "kafka-go"}, []string{"secured", "retries-no-idempotence"}},
+		{workloads.ClientSpec{Client: clients.Librdkafka}, []string{"secured"}},
+		{workloads.ClientSpec{Client: clients.KafkaPython}, []string{"secured", "retries-no-idempotence"}},
+		{workloads.ClientSpec{Client: clients.Kafkajs}, []string{"secured"}},
+		{workloads.ClientSpec{Client: "exec", Exec: []string{proctest.Build(t, "./examples/exec-driver")}}, []string{"secured"}},
+	} {
+		client := tc.spec.Client
 		t.Run(client, func(t *testing.T) {
+			switch client {
+			case clients.Kafkajs:
+				mods, _ := filepath.Abs("../compat/js/node_modules")
+				if _, err := os.Stat(filepath.Join(mods, "kafkajs")); err != nil {
+					t.Skipf("kafkajs is not in %s (no Debian package; npm ci in compat/js by hand to run this part)", mods)
+				}
+				t.Setenv("NODE_PATH", mods)
+				fallthrough
+			case clients.Librdkafka, clients.KafkaPython:
+				if _, missing := clients.PythonVersion(client); missing != "" {
+					t.Skipf("client %s needs %s", client, missing)
+				}
+			}
+			old := client == clients.Librdkafka && !librdkafkaScram(t)
 			sc, err := lab.Resolve("leader-kill")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sc, err = sc.WithPresets(presets...); err != nil {
+			if sc, err = sc.WithPresets(tc.presets...); err != nil {
 				t.Fatal(err)
 			}
 			sc.Duration, sc.Seed, sc.Faults = 8*time.Second, 12, nil
-			sc.Workload.Client = client
+			sc.Workload.ClientSpec = tc.spec
 			sc.Expect = lab.Expect{Valid: "true"}
-			if err := sc.Validate(); err != nil {
+			err = sc.Validate()
+			if old {
+				// Refused when the scenario loads, saying why.
+				if err == nil || !strings.Contains(err.Error(), "repeats its nonce in SCRAM's client-final-message (fixed in librdkafka 2.6.1)") {
+					t.Fatalf("a librdkafka before 2.6.1 on a secured cluster: %v", err)
+				}
+				t.Logf("refused: %v", err)
+				return
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
+			runID := compose.NewRunID()
+			secrets := watchSecrets(ctx, runID)
 			var out strings.Builder
-			res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out})
+			res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out, RunID: runID})
+			passwords := secrets()
 			if err != nil {
 				t.Fatalf("run: %v\n%s", err, out.String())
 			}
@@ -207,9 +252,90 @@ func TestRunSecuredClients(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sends, polls := strings.Count(string(hist), `"type":"ok","f":"send"`), strings.Count(string(hist), `"type":"ok","f":"poll"`); sends < 100 || polls == 0 {
+			sends, polls := strings.Count(string(hist), `"type":"ok","f":"send"`), strings.Count(string(hist), `"type":"ok","f":"poll"`)
+			if sends < 100 || polls == 0 {
 				t.Fatalf("%d sends and %d polls acknowledged through %s on SASL_SSL", sends, polls, client)
 			}
+			t.Logf("%s: %d sends and %d polls acknowledged on SASL_SSL", client, sends, polls)
+			if passwords["client"] == "" {
+				t.Fatal("did not see the run's client password")
+			}
+			checkNoSecrets(t, res.Dir, passwords)
 		})
+	}
+}
+
+// librdkafkaScram reports whether the system's librdkafka is 2.6.1 or
+// later, whose SCRAM sends the nonce RFC 5802 asks for.
+func librdkafkaScram(t *testing.T) bool {
+	v, _ := clients.PythonVersion(clients.Librdkafka)
+	var major, minor, patch int
+	i := strings.Index(v, "(librdkafka ")
+	if i < 0 {
+		t.Fatalf("librdkafka's driver names no librdkafka version: %q", v)
+	}
+	if _, err := fmt.Sscanf(v[i:], "(librdkafka %d.%d.%d", &major, &minor, &patch); err != nil {
+		t.Fatalf("librdkafka's version in %q: %v", v, err)
+	}
+	return major > 2 || major == 2 && (minor > 6 || minor == 6 && patch >= 1)
+}
+
+// watchSecrets collects the passwords of run runID's secured cluster
+// while they exist (its secrets directory goes with the cluster): by
+// user, admin and client. The function it returns stops watching and
+// returns them.
+func watchSecrets(ctx context.Context, runID string) func() map[string]string {
+	secretsDir := filepath.Join(compose.StateDir(), "secrets-"+runID)
+	secrets := map[string]string{}
+	var mu sync.Mutex
+	watch, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for watch.Err() == nil {
+			if b, err := os.ReadFile(filepath.Join(secretsDir, "broker.properties")); err == nil {
+				mu.Lock()
+				secrets["admin"] = strings.TrimSpace(strings.TrimPrefix(string(b), "admin.password="))
+				mu.Unlock()
+			}
+			if b, err := os.ReadFile(filepath.Join(secretsDir, "client.password")); err == nil {
+				mu.Lock()
+				secrets["client"] = strings.TrimSpace(string(b))
+				mu.Unlock()
+			}
+			select {
+			case <-watch.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	return func() map[string]string {
+		stop()
+		wg.Wait()
+		return secrets
+	}
+}
+
+// checkNoSecrets fails t if a file under dir holds one of the passwords.
+func checkNoSecrets(t *testing.T, dir string, passwords map[string]string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !d.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for user, pw := range passwords {
+			if pw != "" && strings.Contains(string(b), pw) {
+				t.Errorf("%s holds the password of %s", p, user)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -75,7 +75,11 @@ func checkPython(name string, spec workloads.ClientSpec, cfg workloads.Config, f
 	if name == KafkaPython && cfg.Idempotent {
 		return &workloads.CapabilityError{Client: name, Reason: "kafka-python has no idempotent producer (enable.idempotence)"}
 	}
-	hello := helloOf(cfg.WithDefaults(), spec.Config, nil, features...)
+	return checkPythonHello(name, helloOf(cfg.WithDefaults(), spec.Config, nil, features...))
+}
+
+// checkPythonHello asks name's driver about hello (cached).
+func checkPythonHello(name string, hello execHello) error {
 	key, err := json.Marshal([]any{name, SystemPython, SystemNode, os.Getenv("NODE_PATH"), hello})
 	if err != nil {
 		return err
@@ -86,6 +90,33 @@ func checkPython(name string, spec workloads.ClientSpec, cfg workloads.Config, f
 	err = probePython(name, hello)
 	pythonChecks.Store(string(key), pythonCheck{err})
 	return err
+}
+
+// CheckSecured reports whether the client spec names, checked with
+// Check for workload kind and cfg, connects to a secured cluster:
+// SASL_SSL with mechanism. The in-process clients do (through the lab's
+// dialer); an exec driver of the user's is asked when the run starts it
+// (its hello must name FeatureSecurity); the reference drivers are asked
+// now, with a hello whose security object has mechanism and a
+// placeholder user and password (the run's are made when its cluster
+// comes up): a driver, or a library, that cannot connect so refuses it.
+func CheckSecured(spec workloads.ClientSpec, kind string, cfg workloads.Config, mechanism string) error {
+	name := spec.Name()
+	if _, ok := pythonDrivers[name]; !ok {
+		return nil
+	}
+	var features []string
+	switch kind {
+	case "queue":
+		features = append(features, FeatureQueue)
+		cfg.Subscribe = true
+	case "txn":
+		features = append(features, FeatureTxn)
+	}
+	hello := helloOf(cfg.WithDefaults(), spec.Config, nil, append(features, FeatureSecurity)...)
+	hello.Security = map[string]string{"security.protocol": "SASL_SSL", "sasl.mechanism": mechanism,
+		"sasl.username": "isrlab-check", "sasl.password": "isrlab-check"}
+	return checkPythonHello(name, hello)
 }
 
 // pythonChecks caches the drivers' answers: a matrix checks each cell.

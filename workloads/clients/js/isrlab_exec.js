@@ -116,9 +116,13 @@ async function serve(client, argv) {
     print({ type: 'refused', error: `protocol ${hello.protocol}: this driver speaks ${PROTOCOL}` })
     return 0
   }
+  const features = client.features ? client.features() : []
   let name
   try {
     name = client.name()
+    for (const f of hello.features || []) {
+      if (!features.includes(f)) throw new Refused(`this driver does not run the protocol's "${f}" feature`)
+    }
     client.check(hello)
   } catch (e) {
     if (e instanceof Refused) {
@@ -127,7 +131,7 @@ async function serve(client, argv) {
     }
     throw e
   }
-  print({ type: 'hello', client: name, pid: process.pid })
+  print({ type: 'hello', client: name, pid: process.pid, features })
   if (argv.includes('--check')) return 0
   const procs = new Map()
   const pending = []

@@ -11,9 +11,14 @@
 // partitions (kafkajs has no manual assignment), read from their start,
 // committing nothing. The hello's Kafka-named settings map to kafkajs's
 // options; client.config takes kafkajs's own producer options
-// (maxInFlightRequests, ...) as JSON values. See outcome() for what each
-// error means, and docs/clients-under-faults.md.
+// (maxInFlightRequests, ...) as JSON values. On a secured cluster (the
+// protocol's "security" feature) every client connects with the hello's
+// security settings as kafkajs's ssl and sasl options
+// (securityOptions()). See outcome() for what each error means, and
+// docs/clients-under-faults.md.
 'use strict'
+
+const fs = require('fs')
 
 const { Refused, serve } = require('./isrlab_exec.js')
 
@@ -85,6 +90,35 @@ function withTimeout(promise, ms) {
   return Promise.race([promise, t]).finally(() => clearTimeout(timer))
 }
 
+// The mechanisms kafkajs has built in, by their Kafka names.
+const MECHANISMS = { PLAIN: 'plain', 'SCRAM-SHA-256': 'scram-sha-256', 'SCRAM-SHA-512': 'scram-sha-512' }
+
+// securityOptions are the hello's security settings (a secured cluster's)
+// as kafkajs's ssl and sasl options: the PEM files are read here, as
+// kafkajs takes their contents.
+function securityOptions(hello) {
+  const sec = hello.security
+  if (!sec) return {}
+  const protocol = (sec['security.protocol'] || 'PLAINTEXT').toUpperCase()
+  const opts = {}
+  if (protocol === 'SSL' || protocol === 'SASL_SSL') {
+    const ssl = {}
+    if (sec['ssl.ca.location']) ssl.ca = [fs.readFileSync(sec['ssl.ca.location'], 'utf8')]
+    if (sec['ssl.certificate.location']) ssl.cert = fs.readFileSync(sec['ssl.certificate.location'], 'utf8')
+    if (sec['ssl.key.location']) ssl.key = fs.readFileSync(sec['ssl.key.location'], 'utf8')
+    if (sec['ssl.endpoint.identification.algorithm'] === 'none') ssl.checkServerIdentity = () => undefined
+    opts.ssl = Object.keys(ssl).length ? ssl : true
+  } else if (protocol !== 'PLAINTEXT' && protocol !== 'SASL_PLAINTEXT') {
+    throw new Refused(`security.protocol ${protocol}: expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL`)
+  }
+  if (protocol === 'SASL_SSL' || protocol === 'SASL_PLAINTEXT') {
+    const mechanism = MECHANISMS[sec['sasl.mechanism']]
+    if (!mechanism) throw new Refused(`sasl.mechanism ${sec['sasl.mechanism']}: kafkajs's driver takes ${Object.keys(MECHANISMS).join(', ')}`)
+    opts.sasl = { mechanism, username: sec['sasl.username'], password: sec['sasl.password'] }
+  }
+  return opts
+}
+
 const client = {
   name() {
     if (!kafkajs) return 'kafkajs'
@@ -109,6 +143,11 @@ const client = {
     for (const k of Object.keys(hello['client.config'] || {})) {
       if (DRIVER_KEYS.has(k)) throw new Refused(`client.config.${k}: set by the driver`)
     }
+    securityOptions(hello)
+  },
+
+  features() {
+    return ['security']
   },
 
   kafka(hello, proc) {
@@ -119,6 +158,7 @@ const client = {
       logLevel: kafkajs.logLevel.NOTHING,
       requestTimeout: Number(c['request.timeout.ms']),
       connectionTimeout: 3000,
+      ...securityOptions(hello),
     })
   },
 

@@ -9,7 +9,9 @@ kafka-python has no idempotent producer and no transactions: a hello with
 enable.idempotence true is refused. The hello's Kafka-named settings map
 to kafka-python's keyword names; client.config takes kafka-python's names
 (linger_ms, api_version, ...), applied after them. See outcome() for what
-each error means, and docs/clients-under-faults.md.
+each error means, and docs/clients-under-faults.md. On a secured cluster
+(the protocol's "security" feature) every client connects with the
+hello's security settings, in kafka-python's names (security_conf()).
 """
 import sys
 
@@ -90,6 +92,35 @@ def own_config(hello, defaults):
     return out
 
 
+# The hello's security settings in kafka-python's keyword names.
+SECURITY_KEYS = {"security.protocol": "security_protocol", "sasl.mechanism": "sasl_mechanism",
+                 "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
+                 "ssl.ca.location": "ssl_cafile", "ssl.certificate.location": "ssl_certfile",
+                 "ssl.key.location": "ssl_keyfile"}
+
+
+def security_conf(hello):
+    """The hello's security settings (a secured cluster's) as
+    KafkaProducer's and KafkaConsumer's keywords: kafka-python 2.0 takes
+    SCRAM-SHA-256 and SCRAM-SHA-512 (its sasl_plain_* are every
+    mechanism's user and password) and checks the broker's host name
+    unless ssl.endpoint.identification.algorithm is none."""
+    sec = hello.get("security") or {}
+    conf = {}
+    for k, v in sec.items():
+        if k in SECURITY_KEYS:
+            conf[SECURITY_KEYS[k]] = v
+        elif k == "ssl.endpoint.identification.algorithm":
+            conf["ssl_check_hostname"] = v != "none"
+        else:
+            raise Refused("security.%s: kafka-python has no such setting" % k)
+    mech = conf.get("sasl_mechanism")
+    if mech is not None and kafka is not None and mech not in kafka.conn.BrokerConnection.SASL_MECHANISMS:
+        raise Refused("sasl.mechanism %s: kafka-python %s takes %s" % (mech, kafka.__version__,
+                                                                     ", ".join(kafka.conn.BrokerConnection.SASL_MECHANISMS)))
+    return conf
+
+
 class Client:
     def name(self):
         if kafka is None:
@@ -111,6 +142,10 @@ class Client:
                               "(kafka-python's names: linger_ms, api_version, ...)" % (k, k))
         own_config(hello, p)
         own_config(hello, c)
+        security_conf(hello)
+
+    def features(self):
+        return ["security"]
 
     def producer(self, hello, proc):
         c = hello["config"]
@@ -119,6 +154,7 @@ class Client:
         conf = {"bootstrap_servers": hello["bootstrap"], "client_id": "isrlab-exec-%d" % proc, "acks": acks,
                 "retries": int(c["retries"]), "request_timeout_ms": int(c["request.timeout.ms"]),
                 "linger_ms": int(c["linger.ms"]), "max_block_ms": timeout, "api_version": API_VERSION}
+        conf.update(security_conf(hello))
         if "max.in.flight.requests.per.connection" in c:
             conf["max_in_flight_requests_per_connection"] = int(c["max.in.flight.requests.per.connection"])
         conf.update(own_config(hello, kafka.KafkaProducer.DEFAULT_CONFIG))
@@ -128,6 +164,7 @@ class Client:
         conf = {"bootstrap_servers": hello["bootstrap"], "client_id": "isrlab-exec-%d" % proc, "group_id": None,
                 "enable_auto_commit": False, "auto_offset_reset": "earliest", "fetch_max_wait_ms": 100,
                 "api_version": API_VERSION}
+        conf.update(security_conf(hello))
         conf.update(own_config(hello, kafka.KafkaConsumer.DEFAULT_CONFIG))
         c = kafka.KafkaConsumer(**conf)
         tps = [kafka.TopicPartition(hello["topic"], p) for p in parts]

@@ -17,6 +17,12 @@ begin_transaction, produce and flush, commit_transaction or
 abort_transaction; see Transactor and end_step() for how each error is
 mapped), and consumers read with isolation.level=read_committed.
 
+On a secured cluster (the protocol's "security" feature) every handle
+connects with the hello's security settings: security.protocol,
+sasl.mechanisms, sasl.username, sasl.password and ssl.ca.location, passed
+to librdkafka as they come. SCRAM needs librdkafka 2.6.1 or later (see
+check_security()): Debian's 2.0.2 is refused.
+
 With the protocol's "queue" feature (the queue workload), a group
 consumer process is a librdkafka consumer subscribed with the group's
 group.id; see GroupConsumer for how it commits, crashes and reports its
@@ -104,6 +110,16 @@ def error_text(err):
     return "%s: %s" % (err.name(), err.str())
 
 
+def security_conf(hello):
+    """The hello's security settings (a secured cluster's) in librdkafka's
+    names, which are Kafka's but for sasl.mechanisms: every handle
+    connects with them."""
+    sec = dict(hello.get("security") or {})
+    if "sasl.mechanism" in sec:
+        sec["sasl.mechanisms"] = sec.pop("sasl.mechanism")
+    return sec
+
+
 class Client:
     def name(self):
         if confluent_kafka is None:
@@ -117,6 +133,7 @@ class Client:
         for k in hello.get("client.config") or {}:
             if k in DRIVER_KEYS:
                 raise Refused("client.config.%s: set by the driver" % k)
+        self.check_security(hello)
         # librdkafka checks its configuration when a handle is created; with
         # no brokers to bootstrap from, it connects nowhere.
         makes = [self.producer_conf, self.consumer_conf]
@@ -141,8 +158,22 @@ class Client:
             else:
                 h.flush(0)
 
+    def check_security(self, hello):
+        """Refuses a secured cluster's SCRAM with a librdkafka older than
+        2.6.1: its client-final-message repeats the client's nonce before
+        the server's (r=<client nonce><client nonce><server nonce>), which
+        a broker that checks the nonce as RFC 5802 says, as isrlab's broker
+        does, refuses as invalid credentials on every connection."""
+        mech = (hello.get("security") or {}).get("sasl.mechanism", "")
+        if mech.startswith("SCRAM-") and confluent_kafka.libversion()[1] < 0x020601ff:
+            raise Refused("librdkafka %s repeats its nonce in SCRAM's client-final-message (fixed in librdkafka 2.6.1): "
+                          "isrlab's broker checks the nonce as RFC 5802 says and refuses %s from it"
+                          % (confluent_kafka.libversion()[0], mech))
+
     def common(self, hello):
-        return {"bootstrap.servers": ",".join(hello["bootstrap"]), "client.id": "isrlab-exec"}
+        conf = {"bootstrap.servers": ",".join(hello["bootstrap"]), "client.id": "isrlab-exec"}
+        conf.update(security_conf(hello))
+        return conf
 
     def producer_conf(self, hello, proc):
         c = hello["config"]
@@ -156,7 +187,7 @@ class Client:
         return conf
 
     def features(self):
-        return ["txn", "queue"]
+        return ["txn", "queue", "security"]
 
     def group_conf(self, hello, group, auto_commit, interval_ms, on_commit):
         """A group member's configuration: librdkafka's own auto-commit

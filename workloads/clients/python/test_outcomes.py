@@ -169,7 +169,25 @@ class Librdkafka(unittest.TestCase):
 
     def test_hello(self):
         self.assertEqual(answer(rd.Client(), hello())["type"], "hello")
-        self.assertEqual(answer(rd.Client(), hello())["features"], ["txn", "queue"])
+        self.assertEqual(answer(rd.Client(), hello())["features"], ["txn", "queue", "security"])
+        # A secured cluster's settings go to every handle, sasl.mechanism
+        # as librdkafka's sasl.mechanisms; SCRAM before librdkafka 2.6.1 is
+        # refused (its nonce).
+        sec = hello()
+        sec["features"] = ["security"]
+        sec["security"] = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "u",
+                           "sasl.password": "pw"}
+        self.assertEqual(answer(rd.Client(), sec)["type"], "hello")
+        conf = rd.Client().producer_conf(sec, 0)
+        self.assertEqual((conf["security.protocol"], conf["sasl.mechanisms"], conf["sasl.password"]), ("SASL_SSL", "PLAIN", "pw"))
+        self.assertNotIn("sasl.mechanism", conf)
+        sec["security"]["sasl.mechanism"] = "SCRAM-SHA-512"
+        a = answer(rd.Client(), sec)
+        if rd.confluent_kafka.libversion()[1] < 0x020601ff:
+            self.assertEqual(a["type"], "refused")
+            self.assertIn("repeats its nonce in SCRAM's client-final-message", a["error"])
+        else:
+            self.assertEqual(a["type"], "hello")
         queue = hello()
         queue["features"] = ["queue"]
         self.assertEqual(answer(rd.Client(), queue)["type"], "hello")
@@ -231,7 +249,20 @@ class KafkaPython(unittest.TestCase):
         a = answer(kp.Client(), hello(**{"enable.idempotence": "false"}))
         self.assertEqual(a["type"], "hello")
         self.assertTrue(a["client"].startswith("kafka-python "), a["client"])
-        self.assertEqual(a["features"], [])
+        self.assertEqual(a["features"], ["security"])
+        # A secured cluster's settings in kafka-python's names.
+        sec = hello(**{"enable.idempotence": "false"})
+        sec["features"] = ["security"]
+        sec["security"] = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "u",
+                           "sasl.password": "pw", "ssl.ca.location": "/ca.pem"}
+        self.assertEqual(answer(kp.Client(), sec)["type"], "hello")
+        self.assertEqual(kp.security_conf(sec), {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+                                                 "sasl_plain_username": "u", "sasl_plain_password": "pw",
+                                                 "ssl_cafile": "/ca.pem"})
+        sec["security"]["sasl.mechanism"] = "SCRAM-SHA-1"
+        a = answer(kp.Client(), sec)
+        self.assertEqual(a["type"], "refused")
+        self.assertIn("sasl.mechanism SCRAM-SHA-1: kafka-python", a["error"])
         txn = hello(**{"enable.idempotence": "false"})
         txn["features"] = ["txn"]
         a = answer(kp.Client(), txn)
