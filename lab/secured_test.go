@@ -3,7 +3,6 @@ package lab_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"maps"
 	"os"
@@ -48,9 +47,8 @@ func TestSecuredPreset(t *testing.T) {
 
 // TestSecuredClientsChecked: a secured scenario naming a client in
 // another process loads when its driver names the security feature and
-// takes the cluster's mechanism (kafka-python, kafkajs, an exec driver of
-// the user's, asked when its run starts), and is refused when it loads
-// for librdkafka before 2.6.1, saying why.
+// takes the cluster's mechanism (librdkafka, kafka-python, kafkajs, an
+// exec driver of the user's, asked when its run starts).
 func TestSecuredClientsChecked(t *testing.T) {
 	sc, err := lab.Resolve("leader-kill")
 	if err != nil {
@@ -68,15 +66,7 @@ func TestSecuredClientsChecked(t *testing.T) {
 			}
 			s := sc
 			s.Workload.ClientSpec = spec
-			err := s.Validate()
-			if spec.Client == clients.Librdkafka && !librdkafkaScram(t) {
-				if err == nil || !strings.Contains(err.Error(), "workload.client: client librdkafka: librdkafka 2.") ||
-					!strings.Contains(err.Error(), "repeats its nonce in SCRAM's client-final-message (fixed in librdkafka 2.6.1)") {
-					t.Fatalf("librdkafka before 2.6.1, secured: %v", err)
-				}
-				return
-			}
-			if err != nil {
+			if err := s.Validate(); err != nil {
 				t.Fatalf("%s, secured: %v", spec.Client, err)
 			}
 		})
@@ -179,9 +169,9 @@ func slicesOf(m map[string]string) []string {
 // process of its own) in other processes, doing TLS and SASL themselves
 // with the security settings of their hello (docs/client-protocol.md):
 // no file of their runs' directories holds the client password the hello
-// gave them. librdkafka before 2.6.1 (Debian's is 2.0.2) sends a SCRAM
-// nonce the broker refuses: the scenario is refused when it loads, saying
-// so. The Python and JavaScript drivers skip where their library is
+// gave them. librdkafka before 2.6.1 (Debian's is 2.0.2) sends its own
+// SCRAM nonce once more in front, which the broker accepts as Kafka
+// does. The Python and JavaScript drivers skip where their library is
 // missing.
 func TestRunSecuredClients(t *testing.T) {
 	needRoot(t)
@@ -212,7 +202,6 @@ func TestRunSecuredClients(t *testing.T) {
 					t.Skipf("client %s needs %s", client, missing)
 				}
 			}
-			old := client == clients.Librdkafka && !librdkafkaScram(t)
 			sc, err := lab.Resolve("leader-kill")
 			if err != nil {
 				t.Fatal(err)
@@ -223,16 +212,7 @@ func TestRunSecuredClients(t *testing.T) {
 			sc.Duration, sc.Seed, sc.Faults = 8*time.Second, 12, nil
 			sc.Workload.ClientSpec = tc.spec
 			sc.Expect = lab.Expect{Valid: "true"}
-			err = sc.Validate()
-			if old {
-				// Refused when the scenario loads, saying why.
-				if err == nil || !strings.Contains(err.Error(), "repeats its nonce in SCRAM's client-final-message (fixed in librdkafka 2.6.1)") {
-					t.Fatalf("a librdkafka before 2.6.1 on a secured cluster: %v", err)
-				}
-				t.Logf("refused: %v", err)
-				return
-			}
-			if err != nil {
+			if err := sc.Validate(); err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -263,21 +243,6 @@ func TestRunSecuredClients(t *testing.T) {
 			checkNoSecrets(t, res.Dir, passwords)
 		})
 	}
-}
-
-// librdkafkaScram reports whether the system's librdkafka is 2.6.1 or
-// later, whose SCRAM sends the nonce RFC 5802 asks for.
-func librdkafkaScram(t *testing.T) bool {
-	v, _ := clients.PythonVersion(clients.Librdkafka)
-	var major, minor, patch int
-	i := strings.Index(v, "(librdkafka ")
-	if i < 0 {
-		t.Fatalf("librdkafka's driver names no librdkafka version: %q", v)
-	}
-	if _, err := fmt.Sscanf(v[i:], "(librdkafka %d.%d.%d", &major, &minor, &patch); err != nil {
-		t.Fatalf("librdkafka's version in %q: %v", v, err)
-	}
-	return major > 2 || major == 2 && (minor > 6 || minor == 6 && patch >= 1)
 }
 
 // watchSecrets collects the passwords of run runID's secured cluster

@@ -225,8 +225,11 @@ func (s *scramServer) clientFinal(m string) ([]byte, bool, error) {
 	if err != nil {
 		return nil, false, errMalformed("bad proof")
 	}
+	// The nonce must end with the server-first message's, as Kafka's
+	// ScramSaslServer checks it (not equal it): librdkafka before 2.6.1
+	// sends its own nonce once more in front, and Kafka lets it in.
 	attrs := strings.Split(withoutProof, ",")
-	if len(attrs) < 2 || attrs[1] != "r="+s.nonceAll {
+	if len(attrs) < 2 || !strings.HasPrefix(attrs[1], "r=") || !strings.HasSuffix(attrs[1], s.nonceAll) {
 		return nil, false, errMalformed("nonce mismatch")
 	}
 	if cb, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(attrs[0], "c=")); err != nil || string(cb) != s.gs2 {

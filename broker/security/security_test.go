@@ -98,3 +98,53 @@ func TestListeners(t *testing.T) {
 		}
 	}
 }
+
+// TestScramFinalNonceSuffix: the client-final nonce must end with the
+// server-first nonce, as Kafka's ScramSaslServer checks it, so the
+// longer nonce of librdkafka before 2.6.1 (its own nonce once more in
+// front) authenticates; one that does not end with it is refused.
+func TestScramFinalNonceSuffix(t *testing.T) {
+	salt := []byte("isrlab-salt")
+	salted, err := SaltedPassword(ScramSHA512, "pencil", salt, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := CredentialFromSalted(ScramSHA512, salt, salted, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := scramHash(ScramSHA512)
+	// Prefixes: none (RFC 5802), librdkafka's repeated nonce, anything;
+	// a tail after the server's nonce is refused.
+	for _, prefix := range []string{"", "clientnonce", "x"} {
+		for _, tail := range []string{"", "extra"} {
+			first := "n=user,r=clientnonce"
+			srv := &scramServer{
+				mechanism: ScramSHA512, h: h,
+				lookup: func(user string) (ScramCredential, bool, error) { return cred, user == "user", nil },
+				fake:   func(string) ScramCredential { return cred },
+				nonce:  func() string { return "servernonce" },
+			}
+			sf, _, err := srv.next([]byte("n,," + first))
+			if err != nil {
+				t.Fatal(err)
+			}
+			withoutProof := "c=biws,r=" + prefix + "clientnonceservernonce" + tail
+			auth := []byte(first + "," + string(sf) + "," + withoutProof)
+			clientKey := hmacOf(h, salted, []byte("Client Key"))
+			sig := hmacOf(h, cred.StoredKey, auth)
+			proof := make([]byte, len(sig))
+			for i := range sig {
+				proof[i] = clientKey[i] ^ sig[i]
+			}
+			_, done, err := srv.next([]byte(withoutProof + ",p=" + base64.StdEncoding.EncodeToString(proof)))
+			want := tail == ""
+			if want && (err != nil || !done) {
+				t.Errorf("nonce %q: %v", withoutProof, err)
+			}
+			if !want && (err == nil || !strings.Contains(err.Error(), "nonce")) {
+				t.Errorf("nonce %q accepted (%v)", withoutProof, err)
+			}
+		}
+	}
+}
