@@ -112,6 +112,21 @@ func TestLibrdkafkaConsumerCrash(t *testing.T) {
 	consumerCrash(t, sc)
 }
 
+// TestKafkaPythonConsumerCrash runs the library's
+// consumer-crash/manual-commit-kafka-python (kafka-python's KafkaConsumer
+// over the exec protocol's queue feature) as TestSaramaConsumerCrash.
+func TestKafkaPythonConsumerCrash(t *testing.T) {
+	needRoot(t)
+	if _, missing := clients.PythonVersion(clients.KafkaPython); missing != "" {
+		t.Skipf("client %s needs %s", clients.KafkaPython, missing)
+	}
+	sc, err := lab.Lookup("consumer-crash/manual-commit-kafka-python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumerCrash(t, sc)
+}
+
 // consumerCrash runs sc, a manual-commit consumer-crash scenario,
 // shortened to 15 s, and checks its history is valid with skipped 0,
 // redeliveries, crashes and ok commits.

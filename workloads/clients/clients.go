@@ -138,11 +138,11 @@ func New(spec workloads.ClientSpec, cfg workloads.Config, env Env) (workloads.Cl
 
 // QueueClients are the clients that run the queue workload (consumer
 // groups), besides exec drivers naming FeatureQueue.
-var QueueClients = []string{FranzGo, Sarama, KafkaGo, Librdkafka}
+var QueueClients = []string{FranzGo, Sarama, KafkaGo, Librdkafka, KafkaPython}
 
 // checkQueue checks a client other than franz-go for the queue workload.
-// librdkafka's driver is asked (its hello names FeatureQueue, and
-// librdkafka checks the group consumer's configuration); an exec driver
+// The librdkafka and kafka-python drivers are asked (their hellos name
+// FeatureQueue, and each checks the group consumer's configuration); an exec driver
 // of the user's is asked when the run starts it, and refused there if
 // its hello does not name it.
 func checkQueue(name string, spec workloads.ClientSpec, cfg workloads.Config) error {
@@ -152,7 +152,7 @@ func checkQueue(name string, spec workloads.ClientSpec, cfg workloads.Config) er
 	case KafkaGo:
 		_, _, err := kafkagoConfig(cfg, spec.Config)
 		return err
-	case Librdkafka:
+	case Librdkafka, KafkaPython:
 		return checkPython(name, spec, cfg, FeatureQueue)
 	case Exec:
 		if len(spec.Exec) == 0 || spec.Exec[0] == "" {

@@ -24,6 +24,18 @@ func TestLibrdkafkaQueueWithCrashes(t *testing.T) {
 	queueWithCrashes(t, workloads.ClientSpec{Client: Librdkafka})
 }
 
+// TestKafkaPythonQueueWithCrashes: the queue workload through
+// kafka-python's KafkaConsumer with group_id (over the exec protocol's
+// "queue" feature) with both commit modes, members crashing
+// (queueWithCrashes).
+func TestKafkaPythonQueueWithCrashes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	needPython(t, KafkaPython)
+	queueWithCrashes(t, workloads.ClientSpec{Client: KafkaPython})
+}
+
 // TestExecDriverQueueWithCrashes: the queue workload through the
 // reference exec driver (examples/exec-driver: kgo group members in a
 // process of its own, over the protocol's "queue" feature), with both

@@ -57,9 +57,6 @@ func TestPythonCheck(t *testing.T) {
 	if !errors.As(err, &ce) || err.Error() != "client kafka-python: kafka-python has no idempotent producer (enable.idempotence)" {
 		t.Errorf("kafka-python, idempotent: %v", err)
 	}
-	if err := Check(workloads.ClientSpec{Client: KafkaPython}, "queue", base); err == nil || !strings.Contains(err.Error(), `the queue workload runs on franz-go, sarama, kafka-go or librdkafka, and on exec drivers that name the protocol's "queue" feature (client kafka-python has no consumer-group driver`) {
-		t.Errorf("kafka-python, queue: %v", err)
-	}
 
 	// No interpreter: the error says what to install.
 	old := SystemPython
@@ -86,6 +83,9 @@ func TestPythonCheck(t *testing.T) {
 		{workloads.ClientSpec{Client: Librdkafka, Config: map[string]string{"linger.msx": "5"}}, base, `client librdkafka: librdkafka refuses the configuration: No such configuration property: "linger.msx"`, ""},
 		{workloads.ClientSpec{Client: Librdkafka, Config: map[string]string{"group.id": "g"}}, base, "client librdkafka: client.config.group.id: set by the driver", ""},
 		{workloads.ClientSpec{Client: KafkaPython}, base, "", ""},
+		{workloads.ClientSpec{Client: KafkaPython}, base, "", "queue"},
+		{workloads.ClientSpec{Client: KafkaPython, Config: map[string]string{"session_timeout_ms": "6000"}}, base, "", "queue"},
+		{workloads.ClientSpec{Client: KafkaPython, Config: map[string]string{"auto_commit_interval_ms": "100"}}, base, "client kafka-python: client.config.auto_commit_interval_ms: set by the driver", "queue"},
 		{workloads.ClientSpec{Client: KafkaPython, Config: map[string]string{"linger_ms": "5", "api_version": "2.1.0"}}, base, "", ""},
 		{workloads.ClientSpec{Client: KafkaPython, Config: map[string]string{"linger.ms": "5"}}, base, "client kafka-python: client.config.linger.ms: neither KafkaProducer nor KafkaConsumer has linger.ms", ""},
 	} {
@@ -172,7 +172,7 @@ func TestKafkajsCheck(t *testing.T) {
 	if err := Check(workloads.ClientSpec{Client: Kafkajs}, "", lingered); !errors.As(err, &ce) || !strings.Contains(err.Error(), "kafkajs has no linger") {
 		t.Errorf("kafkajs with linger: %v", err)
 	}
-	if err := Check(workloads.ClientSpec{Client: Kafkajs}, "queue", base); err == nil || !strings.Contains(err.Error(), "the queue workload runs on franz-go, sarama, kafka-go or librdkafka, and on exec drivers that name the protocol's \"queue\" feature (client kafkajs has no consumer-group driver") {
+	if err := Check(workloads.ClientSpec{Client: Kafkajs}, "queue", base); err == nil || !strings.Contains(err.Error(), "the queue workload runs on franz-go, sarama, kafka-go, librdkafka or kafka-python, and on exec drivers that name the protocol's \"queue\" feature (client kafkajs has no consumer-group driver") {
 		t.Errorf("kafkajs, queue: %v", err)
 	}
 }

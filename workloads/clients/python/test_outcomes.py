@@ -243,7 +243,13 @@ class KafkaPython(unittest.TestCase):
         a = answer(kp.Client(), hello(**{"enable.idempotence": "false"}))
         self.assertEqual(a["type"], "hello")
         self.assertTrue(a["client"].startswith("kafka-python "), a["client"])
-        self.assertEqual(a["features"], ["security"])
+        self.assertEqual(a["features"], ["queue", "security"])
+        queue = hello(**{"enable.idempotence": "false"}, own={"session_timeout_ms": "6000"})
+        queue["features"] = ["queue"]
+        self.assertEqual(answer(kp.Client(), queue)["type"], "hello")
+        queue["client.config"] = {"auto_commit_interval_ms": "100"}
+        a = answer(kp.Client(), queue)
+        self.assertEqual(a, {"type": "refused", "error": "client.config.auto_commit_interval_ms: set by the driver"})
         # A secured cluster's settings in kafka-python's names.
         sec = hello(**{"enable.idempotence": "false"})
         sec["features"] = ["security"]
@@ -271,6 +277,128 @@ class KafkaPython(unittest.TestCase):
                 a = answer(kp.Client(), h)
                 self.assertEqual(a["type"], "refused")
                 self.assertIn(want, a["error"])
+
+    def test_commit_outcome(self):
+        E = kp.Errors
+        offs = {kp.kafka.TopicPartition("t", 1): kp.kafka.OffsetAndMetadata(11, ""),
+                kp.kafka.TopicPartition("t", 0): kp.kafka.OffsetAndMetadata(10, "")}
+        both = [{"partition": 0, "offset": 10}, {"partition": 1, "offset": 11}]
+        for name, err, written, want in [
+            ("committed", None, True, ("ok", both)),
+            # Nothing was written: the lookup failed, or each attempt failed
+            # before it was sent.
+            ("no coordinator", E.GroupCoordinatorNotAvailableError(), False, ("fail", [])),
+            ("no generation", E.CommitFailedError(), False, ("fail", [])),
+            ("node not ready", E.NodeNotReadyError(1), False, ("fail", [])),
+            # An attempt was written: its answer, or an earlier one's, is lost.
+            ("refused after a retry", E.CommitFailedError(), True, ("info", both)),
+            ("timed out", E.RequestTimedOutError(), True, ("info", both)),
+            ("connection broken", E.KafkaConnectionError(), True, ("info", both)),
+            ("one partition refused", E.OffsetMetadataTooLargeError(), True, ("info", both)),
+        ]:
+            with self.subTest(name=name):
+                typ, committed, _ = kp.commit_outcome(err, offs, written)
+                self.assertEqual((typ, committed), want)
+
+    def test_unsent(self):
+        F = kp.kafka.future.Future
+        self.assertTrue(kp.unsent(F().failure(kp.Errors.NodeNotReadyError(1))))
+        self.assertTrue(kp.unsent(F().failure(kp.Errors.GroupCoordinatorNotAvailableError)))
+        self.assertFalse(kp.unsent(F()))  # queued: written by a later poll
+        self.assertFalse(kp.unsent(F().success(None)))  # nothing to commit: no request, but nothing refused either
+
+    def test_group_commits(self):
+        """The member's commit tracking on a stand-in coordinator with
+        kafka-python 2.0's shape: commit_offsets_sync retries what fails
+        retriably through self._send_offset_commit_request."""
+        E = kp.Errors
+        tp = kp.kafka.TopicPartition("t", 0)
+
+        class Coordinator:
+            def __init__(self):
+                self.steps, self.auto = [], []
+
+            def _send_offset_commit_request(self, offsets):
+                how, self.answer = self.steps.pop(0)
+                f = kp.kafka.future.Future()
+                if how == "unsent":
+                    f.failure(self.answer)
+                return f  # else queued, answered later
+
+            def commit_offsets_sync(self, offsets):
+                while True:
+                    f = self._send_offset_commit_request(offsets)
+                    if not f.is_done:
+                        f.success(None) if self.answer is None else f.failure(self.answer)
+                    if f.succeeded():
+                        return
+                    if not f.retriable() or not self.steps:
+                        raise f.exception
+
+            def _commit_offsets_async_on_complete(self, offsets, exc):
+                self.auto.append(exc)
+
+        class Consumer:
+            def __init__(self):
+                self._coordinator = Coordinator()
+
+            def subscribe(self, topics, listener):
+                self.listener = listener
+
+            def commit(self, offsets):
+                self._coordinator.commit_offsets_sync(offsets)
+
+            def close(self, autocommit=True):
+                self.closed = autocommit
+
+        at = [{"partition": 0, "offset": 7}]
+        for name, steps, want in [
+            ("committed", [("sent", None)], "ok"),
+            ("committed on a retry", [("sent", E.RequestTimedOutError()), ("sent", None)], "ok"),
+            ("never sent", [("unsent", E.NodeNotReadyError(1)), ("unsent", E.CommitFailedError())], "fail"),
+            ("refused after a timeout", [("sent", E.RequestTimedOutError()), ("unsent", E.CommitFailedError())], "info"),
+            ("refused", [("sent", E.CommitFailedError())], "info"),
+        ]:
+            with self.subTest(name=name):
+                c = Consumer()
+                m = kp.GroupConsumer(c, "t", False)
+                c._coordinator.steps = list(steps)
+                typ, committed, _ = m.commit(at, 5)
+                self.assertEqual(typ, want)
+                self.assertEqual(committed, [] if want == "fail" else at)
+                self.assertEqual(m.take_events(), [])  # a manual commit is the operation's answer
+                self.assertEqual(m.written, {})
+
+        # Auto-commits: reported as events, an async one by its callback,
+        # which kafka-python's own handling still gets.
+        c = Consumer()
+        m = kp.GroupConsumer(c, "t", True)
+        coord = c._coordinator
+        c.listener.on_partitions_assigned({tp, kp.kafka.TopicPartition("other", 3)})
+        sent = {tp: kp.kafka.OffsetAndMetadata(7, "")}
+        coord.steps = [("sent", E.RequestTimedOutError())]
+        coord._send_offset_commit_request(sent)
+        coord._commit_offsets_async_on_complete(sent, E.RequestTimedOutError())
+        looked_up = {tp: kp.kafka.OffsetAndMetadata(8, "")}  # the coordinator lookup failed: never sent
+        coord._commit_offsets_async_on_complete(looked_up, E.NodeNotReadyError(1))
+        coord._commit_offsets_async_on_complete({}, None)  # nothing to commit: not reported
+        coord.steps = [("sent", None)]
+        coord.commit_offsets_sync({tp: kp.kafka.OffsetAndMetadata(9, "")})  # before a rebalance
+        c.listener.on_partitions_revoked({tp})
+        self.assertEqual([(e["event"], e.get("type"), e.get("committed") or e.get("partitions")) for e in m.take_events()], [
+            ("assigned", None, [0]),
+            ("committed", "info", at),
+            ("committed", "fail", None),
+            ("committed", "ok", [{"partition": 0, "offset": 9}]),
+            ("assigned", None, []),
+        ])
+        self.assertEqual(len(coord.auto), 3)
+        self.assertEqual(m.written, {})
+        # A crash commits nothing and reports nothing more.
+        m.crash()
+        self.assertFalse(c.closed)
+        coord._commit_offsets_async_on_complete(sent, None)
+        self.assertEqual(m.take_events(), [])
 
 
 if __name__ == "__main__":
