@@ -58,10 +58,28 @@ func TestLibrdkafkaCrashCommitsNothing(t *testing.T) {
 		t.Skip("starts a cluster")
 	}
 	needPython(t, Librdkafka)
+	crashCommitsNothing(t, Librdkafka)
+}
+
+// TestKafkaPythonCrashCommitsNothing: the same for a kafka-python
+// member (close(autocommit=False) for the crash; the close's commit is
+// kafka-python's commit_offsets_sync, reported by the driver's wrapper).
+func TestKafkaPythonCrashCommitsNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	needPython(t, KafkaPython)
+	crashCommitsNothing(t, KafkaPython)
+}
+
+// crashCommitsNothing runs the crash-then-close check for the Python
+// driver of client.
+func crashCommitsNothing(t *testing.T, client string) {
+	t.Helper()
 	c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 1})
 	c.CreateTopic("crash", 1, 1, nil)
 	cfg := workloads.Config{Topic: "crash", Partitions: 1}
-	cl, err := New(workloads.ClientSpec{Client: Librdkafka}, cfg, Env{Seeds: c.Bootstrap()})
+	cl, err := New(workloads.ClientSpec{Client: client}, cfg, Env{Seeds: c.Bootstrap()})
 	if err != nil {
 		t.Fatal(err)
 	}
