@@ -452,12 +452,13 @@ class GroupConsumer:
         job = self.call(lambda: self.fetch(timeout), timeout + OP_GRACE)
         with self.lock:
             records, self.stash = self.stash, []
+        if records:
+            return "ok", records, ""
         if job is None or not job.done.is_set():
-            return ("ok" if records else "info"), records, "" if records else \
-                "kafka-python's consumer is still in a call after %.1fs" % (timeout + OP_GRACE)
-        if job.err is not None and not records:
+            return "info", [], "kafka-python's consumer is still in a call after %.1fs" % (timeout + OP_GRACE)
+        if job.err is not None:
             return "info", [], error_text(job.err)
-        return "ok", records, ""
+        return "ok", [], ""
 
     def commit(self, offsets, timeout):
         offs = {kafka.TopicPartition(self.topic, o["partition"]): kafka.OffsetAndMetadata(o["offset"], "")
