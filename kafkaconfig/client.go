@@ -81,6 +81,25 @@ func ParseClientSecurity(props map[string]string) (ClientSecurity, error) {
 	return s, s.Validate()
 }
 
+// Properties is s as the client config keys ParseClientSecurity reads,
+// in ClientSecurityKeys' order, the ones s sets, never an inline
+// password (a file of them names sasl.password.file): a --command-config
+// file of it reads back as s.
+func (s ClientSecurity) Properties() []Property {
+	v := map[string]string{
+		"security.protocol": s.Protocol, "sasl.mechanism": s.Mechanism, "sasl.username": s.Username,
+		"sasl.password.file": s.PasswordFile, "ssl.ca.location": s.CALocation, "ssl.certificate.location": s.CertLocation,
+		"ssl.key.location": s.KeyLocation, "ssl.endpoint.identification.algorithm": s.EndpointIdentification,
+	}
+	var out []Property
+	for _, k := range ClientSecurityKeys {
+		if v[k] != "" {
+			out = append(out, Property{Key: k, Value: v[k]})
+		}
+	}
+	return out
+}
+
 // LoadClientSecurity reads a client properties file.
 func LoadClientSecurity(path string) (ClientSecurity, error) {
 	f, err := os.Open(path)

@@ -113,3 +113,25 @@ func TestAcceptExpired(t *testing.T) {
 		t.Error("an expired leaf was accepted by a normal client")
 	}
 }
+
+// TestClientSecurityProperties: Properties reads back through
+// ParseClientSecurity as the same config, and never holds an inline
+// password.
+func TestClientSecurityProperties(t *testing.T) {
+	s := ClientSecurity{Protocol: "SASL_SSL", Mechanism: "SCRAM-SHA-512", Username: "u", PasswordFile: "/pw",
+		CALocation: "/ca.pem", EndpointIdentification: "none"}
+	m := map[string]string{}
+	for _, p := range s.Properties() {
+		m[p.Key] = p.Value
+	}
+	back, err := ParseClientSecurity(m)
+	if err != nil || back != s {
+		t.Errorf("%+v read back as %+v (%v)", s, back, err)
+	}
+	s.Password, s.PasswordFile = "pw", ""
+	for _, p := range s.Properties() {
+		if p.Key == "sasl.password" {
+			t.Error("an inline password written")
+		}
+	}
+}

@@ -365,11 +365,12 @@ const clientPropertiesFile = "client.properties"
 // client user, in Kafka's names, for --command-config and other tools: it
 // names the password file, never the password.
 func writeClientProperties(s *compose.Security) (string, error) {
-	c := s.Client()
+	var body strings.Builder
+	for _, p := range s.Client().Properties() {
+		fmt.Fprintf(&body, "%s=%s\n", p.Key, p.Value)
+	}
 	path := filepath.Join(s.SecretsDir, clientPropertiesFile)
-	body := fmt.Sprintf("security.protocol=%s\nsasl.mechanism=%s\nsasl.username=%s\nsasl.password.file=%s\nssl.ca.location=%s\n",
-		c.Protocol, c.Mechanism, c.Username, c.PasswordFile, c.CALocation)
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(body.String()), 0o600); err != nil {
 		return "", fmt.Errorf("client config: %w", err)
 	}
 	return path, nil
