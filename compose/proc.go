@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrNoProcess is returned by process control on a node that runs nothing
@@ -114,4 +116,76 @@ func Terminate(ctx context.Context, pid int, start uint64, grace time.Duration) 
 		return err
 	}
 	return WaitGone(ctx, pid, start)
+}
+
+// HelperComm is the name (/proc/PID/comm) the nemesis's helper processes
+// in a node's network namespace (packet delayers) give themselves, so that
+// taking a node down can stop them without reading command lines.
+const HelperComm = "isrlab-delayer"
+
+// ProcessesIn returns the pids of the processes living in the network
+// namespace at path (every thread of each in it: a process with only a
+// thread visiting, to open a socket there, is not one). It compares
+// namespace inodes and reads nothing of the processes (a cmdline read can
+// hang on a process stuck in a FUSE call).
+func ProcessesIn(path string) []int {
+	var want unix.Stat_t
+	if err := unix.Stat(path, &want); err != nil {
+		return nil
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if allThreadsIn("/proc/"+e.Name()+"/task", want) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// allThreadsIn reports whether every thread under a /proc/PID/task
+// directory is in the namespace want.
+func allThreadsIn(taskDir string, want unix.Stat_t) bool {
+	tids, err := os.ReadDir(taskDir)
+	if err != nil || len(tids) == 0 {
+		return false
+	}
+	for _, tid := range tids {
+		var st unix.Stat_t
+		if err := unix.Stat(taskDir+"/"+tid.Name()+"/ns/net", &st); err != nil {
+			return false
+		}
+		if st.Ino != want.Ino || st.Dev != want.Dev {
+			return false
+		}
+	}
+	return true
+}
+
+// HelpersIn returns the nemesis's helper processes living in the network
+// namespace at path (named HelperComm).
+func HelpersIn(path string) []int {
+	var out []int
+	for _, pid := range ProcessesIn(path) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		if err == nil && strings.TrimSpace(string(b)) == HelperComm {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// KillHelpersIn SIGKILLs the nemesis's helper processes in the network
+// namespace at path, as a node goes down under them.
+func KillHelpersIn(path string) {
+	for _, pid := range HelpersIn(path) {
+		syscall.Kill(pid, syscall.SIGKILL) //nolint:errcheck // gone already is fine
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/isrlab/isrlab/compose"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Clean removes what faults left in a cluster's namespaces: the nftables
@@ -23,6 +24,11 @@ import (
 // healing the stored faults.
 func Clean(ctx context.Context, switchNS, run string, nodeNS []string) error {
 	var errs []error
+	if switchNS != "" && sameNetNS(switchNS, "/proc/self/ns/net") {
+		// Every process living in a switch namespace is a delayer, and
+		// every qdisc there a fault's: never so in this process's own.
+		return fmt.Errorf("clean: %s is this host's own network namespace, not a switch namespace of the lab's", switchNS)
+	}
 	if switchNS != "" {
 		if err := cleanTables(switchNS, run); err != nil {
 			errs = append(errs, err)
@@ -32,6 +38,9 @@ func Clean(ctx context.Context, switchNS, run string, nodeNS []string) error {
 		if err := stopProcess(ctx, pid, compose.Identify(pid)); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := stopNodeDelayers(ctx, nodeNS); err != nil {
+		errs = append(errs, err)
 	}
 	for _, p := range append([]string{switchNS}, nodeNS...) {
 		if p == "" {
@@ -75,6 +84,16 @@ func cleanTables(path, run string) error {
 		}
 	}
 	return nil
+}
+
+// sameNetNS reports whether the namespaces at paths a and b are one (both
+// readable, same inode).
+func sameNetNS(a, b string) bool {
+	var sa, sb unix.Stat_t
+	if unix.Stat(a, &sa) != nil || unix.Stat(b, &sb) != nil {
+		return false
+	}
+	return sa.Ino == sb.Ino && sa.Dev == sb.Dev
 }
 
 func cleanQdiscs(path string) error {

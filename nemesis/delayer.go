@@ -76,6 +76,11 @@ type PacketConfig struct {
 	// (netem's model): next = Correlation*previous + (1-Correlation)*uniform.
 	Correlation float64
 	MACs        map[netip.Addr]net.HardwareAddr
+	// DupMark, on a delayer in a node's own namespace, sends duplicates
+	// through a raw IPv4 socket instead, marked DupMark so that the node's
+	// queue rules let them pass: to a peer by the node's output hook, to
+	// the node itself back in through loopback. MACs are then not needed.
+	DupMark uint32
 }
 
 // copiesPackets reports whether the delayer needs the packets' bytes (not
@@ -103,7 +108,14 @@ func RunDelayer(ctx context.Context, cfg DelayerConfig) error {
 	}
 	d := &delayer{conn: conn, queue: cfg.Queue, rng: rand.New(rand.NewSource(cfg.Seed)),
 		delay: cfg.Delay, jitter: cfg.Jitter, pkt: cfg.Packet, wake: make(chan struct{}, 1)}
-	if cfg.Packet.Duplicate > 0 {
+	if cfg.Packet.Duplicate > 0 && cfg.Packet.DupMark != 0 {
+		fd, err := markedRawSocket(cfg.Packet.DupMark)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		d.rawIP = fd
+	} else if cfg.Packet.Duplicate > 0 {
 		// Copies go out on a packet socket of the switch namespace (this
 		// process lives there), straight to the port: no hook sees them.
 		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
@@ -262,6 +274,7 @@ type delayer struct {
 	delay, jitter time.Duration
 	pkt           PacketConfig
 	raw           int // packet socket for duplicates, 0 if none
+	rawIP         int // raw IPv4 socket for node-side duplicates, 0 if none
 	rng           *rand.Rand
 	// The previous draw of each packet fault, for Correlation.
 	lastDup, lastReorder, lastCorrupt float64
@@ -381,6 +394,13 @@ func (d *delayer) accept(p *queuedPacket) {
 // to its destination's MAC address. A packet whose port, source or
 // destination address is unknown is not duplicated.
 func (d *delayer) duplicate(p *queuedPacket) {
+	if d.rawIP != 0 {
+		if len(p.payload) >= 20 {
+			to := &unix.SockaddrInet4{Addr: [4]byte(p.payload[16:20])}
+			unix.Sendto(d.rawIP, p.payload, 0, to) //nolint:errcheck // a lost copy is a duplicate less
+		}
+		return
+	}
 	if d.raw == 0 || p.physOut == 0 || p.srcMAC == nil || len(p.payload) < 20 {
 		return
 	}
@@ -394,6 +414,20 @@ func (d *delayer) duplicate(p *queuedPacket) {
 	to := &unix.SockaddrLinklayer{Ifindex: int(p.physOut), Protocol: htons(unix.ETH_P_IP), Halen: 6}
 	copy(to.Addr[:], dst)
 	unix.Sendto(d.raw, frame, 0, to) //nolint:errcheck // a lost copy is a duplicate less
+}
+
+// markedRawSocket opens a raw IPv4 socket (the caller writes whole packets,
+// headers included) whose packets carry mark.
+func markedRawSocket(mark uint32) (int, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_RAW)
+	if err != nil {
+		return 0, fmt.Errorf("delayer: raw socket for duplicates: %w", err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_MARK, int(mark)); err != nil {
+		unix.Close(fd)
+		return 0, fmt.Errorf("delayer: mark duplicates: %w", err)
+	}
+	return fd, nil
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }

@@ -16,8 +16,9 @@ func init() { register(func() Fault { return &Packet{} }) }
 
 // Packet duplicates, reorders and corrupts a share of the packets to and
 // from the nodes (Jepsen's packet faults), through the NFQUEUE delayer in
-// the switch namespace (this kernel has no netem), which the fault records
-// as its mode. What each does, layer by layer:
+// the switch namespace, or in each node's own namespace where there is no
+// switch (nodequeue.go); this kernel has no netem. The fault records the
+// mode and the side. What each does, layer by layer:
 //
 //   - duplicate: a copy of the packet follows it on the wire. TCP discards
 //     a segment it already has (a D-SACK), so Kafka never sees a
@@ -115,9 +116,10 @@ func (p *packetRun) Resolve(ctx context.Context, env *Env) error {
 		return fmt.Errorf("%w: packet needs nodes", ErrBadFault)
 	}
 	if env.nodeSide() {
-		return fmt.Errorf("%w: packet faults act at the switch namespace's bridge (netns backend): in nodes' own namespaces they need netem, which isrlab does not drive yet", ErrUnsupported)
-	}
-	if _, err := env.switchNS(); err != nil {
+		if err := localNodes(env, p.Kind(), ns); err != nil {
+			return err
+		}
+	} else if _, err := env.switchNS(); err != nil {
 		return err
 	}
 	p.Resolved, p.Table = ns, tableName(env.runID(), env.id)
@@ -132,7 +134,7 @@ func (p *packetRun) config(env *Env) (PacketConfig, error) {
 	if c.Reorder > 0 && c.Gap == 0 {
 		c.Gap = defaultReorderGap
 	}
-	if c.Duplicate > 0 {
+	if c.Duplicate > 0 && !env.nodeSide() {
 		// Copies are addressed to their destination's MAC address: any
 		// node of the cluster.
 		macs, err := nodeMACs(env)
@@ -150,15 +152,13 @@ func (p *packetRun) Inject(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	p.Mode, p.Queue = "nfqueue", queueNum(env.id)
-	cfg := DelayerConfig{NetNS: env.Cluster.SwitchNS, Queue: p.Queue, Packet: pc, Seed: env.rng().Int63()}
-	p.DelayerPID, p.DelayerStart, err = steerToQueue(ctx, env, p.Kind(), cfg, p.Table, p.Resolved, p.Direction)
-	return err
+	cfg := DelayerConfig{Packet: pc, Seed: env.rng().Int63()}
+	return p.steer(ctx, env, p.Kind(), cfg, p.Resolved, p.Direction)
 }
 
 // Heal implements Run.
 func (p *packetRun) Heal(ctx context.Context, env *Env) error {
-	return unsteer(ctx, env, p.Table, p.DelayerPID, p.DelayerStart)
+	return p.unsteer(ctx, env, p.Resolved)
 }
 
 // nodeMACs maps each node's address to the MAC address of its interface.

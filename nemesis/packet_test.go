@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/internal/proctest"
+	"github.com/isrlab/isrlab/units"
 )
 
 // udpEchoes sends n numbered datagrams from the client to node's UDP echo
@@ -198,4 +200,121 @@ func TestPacketFaults(t *testing.T) {
 		}
 		l.noLeftovers(t)
 	})
+}
+
+// TestNodeSidePacketFaults plays the packet faults and a delay in the
+// nodes' own namespaces (a delayer in each, as on the Docker backend,
+// which has no switch namespace) on the same lab: duplicates, reordering,
+// corruption and delay into and out of a node, then the heal and clean
+// leave no delayer and no table behind.
+func TestNodeSidePacketFaults(t *testing.T) {
+	requireLab(t)
+	l := newLab(t)
+	ctx := context.Background()
+	const sent = 200
+	nodeNS := l.c.Node("b1").NetNS
+	for _, dir := range []string{"in", "out"} {
+		t.Run("duplicate "+dir, func(t *testing.T) {
+			n := l.nemesis(t)
+			n.Env.NodeSide = true
+			a, err := n.Inject(ctx, &Packet{Nodes: []string{"b1"}, Duplicate: 100, Direction: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := a.Fault.Run.(*packetRun)
+			if r.Side != SideNode || len(r.NodeDelayers) != 1 || r.DelayerPID != 0 {
+				t.Fatalf("side %q, node delayers %v, switch delayer %d", r.Side, r.NodeDelayers, r.DelayerPID)
+			}
+			if ps := nodeDelayers(nodeNS); len(ps) != 1 || ps[0] != r.NodeDelayers[0].PID {
+				t.Fatalf("delayers in b1's namespace: %v, recorded %v", ps, r.NodeDelayers)
+			}
+			if ts, _ := Tables(l.c.SwitchNS, l.c.RunID); len(ts) > 0 {
+				t.Fatalf("node-side packet fault wrote switch tables %v", ts)
+			}
+			got := l.udpEchoes(t, "b1", sent)
+			seen := map[string]int{}
+			for _, g := range got {
+				seen[g]++
+			}
+			if len(got) < 2*sent-sent/10 || len(seen) < sent-sent/10 {
+				t.Fatalf("%d answers, %d distinct, to %d datagrams duplicated %s: want each about twice", len(got), len(seen), sent, dir)
+			}
+			if err := n.Heal(ctx, a.ID); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Fault.Run.Heal(ctx, n.Env); err != nil {
+				t.Fatalf("second heal: %v", err)
+			}
+			l.noLeftovers(t)
+			if ps := nodeDelayers(nodeNS); len(ps) > 0 {
+				t.Fatalf("delayer left after the heal: %v", ps)
+			}
+			if got := l.udpEchoes(t, "b1", 20); len(got) != 20 {
+				t.Fatalf("after the heal: %d answers to 20 datagrams", len(got))
+			}
+		})
+	}
+	t.Run("reorder and corrupt", func(t *testing.T) {
+		n := l.nemesis(t)
+		n.Env.NodeSide = true
+		before := l.snmp(t, "b1", "Udp", "InCsumErrors")
+		a, err := n.Inject(ctx, &Packet{Nodes: []string{"b1"}, Reorder: 50, Gap: 20e6, Corrupt: 30, Direction: "in"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := l.udpEchoes(t, "b1", sent)
+		csum := l.snmp(t, "b1", "Udp", "InCsumErrors") - before
+		if slices.IsSorted(got) || csum == 0 || len(got) >= sent {
+			t.Fatalf("%d of %d answered (in order: %v), %d checksum errors at b1: want reordering and corrupted datagrams dropped",
+				len(got), sent, slices.IsSorted(got), csum)
+		}
+		t.Logf("%d of %d answered, out of order; b1's kernel dropped %d on their checksum", len(got), sent, csum)
+		if err := n.Heal(ctx, a.ID); err != nil {
+			t.Fatal(err)
+		}
+		l.noLeftovers(t)
+	})
+	t.Run("delay", func(t *testing.T) {
+		n := l.nemesis(t)
+		n.Env.NodeSide = true
+		const delay = 40 * time.Millisecond
+		if _, err := n.Inject(ctx, &SlowNet{Nodes: []string{"b1"}, Delay: units.Duration(delay), Rate: "1mbit"}); !errors.Is(err, ErrUnsupported) {
+			t.Fatalf("node-side rate into a node: %v", err)
+		}
+		a, err := n.Inject(ctx, &SlowNet{Nodes: []string{"b1"}, Delay: units.Duration(delay), Direction: "in"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := a.Fault.Run.(*slowNetRun); r.Mode != "nfqueue" || r.Side != SideNode {
+			t.Fatalf("mode %q side %q", r.Mode, r.Side)
+		}
+		if got := l.rtt(t, "b1", 10); got < delay || got > delay+250*time.Millisecond {
+			t.Fatalf("median RTT %v with a %v delay into b1", got, delay)
+		}
+		// A run that ends without its heal: clean stops the delayer and
+		// removes the table.
+		if err := Clean(ctx, l.c.SwitchNS, l.c.RunID, nsPaths(l.c)); err != nil {
+			t.Fatal(err)
+		}
+		l.noLeftovers(t)
+		if ps := nodeDelayers(nodeNS); len(ps) > 0 {
+			t.Fatalf("delayer left after clean: %v", ps)
+		}
+		if got := l.rtt(t, "b1", 10); got >= delay {
+			t.Fatalf("RTT after clean: %v", got)
+		}
+		if err := n.Heal(ctx, a.ID); err != nil {
+			t.Fatalf("heal after clean: %v", err)
+		}
+	})
+}
+
+// TestCleanRefusesOwnNamespace: clean stops every process of a switch
+// namespace and deletes its qdiscs, so it must refuse a "switch" that is
+// this host's own namespace (a Docker cluster once named it so).
+func TestCleanRefusesOwnNamespace(t *testing.T) {
+	err := Clean(context.Background(), "/proc/self/ns/net", "r0", nil)
+	if err == nil || !strings.Contains(err.Error(), "own network namespace") {
+		t.Fatalf("clean of this host's own namespace: %v", err)
+	}
 }

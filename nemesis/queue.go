@@ -25,7 +25,6 @@ import (
 	"github.com/google/nftables/xt"
 
 	"github.com/isrlab/isrlab/compose"
-	"golang.org/x/sys/unix"
 )
 
 // DelayerSubcommand is how the isrlab binary runs the nemesis's helper
@@ -58,6 +57,12 @@ func startHelper(ctx context.Context, env *Env, args []string) (int, uint64, err
 	if err != nil {
 		return 0, 0, err
 	}
+	return startHelperIn(ctx, env, sw, args)
+}
+
+// startHelperIn starts a helper process in the namespace at path (a node's,
+// for node-side faults), as startHelper does.
+func startHelperIn(ctx context.Context, env *Env, path string, args []string) (int, uint64, error) {
 	cmd, err := env.delayerCommand(args)
 	if err != nil {
 		return 0, 0, err
@@ -67,7 +72,7 @@ func startHelper(ctx context.Context, env *Env, args []string) (int, uint64, err
 		return 0, 0, err
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives `isrlab fault inject`
-	if err := compose.InNetNS(sw, cmd.Start); err != nil {
+	if err := compose.InNetNS(path, cmd.Start); err != nil {
 		return 0, 0, fmt.Errorf("start %s: %w", helperName(args), err)
 	}
 	pid, start := cmd.Process.Pid, compose.Identify(cmd.Process.Pid)
@@ -133,6 +138,9 @@ func DelayerArgs(cfg DelayerConfig, run string) []string {
 	if p.FixChecksum {
 		args = append(args, "--fix-checksum")
 	}
+	if p.DupMark != 0 {
+		args = append(args, "--dup-mark", strconv.FormatUint(uint64(p.DupMark), 10))
+	}
 	for _, a := range slices.SortedFunc(maps.Keys(p.MACs), netip.Addr.Compare) {
 		args = append(args, "--mac", a.String()+"="+p.MACs[a].String())
 	}
@@ -163,6 +171,11 @@ func DelayerMain(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.Float64Var(&p.Corrupt, "corrupt", 0, "probability a bit of a packet's payload is flipped")
 	fs.BoolVar(&p.FixChecksum, "fix-checksum", false, "compute a corrupted packet's checksum again")
 	fs.Float64Var(&p.Correlation, "correlation", 0, "how much each draw leans on the previous one")
+	fs.Func("dup-mark", "send duplicates through a raw IPv4 socket marking them so (node side)", func(s string) error {
+		v, err := strconv.ParseUint(s, 0, 32)
+		p.DupMark = uint32(v)
+		return err
+	})
 	fs.Func("mac", "IP=MAC of a node (where duplicates to it are addressed)", func(s string) error {
 		ip, mac, ok := strings.Cut(s, "=")
 		a, err := netip.ParseAddr(ip)
@@ -189,27 +202,21 @@ func DelayerMain(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	cfg.Queue = uint16(queue)
 	cfg.Ready = func() { fmt.Fprintln(stdout, "ready") }
+	nameDelayer()
 	return RunDelayer(ctx, cfg)
 }
 
-// injectQueue starts a delayer process for the fault's queue, then steers
-// the nodes' packets to it.
+// injectQueue starts the delayer(s) for the fault's queue, then steers the
+// nodes' packets to them.
 func (s *slowNetRun) injectQueue(ctx context.Context, env *Env) error {
-	if env.nodeSide() {
-		return fmt.Errorf("%w: packet delay in nodes' own namespaces needs netem, which this kernel lacks", ErrUnsupported)
-	}
-	s.Queue = queueNum(env.id)
-	cfg := DelayerConfig{NetNS: env.Cluster.SwitchNS, Queue: s.Queue, Delay: time.Duration(s.Delay),
-		Jitter: time.Duration(s.Jitter), Seed: env.rng().Int63()}
-	var err error
-	s.DelayerPID, s.DelayerStart, err = steerToQueue(ctx, env, s.Kind(), cfg, s.Table, s.Resolved, s.Direction)
-	return err
+	cfg := DelayerConfig{Delay: time.Duration(s.Delay), Jitter: time.Duration(s.Jitter), Seed: env.rng().Int63()}
+	return s.steer(ctx, env, s.Kind(), cfg, s.Resolved, s.Direction)
 }
 
-// healQueue stops steering packets, then stops the delayer, which releases
-// what it holds.
+// healQueue stops steering packets, then stops the delayer(s), which
+// release what they hold.
 func (s *slowNetRun) healQueue(ctx context.Context, env *Env) error {
-	return unsteer(ctx, env, s.Table, s.DelayerPID, s.DelayerStart)
+	return s.unsteer(ctx, env, s.Resolved)
 }
 
 // steerToQueue starts a delayer serving cfg's queue, then steers the
@@ -323,48 +330,5 @@ func nfqueueTarget(queue uint16) expr.Any {
 }
 
 // delayers returns the pids of the processes living in the switch
-// namespace at path: only delayers run there. Every thread must be in it: a
-// process that only visits (a thread that entered the namespace to open a
-// socket) is not one. It compares namespace inodes and reads nothing of
-// the processes (a cmdline read can hang on a process stuck in a FUSE
-// call).
-func delayers(path string) []int {
-	var want unix.Stat_t
-	if err := unix.Stat(path, &want); err != nil {
-		return nil
-	}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		if allThreadsIn("/proc/"+e.Name()+"/task", want) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-// allThreadsIn reports whether every thread under a /proc/PID/task
-// directory is in the namespace want.
-func allThreadsIn(taskDir string, want unix.Stat_t) bool {
-	tids, err := os.ReadDir(taskDir)
-	if err != nil || len(tids) == 0 {
-		return false
-	}
-	for _, tid := range tids {
-		var st unix.Stat_t
-		if err := unix.Stat(taskDir+"/"+tid.Name()+"/ns/net", &st); err != nil {
-			return false
-		}
-		if st.Ino != want.Ino || st.Dev != want.Dev {
-			return false
-		}
-	}
-	return true
-}
+// namespace at path: only delayers run there.
+func delayers(path string) []int { return compose.ProcessesIn(path) }

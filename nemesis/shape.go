@@ -92,6 +92,36 @@ type delayerRun struct {
 	Queue        uint16 `json:"queue,omitempty"`
 	DelayerPID   int    `json:"delayer_pid,omitempty"`
 	DelayerStart uint64 `json:"delayer_start,omitempty"`
+	// Side is where the queue is: "switch" (one delayer in the switch
+	// namespace) or "node" (one in each node's own namespace, NodeDelayers).
+	Side         string       `json:"side,omitempty"`
+	NodeDelayers []NodeHelper `json:"node_delayers,omitempty"`
+}
+
+// steer starts the fault's delayer(s) and steers the nodes' packets to them,
+// at the switch or in the nodes' namespaces.
+func (d *delayerRun) steer(ctx context.Context, env *Env, kind string, cfg DelayerConfig, nodes []string, direction string) error {
+	d.Mode, d.Queue = "nfqueue", queueNum(env.id)
+	cfg.Queue = d.Queue
+	if env.nodeSide() {
+		d.Side = SideNode
+		var err error
+		d.NodeDelayers, err = steerInNodes(ctx, env, kind, cfg, d.Table, nodes, direction)
+		return err
+	}
+	d.Side = SideSwitch
+	cfg.NetNS = env.Cluster.SwitchNS
+	var err error
+	d.DelayerPID, d.DelayerStart, err = steerToQueue(ctx, env, kind, cfg, d.Table, nodes, direction)
+	return err
+}
+
+// unsteer undoes steer.
+func (d *delayerRun) unsteer(ctx context.Context, env *Env, nodes []string) error {
+	if d.Side == SideNode {
+		return unsteerNodes(ctx, env, d.Table, nodes, d.NodeDelayers)
+	}
+	return unsteer(ctx, env, d.Table, d.DelayerPID, d.DelayerStart)
 }
 
 func (*SlowNet) Kind() string { return "slow-net" }
@@ -119,12 +149,18 @@ func (s *slowNetRun) Resolve(ctx context.Context, env *Env) error {
 	if len(ns) == 0 {
 		return fmt.Errorf("%w: slow-net needs nodes", ErrBadFault)
 	}
-	if env.nodeSide() && s.Direction != "out" {
-		return fmt.Errorf("%w: slow-net on nodes' own namespaces shapes only what they send: use direction out", ErrUnsupported)
-	}
-	if s.Direction != "out" {
+	switch {
+	case !env.nodeSide() && s.Direction != "out":
 		if _, err := env.switchNS(); err != nil {
 			return err
+		}
+	case !env.nodeSide():
+	case s.Direction != "out" && s.Rate != "":
+		return fmt.Errorf("%w: slow-net on nodes' own namespaces limits the rate only of what they send: use direction out, or a delay without a rate", ErrUnsupported)
+	case s.Direction != "out":
+		// A delay of what the nodes receive: their own namespaces' queues.
+		if err := localNodes(env, s.Kind(), ns); err != nil {
+			return fmt.Errorf("%w (direction out delays on every host)", err)
 		}
 	}
 	s.Resolved, s.Table = ns, tableName(env.runID(), env.id)
@@ -136,6 +172,22 @@ type link struct{ ns, name string }
 
 func (s *slowNetRun) links(env *Env) ([]link, error) {
 	var sw string
+	if env.nodeSide() {
+		// Only what the nodes send is shaped by a qdisc; a delay of what
+		// they receive is their queues' (injectQueue).
+		if s.Direction == "in" {
+			return nil, nil
+		}
+		var out []link
+		for _, name := range s.Resolved {
+			n, err := env.node(name)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, link{n.NetNS, n.Iface})
+		}
+		return out, nil
+	}
 	if s.Direction != "out" {
 		var err error
 		if sw, err = env.switchNS(); err != nil {
@@ -203,6 +255,9 @@ func (s *slowNetRun) Inject(ctx context.Context, env *Env) error {
 		rate, _ = ParseRate(s.Rate)
 	}
 	delayed := s.Delay > 0 || s.Jitter > 0
+	if delayed && env.nodeSide() && s.Direction != "out" {
+		s.Mode = "nfqueue" // netem on a node's interface delays only what it sends
+	}
 	if delayed && s.Mode != "nfqueue" {
 		// netem does rate and delay in one qdisc where the kernel has it.
 		err := eachLink(links, func(h *netlink.Handle, l netlink.Link) error { return addNetem(h, l, &s.SlowNet, rate) })

@@ -410,10 +410,10 @@ func (r *run) cluster() *compose.Cluster {
 		}
 		nodes = append(nodes, n)
 	}
+	// The bridge lives in the host's namespace, which is no switch of the
+	// lab's (SwitchNS stays empty): faults go through the nodes'
+	// namespaces instead (see the package doc).
 	c := compose.NewCluster(st.Topology, Name, nodes, r.teardown)
-	// The bridge lives in the host's namespace; faults go through the
-	// nodes' namespaces instead (see the package doc).
-	c.SwitchNS = "/proc/1/ns/net"
 	if len(st.Network) >= 12 {
 		c.Bridge = "br-" + st.Network[:12]
 	}
@@ -490,6 +490,14 @@ func (r *run) teardown(ctx context.Context) error {
 	}
 	if st.KeepData {
 		r.collectLogs(ctx, list)
+	}
+	// A packet delayer of the nemesis left in a node's namespace (its run
+	// was killed before it healed) would keep the namespace, and the
+	// container's end of its veth, after the container.
+	for _, ctr := range list {
+		if info, err := r.cli.ContainerInspect(ctx, ctr.ID); err == nil && info.State != nil && info.State.Pid > 0 {
+			compose.KillHelpersIn("/proc/" + strconv.Itoa(info.State.Pid) + "/ns/net")
+		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	for _, ctr := range list {
