@@ -32,19 +32,16 @@ type NodeHelper struct {
 	Start uint64 `json:"start"`
 }
 
-// localNodes checks that every node can take a node-side delayer: it
-// lives on this machine, in a namespace of its own.
-func localNodes(env *Env, kind string, names []string) error {
+// queueNodes checks that every node can take a node-side delayer: it
+// lives in a namespace of its own on this machine, or on a host of its own
+// (remotequeue.go).
+func queueNodes(env *Env, kind string, names []string) error {
 	for _, name := range names {
 		n, err := env.node(name)
 		if err != nil {
 			return err
 		}
-		if n.Remote != nil {
-			return fmt.Errorf("%w: %s on %s: a packet delayer runs only on this machine's namespaces, and %s is on another host",
-				ErrUnsupported, kind, name, name)
-		}
-		if n.NetNS == "" {
+		if n.NetNS == "" && n.Remote == nil {
 			return fmt.Errorf("%w: %s on %s: the node has no network namespace of its own", ErrUnsupported, kind, name)
 		}
 	}
@@ -64,6 +61,16 @@ func steerInNodes(ctx context.Context, env *Env, kind string, cfg DelayerConfig,
 		}
 		c := cfg
 		c.NetNS, c.Packet.DupMark, c.Packet.MACs = n.NetNS, dupMark, nil
+		if n.Remote != nil {
+			pid, err := remoteSteer(ctx, n, kind, c, env.runID(), table, direction)
+			if pid > 0 {
+				hs = append(hs, NodeHelper{Node: name, PID: pid})
+			}
+			if err != nil {
+				return hs, err
+			}
+			continue
+		}
 		pid, start, err := startHelperIn(ctx, env, n.NetNS, DelayerArgs(c, env.runID()))
 		if pid > 0 {
 			hs = append(hs, NodeHelper{Node: name, PID: pid, Start: start})
@@ -110,8 +117,16 @@ func nodeQueueRule(key expr.MetaKey, queue uint16) []expr.Any {
 func unsteerNodes(ctx context.Context, env *Env, table string, nodes []string, hs []NodeHelper) error {
 	errs := []error{healNodeTables(ctx, env, nodes, table)}
 	for _, h := range hs {
+		if n, err := env.node(h.Node); err == nil && n.Remote != nil {
+			continue
+		}
 		errs = append(errs, stopProcess(ctx, h.PID, h.Start))
 	}
+	// On other hosts, by the files named after the fault: a delayer that
+	// started without its pid reaching the lab is found too.
+	errs = append(errs, eachRemote(env, nodes, func(n *compose.Node) error {
+		return remoteStopDelayers(ctx, n, env.runID(), delayerFiles(table, n.Name))
+	}))
 	return errors.Join(errs...)
 }
 

@@ -116,7 +116,7 @@ func (p *packetRun) Resolve(ctx context.Context, env *Env) error {
 		return fmt.Errorf("%w: packet needs nodes", ErrBadFault)
 	}
 	if env.nodeSide() {
-		if err := localNodes(env, p.Kind(), ns); err != nil {
+		if err := queueNodes(env, p.Kind(), ns); err != nil {
 			return err
 		}
 	} else if _, err := env.switchNS(); err != nil {

@@ -281,16 +281,22 @@ func tcRate(bytesPerSec uint64) string { return strconv.FormatUint(bytesPerSec*8
 
 func tcDur(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) + "us" }
 
-// remoteShape applies s's rate and delay to what n sends: netem where the
-// host's kernel has it; a rate alone falls back to TBF.
-func (s *slowNetRun) remoteShape(ctx context.Context, n *compose.Node, rate uint64) (mode string, err error) {
+// errNoNetem: the host's kernel has no netem for a delay.
+var errNoNetem = errors.New("no netem")
+
+// remoteShape applies s's rate, and its delay if delay is set, to what n
+// sends: netem where the host's kernel has it (errNoNetem for a delay
+// where it does not); a rate alone falls back to TBF.
+func (s *slowNetRun) remoteShape(ctx context.Context, n *compose.Node, rate uint64, delay bool) (mode string, err error) {
+	if rate == 0 && !delay {
+		return "", nil
+	}
 	dev, err := remoteIface(ctx, n)
 	if err != nil {
 		return "", err
 	}
-	delayed := s.Delay > 0 || s.Jitter > 0
 	netem := []string{dev, "netem", "limit", "10000"}
-	if delayed {
+	if delay {
 		netem = append(netem, "delay", tcDur(time.Duration(s.Delay)))
 		if s.Jitter > 0 {
 			netem = append(netem, tcDur(time.Duration(s.Jitter)))
@@ -307,8 +313,8 @@ func (s *slowNetRun) remoteShape(ctx context.Context, n *compose.Node, rate uint
 	if !errors.As(err, &ee) {
 		return "", fmt.Errorf("slow-net on %s: %w", n.Name, err)
 	}
-	if delayed {
-		return "", fmt.Errorf("%w: slow-net delay on %s needs netem, which its kernel lacks (%v)", ErrUnsupported, n.Name, err)
+	if delay {
+		return "", fmt.Errorf("%w: slow-net delay on %s: %v", errNoNetem, n.Name, err)
 	}
 	burst := max(rate/100, 3*1514)
 	limit := max(rate/10, 2*burst)
@@ -380,7 +386,7 @@ func CleanRemote(ctx context.Context, c *compose.Cluster) error {
 	env := &Env{Cluster: c}
 	disks := c.Disks()
 	return eachRemote(env, names(c.Nodes), func(n *compose.Node) error {
-		err := errors.Join(remoteRemoveTables(ctx, n, c.RunID), undoClockSkews(ctx, n, c.RunID))
+		err := errors.Join(remoteRemoveTables(ctx, n, c.RunID), remoteStopDelayers(ctx, n, c.RunID), undoClockSkews(ctx, n, c.RunID))
 		if s := disks[n.Name]; s != "" {
 			err = errors.Join(err, healRemoteDisk(ctx, env, n.Name, s))
 		}

@@ -159,8 +159,8 @@ func (s *slowNetRun) Resolve(ctx context.Context, env *Env) error {
 		return fmt.Errorf("%w: slow-net on nodes' own namespaces limits the rate only of what they send: use direction out, or a delay without a rate", ErrUnsupported)
 	case s.Direction != "out":
 		// A delay of what the nodes receive: their own namespaces' queues.
-		if err := localNodes(env, s.Kind(), ns); err != nil {
-			return fmt.Errorf("%w (direction out delays on every host)", err)
+		if err := queueNodes(env, s.Kind(), ns); err != nil {
+			return err
 		}
 	}
 	s.Resolved, s.Table = ns, tableName(env.runID(), env.id)
@@ -231,20 +231,7 @@ func (s *slowNetRun) Inject(ctx context.Context, env *Env) error {
 		if err != nil {
 			return err
 		}
-		var rate uint64
-		if s.Rate != "" {
-			rate, _ = ParseRate(s.Rate)
-		}
-		for _, n := range rs {
-			mode, err := s.remoteShape(ctx, n, rate)
-			if err != nil {
-				return err
-			}
-			if s.Delay > 0 || s.Jitter > 0 {
-				s.Mode = mode
-			}
-		}
-		return nil
+		return s.injectRemote(ctx, env, rs)
 	}
 	links, err := s.links(env)
 	if err != nil {
@@ -292,6 +279,9 @@ func (s *slowNetRun) Heal(ctx context.Context, env *Env) error {
 		for _, n := range rs {
 			errs = append(errs, remoteUnshape(ctx, n))
 		}
+		if s.Mode == "nfqueue" {
+			errs = append(errs, s.healQueue(ctx, env))
+		}
 		return errors.Join(errs...)
 	}
 	links, err := s.links(env)
@@ -303,6 +293,43 @@ func (s *slowNetRun) Heal(ctx context.Context, env *Env) error {
 		err = errors.Join(err, s.healQueue(ctx, env))
 	}
 	return err
+}
+
+// injectRemote shapes what the nodes on other hosts send with a qdisc
+// there (netem, or TBF for a rate alone), and delays through a delayer on
+// each host (the nodes' queues) what netem cannot: a delay into the nodes,
+// or any delay where a host's kernel lacks netem.
+func (s *slowNetRun) injectRemote(ctx context.Context, env *Env, rs []*compose.Node) error {
+	var rate uint64
+	if s.Rate != "" {
+		rate, _ = ParseRate(s.Rate)
+	}
+	delayed := s.Delay > 0 || s.Jitter > 0
+	viaQueue := delayed && s.Direction != "out"
+	for i := 0; i < len(rs); i++ {
+		mode, err := s.remoteShape(ctx, rs[i], rate, delayed && !viaQueue)
+		if errors.Is(err, errNoNetem) && !viaQueue {
+			// Every node's delay goes through the queues then: undo the
+			// netem delays of the nodes before and start again.
+			for _, n := range rs[:i] {
+				if err := remoteUnshape(ctx, n); err != nil {
+					return err
+				}
+			}
+			viaQueue, i = true, -1
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if delayed && !viaQueue {
+			s.Mode = mode
+		}
+	}
+	if viaQueue {
+		return s.injectQueue(ctx, env)
+	}
+	return nil
 }
 
 // eachLink runs fn with a netlink handle in each link's namespace.

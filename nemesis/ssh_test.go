@@ -145,19 +145,54 @@ func TestSSHFaults(t *testing.T) {
 	if qd := qdiscOn(t, h.Host("b1")); strings.Contains(qd, " 1517: ") {
 		t.Fatalf("fault qdisc left on b1: %s", qd)
 	}
-	_, err = nem.Inject(ctx, &SlowNet{Nodes: []string{"b1"}, Delay: 20_000_000, Direction: "out"})
-	switch {
-	case err == nil:
-		if qd := qdiscOn(t, h.Host("b1")); !strings.Contains(qd, "netem 1517:") {
-			t.Fatalf("delay injected without netem: %s", qd)
-		}
-		if err := nem.HealAll(ctx); err != nil {
-			t.Fatal(err)
-		}
-	case errors.Is(err, ErrUnsupported):
-		t.Logf("no netem here: %v", err)
-	default:
+	// A delay of what b1 sends: netem where its kernel has it, else the
+	// delayer on b1's host (its isrlab), as a delay into a node always is.
+	const delay = 300 * time.Millisecond
+	a, err = nem.Inject(ctx, &SlowNet{Nodes: []string{"b1"}, Delay: units.Duration(delay), Direction: "out"})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if r := a.Fault.Run.(*slowNetRun); r.Mode == "nfqueue" {
+		if r.Side != SideNode || len(r.NodeDelayers) != 1 || delayersOn(t, h, c.RunID)["b1"] != 1 {
+			t.Fatalf("delay through a delayer: side %q, delayers %v; on the hosts %v", r.Side, r.NodeDelayers, delayersOn(t, h, c.RunID))
+		}
+	} else if qd := qdiscOn(t, h.Host("b1")); !strings.Contains(qd, "netem 1517:") {
+		t.Fatalf("mode %q without netem: %s", r.Mode, qd)
+	}
+	// b1's answer to b2's connection waits in b1's queue.
+	begin := time.Now()
+	if err := dialFrom("b2", "b1", 10*time.Second); err != nil || time.Since(begin) < delay {
+		t.Fatalf("b2 -> b1 with a %v delay out of b1: %v after %v", delay, err, time.Since(begin))
+	}
+	sshOK("b1")
+	if err := nem.Heal(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if d := delayersOn(t, h, c.RunID); len(d) > 0 {
+		t.Fatalf("delayers left after the heal: %v", d)
+	}
+
+	// Packet faults on b2's host, into it: connections still work (TCP
+	// drops the copies and puts segments back in order), SSH too.
+	a, err = nem.Inject(ctx, &Packet{Nodes: []string{"b2"}, Duplicate: 50, Reorder: 30, Direction: "in"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := delayersOn(t, h, c.RunID); d["b2"] != 1 || len(tables("b2")) == 0 {
+		t.Fatalf("packet fault on b2: delayers %v, tables %v", d, tables("b2"))
+	}
+	if err := dialFrom("b1", "b2", 10*time.Second); err != nil {
+		t.Fatalf("b1 -> b2 with duplicated, reordered packets: %v", err)
+	}
+	sshOK("b2")
+	if err := nem.Heal(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Fault.Run.Heal(ctx, nem.Env); err != nil {
+		t.Fatalf("second heal: %v", err)
+	}
+	if d := delayersOn(t, h, c.RunID); len(d) > 0 || len(tables("b2")) > 0 {
+		t.Fatalf("after the heal: delayers %v, tables %v", d, tables("b2"))
 	}
 
 	// A Kafka-aware target: the leader of t/0, read through the tunnel.
@@ -183,6 +218,7 @@ func TestSSHFaults(t *testing.T) {
 		&Partition{Topology: TopoHalves},
 		&Loss{Nodes: []string{"client1"}, Percent: 10},
 		&Pause{procNodes{Nodes: []string{"b2"}}},
+		&Packet{Nodes: []string{"b3"}, Reorder: 10}, // b3's host uses iptables
 	} {
 		if _, err := nem.Inject(ctx, f); err != nil {
 			t.Fatal(err)
@@ -208,6 +244,24 @@ func TestSSHFaults(t *testing.T) {
 			t.Fatalf("left behind: %v", tablesLeft)
 		}
 	}
+	if d := delayersOn(t, h, c.RunID); len(d) > 0 {
+		t.Fatalf("delayers left after the sweep: %v", d)
+	}
+	// A delayer whose fault no store knows (killed between the start and
+	// the record) is found by its files.
+	if _, err := remoteSteer(ctx, c.Node("client1"), "packet", DelayerConfig{Queue: 7, Packet: PacketConfig{Reorder: 0.1}},
+		c.RunID, tableName(c.RunID, "f98"), "in"); err != nil {
+		t.Fatal(err)
+	}
+	if d := delayersOn(t, h, c.RunID); d["client1"] != 1 {
+		t.Fatalf("stray delayer not started: %v", d)
+	}
+	if err := CleanRemote(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if d := delayersOn(t, h, c.RunID); len(d) > 0 {
+		t.Fatalf("stray delayer left by CleanRemote: %v", d)
+	}
 	if s := stateOf(t, c.Node("b2").PID()); s == "T" {
 		t.Fatal("b2 still paused after the heal")
 	}
@@ -231,6 +285,22 @@ func upSSH(ctx context.Context, t *testing.T, h *sshtest.Hosts, cfg *ssh.Config,
 	t.Cleanup(func() { c.Down(context.Background()) })
 	env := &Env{Cluster: c, Resolver: &LiveResolver{Cluster: c}, Disks: c.Disks(), Rand: rand.New(rand.NewSource(1))}
 	return c, &Nemesis{Env: env, Store: &Store{Path: FaultsFile(stateDir, c.Name)}}
+}
+
+// delayersOn counts the live delayers of run on each host.
+func delayersOn(t *testing.T, h *sshtest.Hosts, run string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, l := range h.Leftovers(t, run) {
+		if strings.Contains(l, "fault delayer") && strings.Contains(l, "--run "+run) {
+			node, _, _ := strings.Cut(l, ":")
+			pid := strings.Fields(strings.TrimPrefix(l, node+": pid "))[0]
+			if p, _ := strconv.Atoi(strings.TrimSuffix(pid, ":")); p > 0 && stateOf(t, p) != "Z" {
+				out[node]++
+			}
+		}
+	}
+	return out
 }
 
 func qdiscOn(t *testing.T, x *sshtest.Host) string {

@@ -144,6 +144,11 @@ type Node struct {
 	Iface string `yaml:"iface,omitempty" json:"iface,omitempty"`
 	// Clock allows clock-skew to set this host's system clock with date.
 	Clock bool `yaml:"clock,omitempty" json:"clock,omitempty"`
+	// Isrlab is the isrlab binary on the host (default [isrlab], found on
+	// the login's PATH), for the faults that need a helper process there:
+	// packet faults, and delays where the host's kernel lacks netem or
+	// into the node, run `isrlab fault delayer` on it.
+	Isrlab []string `yaml:"isrlab,omitempty" json:"isrlab,omitempty"`
 	// Faultfs says the broker's data_dir is a faultfs mount (isrlab
 	// faultfs, run by the host's own installation): the disk faults
 	// (slow-disk, disk-error, disk-hang, power-loss) reach it there.

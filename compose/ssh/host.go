@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -41,6 +42,8 @@ type Host struct {
 	Firewall string
 	// Faultfs is the node's faultfs daemon, if its data dir is on one.
 	Faultfs *Faultfs
+	// Isrlab is the isrlab binary on the host (nil: isrlab on the PATH).
+	Isrlab []string
 
 	auth *auth
 	keys []string // key files, unless the agent is used
@@ -64,6 +67,15 @@ func (h *Host) SystemClock() bool { return h.Clock }
 
 // FirewallTool is "nft", "iptables" or "" (nft where the host has it).
 func (h *Host) FirewallTool() string { return h.Firewall }
+
+// IsrlabCommand is the argument list that runs the isrlab binary on the
+// host (the node's isrlab, else isrlab on the login's PATH).
+func (h *Host) IsrlabCommand() []string {
+	if len(h.Isrlab) > 0 {
+		return slices.Clone(h.Isrlab)
+	}
+	return []string{"isrlab"}
+}
 
 // FaultfsCtl is the argument list that sends one request, on its standard
 // input, to the faultfs daemon behind the node's data dir (nil: none).
@@ -445,7 +457,7 @@ func hostsOf(c *Config, names []string, dial compose.DialFunc) ([]*Host, *auth) 
 			}
 		}
 		out = append(out, &Host{Node: names[i], Addr: net.JoinHostPort(n.Host, strconv.Itoa(port)), User: u,
-			Sudo: c.Sudo, Port: port, Clock: n.Clock, Firewall: c.Firewall, Faultfs: n.Faultfs, auth: a, keys: keyFiles(c, n), dial: dial})
+			Sudo: c.Sudo, Port: port, Clock: n.Clock, Firewall: c.Firewall, Faultfs: n.Faultfs, Isrlab: n.Isrlab, auth: a, keys: keyFiles(c, n), dial: dial})
 	}
 	return out, a
 }

@@ -243,7 +243,8 @@ func (h *Hosts) Cluster(t testing.TB) *ssh.Config {
 		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		node := ssh.Node{Host: n.Addr.String(), DataDir: n.DataDir, LogDir: n.Dir, PIDFile: filepath.Join(n.Dir, n.Name+".pid")}
+		node := ssh.Node{Host: n.Addr.String(), DataDir: n.DataDir, LogDir: n.Dir, PIDFile: filepath.Join(n.Dir, n.Name+".pid"),
+			Isrlab: []string{h.Bin}}
 		switch n.Role {
 		case compose.RoleCoordinator:
 			node.Role = ssh.RoleCoordinator
@@ -264,7 +265,7 @@ func (h *Hosts) Cluster(t testing.TB) *ssh.Config {
 				node.Status = []string{"pgrep", "-o", "-f", "[b]roker --config " + props}
 			}
 		default:
-			node = ssh.Node{Host: n.Addr.String(), Role: ssh.RoleClient}
+			node = ssh.Node{Host: n.Addr.String(), Role: ssh.RoleClient, Isrlab: []string{h.Bin}}
 		}
 		cfg.Nodes = append(cfg.Nodes, node)
 	}
