@@ -181,8 +181,12 @@ func (f *clockStrobeRun) Resolve(ctx context.Context, env *Env) error {
 		return err
 	}
 	if _, err := env.switchNS(); err != nil {
-		return fmt.Errorf("%w: clock-strobe runs its strober in the run's switch namespace (netns backend); cluster %s runs on %s",
-			ErrUnsupported, env.Cluster.Name, env.Cluster.Backend)
+		// Without a switch (Docker) the strober lives in its first
+		// target's namespace, as a node-side delayer does.
+		if n, nerr := env.node(f.Resolved[0]); nerr != nil || n.NetNS == "" || n.Remote != nil {
+			return fmt.Errorf("%w: clock-strobe runs its strober on this machine, in the run's switch namespace or a node's; cluster %s runs on %s",
+				ErrUnsupported, env.Cluster.Name, env.Cluster.Backend)
+		}
 	}
 	return nil
 }
@@ -198,7 +202,18 @@ func (f *clockStrobeRun) Inject(ctx context.Context, env *Env) error {
 		}
 		args = append(args, "--target", n.NetNS+"="+clusterapi.BaseURL(n.Addr.String(), compose.MetricsPort))
 	}
-	pid, start, err := startHelper(ctx, env, args)
+	var pid int
+	var start uint64
+	var err error
+	if _, serr := env.switchNS(); serr == nil {
+		pid, start, err = startHelper(ctx, env, args)
+	} else {
+		n, nerr := env.node(f.Resolved[0])
+		if nerr != nil {
+			return nerr
+		}
+		pid, start, err = startHelperIn(ctx, env, n.NetNS, args)
+	}
 	f.StroberPID, f.StroberStart = pid, start
 	return err
 }

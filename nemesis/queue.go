@@ -151,6 +151,7 @@ func DelayerArgs(cfg DelayerConfig, run string) []string {
 // or with StrobeArg first a clock strober (StrobeMain). A delayer prints
 // "ready" on stdout once the queue is bound and serves until ctx ends.
 func DelayerMain(ctx context.Context, args []string, stdout io.Writer) error {
+	nameDelayer()
 	if len(args) > 0 && args[0] == StrobeArg {
 		return StrobeMain(ctx, args[1:], stdout)
 	}
@@ -202,7 +203,6 @@ func DelayerMain(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	cfg.Queue = uint16(queue)
 	cfg.Ready = func() { fmt.Fprintln(stdout, "ready") }
-	nameDelayer()
 	return RunDelayer(ctx, cfg)
 }
 

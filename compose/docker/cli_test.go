@@ -74,6 +74,11 @@ func TestDockerCLI(t *testing.T) {
 			[]string{`"side":"node"`}, nil},
 		{[]string{"cluster", "exec", "--name", name, "--", "kcat", "-L", "-b", "10.218.0.4:9092"}, 0, []string{"1 brokers"}, nil},
 		{[]string{"fault", "heal", "--name", name, "f1"}, 0, []string{"healed f1"}, func() error { return connectAtLeast(0) }},
+		// A strober lives in its first target's namespace: its start
+		// waits until the broker answered the first switch.
+		{[]string{"fault", "inject", "--name", name, "--spec", `{"kind":"clock-strobe","nodes":["b1"],"offset":"1s","period":"50ms"}`}, 0,
+			[]string{`"strober_pid":`}, nil},
+		{[]string{"fault", "heal", "--name", name, "f3"}, 0, []string{"healed f3"}, nil},
 		{[]string{"clean"}, 0, []string{"left live run " + name}, nil},
 		// f2 is still active: going down stops its delayer.
 		{[]string{"cluster", "down", "--name", name}, 0, []string{"is down after"}, nil},
