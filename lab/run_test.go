@@ -326,7 +326,8 @@ func TestSmokeMatrix(t *testing.T) {
 	bin := proctest.Binary(t)
 	resultsDir := t.TempDir()
 	junit := filepath.Join(t.TempDir(), "junit.xml")
-	out, err := exec.Command(bin, "matrix", "smoke", "--results", resultsDir, "--junit", junit).CombinedOutput()
+	// Both cells at once, as a CI runner with two cores runs them.
+	out, err := exec.Command(bin, "matrix", "smoke", "--parallel", "2", "--results", resultsDir, "--junit", junit).CombinedOutput()
 	t.Logf("%s", out)
 	if code := exitCode(err); code != 0 {
 		t.Fatalf("matrix exit %d", code)
@@ -367,17 +368,29 @@ func TestSmokeMatrix(t *testing.T) {
 
 // TestSmokeMatrixShards plays the CI smoke matrix as CI runners split it:
 // each of its two shards runs its one cell into its own results
-// directory, and isrlab matrix merge joins them into one matrix whose
-// table, JUnit XML and diff are the whole matrix's.
+// directory (both at once, as two runners would), and isrlab matrix merge
+// joins them into one matrix whose table, JUnit XML and diff are the whole
+// matrix's.
 func TestSmokeMatrixShards(t *testing.T) {
 	needRoot(t)
 	bin := proctest.Binary(t)
 	var dirs []string
 	cells := map[string]bool{}
+	results := []string{t.TempDir(), t.TempDir()}
+	outs, errs := make([][]byte, 2), make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i], errs[i] = exec.Command(bin, "matrix", "smoke", "--shard", fmt.Sprintf("%d/2", i+1), "--results", results[i]).CombinedOutput()
+		}()
+	}
+	wg.Wait()
 	for i := 1; i <= 2; i++ {
-		resultsDir := t.TempDir()
+		resultsDir := results[i-1]
 		shard := fmt.Sprintf("%d/2", i)
-		out, err := exec.Command(bin, "matrix", "smoke", "--shard", shard, "--results", resultsDir).CombinedOutput()
+		out, err := outs[i-1], errs[i-1]
 		t.Logf("shard %s:\n%s", shard, out)
 		if code := exitCode(err); code != 0 {
 			t.Fatalf("shard %s: exit %d", shard, code)
