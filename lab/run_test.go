@@ -455,6 +455,7 @@ func TestPowerLossScenarios(t *testing.T) {
 	bin := proctest.Binary(t)
 	for _, name := range []string{"power-loss/safe", "power-loss/flush-every-message"} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // two runs at once, as a sweep beside --hog has them
 			sc, err := lab.Lookup(name)
 			if err != nil {
 				t.Fatal(err)
