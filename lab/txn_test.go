@@ -119,6 +119,9 @@ func TestTxnScenarioValidation(t *testing.T) {
 		{"workload: {type: txn, txn.group.id: etl, client.config: {group.protocol: consumer, group.remote.assignor: sticky}}\n", `group.remote.assignor "sticky": use uniform or range`},
 		{"workload: {type: rate, client.config: {group.protocol: consumer}}\n", "client franz-go: client.config.group.protocol: franz-go takes"},
 		{"expect: {anomalies: {G2: 0}}\n", "unknown anomaly \"G2\""},
+		{"workload: {isolation.level: snapshot}\n", `isolation.level "snapshot": want read_committed or read_uncommitted`},
+		{"workload: {client: sarama, isolation.level: read_committed}\n", "isolation.level is set on franz-go's consumers only"},
+		{"workload: {type: txn, client: sarama, isolation.level: read_uncommitted}\n", "isolation.level is set on franz-go's consumers only"},
 	} {
 		if _, err := Parse("x.yaml", "x", []byte(tc.body)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err = %v, want %q", tc.body, err, tc.want)
@@ -146,7 +149,16 @@ func TestTxnWorkloadAsTheLabRunsIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a kfake cluster")
 	}
-	sc, err := Lookup("txn/leader-kill")
+	// txn/read-uncommitted's consumers read what read_committed hides, so
+	// its expectation (aborted and precommitted reads) is met only if the
+	// isolation level reaches them.
+	for _, name := range []string{"txn/leader-kill", "txn/read-uncommitted"} {
+		t.Run(name, func(t *testing.T) { txnWorkloadOnKfake(t, name) })
+	}
+}
+
+func txnWorkloadOnKfake(t *testing.T, name string) {
+	sc, err := Lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +196,7 @@ func TestTxnWorkloadAsTheLabRunsIt(t *testing.T) {
 	if j := sc.Expect.Judge(v, false); j.Outcome != Met {
 		t.Errorf("expectation %s: %v (%v); anomalies %v", j.Expect, j.Outcome, j.Reasons, v.Anomalies)
 	}
+	t.Logf("%s: anomalies %v", name, v.Anomalies)
 	var out strings.Builder
 	results.WriteVerdict(&out, &results.Outcome{Outcome: results.Met, Expect: "valid"}, v)
 	if !strings.Contains(out.String(), "transactions: ") {

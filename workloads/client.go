@@ -284,7 +284,8 @@ func (f *franzGo) Consumer(_ context.Context, _ int, parts []int32) (Consumer, e
 	for _, p := range parts {
 		offs[p] = kgo.NewOffset().AtStart()
 	}
-	cl, err := f.b.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{f.b.cfg.Topic: offs}), kgo.FetchMaxWait(f.b.cfg.PollTimeout/2))
+	cl, err := f.b.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{f.b.cfg.Topic: offs}), kgo.FetchMaxWait(f.b.cfg.PollTimeout/2),
+		f.b.cfg.isolation(ReadUncommitted))
 	if err != nil {
 		return nil, err
 	}

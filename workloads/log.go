@@ -387,6 +387,7 @@ func (b *base) subscriberWith(ctx context.Context, proc int, group string, revok
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(b.cfg.PollTimeout / 2),
+		b.cfg.isolation(ReadUncommitted),
 	}, b.rebalances(proc, revoked)...)
 	if b.cfg.ManualCommit {
 		opts = append(opts, kgo.DisableAutoCommit())

@@ -225,7 +225,10 @@ func (w *Txn) readCommittedConsumer(ctx context.Context, proc int) (Consumer, er
 		}
 		return tc.ReadCommitted(ctx, proc, parts)
 	}
-	cl, err := w.client(w.readCommitted()...)
+	// isolation.level read_uncommitted reads what read_committed hides:
+	// the records of open and aborted transactions (the producers' own
+	// polls and the drain stay read_committed).
+	cl, err := w.client(append(w.readCommitted(), w.cfg.isolation(ReadCommitted))...)
 	if err != nil {
 		return nil, err
 	}

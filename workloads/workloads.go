@@ -79,6 +79,13 @@ type Config struct {
 	// ManualCommit commits after every poll instead of auto-committing
 	// (enable.auto.commit=false).
 	ManualCommit bool `yaml:"manual.commit" json:"manual.commit"`
+	// IsolationLevel is the consumers' isolation.level: read_uncommitted
+	// (the log and queue workloads' default, as Kafka's clients') or
+	// read_committed (the txn workload's default and only level of its
+	// read-process-write sessions). Under read_uncommitted a consumer also
+	// reads the records of open and aborted transactions. The drain reads
+	// as the workload's checker expects, whatever it is set to.
+	IsolationLevel string `yaml:"isolation.level" json:"isolation.level"`
 	// PollTimeout bounds one poll (default 500 ms).
 	PollTimeout time.Duration `yaml:"poll.timeout" json:"poll.timeout"`
 	// CrashEvery is the mean time between consumer crashes in Queue (0: no
@@ -197,6 +204,11 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("compression.type %q: want none, gzip, snappy, lz4 or zstd", c.Compression)
 	}
+	switch c.IsolationLevel {
+	case "", ReadCommitted, ReadUncommitted:
+	default:
+		return fmt.Errorf("isolation.level %q: want %s or %s", c.IsolationLevel, ReadCommitted, ReadUncommitted)
+	}
 	switch c.Payload {
 	case "", PayloadRandom, PayloadCompressible:
 	default:
@@ -221,6 +233,21 @@ func (c Config) Validate() error {
 		return fmt.Errorf("processing.jitter %s: at most processing.time (%s)", c.ProcessingJitter, c.ProcessingTime)
 	}
 	return nil
+}
+
+// The consumers' isolation levels (Config.IsolationLevel).
+const (
+	ReadCommitted   = "read_committed"
+	ReadUncommitted = "read_uncommitted"
+)
+
+// isolation is the kgo option of the consumers' isolation level, def when
+// the config sets none.
+func (c Config) isolation(def string) kgo.Opt {
+	if c.IsolationLevel == ReadCommitted || (c.IsolationLevel == "" && def == ReadCommitted) {
+		return kgo.FetchIsolationLevel(kgo.ReadCommitted())
+	}
+	return kgo.FetchIsolationLevel(kgo.ReadUncommitted())
 }
 
 // producerOpts turns the config into kgo producer options.

@@ -89,6 +89,10 @@ func Check(spec workloads.ClientSpec, kind string, cfg workloads.Config) error {
 	if kind == "" {
 		kind = "log"
 	}
+	if lvl := cfg.IsolationLevel; lvl != "" && !(kind == "txn" && lvl == workloads.ReadCommitted) {
+		return &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf(
+			"isolation.level is set on franz-go's consumers only; client %s's read with its own default (read_uncommitted, and read_committed in the txn workload)", name)}
+	}
 	if kind == "queue" {
 		return checkQueue(name, spec, cfg)
 	}
