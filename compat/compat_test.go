@@ -2,6 +2,8 @@ package compat
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"os"
@@ -68,6 +70,43 @@ type job struct {
 	Configs     map[string]string `json:"configs,omitempty"`
 	GrowTo      int32             `json:"grow_to,omitempty"`
 	DeleteTopic string            `json:"delete_topic,omitempty"`
+	// TLS, when set, has the client connect over TLS (TestMutualTLS);
+	// without it, in plaintext.
+	TLS *jobTLS `json:"tls,omitempty"`
+}
+
+// jobTLS is a job's TLS: the client trusts the CAs of the PEM file CA
+// and, when Cert is set, offers the certificate in Cert with the key in
+// Key (mutual TLS).
+type jobTLS struct {
+	CA   string `json:"ca"`
+	Cert string `json:"cert,omitempty"`
+	Key  string `json:"key,omitempty"`
+}
+
+// tlsConfig is j.TLS for the Go clients, nil when the job is plaintext.
+// ServerName stays empty: each client checks the host it dials.
+func (j job) tlsConfig() (*tls.Config, error) {
+	if j.TLS == nil {
+		return nil, nil
+	}
+	ca, err := os.ReadFile(j.TLS.CA)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("no certificate in %s", j.TLS.CA)
+	}
+	tc := &tls.Config{RootCAs: pool}
+	if j.TLS.Cert != "" {
+		c, err := tls.LoadX509KeyPair(j.TLS.Cert, j.TLS.Key)
+		if err != nil {
+			return nil, err
+		}
+		tc.Certificates = []tls.Certificate{c}
+	}
+	return tc, nil
 }
 
 // result is what a client reports. Fields a capability does not use stay

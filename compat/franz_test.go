@@ -37,6 +37,17 @@ func fromKgo(kr *kgo.Record) record {
 
 func runFranz(ctx context.Context, t *testing.T, j job) (result, error) {
 	base := []kgo.Opt{kgo.SeedBrokers(j.Bootstrap...)}
+	tc, err := j.tlsConfig()
+	if err != nil {
+		return result{}, err
+	}
+	if tc != nil {
+		// kgo retries a record whose topic's metadata it cannot load
+		// until the record's context ends, a refused handshake included
+		// (TestMutualTLS): over TLS, a few metadata loads and the last
+		// one's error.
+		base = append(base, kgo.DialTLSConfig(tc), kgo.RecordRetries(3), kgo.MetadataMinAge(200*time.Millisecond))
+	}
 	newClient := func(opts ...kgo.Opt) (*kgo.Client, error) { return kgo.NewClient(append(base, opts...)...) }
 	switch j.Capability {
 	case "produce":

@@ -64,7 +64,12 @@ func transport() *kafka.Transport {
 
 func runKafkaGo(ctx context.Context, t *testing.T, j job) (result, error) {
 	var r result
+	tc, err := j.tlsConfig()
+	if err != nil {
+		return r, err
+	}
 	tr := transport()
+	tr.TLS = tc
 	defer tr.CloseIdleConnections()
 	switch j.Capability {
 	case "produce":
@@ -101,7 +106,8 @@ func runKafkaGo(ctx context.Context, t *testing.T, j job) (result, error) {
 			want[rec.Partition]++
 		}
 		for p := int32(0); p < j.Partitions; p++ {
-			rd := kafka.NewReader(kafka.ReaderConfig{Brokers: j.Bootstrap, Topic: j.Topic, Partition: int(p), MaxWait: 200 * time.Millisecond})
+			rd := kafka.NewReader(kafka.ReaderConfig{Brokers: j.Bootstrap, Topic: j.Topic, Partition: int(p), MaxWait: 200 * time.Millisecond,
+				Dialer: &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, TLS: tc}})
 			if err := rd.SetOffset(kafka.FirstOffset); err != nil {
 				rd.Close()
 				return r, err

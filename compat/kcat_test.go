@@ -32,7 +32,14 @@ func kcat() client {
 }
 
 func kcatArgs(j job, more ...string) []string {
-	return append([]string{"-b", strings.Join(j.Bootstrap, ","), "-t", j.Topic}, more...)
+	args := []string{"-b", strings.Join(j.Bootstrap, ","), "-t", j.Topic}
+	if j.TLS != nil {
+		args = append(args, "-X", "security.protocol=SSL", "-X", "ssl.ca.location="+j.TLS.CA)
+		if j.TLS.Cert != "" {
+			args = append(args, "-X", "ssl.certificate.location="+j.TLS.Cert, "-X", "ssl.key.location="+j.TLS.Key)
+		}
+	}
+	return append(args, more...)
 }
 
 func runKcatCmd(ctx context.Context, stdin string, args ...string) ([]byte, error) {

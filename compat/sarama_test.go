@@ -70,6 +70,11 @@ func runSarama(ctx context.Context, v sarama.KafkaVersion, j job) (result, error
 		}
 	}
 	cfg := saramaConfig(v)
+	tc, err := j.tlsConfig()
+	if err != nil {
+		return r, err
+	}
+	cfg.Net.TLS.Enable, cfg.Net.TLS.Config = tc != nil, tc
 	switch j.Capability {
 	case "produce":
 		if v.IsAtLeast(sarama.V0_11_0_0) {

@@ -2,6 +2,7 @@
 // (compat/script_test.go): the job is JSON on stdin, the result JSON on
 // stdout, diagnostics on stderr.
 'use strict'
+const fs = require('fs')
 const { Kafka, logLevel, ConfigResourceTypes } = require('kafkajs')
 
 const log = (...args) => console.error(...args)
@@ -88,8 +89,21 @@ function splitDone (a, b, n) {
   return all.size === n && a.size + b.size === n
 }
 
+// tlsOptions is the job's TLS as kafkajs's ssl option (Node's
+// tls.connect options): the CA, and the client certificate and key when
+// the job has them; undefined when the job is plaintext.
+function tlsOptions (tls) {
+  if (!tls) return undefined
+  const ssl = { ca: [fs.readFileSync(tls.ca)] }
+  if (tls.cert) {
+    ssl.cert = fs.readFileSync(tls.cert)
+    ssl.key = fs.readFileSync(tls.key)
+  }
+  return ssl
+}
+
 async function run (job) {
-  const kafka = new Kafka({ clientId: 'isrlab-compat', brokers: job.bootstrap, logLevel: logLevel.WARN })
+  const kafka = new Kafka({ clientId: 'isrlab-compat', brokers: job.bootstrap, logLevel: logLevel.WARN, ssl: tlsOptions(job.tls) })
   const topic = job.topic
   switch (job.capability) {
     case 'produce':

@@ -13,12 +13,38 @@ from jobio import Deadline, headers_in, log, read_job, record, run, split_done, 
 job = read_job()
 bootstrap = ",".join(job["bootstrap"])
 topic = job["topic"]
+
+
+def conf(**more):
+    """The client config: the bootstrap servers and the job's TLS, if any,
+    in librdkafka's names, then more."""
+    c = {"bootstrap.servers": bootstrap}
+    tls = job.get("tls")
+    if tls:
+        c.update({"security.protocol": "SSL", "ssl.ca.location": tls["ca"]})
+        if tls.get("cert"):
+            c.update({"ssl.certificate.location": tls["cert"], "ssl.key.location": tls["key"]})
+    c.update(more)
+    return c
+
+
 fast_group = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "enable.auto.commit": False,
               "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 1000}
 
 
 def produce(records, idempotent):
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": idempotent, "linger.ms": 5})
+    # The client's errors: every broker down (a refused TLS handshake,
+    # say), a failed authentication or a fatal error ends the produce with
+    # the errors seen, as kcat ends, instead of at the flush's end.
+    seen, ended = [], []
+
+    def on_error(err):
+        log("error:", err)
+        seen.append(err)
+        if err.fatal() or err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._SSL, KafkaError._AUTHENTICATION):
+            ended.append(err)
+
+    p = Producer(conf(**{"acks": "all", "enable.idempotence": idempotent, "linger.ms": 5, "error_cb": on_error}))
     acks = [None] * len(records)
     errors = []
 
@@ -34,7 +60,12 @@ def produce(records, idempotent):
         p.produce(topic, key=r["key"].encode(), value=r["value"].encode(), partition=r["partition"],
                   headers=headers_in(r), on_delivery=delivered(i))
         p.poll(0)
-    left = p.flush(60)
+    d = Deadline(60, "produce")
+    while len(p) and not ended and d.check(len(p)):
+        p.flush(0.1)
+    if ended:
+        raise KafkaException("produce: %d undelivered, the client gave up: %s" % (len(p), "; ".join(map(str, seen))))
+    left = len(p)
     if left or errors:
         raise KafkaException("produce: %d undelivered, errors %s" % (left, errors))
     return acks
@@ -45,7 +76,7 @@ def from_msg(m):
 
 
 def consume():
-    c = Consumer(dict(fast_group, **{"bootstrap.servers": bootstrap, "group.id": topic + "-unused"}))
+    c = Consumer(conf(**fast_group, **{"group.id": topic + "-unused"}))
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(job["partitions"])])
     out = []
     d = Deadline(60, "consume")
@@ -65,8 +96,7 @@ class Member:
         self.name = name
         self.assigned = set()
         self.records = []
-        self.c = Consumer(dict(fast_group, **{"bootstrap.servers": bootstrap, "group.id": job["group"],
-                                              "client.id": name}))
+        self.c = Consumer(conf(**fast_group, **{"group.id": job["group"], "client.id": name}))
         self.c.subscribe([topic], on_assign=self.on_assign, on_revoke=self.on_revoke)
 
     def on_assign(self, c, parts):
@@ -112,11 +142,11 @@ def groups():
 
 
 def offsets():
-    conf = dict(fast_group, **{"bootstrap.servers": bootstrap, "group.id": job["group"]})
-    c = Consumer(conf)
+    cfg = conf(**fast_group, **{"group.id": job["group"]})
+    c = Consumer(cfg)
     c.commit(offsets=[TopicPartition(topic, int(p), o) for p, o in job["commit"].items()], asynchronous=False)
     c.close()
-    fresh = Consumer(conf)
+    fresh = Consumer(cfg)
     got = fresh.committed([TopicPartition(topic, p) for p in range(job["partitions"])], timeout=30)
     fresh.close()
     return {"committed": {str(tp.partition): tp.offset for tp in got}}
@@ -131,7 +161,7 @@ def wait(futures, what):
 
 
 def admin():
-    adm = AdminClient({"bootstrap.servers": bootstrap})
+    adm = AdminClient(conf())
     new = job["create_topic"]
     wait(adm.create_topics([NewTopic(new, num_partitions=job["partitions"], replication_factor=3,
                                      config=job["configs"])], operation_timeout=30), "create topic")
@@ -154,7 +184,7 @@ def admin():
         time.sleep(0.1)
     groups = [g.id for g in adm.list_groups(timeout=30)]
     described = adm.list_groups(job["group"], timeout=30)[0]
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": topic + "-watermarks"})
+    c = Consumer(conf(**{"group.id": topic + "-watermarks"}))
     earliest, latest = {}, {}
     for p in range(job["partitions"]):
         lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)

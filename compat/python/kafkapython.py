@@ -15,14 +15,28 @@ from kafka.structs import OffsetAndMetadata
 from jobio import Deadline, headers_in, log, read_job, record, run, split_done, until_known
 
 job = read_job()
-bootstrap = job["bootstrap"]
 topic = job["topic"]
+
+
+def client_opts():
+    """The bootstrap servers and the job's TLS, if any, in kafka-python's
+    names."""
+    o = dict(bootstrap_servers=job["bootstrap"])
+    tls = job.get("tls")
+    if tls:
+        o.update(security_protocol="SSL", ssl_cafile=tls["ca"])
+        if tls.get("cert"):
+            o.update(ssl_certfile=tls["cert"], ssl_keyfile=tls["key"])
+    return o
+
+
+common = client_opts()
 group_opts = dict(enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=6000,
                   heartbeat_interval_ms=500, metadata_max_age_ms=1000)
 
 
 def produce(records):
-    p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    p = KafkaProducer(**common, acks="all", linger_ms=5)
     futures = [p.send(topic, key=r["key"].encode(), value=r["value"].encode(), partition=r["partition"],
                       headers=headers_in(r)) for r in records]
     p.flush(60)
@@ -39,7 +53,7 @@ def from_msg(m):
 
 
 def consume():
-    c = KafkaConsumer(bootstrap_servers=bootstrap, **group_opts)
+    c = KafkaConsumer(**common, **group_opts)
     tps = [TopicPartition(topic, p) for p in range(job["partitions"])]
     c.assign(tps)
     c.seek_to_beginning(*tps)
@@ -64,7 +78,7 @@ class Member(ConsumerRebalanceListener):
         self.records = []
         self.error = None
         self.stop = threading.Event()
-        self.c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=job["group"], client_id=name, **group_opts)
+        self.c = KafkaConsumer(**common, group_id=job["group"], client_id=name, **group_opts)
         self.c.subscribe([topic], listener=self)
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
@@ -129,17 +143,17 @@ def groups():
 
 
 def offsets():
-    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=job["group"], **group_opts)
+    c = KafkaConsumer(**common, group_id=job["group"], **group_opts)
     c.commit({TopicPartition(topic, int(p)): OffsetAndMetadata(o, "") for p, o in job["commit"].items()})
     c.close()
-    fresh = KafkaConsumer(bootstrap_servers=bootstrap, group_id=job["group"], **group_opts)
+    fresh = KafkaConsumer(**common, group_id=job["group"], **group_opts)
     got = {str(p): fresh.committed(TopicPartition(topic, p)) for p in range(job["partitions"])}
     fresh.close()
     return {"committed": got}
 
 
 def admin():
-    adm = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    adm = KafkaAdminClient(**common, request_timeout_ms=30000)
     new = job["create_topic"]
     adm.create_topics([NewTopic(new, job["partitions"], 3, topic_configs=job["configs"])], timeout_ms=30000)
     def describe():
@@ -155,7 +169,7 @@ def admin():
 
     configs = until_known(describe, lambda e: isinstance(e, UnknownTopicOrPartitionError))
     adm.create_partitions({new: NewPartitions(job["grow_to"])}, timeout_ms=30000)
-    c = KafkaConsumer(bootstrap_servers=bootstrap, metadata_max_age_ms=100)
+    c = KafkaConsumer(**common, metadata_max_age_ms=100)
     # Other brokers learn of the new partitions shortly after the answer.
     d = Deadline(30, "metadata shows %d partitions" % job["grow_to"])
     while d.check():
