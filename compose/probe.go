@@ -2,6 +2,7 @@ package compose
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -61,7 +62,11 @@ func Ready(ctx context.Context, c *Cluster, exited func(*Node) error) error {
 		}
 		probes.Go(func() error {
 			err := poll(ctx, n, func(ctx context.Context) error {
-				return ProbeNodeWith(ctx, dial, kafka, n.NodeSpec, brokerIDs)
+				err := ProbeNodeWith(ctx, dial, kafka, n.NodeSpec, brokerIDs)
+				if err != nil && n.Probe == ProbeKafka {
+					err = errors.Join(err, c.TLSMismatch(ctx, n.NodeSpec))
+				}
+				return err
 			})
 			if err != nil {
 				fail(err)
@@ -109,6 +114,9 @@ func poll(ctx context.Context, n *Node, try func(context.Context) error) error {
 		if last == nil {
 			return nil
 		}
+		if errors.Is(last, ErrTLSListener) {
+			return last
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -143,6 +151,45 @@ func ProbeNodeWith(ctx context.Context, dial DialFunc, kafka []kgo.Opt, n NodeSp
 		return probeKafka(ctx, dial, kafka, n.KafkaAddr(), brokerIDs)
 	}
 	return fmt.Errorf("unknown probe %q", n.Probe)
+}
+
+// ErrTLSListener reports a broker whose listener speaks TLS to clients
+// that connect without it: waiting for it to answer would not help.
+var ErrTLSListener = errors.New("speaks TLS, and the lab's clients connect without it: give them the cluster's client security config (the ssh backend's cluster file: client:, docs/external.md)")
+
+// TLSMismatch is ErrTLSListener, naming broker n, when the cluster's
+// clients connect without TLS and n's listener, on the user's own hosts,
+// speaks it; nil otherwise (the listeners of a cluster the lab laid out
+// are what its clients expect). Waits for a broker call it when a
+// request failed, to fail at once.
+func (c *Cluster) TLSMismatch(ctx context.Context, n NodeSpec) error {
+	if !c.Caps().UserHosts {
+		return nil
+	}
+	if cs, _ := c.ClientSecurity(); cs != nil && cs.TLS() {
+		return nil
+	}
+	if !speaksTLS(ctx, c.Dial(), n.KafkaAddr()) {
+		return nil
+	}
+	return fmt.Errorf("%s (%s) %w", n.Name, n.KafkaAddr(), ErrTLSListener)
+}
+
+// speaksTLS reports whether the listener at addr completes (or answers
+// with an alert) a TLS handshake: it is a TLS listener, which a
+// plaintext client's requests never reach.
+func speaksTLS(ctx context.Context, dial DialFunc, addr string) bool {
+	c, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	// Only whether it answers in TLS counts: its certificate is not checked.
+	tc := tls.Client(c, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a probe of the protocol, nothing is sent over it
+	defer tc.Close()
+	err = tc.HandshakeContext(ctx)
+	var alert tls.AlertError
+	return err == nil || errors.As(err, &alert)
 }
 
 func probeTCP(ctx context.Context, dial DialFunc, addr string) error {

@@ -229,14 +229,35 @@ func (s *Security) CreateUsers(ctx context.Context, t Topology, bin, netns strin
 	return nil
 }
 
+// ClientSecurity is how the lab's clients connect to the cluster's
+// brokers: as Security's client user on a secured cluster the lab laid
+// out, with Client on a cluster it did not (the ssh backend's client
+// config); nil for a plaintext cluster.
+func (t Topology) ClientSecurity() (*kafkaconfig.ClientSecurity, error) {
+	switch {
+	case t.Security != nil:
+		cs := t.Security.Client()
+		return &cs, nil
+	case t.Client != nil:
+		if t.Client.Password.Placeholder() {
+			// The run's state keeps no password.
+			return nil, fmt.Errorf("cluster %s: its client config's sasl.password is not kept in the run's state: name the password with sasl.password.file to reach the cluster from other commands", t.Name)
+		}
+		cs := *t.Client
+		return &cs, nil
+	}
+	return nil, nil
+}
+
 // KafkaOpts are the franz-go options that reach the cluster's brokers
 // through dial: the dialer alone for a plaintext cluster, TLS and SASL
-// as Client for a secured one.
+// as ClientSecurity says for a secured one.
 func (t Topology) KafkaOpts(dial DialFunc) ([]kgo.Opt, error) {
-	if t.Security == nil {
-		return []kgo.Opt{kgo.Dialer(dial)}, nil
+	cs, err := t.ClientSecurity()
+	if err != nil || cs == nil {
+		return []kgo.Opt{kgo.Dialer(dial)}, err
 	}
-	return t.Security.Client().KgoOpts(dial)
+	return cs.KgoOpts(dial)
 }
 
 // KafkaOpts are the options of clients reaching the brokers from the

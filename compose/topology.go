@@ -179,6 +179,12 @@ type Topology struct {
 	// Servers, if set, are the bootstrap servers clients use instead of
 	// every broker's address (a cluster the lab did not lay out).
 	Servers []string `json:"bootstrap,omitempty"`
+	// Client, if set, is how the lab's clients connect to a cluster it
+	// did not lay out (the ssh backend's client config): TLS and SASL
+	// with Kafka's client config names. A secured cluster the lab laid
+	// out has Security instead. Its password is kept in memory only: the
+	// state file holds "[hidden]" (sasl.password.file survives).
+	Client *kafkaconfig.ClientSecurity `json:"client,omitempty"`
 	// KRaft is set for a cluster in KRaft mode (kafka.profile 4.0): each
 	// coordinator also runs a controller on ControllerPort, and
 	// ControllerConfig holds the broker settings those controllers read.

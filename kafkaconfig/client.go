@@ -64,6 +64,10 @@ func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 // Reveal returns the secret itself, for the one place that sends it.
 func (s Secret) Reveal() string { return string(s) }
 
+// Placeholder reports whether s is "[hidden]", the form a Secret is
+// written in: a secret read back from a file that recorded it.
+func (s Secret) Placeholder() bool { return s == hidden }
+
 // ClientSecurityKeys are the keys ParseClientSecurity reads.
 var ClientSecurityKeys = []string{"security.protocol", "sasl.mechanism", "sasl.username", "sasl.password", "sasl.password.file",
 	"ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.endpoint.identification.algorithm"}
@@ -98,6 +102,36 @@ func (s ClientSecurity) Properties() []Property {
 		}
 	}
 	return out
+}
+
+// Summary says in one line how the config connects, for a person to
+// check before a run: the protocol, the mechanism and user, where the
+// password comes from (never the password) and which CAs and client
+// certificate the TLS handshake uses.
+func (s ClientSecurity) Summary() string {
+	parts := []string{s.protocol()}
+	if s.SASL() {
+		pw := "password from sasl.password.file " + s.PasswordFile
+		if s.PasswordFile == "" {
+			pw = "password inline, " + hidden
+		}
+		parts = append(parts, fmt.Sprintf("%s as user %s (%s)", s.Mechanism, s.Username, pw))
+	}
+	if s.TLS() {
+		ca := "the system's CAs"
+		if s.CALocation != "" {
+			ca = "the CAs in " + s.CALocation
+		}
+		host := "broker host names checked"
+		if s.EndpointIdentification == "none" {
+			host = "broker host names NOT checked"
+		}
+		parts = append(parts, "trusting "+ca, host)
+		if s.CertLocation != "" {
+			parts = append(parts, "client certificate "+s.CertLocation)
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // LoadClientSecurity reads a client properties file.

@@ -49,11 +49,11 @@ type clientAuth struct {
 
 // clientAuthOf is how the workload's clients connect to c.
 func clientAuthOf(c *compose.Cluster) (*clientAuth, error) {
-	if c.Security == nil {
-		return nil, nil
+	cs, err := c.ClientSecurity()
+	if err != nil || cs == nil {
+		return nil, err
 	}
-	cs := c.Security.Client()
-	auth := &clientAuth{Security: &cs}
+	auth := &clientAuth{Security: cs}
 	if !cs.SASL() {
 		return auth, nil
 	}

@@ -203,7 +203,12 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	}
 	res.Incomplete = ctx.Err() != nil
 	if runErr != nil && (!res.Incomplete || !errors.Is(runErr, context.Canceled)) {
-		runErr = fmt.Errorf("%w: %v", ErrInternal, runErr)
+		kind := ErrInternal
+		if errors.Is(runErr, compose.ErrTLSListener) {
+			// The cluster's client config is missing, not the lab's fault.
+			kind = ErrScenario
+		}
+		runErr = fmt.Errorf("%w: %v", kind, runErr)
 	} else {
 		runErr = nil
 	}

@@ -575,7 +575,10 @@ func (s *Scenario) Plan() ([]nemesis.Event, error) {
 	} else if s.Cluster.SSH != nil {
 		return nil, bad([]string{"cluster", "ssh"}, "hosts are for backend ssh")
 	}
-	if s.Cluster.Secured && !caps.Secured {
+	switch {
+	case s.Cluster.Secured && caps.UserHosts:
+		return nil, bad([]string{"cluster", "secured"}, "the lab lays out no cluster on backend ssh: to reach a secured cluster of your own, give its cluster file a client: config (docs/external.md)")
+	case s.Cluster.Secured && !caps.Secured:
 		return nil, bad([]string{"cluster", "secured"}, "a secured cluster runs on the netns backend only, for now (docs/security.md)")
 	}
 	if s.Cluster.Coordinators == 0 && !caps.UserHosts {
@@ -666,11 +669,23 @@ func (s *Scenario) Plan() ([]nemesis.Event, error) {
 	if err := clients.Check(s.Workload.ClientSpec, s.Workload.Type, s.Workload.Config); err != nil {
 		return nil, bad([]string{"workload", "client"}, "%v", err)
 	}
-	if s.Cluster.Secured {
+	// The user's own cluster's client config (backend ssh), if it says
+	// more than PLAINTEXT.
+	var userSec *kafkaconfig.ClientSecurity
+	if caps.UserHosts && s.Cluster.SSH.Client != nil && (s.Cluster.SSH.Client.TLS() || s.Cluster.SSH.Client.SASL()) {
+		userSec = s.Cluster.SSH.Client
+	}
+	switch {
+	case s.Cluster.Secured:
 		// The clients in other processes get the cluster's security in
 		// their hello (docs/client-protocol.md, "Secured clusters").
-		if err := clients.CheckSecured(s.Workload.ClientSpec, s.Workload.Type, s.Workload.Config, compose.SecuredMechanism); err != nil {
+		if err := clients.CheckSecured(s.Workload.ClientSpec, s.Workload.Type, s.Workload.Config, "SASL_SSL", compose.SecuredMechanism); err != nil {
 			return nil, bad([]string{"workload", "client"}, "%v (on a secured cluster: SASL_SSL, %s)", err, compose.SecuredMechanism)
+		}
+	case userSec != nil:
+		protocol := strings.ToUpper(userSec.Protocol)
+		if err := clients.CheckSecured(s.Workload.ClientSpec, s.Workload.Type, s.Workload.Config, protocol, userSec.Mechanism); err != nil {
+			return nil, bad([]string{"workload", "client"}, "%v (the cluster's client config: %s %s)", err, protocol, userSec.Mechanism)
 		}
 	}
 	if slices.Contains(s.faultKinds(), "kafka") {
@@ -683,6 +698,8 @@ func (s *Scenario) Plan() ([]nemesis.Event, error) {
 			return nil, bad([]string{"workload", "client"}, "%s: kind: kafka faults on backend %s act on the clients in isrlab's own process (franz-go, sarama, kafka-go); this client runs in another", s.Workload.Client, s.Cluster.Backend)
 		case s.Cluster.Secured:
 			return nil, bad([]string{"cluster", "secured"}, "kind: kafka faults need a plaintext cluster: the Kafka proxy does not speak TLS")
+		case userSec != nil && userSec.TLS():
+			return nil, bad([]string{"cluster", "ssh", "client"}, "kind: kafka faults need a cluster reached without TLS: the Kafka proxy does not speak TLS (security.protocol %s)", strings.ToUpper(userSec.Protocol))
 		}
 	}
 	var faultNames []string

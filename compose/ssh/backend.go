@@ -277,7 +277,7 @@ func (b *Backend) Up(ctx context.Context, t compose.Topology) (c *compose.Cluste
 	rctx, cancel := context.WithTimeout(ctx, o.ReadyTimeout)
 	defer cancel()
 	if err := r.brokerIDs(rctx); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cluster %s: %w", t.Name, err)
 	}
 	if err := compose.Ready(rctx, r.c, r.exited()); err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", t.Name, err)
@@ -430,6 +430,11 @@ func (r *run) brokerIDs(ctx context.Context) error {
 				return r.save()
 			}
 		}
+		for _, n := range r.st.Topology.Role(compose.RoleBroker) {
+			if terr := r.c.TLSMismatch(ctx, n); terr != nil {
+				return terr
+			}
+		}
 		lastErr = err
 		select {
 		case <-ctx.Done():
@@ -440,8 +445,12 @@ func (r *run) brokerIDs(ctx context.Context) error {
 }
 
 func (r *run) metadata(ctx context.Context) (*kmsg.MetadataResponse, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.st.Topology.Bootstrap()...), kgo.Dialer(r.c.Dial()),
-		kgo.DialTimeout(5*time.Second), kgo.RequestRetries(0))
+	kafka, err := r.c.KafkaOpts()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(kafka, kgo.SeedBrokers(r.st.Topology.Bootstrap()...),
+		kgo.DialTimeout(5*time.Second), kgo.RequestRetries(0))...)
 	if err != nil {
 		return nil, err
 	}

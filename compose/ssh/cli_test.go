@@ -110,27 +110,7 @@ func TestCLIRunAndClean(t *testing.T) {
 	}
 	outputHas(t, out, "ssh cluster: 5 nodes", "expectation (valid): MET")
 	runDir := latest(t, results)
-	ops := readHistory(t, filepath.Join(runDir, "history.jsonl"))
-	for _, f := range []string{"start-partition", "start-kill", "stop-partition", "stop-kill"} {
-		if !hasOp(ops, history.Nemesis, history.OK, f) {
-			t.Errorf("history has no ok %s", f)
-		}
-	}
-	leaders := map[int32]bool{}
-	for _, op := range ops {
-		if op.Process == history.Cluster && op.F == history.FState && op.Leader >= 0 {
-			leaders[op.Leader] = true
-		}
-	}
-	if len(leaders) < 2 {
-		var tl []string
-		for _, op := range ops {
-			if op.Process == history.Nemesis || (op.Process == history.Cluster && op.Leader >= 0) {
-				tl = append(tl, fmt.Sprintf("%.1fs %s %s leader=%d isr=%v %s", float64(op.Time)/1e9, op.Type, op.F, op.Leader, op.ISR, op.RawValue))
-			}
-		}
-		t.Errorf("the metadata timeline shows leaders %v: the kill moved no leadership:\n%s", leaders, strings.Join(tl, "\n"))
-	}
+	leadersMoved(t, runDir, "partition", "kill")
 	runID := filepath.Base(runDir)[strings.LastIndexByte(filepath.Base(runDir), '-')+1:]
 	if left := h.Leftovers(t, runID); len(left) > 0 {
 		t.Fatalf("the run left: %v", left)
@@ -318,6 +298,36 @@ func latest(t *testing.T, results string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// leadersMoved checks the history of the run in runDir: each of faults
+// went in and was healed, and the cluster's observer saw the leadership
+// of the topic's partition move.
+func leadersMoved(t *testing.T, runDir string, faults ...string) {
+	t.Helper()
+	ops := readHistory(t, filepath.Join(runDir, "history.jsonl"))
+	for _, kind := range faults {
+		for _, f := range []string{"start-" + kind, "stop-" + kind} {
+			if !hasOp(ops, history.Nemesis, history.OK, f) {
+				t.Errorf("history has no ok %s", f)
+			}
+		}
+	}
+	leaders := map[int32]bool{}
+	for _, op := range ops {
+		if op.Process == history.Cluster && op.F == history.FState && op.Leader >= 0 {
+			leaders[op.Leader] = true
+		}
+	}
+	if len(leaders) < 2 {
+		var tl []string
+		for _, op := range ops {
+			if op.Process == history.Nemesis || (op.Process == history.Cluster && op.Leader >= 0) {
+				tl = append(tl, fmt.Sprintf("%.1fs %s %s leader=%d isr=%v %s", float64(op.Time)/1e9, op.Type, op.F, op.Leader, op.ISR, op.RawValue))
+			}
+		}
+		t.Errorf("the metadata timeline shows leaders %v: the kill moved no leadership:\n%s", leaders, strings.Join(tl, "\n"))
+	}
 }
 
 func readHistory(t *testing.T, path string) []history.Op {

@@ -33,6 +33,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
 // Name is the backend's name in state files, scenarios and on the command line.
@@ -78,6 +79,15 @@ type Config struct {
 	// Bootstrap lists the bootstrap servers (host:port); default every
 	// broker's addr:kafka_port.
 	Bootstrap []string `yaml:"bootstrap,omitempty" json:"bootstrap,omitempty"`
+	// Client is how the lab's Kafka clients connect to the brokers of a
+	// secured cluster, in Kafka's client config names (as in a
+	// --command-config file): security.protocol, sasl.mechanism,
+	// sasl.username, sasl.password.file (or sasl.password),
+	// ssl.ca.location, ssl.certificate.location, ssl.key.location,
+	// ssl.endpoint.identification.algorithm. Every client of a run uses
+	// it: the workload's, the exec drivers', the observer, the admin
+	// client, the readiness probe. nil: PLAINTEXT.
+	Client *kafkaconfig.ClientSecurity `yaml:"client,omitempty" json:"client,omitempty"`
 	// Setup runs before the nodes are started, Teardown after they are
 	// stopped: the only way the lab installs or wipes anything.
 	Setup    []Step `yaml:"setup,omitempty" json:"setup,omitempty"`
@@ -242,6 +252,11 @@ func (c *Config) Validate() error {
 			return bad("bootstrap["+strconv.Itoa(i)+"]", "%q is not host:port", b)
 		}
 	}
+	if c.Client != nil {
+		if err := c.Client.Validate(); err != nil {
+			return bad("client", "%v", err)
+		}
+	}
 	brokers := 0
 	names := c.Names()
 	for i, n := range c.Nodes {
@@ -378,6 +393,13 @@ func (c *Config) Topology(name, runID, runDir string) (compose.Topology, error) 
 		runID = compose.NewRunID()
 	}
 	t := compose.Topology{Name: name, RunID: runID, RunDir: runDir, Servers: slices.Clone(c.Bootstrap)}
+	if c.Client != nil {
+		cs := *c.Client
+		for _, p := range []*string{&cs.PasswordFile, &cs.CALocation, &cs.CertLocation, &cs.KeyLocation} {
+			*p = expand(*p)
+		}
+		t.Client = &cs
+	}
 	names := c.Names()
 	ids := map[compose.Role]int{}
 	for i, n := range c.Nodes {

@@ -1,6 +1,7 @@
 package ssh
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
 // TestQuote runs quoted argument lists through sh and checks that the
@@ -74,6 +76,10 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Nodes = c.Nodes[3:5] }, "no broker"},
 		{func(c *Config) { c.Setup = []Step{{On: "b9", Run: []string{"true"}}} }, `on "b9" names no node`},
 		{func(c *Config) { c.Teardown = []Step{{On: "all"}} }, "runs no command"},
+		{func(c *Config) { c.Client = &kafkaconfig.ClientSecurity{Protocol: "SASL_SSL", Mechanism: "GSSAPI"} }, "client: invalid value \"GSSAPI\" for configuration sasl.mechanism"},
+		{func(c *Config) {
+			c.Client = &kafkaconfig.ClientSecurity{Protocol: "SASL_SSL", Mechanism: "PLAIN", Username: "u"}
+		}, "client: invalid value \"[hidden]\" for configuration sasl.password: set exactly one of sasl.password and sasl.password.file"},
 		{func(c *Config) { c.Nodes[3].Faultfs = &Faultfs{Control: "/run/ffs.sock"} }, "nodes[3].faultfs: only a broker's data dir"},
 		{func(c *Config) { c.Nodes[2].Faultfs = &Faultfs{Control: "/run/ffs.sock"} }, "nodes[2].data_dir: faultfs mounts the broker's data dir"},
 		{func(c *Config) {
@@ -143,6 +149,35 @@ func TestLoad(t *testing.T) {
 	if err != nil || c.Nodes[0].Systemd != "kafka" {
 		t.Fatalf("%+v, %v", c, err)
 	}
+
+	// The client config, in Kafka's names; a typo is an error naming its line.
+	client := "client:\n  security.protocol: SASL_SSL\n  sasl.mechanism: SCRAM-SHA-512\n  sasl.username: lab\n  sasl.password: s3cret\n  ssl.ca.location: ~/ca.pem\n"
+	os.WriteFile(p, []byte("user: kafka\n"+client+"nodes:\n  - host: 10.0.0.1\n    role: broker\n    systemd: kafka\n"), 0o644)
+	if c, err = Load(p); err != nil || c.Client == nil || c.Client.Username != "lab" || c.Client.Password.Reveal() != "s3cret" {
+		t.Fatalf("client config: %+v, %v", c, err)
+	}
+	home, _ := os.UserHomeDir()
+	topo, err := c.Topology("k", "r1", dir)
+	if err != nil || topo.Client == nil || topo.Client.CALocation != filepath.Join(home, "ca.pem") || c.Client.CALocation != "~/ca.pem" {
+		t.Fatalf("the topology's client config: %+v, %v", topo.Client, err)
+	}
+	// What the run records hides the password, and a client config
+	// read back from it says why it cannot connect.
+	js, _ := json.Marshal(topo)
+	if strings.Contains(string(js), "s3cret") || !strings.Contains(string(js), `"sasl.password":"[hidden]"`) {
+		t.Fatalf("the recorded topology: %s", js)
+	}
+	var back compose.Topology
+	if err := json.Unmarshal(js, &back); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := back.KafkaOpts(nil); err == nil || !strings.Contains(err.Error(), "sasl.password.file") {
+		t.Fatalf("a recorded inline password: %v", err)
+	}
+	os.WriteFile(p, []byte("user: kafka\n"+strings.Replace(client, "sasl.username", "sasl.user", 1)+"nodes:\n  - host: 10.0.0.1\n    role: broker\n    systemd: kafka\n"), 0o644)
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "line 5") || !strings.Contains(err.Error(), "sasl.user") {
+		t.Fatalf("an unknown client key: %v", err)
+	}
 }
 
 // TestPlan checks that the plan names every host, how the lab gets in,
@@ -184,6 +219,17 @@ func TestPlan(t *testing.T) {
 			t.Errorf("plan has no %q:\n%s", w, out)
 		}
 	}
+	if !strings.Contains(out, "clients connect with PLAINTEXT (no client config)") {
+		t.Errorf("plan without a client config:\n%s", out)
+	}
+	c.Client = &kafkaconfig.ClientSecurity{Protocol: "SSL", CALocation: "/etc/kafka/ca.pem", EndpointIdentification: "none",
+		CertLocation: "/etc/lab.pem", KeyLocation: "/etc/lab-key.pem"}
+	b.Reset()
+	c.Plan(&b, topo)
+	if want := "clients connect with SSL, trusting the CAs in /etc/kafka/ca.pem, broker host names NOT checked, client certificate /etc/lab.pem (the file's client: config)"; !strings.Contains(b.String(), want) {
+		t.Errorf("plan has no %q:\n%s", want, b.String())
+	}
+	c.Client = nil
 	c.InsecureIgnoreHostKey = true
 	b.Reset()
 	c.Plan(&b, topo)

@@ -36,6 +36,11 @@ func (c *Config) Plan(w io.Writer, t compose.Topology) error {
 	} else {
 		fmt.Fprintln(w, " from this machine")
 	}
+	if c.Client != nil {
+		fmt.Fprintf(w, "  clients connect with %s (the file's client: config)\n", c.Client.Summary())
+	} else {
+		fmt.Fprintln(w, "  clients connect with PLAINTEXT (no client config)")
+	}
 	for i, n := range c.Nodes {
 		h := hosts[i]
 		spec := t.Nodes[i]

@@ -31,6 +31,7 @@ import (
 	"github.com/isrlab/isrlab/compose/ssh"
 	"github.com/isrlab/isrlab/faultfs"
 	"github.com/isrlab/isrlab/internal/proctest"
+	"github.com/isrlab/isrlab/kafkaconfig"
 )
 
 // Sshd is the OpenSSH server the hosts run.
@@ -223,7 +224,33 @@ var KafkaConfig = []compose.KV{
 // by a status command (pgrep); client<N> hosts run nothing.
 func (h *Hosts) Cluster(t testing.TB) *ssh.Config {
 	t.Helper()
-	topo := compose.Topology{Name: "sshtest", RunID: "hosts"}
+	return h.config(t, nil)
+}
+
+// SecuredCluster is Cluster for a secured cluster of the hosts' own, as
+// a user would run one: every broker's one listener is SASL_SSL with
+// SCRAM-SHA-512 (compose.Security's layout, the netns backend's secured
+// preset), with a CA and certificates made here and the SCRAM users
+// written into the coordinators before any broker starts. The
+// coordinators are therefore started here, as services of the hosts'
+// own that the lab does not control. It returns the client config of
+// the clients' user, naming its password file, and the password.
+func (h *Hosts) SecuredCluster(t testing.TB) (*ssh.Config, kafkaconfig.ClientSecurity, string) {
+	t.Helper()
+	sec := &compose.Security{TLSDir: filepath.Join(h.Dir, "tls"), SecretsDir: filepath.Join(h.Dir, "secrets"),
+		Mechanism: compose.SecuredMechanism, AdminUser: "admin", ClientUser: "client"}
+	cfg := h.config(t, sec)
+	pw, err := sec.Password(sec.ClientUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, sec.Client(), pw
+}
+
+// config is Cluster, secured as sec lays it out when sec is set.
+func (h *Hosts) config(t testing.TB, sec *compose.Security) *ssh.Config {
+	t.Helper()
+	topo := compose.Topology{Name: "sshtest", RunID: "hosts", Security: sec}
 	for _, x := range h.Hosts {
 		role, id := compose.RoleClient, 0
 		switch {
@@ -238,10 +265,21 @@ func (h *Hosts) Cluster(t testing.TB) *ssh.Config {
 		topo.Nodes = append(topo.Nodes, compose.NodeSpec{Name: x.Name, Role: role, ID: id, Addr: x.Addr,
 			Dir: nd, DataDir: filepath.Join(nd, "data"), LogFile: filepath.Join(nd, x.Name+".log")})
 	}
+	if sec != nil {
+		if err := sec.Prepare(topo, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cfg := &ssh.Config{User: "root", Key: h.Key, KnownHosts: h.KnownHosts}
 	for _, n := range topo.Nodes {
 		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 			t.Fatal(err)
+		}
+		if sec != nil && n.Role == compose.RoleCoordinator {
+			h.startCoordinator(t, topo, n)
+			cfg.Nodes = append(cfg.Nodes, ssh.Node{Host: n.Addr.String(), Role: ssh.RoleCoordinator, LogDir: n.Dir, LogFile: n.LogFile,
+				Isrlab: []string{h.Bin}})
+			continue
 		}
 		node := ssh.Node{Host: n.Addr.String(), DataDir: n.DataDir, LogDir: n.Dir, PIDFile: filepath.Join(n.Dir, n.Name+".pid"),
 			Isrlab: []string{h.Bin}}
@@ -270,6 +308,37 @@ func (h *Hosts) Cluster(t testing.TB) *ssh.Config {
 		cfg.Nodes = append(cfg.Nodes, node)
 	}
 	return cfg
+}
+
+// startCoordinator starts coordinator n in its host's namespace (stopped
+// when the test ends) and, once every coordinator of topo runs, writes
+// the SCRAM users of topo's Security into them from there.
+func (h *Hosts) startCoordinator(t testing.TB, topo compose.Topology, n compose.NodeSpec) {
+	t.Helper()
+	argv := compose.CoordinatorArgv(h.Bin, topo, n)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	logf, err := os.Create(n.LogFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	ns := h.Host(n.Name).NS
+	if err := compose.InNetNS(ns, cmd.Start); err != nil {
+		t.Fatalf("start %s: %v", n.Name, err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	if last := topo.Role(compose.RoleCoordinator); last[len(last)-1].Name != n.Name {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := topo.Security.CreateUsers(ctx, topo, h.Bin, ns); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Leftovers lists what the lab could have left on the hosts: processes

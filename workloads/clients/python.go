@@ -94,13 +94,14 @@ func checkPythonHello(name string, hello execHello) error {
 
 // CheckSecured reports whether the client spec names, checked with
 // Check for workload kind and cfg, connects to a secured cluster:
-// SASL_SSL with mechanism. The in-process clients do (through the lab's
+// protocol (SSL, SASL_PLAINTEXT or SASL_SSL) with mechanism (SASL
+// only). The in-process clients do (through the lab's
 // dialer); an exec driver of the user's is asked when the run starts it
 // (its hello must name FeatureSecurity); the reference drivers are asked
 // now, with a hello whose security object has mechanism and a
 // placeholder user and password (the run's are made when its cluster
 // comes up): a driver, or a library, that cannot connect so refuses it.
-func CheckSecured(spec workloads.ClientSpec, kind string, cfg workloads.Config, mechanism string) error {
+func CheckSecured(spec workloads.ClientSpec, kind string, cfg workloads.Config, protocol, mechanism string) error {
 	name := spec.Name()
 	if _, ok := pythonDrivers[name]; !ok {
 		return nil
@@ -114,8 +115,10 @@ func CheckSecured(spec workloads.ClientSpec, kind string, cfg workloads.Config, 
 		features = append(features, FeatureTxn)
 	}
 	hello := helloOf(cfg.WithDefaults(), spec.Config, nil, append(features, FeatureSecurity)...)
-	hello.Security = map[string]string{"security.protocol": "SASL_SSL", "sasl.mechanism": mechanism,
-		"sasl.username": "isrlab-check", "sasl.password": "isrlab-check"}
+	hello.Security = map[string]string{"security.protocol": protocol}
+	if strings.HasPrefix(protocol, "SASL_") {
+		hello.Security["sasl.mechanism"], hello.Security["sasl.username"], hello.Security["sasl.password"] = mechanism, "isrlab-check", "isrlab-check"
+	}
 	return checkPythonHello(name, hello)
 }
 
