@@ -47,7 +47,7 @@ func CapabilitiesOf(name string) (Capabilities, error) {
 	case Netns, "":
 		return Capabilities{Switch: true, Rootless: true, Secured: true, KafkaProxy: true}, nil
 	case Docker:
-		return Capabilities{SharedNetwork: true}, nil
+		return Capabilities{SharedNetwork: true, Secured: true}, nil
 	case SSH:
 		return Capabilities{UserHosts: true}, nil
 	}

@@ -15,7 +15,7 @@ func TestCapabilitiesOf(t *testing.T) {
 	}{
 		{"", Capabilities{Switch: true, Rootless: true, Secured: true, KafkaProxy: true}},
 		{Netns, Capabilities{Switch: true, Rootless: true, Secured: true, KafkaProxy: true}},
-		{Docker, Capabilities{SharedNetwork: true}},
+		{Docker, Capabilities{SharedNetwork: true, Secured: true}},
 		{SSH, Capabilities{UserHosts: true}},
 	} {
 		if got, err := CapabilitiesOf(tc.name); err != nil || got != tc.want {

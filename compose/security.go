@@ -77,6 +77,12 @@ func (s *Security) Admin() kafkaconfig.ClientSecurity {
 	return c
 }
 
+// Summary is a secured layout in one line, for a plan.
+func (s *Security) Summary() string {
+	return fmt.Sprintf("secured: one SASL_SSL listener per broker (%s), a CA and certificates made at bring-up in %s, users %s and %s created in the coordinators",
+		s.Mechanism, s.TLSDir, s.AdminUser, s.ClientUser)
+}
+
 // Password is user's password as the run made it (AdminUser or
 // ClientUser), read from the secrets directory.
 func (s *Security) Password(user string) (string, error) {
@@ -227,6 +233,17 @@ func (s *Security) CreateUsers(ctx context.Context, t Topology, bin, netns strin
 		}
 	}
 	return nil
+}
+
+// CreateUsersFrom is CreateUsers with the coordinators' binary, run in
+// the namespace netnsOf names for t's first client host; the backends
+// call it once the coordinators run and before any broker starts.
+func (s *Security) CreateUsersFrom(ctx context.Context, t Topology, netnsOf func(client string) string) error {
+	clients, coords := t.Role(RoleClient), t.Role(RoleCoordinator)
+	if len(clients) == 0 || len(coords) == 0 || len(coords[0].Argv) == 0 {
+		return fmt.Errorf("secured cluster %s: needs a client host and a coordinator to create its users", t.Name)
+	}
+	return s.CreateUsers(ctx, t, coords[0].Argv[0], netnsOf(clients[0].Name))
 }
 
 // ClientSecurity is how the lab's clients connect to the cluster's

@@ -100,7 +100,7 @@ type Cluster struct {
 	// Secured runs the cluster with TLS and SASL: one SASL_SSL listener
 	// per broker, SCRAM-SHA-512 for the clients and between brokers, a CA
 	// and certificates made for the run (compose.Security; the preset
-	// secured). netns backend only, for now.
+	// secured). netns and docker backends (isrlab brokers).
 	Secured bool `yaml:"secured,omitempty"`
 }
 
@@ -579,7 +579,7 @@ func (s *Scenario) Plan() ([]nemesis.Event, error) {
 	case s.Cluster.Secured && caps.UserHosts:
 		return nil, bad([]string{"cluster", "secured"}, "the lab lays out no cluster on backend ssh: to reach a secured cluster of your own, give its cluster file a client: config (docs/external.md)")
 	case s.Cluster.Secured && !caps.Secured:
-		return nil, bad([]string{"cluster", "secured"}, "a secured cluster runs on the netns backend only, for now (docs/security.md)")
+		return nil, bad([]string{"cluster", "secured"}, "backend %s lays out no secured cluster (netns and docker do; docs/security.md)", s.Cluster.Backend)
 	}
 	if s.Cluster.Coordinators == 0 && !caps.UserHosts {
 		s.Cluster.Coordinators = 3

@@ -12,8 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+
 	"github.com/isrlab/isrlab/checker"
 	"github.com/isrlab/isrlab/compose"
+	"github.com/isrlab/isrlab/compose/docker"
 	"github.com/isrlab/isrlab/internal/proctest"
 	"github.com/isrlab/isrlab/lab"
 	"github.com/isrlab/isrlab/nemesis"
@@ -23,7 +27,8 @@ import (
 )
 
 // TestSecuredPreset: --preset secured composes with a library scenario
-// and keeps its own presets; a secured cluster is refused off netns.
+// and keeps its own presets; a secured cluster loads on docker too (on
+// ssh it is refused: lab.TestSSHScenario).
 func TestSecuredPreset(t *testing.T) {
 	sc, err := lab.Resolve("leader-kill")
 	if err != nil {
@@ -40,7 +45,7 @@ func TestSecuredPreset(t *testing.T) {
 		t.Fatal("an unknown preset was accepted")
 	}
 	sec.Cluster.Backend = "docker"
-	if err := sec.Validate(); err == nil || !strings.Contains(err.Error(), "netns backend only") {
+	if err := sec.Validate(); err != nil {
 		t.Fatalf("secured on docker: %v", err)
 	}
 }
@@ -84,13 +89,7 @@ func TestSecuredClientsChecked(t *testing.T) {
 func TestRunSecured(t *testing.T) {
 	needRoot(t)
 	bin := proctest.Binary(t)
-	sc, err := lab.Resolve("leader-kill")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sc, err = sc.WithPresets("secured"); err != nil {
-		t.Fatal(err)
-	}
+	sc := leaderKillWith(t, "secured")
 	sc.Duration, sc.Seed = 15*time.Second, 11
 	sc.Faults = append(sc.Faults, lab.Fault{At: 2 * time.Second, HealAfter: 3 * time.Second, Spec: nemesis.Spec{Fault: &nemesis.ScramPassword{}}})
 	// Both certificate faults end before leader-kill's kill at 8 s, which
@@ -152,6 +151,43 @@ func TestRunSecured(t *testing.T) {
 	}
 }
 
+// TestRunSecuredDocker runs a short log workload on a secured cluster
+// on the docker backend: the history is valid and the brokers served
+// SASL_SSL only, no file of the results holds a password the run made,
+// and the secrets and containers are gone after the run.
+func TestRunSecuredDocker(t *testing.T) {
+	needRoot(t)
+	cli, err := docker.Connect(context.Background())
+	if err != nil {
+		t.Skipf("no Docker daemon (install docker.io and start dockerd; make deps does): %v", err)
+	}
+	defer cli.Close()
+	bin := proctest.Binary(t)
+	sc := leaderKillWith(t, "secured")
+	sc.Cluster.Backend = compose.Docker
+	sc.Cluster.Coordinators, sc.Cluster.Brokers = 1, 3
+	sc.Duration, sc.Seed, sc.Faults = 5*time.Second, 13, nil
+	res, hist, passwords := runSecuredValid(t, sc, bin)
+	if sends := strings.Count(string(hist), `"type":"ok","f":"send"`); sends == 0 {
+		t.Fatal("no send acknowledged on SASL_SSL")
+	}
+	props, err := os.ReadFile(filepath.Join(res.Dir, "nodes", "b1", "server.properties"))
+	if err != nil || !strings.Contains(string(props), "listeners=SASL_SSL://") || strings.Contains(string(props), "PLAINTEXT://") {
+		t.Fatalf("b1's config does not serve SASL_SSL only: %s %v", props, err)
+	}
+	if passwords["admin"] == "" || passwords["client"] == "" {
+		t.Fatalf("did not see the run's passwords: %v", slicesOf(passwords))
+	}
+	checkNoSecrets(t, res.Dir, passwords)
+	if _, err := os.Stat(filepath.Join(compose.StateDir(), "secrets-"+res.RunID)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the secrets outlived the run: %v", err)
+	}
+	ctrs, err := cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", docker.LabelRun+"="+res.RunID))})
+	if err != nil || len(ctrs) > 0 {
+		t.Errorf("containers left behind: %d %v", len(ctrs), err)
+	}
+}
+
 func slicesOf(m map[string]string) []string {
 	var out []string
 	for k := range maps.Keys(m) {
@@ -202,36 +238,10 @@ func TestRunSecuredClients(t *testing.T) {
 					t.Skipf("client %s needs %s", client, missing)
 				}
 			}
-			sc, err := lab.Resolve("leader-kill")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if sc, err = sc.WithPresets(tc.presets...); err != nil {
-				t.Fatal(err)
-			}
+			sc := leaderKillWith(t, tc.presets...)
 			sc.Duration, sc.Seed, sc.Faults = 8*time.Second, 12, nil
 			sc.Workload.ClientSpec = tc.spec
-			sc.Expect = lab.Expect{Valid: "true"}
-			if err := sc.Validate(); err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			runID := compose.NewRunID()
-			secrets := watchSecrets(ctx, runID)
-			var out strings.Builder
-			res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out, RunID: runID})
-			passwords := secrets()
-			if err != nil {
-				t.Fatalf("run: %v\n%s", err, out.String())
-			}
-			if res.Verdict.Valid != checker.Valid || res.Judgement.Outcome != lab.Met {
-				t.Fatalf("verdict %v, anomalies %v, outcome %v\n%s", res.Verdict.Valid, res.Verdict.Anomalies, res.Judgement, out.String())
-			}
-			hist, err := os.ReadFile(filepath.Join(res.Dir, results.HistoryFile))
-			if err != nil {
-				t.Fatal(err)
-			}
+			res, hist, passwords := runSecuredValid(t, sc, bin)
 			sends, polls := strings.Count(string(hist), `"type":"ok","f":"send"`), strings.Count(string(hist), `"type":"ok","f":"poll"`)
 			if sends < 100 || polls == 0 {
 				t.Fatalf("%d sends and %d polls acknowledged through %s on SASL_SSL", sends, polls, client)
@@ -243,6 +253,48 @@ func TestRunSecuredClients(t *testing.T) {
 			checkNoSecrets(t, res.Dir, passwords)
 		})
 	}
+}
+
+// leaderKillWith is the library's leader-kill with presets.
+func leaderKillWith(t *testing.T, presets ...string) lab.Scenario {
+	t.Helper()
+	sc, err := lab.Resolve("leader-kill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc, err = sc.WithPresets(presets...); err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// runSecuredValid runs sc, a secured scenario, expecting a valid
+// history, and returns its result, its history and the passwords the
+// run made (watchSecrets).
+func runSecuredValid(t *testing.T, sc lab.Scenario, bin string) (lab.Result, []byte, map[string]string) {
+	t.Helper()
+	sc.Expect = lab.Expect{Valid: "true"}
+	if err := sc.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	runID := compose.NewRunID()
+	secrets := watchSecrets(ctx, runID)
+	var out strings.Builder
+	res, err := lab.Run(ctx, sc, lab.Options{ResultsDir: t.TempDir(), Binary: bin, Out: &out, RunID: runID})
+	passwords := secrets()
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if res.Verdict.Valid != checker.Valid || res.Judgement.Outcome != lab.Met {
+		t.Fatalf("verdict %v, anomalies %v, outcome %v\n%s", res.Verdict.Valid, res.Verdict.Anomalies, res.Judgement, out.String())
+	}
+	hist, err := os.ReadFile(filepath.Join(res.Dir, results.HistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, hist, passwords
 }
 
 // watchSecrets collects the passwords of run runID's secured cluster

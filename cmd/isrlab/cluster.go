@@ -213,8 +213,11 @@ the hosts back as they were found.`,
 			if hosts != "" && backend != ssh.Name {
 				return usageError("--hosts needs --backend ssh")
 			}
-			if o.Secured && backend != netns.Name {
-				return usageError("--secured: only the netns backend lays out a secured cluster (docs/security.md)")
+			if caps, _ := compose.CapabilitiesOf(backend); o.Secured && !caps.Secured {
+				return usageError("--secured: backend %s lays out no secured cluster (netns and docker do; docs/security.md)", backend)
+			}
+			if o.Secured && system != docker.SystemIsrlab {
+				return usageError("--secured: system %s: the lab lays out a secured cluster for isrlab brokers only (docs/security.md)", system)
 			}
 			if o.Coordinators < 0 || o.Brokers < 0 || o.Clients < 1 {
 				return usageError("--coordinators and --brokers must be at least 0, --clients at least 1")
@@ -321,7 +324,7 @@ the hosts back as they were found.`,
 	f.BoolVar(&keepData, "keep-data", false, "keep the run directory when the cluster goes down")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log each step with its duration to stderr")
 	f.StringSliceVar(&o.FaultFS, "faultfs", nil, "brokers whose log.dirs live on faultfs (disk faults, power loss): b1,b2 or all")
-	f.BoolVar(&o.Secured, "secured", false, "TLS and SASL: one SASL_SSL listener per broker (SCRAM-SHA-512), a CA and certificates made for the run, the users created at bring-up (netns backend; docs/security.md)")
+	f.BoolVar(&o.Secured, "secured", false, "TLS and SASL: one SASL_SSL listener per broker (SCRAM-SHA-512), a CA and certificates made for the run, the users created at bring-up (netns and docker backends; docs/security.md)")
 	f.BoolVar(&o.KafkaProxy, "kafka-proxy", false, "put a Kafka-protocol proxy in front of every broker, for kind: kafka faults (netns backend, plaintext)")
 	f.BoolVar(&plan, "plan", false, "check the layout and print what up would create or touch, without doing it")
 	return cmd
@@ -340,8 +343,7 @@ func writeClusterPlan(w io.Writer, backend string, top compose.Topology, sshc *s
 	default:
 		fmt.Fprintf(w, "netns cluster %s: run %s, network namespaces and a bridge on %s named after the run\n", top.Name, top.RunID, top.Subnet)
 		if s := top.Security; s != nil {
-			fmt.Fprintf(w, "  secured: one SASL_SSL listener per broker (%s), a CA and certificates made at bring-up in %s, users %s and %s created in the coordinators\n",
-				s.Mechanism, s.TLSDir, s.AdminUser, s.ClientUser)
+			fmt.Fprintf(w, "  %s\n", s.Summary())
 		}
 		for _, n := range top.Nodes {
 			fmt.Fprintf(w, "  %s  %s at %s", n.Name, n.Role, n.Addr)

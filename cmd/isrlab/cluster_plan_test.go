@@ -30,8 +30,10 @@ func TestClusterUpPlan(t *testing.T) {
 			[]string{"netns cluster isrlab: run ", "b1  broker at "}},
 		{[]string{"cluster", "up", "--plan", "--secured", "--brokers", "1", "--coordinators", "1"}, exitValid,
 			[]string{"secured: one SASL_SSL listener per broker (SCRAM-SHA-512)", "users admin and client"}},
-		{[]string{"cluster", "up", "--backend", "docker", "--secured", "--plan"}, exitBadArgs,
-			[]string{"--secured: only the netns backend"}},
+		{[]string{"cluster", "up", "--backend", "docker", "--secured", "--plan", "--brokers", "1", "--coordinators", "1"}, exitValid,
+			[]string{"secured: one SASL_SSL listener per broker (SCRAM-SHA-512)", "/tls:", "/secrets-", ":ro"}},
+		{[]string{"cluster", "up", "--backend", "docker", "--system", "kafka", "--secured", "--plan"}, exitBadArgs,
+			[]string{"--secured: system kafka", "isrlab brokers only"}},
 	} {
 		code, out := runCLI(t, tc.args...)
 		if code != tc.code {

@@ -178,7 +178,7 @@ measured is kept), 254 bad arguments, 255 internal error.`,
 	fl.DurationVar(&c.Window, "window", 30*time.Second, "observation window of each point (after a 5s warmup)")
 	fl.IntVar(&maxProd, "max-producers", 64, "the search's upper end: a number of producers that surely overloads")
 	fl.StringVar(&c.Backend, "backend", "", "cluster backend: netns (default) or docker")
-	fl.BoolVar(&c.Secured, "secured", false, "run every point on a secured cluster (SASL_SSL with SCRAM-SHA-512, as --preset secured; netns backend)")
+	fl.BoolVar(&c.Secured, "secured", false, "run every point on a secured cluster (SASL_SSL with SCRAM-SHA-512, as --preset secured; netns or docker backend)")
 	fl.StringVar(&c.Acks, "acks", "1", "producers' acks: 1 or all")
 	fl.StringVar(&c.Payload, "payload", workloads.PayloadRandom, "record values: random (incompressible) or compressible (one character repeated)")
 	fl.StringVar(&c.Compression, "compression", "", "producers' compression: gzip, snappy, lz4 or zstd (default none)")

@@ -295,6 +295,12 @@ func (r *run) create(ctx context.Context, specs []ContainerSpec) error {
 	if err := r.save(); err != nil {
 		return err
 	}
+	if sec := t.Security; sec != nil {
+		// Before the brokers' containers: their binds need the files.
+		if err := sec.Prepare(t, time.Now()); err != nil {
+			return fmt.Errorf("cluster %s: secured cluster: %w", t.Name, err)
+		}
+	}
 	// faultfs daemons run on the host and mount before the containers
 	// start: a process container's bind of its node directory is
 	// recursive, so it carries the mount at the broker's data dir, at
@@ -315,10 +321,39 @@ func (r *run) create(ctx context.Context, specs []ContainerSpec) error {
 			return err
 		}
 	}
-	for _, kind := range []string{KindSandbox, KindProcess} {
+	// Each group in parallel: the sandboxes, then the processes. On a
+	// secured cluster the brokers authenticate to each other as a user
+	// that must exist before they start: the coordinators start first,
+	// then the users are created, then the brokers start.
+	groups := []func(ContainerSpec) bool{
+		func(s ContainerSpec) bool { return s.Kind == KindSandbox },
+		func(s ContainerSpec) bool { return s.Kind == KindProcess },
+	}
+	if t.Security != nil {
+		isBroker := func(s ContainerSpec) bool {
+			n, _ := t.Node(s.Node)
+			return n.Role == compose.RoleBroker
+		}
+		groups = []func(ContainerSpec) bool{
+			groups[0],
+			func(s ContainerSpec) bool { return s.Kind == KindProcess && !isBroker(s) },
+			func(s ContainerSpec) bool { return s.Kind == KindProcess && isBroker(s) },
+		}
+	}
+	for i, in := range groups {
+		if i == 2 {
+			err := t.Security.CreateUsersFrom(ctx, t, func(client string) string {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				return r.st.Node(client).NetNS
+			})
+			if err != nil {
+				return err
+			}
+		}
 		g, gctx := errgroup.WithContext(ctx)
 		for _, s := range specs {
-			if s.Kind != kind {
+			if !in(s) {
 				continue
 			}
 			g.Go(func() error { return r.createContainer(gctx, s) })
@@ -483,6 +518,12 @@ func (r *run) teardown(ctx context.Context) error {
 	_ = r.save()
 	st := r.st
 	var errs []error
+	if sec := st.Topology.Security; sec != nil {
+		// The passwords go first: nothing needs them any more.
+		if err := sec.Remove(); err != nil {
+			errs = append(errs, fmt.Errorf("remove secrets: %w", err))
+		}
+	}
 	byRun := filters.NewArgs(filters.Arg("label", LabelRun+"="+st.RunID))
 	list, err := r.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: byRun})
 	if err != nil {

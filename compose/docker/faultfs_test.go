@@ -12,7 +12,6 @@ import (
 
 	"github.com/isrlab/isrlab/compose"
 	"github.com/isrlab/isrlab/faultfs"
-	"github.com/isrlab/isrlab/internal/proctest"
 )
 
 // TestDockerFaultFS runs a broker container on a faultfs disk mounted on
@@ -26,22 +25,10 @@ func TestDockerFaultFS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the isrlab binary; skipped with -short")
 	}
-	bin := proctest.Binary(t)
-	dir := t.TempDir()
-	stateDir := filepath.Join(dir, "state")
-	top, err := compose.Build(compose.Options{Name: "dffs", RunDir: filepath.Join(dir, "run"), Binary: bin,
-		Coordinators: 1, Brokers: 1, Clients: 1, NoDefaults: true, FaultFS: []string{"b1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	stateDir := filepath.Join(t.TempDir(), "state")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	b := &Backend{StateDir: stateDir, ReadyTimeout: 30 * time.Second}
-	c, err := b.Up(ctx, top)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Down(context.Background()) })
+	c, top := upOneBroker(ctx, t, stateDir, compose.Options{Name: "dffs", FaultFS: []string{"b1"}})
 	b1 := c.Node("b1")
 	inContainer := func() bool {
 		mi, err := os.ReadFile("/proc/" + strconv.Itoa(b1.PID()) + "/mountinfo")

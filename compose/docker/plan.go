@@ -31,6 +31,9 @@ func (b *Backend) Plan(w io.Writer, t compose.Topology) error {
 	if o.System == SystemKafka {
 		fmt.Fprintln(w, "  KRaft in combined mode: every broker is also a controller; no coordinators")
 	}
+	if s := t.Security; s != nil {
+		fmt.Fprintf(w, "  %s; the brokers' containers mount %s and the passwords' %s read-only\n", s.Summary(), s.TLSDir, s.SecretsDir)
+	}
 	for _, s := range specs {
 		fmt.Fprintf(w, "\n  %s  %s %s: image %s", s.Node, s.Kind, s.Name, s.Image)
 		if s.IP.IsValid() {
@@ -77,6 +80,9 @@ func (o Backend) check(t compose.Topology) (compose.Topology, error) {
 	}
 	if len(t.Proxies()) > 0 {
 		return t, fmt.Errorf("cluster %s: Kafka proxies (kind: kafka faults): %w on the docker backend yet (use the netns backend)", t.Name, errors.ErrUnsupported)
+	}
+	if t.Security != nil && o.System != SystemIsrlab {
+		return t, fmt.Errorf("cluster %s: a secured cluster: %w for system %s: the lab lays out TLS and SASL for isrlab brokers only (KRaft's controllers would speak plaintext to the brokers)", t.Name, errors.ErrUnsupported, o.System)
 	}
 	if len(t.Disks()) > 0 && o.System != SystemIsrlab {
 		return t, fmt.Errorf("cluster %s: faultfs disks: %w for system %s (isrlab brokers only)", t.Name, errors.ErrUnsupported, o.System)

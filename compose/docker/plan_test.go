@@ -43,6 +43,7 @@ func TestPlanRefuses(t *testing.T) {
 	disks, _ := compose.Build(compose.Options{RunID: "0123abcd", RunDir: "/r", Binary: "/bin/isrlab", FaultFS: []string{"all"}})
 	gw, _ := compose.Build(compose.Options{RunID: "0123abcd", RunDir: "/r", Binary: "/bin/isrlab"})
 	gw.Nodes[0].Addr = Gateway(gw.Subnet)
+	secured, _ := compose.Build(compose.Options{RunID: "0123abcd", RunDir: "/r", Binary: "/bin/isrlab", Secured: true})
 	for _, tc := range []struct {
 		b    Backend
 		t    compose.Topology
@@ -53,6 +54,7 @@ func TestPlanRefuses(t *testing.T) {
 		{Backend{System: SystemKafka}, onlyCoords, "needs at least one broker", compose.ErrBadTopology},
 		{Backend{System: SystemKafka}, disks, "faultfs disks", errors.ErrUnsupported},
 		{Backend{}, gw, "is Docker's gateway", compose.ErrBadTopology},
+		{Backend{System: SystemKafka}, secured, "a secured cluster", errors.ErrUnsupported},
 	} {
 		err := tc.b.Plan(&strings.Builder{}, tc.t)
 		if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.want) {

@@ -105,6 +105,10 @@ func sandbox(t compose.Topology, n compose.NodeSpec, image string, idle []string
 // with a process, a process container running the node's argv with the
 // host binary replaced by BinaryPath. Node directories are bind-mounted at
 // the same path, so config files, data dirs and log files keep their names.
+// On a secured cluster a broker's container also gets the run's TLS and
+// secrets directories, read-only at the same paths: its config names its
+// keystore, the CA and its password file there, and the certificates the
+// lab issues during the run (cert faults) replace files in them.
 func IsrlabSpecs(t compose.Topology, image string, idle, idleEnv []string) []ContainerSpec {
 	var out []ContainerSpec
 	for _, n := range t.Nodes {
@@ -113,9 +117,13 @@ func IsrlabSpecs(t compose.Topology, image string, idle, idleEnv []string) []Con
 			continue
 		}
 		cmd := append([]string{BinaryPath}, n.Argv[1:]...)
+		binds := []string{n.Dir + ":" + n.Dir}
+		if s := t.Security; s != nil && n.Role == compose.RoleBroker {
+			binds = append(binds, s.TLSDir+":"+s.TLSDir+":ro", s.SecretsDir+":"+s.SecretsDir+":ro")
+		}
 		out = append(out, ContainerSpec{
 			Name: ContainerName(t.RunID, n.Name, KindProcess), Node: n.Name, Kind: KindProcess,
-			Image: image, Cmd: cmd, Env: n.Env, Binds: []string{n.Dir + ":" + n.Dir},
+			Image: image, Cmd: cmd, Env: n.Env, Binds: binds,
 			JoinOf: ContainerName(t.RunID, n.Name, KindSandbox),
 			Labels: labels(t, n.Name, KindProcess),
 		})

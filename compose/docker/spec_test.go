@@ -30,12 +30,20 @@ func TestSpecsGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv("ISRLAB_STATE_DIR", "/state") // the secured cluster's secrets dir
+	secured, err := compose.Build(compose.Options{RunID: "5ec0000d", RunDir: "/run-dir", Binary: "/usr/local/bin/isrlab",
+		Coordinators: 1, Brokers: 2, Secured: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	idle := []string{BinaryPath, "cluster", "idle"}
 	tests := []struct {
 		name  string
 		specs []ContainerSpec
 	}{
 		{"isrlab-3c3b.json", IsrlabSpecs(top, "isrlab-lab:feed", idle, nil)},
+		// The brokers' containers get the TLS and secrets dirs read-only.
+		{"isrlab-secured-1c2b.json", IsrlabSpecs(secured, "isrlab-lab:feed", idle, nil)},
 		{"kafka-3b.json", KafkaSpecs(withoutCoordinators(top), DefaultKafkaImage, "isrlab-lab:feed", idle, nil,
 			[]compose.KV{{Key: "min.insync.replicas", Value: "2"}, {Key: "unclean.leader.election.enable", Value: "false"}})},
 	}

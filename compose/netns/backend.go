@@ -313,7 +313,7 @@ func (r *run) startAll(ctx context.Context) error {
 		if sec := r.st.Topology.Security; sec != nil && spec.Role == compose.RoleBroker && !usersCreated {
 			// The brokers authenticate to each other as a user that
 			// must exist before they start.
-			if err := r.createUsers(ctx, sec); err != nil {
+			if err := sec.CreateUsersFrom(ctx, r.st.Topology, r.nsPath); err != nil {
 				return err
 			}
 			usersCreated = true
@@ -324,17 +324,6 @@ func (r *run) startAll(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// createUsers creates a secured cluster's SCRAM users from a client
-// host's namespace, once the coordinators run.
-func (r *run) createUsers(ctx context.Context, sec *compose.Security) error {
-	t := r.st.Topology
-	clients, coords := t.Role(compose.RoleClient), t.Role(compose.RoleCoordinator)
-	if len(clients) == 0 || len(coords) == 0 {
-		return fmt.Errorf("secured cluster %s: needs a client host and a coordinator to create its users", t.Name)
-	}
-	return sec.CreateUsers(ctx, t, coords[0].Argv[0], r.nsPath(clients[0].Name))
 }
 
 // exited fails readiness as soon as a node's process is gone.
