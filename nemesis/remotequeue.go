@@ -99,22 +99,16 @@ if [ "$fw" != iptables ] && command -v nft >/dev/null 2>&1; then
 fi
 command -v iptables >/dev/null 2>&1 || { echo "neither nft nor iptables" >&2; exit 127; }
 set -e
-if [ "$dir" != out ]; then
-	iptables -w -N "$c-in"
-	iptables -w -A "$c-in" -p tcp --dport "$port" -j RETURN
-	iptables -w -A "$c-in" -i lo -j RETURN
-	iptables -w -A "$c-in" -m mark --mark "$mark" -j RETURN
-	iptables -w -A "$c-in" -j NFQUEUE --queue-num "$q" --queue-bypass
-	iptables -w -I INPUT 1 -j "$c-in"
-fi
-if [ "$dir" != in ]; then
-	iptables -w -N "$c-out"
-	iptables -w -A "$c-out" -p tcp --sport "$port" -j RETURN
-	iptables -w -A "$c-out" -o lo -j RETURN
-	iptables -w -A "$c-out" -m mark --mark "$mark" -j RETURN
-	iptables -w -A "$c-out" -j NFQUEUE --queue-num "$q" --queue-bypass
-	iptables -w -I OUTPUT 1 -j "$c-out"
-fi`
+for d in in out; do
+	[ "$dir" = both ] || [ "$dir" = "$d" ] || continue
+	if [ "$d" = in ]; then hook=INPUT ports=--dport iface=-i; else hook=OUTPUT ports=--sport iface=-o; fi
+	iptables -w -N "$c-$d"
+	iptables -w -A "$c-$d" -p tcp "$ports" "$port" -j RETURN
+	iptables -w -A "$c-$d" "$iface" lo -j RETURN
+	iptables -w -A "$c-$d" -m mark --mark "$mark" -j RETURN
+	iptables -w -A "$c-$d" -j NFQUEUE --queue-num "$q" --queue-bypass
+	iptables -w -I "$hook" 1 -j "$c-$d"
+done`
 
 // remoteSteer starts a delayer serving cfg's queue on n's host and steers
 // the host's packets to it. It returns the delayer's pid on the host (0 if
