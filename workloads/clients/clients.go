@@ -142,10 +142,10 @@ func New(spec workloads.ClientSpec, cfg workloads.Config, env Env) (workloads.Cl
 
 // QueueClients are the clients that run the queue workload (consumer
 // groups), besides exec drivers naming FeatureQueue.
-var QueueClients = []string{FranzGo, Sarama, KafkaGo, Librdkafka, KafkaPython}
+var QueueClients = []string{FranzGo, Sarama, KafkaGo, Librdkafka, KafkaPython, Kafkajs}
 
 // checkQueue checks a client other than franz-go for the queue workload.
-// The librdkafka and kafka-python drivers are asked (their hellos name
+// The librdkafka, kafka-python and kafkajs drivers are asked (their hellos name
 // FeatureQueue, and each checks the group consumer's configuration); an exec driver
 // of the user's is asked when the run starts it, and refused there if
 // its hello does not name it.
@@ -156,7 +156,7 @@ func checkQueue(name string, spec workloads.ClientSpec, cfg workloads.Config) er
 	case KafkaGo:
 		_, _, err := kafkagoConfig(cfg, spec.Config)
 		return err
-	case Librdkafka, KafkaPython:
+	case Librdkafka, KafkaPython, Kafkajs:
 		return checkPython(name, spec, cfg, FeatureQueue)
 	case Exec:
 		if len(spec.Exec) == 0 || spec.Exec[0] == "" {

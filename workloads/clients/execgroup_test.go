@@ -2,6 +2,9 @@ package clients
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -34,6 +37,57 @@ func TestKafkaPythonQueueWithCrashes(t *testing.T) {
 	}
 	needPython(t, KafkaPython)
 	queueWithCrashes(t, workloads.ClientSpec{Client: KafkaPython})
+}
+
+// TestKafkajsQueueWithCrashes: the queue workload through kafkajs's
+// consumer with groupId (over the exec protocol's "queue" feature; its
+// pushed batches handed out per poll) with both commit modes, members
+// crashing (queueWithCrashes).
+func TestKafkajsQueueWithCrashes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	needKafkajs(t)
+	queueWithCrashes(t, workloads.ClientSpec{Client: Kafkajs})
+}
+
+// TestKafkajsCrashCommitsNothing: the same for a kafkajs member (the
+// driver refuses the crashed member's OffsetCommits before they are
+// written; the close's commit is the driver's commitOffsets of what was
+// handed out, reported as the member's).
+func TestKafkajsCrashCommitsNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	needKafkajs(t)
+	crashCommitsNothing(t, Kafkajs)
+}
+
+// TestKafkajsCommitOutcome runs the kafkajs driver's own table test
+// (js/test_outcomes.js): a commit's attempts map to ok, fail and info as
+// docs/clients-under-faults.md says.
+func TestKafkajsCommitOutcome(t *testing.T) {
+	needKafkajs(t)
+	cmd := exec.Command(SystemNode, "test_outcomes.js")
+	cmd.Dir = "js"
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("node test_outcomes.js: %v", err)
+	}
+}
+
+// needKafkajs skips the test without kafkajs: it is not a Debian
+// package, so it is found in compat/js/node_modules (npm ci there by
+// hand), which NODE_PATH is pointed at.
+func needKafkajs(t *testing.T) {
+	t.Helper()
+	mods, _ := filepath.Abs("../../compat/js/node_modules")
+	if _, err := os.Stat(filepath.Join(mods, "kafkajs")); err != nil {
+		t.Skipf("kafkajs is not in %s (no Debian package; npm ci in compat/js by hand to run this part)", mods)
+	}
+	t.Setenv("NODE_PATH", mods)
+	needPython(t, Kafkajs)
 }
 
 // TestExecDriverQueueWithCrashes: the queue workload through the

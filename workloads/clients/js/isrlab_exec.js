@@ -5,7 +5,12 @@
 // (throw Refused to refuse it), and producer(hello, proc) and
 // consumer(hello, proc, partitions) that return objects with async
 // send(partition, key, value, timeoutMs) -> [type, offset, error],
-// poll(timeoutMs) -> [type, records, error] and close(). Each workload
+// poll(timeoutMs) -> [type, records, error] and close(). One that runs
+// consumer groups names "queue" among its features() and has
+// groupConsumer(hello, proc, group, autoCommit, intervalMs), whose member
+// also has commit(offsets, timeoutMs) -> [type, committed, error],
+// crash(), and takeEvents(), which hands over what happened to the
+// member since (docs/client-protocol.md, "Consumer groups"). Each workload
 // process runs its operations in order on a promise chain of its own, so
 // that one process's blocked send does not hold another's poll; one
 // completion is printed per operation. Started with --check, serve()
@@ -50,7 +55,7 @@ class Proc {
     } catch (e) {
       // A driver bug: say so; the record's fate is unknown.
       process.stderr.write(String((e && e.stack) || e) + '\n')
-      d = done(op, op.f === 'send' || op.f === 'poll' ? 'info' : 'fail', { error: `driver error: ${e && e.name}: ${e && e.message}` })
+      d = done(op, ['send', 'poll', 'commit'].includes(op.f) ? 'info' : 'fail', { error: `driver error: ${e && e.name}: ${e && e.message}` })
     }
     print(d)
   }
@@ -64,6 +69,20 @@ class Proc {
       case 'open-consumer':
         this.handle = await this.client.consumer(this.hello, op.process, op.partitions || [])
         return done(op, 'ok')
+      case 'open-group-consumer':
+        this.handle = await this.client.groupConsumer(this.hello, op.process, op.group, !!op.auto_commit, op.auto_commit_interval_ms || 5000)
+        return done(op, 'ok', { events: this.events() })
+      case 'commit': {
+        if (!this.handle) return done(op, 'fail', { error: 'commit before open-group-consumer' })
+        const [type, committed, error] = await this.handle.commit(op.offsets || [], timeout)
+        return done(op, type, { committed, error, events: this.events() })
+      }
+      case 'crash': {
+        const h = this.handle
+        this.handle = null
+        if (h) await h.crash()
+        return done(op, 'ok')
+      }
       case 'send': {
         if (!this.handle) return done(op, 'fail', { error: 'send before open-producer' })
         const [type, offset, error] = await this.handle.send(op.partition, op.key || '', op.value, timeout)
@@ -72,13 +91,23 @@ class Proc {
       case 'poll': {
         if (!this.handle) return done(op, 'info', { error: 'poll before open-consumer' })
         const [type, records, error] = await this.handle.poll(timeout)
-        return done(op, type, { records: records && records.length ? records : undefined, error })
+        return done(op, type, { records: records && records.length ? records : undefined, error, events: this.events() })
       }
-      case 'close':
+      case 'close': {
+        const h = this.handle
         await this.closeHandle()
-        return done(op, 'ok')
+        return done(op, 'ok', { events: this.events(h) })
+      }
     }
     return done(op, 'fail', { error: 'unknown operation ' + op.f })
+  }
+
+  // events are a group member's events since the last operation, or
+  // undefined.
+  events(h) {
+    h = h || this.handle
+    const evs = h && h.takeEvents ? h.takeEvents() : []
+    return evs.length ? evs : undefined
   }
 
   async closeHandle() {

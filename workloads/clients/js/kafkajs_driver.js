@@ -14,8 +14,12 @@
 // (maxInFlightRequests, ...) as JSON values. On a secured cluster (the
 // protocol's "security" feature) every client connects with the hello's
 // security settings as kafkajs's ssl and sasl options
-// (securityOptions()). See outcome() for what each error means, and
-// docs/clients-under-faults.md.
+// (securityOptions()). With the protocol's "queue" feature (the queue
+// workload) a group consumer process is a kafkajs consumer with the
+// group's groupId, subscribed to the topic; see GroupConsumer for how
+// its pushed batches become polls, how it commits and crashes, and
+// commitOutcome() for what each commit error means. See outcome() for
+// what each send error means, and docs/clients-under-faults.md.
 'use strict'
 
 const fs = require('fs')
@@ -147,7 +151,7 @@ const client = {
   },
 
   features() {
-    return ['security']
+    return ['queue', 'security']
   },
 
   kafka(hello, proc) {
@@ -216,6 +220,307 @@ const client = {
     })
     return c
   },
+
+  // groupConsumer is a member of group (the protocol's
+  // open-group-consumer): kafkajs's consumer with groupId, joining in
+  // the background once run() starts it. With autoCommit kafkajs commits
+  // on its own what the member resolved, the records handed to polls:
+  // after each batch, every autoCommitInterval inside one, and before it
+  // rejoins a rebalancing group.
+  async groupConsumer(hello, proc, group, autoCommit, intervalMs) {
+    const consumer = this.kafka(hello, proc).consumer({
+      groupId: group,
+      sessionTimeout: 10000,
+      heartbeatInterval: 1000,
+      maxWaitTimeInMs: 100,
+    })
+    const g = new GroupConsumer(consumer, hello.topic, autoCommit, Number(intervalMs))
+    await consumer.connect()
+    await consumer.subscribe({ topics: [hello.topic], fromBeginning: true })
+    await consumer.run({
+      autoCommit,
+      autoCommitInterval: autoCommit ? Number(intervalMs) : null,
+      eachBatchAutoResolve: false,
+      eachBatch: (args) => g.batch(args),
+    })
+    return g
+  },
+}
+
+// The most records a group member's poll hands over, as the other
+// drivers' polls take.
+const GROUP_POLL = 256
+
+// How long a crash or close waits for kafkajs's disconnect (the lab
+// takes a driver that answers 10 s past an operation's timeout for
+// hung).
+const END_WAIT = 5000
+
+// unwritten tells whether an OffsetCommit attempt that failed with err
+// can have reached the coordinator: kafkajs's Broker.offsetCommit
+// (src/broker/index.js) sends through ConnectionPool.send
+// (src/network/connectionPool.js), which opens the connection first;
+// Connection.connect fails with "Failed to connect" or "Connection
+// timeout", and Connection.send with "Not connected"
+// (failIfNotConnected), before any byte of the request is written
+// (src/network/connection.js). A refusal by the driver (the member
+// crashed) writes nothing either. Anything else (a protocol error is an
+// answer; a closed connection or a request timeout may follow the
+// write) may have been written.
+function unwritten(err) {
+  if (err && err.name === 'IsrlabCrashed') return true
+  return err instanceof kafkajs.KafkaJSConnectionError && !(err instanceof kafkajs.KafkaJSConnectionClosedError) &&
+    /^(Failed to connect|Connection timeout|Not connected)/.test(err.message)
+}
+
+// commitOutcome is a commit's outcome [type, committed, error]: asked
+// the offsets it asked for, attempts its OffsetCommit attempts as
+// {ok, written, err}. ok: an attempt was accepted (kafkajs's
+// OffsetCommit response parsers fail the request on any partition's
+// error code, src/protocol/requests/offsetCommit). fail: no attempt can
+// have been written (see unwritten(); a failed coordinator lookup,
+// OffsetManager.getCoordinator in src/consumer/offsetManager/index.js,
+// comes before any). info, with every offset asked for: an attempt
+// that may have been written failed, even with a protocol error:
+// Kafka's coordinator answers NOT_COORDINATOR or
+// COORDINATOR_NOT_AVAILABLE also when the append to the offsets topic
+// failed after the request was applied, and a retried attempt
+// (Runner.commitOffsets' retrier, src/consumer/runner.js) may follow
+// one that was applied.
+function commitOutcome(asked, attempts, err) {
+  if (attempts.some((a) => a.ok)) return ['ok', asked, '']
+  const text = err ? errorText(err) : attempts.length ? errorText(attempts[attempts.length - 1].err) : 'kafkajs sent no OffsetCommit (its consumer is not running)'
+  if (!attempts.some((a) => a.written)) return ['fail', [], text]
+  return ['info', asked, text]
+}
+
+// members are the group members of this driver by kafkajs memberId:
+// every OffsetCommit goes through Broker.prototype.offsetCommit
+// (src/broker/index.js, called by OffsetManager.commitOffsets), which
+// the driver wraps to see each attempt, its payload and its outcome
+// (COMMIT_OFFSETS, src/consumer/instrumentationEvents.js, is emitted
+// for accepted commits only), and to refuse those of a crashed member.
+const members = new Map()
+if (kafkajs) {
+  const Broker = require('kafkajs/src/broker')
+  const offsetCommit = Broker.prototype.offsetCommit
+  Broker.prototype.offsetCommit = async function (req) {
+    const m = members.get(req.memberId)
+    if (!m) return offsetCommit.call(this, req)
+    return m.offsetCommit(() => offsetCommit.call(this, req), req)
+  }
+}
+
+// GroupConsumer is a consumer group member. kafkajs pushes: its
+// runner (src/consumer/runner.js) hands each fetched batch to eachBatch
+// (batch()), one at a time (partitionsConsumedConcurrently 1), and
+// fetches no more until it returns. batch() queues the batch's records
+// and waits until polls took them all, resolving (resolveOffset, with
+// eachBatchAutoResolve false) the offsets of only what was handed out;
+// while it waits it heartbeats (kafkajs heartbeats only from its run
+// loop) and, with auto-commit, lets kafkajs commit when its interval is
+// up (commitOffsetsIfNecessary). A heartbeat that finds the group
+// rebalancing throws out of batch() after kafkajs's commit of what was
+// resolved (Runner.heartbeat); the records not handed out are dropped,
+// and the runner rejoins (REBALANCING, then GROUP_JOIN with the new
+// assignment, each reported as an assignment).
+//
+// A batch whose records were all handed out ends at the member's next
+// poll (release()), as an application returns from eachBatch once it
+// processed them; with auto-commit kafkajs then commits
+// (Runner.handleBatch calls autoCommitOffsets after every batch,
+// whatever autoCommitInterval says).
+//
+// Each OffsetCommit attempt is seen through the Broker wrapper (above):
+// with auto-commit each is reported as a commit event, as
+// commitOutcome() gives it; a manual commit is consumer.commitOffsets,
+// whose attempts make its outcome. A crash is refused before anything
+// is written from then on, and the member then disconnects (leaving the
+// group). A close ends the batch running, after which kafkajs commits
+// what was handed out (with auto-commit; reported as the member's
+// commit), then disconnects.
+class GroupConsumer {
+  constructor(consumer, topic, autoCommit, intervalMs) {
+    Object.assign(this, { consumer, topic, autoCommit })
+    // How often a waiting batch() heartbeats and asks kafkajs whether
+    // its auto-commit interval is up, besides after each poll.
+    this.tick = autoCommit ? Math.min(1000, intervalMs) : 1000
+    this.evs = []
+    this.batches = [] // batches waiting for polls: {partition, messages, at, released, resolveOffset, wake}
+    this.waiters = []
+    this.assigned = []
+    this.memberId = null
+    this.manual = null // the attempts of the manual commit running
+    this.crashed = false
+    this.stopping = false
+    const { GROUP_JOIN, REBALANCING } = consumer.events
+    consumer.on(GROUP_JOIN, ({ payload }) => {
+      this.memberId = payload.memberId
+      members.set(payload.memberId, this)
+      this.assign((payload.memberAssignment[topic] || []).slice().sort((a, b) => a - b))
+    })
+    consumer.on(REBALANCING, () => this.assign([]))
+  }
+
+  assign(parts) {
+    this.assigned = parts
+    if (!this.crashed) this.evs.push({ event: 'assigned', partitions: parts })
+  }
+
+  takeEvents() {
+    return this.evs.splice(0)
+  }
+
+  // offsetCommit runs one OffsetCommit attempt of this member (send) and
+  // records its outcome.
+  async offsetCommit(send, req) {
+    const attempts = this.manual
+    if (this.crashed) {
+      const err = Object.assign(new Error('the member crashed: the driver writes no commit of it'), { name: 'IsrlabCrashed' })
+      if (attempts) attempts.push({ ok: false, written: false, err })
+      throw err
+    }
+    const asked = []
+    for (const t of req.topics) {
+      if (t.topic !== this.topic) continue
+      for (const p of t.partitions) asked.push({ partition: Number(p.partition), offset: Number(p.offset) })
+    }
+    asked.sort((a, b) => a.partition - b.partition)
+    let a
+    try {
+      const r = await send()
+      a = { ok: true, written: true }
+      return r
+    } catch (err) {
+      a = { ok: false, written: !unwritten(err), err }
+      throw err
+    } finally {
+      if (attempts) {
+        attempts.push(a)
+      } else if (!this.crashed && asked.length) {
+        const [type, committed, error] = commitOutcome(asked, [a])
+        this.evs.push({ event: 'committed', type, committed, error })
+      }
+    }
+  }
+
+  // batch is kafkajs's eachBatch: see the class comment.
+  async batch({ batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale }) {
+    if (batch.topic !== this.topic || this.crashed || this.stopping) return
+    const b = { partition: batch.partition, messages: batch.messages, at: 0, released: false, resolveOffset, wake: null }
+    this.batches.push(b)
+    for (const w of this.waiters.splice(0)) w()
+    try {
+      while (!b.released && isRunning() && !isStale() && !this.crashed && !this.stopping) {
+        await new Promise((resolve) => {
+          const t = setTimeout(resolve, this.tick)
+          b.wake = () => { clearTimeout(t); resolve() }
+        })
+        b.wake = null
+        if (this.crashed || this.stopping) break
+        await heartbeat()
+        if (this.autoCommit) await commitOffsetsIfNecessary()
+      }
+    } finally {
+      const i = this.batches.indexOf(b)
+      if (i >= 0) this.batches.splice(i, 1)
+    }
+  }
+
+  // take hands out at most GROUP_POLL queued records, resolving each
+  // batch's offsets up to the last one handed out.
+  take() {
+    const records = []
+    for (const b of this.batches) {
+      if (records.length >= GROUP_POLL) break
+      const n = Math.min(b.messages.length - b.at, GROUP_POLL - records.length)
+      if (n <= 0) continue
+      for (const m of b.messages.slice(b.at, b.at + n)) {
+        records.push({ partition: b.partition, offset: Number(m.offset), value: m.value === null ? '' : m.value.toString() })
+      }
+      b.at += n
+      const last = b.messages[b.at - 1].offset
+      b.resolveOffset(last)
+      if (b.wake) b.wake()
+    }
+    return records
+  }
+
+  // release ends the batches whose records were all handed out: the
+  // member asks for more, as a kafkajs application returns from
+  // eachBatch once it processed the batch.
+  release() {
+    for (const b of this.batches) {
+      if (b.at >= b.messages.length && !b.released) {
+        b.released = true
+        if (b.wake) b.wake()
+      }
+    }
+  }
+
+  async poll(timeoutMs) {
+    this.release()
+    let records = this.take()
+    if (records.length === 0) {
+      await new Promise((resolve) => {
+        const t = setTimeout(resolve, timeoutMs)
+        this.waiters.push(() => { clearTimeout(t); resolve() })
+      })
+      records = this.take()
+    }
+    return ['ok', records, '']
+  }
+
+  async commit(offsets, timeoutMs) {
+    const asked = offsets.map((o) => ({ partition: o.partition, offset: o.offset })).sort((a, b) => a.partition - b.partition)
+    if (!asked.length) return ['fail', [], 'nothing to commit']
+    if (this.manual) return ['fail', [], 'an earlier commit is still running: no commit started']
+    // The attempts are this commit's until kafkajs's call ends, even
+    // past the wait.
+    const attempts = this.manual = []
+    const call = this.consumer.commitOffsets(asked.map((o) => ({ topic: this.topic, partition: o.partition, offset: String(o.offset) })))
+    call.then(() => {}, () => {}).finally(() => { if (this.manual === attempts) this.manual = null })
+    try {
+      await withTimeout(call, timeoutMs)
+    } catch (e) {
+      if (e.name === 'IsrlabWaitTimeout') return ['info', asked, errorText(e)]
+      return commitOutcome(asked, attempts, e)
+    }
+    return commitOutcome(asked, attempts)
+  }
+
+  stopBatches() {
+    for (const b of this.batches) if (b.wake) b.wake()
+    this.batches = []
+  }
+
+  async crash() {
+    this.crashed = true
+    this.stopBatches()
+    await this.end()
+  }
+
+  // end disconnects the consumer (Runner.stop: the batch running ends,
+  // then LeaveGroup), waiting for it at most END_WAIT: past that the
+  // driver answers and kafkajs goes on stopping. The member stays in
+  // members (under each memberId it had), so that a late attempt of a
+  // crashed member is still refused.
+  async end() {
+    try {
+      await withTimeout(this.consumer.disconnect(), END_WAIT)
+    } catch (e) {
+      if (e.name !== 'IsrlabWaitTimeout') throw e
+      process.stderr.write(`disconnect: ${errorText(e)}\n`)
+    }
+  }
+
+  async close() {
+    if (this.crashed) return
+    this.stopping = true
+    this.stopBatches()
+    await this.end()
+    if (this.assigned.length) this.assign([])
+  }
 }
 
 class Producer {
@@ -269,7 +574,12 @@ class Consumer {
   }
 }
 
-serve(client).then((code) => process.exit(code), (e) => {
-  process.stderr.write(String((e && e.stack) || e) + '\n')
-  process.exit(2)
-})
+if (require.main === module) {
+  serve(client).then((code) => process.exit(code), (e) => {
+    process.stderr.write(String((e && e.stack) || e) + '\n')
+    process.exit(2)
+  })
+} else {
+  // For the driver's table test, test_outcomes.js.
+  module.exports = { commitOutcome, unwritten }
+}
