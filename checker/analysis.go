@@ -898,7 +898,7 @@ func (a *analysis) finish() *Verdict {
 	}
 	v.Valid = Valid
 	for kind, n := range a.anomalies {
-		if n > 0 && kind != Unseen && !slices.Contains(cycleAnomalies, kind) && !slices.Contains(deliveryAnomalies, kind) {
+		if n > 0 && Invalidating(kind) {
 			v.Valid = Invalid
 		}
 	}

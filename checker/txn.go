@@ -85,6 +85,13 @@ var TxnAnomalyNames = []string{PrecommittedRead, G1b, TxnOutOfOrder, EOSDuplicat
 // cycleAnomalies are reported, not judged (see above).
 var cycleAnomalies = []string{G0, G1c, GSingle, G2Item}
 
+// Invalidating reports whether anomaly kind, counted once, makes a
+// history invalid: the cycles, the delivery anomalies and unseen records
+// are counted and left to expectations.
+func Invalidating(kind string) bool {
+	return kind != Unseen && !slices.Contains(cycleAnomalies, kind) && !slices.Contains(deliveryAnomalies, kind)
+}
+
 // TxnStats counts a history's transactional ops: transactions (ops that
 // sent) by outcome, and pure polls.
 type TxnStats struct {

@@ -164,7 +164,7 @@ func TestBadScenarios(t *testing.T) {
 		{"bad-name", "faults:\n  - {name: a b, kind: pause, nodes: [b2]}\n", "x.yaml:2: fault: name a b: a word without spaces"},
 		{"bad-client", "workload:\n  client: kafka-js\n", "x.yaml:2: workload.client: client \"kafka-js\": use franz-go, sarama, kafka-go, librdkafka, kafka-python, kafkajs or exec"},
 		{"kafka-go-idempotent", "workload:\n  client: kafka-go\n  enable.idempotence: true\n", "x.yaml:2: workload.client: client kafka-go: kafka-go has no idempotent producer (enable.idempotence)"},
-		{"client-txn-kafkajs", "workload:\n  type: txn\n  client: kafkajs\n", "x.yaml:3: workload.client: client kafkajs: the txn workload runs on franz-go and sarama only, and out of process on librdkafka and on exec drivers"},
+		{"client-txn-kafka-go", "workload:\n  type: txn\n  client: kafka-go\n", "x.yaml:3: workload.client: client kafka-go: the txn workload runs on franz-go and sarama only, and out of process on librdkafka, kafkajs and exec drivers"},
 		{"exec-queue-no-command", "workload:\n  type: queue\n  client: exec\n", "x.yaml:3: workload.client: client exec: exec: give the driver's command"},
 		{"sarama-queue-old", "workload:\n  type: queue\n  client: sarama\n  client.config: {Version: 0.10.1.0}\n", "client sarama: consumer groups (the queue workload) need Version 0.10.2 or later"},
 		{"sarama-queue-auto-commit-setting", "workload:\n  type: queue\n  client: sarama\n  client.config: {Consumer.Offsets.AutoCommit.Enable: false}\n", "client.config.Consumer.Offsets.AutoCommit.Enable: set by the driver (Consumer.Offsets.AutoCommit)"},

@@ -7,7 +7,8 @@
 // txn workload (workloads.TxnClient, saramatxn.go), kafka-go the queue
 // workload (kafkagogroup.go). librdkafka (through confluent-kafka-python)
 // and kafka-python are exec drivers of this package (python/), run with
-// the system python3; an exec driver runs the queue and txn workloads
+// the system python3, and kafkajs one (js/), run with the system node;
+// an exec driver runs the queue and txn workloads
 // when its hello names the protocol's features (execgroup.go,
 // exectxn.go).
 //
@@ -68,7 +69,7 @@ type Env struct {
 
 // Check reports whether the client spec names can run workload kind (log,
 // queue, rate, txn; "" is log) with cfg (the queue workload: franz-go and
-// sarama; txn: those, librdkafka and exec drivers naming FeatureTxn), and
+// sarama; txn: those, librdkafka, kafkajs and exec drivers naming FeatureTxn), and
 // whether its settings are
 // ones the client has: an error naming the client when not, a
 // *workloads.CapabilityError when the client cannot do what cfg asks. It
@@ -169,9 +170,9 @@ func checkQueue(name string, spec workloads.ClientSpec, cfg workloads.Config) er
 
 // checkTxn checks a client other than franz-go for the txn workload.
 // Reading in a consumer group (txn.group.id) is franz-go's
-// GroupTransactSession and runs there only. librdkafka's driver is asked
-// (its hello names FeatureTxn, and librdkafka checks the transactional
-// producer's configuration); an exec driver of the user's is asked when
+// GroupTransactSession and runs there only. The librdkafka and kafkajs
+// drivers are asked (their hellos name FeatureTxn, and librdkafka checks
+// the transactional producer's configuration); an exec driver of the user's is asked when
 // the run starts it, and refused there if its hello does not name it.
 func checkTxn(name string, spec workloads.ClientSpec, cfg workloads.Config) error {
 	switch name {
@@ -179,9 +180,9 @@ func checkTxn(name string, spec workloads.ClientSpec, cfg workloads.Config) erro
 		return checkSaramaTxn(cfg, spec.Config)
 	case KafkaPython:
 		return &workloads.CapabilityError{Client: name, Reason: "kafka-python has no transactional producer (KafkaProducer takes no transactional_id); it runs the log workload"}
-	case Librdkafka, Exec:
+	case Librdkafka, Kafkajs, Exec:
 	default:
-		return &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf("the txn workload runs on franz-go and sarama only, and out of process on librdkafka and on exec drivers that run transactions (client %s has no transactional driver; it runs the log workload)", name)}
+		return &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf("the txn workload runs on franz-go and sarama only, and out of process on librdkafka, kafkajs and exec drivers that run transactions (client %s has no transactional driver; it runs the log workload)", name)}
 	}
 	if cfg.TxnGroup != "" {
 		return &workloads.CapabilityError{Client: name, Reason: fmt.Sprintf("txn.group.id (reading in a consumer group, its offsets committed in the transaction) runs on franz-go only; %s runs the txn workload's producer-only and read-process-write transactions", name)}

@@ -44,10 +44,7 @@ func TestKafkaPythonQueueWithCrashes(t *testing.T) {
 // pushed batches handed out per poll) with both commit modes, members
 // crashing (queueWithCrashes).
 func TestKafkajsQueueWithCrashes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a cluster")
-	}
-	needKafkajs(t)
+	needKafkajsCluster(t)
 	queueWithCrashes(t, workloads.ClientSpec{Client: Kafkajs})
 }
 
@@ -56,10 +53,7 @@ func TestKafkajsQueueWithCrashes(t *testing.T) {
 // written; the close's commit is the driver's commitOffsets of what was
 // handed out, reported as the member's).
 func TestKafkajsCrashCommitsNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a cluster")
-	}
-	needKafkajs(t)
+	needKafkajsCluster(t)
 	crashCommitsNothing(t, Kafkajs)
 }
 
@@ -75,6 +69,16 @@ func TestKafkajsCommitOutcome(t *testing.T) {
 	if err != nil {
 		t.Fatalf("node test_outcomes.js: %v", err)
 	}
+}
+
+// needKafkajsCluster skips a kafkajs test that starts a cluster in
+// -short mode, and without kafkajs (needKafkajs).
+func needKafkajsCluster(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	needKafkajs(t)
 }
 
 // needKafkajs skips the test without kafkajs: it is not a Debian

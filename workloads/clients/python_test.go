@@ -145,7 +145,8 @@ func TestCleanStaleDrivers(t *testing.T) {
 // by the driver itself under Debian's node: without kafkajs where
 // NODE_PATH points it refuses, naming what to install and where; with
 // it, it names its client, refuses a linger it does not have, and
-// takes the queue workload (its hello names the "queue" feature).
+// takes the queue and txn workloads (its hello names the "queue" and
+// "txn" features).
 func TestKafkajsCheck(t *testing.T) {
 	if _, err := os.Stat(SystemNode); err != nil {
 		t.Skipf("needs %s (Debian nodejs)", SystemNode)
@@ -175,5 +176,10 @@ func TestKafkajsCheck(t *testing.T) {
 	}
 	if err := Check(workloads.ClientSpec{Client: Kafkajs}, "queue", base); err != nil {
 		t.Errorf("kafkajs, queue: %v", err)
+	}
+	txn := base
+	txn.TransactionTimeout = 15 * time.Second
+	if err := Check(workloads.ClientSpec{Client: Kafkajs}, "txn", txn); err != nil {
+		t.Errorf("kafkajs, txn: %v", err)
 	}
 }

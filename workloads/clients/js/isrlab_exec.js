@@ -55,7 +55,9 @@ class Proc {
     } catch (e) {
       // A driver bug: say so; the record's fate is unknown.
       process.stderr.write(String((e && e.stack) || e) + '\n')
-      d = done(op, ['send', 'poll', 'commit'].includes(op.f) ? 'info' : 'fail', { error: `driver error: ${e && e.name}: ${e && e.message}` })
+      // A record or a transaction end may have reached the brokers.
+      d = done(op, ['send', 'poll', 'commit', 'produce', 'end'].includes(op.f) ? 'info' : 'fail', { error: `driver error: ${e && e.name}: ${e && e.message}` })
+      if (op.f === 'end') d.done = true
     }
     print(d)
   }
@@ -67,8 +69,26 @@ class Proc {
         this.handle = await this.client.producer(this.hello, op.process)
         return done(op, 'ok')
       case 'open-consumer':
-        this.handle = await this.client.consumer(this.hello, op.process, op.partitions || [])
+        this.handle = await this.client.consumer(this.hello, op.process, op.partitions || [], op.isolation === 'read_committed')
         return done(op, 'ok')
+      case 'open-transactional-producer':
+        this.handle = await this.client.transactor(this.hello, op.process, op.transactional_id, op.transaction_timeout_ms, op.partitions || [], timeout)
+        return done(op, 'ok')
+      case 'begin': {
+        if (!this.handle) return done(op, 'fail', { error: 'begin before open-transactional-producer' })
+        const [type, error] = await this.handle.begin()
+        return done(op, type, { error })
+      }
+      case 'produce': {
+        if (!this.handle) return done(op, 'fail', { offsets: op.records.map(() => -1), error: 'produce before open-transactional-producer' })
+        const [type, offsets, error] = await this.handle.produce(op.records, timeout)
+        return done(op, type, { offsets, error })
+      }
+      case 'end': {
+        if (!this.handle) return done(op, 'fail', { error: 'end before open-transactional-producer' })
+        const [type, error, over] = await this.handle.end(!!op.commit, timeout)
+        return done(op, type, { error, done: over || undefined })
+      }
       case 'open-group-consumer':
         this.handle = await this.client.groupConsumer(this.hello, op.process, op.group, !!op.auto_commit, op.auto_commit_interval_ms || 5000)
         return done(op, 'ok', { events: this.events() })

@@ -18,8 +18,15 @@
 // workload) a group consumer process is a kafkajs consumer with the
 // group's groupId, subscribed to the topic; see GroupConsumer for how
 // its pushed batches become polls, how it commits and crashes, and
-// commitOutcome() for what each commit error means. See outcome() for
-// what each send error means, and docs/clients-under-faults.md.
+// commitOutcome() for what each commit error means. With the protocol's
+// "txn" feature (the txn workload) a transactional producer process is a
+// kafkajs producer with the process's transactionalId (idempotent, one
+// request in flight), its transactions producer.transaction(), then
+// transaction.send and transaction.commit or transaction.abort; see
+// Transactor and endOutcome() for how each error is mapped. Consumers
+// read read_committed (kafkajs's default, readUncommitted false). See
+// outcome() for what each send error means, and
+// docs/clients-under-faults.md.
 'use strict'
 
 const fs = require('fs')
@@ -34,7 +41,7 @@ try {
   importError = e
 }
 
-const DRIVER_KEYS = new Set(['idempotent', 'retry', 'transactionalId', 'createPartitioner'])
+const DRIVER_KEYS = new Set(['idempotent', 'retry', 'transactionalId', 'transactionTimeout', 'createPartitioner'])
 
 // Protocol errors that hold on every attempt: the franz-go driver's list.
 const REFUSALS = new Set(['MESSAGE_TOO_LARGE', 'INVALID_REQUIRED_ACKS', 'RECORD_LIST_TOO_LARGE', 'CORRUPT_MESSAGE',
@@ -151,7 +158,7 @@ const client = {
   },
 
   features() {
-    return ['queue', 'security']
+    return ['txn', 'queue', 'security']
   },
 
   kafka(hello, proc) {
@@ -186,7 +193,14 @@ const client = {
     return new Producer(p, hello.topic, acks, Number(c['request.timeout.ms']), retries === 0)
   },
 
-  async consumer(hello, proc, parts) {
+  // consumer reads parts from their start. kafkajs's consumers read
+  // read_committed unless given readUncommitted (Kafka.consumer in
+  // src/index.js makes it the Fetch's isolationLevel), so readCommitted
+  // only says so explicitly. kafkajs drops the records of aborted
+  // transactions itself (src/consumer/filterAbortedMessages.js, from
+  // the Fetch's aborted transactions; see docs/clients-under-faults.md
+  // for what it lets through).
+  async consumer(hello, proc, parts, readCommitted) {
     const { AssignerProtocol } = kafkajs
     const topic = hello.topic
     // One member, given exactly parts.
@@ -210,15 +224,60 @@ const client = {
       heartbeatInterval: 1000,
       maxWaitTimeInMs: 100,
       retry: { retries: Number.MAX_SAFE_INTEGER },
+      ...(readCommitted ? { readUncommitted: false } : {}),
     })
     await consumer.connect()
     await consumer.subscribe({ topics: [topic], fromBeginning: true })
-    const c = new Consumer(consumer)
+    const c = new Consumer(consumer, topic)
     await consumer.run({
       autoCommit: false,
       eachBatch: async ({ batch }) => c.push(batch),
     })
     return c
+  },
+
+  // transactor is a transactional producer process: a kafkajs producer
+  // with txnId and txnTimeoutMs, idempotent with one request in flight
+  // (kafkajs's requirements of a transactional producer), retrying its
+  // sends until delivery.timeout.ms or the transaction's timeout, whichever
+  // is shorter; its producer id is initialized now (InitProducerId, which
+  // kafkajs otherwise sends at the first producer.transaction()) by a
+  // transaction ended at once: an abort of a transaction that registered
+  // no partition sends no EndTxn (eosManager.abort,
+  // src/producer/eosManager/index.js). With parts, also a read_committed
+  // consumer of them for the process's polls.
+  async transactor(hello, proc, txnId, txnTimeoutMs, parts, timeoutMs) {
+    const c = hello.config
+    const p = this.kafka(hello, proc).producer({
+      allowAutoTopicCreation: false,
+      ...ownConfig(hello),
+      transactionalId: txnId,
+      transactionTimeout: Number(txnTimeoutMs),
+      idempotent: true,
+      maxInFlightRequests: 1,
+      retry: { retries: Number.MAX_SAFE_INTEGER, maxRetryTime: Math.min(Number(c['delivery.timeout.ms']), Number(txnTimeoutMs)) },
+    })
+    const init = (async () => {
+      await p.connect()
+      const t = await p.transaction()
+      await t.abort()
+    })()
+    try {
+      await withTimeout(init, timeoutMs)
+    } catch (e) {
+      init.catch(() => {}).finally(() => p.disconnect().catch(() => {}))
+      throw e
+    }
+    let cons = null
+    if (parts.length) {
+      try {
+        cons = await this.consumer(hello, proc, parts, true)
+      } catch (e) {
+        await p.disconnect().catch(() => {})
+        throw e
+      }
+    }
+    return new Transactor(p, txnId, hello.topic, Number(c['request.timeout.ms']), cons)
   },
 
   // groupConsumer is a member of group (the protocol's
@@ -523,6 +582,138 @@ class GroupConsumer {
   }
 }
 
+// ending holds, by transactionalId, the EndTxn attempts ({written, err})
+// of the commit or abort running: kafkajs's eosManager.commit and abort
+// (src/producer/eosManager/index.js) find the transaction coordinator
+// (cluster.findGroupCoordinator, retried) and then send one EndTxn
+// through Broker.prototype.endTxn (src/broker/index.js), never retried,
+// which the driver wraps to see whether it was reached and how it
+// failed.
+const ending = new Map()
+if (kafkajs) {
+  const Broker = require('kafkajs/src/broker')
+  const endTxn = Broker.prototype.endTxn
+  Broker.prototype.endTxn = async function (req) {
+    const attempts = ending.get(req.transactionalId)
+    try {
+      return await endTxn.call(this, req)
+    } catch (err) {
+      if (attempts) attempts.push({ written: !unwritten(err), err })
+      throw err
+    }
+  }
+}
+
+// endOutcome is a commit's (commit) or abort's outcome [type, error,
+// done] from err, the error transaction.commit() or abort() ended with
+// (none: it returned), and attempts, its failed EndTxn attempts.
+//
+// ok: a commit that returned (kafkajs's EndTxn response parser fails the
+// request on an error code, src/protocol/requests/endTxn). fail: an
+// abort that returned, and a commit whose EndTxn was never written: it
+// failed before kafkajs sent one (finding the coordinator, or a
+// connection that could not be opened: unwritten()), so the transaction
+// cannot have committed. info: any other error of a commit, even a
+// protocol error (Kafka's transaction coordinator answers
+// NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE also when it could not
+// finish appending a PrepareCommit it had begun), a closed connection or
+// a request timeout with the EndTxn in flight, and no answer within the
+// wait; and any error of an abort (not confirmed). After any error the
+// producer is done: kafkajs left its state machine in COMMITTING or
+// ABORTING (src/producer/eosManager/transactionStateMachine.js), where
+// it takes neither another commit or abort nor a new transaction
+// (producer.transaction's beginTransaction wants READY), so the process
+// ends and the lab goes on with a new one.
+function endOutcome(commit, err, attempts) {
+  if (!err) return [commit ? 'ok' : 'fail', '', false]
+  const what = commit ? 'commit' : 'abort'
+  const text = `${what}: ${errorText(err)}`
+  // No attempt recorded: the error came before Broker.endTxn was called.
+  if (commit && err.name !== 'IsrlabWaitTimeout' && !attempts.some((a) => a.written)) {
+    return ['fail', `${text} (no EndTxn was written)`, true]
+  }
+  return ['info', text, true]
+}
+
+// Transactor is a transactional producer process: its kafkajs producer,
+// its producer id initialized, the transaction running (null between
+// transactions), and its read_committed consumer for read-process-write
+// transactions (null without).
+class Transactor {
+  constructor(p, txnId, topic, requestTimeout, cons) {
+    Object.assign(this, { p, txnId, topic, requestTimeout, cons })
+    this.txn = null
+  }
+
+  async begin() {
+    try {
+      this.txn = await this.p.transaction()
+    } catch (e) {
+      return ['fail', errorText(e)]
+    }
+    return ['ok', '']
+  }
+
+  async poll(timeoutMs) {
+    if (!this.cons) return ['info', [], 'the producer was opened without a consumer']
+    return this.cons.poll(timeoutMs)
+  }
+
+  // produce sends records in the transaction one at a time (one
+  // transaction.send each, acks=all, awaiting its answer), each one's
+  // offset its partition's baseOffset, until one fails or timeoutMs is
+  // up: ok only when every record was acknowledged. The send's fail and
+  // info differ as outside transactions (outcome()); the lab aborts
+  // either way.
+  async produce(records, timeoutMs) {
+    const offsets = records.map(() => -1)
+    if (!this.txn) return ['fail', offsets, 'produce outside a transaction']
+    const sends = (async () => {
+      for (const [i, r] of records.entries()) {
+        const res = await this.txn.send({ topic: this.topic, acks: -1, timeout: this.requestTimeout,
+          messages: [{ key: r.key || null, value: r.value, partition: r.partition }] })
+        const md = res && res.find((m) => m.partition === r.partition)
+        offsets[i] = md && md.baseOffset !== undefined ? Number(md.baseOffset) : -1
+        if (offsets[i] < 0) throw Object.assign(new Error(`no offset for record ${i}`), { name: 'IsrlabNoOffset' })
+      }
+    })()
+    try {
+      await withTimeout(sends, timeoutMs)
+    } catch (e) {
+      sends.catch(() => {})
+      if (e.name === 'IsrlabWaitTimeout' || e.name === 'IsrlabNoOffset') return ['info', offsets, errorText(e)]
+      return [outcome(e, false), offsets, errorText(e)]
+    }
+    return ['ok', offsets, '']
+  }
+
+  // end commits or aborts the transaction: endOutcome() maps the result.
+  // A call still running past timeoutMs goes on in kafkajs; its
+  // attempts stay recorded until it ends.
+  async end(commit, timeoutMs) {
+    const txn = this.txn
+    this.txn = null
+    if (!txn) return ['fail', 'end outside a transaction', false]
+    const attempts = []
+    ending.set(this.txnId, attempts)
+    const call = commit ? txn.commit() : txn.abort()
+    call.catch(() => {}).finally(() => { if (ending.get(this.txnId) === attempts) ending.delete(this.txnId) })
+    try {
+      await withTimeout(call, timeoutMs)
+    } catch (e) {
+      return endOutcome(commit, e, attempts)
+    }
+    return endOutcome(commit, null, attempts)
+  }
+
+  // close disconnects the producer and the consumer: a transaction left
+  // open is aborted by its coordinator at the transaction's timeout.
+  async close() {
+    if (this.cons) await this.cons.close().catch((e) => process.stderr.write(`close: ${errorText(e)}\n`))
+    await withTimeout(this.p.disconnect(), END_WAIT).catch((e) => process.stderr.write(`disconnect: ${errorText(e)}\n`))
+  }
+}
+
 class Producer {
   constructor(p, topic, acks, timeout, sentOnce) {
     Object.assign(this, { p, topic, acks, timeout, sentOnce })
@@ -545,16 +736,38 @@ class Producer {
   }
 }
 
+// Consumer is a consumer process: a group of one, committing nothing.
+// When kafkajs rejoins its group (a session lost, the group's
+// coordinator moved, as when a broker is killed), it starts again where
+// the group has no committed offset, at each partition's start
+// (fromBeginning); the driver seeks each partition to the offset after
+// the last record it handed over (consumer.seek, after GROUP_JOIN) and
+// drops any record before it fetched meanwhile, as an application
+// keeping its own positions would, so that polls go on where they were.
 class Consumer {
-  constructor(consumer) {
+  constructor(consumer, topic) {
     this.consumer = consumer
     this.records = []
     this.waiters = []
+    this.next = new Map() // partition -> the offset after the last record pushed
+    consumer.on(consumer.events.GROUP_JOIN, () => {
+      for (const [partition, offset] of this.next) {
+        try {
+          consumer.seek({ topic, partition, offset: String(offset) })
+        } catch (e) {
+          process.stderr.write(`seek: ${errorText(e)}\n`)
+        }
+      }
+    })
   }
 
   push(batch) {
+    const next = this.next.get(batch.partition) || 0
     for (const m of batch.messages) {
-      this.records.push({ partition: batch.partition, offset: Number(m.offset), value: m.value === null ? '' : m.value.toString() })
+      const offset = Number(m.offset)
+      if (offset < next) continue
+      this.records.push({ partition: batch.partition, offset, value: m.value === null ? '' : m.value.toString() })
+      this.next.set(batch.partition, offset + 1)
     }
     for (const w of this.waiters.splice(0)) w()
   }
@@ -581,5 +794,5 @@ if (require.main === module) {
   })
 } else {
   // For the driver's table test, test_outcomes.js.
-  module.exports = { commitOutcome, unwritten }
+  module.exports = { commitOutcome, unwritten, endOutcome }
 }

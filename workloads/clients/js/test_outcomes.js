@@ -1,11 +1,12 @@
 // The kafkajs driver's commit outcome table (docs/clients-under-faults.md,
-// "kafkajs's group consumers"): node test_outcomes.js, with NODE_PATH
-// holding kafkajs; TestKafkajsCommitOutcome runs it.
+// "kafkajs's group consumers") and its transaction end table ("kafkajs's
+// transactions (the txn workload)"): node test_outcomes.js, with
+// NODE_PATH holding kafkajs; TestKafkajsCommitOutcome runs it.
 'use strict'
 
 const assert = require('assert')
 const kafkajs = require('kafkajs')
-const { commitOutcome, unwritten } = require('./kafkajs_driver.js')
+const { commitOutcome, endOutcome, unwritten } = require('./kafkajs_driver.js')
 
 const asked = [{ partition: 0, offset: 42 }, { partition: 2, offset: 17 }]
 const attempt = (err) => (err ? { ok: false, written: !unwritten(err), err } : { ok: true, written: true })
@@ -41,4 +42,38 @@ for (const [name, attempts, err, want] of cases) {
     console.log(`FAIL ${name}: got ${type} ${JSON.stringify(committed)} ${text}, want ${want}`)
   }
 }
+// A transaction's end: [name, commit, error, EndTxn attempts' errors, want].
+const waited = Object.assign(new Error('no answer within 100 ms'), { name: 'IsrlabWaitTimeout' })
+const endAttempt = (err) => ({ written: !unwritten(err), err })
+const refused = new kafkajs.KafkaJSConnectionError('Failed to connect: connect ECONNREFUSED')
+const lost = new kafkajs.KafkaJSRequestTimeoutError('Request EndTxn timed out')
+const fenced = new kafkajs.KafkaJSProtocolError({ message: 'fenced', type: 'INVALID_PRODUCER_EPOCH' })
+const notCoordinator = new kafkajs.KafkaJSProtocolError({ message: 'not coordinator', type: 'NOT_COORDINATOR_FOR_GROUP' })
+const noCoordinator = new kafkajs.KafkaJSGroupCoordinatorNotFound('no coordinator')
+const ends = [
+  ['commit returned', true, null, [], 'ok', false],
+  ['abort returned', false, null, [], 'fail', false],
+  ['commit: no coordinator found', true, noCoordinator, [], 'fail', true],
+  ['commit: failed to connect', true, refused, [refused], 'fail', true],
+  ['commit: request timeout', true, lost, [lost], 'info', true],
+  ['commit: closed in flight', true, new kafkajs.KafkaJSConnectionClosedError('Closed connection'), [new kafkajs.KafkaJSConnectionClosedError('Closed connection')], 'info', true],
+  ['commit: fenced', true, fenced, [fenced], 'info', true],
+  ['commit: not coordinator', true, notCoordinator, [notCoordinator], 'info', true],
+  ['commit: no answer in the wait', true, waited, [], 'info', true],
+  ['abort: no coordinator found', false, noCoordinator, [], 'info', true],
+  ['abort: request timeout', false, lost, [lost], 'info', true],
+]
+for (const [name, commit, err, errs, want, wantDone] of ends) {
+  const [type, text, over] = endOutcome(commit, err, errs.map(endAttempt))
+  try {
+    assert.strictEqual(type, want)
+    assert.strictEqual(over, wantDone)
+    assert.strictEqual(err ? text !== '' : text === '', true)
+    console.log(`ok   ${name}: ${type} ${over ? 'done ' : ''}${text}`)
+  } catch (e) {
+    failed++
+    console.log(`FAIL ${name}: got ${type} ${over} ${text}, want ${want} ${wantDone}`)
+  }
+}
+
 process.exit(failed ? 1 : 0)
