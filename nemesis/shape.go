@@ -171,24 +171,11 @@ func (s *slowNetRun) Resolve(ctx context.Context, env *Env) error {
 type link struct{ ns, name string }
 
 func (s *slowNetRun) links(env *Env) ([]link, error) {
+	// On the nodes' side only what they send is shaped by a qdisc; a delay
+	// of what they receive is their queues' (injectQueue).
+	atSwitch := s.Direction != "out" && !env.nodeSide()
 	var sw string
-	if env.nodeSide() {
-		// Only what the nodes send is shaped by a qdisc; a delay of what
-		// they receive is their queues' (injectQueue).
-		if s.Direction == "in" {
-			return nil, nil
-		}
-		var out []link
-		for _, name := range s.Resolved {
-			n, err := env.node(name)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, link{n.NetNS, n.Iface})
-		}
-		return out, nil
-	}
-	if s.Direction != "out" {
+	if atSwitch {
 		var err error
 		if sw, err = env.switchNS(); err != nil {
 			return nil, err
@@ -200,7 +187,7 @@ func (s *slowNetRun) links(env *Env) ([]link, error) {
 		if err != nil {
 			return nil, err
 		}
-		if s.Direction != "out" {
+		if atSwitch {
 			out = append(out, link{sw, n.SwitchPort})
 		}
 		if s.Direction != "in" {
