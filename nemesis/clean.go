@@ -24,9 +24,11 @@ import (
 // healing the stored faults.
 func Clean(ctx context.Context, switchNS, run string, nodeNS []string) error {
 	var errs []error
-	if switchNS != "" && sameNetNS(switchNS, "/proc/self/ns/net") {
+	if switchNS != "" && sameNetNS(switchNS, "/proc/thread-self/ns/net") {
 		// Every process living in a switch namespace is a delayer, and
 		// every qdisc there a fault's: never so in this process's own.
+		// thread-self: /proc/self/ns/net is the main thread's, which may
+		// be visiting another namespace for a goroutine locked to it.
 		return fmt.Errorf("clean: %s is this host's own network namespace, not a switch namespace of the lab's", switchNS)
 	}
 	if switchNS != "" {

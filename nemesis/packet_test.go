@@ -221,6 +221,7 @@ func TestNodeSidePacketFaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { a.Fault.Run.Heal(ctx, n.Env) }) //nolint:errcheck // healed below; this is for a failure
 			r := a.Fault.Run.(*packetRun)
 			if r.Side != SideNode || len(r.NodeDelayers) != 1 || r.DelayerPID != 0 {
 				t.Fatalf("side %q, node delayers %v, switch delayer %d", r.Side, r.NodeDelayers, r.DelayerPID)
@@ -236,8 +237,15 @@ func TestNodeSidePacketFaults(t *testing.T) {
 			for _, g := range got {
 				seen[g]++
 			}
-			if len(got) < 2*sent-sent/10 || len(seen) < sent-sent/10 {
-				t.Fatalf("%d answers, %d distinct, to %d datagrams duplicated %s: want each about twice", len(got), len(seen), sent, dir)
+			// UDP may lose a few on a busy machine; most must come twice.
+			twice := 0
+			for _, c := range seen {
+				if c >= 2 {
+					twice++
+				}
+			}
+			if twice < sent/2 {
+				t.Fatalf("%d answers, %d distinct, %d twice, to %d datagrams duplicated %s: want most twice", len(got), len(seen), twice, sent, dir)
 			}
 			if err := n.Heal(ctx, a.ID); err != nil {
 				t.Fatal(err)
@@ -262,6 +270,7 @@ func TestNodeSidePacketFaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { a.Fault.Run.Heal(ctx, n.Env) }) //nolint:errcheck // healed below; this is for a failure
 		got := l.udpEchoes(t, "b1", sent)
 		csum := l.snmp(t, "b1", "Udp", "InCsumErrors") - before
 		if slices.IsSorted(got) || csum == 0 || len(got) >= sent {
@@ -313,7 +322,7 @@ func TestNodeSidePacketFaults(t *testing.T) {
 // namespace and deletes its qdiscs, so it must refuse a "switch" that is
 // this host's own namespace (a Docker cluster once named it so).
 func TestCleanRefusesOwnNamespace(t *testing.T) {
-	err := Clean(context.Background(), "/proc/self/ns/net", "r0", nil)
+	err := Clean(context.Background(), "/proc/thread-self/ns/net", "r0", nil)
 	if err == nil || !strings.Contains(err.Error(), "own network namespace") {
 		t.Fatalf("clean of this host's own namespace: %v", err)
 	}
