@@ -66,9 +66,12 @@ func (r SeedRun) Around() (float64, bool) {
 
 // Tally is one scenario's runs in a sweep.
 type Tally struct {
-	Scenario string    `json:"scenario"`
-	Expect   string    `json:"expect"`
-	Runs     []SeedRun `json:"runs"`
+	Scenario string `json:"scenario"`
+	Expect   string `json:"expect"`
+	// Digest is the scenario's ScenarioDigest as the sweep ran it (with
+	// its presets): what `isrlab scenarios tally` tells versions apart by.
+	Digest string    `json:"digest,omitempty"`
+	Runs   []SeedRun `json:"runs"`
 	// Across is the judgement of the scenario's claims across seeds
 	// (expect: across-seeds), over the sweep's runs; nil without any, or
 	// when the sweep ran another number of seeds than a claim is about
@@ -244,7 +247,7 @@ func Verify(ctx context.Context, scs []Scenario, o VerifyOptions) (*VerifyResult
 	}
 	res := &VerifyResult{Dir: dir, Started: start.UTC().Format(time.RFC3339), Hog: o.Hog, Seeds: rounds}
 	for _, sc := range scs {
-		res.Scenarios = append(res.Scenarios, Tally{Scenario: sc.Name, Expect: sc.Expect.String()})
+		res.Scenarios = append(res.Scenarios, Tally{Scenario: sc.Name, Expect: sc.Expect.String(), Digest: ScenarioDigest(sc)})
 	}
 	out := o.Out
 	hogDesc := ""

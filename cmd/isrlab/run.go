@@ -267,7 +267,7 @@ prints a scenario's file.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also list the presets")
-	cmd.AddCommand(newVerifyCmd(), newShowCmd())
+	cmd.AddCommand(newVerifyCmd(), newTallyCmd(), newShowCmd())
 	return cmd
 }
 

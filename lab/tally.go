@@ -1,0 +1,411 @@
+package lab
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/isrlab/isrlab/results"
+)
+
+// A library scenario's record over many sweeps (`isrlab scenarios tally`):
+// the nightly job's sweeps, or a week of them on a workstation, added up
+// per scenario, with and without a CPU hog. A run counts for a scenario
+// only if it ran the scenario as the library states it now: a run of an
+// older timeline, or of the scenario under a --preset, says nothing about
+// the claim as it stands. Sweeps record each scenario's digest
+// (Tally.Digest); for sweeps made before they did, the run's own
+// scenario.yaml is compared, and a run with neither is "unknown".
+
+// ScenarioDigest identifies what a scenario runs: the SHA-256 of its
+// resolved form with what does not change a run left out (its name,
+// aliases, description and seed). Two runs with the same digest ran the
+// same cluster, topic, workload, faults and expectation.
+func ScenarioDigest(s Scenario) string {
+	s.Name, s.Description, s.Aliases, s.Seed, s.Workload.Seed = "", "", nil, 0, 0
+	b, err := yaml.Marshal(s)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// TallyOptions configure TallySweeps.
+type TallyOptions struct {
+	// AnyVersion counts every run under its scenario's current name,
+	// whatever version of the scenario it ran.
+	AnyVersion bool
+	// Names restricts the record to these scenarios (names, aliases or
+	// directories as SelectLibrary takes them); none is the whole library.
+	Names []string
+}
+
+// Record is one scenario's runs over the sweeps tallied.
+type Record struct {
+	Scenario string `json:"scenario"`
+	Expect   string `json:"expect"`
+	// Quiet and Hog count the runs of sweeps without and with --hog, by
+	// outcome (met, not met, not set up, undecided, error).
+	Quiet map[string]int `json:"quiet"`
+	Hog   map[string]int `json:"hog"`
+	// Missed are the runs that did not meet the expectation: seed, outcome,
+	// whether beside a hog, and the sweep.
+	Missed []MissedRun `json:"missed,omitempty"`
+	// Across counts the sweeps whose claim across seeds was judged, by
+	// outcome.
+	Across map[string]int `json:"across_seeds,omitempty"`
+	// Other is how many runs ran another version of the scenario (or
+	// under a preset); Unknown how many could not be told (a sweep
+	// without digests whose run directories are gone). Neither is counted
+	// above unless AnyVersion.
+	Other   int `json:"other_versions"`
+	Unknown int `json:"unknown_version"`
+	// Sweeps is how many sweeps had a run of it that counted.
+	Sweeps int `json:"sweeps"`
+}
+
+// MissedRun is a run of a record that did not meet its expectation.
+type MissedRun struct {
+	Seed    int64  `json:"seed"`
+	Outcome string `json:"outcome"`
+	Hog     bool   `json:"hog"`
+	Sweep   string `json:"sweep"`
+}
+
+// Runs is how many runs counted, without (quiet) or beside a hog.
+func (r *Record) Runs(hog bool) int {
+	if hog {
+		return sumCounts(r.Hog)
+	}
+	return sumCounts(r.Quiet)
+}
+
+// TallyResult is the record of every scenario over the sweeps found.
+type TallyResult struct {
+	Sweeps  []string  `json:"sweeps"`
+	Records []*Record `json:"scenarios"`
+	// Skipped names files that were not a sweep's verify.json, with why.
+	Skipped []string `json:"skipped,omitempty"`
+}
+
+// TallySweeps adds up the sweeps found under roots: each a sweep's
+// directory, its verify.json, or a directory searched for them (a
+// symlinked sweep such as verify/latest is counted once).
+func TallySweeps(roots []string, o TallyOptions) (*TallyResult, error) {
+	scs, err := SelectLibrary(o.Names)
+	if err != nil {
+		return nil, err
+	}
+	ents, err := List()
+	if err != nil {
+		return nil, err
+	}
+	current := map[string]string{} // any name or alias -> current name
+	for _, e := range ents {
+		current[e.Name] = e.Name
+		for _, a := range e.Aliases {
+			current[a] = e.Name
+		}
+	}
+	res := &TallyResult{}
+	recs := map[string]*Record{}
+	digests := map[string]string{}
+	for _, sc := range scs {
+		r := &Record{Scenario: sc.Name, Expect: sc.Expect.String(), Quiet: map[string]int{}, Hog: map[string]int{}}
+		recs[sc.Name] = r
+		res.Records = append(res.Records, r)
+		digests[sc.Name] = ScenarioDigest(sc)
+	}
+	files, err := findSweeps(roots)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		v, err := readSweep(f)
+		if err != nil {
+			res.Skipped = append(res.Skipped, fmt.Sprintf("%s: %v", f, err))
+			continue
+		}
+		res.Sweeps = append(res.Sweeps, filepath.Dir(f))
+		for _, t := range v.Scenarios {
+			rec := recs[current[t.Scenario]]
+			if rec == nil {
+				continue
+			}
+			counted := false
+			for _, run := range t.Runs {
+				switch runVersion(t, run, digests[rec.Scenario]) {
+				case "other":
+					rec.Other++
+					if !o.AnyVersion {
+						continue
+					}
+				case "unknown":
+					rec.Unknown++
+					if !o.AnyVersion {
+						continue
+					}
+				}
+				counted = true
+				m := rec.Quiet
+				if v.Hog > 0 {
+					m = rec.Hog
+				}
+				m[run.Outcome]++
+				if run.Outcome != results.Met {
+					rec.Missed = append(rec.Missed, MissedRun{Seed: run.Seed, Outcome: run.Outcome, Hog: v.Hog > 0, Sweep: filepath.Dir(f)})
+				}
+			}
+			if counted {
+				rec.Sweeps++
+				if t.Across != nil {
+					if rec.Across == nil {
+						rec.Across = map[string]int{}
+					}
+					rec.Across[t.Across.Outcome.String()]++
+				}
+			}
+		}
+	}
+	return res, nil
+}
+
+// runVersion says whether run ran the scenario whose current digest is
+// want: "same", "other" or "unknown".
+func runVersion(t Tally, run SeedRun, want string) string {
+	got := t.Digest
+	if got == "" && run.Dir != "" {
+		if b, err := os.ReadFile(filepath.Join(run.Dir, results.ScenarioFile)); err == nil {
+			var s Scenario
+			if yaml.Unmarshal(b, &s) == nil {
+				got = ScenarioDigest(s)
+			}
+		}
+	}
+	switch {
+	case got == "":
+		return "unknown"
+	case got == want:
+		return "same"
+	}
+	return "other"
+}
+
+// findSweeps lists the verify.json files under roots, each once.
+func findSweeps(roots []string) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	add := func(p string) {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil || seen[real] {
+			return
+		}
+		seen[real] = true
+		out = append(out, real)
+	}
+	for _, root := range roots {
+		st, err := os.Stat(root)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			add(root)
+			continue
+		}
+		// WalkDir does not follow symlinks: a latest link is skipped
+		// here and its target found on its own.
+		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && (d.Name() == results.RunsDir || d.Name() == "logs") && p != root {
+				return filepath.SkipDir // a sweep's run directories hold no sweep
+			}
+			if !d.IsDir() && d.Name() == VerifyFile {
+				add(p)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// readSweep reads a sweep's verify.json.
+func readSweep(path string) (*VerifyResult, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var v VerifyResult
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, fmt.Errorf("not a sweep's %s: %w", VerifyFile, err)
+	}
+	if v.Started == "" || v.Scenarios == nil {
+		return nil, errors.New("not a sweep's " + VerifyFile + " (no start or scenarios)")
+	}
+	return &v, nil
+}
+
+// outcomes in the order tables show them.
+var tallyOutcomes = []string{results.Met, results.NotMet, results.NotSetUp, results.Undecided, "error"}
+
+// cell is one side of a record: "met of runs", with anything else named.
+func (r *Record) cell(hog bool) string {
+	m := r.Quiet
+	if hog {
+		m = r.Hog
+	}
+	n := r.Runs(hog)
+	if n == 0 {
+		return "-"
+	}
+	s := fmt.Sprintf("%d of %d", m[results.Met], n)
+	var rest []string
+	for _, o := range tallyOutcomes[1:] {
+		if m[o] > 0 {
+			rest = append(rest, fmt.Sprintf("%d %s", m[o], o))
+		}
+	}
+	for o, c := range m {
+		if !slices.Contains(tallyOutcomes, o) && c > 0 {
+			rest = append(rest, fmt.Sprintf("%d %s", c, o))
+		}
+	}
+	if len(rest) > 0 {
+		slices.Sort(rest)
+		s += " (" + strings.Join(rest, ", ") + ")"
+	}
+	return s
+}
+
+// missed lists a record's runs that did not meet, "seed (outcome, hog)".
+func (r *Record) missed() string {
+	var parts []string
+	for _, m := range r.Missed {
+		p := fmt.Sprint(m.Seed)
+		var tags []string
+		if m.Outcome != results.NotMet {
+			tags = append(tags, m.Outcome)
+		}
+		if m.Hog {
+			tags = append(tags, "hog")
+		}
+		if len(tags) > 0 {
+			p += " (" + strings.Join(tags, ", ") + ")"
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, " ")
+}
+
+// across is a record's claims across seeds, "met in K of N sweeps".
+func (r *Record) across() string {
+	if len(r.Across) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d of %d sweeps", r.Across[results.Met], sumCounts(r.Across))
+}
+
+// Met is whether every counted run met its expectation and every claim
+// across seeds judged was met.
+func (t *TallyResult) Met() bool {
+	for _, r := range t.Records {
+		if len(r.Missed) > 0 || r.Across[results.Met] != sumCounts(r.Across) {
+			return false
+		}
+	}
+	return true
+}
+
+// sumCounts is the sum of m's counts.
+func sumCounts(m map[string]int) int {
+	n := 0
+	for _, c := range m {
+		n += c
+	}
+	return n
+}
+
+// Fewest returns the records sorted by the runs counted on the side
+// (hog or not) with the fewest, fewest first: the scenarios a sweep
+// should run next.
+func (t *TallyResult) Fewest(hog bool) []*Record {
+	out := slices.Clone(t.Records)
+	slices.SortStableFunc(out, func(a, b *Record) int { return cmp.Compare(a.Runs(hog), b.Runs(hog)) })
+	return out
+}
+
+// WriteTally prints the record as a table (markdown: as Markdown).
+func WriteTally(w io.Writer, t *TallyResult, markdown bool) {
+	quiet, hog := 0, 0
+	for _, r := range t.Records {
+		quiet += r.Runs(false)
+		hog += r.Runs(true)
+	}
+	head := []string{"scenario", "without a hog", "beside a hog", "across seeds met", "other versions", "seeds not met"}
+	rows := [][]string{}
+	for _, r := range t.Records {
+		other := ""
+		if r.Other+r.Unknown > 0 {
+			other = fmt.Sprintf("%d", r.Other)
+			if r.Unknown > 0 {
+				other += fmt.Sprintf(" (+%d unknown)", r.Unknown)
+			}
+		}
+		rows = append(rows, []string{r.Scenario, r.cell(false), r.cell(true), r.across(), other, r.missed()})
+	}
+	if markdown {
+		fmt.Fprintf(w, "%d sweeps: %d runs without a hog, %d beside one, of %d scenarios.\n\n", len(t.Sweeps), quiet, hog, len(t.Records))
+		fmt.Fprintln(w, "| "+strings.Join(head, " | ")+" |")
+		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | --- |")
+		for _, row := range rows {
+			row[0] = "`" + row[0] + "`"
+			fmt.Fprintln(w, "| "+strings.Join(row, " | ")+" |")
+		}
+	} else {
+		widths := make([]int, len(head))
+		for i, h := range head {
+			widths[i] = len(h)
+		}
+		for _, row := range rows {
+			for i, c := range row[:len(row)-1] {
+				widths[i] = max(widths[i], len(c))
+			}
+		}
+		line := func(cells []string) {
+			var b strings.Builder
+			for i, c := range cells {
+				if i == len(cells)-1 {
+					b.WriteString(c)
+					break
+				}
+				fmt.Fprintf(&b, "%-*s  ", widths[i], c)
+			}
+			fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+		}
+		line(head)
+		for _, row := range rows {
+			line(row)
+		}
+		fmt.Fprintf(w, "%d sweeps: %d runs without a hog, %d beside one, of %d scenarios\n", len(t.Sweeps), quiet, hog, len(t.Records))
+	}
+	for _, s := range t.Skipped {
+		fmt.Fprintf(w, "skipped %s\n", s)
+	}
+}

@@ -1,0 +1,156 @@
+package lab
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/isrlab/isrlab/results"
+)
+
+// writeSweep writes a sweep's verify.json under root/name.
+func writeSweep(t *testing.T, root, name string, v VerifyResult) string {
+	t.Helper()
+	dir := filepath.Join(root, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	v.Started, v.Dir = "2026-12-07T00:00:00Z", dir
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, VerifyFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// writeRunDir writes a run directory holding sc as its resolved scenario.
+func writeRunDir(t *testing.T, dir string, sc Scenario) string {
+	t.Helper()
+	if err := results.WriteScenario(dir, sc); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestTallySweeps: runs are counted per scenario under its current name,
+// quiet and beside a hog apart, only when they ran the scenario as the
+// library states it (by the sweep's digest, or else the run's own
+// scenario.yaml); a symlinked sweep counts once; misses are listed with
+// their seeds.
+func TestTallySweeps(t *testing.T) {
+	scs, err := SelectLibrary([]string{"zombie-leader/acks1", "leader-kill"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zombie, kill := scs[0], scs[1]
+	root := t.TempDir()
+	met := func(seed int64) SeedRun { return SeedRun{Seed: seed, Outcome: results.Met} }
+
+	// A quiet sweep with digests: two met, one not met; the zombie
+	// scenario under its old name.
+	writeSweep(t, root, "verify/a", VerifyResult{Scenarios: []Tally{
+		{Scenario: "seed000/partition-4-acks1", Digest: ScenarioDigest(zombie), Runs: []SeedRun{met(1), {Seed: 2, Outcome: results.NotMet}}},
+		{Scenario: "leader-kill", Digest: ScenarioDigest(kill), Runs: []SeedRun{met(3)}},
+	}})
+	// A hog sweep from before digests: one run's directory holds the
+	// scenario as it stands (seeded), one an older version, one is gone.
+	same := kill
+	same.Seed, same.Workload.Seed, same.Description = 77, 77, "an older description"
+	older := kill
+	older.Duration += 5e9
+	hog := writeSweep(t, root, "verify/b", VerifyResult{Hog: 2, Scenarios: []Tally{
+		{Scenario: "leader-kill", Runs: []SeedRun{
+			{Seed: 77, Outcome: results.Met, Dir: writeRunDir(t, filepath.Join(root, "r1"), same)},
+			{Seed: 78, Outcome: results.NotMet, Dir: writeRunDir(t, filepath.Join(root, "r2"), older)},
+			{Seed: 79, Outcome: results.Met, Dir: filepath.Join(root, "gone")},
+		}},
+		{Scenario: "zombie-leader/acks1", Digest: ScenarioDigest(zombie), Runs: []SeedRun{met(5), {Seed: 6, Outcome: results.NotSetUp}}},
+	}})
+	if err := os.Symlink("b", filepath.Join(root, "verify", "latest")); err != nil {
+		t.Fatal(err)
+	}
+	// Not a sweep: skipped, saying so.
+	if err := os.WriteFile(filepath.Join(root, "verify", VerifyFile), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := TallySweeps([]string{root, filepath.Join(hog, VerifyFile)}, TallyOptions{Names: []string{"zombie-leader/", "leader-kill"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Sweeps) != 2 || len(res.Skipped) != 1 {
+		t.Fatalf("sweeps %v, skipped %v: want the two sweeps once each and the empty file skipped", res.Sweeps, res.Skipped)
+	}
+	recs := map[string]*Record{}
+	for _, r := range res.Records {
+		recs[r.Scenario] = r
+	}
+	z, k := recs["zombie-leader/acks1"], recs["leader-kill"]
+	if z == nil || k == nil || recs["zombie-leader/safe"] == nil {
+		t.Fatalf("records %v", res.Records)
+	}
+	if z.Quiet[results.Met] != 1 || z.Quiet[results.NotMet] != 1 || z.Hog[results.Met] != 1 || z.Hog[results.NotSetUp] != 1 || z.Sweeps != 2 {
+		t.Errorf("zombie-leader/acks1: %+v", z)
+	}
+	if k.Quiet[results.Met] != 1 || k.Runs(true) != 1 || k.Hog[results.Met] != 1 || k.Other != 1 || k.Unknown != 1 {
+		t.Errorf("leader-kill: %+v; want 1 quiet, 1 hog (the same scenario re-described), 1 other version, 1 unknown", k)
+	}
+	if res.Met() {
+		t.Error("a record with misses is met")
+	}
+	var tab, md strings.Builder
+	WriteTally(&tab, res, false)
+	WriteTally(&md, res, true)
+	for _, want := range []string{"1 of 2 (1 not met)", "1 of 2 (1 not set up)", "2 6 (not set up, hog)"} {
+		if !strings.Contains(tab.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, tab.String())
+		}
+	}
+	if !strings.Contains(md.String(), "| `leader-kill` | 1 of 1 | 1 of 1 |  | 1 (+1 unknown) |  |") {
+		t.Errorf("markdown:\n%s", md.String())
+	}
+	if f := res.Fewest(true); f[0].Scenario != "zombie-leader/safe" || f[len(f)-1].Scenario != "zombie-leader/acks1" {
+		t.Errorf("fewest beside a hog: %s ... %s", f[0].Scenario, f[len(f)-1].Scenario)
+	}
+
+	all, err := TallySweeps([]string{root}, TallyOptions{AnyVersion: true, Names: []string{"leader-kill"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := all.Records[0]; k.Runs(true) != 3 || k.Hog[results.NotMet] != 1 || k.missed() != "78 (hog)" {
+		t.Errorf("--any-version: %+v, missed %q", k, k.missed())
+	}
+}
+
+// TestScenarioDigest: what a run does changes the digest; its name,
+// description and seed do not.
+func TestScenarioDigest(t *testing.T) {
+	scs, err := SelectLibrary([]string{"leader-kill"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := scs[0]
+	d := ScenarioDigest(sc)
+	renamed := sc
+	renamed.Name, renamed.Description, renamed.Seed, renamed.Workload.Seed = "x", "y", 5, 5
+	if ScenarioDigest(renamed) != d {
+		t.Error("name, description or seed changed the digest")
+	}
+	preset, err := sc.WithPresets("kafka-4.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ScenarioDigest(preset) == d {
+		t.Error("a preset did not change the digest")
+	}
+	changed := sc
+	changed.Expect.Valid = "unknown-for-this-test"
+	if ScenarioDigest(changed) == d {
+		t.Error("the expectation did not change the digest")
+	}
+}
