@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -39,6 +40,13 @@ type VerifyOptions struct {
 	// Budget stops starting new runs once it has passed (0: none); the
 	// table then counts the runs made.
 	Budget time.Duration
+	// Parallel is how many runs go at once (default 1): each has its own
+	// cluster, named after its run id, and the rounds keep their order of
+	// starting.
+	Parallel int
+
+	// run runs a scenario (Run unless a test fakes the runs).
+	run func(context.Context, Scenario, Options) (Result, error)
 }
 
 // SeedRun is one run of a sweep.
@@ -220,6 +228,10 @@ const (
 // busy processes keep the cores loaded beside every run.
 func Verify(ctx context.Context, scs []Scenario, o VerifyOptions) (*VerifyResult, error) {
 	o.Options = o.Options.withDefaults()
+	o.Parallel = max(o.Parallel, 1)
+	if o.run == nil {
+		o.run = Run
+	}
 	if o.Binary == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -254,6 +266,9 @@ func Verify(ctx context.Context, scs []Scenario, o VerifyOptions) (*VerifyResult
 	if o.Hog > 0 {
 		hogDesc = fmt.Sprintf(", beside %d busy processes", o.Hog)
 	}
+	if o.Parallel > 1 {
+		hogDesc += fmt.Sprintf(", %d runs at a time", o.Parallel)
+	}
 	fmt.Fprintf(out, "isrlab scenarios verify: %d scenario(s) x %d seed(s)%s\n  results: %s\n", len(scs), rounds, hogDesc, dir)
 	if o.Hog > 0 {
 		stop, err := startHog(o.Binary, o.Hog)
@@ -267,6 +282,18 @@ func Verify(ctx context.Context, scs []Scenario, o VerifyOptions) (*VerifyResult
 	runOpts := o.Options
 	runOpts.ResultsDir = filepath.Join(dir, results.RunsDir)
 	runOpts.Live, runOpts.RunID = false, ""
+	var (
+		mu   sync.Mutex // guards res, loads and out below
+		wg   sync.WaitGroup
+		slot = make(chan struct{}, o.Parallel)
+	)
+	stopped := func(why string) {
+		mu.Lock()
+		if res.Stopped == "" {
+			res.Stopped = why
+		}
+		mu.Unlock()
+	}
 sweep:
 	for round := range rounds {
 		for i, sc := range scs {
@@ -274,36 +301,58 @@ sweep:
 			if len(o.SeedList) > 0 {
 				seed = o.SeedList[round]
 			}
+			select {
+			case slot <- struct{}{}:
+			case <-ctx.Done():
+			}
+			mu.Lock()
+			halted := res.Stopped != ""
+			mu.Unlock()
 			if ctx.Err() != nil {
-				res.Stopped = fmt.Sprintf("stopped (%v)", context.Cause(ctx))
-				break sweep
+				stopped(fmt.Sprintf("stopped (%v)", context.Cause(ctx)))
+				halted = true
 			}
 			if o.Budget > 0 && time.Since(start) > o.Budget {
-				res.Stopped = fmt.Sprintf("the budget of %v ran out", o.Budget)
+				stopped(fmt.Sprintf("the budget of %v ran out", o.Budget))
+				halted = true
+			}
+			if halted {
 				break sweep
 			}
 			n++
 			sc.Seed = seed
-			r := verifyRun(ctx, sc, runOpts, dir)
-			if ctx.Err() != nil && r.Outcome != results.Met {
-				// A run cut short by the signal is not a verdict.
-				res.Stopped = fmt.Sprintf("stopped (%v)", context.Cause(ctx))
-				break sweep
-			}
-			res.Scenarios[i].Runs = append(res.Scenarios[i].Runs, r)
-			if l, ok := loadAverage(); ok {
-				loads = append(loads, l)
-			}
-			line := fmt.Sprintf("  [%d/%d] %s seed %d: %s (%.0fs)", n, total, sc.Name, seed, strings.ToUpper(r.Outcome), r.Seconds)
-			if r.Outcome != results.Met && len(r.Reasons) > 0 {
-				line += ": " + strings.Join(r.Reasons, "; ")
-			}
-			if r.Error != "" {
-				line += ": " + firstLine(r.Error)
-			}
-			fmt.Fprintln(out, line)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slot }()
+				r := verifyRun(ctx, sc, runOpts, dir, o.run)
+				if ctx.Err() != nil && r.Outcome != results.Met {
+					// A run cut short by the signal is not a verdict.
+					stopped(fmt.Sprintf("stopped (%v)", context.Cause(ctx)))
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				res.Scenarios[i].Runs = append(res.Scenarios[i].Runs, r)
+				if l, ok := loadAverage(); ok {
+					loads = append(loads, l)
+				}
+				done := 0
+				for _, t := range res.Scenarios {
+					done += len(t.Runs)
+				}
+				line := fmt.Sprintf("  [%d/%d] %s seed %d: %s (%.0fs)", done, total, sc.Name, seed, strings.ToUpper(r.Outcome), r.Seconds)
+				if r.Outcome != results.Met && len(r.Reasons) > 0 {
+					line += ": " + strings.Join(r.Reasons, "; ")
+				}
+				if r.Error != "" {
+					line += ": " + firstLine(r.Error)
+				}
+				fmt.Fprintln(out, line)
+			}()
 		}
 	}
+	wg.Wait()
 	for i, sc := range scs {
 		t := &res.Scenarios[i]
 		t.Across, t.AcrossNote = judgeAcross(sc.Expect, t.Runs)
@@ -334,7 +383,7 @@ sweep:
 }
 
 // verifyRun runs sc once with its output in the sweep's log of that run.
-func verifyRun(ctx context.Context, sc Scenario, o Options, dir string) SeedRun {
+func verifyRun(ctx context.Context, sc Scenario, o Options, dir string, run func(context.Context, Scenario, Options) (Result, error)) SeedRun {
 	r := SeedRun{Seed: sc.Seed}
 	lf, err := results.CreateCellLog(dir, sc.Name+"-seed-"+strconv.FormatInt(sc.Seed, 10))
 	if err != nil {
@@ -344,7 +393,7 @@ func verifyRun(ctx context.Context, sc Scenario, o Options, dir string) SeedRun 
 	defer lf.Close()
 	o.Out = lf
 	start := time.Now()
-	res, err := Run(ctx, sc, o)
+	res, err := run(ctx, sc, o)
 	r.Seconds, r.Dir, r.Timing = time.Since(start).Seconds(), res.Dir, res.Timing
 	if err != nil {
 		r.Outcome, r.Error = "error", err.Error()

@@ -1,8 +1,14 @@
 package lab
 
 import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/isrlab/isrlab/results"
 )
@@ -135,5 +141,98 @@ func TestVerifyAround(t *testing.T) {
 	}
 	if summarizeAround([]Tally{{Runs: []SeedRun{{Outcome: "error"}}}}) != nil {
 		t.Error("a summary without any timed run")
+	}
+}
+
+// TestVerifyParallel: a sweep with Parallel runs that many at once, each
+// scenario's runs counted under it whatever order they end in, and
+// writes its verify.json; the budget and a signal stop it, a run cut
+// short by the signal not counted.
+func TestVerifyParallel(t *testing.T) {
+	scs, err := SelectLibrary([]string{"leader-kill", "zombie-leader/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu             sync.Mutex
+		inFlight, most int
+	)
+	first := make(chan struct{})
+	started := 0
+	fake := func(ctx context.Context, sc Scenario, o Options) (Result, error) {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		started++
+		if started == 3 {
+			close(first) // the first three wait for each other: three at once
+		}
+		mu.Unlock()
+		select {
+		case <-first:
+		case <-time.After(time.Minute): // fewer than three at once: fails below, not hangs
+		}
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		j := Judgement{Outcome: Met}
+		if sc.Name == "zombie-leader/safe" && sc.Seed%2 == 0 {
+			j.Outcome = NotMet
+		}
+		return Result{Judgement: j}, nil
+	}
+	dir := t.TempDir()
+	var out strings.Builder
+	res, err := Verify(context.Background(), scs, VerifyOptions{Options: Options{ResultsDir: dir, Out: &out, Binary: "/bin/true"},
+		SeedList: []int64{2, 3, 4, 5}, Parallel: 3, run: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if most != 3 {
+		t.Errorf("%d runs at once at most, want 3", most)
+	}
+	for _, tl := range res.Scenarios {
+		if len(tl.Runs) != 4 {
+			t.Errorf("%s: %d runs, want 4", tl.Scenario, len(tl.Runs))
+		}
+		if tl.Digest == "" {
+			t.Errorf("%s: no digest", tl.Scenario)
+		}
+	}
+	z := res.Scenarios[2]
+	if z.Scenario != "zombie-leader/safe" || z.Count(results.NotMet) != 2 || res.Code() != 1 {
+		t.Errorf("%s: %d not met, code %d; want 2 (seeds 2 and 4), 1", z.Scenario, z.Count(results.NotMet), res.Code())
+	}
+	if _, err := os.Stat(filepath.Join(res.Dir, VerifyFile)); err != nil {
+		t.Error(err)
+	}
+	if !strings.Contains(out.String(), "3 runs at a time") || !strings.Contains(out.String(), "[12/12]") {
+		t.Errorf("output:\n%s", out.String())
+	}
+
+	// The budget: nothing starts once it has passed.
+	res, err = Verify(context.Background(), scs, VerifyOptions{Options: Options{ResultsDir: dir, Out: io.Discard, Binary: "/bin/true"},
+		Seeds: 5, Budget: time.Nanosecond, Parallel: 2, run: fake})
+	if err != nil || !strings.Contains(res.Stopped, "budget") || res.Code() != 2 {
+		t.Errorf("budget: %v, stopped %q, code %d", err, res.Stopped, res.Code())
+	}
+
+	// A signal during the runs: the cut-short runs (not met) are not
+	// counted, and the sweep says it stopped.
+	ctx, cancel := context.WithCancel(context.Background())
+	cut := func(ctx context.Context, sc Scenario, o Options) (Result, error) {
+		cancel()
+		<-ctx.Done()
+		return Result{Judgement: Judgement{Outcome: NotMet}}, nil
+	}
+	res, err = Verify(ctx, scs, VerifyOptions{Options: Options{ResultsDir: dir, Out: io.Discard, Binary: "/bin/true"},
+		Seeds: 2, Parallel: 2, run: cut})
+	if err != nil || !strings.Contains(res.Stopped, "stopped") {
+		t.Fatalf("signal: %v, stopped %q", err, res.Stopped)
+	}
+	for _, tl := range res.Scenarios {
+		if len(tl.Runs) != 0 {
+			t.Errorf("%s: a run cut short by the signal counted", tl.Scenario)
+		}
 	}
 }

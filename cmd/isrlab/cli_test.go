@@ -74,6 +74,9 @@ func TestScenariosAliases(t *testing.T) {
 	if code, out := runCLI(t, "scenarios", "verify", "--seeds", "0", "seed000/"); code != exitBadArgs || !strings.Contains(out, "--seeds must be positive") {
 		t.Errorf("verify of an old directory: exit %d\n%s", code, out)
 	}
+	if code, out := runCLI(t, "scenarios", "verify", "--parallel", "0", "leader-kill"); code != exitBadArgs || !strings.Contains(out, "--parallel must be positive") {
+		t.Errorf("--parallel 0: exit %d: %s", code, out)
+	}
 	if code, out := runCLI(t, "scenarios", "verify", "--preset", "kafka-9", "leader-kill"); code != exitBadArgs || !strings.Contains(out, `--preset: `) || !strings.Contains(out, `no preset "kafka-9"`) {
 		t.Errorf("verify with an unknown preset: exit %d\n%s", code, out)
 	}

@@ -23,6 +23,7 @@ func newVerifyCmd() *cobra.Command {
 		budget   time.Duration
 		verbose  bool
 		presets  []string
+		parallel int
 	)
 	cmd := &cobra.Command{
 		Use:   "verify [NAME|DIR/ ...]",
@@ -38,7 +39,9 @@ claim about every run: this is how it is checked.
 
 Runs go round the scenarios one seed at a time, so a sweep stopped early
 (Ctrl-C, --budget) still covers each. --hog runs busy processes beside
-every run, one per core, as on a shared CI runner. --preset applies a
+every run, one per core, as on a shared CI runner. --parallel N makes N
+runs at once, each on its own cluster (docs/library.md says how many
+the library was measured with). --preset applies a
 preset after each scenario's own, e.g. kafka-4.0 to check the library's
 claims under KRaft; the expectations stay the scenarios'. The sweep's directory
 (results/verify/<start>-<id>/) holds verify.json, verify.md (the table in
@@ -51,6 +54,7 @@ arguments, 255 a run could not run.`,
   isrlab scenarios verify --seeds 20 --hog restart-truncation/ unclean-election/on
   isrlab scenarios verify --seed-list 7331,90210 restart-truncation/leader-epoch
   isrlab scenarios verify --seeds 3 --budget 50m
+  isrlab scenarios verify --seeds 3 --parallel 2 --hog
   isrlab scenarios verify --seeds 1 --preset kafka-4.0 zombie-leader/ unclean-election/`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			scs, err := lab.SelectLibrary(args)
@@ -74,6 +78,9 @@ arguments, 255 a run could not run.`,
 			} else if seeds <= 0 {
 				return usageError("--seeds must be positive (or give --seed-list)")
 			}
+			if parallel <= 0 {
+				return usageError("--parallel must be positive")
+			}
 			n := 0
 			if hog {
 				n = hogProcs
@@ -89,7 +96,7 @@ arguments, 255 a run could not run.`,
 			f := labFlags{verbose: verbose}
 			res, err := lab.Verify(ctx, scs, lab.VerifyOptions{
 				Options: lab.Options{ResultsDir: results, Out: cmd.OutOrStdout(), Log: f.logger(cmd.ErrOrStderr())},
-				Seeds:   seeds, SeedList: list, Hog: n, Budget: budget,
+				Seeds:   seeds, SeedList: list, Hog: n, Budget: budget, Parallel: parallel,
 			})
 			if err != nil {
 				if errors.Is(err, lab.ErrScenario) {
@@ -112,6 +119,7 @@ arguments, 255 a run could not run.`,
 	cmd.Flags().BoolVar(&hog, "hog", false, "keep every core busy beside each run (busy-looping processes)")
 	cmd.Flags().IntVar(&hogProcs, "hog-procs", 0, "busy processes with --hog (default: one per core)")
 	cmd.Flags().DurationVar(&budget, "budget", 0, "start no run after this long (0: no limit)")
+	cmd.Flags().IntVar(&parallel, "parallel", 1, "runs at once, each on its own cluster")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log cluster bring-up, faults and teardown")
 	cmd.Flags().StringArrayVar(&presets, "preset", nil, "apply a preset after each scenario's own (scenarios/presets), e.g. kafka-4.0; repeatable")
 	return cmd
