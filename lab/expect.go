@@ -330,11 +330,44 @@ type Judgement struct {
 	Outcome Outcome  `json:"outcome"`
 	Expect  string   `json:"expect"`
 	Reasons []string `json:"reasons,omitempty"`
+	// Measured is what the run measured for each term of the expectation
+	// that states a bound (Expect.Bounds' names): the count, fraction,
+	// seconds or ratio the bound was compared with. Over many runs it
+	// shows how close a claim came to failing (scenarios tally).
+	Measured map[string]float64 `json:"measured,omitempty"`
+}
+
+// measure records x as the run's value of term.
+func (j *Judgement) measure(term string, x float64) {
+	if j.Measured == nil {
+		j.Measured = map[string]float64{}
+	}
+	j.Measured[term] = x
+}
+
+// Bounds are the expectation's terms that state a bound, by the names
+// Judgement.Measured gives them: each anomaly's own name, availability,
+// unavailability (seconds), throughput.during-faults and
+// throughput.after-heal (ratios), isr-shrinks, collateral-isr-drops and
+// read-lock-wait.
+func (e Expect) Bounds() map[string]Cond {
+	out := map[string]Cond{}
+	for k, c := range e.Anomalies {
+		out[k] = c
+	}
+	for k, c := range map[string]Cond{"availability": e.Availability, "unavailability": e.Unavailability,
+		"throughput.during-faults": e.Throughput.DuringFaults, "throughput.after-heal": e.Throughput.AfterHeal,
+		"isr-shrinks": e.IsrShrinks, "collateral-isr-drops": e.CollateralIsrDrops, "read-lock-wait": e.ReadLockWait} {
+		if !c.IsZero() {
+			out[k] = c
+		}
+	}
+	return out
 }
 
 // setIn records the judgement in a run's outcome.json.
 func (j Judgement) setIn(o *results.Outcome) {
-	o.Outcome, o.Expect, o.Reasons = j.Outcome.String(), j.Expect, j.Reasons
+	o.Outcome, o.Expect, o.Reasons, o.Measured = j.Outcome.String(), j.Expect, j.Reasons, j.Measured
 }
 
 // Judge compares a verdict with the expectation. An incomplete run (cut
@@ -359,7 +392,9 @@ func (e Expect) Judge(v *checker.Verdict, incomplete bool) Judgement {
 	}
 	for _, k := range slices.Sorted(maps.Keys(e.Anomalies)) {
 		c := e.Anomalies[k]
-		if n := v.Anomalies[anomalyName(k)]; !c.Holds(float64(n)) {
+		n := v.Anomalies[anomalyName(k)]
+		j.measure(k, float64(n))
+		if !c.Holds(float64(n)) {
 			fail("expected %s %s, got %d", k, c, n)
 		}
 	}
@@ -368,12 +403,14 @@ func (e Expect) Judge(v *checker.Verdict, incomplete bool) Judgement {
 		if a.Total == 0 {
 			undecided = true
 			j.Reasons = append(j.Reasons, "no operations to measure availability")
-		} else if !c.Holds(a.Fraction) {
+		} else if j.measure("availability", a.Fraction); !c.Holds(a.Fraction) {
 			fail("expected availability %s, got %.3f", c, a.Fraction)
 		}
 	}
 	if c := e.Unavailability; !c.IsZero() {
-		if got := maxUnavailable(v); !c.Holds(got.Seconds()) {
+		got := maxUnavailable(v)
+		j.measure("unavailability", got.Seconds())
+		if !c.Holds(got.Seconds()) {
 			fail("expected unavailability %s, got %.1fs", c, got.Seconds())
 		}
 	}

@@ -168,20 +168,23 @@ func (e Expect) judgeSeries(j Judgement, s *results.Series) Judgement {
 		return j
 	}
 	for _, x := range []struct {
-		name  string
-		c     Cond
-		ratio float64
-		have  bool
+		name, term string
+		c          Cond
+		ratio      float64
+		have       bool
 	}{
-		{"throughput during faults", e.Throughput.DuringFaults, s.DuringRatio, s.HasThroughput()},
-		{"throughput after heal", e.Throughput.AfterHeal, s.AfterRatio, s.HasThroughput() && s.AfterHeal.Samples > 0},
+		{"throughput during faults", "throughput.during-faults", e.Throughput.DuringFaults, s.DuringRatio, s.HasThroughput()},
+		{"throughput after heal", "throughput.after-heal", e.Throughput.AfterHeal, s.AfterRatio, s.HasThroughput() && s.AfterHeal.Samples > 0},
 	} {
 		switch {
 		case x.c.IsZero():
 		case !x.have:
 			undecided("no rate-workload samples to measure " + x.name)
-		case !x.c.Holds(x.ratio):
-			fail("expected %s %s, got %.2fx (%.0f/s against a baseline of %.0f/s)", x.name, x.c, x.ratio, phaseRate(s, x.name), s.Baseline.AckedPerSec)
+		default:
+			j.measure(x.term, x.ratio)
+			if !x.c.Holds(x.ratio) {
+				fail("expected %s %s, got %.2fx (%.0f/s against a baseline of %.0f/s)", x.name, x.c, x.ratio, phaseRate(s, x.name), s.Baseline.AckedPerSec)
+			}
 		}
 	}
 	if s.DuringFaults.BrokerSamples == 0 && (!e.IsrShrinks.IsZero() || !e.CollateralIsrDrops.IsZero() || !e.ReadLockWait.IsZero()) {
@@ -189,6 +192,11 @@ func (e Expect) judgeSeries(j Judgement, s *results.Series) Judgement {
 		// missing data, not a calm cluster.
 		undecided("no broker metrics during the faults (no scrape of the brokers answered) to count ISR churn and lock waits")
 		return j
+	}
+	for term, x := range map[string]float64{"isr-shrinks": s.DuringFaults.IsrShrinks, "collateral-isr-drops": s.Collateral, "read-lock-wait": s.DuringFaults.LockWaitMsPerSec} {
+		if _, ok := e.Bounds()[term]; ok {
+			j.measure(term, x)
+		}
 	}
 	if c := e.IsrShrinks; !c.IsZero() && !c.Holds(s.DuringFaults.IsrShrinks) {
 		fail("expected isr-shrinks %s, got %.0f during the faults", c, s.DuringFaults.IsrShrinks)

@@ -85,6 +85,19 @@ func TestJudgeSeries(t *testing.T) {
 	if r := strings.Join(j.Reasons, "; "); !strings.Contains(r, "got 0.40x (40000/s against a baseline of 100000/s)") || !strings.Contains(r, "got 30 during the faults") || !strings.Contains(r, "collateral-isr-drops 0, got 12") {
 		t.Errorf("reasons: %s", r)
 	}
+	// What each bound was compared with is recorded, met or not.
+	if m := j.Measured; m["throughput.during-faults"] != 0.4 || m["isr-shrinks"] != 30 || m["collateral-isr-drops"] != 12 {
+		t.Errorf("measured %v", m)
+	}
+	if _, ok := j.Measured["read-lock-wait"]; ok {
+		t.Errorf("measured a term the expectation does not bound: %v", j.Measured)
+	}
+	both := expect("expect: {valid: false, anomalies: {lost-write: \">0\"}, unavailability: \"<25s\"}")
+	v := &checker.Verdict{Valid: checker.Invalid, Anomalies: map[string]int64{"lost-write": 7}}
+	v.Unavailability.MaxWindow = 18.4
+	if j := both.Judge(v, false); j.Outcome != Met || j.Measured["lost-write"] != 7 || j.Measured["unavailability"] != 18.4 {
+		t.Errorf("%v: measured %v", j.Outcome, j.Measured)
+	}
 	if s := incident.String(); s != "throughput during faults <0.5x, throughput after heal >=0.9x, isr-shrinks >=10, collateral-isr-drops >0" {
 		t.Errorf("String: %q", s)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -74,6 +75,97 @@ type Record struct {
 	Unknown int `json:"unknown_version"`
 	// Sweeps is how many sweeps had a run of it that counted.
 	Sweeps int `json:"sweeps"`
+	// Closest is, for each bound of the expectation (Expect.Bounds) that
+	// is a lower or upper bound, the counted run that came closest to it:
+	// the smallest value under ">0", the largest under "<25s". A claim
+	// that holds by a hair shows here before it fails.
+	Closest map[string]Closest `json:"closest,omitempty"`
+}
+
+// Closest is the run nearest a bound: its value and seed, and the bound.
+type Closest struct {
+	Bound string  `json:"bound"`
+	Value float64 `json:"value"`
+	Seed  int64   `json:"seed"`
+	Hog   bool    `json:"hog"`
+	// Runs is how many counted runs measured it.
+	Runs int `json:"runs"`
+	// cond formats the value.
+	cond Cond
+}
+
+// nearer reports whether x is nearer c's bound than y.
+func nearer(c Cond, x, y float64) bool {
+	if strings.HasPrefix(c.Op, ">") {
+		return x < y
+	}
+	return x > y
+}
+
+// closer records a run's measured values in rec's closest calls.
+func (r *Record) closer(bounds map[string]Cond, run SeedRun, measured map[string]float64, hog bool) {
+	for term, x := range measured {
+		c, ok := bounds[term]
+		if !ok || (c.Op != "<" && c.Op != "<=" && c.Op != ">" && c.Op != ">=") {
+			continue
+		}
+		if r.Closest == nil {
+			r.Closest = map[string]Closest{}
+		}
+		cl, seen := r.Closest[term]
+		cl.Runs++
+		if !seen || nearer(c, x, cl.Value) {
+			cl.Bound, cl.Value, cl.Seed, cl.Hog, cl.cond = c.String(), x, run.Seed, hog, c
+		}
+		r.Closest[term] = cl
+	}
+}
+
+// String is "18.4s (<25s, seed 7, hog)".
+func (c Closest) String() string {
+	var v string
+	switch {
+	case c.cond.Dur:
+		v = fmt.Sprintf("%.1fs", c.Value)
+	case c.cond.Ratio:
+		v = fmt.Sprintf("%.2fx", c.Value)
+	case c.Value != float64(int64(c.Value)):
+		v = fmt.Sprintf("%.3g", c.Value)
+	default:
+		v = fmt.Sprintf("%.0f", c.Value)
+	}
+	tags := fmt.Sprintf("%s, seed %d", c.Bound, c.Seed)
+	if c.Hog {
+		tags += ", hog"
+	}
+	return v + " (" + tags + ")"
+}
+
+// closest lists a record's closest calls, "term value (bound, seed)".
+func (r *Record) closest() string {
+	var parts []string
+	for _, term := range slices.Sorted(maps.Keys(r.Closest)) {
+		parts = append(parts, term+" "+r.Closest[term].String())
+	}
+	return strings.Join(parts, "; ")
+}
+
+// measuredIn is what a run measured for sc's bounds: the sweep's record,
+// or else the run's verdict and series judged again.
+func measuredIn(sc Scenario, run SeedRun) map[string]float64 {
+	if run.Measured != nil || run.Dir == "" {
+		return run.Measured
+	}
+	fsys := os.DirFS(run.Dir)
+	v, err := results.ReadVerdict(fsys)
+	if err != nil {
+		return nil
+	}
+	var ser *results.Series
+	if o, err := results.ReadOutcome(fsys); err == nil {
+		ser = o.Series
+	}
+	return sc.Expect.judgeSeries(sc.Expect.Judge(v, false), ser).Measured
 }
 
 // MissedRun is a run of a record that did not meet its expectation.
@@ -122,11 +214,13 @@ func TallySweeps(roots []string, o TallyOptions) (*TallyResult, error) {
 	res := &TallyResult{}
 	recs := map[string]*Record{}
 	digests := map[string]string{}
+	library := map[string]Scenario{}
 	for _, sc := range scs {
 		r := &Record{Scenario: sc.Name, Expect: sc.Expect.String(), Quiet: map[string]int{}, Hog: map[string]int{}}
 		recs[sc.Name] = r
 		res.Records = append(res.Records, r)
 		digests[sc.Name] = ScenarioDigest(sc)
+		library[sc.Name] = sc
 	}
 	files, err := findSweeps(roots)
 	if err != nil {
@@ -164,6 +258,8 @@ func TallySweeps(roots []string, o TallyOptions) (*TallyResult, error) {
 					m = rec.Hog
 				}
 				m[run.Outcome]++
+				sc := library[rec.Scenario]
+				rec.closer(sc.Expect.Bounds(), run, measuredIn(sc, run), v.Hog > 0)
 				if run.Outcome != results.Met {
 					rec.Missed = append(rec.Missed, MissedRun{Seed: run.Seed, Outcome: run.Outcome, Hog: v.Hog > 0, Sweep: filepath.Dir(f)})
 				}
@@ -358,7 +454,7 @@ func WriteTally(w io.Writer, t *TallyResult, markdown bool) {
 		quiet += r.Runs(false)
 		hog += r.Runs(true)
 	}
-	head := []string{"scenario", "without a hog", "beside a hog", "across seeds met", "other versions", "seeds not met"}
+	head := []string{"scenario", "without a hog", "beside a hog", "across seeds met", "other versions", "closest to a bound", "seeds not met"}
 	rows := [][]string{}
 	for _, r := range t.Records {
 		other := ""
@@ -368,12 +464,12 @@ func WriteTally(w io.Writer, t *TallyResult, markdown bool) {
 				other += fmt.Sprintf(" (+%d unknown)", r.Unknown)
 			}
 		}
-		rows = append(rows, []string{r.Scenario, r.cell(false), r.cell(true), r.across(), other, r.missed()})
+		rows = append(rows, []string{r.Scenario, r.cell(false), r.cell(true), r.across(), other, r.closest(), r.missed()})
 	}
 	if markdown {
 		fmt.Fprintf(w, "%d sweeps: %d runs without a hog, %d beside one, of %d scenarios.\n\n", len(t.Sweeps), quiet, hog, len(t.Records))
 		fmt.Fprintln(w, "| "+strings.Join(head, " | ")+" |")
-		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | --- |")
+		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | --- | --- |")
 		for _, row := range rows {
 			row[0] = "`" + row[0] + "`"
 			fmt.Fprintln(w, "| "+strings.Join(row, " | ")+" |")

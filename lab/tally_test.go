@@ -118,6 +118,39 @@ func TestTallySweeps(t *testing.T) {
 		t.Errorf("fewest beside a hog: %s ... %s", f[0].Scenario, f[len(f)-1].Scenario)
 	}
 
+	// The closest call to each bound: the sweep's measured values, or
+	// else the run's verdict judged again.
+	rd := writeRunDir(t, filepath.Join(root, "r3"), zombie)
+	if err := os.WriteFile(filepath.Join(rd, results.VerdictFile), []byte(`{"valid":false,"anomalies":{"lost-write":2}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeSweep(t, root, "verify/c", VerifyResult{Hog: 1, Scenarios: []Tally{
+		{Scenario: "zombie-leader/acks1", Digest: ScenarioDigest(zombie), Runs: []SeedRun{
+			{Seed: 21, Outcome: results.Met, Measured: map[string]float64{"lost-write": 900}},
+			{Seed: 22, Outcome: results.Met, Dir: rd},
+			{Seed: 23, Outcome: results.Met, Measured: map[string]float64{"lost-write": 40}},
+		}},
+	}})
+	res, err = TallySweeps([]string{root}, TallyOptions{Names: []string{"zombie-leader/acks1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, ok := res.Records[0].Closest["lost-write"]
+	if !ok || cl.Value != 2 || cl.Seed != 22 || !cl.Hog || cl.Runs != 3 || cl.Bound != ">0" {
+		t.Errorf("closest call %+v, want lost-write 2 (seed 22, of 3 runs measured)", cl)
+	}
+	if got := res.Records[0].closest(); got != "lost-write 2 (>0, seed 22, hog)" {
+		t.Errorf("closest %q", got)
+	}
+	up := Cond{Op: "<", Value: 25, Dur: true, src: "<25s"}
+	r := &Record{}
+	for i, x := range []float64{12.1, 18.4, 17} {
+		r.closer(map[string]Cond{"unavailability": up, "lost-write": {Op: "=", Value: 0, src: "0"}}, SeedRun{Seed: int64(i)}, map[string]float64{"unavailability": x, "lost-write": 0}, false)
+	}
+	if got := r.closest(); got != "unavailability 18.4s (<25s, seed 1)" {
+		t.Errorf("an upper bound's closest call: %q (an equality has none)", got)
+	}
+
 	all, err := TallySweeps([]string{root}, TallyOptions{AnyVersion: true, Names: []string{"leader-kill"}})
 	if err != nil {
 		t.Fatal(err)

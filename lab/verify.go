@@ -61,6 +61,9 @@ type SeedRun struct {
 	Error     string           `json:"error,omitempty"`
 	// Timing is where the run's time went (its outcome.json's).
 	Timing *Timing `json:"timing,omitempty"`
+	// Measured is what the run measured for each bound of the
+	// expectation (Judgement.Measured).
+	Measured map[string]float64 `json:"measured,omitempty"`
 }
 
 // Around is the time a run took beyond its workload: bring-up, topic,
@@ -403,7 +406,7 @@ func verifyRun(ctx context.Context, sc Scenario, o Options, dir string, run func
 	if res.Verdict != nil {
 		r.Valid, r.Anomalies = res.Verdict.Valid.String(), res.Verdict.Anomalies
 	}
-	r.Outcome, r.Reasons = res.Judgement.Outcome.String(), res.Judgement.Reasons
+	r.Outcome, r.Reasons, r.Measured = res.Judgement.Outcome.String(), res.Judgement.Reasons, res.Judgement.Measured
 	return r
 }
 

@@ -41,6 +41,9 @@ type Outcome struct {
 	Outcome string   `json:"outcome"`
 	Expect  string   `json:"expect"`
 	Reasons []string `json:"reasons,omitempty"`
+	// Measured is what the run measured for each bound of the
+	// expectation (lab.Judgement.Measured).
+	Measured map[string]float64 `json:"measured,omitempty"`
 	// Series sums up metrics.jsonl: throughput and ISR churn before,
 	// during and after the faults (absent without metrics).
 	Series *Series `json:"series,omitempty"`

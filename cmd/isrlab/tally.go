@@ -23,8 +23,10 @@ func newTallyCmd() *cobra.Command {
 directories (default results/verify; a sweep's directory or its
 verify.json also works, and a symlinked sweep such as latest counts once)
 and print, per library scenario, how many runs met its expectation
-without a CPU hog and beside one, the claims across seeds judged, and the
-seeds of every run that did not meet it. This is a scenario's record over
+without a CPU hog and beside one, the claims across seeds judged, the
+run closest to each bound the expectation states (the fewest lost writes
+under lost-write ">0", the longest window under unavailability "<25s"),
+and the seeds of every run that did not meet it. This is a scenario's record over
 nights of the nightly job's sweeps, or over a week's sweeps on your own
 machine.
 
