@@ -90,8 +90,6 @@ type Closest struct {
 	Hog   bool    `json:"hog"`
 	// Runs is how many counted runs measured it.
 	Runs int `json:"runs"`
-	// cond formats the value.
-	cond Cond
 }
 
 // nearer reports whether x is nearer c's bound than y.
@@ -115,7 +113,7 @@ func (r *Record) closer(bounds map[string]Cond, run SeedRun, measured map[string
 		cl, seen := r.Closest[term]
 		cl.Runs++
 		if !seen || nearer(c, x, cl.Value) {
-			cl.Bound, cl.Value, cl.Seed, cl.Hog, cl.cond = c.String(), x, run.Seed, hog, c
+			cl.Bound, cl.Value, cl.Seed, cl.Hog = c.String(), x, run.Seed, hog
 		}
 		r.Closest[term] = cl
 	}
@@ -124,10 +122,11 @@ func (r *Record) closer(bounds map[string]Cond, run SeedRun, measured map[string
 // String is "18.4s (<25s, seed 7, hog)".
 func (c Closest) String() string {
 	var v string
+	cond, _ := ParseCond(c.Bound)
 	switch {
-	case c.cond.Dur:
+	case cond.Dur:
 		v = fmt.Sprintf("%.1fs", c.Value)
-	case c.cond.Ratio:
+	case cond.Ratio:
 		v = fmt.Sprintf("%.2fx", c.Value)
 	case c.Value != float64(int64(c.Value)):
 		v = fmt.Sprintf("%.3g", c.Value)

@@ -90,6 +90,9 @@ type Tally struct {
 	// the sweep undecided).
 	Across     *Judgement `json:"across_seeds,omitempty"`
 	AcrossNote string     `json:"across_seeds_note,omitempty"`
+	// Closest is the run nearest each bound of the expectation over the
+	// sweep (Record.Closest).
+	Closest map[string]Closest `json:"closest,omitempty"`
 }
 
 // Count is how many runs came out as outcome.
@@ -359,6 +362,11 @@ sweep:
 	for i, sc := range scs {
 		t := &res.Scenarios[i]
 		t.Across, t.AcrossNote = judgeAcross(sc.Expect, t.Runs)
+		var rec Record
+		for _, r := range t.Runs {
+			rec.closer(sc.Expect.Bounds(), r, r.Measured, o.Hog > 0)
+		}
+		t.Closest = rec.Closest
 	}
 	res.Seconds = time.Since(start).Seconds()
 	res.Cores = runtime.NumCPU()
@@ -451,6 +459,11 @@ func WriteVerifyTable(w io.Writer, v *VerifyResult) {
 			fmt.Fprintln(w, v.Around)
 		}
 		for _, t := range v.Scenarios {
+			if len(t.Closest) > 0 {
+				fmt.Fprintf(w, "%s: closest to a bound: %s\n", t.Scenario, (&Record{Closest: t.Closest}).closest())
+			}
+		}
+		for _, t := range v.Scenarios {
 			if t.Across != nil {
 				fmt.Fprintln(w, results.JudgementLine(t.Scenario+" across seeds", t.Across.Expect, t.Across.Outcome.String(), t.Across.Reasons))
 			} else if t.AcrossNote != "" {
@@ -488,6 +501,11 @@ func WriteVerifyMarkdown(w io.Writer, v *VerifyResult) {
 	}
 	if v.Around != nil {
 		fmt.Fprintf(w, "\nThe %s.\n", v.Around)
+	}
+	for _, t := range v.Scenarios {
+		if len(t.Closest) > 0 {
+			fmt.Fprintf(w, "\n`%s`: closest to a bound: %s\n", t.Scenario, (&Record{Closest: t.Closest}).closest())
+		}
 	}
 	for _, t := range v.Scenarios {
 		if t.Across != nil {

@@ -179,6 +179,9 @@ func TestVerifyParallel(t *testing.T) {
 		if sc.Name == "zombie-leader/safe" && sc.Seed%2 == 0 {
 			j.Outcome = NotMet
 		}
+		if sc.Name == "zombie-leader/acks1" {
+			j.Measured = map[string]float64{"lost-write": float64(sc.Seed)}
+		}
 		return Result{Judgement: j}, nil
 	}
 	dir := t.TempDir()
@@ -202,6 +205,9 @@ func TestVerifyParallel(t *testing.T) {
 	z := res.Scenarios[2]
 	if z.Scenario != "zombie-leader/safe" || z.Count(results.NotMet) != 2 || res.Code() != 1 {
 		t.Errorf("%s: %d not met, code %d; want 2 (seeds 2 and 4), 1", z.Scenario, z.Count(results.NotMet), res.Code())
+	}
+	if !strings.Contains(out.String(), "zombie-leader/acks1: closest to a bound: lost-write 2 (>0, seed 2)") {
+		t.Errorf("no closest call in the table:\n%s", out.String())
 	}
 	if _, err := os.Stat(filepath.Join(res.Dir, VerifyFile)); err != nil {
 		t.Error(err)
