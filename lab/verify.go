@@ -148,6 +148,10 @@ type VerifyResult struct {
 	Around *AroundSummary `json:"around,omitempty"`
 	// Stopped says why the sweep ended before every run was made.
 	Stopped string `json:"stopped,omitempty"`
+	// InProgress marks the verify.json a sweep rewrites after each run:
+	// a sweep killed before its end (a CI job's time limit) leaves the
+	// runs it made on record.
+	InProgress bool `json:"in_progress,omitempty"`
 }
 
 // AroundSummary is the time around a sweep's runs, in seconds: the median
@@ -355,6 +359,12 @@ sweep:
 					line += ": " + firstLine(r.Error)
 				}
 				fmt.Fprintln(out, line)
+				// verify.json so far: what a killed sweep leaves.
+				res.InProgress = true
+				if b, err := json.Marshal(res); err == nil {
+					results.WriteFile(filepath.Join(dir, VerifyFile), b) //nolint:errcheck // the final write reports
+				}
+				res.InProgress = false
 			}()
 		}
 	}

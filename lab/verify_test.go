@@ -226,6 +226,25 @@ func TestVerifyParallel(t *testing.T) {
 	// A signal during the runs: the cut-short runs (not met) are not
 	// counted, and the sweep says it stopped.
 	ctx, cancel := context.WithCancel(context.Background())
+	// A sweep rewrites verify.json after each run: a killed one leaves
+	// its runs on record.
+	var inProgress *VerifyResult
+	look := func(ctx context.Context, sc Scenario, o Options) (Result, error) {
+		if sc.Name == "zombie-leader/safe" {
+			if ms, _ := filepath.Glob(filepath.Join(o.ResultsDir, "..", VerifyFile)); len(ms) == 1 {
+				inProgress, _ = readSweep(ms[0])
+			}
+		}
+		return Result{Judgement: Judgement{Outcome: Met}}, nil
+	}
+	if _, err := Verify(context.Background(), scs, VerifyOptions{Options: Options{ResultsDir: t.TempDir(), Out: io.Discard, Binary: "/bin/true"},
+		Seeds: 1, run: look}); err != nil {
+		t.Fatal(err)
+	}
+	if inProgress == nil || !inProgress.InProgress || len(inProgress.Scenarios[0].Runs) != 1 || len(inProgress.Scenarios[1].Runs) != 1 {
+		t.Errorf("verify.json during the sweep: %+v", inProgress)
+	}
+
 	cut := func(ctx context.Context, sc Scenario, o Options) (Result, error) {
 		cancel()
 		<-ctx.Done()
