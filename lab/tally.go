@@ -323,7 +323,10 @@ func findSweeps(roots []string) ([]string, error) {
 		// here and its target found on its own.
 		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
-				return err
+				if p == root {
+					return err
+				}
+				return nil // gone since it was listed, or unreadable: not a sweep of ours
 			}
 			if d.IsDir() && (d.Name() == results.RunsDir || d.Name() == "logs") && p != root {
 				return filepath.SkipDir // a sweep's run directories hold no sweep
