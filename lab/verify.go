@@ -148,6 +148,12 @@ type VerifyResult struct {
 	Around *AroundSummary `json:"around,omitempty"`
 	// Stopped says why the sweep ended before every run was made.
 	Stopped string `json:"stopped,omitempty"`
+	// HogCPUSeconds is the CPU time the hog's processes used: about
+	// Hog times Seconds when they busy-looped through the sweep. HogError
+	// says which ended early: the runs after that were not beside the
+	// hog the sweep names, and the sweep fails (exit status 255).
+	HogCPUSeconds float64 `json:"hog_cpu_s,omitempty"`
+	HogError      string  `json:"hog_error,omitempty"`
 	// InProgress marks the verify.json a sweep rewrites after each run:
 	// a sweep killed before its end (a CI job's time limit) leaves the
 	// runs it made on record.
@@ -206,6 +212,9 @@ func (a *AroundSummary) String() string {
 // any run did not meet its expectation, else 2 if any was undecided or not
 // set up (or the sweep stopped early), else 0.
 func (v *VerifyResult) Code() int {
+	if v.HogError != "" {
+		return 255
+	}
 	code := 0
 	for _, t := range v.Scenarios {
 		switch t.Status() {
@@ -280,12 +289,16 @@ func Verify(ctx context.Context, scs []Scenario, o VerifyOptions) (*VerifyResult
 		hogDesc += fmt.Sprintf(", %d runs at a time", o.Parallel)
 	}
 	fmt.Fprintf(out, "isrlab scenarios verify: %d scenario(s) x %d seed(s)%s\n  results: %s\n", len(scs), rounds, hogDesc, dir)
+	var busy *hog
 	if o.Hog > 0 {
-		stop, err := startHog(o.Binary, o.Hog)
-		if err != nil {
+		if busy, err = startHog(o.Binary, o.Hog); err != nil {
 			return nil, internalErr(err)
 		}
-		defer stop()
+		defer func() {
+			if busy != nil {
+				busy.stop()
+			}
+		}()
 	}
 	total, n := len(scs)*rounds, 0
 	var loads []float64
@@ -380,6 +393,14 @@ sweep:
 	}
 	res.Seconds = time.Since(start).Seconds()
 	res.Cores = runtime.NumCPU()
+	if busy != nil {
+		rep := busy.stop()
+		busy = nil
+		res.HogCPUSeconds = rep.cpu.Seconds()
+		if len(rep.early) > 0 {
+			res.HogError = strings.Join(rep.early, "; ")
+		}
+	}
 	res.Around = summarizeAround(res.Scenarios)
 	for _, l := range loads {
 		res.LoadMean += l / float64(len(loads))
@@ -468,6 +489,9 @@ func WriteVerifyTable(w io.Writer, v *VerifyResult) {
 		if v.Around != nil {
 			fmt.Fprintln(w, v.Around)
 		}
+		if h := v.hogLine(); h != "" {
+			fmt.Fprintln(w, h)
+		}
 		for _, t := range v.Scenarios {
 			if len(t.Closest) > 0 {
 				fmt.Fprintf(w, "%s: closest to a bound: %s\n", t.Scenario, (&Record{Closest: t.Closest}).closest())
@@ -512,6 +536,9 @@ func WriteVerifyMarkdown(w io.Writer, v *VerifyResult) {
 	if v.Around != nil {
 		fmt.Fprintf(w, "\nThe %s.\n", v.Around)
 	}
+	if h := v.hogLine(); h != "" {
+		fmt.Fprintf(w, "\n%s\n", h)
+	}
 	for _, t := range v.Scenarios {
 		if len(t.Closest) > 0 {
 			fmt.Fprintf(w, "\n`%s`: closest to a bound: %s\n", t.Scenario, (&Record{Closest: t.Closest}).closest())
@@ -524,6 +551,19 @@ func WriteVerifyMarkdown(w io.Writer, v *VerifyResult) {
 			fmt.Fprintf(w, "\n`%s`: not judged: %s\n", t.Scenario, t.AcrossNote)
 		}
 	}
+}
+
+// hogLine says what the hog did, for the sweep's table ("" without one).
+func (v *VerifyResult) hogLine() string {
+	if v.Hog == 0 {
+		return ""
+	}
+	line := fmt.Sprintf("the hog: %d busy processes, %.0f CPU-seconds over the sweep's %.0f s (%.1f cores busy)",
+		v.Hog, v.HogCPUSeconds, v.Seconds, v.HogCPUSeconds/max(v.Seconds, 1))
+	if v.HogError != "" {
+		line += "; ENDED EARLY: " + v.HogError
+	}
+	return line
 }
 
 // failingSeeds lists the seeds of the runs that did not meet the
@@ -556,26 +596,96 @@ func freshSeed() int64 {
 // Verify starts beside its runs.
 var HogSubcommand = []string{"hog"}
 
+// hog is a sweep's CPU hog: busy processes started, watched and killed
+// from one goroutine locked to its OS thread for their whole life. The
+// kernel sends a child's Pdeathsig when the thread that started it exits,
+// not the process, and the Go runtime ends a thread whose goroutine
+// finishes locked to it (each switch into a network namespace does): a
+// hog started from any thread could be killed by such a retirement
+// seconds into a sweep, which then ran without it.
+type hog struct {
+	quit chan struct{}
+	done chan hogReport
+}
+
+// hogReport is what the hog did: its processes' CPU time, and which of
+// them ended before the sweep did.
+type hogReport struct {
+	cpu   time.Duration
+	early []string
+}
+
 // startHog starts n busy processes of binary (`isrlab hog`), each dying
-// with this one; stop kills them.
-func startHog(binary string, n int) (stop func(), err error) {
-	var cmds []*exec.Cmd
-	stop = func() {
-		for _, c := range cmds {
-			c.Process.Kill() //nolint:errcheck // it may have died already
-			c.Wait()         //nolint:errcheck // killed
+// with this process.
+func startHog(binary string, n int) (*hog, error) {
+	h := &hog{quit: make(chan struct{}), done: make(chan hogReport, 1)}
+	started := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread ends with this goroutine, after the
+		// busy processes it started.
+		runtime.LockOSThread()
+		type exit struct {
+			i     int
+			state *os.ProcessState
 		}
-	}
-	for range n {
-		c := exec.Command(binary, HogSubcommand...)
-		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := c.Start(); err != nil {
-			stop()
-			return nil, fmt.Errorf("start the CPU hog: %w", err)
+		exits := make(chan exit, n)
+		var cmds []*exec.Cmd
+		kill := func() {
+			for _, c := range cmds {
+				c.Process.Kill() //nolint:errcheck // it may have died already
+			}
 		}
-		cmds = append(cmds, c)
+		for i := range n {
+			c := exec.Command(binary, HogSubcommand...)
+			c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			if err := c.Start(); err != nil {
+				kill()
+				for range cmds {
+					<-exits
+				}
+				started <- fmt.Errorf("start the CPU hog: %w", err)
+				return
+			}
+			cmds = append(cmds, c)
+			go func() {
+				c.Wait() //nolint:errcheck // the state tells
+				exits <- exit{i, c.ProcessState}
+			}()
+		}
+		began := time.Now()
+		started <- nil
+		var rep hogReport
+		left := n
+		account := func(e exit) {
+			left--
+			rep.cpu += e.state.UserTime() + e.state.SystemTime()
+		}
+		for {
+			select {
+			case e := <-exits:
+				account(e)
+				rep.early = append(rep.early, fmt.Sprintf("busy process %d of %d ended after %v (%v)", e.i+1, n, time.Since(began).Round(time.Second), e.state))
+				continue
+			case <-h.quit:
+			}
+			break
+		}
+		kill()
+		for left > 0 {
+			account(<-exits)
+		}
+		h.done <- rep
+	}()
+	if err := <-started; err != nil {
+		return nil, err
 	}
-	return stop, nil
+	return h, nil
+}
+
+// stop kills the hog's processes and reports what they did.
+func (h *hog) stop() hogReport {
+	close(h.quit)
+	return <-h.done
 }
 
 // SelectLibrary returns the library scenarios named by args: a name or

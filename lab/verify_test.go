@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -259,5 +260,55 @@ func TestVerifyParallel(t *testing.T) {
 		if len(tl.Runs) != 0 {
 			t.Errorf("%s: a run cut short by the signal counted", tl.Scenario)
 		}
+	}
+}
+
+// TestVerifyHog: the hog busy-loops through the whole sweep, though runs
+// retire OS threads (a goroutine ending locked to its thread, as every
+// switch into a network namespace does, ends the thread, and a child's
+// Pdeathsig follows the thread that started it); the sweep records the
+// hog's CPU time, and a hog that ends early fails the sweep.
+func TestVerifyHog(t *testing.T) {
+	scs, err := SelectLibrary([]string{"leader-kill"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(old []string) { HogSubcommand = old }(HogSubcommand)
+	retire := func(ctx context.Context, sc Scenario, o Options) (Result, error) {
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+			}()
+		}
+		wg.Wait()
+		time.Sleep(200 * time.Millisecond) // the hog's CPU time to measure
+		return Result{Judgement: Judgement{Outcome: Met}}, nil
+	}
+	opts := func() VerifyOptions {
+		return VerifyOptions{Options: Options{ResultsDir: t.TempDir(), Out: io.Discard, Binary: "/bin/sh"}, Seeds: 3, Hog: 2, run: retire}
+	}
+	HogSubcommand = []string{"-c", "while :; do :; done"}
+	res, err := Verify(context.Background(), scs, opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.HogError != "" || res.HogCPUSeconds <= 0 || res.Code() != 0 {
+		t.Errorf("a busy hog: error %q, %.2f CPU-seconds, code %d", res.HogError, res.HogCPUSeconds, res.Code())
+	}
+	var tab strings.Builder
+	WriteVerifyTable(&tab, res)
+	if !strings.Contains(tab.String(), "the hog: 2 busy processes") {
+		t.Errorf("table:\n%s", tab.String())
+	}
+	HogSubcommand = []string{"-c", "exit 3"}
+	res, err = Verify(context.Background(), scs, opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.HogError, "busy process 1 of 2 ended") || res.Code() != 255 {
+		t.Errorf("a hog that ended: error %q, code %d", res.HogError, res.Code())
 	}
 }
