@@ -61,6 +61,11 @@ type Record struct {
 	// outcome (met, not met, not set up, undecided, error).
 	Quiet map[string]int `json:"quiet"`
 	Hog   map[string]int `json:"hog"`
+	// HogUnrecorded counts, by outcome, the runs of sweeps made with
+	// --hog before sweeps recorded their hog's CPU time: those hogs could
+	// end seconds into the sweep (see hog in verify.go), so their runs
+	// count as neither.
+	HogUnrecorded map[string]int `json:"hog_unrecorded,omitempty"`
 	// Missed are the runs that did not meet the expectation: seed, outcome,
 	// whether beside a hog, and the sweep.
 	Missed []MissedRun `json:"missed,omitempty"`
@@ -215,7 +220,7 @@ func TallySweeps(roots []string, o TallyOptions) (*TallyResult, error) {
 	digests := map[string]string{}
 	library := map[string]Scenario{}
 	for _, sc := range scs {
-		r := &Record{Scenario: sc.Name, Expect: sc.Expect.String(), Quiet: map[string]int{}, Hog: map[string]int{}}
+		r := &Record{Scenario: sc.Name, Expect: sc.Expect.String(), Quiet: map[string]int{}, Hog: map[string]int{}, HogUnrecorded: map[string]int{}}
 		recs[sc.Name] = r
 		res.Records = append(res.Records, r)
 		digests[sc.Name] = ScenarioDigest(sc)
@@ -231,7 +236,12 @@ func TallySweeps(roots []string, o TallyOptions) (*TallyResult, error) {
 			res.Skipped = append(res.Skipped, fmt.Sprintf("%s: %v", f, err))
 			continue
 		}
+		if v.HogError != "" {
+			res.Skipped = append(res.Skipped, fmt.Sprintf("%s: its hog ended early (%s)", f, v.HogError))
+			continue
+		}
 		res.Sweeps = append(res.Sweeps, filepath.Dir(f))
+		unrecorded := v.Hog > 0 && v.HogCPUSeconds == 0
 		for _, t := range v.Scenarios {
 			rec := recs[current[t.Scenario]]
 			if rec == nil {
@@ -253,7 +263,10 @@ func TallySweeps(roots []string, o TallyOptions) (*TallyResult, error) {
 				}
 				counted = true
 				m := rec.Quiet
-				if v.Hog > 0 {
+				switch {
+				case unrecorded:
+					m = rec.HogUnrecorded
+				case v.Hog > 0:
 					m = rec.Hog
 				}
 				m[run.Outcome]++
@@ -456,7 +469,7 @@ func WriteTally(w io.Writer, t *TallyResult, markdown bool) {
 		quiet += r.Runs(false)
 		hog += r.Runs(true)
 	}
-	head := []string{"scenario", "without a hog", "beside a hog", "across seeds met", "other versions", "closest to a bound", "seeds not met"}
+	head := []string{"scenario", "without a hog", "beside a hog", "hog not recorded", "across seeds met", "other versions", "closest to a bound", "seeds not met"}
 	rows := [][]string{}
 	for _, r := range t.Records {
 		other := ""
@@ -466,12 +479,16 @@ func WriteTally(w io.Writer, t *TallyResult, markdown bool) {
 				other += fmt.Sprintf(" (+%d unknown)", r.Unknown)
 			}
 		}
-		rows = append(rows, []string{r.Scenario, r.cell(false), r.cell(true), r.across(), other, r.closest(), r.missed()})
+		unrec := ""
+		if n := sumCounts(r.HogUnrecorded); n > 0 {
+			unrec = fmt.Sprintf("%d of %d", r.HogUnrecorded[results.Met], n)
+		}
+		rows = append(rows, []string{r.Scenario, r.cell(false), r.cell(true), unrec, r.across(), other, r.closest(), r.missed()})
 	}
 	if markdown {
 		fmt.Fprintf(w, "%d sweeps: %d runs without a hog, %d beside one, of %d scenarios.\n\n", len(t.Sweeps), quiet, hog, len(t.Records))
 		fmt.Fprintln(w, "| "+strings.Join(head, " | ")+" |")
-		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | --- | --- |")
+		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |")
 		for _, row := range rows {
 			row[0] = "`" + row[0] + "`"
 			fmt.Fprintln(w, "| "+strings.Join(row, " | ")+" |")

@@ -63,7 +63,7 @@ func TestTallySweeps(t *testing.T) {
 	same.Seed, same.Workload.Seed, same.Description = 77, 77, "an older description"
 	older := kill
 	older.Duration += 5e9
-	hog := writeSweep(t, root, "verify/b", VerifyResult{Hog: 2, Scenarios: []Tally{
+	hog := writeSweep(t, root, "verify/b", VerifyResult{Hog: 2, HogCPUSeconds: 60, Scenarios: []Tally{
 		{Scenario: "leader-kill", Runs: []SeedRun{
 			{Seed: 77, Outcome: results.Met, Dir: writeRunDir(t, filepath.Join(root, "r1"), same)},
 			{Seed: 78, Outcome: results.NotMet, Dir: writeRunDir(t, filepath.Join(root, "r2"), older)},
@@ -111,7 +111,7 @@ func TestTallySweeps(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, tab.String())
 		}
 	}
-	if !strings.Contains(md.String(), "| `leader-kill` | 1 of 1 | 1 of 1 |  | 1 (+1 unknown) |  |") {
+	if !strings.Contains(md.String(), "| `leader-kill` | 1 of 1 | 1 of 1 |  |  | 1 (+1 unknown) |  |") {
 		t.Errorf("markdown:\n%s", md.String())
 	}
 	if f := res.Fewest(true); f[0].Scenario != "zombie-leader/safe" || f[len(f)-1].Scenario != "zombie-leader/acks1" {
@@ -124,16 +124,27 @@ func TestTallySweeps(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(rd, results.VerdictFile), []byte(`{"valid":false,"anomalies":{"lost-write":2}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	writeSweep(t, root, "verify/c", VerifyResult{Hog: 1, Scenarios: []Tally{
+	writeSweep(t, root, "verify/c", VerifyResult{Hog: 1, HogCPUSeconds: 30, Scenarios: []Tally{
 		{Scenario: "zombie-leader/acks1", Digest: ScenarioDigest(zombie), Runs: []SeedRun{
 			{Seed: 21, Outcome: results.Met, Measured: map[string]float64{"lost-write": 900}},
 			{Seed: 22, Outcome: results.Met, Dir: rd},
 			{Seed: 23, Outcome: results.Met, Measured: map[string]float64{"lost-write": 40}},
 		}},
 	}})
+	// A sweep with --hog from before the hog's CPU time was recorded
+	// counts apart; one whose hog ended early not at all.
+	writeSweep(t, root, "verify/d", VerifyResult{Hog: 2, Scenarios: []Tally{
+		{Scenario: "zombie-leader/acks1", Digest: ScenarioDigest(zombie), Runs: []SeedRun{met(31), {Seed: 32, Outcome: results.NotMet}}},
+	}})
+	writeSweep(t, root, "verify/e", VerifyResult{Hog: 2, HogCPUSeconds: 1, HogError: "busy process 1 of 2 ended after 0s", Scenarios: []Tally{
+		{Scenario: "zombie-leader/acks1", Digest: ScenarioDigest(zombie), Runs: []SeedRun{met(41)}},
+	}})
 	res, err = TallySweeps([]string{root}, TallyOptions{Names: []string{"zombie-leader/acks1"}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if z := res.Records[0]; z.HogUnrecorded[results.Met] != 1 || z.HogUnrecorded[results.NotMet] != 1 || z.Runs(true) != 5 || !strings.Contains(strings.Join(res.Skipped, " "), "its hog ended early") {
+		t.Errorf("unrecorded hog: %+v; skipped %v", z, res.Skipped)
 	}
 	cl, ok := res.Records[0].Closest["lost-write"]
 	if !ok || cl.Value != 2 || cl.Seed != 22 || !cl.Hog || cl.Runs != 3 || cl.Bound != ">0" {

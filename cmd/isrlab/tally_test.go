@@ -24,7 +24,7 @@ func TestScenariosTally(t *testing.T) {
 		t.Fatal(err)
 	}
 	write := func(outcome string) {
-		b, _ := json.Marshal(lab.VerifyResult{Started: "2026-12-07T00:00:00Z", Hog: 2, Scenarios: []lab.Tally{{
+		b, _ := json.Marshal(lab.VerifyResult{Started: "2026-12-07T00:00:00Z", Hog: 2, HogCPUSeconds: 100, Scenarios: []lab.Tally{{
 			Scenario: "leader-kill", Digest: lab.ScenarioDigest(scs[0]),
 			Runs: []lab.SeedRun{{Seed: 11, Outcome: results.Met}, {Seed: 12, Outcome: outcome}},
 		}}})
