@@ -241,7 +241,9 @@ func TallySweeps(roots []string, o TallyOptions) (*TallyResult, error) {
 			continue
 		}
 		res.Sweeps = append(res.Sweeps, filepath.Dir(f))
-		unrecorded := v.Hog > 0 && v.HogCPUSeconds == 0
+		// A sweep still running records its hog's CPU time at its end;
+		// only a sweep with the lasting hog writes verify.json as it goes.
+		unrecorded := v.Hog > 0 && v.HogCPUSeconds == 0 && !v.InProgress
 		for _, t := range v.Scenarios {
 			rec := recs[current[t.Scenario]]
 			if rec == nil {
