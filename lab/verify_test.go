@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -284,7 +285,11 @@ func TestVerifyHog(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		time.Sleep(200 * time.Millisecond) // the hog's CPU time to measure
+		// The hog's CPU time to measure: wait until a busy child of this
+		// process has run a tick.
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !busyChild(); {
+			runtime.Gosched()
+		}
 		return Result{Judgement: Judgement{Outcome: Met}}, nil
 	}
 	opts := func() VerifyOptions {
@@ -311,4 +316,26 @@ func TestVerifyHog(t *testing.T) {
 	if !strings.Contains(res.HogError, "busy process 1 of 2 ended") || res.Code() != 255 {
 		t.Errorf("a hog that ended: error %q, code %d", res.HogError, res.Code())
 	}
+}
+
+// busyChild reports whether a child of this process has used CPU time
+// (/proc/PID/stat: its parent, and user and system ticks).
+func busyChild() bool {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, st := range stats {
+		b, err := os.ReadFile(st)
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		// f[1] is the parent, f[11] and f[12] utime and stime.
+		if len(f) > 12 && f[1] == strconv.Itoa(os.Getpid()) && (f[11] != "0" || f[12] != "0") {
+			return true
+		}
+	}
+	return false
 }
