@@ -18,10 +18,22 @@ import (
 	"github.com/isrlab/isrlab/workloads/clients"
 )
 
+// DriverLogFile is where in a run's directory (under nodes/client1/) an
+// exec driver's standard error goes, with its threads' stacks when the
+// lab took it for hung.
+const DriverLogFile = "driver.log"
+
+// clientRun is what a run's clients are named after and write to.
+type clientRun struct {
+	ID string
+	// DriverLog is the exec driver's stderr ("": none kept).
+	DriverLog string
+}
+
 // newClient returns the driver of the workload's client (nil for
 // franz-go), dialing as opts do and starting an exec driver where the
 // lab's clients dial from.
-func newClient(w Workload, runID string, auth *clientAuth, seeds []string, opts []kgo.Opt) (workloads.Client, error) {
+func newClient(w Workload, run clientRun, auth *clientAuth, seeds []string, opts []kgo.Opt) (workloads.Client, error) {
 	if w.ClientSpec.Name() == clients.FranzGo {
 		return nil, nil
 	}
@@ -29,7 +41,7 @@ func newClient(w Workload, runID string, auth *clientAuth, seeds []string, opts 
 	if err != nil {
 		return nil, err
 	}
-	env := clients.Env{RunID: runID, Seeds: seeds, Dial: dial, Start: startWhereDialed(dial, seeds)}
+	env := clients.Env{RunID: run.ID, Seeds: seeds, Dial: dial, Start: startWhereDialed(dial, seeds), DriverLog: run.DriverLog}
 	if auth != nil {
 		env.SASL, env.Security = auth.SASL, auth.Security
 	}

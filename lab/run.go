@@ -475,7 +475,8 @@ func (d *driver) run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInternal, err)
 	}
-	wl, err := newWorkload(sc.Workload, c.RunID, rec, sw, auth, seeds, kafka...)
+	wl, err := newWorkload(sc.Workload, clientRun{ID: c.RunID, DriverLog: filepath.Join(filepath.Dir(d.histPath), "nodes", "client1", DriverLogFile)},
+		rec, sw, auth, seeds, kafka...)
 	if err != nil {
 		return err
 	}
@@ -589,13 +590,13 @@ type runner interface {
 
 // newWorkload returns the scenario's workload, recording to rec (and the
 // rate workload's samples to sw).
-func newWorkload(w Workload, runID string, rec *history.Recorder, sw workloads.Sampler, auth *clientAuth, seeds []string, opts ...kgo.Opt) (runner, error) {
+func newWorkload(w Workload, run clientRun, rec *history.Recorder, sw workloads.Sampler, auth *clientAuth, seeds []string, opts ...kgo.Opt) (runner, error) {
 	switch w.Type {
 	case "queue":
 		// Its members are group members (NewQueue sets it too): an exec
 		// driver's hello then asks for the protocol's queue feature.
 		w.Config.Subscribe = true
-		cl, err := newClient(w, runID, auth, seeds, opts)
+		cl, err := newClient(w, run, auth, seeds, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -613,7 +614,7 @@ func newWorkload(w Workload, runID string, rec *history.Recorder, sw workloads.S
 	case "rate":
 		return workloads.NewRate(w.Config, rec, sw, seeds, opts...)
 	case "txn":
-		cl, err := newClient(w, runID, auth, seeds, opts)
+		cl, err := newClient(w, run, auth, seeds, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -630,7 +631,7 @@ func newWorkload(w Workload, runID string, rec *history.Recorder, sw workloads.S
 		}
 		return tw, nil
 	}
-	cl, err := newClient(w, runID, auth, seeds, opts)
+	cl, err := newClient(w, run, auth, seeds, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -555,7 +555,8 @@ expect: {valid: true}
 
 // TestRunWorkloadDies: a run whose client driver dies (an exec driver that
 // exits at once) ends there, checks what was recorded and is undecided,
-// never met: its expectation was not put to the test.
+// never met: its expectation was not put to the test. What the driver
+// said on its way out is in the run's nodes/client1/driver.log.
 func TestRunWorkloadDies(t *testing.T) {
 	needRoot(t)
 	bin := proctest.Binary(t)
@@ -565,7 +566,7 @@ cluster: {coordinators: 1, brokers: 3}
 topic: {partitions: 1}
 workload:
   client: exec
-  exec: [/bin/false]
+  exec: [/bin/sh, -c, "echo the driver gives up >&2; exit 1"]
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -584,6 +585,9 @@ workload:
 	}
 	if res.Timing == nil || res.Timing.Workload >= sc.Duration.Seconds() || !strings.Contains(out.String(), "ending the run: the workload stopped") {
 		t.Errorf("the run did not end when its workload did: %+v", res.Timing)
+	}
+	if b, err := os.ReadFile(filepath.Join(res.Dir, "nodes", "client1", lab.DriverLogFile)); err != nil || string(b) != "the driver gives up\n" {
+		t.Errorf("the driver's log: %q, %v; want its stderr", b, err)
 	}
 	if l := leftovers(t, res.RunID); len(l) > 0 {
 		t.Errorf("left behind: %v", l)

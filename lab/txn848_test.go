@@ -76,7 +76,7 @@ workload:
 	rec := history.NewRecorder(&m, func() time.Duration { return time.Since(start) })
 	wk := sc.Workload
 	wk.Config.Sends, wk.Config.Seed = 300, 5
-	w, err := newWorkload(wk, "", rec, nil, nil, seeds)
+	w, err := newWorkload(wk, clientRun{}, rec, nil, nil, seeds)
 	if err != nil {
 		t.Fatal(err)
 	}

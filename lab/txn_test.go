@@ -174,7 +174,7 @@ func txnWorkloadOnKfake(t *testing.T, name string) {
 	rec := history.NewRecorder(&m, func() time.Duration { return time.Since(start) })
 	wk := sc.Workload
 	wk.Config = cfg
-	w, err := newWorkload(wk, "", rec, nil, nil, c.ListenAddrs())
+	w, err := newWorkload(wk, clientRun{}, rec, nil, nil, c.ListenAddrs())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,11 @@ type Env struct {
 	// driver may take to complete it before it is taken for hung
 	// (default 10 s).
 	HangGrace time.Duration
+	// DriverLog is the file an exec driver's whole standard error goes
+	// to (the password redacted), with the stacks it prints when the
+	// lab, finding it hung, sends it SIGQUIT; "" keeps only its last
+	// lines, for the errors.
+	DriverLog string
 }
 
 // Check reports whether the client spec names can run workload kind (log,

@@ -2,12 +2,15 @@ package clients
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,6 +174,7 @@ type execClient struct {
 	stdin    io.WriteCloser
 	wmu      sync.Mutex // stdin
 	stderr   *tail
+	log      *redactedLog // the whole stderr, with env.DriverLog
 	hello    execHelloReply
 	exited   chan struct{} // closed once the process was waited for
 	waitErr  error
@@ -369,6 +373,14 @@ func (e *execClient) run(ctx context.Context, features []string) error {
 	}
 	e.stderr = &tail{max: 4096, secret: e.secret}
 	cmd.Stderr = e.stderr
+	if e.env.DriverLog != "" {
+		log, err := createLog(e.env.DriverLog, e.secret)
+		if err != nil {
+			return fmt.Errorf("%w: %s: its log: %v", ErrDriver, e.argv(), err)
+		}
+		e.log = log
+		cmd.Stderr = io.MultiWriter(e.stderr, log)
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return err
@@ -382,6 +394,7 @@ func (e *execClient) run(ctx context.Context, features []string) error {
 		start = (*exec.Cmd).Start
 	}
 	if err := start(cmd); err != nil {
+		e.log.Close()
 		return fmt.Errorf("%w: start %s: %v", ErrDriver, e.argv(), err)
 	}
 	e.cmd, e.stdin = cmd, stdin
@@ -418,6 +431,7 @@ func (e *execClient) read(lines *bufio.Scanner, hello chan<- error) {
 	n, answered := e.readLines(lines, hello)
 	err := lines.Err()
 	e.waitErr = e.cmd.Wait()
+	e.log.Close()
 	close(e.exited)
 	why := "closed its output"
 	switch {
@@ -522,6 +536,40 @@ func (e *execClient) fail(err error) error {
 	return err
 }
 
+// quitGrace is how long a hung driver is given to print its threads'
+// stacks after SIGQUIT before it is killed.
+const quitGrace = time.Second
+
+// hung fails the driver with err, first asking it with SIGQUIT for its
+// threads' stacks (a Python driver's faulthandler, a Go or JVM program's
+// own dump), which go to its log: what it was stuck in is the first
+// thing a hang's reader needs.
+func (e *execClient) hung(err error) error {
+	if e.log != nil {
+		err = fmt.Errorf("%w; its stderr, with its threads' stacks at the hang, is in %s", err, e.log.path)
+	}
+	e.mu.Lock()
+	if e.err != nil {
+		err = e.err
+		e.mu.Unlock()
+		return err
+	}
+	e.err = err
+	close(e.dead)
+	e.mu.Unlock()
+	if e.cmd != nil && e.cmd.Process != nil {
+		syscall.Kill(-e.cmd.Process.Pid, syscall.SIGQUIT)
+		t := time.NewTimer(quitGrace)
+		select {
+		case <-e.exited:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	e.kill()
+	return err
+}
+
 func (e *execClient) kill() {
 	if e.cmd != nil && e.cmd.Process != nil {
 		syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
@@ -591,7 +639,7 @@ func (e *execClient) call(op execOp, timeout time.Duration) (execDone, error) {
 	case <-e.dead:
 		return execDone{}, e.err
 	case <-t.C:
-		return execDone{}, e.fail(fmt.Errorf("%w: %s hangs: no completion of operation %d (%s of process %d) within %s",
+		return execDone{}, e.hung(fmt.Errorf("%w: %s hangs: no completion of operation %d (%s of process %d) within %s",
 			ErrDriver, e.who(), op.ID, op.F, op.Process, timeout+e.grace))
 	}
 }
@@ -735,6 +783,69 @@ func (t *tail) last() string {
 		return ""
 	}
 	return "; its stderr ends:\n" + s
+}
+
+// redactedLog writes a driver's stderr to a file, whole lines at a
+// time, with the hello's password replaced by [hidden] (a line is the
+// unit the password cannot be cut across). Its methods do nothing on a
+// nil log.
+type redactedLog struct {
+	mu     sync.Mutex
+	path   string
+	f      *os.File
+	line   []byte // the start of a line not yet ended
+	secret string
+	err    error
+}
+
+func createLog(path, secret string) (*redactedLog, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &redactedLog{path: path, f: f, secret: secret}, nil
+}
+
+// Write never fails: a log that cannot be written must not stop the
+// driver (its first write error is kept for Close).
+func (l *redactedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.line = append(l.line, p...)
+	if i := bytes.LastIndexByte(l.line, '\n'); i >= 0 {
+		l.flush(l.line[:i+1])
+		l.line = append(l.line[:0], l.line[i+1:]...)
+	}
+	return len(p), nil
+}
+
+func (l *redactedLog) flush(b []byte) {
+	if l.f == nil || l.err != nil || len(b) == 0 {
+		return
+	}
+	_, l.err = l.f.WriteString(redactSecret(string(b), l.secret))
+}
+
+// Close writes what is left and closes the file.
+func (l *redactedLog) Close() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return l.err
+	}
+	l.flush(l.line)
+	l.line = nil
+	if err := l.f.Close(); l.err == nil {
+		l.err = err
+	}
+	l.f = nil
+	return l.err
 }
 
 // clip is b as an error quotes it: cut, and without the hello's password.

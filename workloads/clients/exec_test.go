@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -89,12 +90,18 @@ func brokenDriver(mode string) {
 // brokenClient returns an exec client running brokenDriver in mode.
 func brokenClient(t *testing.T, mode string, cfg workloads.Config) workloads.Client {
 	t.Helper()
+	return loggedBrokenClient(t, mode, cfg, "")
+}
+
+// loggedBrokenClient is brokenClient with the driver's stderr in log.
+func loggedBrokenClient(t *testing.T, mode string, cfg workloads.Config, log string) workloads.Client {
+	t.Helper()
 	start := func(cmd *exec.Cmd) error {
 		cmd.Env = append(os.Environ(), "ISRLAB_TEST_DRIVER="+mode)
 		return cmd.Start()
 	}
 	spec := workloads.ClientSpec{Client: Exec, Exec: []string{os.Args[0], "-test.run=^$"}}
-	cl, err := New(spec, cfg, Env{Seeds: []string{"127.0.0.1:9"}, Start: start, HangGrace: 3 * time.Second})
+	cl, err := New(spec, cfg, Env{Seeds: []string{"127.0.0.1:9"}, Start: start, HangGrace: 3 * time.Second, DriverLog: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,24 +112,29 @@ func brokenClient(t *testing.T, mode string, cfg workloads.Config) workloads.Cli
 // answers an operation that is not in flight or refuses the workload ends
 // the workload's Run with an error that says what happened, and the
 // history so far is whole: every operation invoked has its completion,
-// the one the driver never answered is info.
+// the one the driver never answered is info. The driver's whole stderr
+// is in its log; a hung one is asked for its threads' stacks (SIGQUIT,
+// which a Go program answers with its goroutines') before it is killed,
+// and the error says where they are.
 func TestExecDriverFailures(t *testing.T) {
 	tests := []struct {
 		mode string
 		want []string
-		sent bool // a send was invoked
+		sent bool     // a send was invoked
+		log  []string // in the driver's log
 	}{
-		{"crash", []string{"exited: exit status 3", "broken driver: boom"}, true},
-		{"garbage", []string{"not a completion", "Traceback"}, true},
-		{"hang", []string{"hangs: no completion of operation"}, true},
-		{"wrong-id", []string{"not in flight"}, true},
-		{"wrong-type", []string{`type "maybe": want ok, fail or info`}, true},
-		{"exit", []string{"exited: exit status 0"}, true},
-		{"bad-hello", []string{"its first line is not a hello", "HELLO"}, false},
-		{"silent", []string{"did not answer the hello"}, false},
-		{"refuse", []string{"client exec: ", "refused the workload: this client has no idempotent producer"}, false},
+		{"crash", []string{"exited: exit status 3", "broken driver: boom"}, true, []string{"broken driver: boom\n"}},
+		{"garbage", []string{"not a completion", "Traceback"}, true, nil},
+		{"hang", []string{"hangs: no completion of operation", "its threads' stacks at the hang, is in "}, true,
+			[]string{"SIGQUIT: quit", "clients.brokenDriver("}},
+		{"wrong-id", []string{"not in flight"}, true, nil},
+		{"wrong-type", []string{`type "maybe": want ok, fail or info`}, true, nil},
+		{"exit", []string{"exited: exit status 0"}, true, nil},
+		{"bad-hello", []string{"its first line is not a hello", "HELLO"}, false, nil},
+		{"silent", []string{"did not answer the hello"}, false, nil},
+		{"refuse", []string{"client exec: ", "refused the workload: this client has no idempotent producer"}, false, nil},
 		// The exit, not the broken pipe the lab's write met first.
-		{"close-input", []string{"exited: exit status 5", "broken driver: closed its input"}, false},
+		{"close-input", []string{"exited: exit status 5", "broken driver: closed its input"}, false, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.mode, func(t *testing.T) {
@@ -131,7 +143,8 @@ func TestExecDriverFailures(t *testing.T) {
 				RequestTimeout: time.Second, DeliveryTimeout: time.Second, PollTimeout: 50 * time.Millisecond}
 			var mem history.Memory
 			rec := history.NewRecorder(&mem, func() time.Duration { return 0 })
-			w, err := workloads.NewLogWith(brokenClient(t, tc.mode, cfg), cfg, rec, []string{"127.0.0.1:9"})
+			log := filepath.Join(t.TempDir(), "nodes", "client1", "driver.log")
+			w, err := workloads.NewLogWith(loggedBrokenClient(t, tc.mode, cfg, log), cfg, rec, []string{"127.0.0.1:9"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,6 +183,15 @@ func TestExecDriverFailures(t *testing.T) {
 			}
 			if want := map[bool]int{true: 1, false: 0}[tc.sent]; sends != want {
 				t.Errorf("%d sends completed, want %d", sends, want)
+			}
+			b, rerr := os.ReadFile(log)
+			if rerr != nil {
+				t.Fatalf("the driver's log: %v", rerr)
+			}
+			for _, w := range tc.log {
+				if !strings.Contains(string(b), w) {
+					t.Errorf("the driver's log lacks %q:\n%.2000s", w, b)
+				}
 			}
 			t.Logf("%v", err)
 		})

@@ -71,7 +71,8 @@ func securedClient(t *testing.T, mode, pw, helloFile string, cfg workloads.Confi
 		return cmd.Start()
 	}
 	spec := workloads.ClientSpec{Client: Exec, Exec: []string{os.Args[0], "-test.run=^$"}}
-	cl, err := New(spec, cfg, Env{Seeds: []string{"127.0.0.1:9"}, Start: start, HangGrace: 3 * time.Second, Security: &sec})
+	cl, err := New(spec, cfg, Env{Seeds: []string{"127.0.0.1:9"}, Start: start, HangGrace: 3 * time.Second, Security: &sec,
+		DriverLog: filepath.Join(filepath.Dir(helloFile), "driver.log")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,8 +129,8 @@ func TestExecHelloSecurity(t *testing.T) {
 
 // TestExecSecretRedacted: whatever a driver does with the hello's
 // password - in its refusal, in a completion's error, on its stderr (even
-// cut by the lab's tail of it) - neither the history nor the run's error
-// holds it; they say [hidden] where it was.
+// cut by the lab's tail of it) - neither the history, the run's error nor
+// the driver's log holds it; they say [hidden] where it was.
 func TestExecSecretRedacted(t *testing.T) {
 	const pw = "s3cret-Pa55word-of-the-run"
 	cfg := workloads.Config{Topic: "t", Partitions: 1, Producers: 1, Sends: 5,
@@ -137,7 +138,8 @@ func TestExecSecretRedacted(t *testing.T) {
 	for _, mode := range []string{"leak", "leak-refuse"} {
 		t.Run(mode, func(t *testing.T) {
 			var mem history.Memory
-			w, err := workloads.NewLogWith(securedClient(t, mode, pw, filepath.Join(t.TempDir(), "hello.json"), cfg), cfg,
+			dir := t.TempDir()
+			w, err := workloads.NewLogWith(securedClient(t, mode, pw, filepath.Join(dir, "hello.json"), cfg), cfg,
 				history.NewRecorder(&mem, func() time.Duration { return 0 }), []string{"127.0.0.1:9"})
 			if err != nil {
 				t.Fatal(err)
@@ -157,7 +159,14 @@ func TestExecSecretRedacted(t *testing.T) {
 				b, _ := json.Marshal(op)
 				hist.Write(append(b, '\n'))
 			}
-			for what, s := range map[string]string{"the run's error": err.Error(), "the history": hist.String()} {
+			log, rerr := os.ReadFile(filepath.Join(dir, "driver.log"))
+			if rerr != nil {
+				t.Fatalf("the driver's log: %v", rerr)
+			}
+			if mode == "leak" && strings.Count(string(log), "[hidden]") != 2 {
+				t.Errorf("the driver's log does not hide the password twice:\n%.300s", log)
+			}
+			for what, s := range map[string]string{"the run's error": err.Error(), "the history": hist.String(), "the driver's log": string(log)} {
 				// The password, and the part of it a cut tail keeps.
 				if strings.Contains(s, pw) || strings.Contains(s, pw[len(pw)-5:]) {
 					t.Errorf("%s holds the password: %s", what, s)

@@ -15,9 +15,11 @@ one completion per operation. Started with --check, it answers the hello
 and exits: isrlab does that when a scenario loads, so that a setting the
 client cannot honour is refused before any run.
 """
+import faulthandler
 import json
 import os
 import queue
+import signal
 import sys
 import threading
 import traceback
@@ -190,6 +192,9 @@ def serve(client, argv=None, stdin=None, stdout=None):
     except Refused as e:
         out.print({"type": "refused", "error": str(e)})
         return 0
+    # A lab that takes the driver for hung sends SIGQUIT before it kills
+    # it: every thread's stack goes to stderr, which the run keeps.
+    faulthandler.register(signal.SIGQUIT, all_threads=True)
     out.print({"type": "hello", "client": name, "pid": os.getpid(), "features": features})
     if "--check" in argv:
         return 0

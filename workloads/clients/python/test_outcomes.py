@@ -3,6 +3,10 @@ TestPythonOutcome (workloads/clients/python_test.go) with the system
 python3: python3 -m unittest test_outcomes (in this directory)."""
 import io
 import json
+import os
+import signal
+import subprocess
+import sys
 import types
 import unittest
 
@@ -403,3 +407,28 @@ class KafkaPython(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Serve(unittest.TestCase):
+    def test_quit_prints_stacks(self):
+        """A driver the lab takes for hung gets SIGQUIT before it is
+        killed: it prints every thread's stack on stderr and goes on."""
+        code = ("import sys, isrlab_exec\n"
+                "class C:\n"
+                "    def name(self): return 'fake'\n"
+                "    def check(self, h): return None\n"
+                "sys.exit(isrlab_exec.serve(C()))\n")
+        p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, cwd=os.path.dirname(os.path.abspath(__file__)))
+        try:
+            p.stdin.write((json.dumps(HELLO) + "\n").encode())
+            p.stdin.flush()
+            self.assertEqual(json.loads(p.stdout.readline())["type"], "hello")
+            p.send_signal(signal.SIGQUIT)
+            _, err = p.communicate(timeout=60)
+        finally:
+            p.kill()
+        err = err.decode()
+        self.assertEqual(p.returncode, 0, err)
+        self.assertIn("(most recent call first):", err)
+        self.assertIn("in serve", err)
