@@ -69,8 +69,9 @@ type Record struct {
 	// Missed are the runs that did not meet the expectation: seed, outcome,
 	// whether beside a hog, and the sweep.
 	Missed []MissedRun `json:"missed,omitempty"`
-	// Across counts the sweeps whose claim across seeds was judged, by
-	// outcome.
+	// Across counts the groups of seeds its claims across seeds were
+	// judged on (one per sweep of as many seeds as they are about, more
+	// in a longer sweep: Tally.AcrossGroups), by outcome.
 	Across map[string]int `json:"across_seeds,omitempty"`
 	// Other is how many runs ran another version of the scenario (or
 	// under a preset); Unknown how many could not be told (a sweep
@@ -284,7 +285,13 @@ func TallySweeps(roots []string, o TallyOptions) (*TallyResult, error) {
 					if rec.Across == nil {
 						rec.Across = map[string]int{}
 					}
-					rec.Across[t.Across.Outcome.String()]++
+					// Each group of seeds judged is a trial of the claim.
+					for _, o := range t.AcrossGroups {
+						rec.Across[o]++
+					}
+					if len(t.AcrossGroups) == 0 {
+						rec.Across[t.Across.Outcome.String()]++
+					}
 				}
 			}
 		}
@@ -427,12 +434,13 @@ func (r *Record) missed() string {
 	return strings.Join(parts, " ")
 }
 
-// across is a record's claims across seeds, "met in K of N sweeps".
+// across is a record's claims across seeds, "met in K of N groups of
+// seeds".
 func (r *Record) across() string {
 	if len(r.Across) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%d of %d sweeps", r.Across[results.Met], sumCounts(r.Across))
+	return fmt.Sprintf("%d of %d seed groups", r.Across[results.Met], sumCounts(r.Across))
 }
 
 // Met is whether every counted run met its expectation and every claim

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,7 +56,9 @@ func TestTallySweeps(t *testing.T) {
 	// scenario under its old name.
 	writeSweep(t, root, "verify/a", VerifyResult{Scenarios: []Tally{
 		{Scenario: "seed000/partition-4-acks1", Digest: ScenarioDigest(zombie), Runs: []SeedRun{met(1), {Seed: 2, Outcome: results.NotMet}}},
-		{Scenario: "leader-kill", Digest: ScenarioDigest(kill), Runs: []SeedRun{met(3)}},
+		{Scenario: "leader-kill", Digest: ScenarioDigest(kill), Runs: []SeedRun{met(3)},
+			// A claim across seeds judged on three groups of seeds.
+			Across: &Judgement{Outcome: NotMet}, AcrossGroups: []string{results.Met, results.NotMet, results.Met}},
 	}})
 	// A hog sweep from before digests: one run's directory holds the
 	// scenario as it stands (seeded), one an older version, one is gone.
@@ -69,7 +72,8 @@ func TestTallySweeps(t *testing.T) {
 			{Seed: 78, Outcome: results.NotMet, Dir: writeRunDir(t, filepath.Join(root, "r2"), older)},
 			{Seed: 79, Outcome: results.Met, Dir: filepath.Join(root, "gone")},
 		}},
-		{Scenario: "zombie-leader/acks1", Digest: ScenarioDigest(zombie), Runs: []SeedRun{met(5), {Seed: 6, Outcome: results.NotSetUp}}},
+		{Scenario: "zombie-leader/acks1", Digest: ScenarioDigest(zombie), Runs: []SeedRun{met(5), {Seed: 6, Outcome: results.NotSetUp}},
+			Across: &Judgement{Outcome: Met}},
 	}})
 	if err := os.Symlink("b", filepath.Join(root, "verify", "latest")); err != nil {
 		t.Fatal(err)
@@ -103,6 +107,10 @@ func TestTallySweeps(t *testing.T) {
 	if res.Met() {
 		t.Error("a record with misses is met")
 	}
+	if !maps.Equal(k.Across, map[string]int{results.Met: 2, results.NotMet: 1}) || k.across() != "2 of 3 seed groups" ||
+		!maps.Equal(z.Across, map[string]int{results.Met: 1}) {
+		t.Errorf("across seeds: leader-kill %v (%s), zombie-leader/acks1 %v; want each group counted, a sweep without groups once", k.Across, k.across(), z.Across)
+	}
 	var tab, md strings.Builder
 	WriteTally(&tab, res, false)
 	WriteTally(&md, res, true)
@@ -111,7 +119,7 @@ func TestTallySweeps(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, tab.String())
 		}
 	}
-	if !strings.Contains(md.String(), "| `leader-kill` | 1 of 1 | 1 of 1 |  |  | 1 (+1 unknown) |  |") {
+	if !strings.Contains(md.String(), "| `leader-kill` | 1 of 1 | 1 of 1 |  | 2 of 3 seed groups | 1 (+1 unknown) |  |") {
 		t.Errorf("markdown:\n%s", md.String())
 	}
 	if f := res.Fewest(true); f[0].Scenario != "zombie-leader/safe" || f[len(f)-1].Scenario != "zombie-leader/acks1" {

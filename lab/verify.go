@@ -90,6 +90,10 @@ type Tally struct {
 	// the sweep undecided).
 	Across     *Judgement `json:"across_seeds,omitempty"`
 	AcrossNote string     `json:"across_seeds_note,omitempty"`
+	// AcrossGroups is the outcome of each group of seeds the claims
+	// were judged on, when the sweep ran more seeds than they are about
+	// (judgeAcross); Across is then the worst of them.
+	AcrossGroups []string `json:"across_seeds_groups,omitempty"`
 	// Closest is the run nearest each bound of the expectation over the
 	// sweep (Record.Closest).
 	Closest map[string]Closest `json:"closest,omitempty"`
@@ -384,7 +388,7 @@ sweep:
 	wg.Wait()
 	for i, sc := range scs {
 		t := &res.Scenarios[i]
-		t.Across, t.AcrossNote = judgeAcross(sc.Expect, t.Runs)
+		t.Across, t.AcrossGroups, t.AcrossNote = judgeAcross(sc.Expect, t.Runs)
 		var rec Record
 		for _, r := range t.Runs {
 			rec.closer(sc.Expect.Bounds(), r, r.Measured, o.Hog > 0)
@@ -450,18 +454,67 @@ func verifyRun(ctx context.Context, sc Scenario, o Options, dir string, run func
 }
 
 // judgeAcross judges e's claims across seeds over a sweep's runs (nil
-// when e makes none). A claim is about a number of seeds: a sweep of
-// another number leaves it undecided, saying so.
-func judgeAcross(e Expect, runs []SeedRun) (*Judgement, string) {
+// when e makes none). A claim is about a number of seeds, N: a sweep of
+// fewer leaves it undecided, saying so; a sweep of more judges it on
+// each group of N runs in the order they ran (20 seeds: six groups of
+// 3, two runs left over), each group a trial of the claim, and returns
+// the groups' outcomes with the worst of them. Claims about different
+// numbers of seeds are not judged.
+func judgeAcross(e Expect, runs []SeedRun) (*Judgement, []string, string) {
 	if len(e.AcrossSeeds) == 0 {
-		return nil, ""
+		return nil, nil, ""
 	}
+	of := 0
 	for _, k := range slices.Sorted(maps.Keys(e.AcrossSeeds)) {
 		c, err := ParseSeedClaim(k, e.AcrossSeeds[k])
-		if err == nil && c.Of != len(runs) {
-			return nil, fmt.Sprintf("%s across seeds is a claim about %d seeds; %d ran (verify --seeds %d judges it)", c, c.Of, len(runs), c.Of)
+		switch {
+		case err != nil:
+		case len(runs) < c.Of:
+			return nil, nil, fmt.Sprintf("%s across seeds is a claim about %d seeds; %d ran (verify --seeds %d or more judges it)", c, c.Of, len(runs), c.Of)
+		case of != 0 && c.Of != of:
+			return nil, nil, fmt.Sprintf("claims across seeds about %d and %d seeds are not judged together", of, c.Of)
+		default:
+			of = c.Of
 		}
 	}
+	if of == 0 || len(runs) == of {
+		j := e.JudgeSeeds(seedOutcomes(runs))
+		return &j, nil, ""
+	}
+	agg := Judgement{Outcome: Met, Expect: e.acrossString()}
+	var outcomes []string
+	for g := 0; g+of <= len(runs); g += of {
+		group := runs[g : g+of]
+		j := e.JudgeSeeds(seedOutcomes(group))
+		outcomes = append(outcomes, j.Outcome.String())
+		if j.Outcome == Met {
+			continue
+		}
+		if j.Outcome == NotMet || agg.Outcome == Met {
+			agg.Outcome = j.Outcome
+		}
+		seeds := make([]string, len(group))
+		for i, r := range group {
+			seeds[i] = strconv.FormatInt(r.Seed, 10)
+		}
+		agg.Reasons = append(agg.Reasons, fmt.Sprintf("seeds %s: %s: %s", strings.Join(seeds, ", "), j.Outcome, strings.Join(j.Reasons, "; ")))
+	}
+	met := 0
+	for _, o := range outcomes {
+		if o == results.Met {
+			met++
+		}
+	}
+	agg.Reasons = append([]string{fmt.Sprintf("met in %d of %d groups of %d seeds", met, len(outcomes), of)}, agg.Reasons...)
+	note := ""
+	if left := len(runs) % of; left > 0 {
+		note = fmt.Sprintf("%d groups of %d seeds in the order they ran; the last %d runs judged in none", len(outcomes), of, left)
+	}
+	return &agg, outcomes, note
+}
+
+// seedOutcomes are runs as judgeSeeds takes them.
+func seedOutcomes(runs []SeedRun) []SeedOutcome {
 	outs := make([]SeedOutcome, len(runs))
 	for i, r := range runs {
 		o := SeedOutcome{Seed: r.Seed, Anomalies: r.Anomalies}
@@ -473,8 +526,7 @@ func judgeAcross(e Expect, runs []SeedRun) (*Judgement, string) {
 		}
 		outs[i] = o
 	}
-	j := e.JudgeSeeds(outs)
-	return &j, ""
+	return outs
 }
 
 // WriteVerifyTable prints the sweep's table: per scenario, its runs by
@@ -500,6 +552,9 @@ func WriteVerifyTable(w io.Writer, v *VerifyResult) {
 		for _, t := range v.Scenarios {
 			if t.Across != nil {
 				fmt.Fprintln(w, results.JudgementLine(t.Scenario+" across seeds", t.Across.Expect, t.Across.Outcome.String(), t.Across.Reasons))
+				if t.AcrossNote != "" {
+					fmt.Fprintf(w, "%s across seeds: %s\n", t.Scenario, t.AcrossNote)
+				}
 			} else if t.AcrossNote != "" {
 				fmt.Fprintf(w, "%s: not judged: %s\n", t.Scenario, t.AcrossNote)
 			}
@@ -547,6 +602,9 @@ func WriteVerifyMarkdown(w io.Writer, v *VerifyResult) {
 	for _, t := range v.Scenarios {
 		if t.Across != nil {
 			fmt.Fprintf(w, "\n`%s` across seeds (%s): **%s**: %s\n", t.Scenario, t.Across.Expect, t.Across.Outcome, strings.Join(t.Across.Reasons, "; "))
+			if t.AcrossNote != "" {
+				fmt.Fprintf(w, "(%s)\n", t.AcrossNote)
+			}
 		} else if t.AcrossNote != "" {
 			fmt.Fprintf(w, "\n`%s`: not judged: %s\n", t.Scenario, t.AcrossNote)
 		}

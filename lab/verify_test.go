@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,7 +82,9 @@ func TestSelectLibrary(t *testing.T) {
 
 // TestVerifyAcrossSeeds: a scenario's claim across seeds is judged over
 // the sweep's runs, and a miss fails the sweep though every run met its
-// own (per-run) expectation.
+// own (per-run) expectation. A sweep of more seeds judges it on each
+// group of as many as it is about, in the order they ran, and the tally
+// counts every group.
 func TestVerifyAcrossSeeds(t *testing.T) {
 	sc, err := Parse("x.yaml", "x", []byte("expect:\n  across-seeds:\n    lost-write: \">0 in >=1 of 3\"\n"))
 	if err != nil {
@@ -99,23 +102,47 @@ func TestVerifyAcrossSeeds(t *testing.T) {
 		{[]SeedRun{run(1, 0), run(2, 0), run(3, 0)}, results.NotMet, 1},
 		{[]SeedRun{run(1, 0), {Seed: 2, Outcome: results.NotSetUp}, run(3, 0)}, results.Undecided, 2},
 	} {
-		across, note := judgeAcross(sc.Expect, tc.runs)
+		across, groups, note := judgeAcross(sc.Expect, tc.runs)
+		if groups != nil || note != "" {
+			t.Errorf("one group: %v, %q", groups, note)
+		}
 		tl := Tally{Scenario: "x", Runs: tc.runs, Across: across, AcrossNote: note}
 		v := &VerifyResult{Scenarios: []Tally{tl}}
 		if tl.Across == nil || tl.Across.Outcome.String() != tc.want || v.Code() != tc.code {
 			t.Errorf("%d runs: across %+v, code %d; want %s, %d", len(tc.runs), tl.Across, v.Code(), tc.want, tc.code)
 		}
 	}
-	if j, _ := judgeAcross(Expect{}, nil); j != nil {
+	if j, _, _ := judgeAcross(Expect{}, nil); j != nil {
 		t.Error("a judgement without a claim")
 	}
 	// Two runs of a claim about three seeds: not judged, and the sweep
 	// is not made undecided by it.
 	two := []SeedRun{run(1, 0), run(2, 0)}
-	j, note := judgeAcross(sc.Expect, two)
+	j, groups, note := judgeAcross(sc.Expect, two)
 	v := &VerifyResult{Scenarios: []Tally{{Scenario: "x", Runs: two, Across: j, AcrossNote: note}}}
-	if j != nil || !strings.Contains(note, "a claim about 3 seeds; 2 ran") || v.Code() != 0 {
+	if j != nil || groups != nil || !strings.Contains(note, "a claim about 3 seeds; 2 ran") || v.Code() != 0 {
 		t.Errorf("2 of 3 seeds: %+v, %q, code %d", j, note, v.Code())
+	}
+
+	// Eight runs: groups 1-3 (met), 4-6 (no lost write: not met); 7 and
+	// 8 are in none.
+	eight := []SeedRun{run(1, 0), run(2, 5), run(3, 0), run(4, 0), run(5, 0), run(6, 0), run(7, 9), run(8, 0)}
+	j, groups, note = judgeAcross(sc.Expect, eight)
+	if j == nil || j.Outcome != NotMet || !slices.Equal(groups, []string{results.Met, results.NotMet}) ||
+		len(j.Reasons) != 2 || j.Reasons[0] != "met in 1 of 2 groups of 3 seeds" || !strings.HasPrefix(j.Reasons[1], "seeds 4, 5, 6: not met: ") ||
+		note != "2 groups of 3 seeds in the order they ran; the last 2 runs judged in none" {
+		t.Fatalf("8 runs: %+v, %v, %q", j, groups, note)
+	}
+	// Six runs, every group met; an undecided group makes the whole
+	// undecided.
+	six := []SeedRun{run(1, 0), run(2, 5), run(3, 0), run(4, 0), run(5, 0), run(6, 1)}
+	if j, groups, note = judgeAcross(sc.Expect, six); j.Outcome != Met || len(groups) != 2 || note != "" || j.Reasons[0] != "met in 2 of 2 groups of 3 seeds" {
+		t.Errorf("6 runs: %+v, %v, %q", j, groups, note)
+	}
+	six[5] = SeedRun{Seed: 6, Outcome: results.NotSetUp}
+	six[4].Anomalies = map[string]int64{"lost-write": 0}
+	if j, groups, _ = judgeAcross(sc.Expect, six); j.Outcome != Undecided || !slices.Equal(groups, []string{results.Met, results.Undecided}) {
+		t.Errorf("6 runs, one not set up: %+v, %v", j, groups)
 	}
 }
 

@@ -37,6 +37,11 @@ or stayed undecided, with the seeds of every run that did not meet it
 (isrlab run NAME --seed N replays one). A scenario's expectation is a
 claim about every run: this is how it is checked.
 
+A claim across seeds (expect: across-seeds: {skipped: ">0 in >=1 of 3"})
+is judged on each group of as many seeds as it is about, in the order
+the runs ended (--seeds 20: six groups of three), and met only if every
+group met it; fewer seeds leave it not judged.
+
 Runs go round the scenarios one seed at a time, so a sweep stopped early
 (Ctrl-C, --budget) still covers each. --hog runs busy processes beside
 every run, one per core, as on a shared CI runner. --parallel N makes N
