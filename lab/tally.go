@@ -69,10 +69,13 @@ type Record struct {
 	// Missed are the runs that did not meet the expectation: seed, outcome,
 	// whether beside a hog, and the sweep.
 	Missed []MissedRun `json:"missed,omitempty"`
-	// Across counts the groups of seeds its claims across seeds were
-	// judged on (one per sweep of as many seeds as they are about, more
-	// in a longer sweep: Tally.AcrossGroups), by outcome.
-	Across map[string]int `json:"across_seeds,omitempty"`
+	// Across counts, by outcome, the groups of seeds its claims across
+	// seeds were judged on: every run counted, in the order of the sweeps
+	// (and of the runs in each), cut into groups of as many as the claims
+	// are about, so that three-seed nightly sweeps together judge a
+	// claim about eight seeds. AcrossReasons say which groups missed.
+	Across        map[string]int `json:"across_seeds,omitempty"`
+	AcrossReasons []string       `json:"across_seeds_reasons,omitempty"`
 	// Other is how many runs ran another version of the scenario (or
 	// under a preset); Unknown how many could not be told (a sweep
 	// without digests whose run directories are gone). Neither is counted
@@ -231,12 +234,25 @@ func TallySweeps(roots []string, o TallyOptions) (*TallyResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	type sweep struct {
+		file string
+		v    *VerifyResult
+	}
+	var sweeps []sweep
 	for _, f := range files {
 		v, err := readSweep(f)
 		if err != nil {
 			res.Skipped = append(res.Skipped, fmt.Sprintf("%s: %v", f, err))
 			continue
 		}
+		sweeps = append(sweeps, sweep{f, v})
+	}
+	// In the order they started: the claims across seeds are judged on
+	// the runs in that order.
+	slices.SortStableFunc(sweeps, func(a, b sweep) int { return cmp.Compare(a.v.Started, b.v.Started) })
+	pooled := map[string][]SeedRun{} // the counted runs, for the claims across seeds
+	for _, sw := range sweeps {
+		f, v := sw.file, sw.v
 		if v.HogError != "" {
 			res.Skipped = append(res.Skipped, fmt.Sprintf("%s: its hog ended early (%s)", f, v.HogError))
 			continue
@@ -265,6 +281,7 @@ func TallySweeps(roots []string, o TallyOptions) (*TallyResult, error) {
 					}
 				}
 				counted = true
+				pooled[rec.Scenario] = append(pooled[rec.Scenario], run)
 				m := rec.Quiet
 				switch {
 				case unrecorded:
@@ -281,19 +298,24 @@ func TallySweeps(roots []string, o TallyOptions) (*TallyResult, error) {
 			}
 			if counted {
 				rec.Sweeps++
-				if t.Across != nil {
-					if rec.Across == nil {
-						rec.Across = map[string]int{}
-					}
-					// Each group of seeds judged is a trial of the claim.
-					for _, o := range t.AcrossGroups {
-						rec.Across[o]++
-					}
-					if len(t.AcrossGroups) == 0 {
-						rec.Across[t.Across.Outcome.String()]++
-					}
-				}
 			}
+		}
+	}
+	for _, rec := range res.Records {
+		j, groups, _ := judgeAcross(library[rec.Scenario].Expect, pooled[rec.Scenario])
+		if j == nil {
+			continue
+		}
+		// Each group of seeds judged is a trial of the claim.
+		rec.Across = map[string]int{}
+		for _, o := range groups {
+			rec.Across[o]++
+		}
+		if groups == nil {
+			rec.Across[j.Outcome.String()]++
+		}
+		if j.Outcome != Met {
+			rec.AcrossReasons = j.Reasons
 		}
 	}
 	return res, nil
@@ -529,6 +551,11 @@ func WriteTally(w io.Writer, t *TallyResult, markdown bool) {
 			line(row)
 		}
 		fmt.Fprintf(w, "%d sweeps: %d runs without a hog, %d beside one, of %d scenarios\n", len(t.Sweeps), quiet, hog, len(t.Records))
+	}
+	for _, r := range t.Records {
+		if len(r.AcrossReasons) > 0 {
+			fmt.Fprintf(w, "%s across seeds: %s\n", r.Scenario, strings.Join(r.AcrossReasons, "; "))
+		}
 	}
 	for _, s := range t.Skipped {
 		fmt.Fprintf(w, "skipped %s\n", s)

@@ -36,11 +36,17 @@ is counted under "other versions" (sweeps record each scenario's digest;
 for older sweeps the run's own scenario.yaml is compared, and a run with
 neither is unknown). --any-version counts them all.
 
+A claim across seeds (expect: across-seeds, "skipped >0 in >=1 of 3") is
+judged on all the runs counted, in the order the sweeps started, cut
+into groups of as many seeds as it is about: three-seed nightly sweeps
+add up to judge a claim about eight. The table says in how many groups
+it held and names the seeds of a group that missed.
+
 --fewest N prints only the names of the N scenarios with the fewest runs
 counted (beside a hog with --hog), for the next sweep.
 
-Exit status: 0 every counted run met its expectation, 1 some did not,
-254 bad arguments.`,
+Exit status: 0 every counted run met its expectation and every group of
+seeds its claims across seeds, 1 some did not, 254 bad arguments.`,
 		Example: `  isrlab scenarios tally
   isrlab scenarios tally nightly/ --markdown
   isrlab scenarios tally results/verify restart-truncation/ --name unclean-election/
