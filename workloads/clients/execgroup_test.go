@@ -71,6 +71,22 @@ func TestKafkajsCommitOutcome(t *testing.T) {
 	}
 }
 
+// TestJsDriverQuit runs js/test_quit.js: the JavaScript drivers' serve,
+// sent SIGQUIT as the lab does to a driver it takes for hung, names each
+// process's operation in flight on stderr (it needs node, not kafkajs).
+func TestJsDriverQuit(t *testing.T) {
+	if _, err := os.Stat(SystemNode); err != nil {
+		t.Skipf("needs %s (Debian nodejs)", SystemNode)
+	}
+	cmd := exec.Command(SystemNode, "test_quit.js")
+	cmd.Dir = "js"
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("node test_quit.js: %v", err)
+	}
+}
+
 // needKafkajsCluster skips a kafkajs test that starts a cluster in
 // -short mode, and without kafkajs (needKafkajs).
 func needKafkajsCluster(t *testing.T) {

@@ -50,6 +50,8 @@ class Proc {
 
   async run(op) {
     let d
+    this.current = op
+    this.since = Date.now()
     try {
       d = await this.do(op)
     } catch (e) {
@@ -59,6 +61,7 @@ class Proc {
       d = done(op, ['send', 'poll', 'commit', 'produce', 'end'].includes(op.f) ? 'info' : 'fail', { error: `driver error: ${e && e.name}: ${e && e.message}` })
       if (op.f === 'end') d.done = true
     }
+    this.current = null
     print(d)
   }
 
@@ -180,9 +183,20 @@ async function serve(client, argv) {
     }
     throw e
   }
+  const procs = new Map()
+  // A lab that takes the driver for hung sends SIGQUIT before it kills
+  // it: each process's operation in flight, and for how long, goes to
+  // stderr, which the run keeps (the event loop must be free to say it).
+  process.on('SIGQUIT', () => {
+    const now = Date.now()
+    const lines = [`SIGQUIT: operations in flight at ${new Date(now).toISOString()}:`]
+    for (const [n, p] of procs) {
+      if (p.current) lines.push(`  process ${n}: ${p.current.f} (operation ${p.current.id}) for ${now - p.since} ms`)
+    }
+    process.stderr.write(lines.join('\n') + '\n')
+  })
   print({ type: 'hello', client: name, pid: process.pid, features })
   if (argv.includes('--check')) return 0
-  const procs = new Map()
   const pending = []
   for await (const line of lines) {
     let op
