@@ -819,8 +819,20 @@ func (l *redactedLog) Write(p []byte) (int, error) {
 		l.flush(l.line[:i+1])
 		l.line = append(l.line[:0], l.line[i+1:]...)
 	}
+	if len(l.line) > maxLogLine {
+		// A line without end: written redacted but for its last bytes,
+		// where a password could begin that a later write ends.
+		s := redactSecret(string(l.line), l.secret)
+		cut := len(s) - max(len(l.secret)-1, 0)
+		l.flush([]byte(s[:cut]))
+		l.line = append(l.line[:0], s[cut:]...)
+	}
 	return len(p), nil
 }
+
+// maxLogLine is how much of a line without end a driver's log holds
+// back.
+const maxLogLine = 64 << 10
 
 func (l *redactedLog) flush(b []byte) {
 	if l.f == nil || l.err != nil || len(b) == 0 {

@@ -245,3 +245,35 @@ func TestExecQueueNeedsFeature(t *testing.T) {
 		t.Fatal("Run did not end at once")
 	}
 }
+
+// TestRedactedLog: a driver's log never holds the hello's password,
+// however its stderr is cut into writes: across two writes, in a line
+// longer than the log holds back, at the end without a newline.
+func TestRedactedLog(t *testing.T) {
+	const pw = "pa55-w0rd-of-the-run"
+	path := filepath.Join(t.TempDir(), "nodes", "client1", "driver.log")
+	l, err := createLog(path, pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("x", maxLogLine+10)
+	var want strings.Builder
+	for _, chunk := range []string{"one " + pw[:5], pw[5:] + " two\nthree ", long + pw[:8], pw[8:] + "y" + pw, "\nlast " + pw} {
+		l.Write([]byte(chunk))
+		want.WriteString(chunk)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, w := string(b), strings.ReplaceAll(want.String(), pw, "[hidden]"); got != w {
+		t.Errorf("log %d bytes, want %d; holds the password: %v; starts %.60q", len(got), len(w), strings.Contains(got, pw), got)
+	}
+	var nilLog *redactedLog
+	if err := nilLog.Close(); err != nil {
+		t.Errorf("a nil log's Close: %v", err)
+	}
+}
