@@ -365,6 +365,43 @@ func (e Expect) Bounds() map[string]Cond {
 	return out
 }
 
+// Bounds are Expect.Bounds and, for each fault that waits for a state
+// within a time, how long the wait may take: "wait NAME" (the fault's
+// name, or its kind and number in the scenario) "<=within". A run
+// measures how long each wait took (measureWaits), so the closest calls
+// show a timeline about to outgrow its window before a run is not set
+// up.
+func (s Scenario) Bounds() map[string]Cond {
+	out := s.Expect.Bounds()
+	for i, f := range s.Faults {
+		if f.When == nil || f.When.Within <= 0 {
+			continue
+		}
+		w := time.Duration(f.When.Within)
+		out[s.waitTerm(i)] = Cond{Op: "<=", Value: w.Seconds(), Dur: true, src: "<=" + w.String()}
+	}
+	return out
+}
+
+// waitTerm names fault i's wait among the bounds.
+func (s Scenario) waitTerm(i int) string {
+	f := s.Faults[i]
+	if f.Name != "" {
+		return "wait " + f.Name
+	}
+	return fmt.Sprintf("wait %s (fault %d)", f.Spec.Fault.Kind(), i+1)
+}
+
+// measureWaits records in j how long each of the scenario's waits took,
+// from waited by fault key (fault i's key is i+1).
+func (s Scenario) measureWaits(j *Judgement, waited map[int]float64) {
+	for key, secs := range waited {
+		if i := key - 1; i >= 0 && i < len(s.Faults) && s.Faults[i].When != nil && s.Faults[i].When.Within > 0 {
+			j.measure(s.waitTerm(i), secs)
+		}
+	}
+}
+
 // setIn records the judgement in a run's outcome.json.
 func (j Judgement) setIn(o *results.Outcome) {
 	o.Outcome, o.Expect, o.Reasons, o.Measured = j.Outcome.String(), j.Expect, j.Reasons, j.Measured

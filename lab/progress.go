@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"maps"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,6 +28,16 @@ type progress struct {
 	events         []string // printed lines not yet written
 	// failedInjections describes every fault whose injection failed.
 	failedInjections []string
+	// waited is how long each fault's wait took until its condition
+	// held, in seconds, by the fault's key (a scenario's fault N: N).
+	waited map[int]float64
+}
+
+// waits returns how long each fault's wait took, by key.
+func (p *progress) waits() map[int]float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.waited)
 }
 
 // failed returns the descriptions of the faults whose injection failed.
@@ -78,14 +89,22 @@ func (p *progress) nemesis(op *history.Op) {
 		desc = "healed every fault"
 	case op.F == history.FCondition || op.F == history.FNotSetUp:
 		var c struct {
-			Fault string `json:"fault"`
-			Held  string `json:"held"`
-			Error string `json:"error"`
+			Fault  string   `json:"fault"`
+			Key    int      `json:"key"`
+			Held   string   `json:"held"`
+			Error  string   `json:"error"`
+			Waited *float64 `json:"waited_s"`
 		}
 		json.Unmarshal(op.RawValue, &c) //nolint:errcheck // a line without them still prints
 		if op.F == history.FNotSetUp {
 			p.events = append(p.events, fmt.Sprintf("  +%5.1fs %s", at.Seconds(), c.Error))
 			return
+		}
+		if c.Waited != nil && c.Key > 0 {
+			if p.waited == nil {
+				p.waited = map[int]float64{}
+			}
+			p.waited[c.Key] = *c.Waited
 		}
 		name := c.Fault
 		if name != "" {

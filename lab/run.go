@@ -173,6 +173,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	var notSetUp *nemesis.NotSetUpError
 	var workloadErr error
 	var failedFaults []string
+	var waited map[int]float64
 	var unserved string
 	tm := &Timing{}
 	mark := start
@@ -188,6 +189,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		d := &driver{sc: sc, events: events, c: c, o: o, out: out, histPath: histPath, timing: tm}
 		err = d.run(ctx)
 		recorded, notSetUp, workloadErr, failedFaults, unserved = d.started, d.notSetUp, d.workloadErr, d.failedFaults, d.unserved
+		waited = d.waited
 		return err
 	})
 	tm.Down = since(&mark)
@@ -240,6 +242,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		o.Log.Warn("series", "err", serr)
 	}
 	res.Judgement = sc.Expect.judgeSeries(sc.Expect.Judge(v, res.Incomplete), ser)
+	sc.measureWaits(&res.Judgement, waited)
 	if notSetUp != nil && !res.Incomplete {
 		// The story never happened: whatever the history shows, the
 		// expectation was not put to the test.
@@ -386,6 +389,8 @@ type driver struct {
 	workloadErr error
 	// failedFaults describes the faults whose injection failed.
 	failedFaults []string
+	// waited is how long each fault's wait took, by key (progress.waits).
+	waited map[int]float64
 	// timing gets the setup, workload, stop and drain phases.
 	timing *Timing
 }
@@ -576,6 +581,7 @@ func (d *driver) run(ctx context.Context) (err error) {
 	d.timing.Drain = since(&mark)
 	prog.flushEvents(d.out)
 	d.failedFaults = prog.failed()
+	d.waited = prog.waits()
 	if perr != nil {
 		return perr
 	}

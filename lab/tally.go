@@ -291,7 +291,7 @@ func TallySweeps(roots []string, o TallyOptions) (*TallyResult, error) {
 				}
 				m[run.Outcome]++
 				sc := library[rec.Scenario]
-				rec.closer(sc.Expect.Bounds(), run, measuredIn(sc, run), v.Hog > 0)
+				rec.closer(sc.Bounds(), run, measuredIn(sc, run), v.Hog > 0)
 				if run.Outcome != results.Met {
 					rec.Missed = append(rec.Missed, MissedRun{Seed: run.Seed, Outcome: run.Outcome, Hog: v.Hog > 0, Sweep: filepath.Dir(f)})
 				}

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/isrlab/isrlab/history"
 	"github.com/isrlab/isrlab/results"
 )
 
@@ -253,5 +255,47 @@ func TestScenarioDigest(t *testing.T) {
 	changed.Expect.Valid = "unknown-for-this-test"
 	if ScenarioDigest(changed) == d {
 		t.Error("the expectation did not change the digest")
+	}
+}
+
+// TestWaitBounds: a fault that waits for a state within a time is a bound
+// of its scenario ("wait NAME" <= within); the run's record of how long
+// the wait took (the nemesis' condition op) is measured under that name,
+// and the closest call over runs is the longest wait.
+func TestWaitBounds(t *testing.T) {
+	scs, err := SelectLibrary([]string{"unclean-election/on"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := scs[0]
+	const term = "wait kill (fault 2)"
+	b := sc.Bounds()
+	if c, ok := b[term]; !ok || c.String() != "<=16s" || !c.Dur {
+		t.Fatalf("bounds %v: want %q <=16s", b, term)
+	}
+	if _, ok := b["lost-write"]; !ok {
+		t.Fatalf("bounds %v lack the expectation's", b)
+	}
+	var mem history.Memory
+	p := newProgress(&mem, sc.Duration, time.Now())
+	for key, secs := range map[int]float64{2: 9.5, 1: 3} {
+		op := history.NewOp(history.Nemesis, history.Info, history.FCondition)
+		op.RawValue = json.RawMessage(fmt.Sprintf(`{"fault":"","key":%d,"held":"x","waited_s":%g}`, key, secs))
+		if err := p.Write(&op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var j Judgement
+	sc.measureWaits(&j, p.waits())
+	// Fault 1 (the cut) does not wait: its record, were there one, is not a bound.
+	if !maps.Equal(j.Measured, map[string]float64{term: 9.5}) {
+		t.Fatalf("measured %v, want %s 9.5", j.Measured, term)
+	}
+	var r Record
+	r.closer(b, SeedRun{Seed: 1}, j.Measured, false)
+	r.closer(b, SeedRun{Seed: 2}, map[string]float64{term: 12.25}, true)
+	r.closer(b, SeedRun{Seed: 3}, map[string]float64{term: 7}, false)
+	if got := r.closest(); got != term+" 12.2s (<=16s, seed 2, hog)" {
+		t.Errorf("closest %q", got)
 	}
 }

@@ -391,7 +391,7 @@ sweep:
 		t.Across, t.AcrossGroups, t.AcrossNote = judgeAcross(sc.Expect, t.Runs)
 		var rec Record
 		for _, r := range t.Runs {
-			rec.closer(sc.Expect.Bounds(), r, r.Measured, o.Hog > 0)
+			rec.closer(sc.Bounds(), r, r.Measured, o.Hog > 0)
 		}
 		t.Closest = rec.Closest
 	}

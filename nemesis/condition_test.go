@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -240,3 +241,41 @@ func (r *resolvingRun) Resolve(context.Context, *Env) error {
 }
 
 func init() { register(func() Fault { return &ResolvingFault{} }) }
+
+// TestConditionWaited: the condition's record names its start event's
+// key and how long the wait took from its start: what a run reports
+// against the wait's within (lab's closest calls).
+func TestConditionWaited(t *testing.T) {
+	clk := &fakeClock{now: time.Unix(0, 0)}
+	tl := &timeline{clk: clk, at: []time.Duration{0, 7250 * time.Millisecond},
+		views: []PartitionView{{Leader: 1, ISR: []int32{1, 2, 3}}, {Leader: 1, ISR: []int32{1}}}}
+	mem := &history.Memory{}
+	rec := history.NewRecorder(mem, func() time.Duration { return clk.now.Sub(time.Unix(0, 0)) })
+	n := &Nemesis{Env: &Env{Cluster: fakeCluster()}, Recorder: rec, Store: &Store{Path: filepath.Join(t.TempDir(), "faults.json")}}
+	err := Play(context.Background(), n, []Event{
+		{At: 2 * time.Second, Action: ActStart, Key: 4, Fault: fault("b1"), When: &Condition{Partition: "t/0", ISRSize: intp(1), Within: 10e9}},
+		{At: 20 * time.Second, Action: ActHealAll},
+	}, PlayOptions{Clock: clk, State: tl.state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Key    int      `json:"key"`
+		Waited *float64 `json:"waited_s"`
+	}
+	for _, op := range mem.Ops {
+		if op.F == history.FCondition {
+			if err := json.Unmarshal(op.RawValue, &got); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Armed at 2 s; the ISR is one from 7.25 s, seen at the next look.
+	if got.Key != 4 || got.Waited == nil || *got.Waited < 5.25 || *got.Waited > 5.5 {
+		w := -1.0
+		if got.Waited != nil {
+			w = *got.Waited
+		}
+		t.Errorf("condition record: key %d, waited %v s; want 4, 5.25-5.5 s", got.Key, w)
+	}
+}

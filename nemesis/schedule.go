@@ -318,7 +318,10 @@ func Play(ctx context.Context, n *Nemesis, events []Event, o PlayOptions) error 
 			}
 			if w.holds(cluster, view, viewOK, fs, names) {
 				w.heldAt = now
-				n.recordValue(history.Info, history.FCondition, map[string]any{"fault": it.ev.Name, "when": w.cond, "held": w.heldText()})
+				// key names the start event (a scenario's fault N has key N);
+				// waited_s is how long of its within it took.
+				n.recordValue(history.Info, history.FCondition, map[string]any{"fault": it.ev.Name, "key": it.ev.Key, "when": w.cond,
+					"held": w.heldText(), "waited_s": (now - w.armedAt).Seconds()})
 				continue
 			}
 			if lim := time.Duration(w.cond.Within); lim > 0 && now-w.armedAt >= lim {
