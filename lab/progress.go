@@ -1,11 +1,11 @@
 package lab
 
 import (
-	"maps"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
