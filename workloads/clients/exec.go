@@ -523,17 +523,25 @@ func (e *execClient) complete(line []byte) error {
 // fail records the driver's end (the first reason wins), kills it and
 // wakes every operation in flight. It returns the recorded error.
 func (e *execClient) fail(err error) error {
+	err, first := e.end(err)
+	if first {
+		e.kill()
+	}
+	return err
+}
+
+// end records err as the driver's end and wakes every operation in
+// flight, unless an end was recorded before: it returns the recorded
+// error and whether it is err.
+func (e *execClient) end(err error) (error, bool) {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.err != nil {
-		err = e.err
-		e.mu.Unlock()
-		return err
+		return e.err, false
 	}
 	e.err = err
 	close(e.dead)
-	e.mu.Unlock()
-	e.kill()
-	return err
+	return err, true
 }
 
 // quitGrace is how long a hung driver is given to print its threads'
@@ -548,15 +556,10 @@ func (e *execClient) hung(err error) error {
 	if e.log != nil {
 		err = fmt.Errorf("%w; its stderr, with its threads' stacks at the hang, is in %s", err, e.log.path)
 	}
-	e.mu.Lock()
-	if e.err != nil {
-		err = e.err
-		e.mu.Unlock()
+	err, first := e.end(err)
+	if !first {
 		return err
 	}
-	e.err = err
-	close(e.dead)
-	e.mu.Unlock()
 	if e.cmd != nil && e.cmd.Process != nil {
 		syscall.Kill(-e.cmd.Process.Pid, syscall.SIGQUIT)
 		t := time.NewTimer(quitGrace)
