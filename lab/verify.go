@@ -483,11 +483,13 @@ func judgeAcross(e Expect, runs []SeedRun) (*Judgement, []string, string) {
 	}
 	agg := Judgement{Outcome: Met, Expect: e.acrossString()}
 	var outcomes []string
+	met := 0
 	for g := 0; g+of <= len(runs); g += of {
 		group := runs[g : g+of]
 		j := e.JudgeSeeds(seedOutcomes(group))
 		outcomes = append(outcomes, j.Outcome.String())
 		if j.Outcome == Met {
+			met++
 			continue
 		}
 		if j.Outcome == NotMet || agg.Outcome == Met {
@@ -498,12 +500,6 @@ func judgeAcross(e Expect, runs []SeedRun) (*Judgement, []string, string) {
 			seeds[i] = strconv.FormatInt(r.Seed, 10)
 		}
 		agg.Reasons = append(agg.Reasons, fmt.Sprintf("seeds %s: %s: %s", strings.Join(seeds, ", "), j.Outcome, strings.Join(j.Reasons, "; ")))
-	}
-	met := 0
-	for _, o := range outcomes {
-		if o == results.Met {
-			met++
-		}
 	}
 	agg.Reasons = append([]string{fmt.Sprintf("met in %d of %d groups of %d seeds", met, len(outcomes), of)}, agg.Reasons...)
 	note := ""

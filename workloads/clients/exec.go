@@ -790,8 +790,8 @@ func (t *tail) last() string {
 
 // redactedLog writes a driver's stderr to a file, whole lines at a
 // time, with the hello's password replaced by [hidden] (a line is the
-// unit the password cannot be cut across). Its methods do nothing on a
-// nil log.
+// unit the password cannot be cut across). Close does nothing on a nil
+// log.
 type redactedLog struct {
 	mu     sync.Mutex
 	path   string
