@@ -287,7 +287,7 @@ func Verify(ctx context.Context, scs []Scenario, o VerifyOptions) (*VerifyResult
 	out := o.Out
 	hogDesc := ""
 	if o.Hog > 0 {
-		hogDesc = fmt.Sprintf(", beside %d busy processes", o.Hog)
+		hogDesc = ", beside " + busyProcesses(o.Hog)
 	}
 	if o.Parallel > 1 {
 		hogDesc += fmt.Sprintf(", %d runs at a time", o.Parallel)
@@ -571,7 +571,7 @@ func WriteVerifyTable(w io.Writer, v *VerifyResult) {
 func WriteVerifyMarkdown(w io.Writer, v *VerifyResult) {
 	hog := "no CPU hog"
 	if v.Hog > 0 {
-		hog = fmt.Sprintf("beside %d busy processes", v.Hog)
+		hog = "beside " + busyProcesses(v.Hog)
 	}
 	fmt.Fprintf(w, "Sweep of %s: %d seed(s) per scenario, %s, %.0f min; the machine's 1-minute load average after each run: mean %.1f, max %.1f on %d cores.\n\n",
 		v.Started, v.Seeds, hog, v.Seconds/60, v.LoadMean, v.LoadMax, v.Cores)
@@ -612,8 +612,8 @@ func (v *VerifyResult) hogLine() string {
 	if v.Hog == 0 {
 		return ""
 	}
-	line := fmt.Sprintf("the hog: %d busy processes, %.0f CPU-seconds over the sweep's %.0f s (%.1f cores busy)",
-		v.Hog, v.HogCPUSeconds, v.Seconds, v.HogCPUSeconds/max(v.Seconds, 1))
+	line := fmt.Sprintf("the hog: %s, %.0f CPU-seconds over the sweep's %.0f s (%.1f cores busy)",
+		busyProcesses(v.Hog), v.HogCPUSeconds, v.Seconds, v.HogCPUSeconds/max(v.Seconds, 1))
 	if v.HogError != "" {
 		line += "; ENDED EARLY: " + v.HogError
 	}
@@ -649,6 +649,15 @@ func freshSeed() int64 {
 // HogSubcommand is the isrlab subcommand that busy-loops: the CPU hog
 // Verify starts beside its runs.
 var HogSubcommand = []string{"hog"}
+
+// busyProcesses says how many busy processes a hog has: "1 busy
+// process", "2 busy processes".
+func busyProcesses(n int) string {
+	if n == 1 {
+		return "1 busy process"
+	}
+	return fmt.Sprintf("%d busy processes", n)
+}
 
 // hog is a sweep's CPU hog: busy processes started, watched and killed
 // from one goroutine locked to its OS thread for their whole life. The

@@ -367,3 +367,11 @@ func busyChild() bool {
 	}
 	return false
 }
+
+func TestBusyProcesses(t *testing.T) {
+	for n, want := range map[int]string{1: "1 busy process", 2: "2 busy processes", 3: "3 busy processes"} {
+		if got := busyProcesses(n); got != want {
+			t.Errorf("busyProcesses(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
