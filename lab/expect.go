@@ -135,6 +135,22 @@ func (c *Cond) UnmarshalYAML(v *yaml.Node) error {
 func (c Cond) MarshalYAML() (any, error) { return c.String(), nil }
 
 // Holds reports whether x meets the condition.
+// exceeded reports whether x misses c by being past an upper bound
+// ("0", "<3", "<=3", "=3" and x above), which a count that only grows
+// with a longer run can never come back under.
+func (c Cond) exceeded(x float64) bool {
+	if c.Holds(x) {
+		return false
+	}
+	switch c.Op {
+	case "<":
+		return x >= c.Value
+	case "=", "<=":
+		return x > c.Value
+	}
+	return false
+}
+
 func (c Cond) Holds(x float64) bool {
 	const eps = 1e-9
 	switch c.Op {
@@ -335,6 +351,12 @@ type Judgement struct {
 	// seconds or ratio the bound was compared with. Over many runs it
 	// shows how close a claim came to failing (scenarios tally).
 	Measured map[string]float64 `json:"measured,omitempty"`
+	// found: the expectation was missed on an anomaly the history shows
+	// (invalid where valid was expected, an anomaly counted past its
+	// bound), which no longer run could undo. A run that did not run its
+	// course (cut short, its client died) stays not met only then:
+	// otherwise what it missed was not put to the test.
+	found bool
 }
 
 // measure records x as the run's value of term.
@@ -426,6 +448,7 @@ func (e Expect) Judge(v *checker.Verdict, incomplete bool) Judgement {
 		j.Reasons = append(j.Reasons, "the checker could not decide validity")
 	case (want == "true") != (v.Valid == checker.Valid):
 		fail("expected valid=%s, got valid=%s", want, v.Valid)
+		j.found = j.found || v.Valid == checker.Invalid
 	}
 	for _, k := range slices.Sorted(maps.Keys(e.Anomalies)) {
 		c := e.Anomalies[k]
@@ -433,6 +456,7 @@ func (e Expect) Judge(v *checker.Verdict, incomplete bool) Judgement {
 		j.measure(k, float64(n))
 		if !c.Holds(float64(n)) {
 			fail("expected %s %s, got %d", k, c, n)
+			j.found = j.found || c.exceeded(float64(n))
 		}
 	}
 	if c := e.Availability; !c.IsZero() {

@@ -243,29 +243,11 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	}
 	res.Judgement = sc.Expect.judgeSeries(sc.Expect.Judge(v, res.Incomplete), ser)
 	sc.measureWaits(&res.Judgement, waited)
-	if notSetUp != nil && !res.Incomplete {
-		// The story never happened: whatever the history shows, the
-		// expectation was not put to the test.
-		res.Judgement = Judgement{Outcome: NotSetUp, Expect: sc.Expect.String(), Reasons: []string{notSetUp.Error()}}
+	end := runEnd{incomplete: res.Incomplete, failedFaults: failedFaults, workloadErr: workloadErr}
+	if notSetUp != nil {
+		end.notSetUp = notSetUp.Error()
 	}
-	if len(failedFaults) > 0 && (res.Judgement.Outcome == Met || (res.Judgement.Outcome == NotMet && v.Valid != checker.Invalid)) {
-		// A fault that was never injected did not put the expectation to
-		// the test: neither met nor a claim the missing fault would have
-		// made true (an outage, a loss) is a verdict on the story. An
-		// anomaly found without it stands (an invalid history stays not
-		// met).
-		res.Judgement = Judgement{Outcome: NotSetUp, Expect: sc.Expect.String(),
-			Reasons: append([]string{"a fault could not be injected, so the story did not happen"}, failedFaults...)}
-	}
-	if workloadErr != nil && !res.Incomplete && res.Judgement.Outcome != NotSetUp {
-		// The workload did not run its course (its client died): what it
-		// recorded was checked, and an anomaly in it stands, but a met
-		// expectation was not put to the test for the run's duration.
-		if res.Judgement.Outcome == Met {
-			res.Judgement.Outcome = Undecided
-		}
-		res.Judgement.Reasons = append([]string{"the workload stopped before the end: " + workloadErr.Error()}, res.Judgement.Reasons...)
-	}
+	res.Judgement = res.Judgement.settle(sc.Expect.String(), end)
 	tm.Check = since(&mark)
 	res.Timing = tm
 	oc := &results.Outcome{Scenario: sc.Name, RunID: runID, Seed: sc.Seed, Started: start.UTC().Format(time.RFC3339),
@@ -975,4 +957,50 @@ func (s *stopWriter) Write(p []byte) (int, error) {
 		s.stop(err)
 	}
 	return len(p), nil
+}
+
+// runEnd is how a run went, as far as its judgement cares.
+type runEnd struct {
+	incomplete   bool     // cut short (a signal, a closed stdout)
+	notSetUp     string   // the condition a fault waited for in vain
+	failedFaults []string // the faults that could not be injected
+	workloadErr  error    // the workload stopped before the end
+}
+
+// settle turns the judgement of a run's history into the run's outcome,
+// given how the run went (e is the expectation's text).
+func (j Judgement) settle(e string, end runEnd) Judgement {
+	if end.notSetUp != "" && !end.incomplete {
+		// The story never happened: whatever the history shows, the
+		// expectation was not put to the test.
+		return Judgement{Outcome: NotSetUp, Expect: e, Reasons: []string{end.notSetUp}}
+	}
+	if len(end.failedFaults) > 0 && (j.Outcome == Met || (j.Outcome == NotMet && !j.found)) {
+		// A fault that was never injected did not put the expectation to
+		// the test: neither met nor a claim the missing fault would have
+		// made true (an outage, a loss) is a verdict on the story. An
+		// anomaly found without it stands (Judgement.found).
+		return Judgement{Outcome: NotSetUp, Expect: e,
+			Reasons: append([]string{"a fault could not be injected, so the story did not happen"}, end.failedFaults...)}
+	}
+	if end.incomplete && j.Outcome == NotMet && !j.found {
+		// Cut short: an anomaly found stands, but a loss, an outage or a
+		// churn the run was still to show, or a bound its last moments
+		// may have crossed (operations cut off look like an outage), was
+		// not put to the test.
+		j.Outcome = Undecided
+		j.Reasons = append(j.Reasons, "the run was cut short")
+	}
+	if end.workloadErr != nil && !end.incomplete {
+		// The workload did not run its course (its client died or hung):
+		// what it recorded was checked, and an anomaly found in it stands,
+		// but neither a met expectation nor a missed one was put to the
+		// test for the run's duration: an anomaly the rest of the run was
+		// to show, an outage that is the client's hang.
+		if j.Outcome == Met || !j.found {
+			j.Outcome = Undecided
+		}
+		j.Reasons = append([]string{"the workload stopped before the end: " + end.workloadErr.Error()}, j.Reasons...)
+	}
+	return j
 }

@@ -433,3 +433,59 @@ func TestJudge(t *testing.T) {
 		}
 	}
 }
+
+// TestSettle: a run that did not run its course (its client hung or
+// died, or it was cut short) stays not met only on an anomaly found;
+// what it missed otherwise was not put to the test.
+func TestSettle(t *testing.T) {
+	lossy := &checker.Verdict{Valid: checker.Invalid, Anomalies: map[string]int64{"lost-write": 123}}
+	clean := &checker.Verdict{Valid: checker.Valid, Anomalies: map[string]int64{"redelivered": 0},
+		Availability: checker.Availability{Overall: checker.Ratio{Total: 100, OK: 80, Fraction: 0.8}}}
+	expect := func(s string) Expect {
+		sc, err := Parse("x.yaml", "x", []byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc.Expect
+	}
+	hung := runEnd{workloadErr: errors.New("exec driver failed: hangs")}
+	for _, tc := range []struct {
+		name   string
+		e      Expect
+		v      *checker.Verdict
+		end    runEnd
+		want   Outcome
+		reason string
+	}{
+		{"hung, met", Expect{}, clean, hung, Undecided, "the workload stopped before the end: exec driver failed: hangs"},
+		{"hung, an anomaly the run was to show", expect("expect: {anomalies: {redelivered: \">0\"}}"), clean, hung, Undecided, "the workload stopped"},
+		{"hung, an availability bound", expect("expect: {availability: \">=0.95\"}"), clean, hung, Undecided, "the workload stopped"},
+		{"hung, invalid where valid was expected", Expect{}, lossy, hung, NotMet, "the workload stopped"},
+		{"hung, an anomaly past its bound", expect("expect: {valid: any, anomalies: {lost-write: \"<100\"}}"), lossy, hung, NotMet, "the workload stopped"},
+		{"hung, an anomaly under its bound", expect("expect: {valid: any, anomalies: {lost-write: \">200\"}}"), lossy, hung, Undecided, "the workload stopped"},
+		{"hung, valid where invalid was expected", expect("expect: {valid: false}"), clean, hung, Undecided, "the workload stopped"},
+		{"cut short, an anomaly the run was to show", expect("expect: {anomalies: {redelivered: \">0\"}}"), clean, runEnd{incomplete: true}, Undecided, "the run was cut short"},
+		{"cut short, an anomaly found", Expect{}, lossy, runEnd{incomplete: true}, NotMet, "expected valid=true"},
+		{"a fault not injected, an anomaly found", Expect{}, lossy, runEnd{failedFaults: []string{"kill: no such node"}}, NotMet, "expected valid=true"},
+		{"a fault not injected, the loss it was to cause", expect("expect: {valid: false, anomalies: {lost-write: \">0\"}}"), clean, runEnd{failedFaults: []string{"kill: no such node"}}, NotSetUp, "kill: no such node"},
+		{"not set up", Expect{}, lossy, runEnd{notSetUp: "could not set up: ISR never reached 1 member"}, NotSetUp, "could not set up"},
+		{"ran its course", expect("expect: {anomalies: {redelivered: \">0\"}}"), clean, runEnd{}, NotMet, "expected redelivered >0, got 0"},
+	} {
+		j := tc.e.Judge(tc.v, tc.end.incomplete).settle(tc.e.String(), tc.end)
+		if j.Outcome != tc.want || !slices.ContainsFunc(j.Reasons, func(r string) bool { return strings.Contains(r, tc.reason) }) {
+			t.Errorf("%s: %v %q, want %v with a reason containing %q", tc.name, j.Outcome, j.Reasons, tc.want, tc.reason)
+		}
+	}
+	for s, want := range map[string]bool{"0:1": true, "0:0": false, "<3:3": true, "<=3:3": false, "<=3:4": true, "=3:2": false, "=3:4": true, ">0:0": false, "!=3:3": false} {
+		c, v, _ := strings.Cut(s, ":")
+		cond, err := ParseCond(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var x float64
+		json.Unmarshal([]byte(v), &x)
+		if cond.exceeded(x) != want {
+			t.Errorf("%s exceeded by %v: %v, want %v", c, x, !want, want)
+		}
+	}
+}

@@ -54,6 +54,10 @@ DRIVER_KEYS = {"bootstrap.servers", "group.id", "enable.auto.commit", "enable.au
 # polls take (its ChannelBufferSize), so that a poll's work is comparable.
 GROUP_POLL = 256
 
+# How long a group member that leaves (crash, close) polls for its
+# partitions' revocation before it closes (GroupConsumer.leave).
+LEAVE_WAIT = 5.0
+
 # How long past its own timeout a send waits for its delivery report
 # (librdkafka delivers _MSG_TIMED_OUT itself at message.timeout.ms).
 REPORT_GRACE = 5.0
@@ -353,10 +357,11 @@ class GroupConsumer:
     own wait is unbounded while it has no coordinator): past it the
     outcome is unknown. A crash stores RD_KAFKA_OFFSET_INVALID for every
     partition (librdkafka writes no OffsetCommit for an invalid offset),
-    so that the close that follows, which with auto-commit commits the
-    stored offsets on the revoke, commits nothing; the member leaves the
-    group, as the other clients' crashed members do. A commit librdkafka
-    wrote before the crash may still be answered; it is not reported."""
+    so that leaving the group (leave(), then close), which with
+    auto-commit commits the stored offsets on the revoke, commits
+    nothing; the member leaves the group, as the other clients' crashed
+    members do. A commit librdkafka wrote before the crash may still be
+    answered; it is not reported."""
 
     def __init__(self, client, hello, group, auto_commit, interval_ms):
         self.topic = hello["topic"]
@@ -451,7 +456,37 @@ class GroupConsumer:
     def close(self):
         c, self.c = self.c, None
         if c is not None:
+            self.leave(c)
             c.close()
+
+    def leave(self, c, clock=time.monotonic):
+        """Leaves the group before c is closed: unsubscribes, then polls
+        until the revocation has run (at most LEAVE_WAIT), so that close()
+        has no partitions to revoke.
+
+        librdkafka can hang for good in the rebalance callback of a
+        closing consumer: the rd_kafka_assign() and
+        rd_kafka_rebalance_protocol() that confluent-kafka-python calls
+        there wait on a group that is shutting down (librdkafka issues
+        4041, 4884). confluent-kafka-python 1.7 makes those calls holding
+        the GIL, so the hang stops every process of the driver (stacks at
+        the hang: a member in close, another in poll, nothing else
+        running). Outside close the callback is the one every rebalance
+        runs. Records a poll here hands over are neither reported nor
+        stored: to the lab they were never delivered, and with
+        auto-commit nothing commits them."""
+        try:
+            c.unsubscribe()
+        except KafkaException as e:
+            log("leave: unsubscribe:", e)
+            return
+        deadline = clock() + LEAVE_WAIT
+        while True:
+            c.poll(0.1)  # serves the revocation (on_revoke)
+            if not self.assigned or clock() >= deadline:
+                break
+        if self.assigned:
+            log("leave: partitions %s not revoked within %.0fs; closing" % (self.assigned, LEAVE_WAIT))
 
 
 def init_transactions(p, timeout):

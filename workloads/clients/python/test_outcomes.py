@@ -171,6 +171,58 @@ class Librdkafka(unittest.TestCase):
                 if typ == "ok":
                     self.assertEqual(err, "")
 
+    def test_leave_before_close(self):
+        """A member that crashes or closes leaves the group first
+        (unsubscribe, then polls until its partitions are revoked), so that
+        close() runs no rebalance callback, where librdkafka can hang."""
+
+        class Consumer:
+            def __init__(self, member, revoke_after):
+                self.member, self.revoke_after, self.calls = member, revoke_after, []
+
+            def store_offsets(self, offsets=None, message=None):
+                self.calls.append(("store", sorted((o.partition, o.offset) for o in offsets)))
+
+            def unsubscribe(self):
+                self.calls.append(("unsubscribe",))
+                if self.revoke_after is None:
+                    raise rd.KafkaException(rd.KafkaError(rd.KafkaError._STATE))
+
+            def poll(self, timeout):
+                self.calls.append(("poll",))
+                if self.revoke_after is not None and sum(c == ("poll",) for c in self.calls) >= self.revoke_after:
+                    self.member.on_revoke(self, [])
+
+            def close(self):
+                self.calls.append(("close", list(self.member.assigned)))
+
+        def member(revoke_after, assigned):
+            m = object.__new__(rd.GroupConsumer)
+            m.topic, m.auto_commit, m.evs, m.crashed, m.assigned = "t", True, [], False, assigned
+            m.c = Consumer(m, revoke_after)
+            return m
+
+        inv = rd.confluent_kafka.OFFSET_INVALID
+        for name, revoke_after, assigned, crash, want in [
+            ("crash: revoked at the first poll", 1, [0, 2], True,
+             [("store", [(0, inv), (2, inv)]), ("unsubscribe",), ("poll",), ("close", [])]),
+            ("close: revoked at the third poll", 3, [1], False,
+             [("unsubscribe",), ("poll",), ("poll",), ("poll",), ("close", [])]),
+            ("no partitions: one poll", 1, [], False, [("unsubscribe",), ("poll",), ("close", [])]),
+            ("never revoked: closed at the deadline", 99, [1], False,
+             [("unsubscribe",)] + [("poll",)] * int(rd.LEAVE_WAIT) + [("close", [1])]),
+            ("unsubscribe refused: closed at once", None, [1], False, [("unsubscribe",), ("close", [1])]),
+        ]:
+            with self.subTest(name=name):
+                clock = FakeClock()
+                m = member(revoke_after, assigned)
+                c = m.c
+                real = rd.GroupConsumer.leave
+                m.leave = lambda c: real(m, c, clock)
+                m.crash() if crash else m.close()
+                self.assertEqual(c.calls, want)
+                self.assertIsNone(m.c)
+
     def test_hello(self):
         self.assertEqual(answer(rd.Client(), hello())["type"], "hello")
         self.assertEqual(answer(rd.Client(), hello())["features"], ["txn", "queue", "security"])
