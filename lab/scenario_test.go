@@ -420,16 +420,26 @@ func TestJudge(t *testing.T) {
 			t.Errorf("%s: %v (%v), want %v", tc.name, j.Outcome, j.Reasons, tc.want)
 		}
 	}
-	for s, want := range map[string]bool{">0:1": true, ">0:0": false, "0:0": true, "<20s:19.5": true, "<20s:20": false, ">=0.9:0.9": true, "!=3:3": false} {
+	checkConds(t, "holds for", Cond.Holds,
+		map[string]bool{">0:1": true, ">0:0": false, "0:0": true, "<20s:19.5": true, "<20s:20": false, ">=0.9:0.9": true, "!=3:3": false})
+}
+
+// checkConds checks f (a predicate on a condition and a value) on cases
+// "COND:VALUE" and what f should say of each.
+func checkConds(t *testing.T, what string, f func(Cond, float64) bool, cases map[string]bool) {
+	t.Helper()
+	for s, want := range cases {
 		c, v, _ := strings.Cut(s, ":")
 		cond, err := ParseCond(c)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var x float64
-		json.Unmarshal([]byte(v), &x)
-		if cond.Holds(x) != want {
-			t.Errorf("%s holds for %v: %v, want %v", c, x, !want, want)
+		if err := json.Unmarshal([]byte(v), &x); err != nil {
+			t.Fatal(err)
+		}
+		if f(cond, x) != want {
+			t.Errorf("%s %s %v: %v, want %v", c, what, x, !want, want)
 		}
 	}
 }
@@ -476,16 +486,6 @@ func TestSettle(t *testing.T) {
 			t.Errorf("%s: %v %q, want %v with a reason containing %q", tc.name, j.Outcome, j.Reasons, tc.want, tc.reason)
 		}
 	}
-	for s, want := range map[string]bool{"0:1": true, "0:0": false, "<3:3": true, "<=3:3": false, "<=3:4": true, "=3:2": false, "=3:4": true, ">0:0": false, "!=3:3": false} {
-		c, v, _ := strings.Cut(s, ":")
-		cond, err := ParseCond(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var x float64
-		json.Unmarshal([]byte(v), &x)
-		if cond.exceeded(x) != want {
-			t.Errorf("%s exceeded by %v: %v, want %v", c, x, !want, want)
-		}
-	}
+	checkConds(t, "exceeded by", Cond.exceeded,
+		map[string]bool{"0:1": true, "0:0": false, "<3:3": true, "<=3:3": false, "<=3:4": true, "=3:2": false, "=3:4": true, ">0:0": false, "!=3:3": false})
 }
