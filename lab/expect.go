@@ -134,7 +134,6 @@ func (c *Cond) UnmarshalYAML(v *yaml.Node) error {
 // MarshalYAML writes the condition as written.
 func (c Cond) MarshalYAML() (any, error) { return c.String(), nil }
 
-// Holds reports whether x meets the condition.
 // exceeded reports whether x misses c by being past an upper bound
 // ("0", "<3", "<=3", "=3" and x above), which a count that only grows
 // with a longer run can never come back under.
@@ -151,6 +150,7 @@ func (c Cond) exceeded(x float64) bool {
 	return false
 }
 
+// Holds reports whether x meets the condition.
 func (c Cond) Holds(x float64) bool {
 	const eps = 1e-9
 	switch c.Op {
