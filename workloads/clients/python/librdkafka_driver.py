@@ -482,7 +482,11 @@ class GroupConsumer:
             return
         deadline = clock() + LEAVE_WAIT
         while True:
-            c.poll(0.1)  # serves the revocation (on_revoke)
+            try:
+                c.poll(0.1)  # serves the revocation (on_revoke)
+            except (KafkaException, RuntimeError) as e:
+                log("leave: poll:", e)
+                return
             if not self.assigned or clock() >= deadline:
                 break
         if self.assigned:

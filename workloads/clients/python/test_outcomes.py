@@ -190,6 +190,8 @@ class Librdkafka(unittest.TestCase):
 
             def poll(self, timeout):
                 self.calls.append(("poll",))
+                if self.revoke_after == -1:
+                    raise RuntimeError("Consumer closed")
                 if self.revoke_after is not None and sum(c == ("poll",) for c in self.calls) >= self.revoke_after:
                     self.member.on_revoke(self, [])
 
@@ -212,6 +214,7 @@ class Librdkafka(unittest.TestCase):
             ("never revoked: closed at the deadline", 99, [1], False,
              [("unsubscribe",)] + [("poll",)] * int(rd.LEAVE_WAIT) + [("close", [1])]),
             ("unsubscribe refused: closed at once", None, [1], False, [("unsubscribe",), ("close", [1])]),
+            ("a poll failed: closed at once", -1, [1], False, [("unsubscribe",), ("poll",), ("close", [1])]),
         ]:
             with self.subTest(name=name):
                 clock = FakeClock()
