@@ -188,8 +188,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 		fmt.Fprintf(out, "  cluster up in %.1fs; bootstrap %s\n", tm.Up, strings.Join(c.Bootstrap(), ","))
 		d := &driver{sc: sc, events: events, c: c, o: o, out: out, histPath: histPath, timing: tm}
 		err = d.run(ctx)
-		recorded, notSetUp, workloadErr, failedFaults, unserved = d.started, d.notSetUp, d.workloadErr, d.failedFaults, d.unserved
-		waited = d.waited
+		recorded, notSetUp, workloadErr, failedFaults, waited, unserved = d.started, d.notSetUp, d.workloadErr, d.failedFaults, d.waited, d.unserved
 		return err
 	})
 	tm.Down = since(&mark)
@@ -997,7 +996,7 @@ func (j Judgement) settle(e string, end runEnd) Judgement {
 		// but neither a met expectation nor a missed one was put to the
 		// test for the run's duration: an anomaly the rest of the run was
 		// to show, an outage that is the client's hang.
-		if j.Outcome == Met || !j.found {
+		if !j.found { // a met judgement found nothing either
 			j.Outcome = Undecided
 		}
 		j.Reasons = append([]string{"the workload stopped before the end: " + end.workloadErr.Error()}, j.Reasons...)
