@@ -305,7 +305,12 @@ func TestSaramaQueueWithCrashes(t *testing.T) {
 // after its crash, and manual commit skips nothing.
 func queueWithCrashes(t *testing.T, spec workloads.ClientSpec) {
 	t.Helper()
-	c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 1})
+	// Members crash every half second on average: with the coordinator's
+	// initial rebalance delay (3 s by default) each emptied group would
+	// wait that long before its next members get records, and a manual
+	// commit (after a whole poll's records) would come only after a few
+	// such rounds, or not at all within the run on a loaded machine.
+	c := proctest.StartCluster(t, proctest.ClusterOptions{Brokers: 1, Overrides: []string{"group.initial.rebalance.delay.ms=0"}})
 	for _, manual := range []bool{false, true} {
 		name := map[bool]string{false: "auto-commit", true: "manual-commit"}[manual]
 		t.Run(name, func(t *testing.T) {
@@ -325,12 +330,13 @@ func queueWithCrashes(t *testing.T, spec workloads.ClientSpec) {
 				t.Fatal(err)
 			}
 			// The run lasts until it has crashed, rebalanced and
-			// committed a few times, at most 15 s (kafka-go's first
-			// join alone can take several seconds).
+			// committed a few times (a few seconds), at most 30 s
+			// (kafka-go's first join alone can take several seconds,
+			// more on a loaded machine).
 			enough := func(n map[string]int) bool {
 				return n["crash/info"] >= 3 && n["rebalance/info"] >= 2 && n["commit/ok"] >= 3
 			}
-			ops, v := runCheckedUntil(t, 15*time.Second, enough, func(rec *history.Recorder) (runner, error) {
+			ops, v := runCheckedUntil(t, 30*time.Second, enough, func(rec *history.Recorder) (runner, error) {
 				return workloads.NewQueueWith(cl, cfg, rec, c.Bootstrap())
 			})
 			counts := map[string]int{}
