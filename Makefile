@@ -51,8 +51,12 @@ image:
 install-check:
 	@GO=$(GO) scripts/install-check.sh
 
+# vet: go vet, then staticcheck's unused check (U1000: functions, types
+# and fields nothing uses), fetched from the module proxy on first use.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) run $(STATICCHECK) -checks U1000 $(PKGS)
 
 # hygiene fails on an untidy go.mod/go.sum, an unformatted file or a vet finding.
 hygiene:

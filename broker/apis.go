@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/isrlab/isrlab/broker/coord"
-	klog "github.com/isrlab/isrlab/broker/log"
 	"github.com/isrlab/isrlab/broker/partition"
 	"github.com/isrlab/isrlab/broker/wire"
 	"github.com/isrlab/isrlab/kafkaconfig"
@@ -285,10 +284,6 @@ func partitionConfig(tc *kafkaconfig.Config) partition.Config {
 		MinInsyncReplicas: tc.Int("min.insync.replicas"),
 		MaxMessageBytes:   tc.Int("max.message.bytes"),
 	}
-}
-
-func tpKey(topic string, p int32) klog.TopicPartition {
-	return klog.TopicPartition{Topic: topic, Partition: p}
 }
 
 func (b *Broker) handleApiVersions(_ context.Context, rq *request) {

@@ -211,25 +211,3 @@ func createTopicRF(t testing.TB, addr, topic string, partitions int32, rf int16)
 		t.Fatal(err)
 	}
 }
-
-func benchProduceAcksT(t testing.TB, addr string, n int) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(),
-		kgo.DefaultProduceTopic("bench"), kgo.ProducerLinger(time.Millisecond), kgo.ProducerBatchCompression(kgo.NoCompression()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	value := make([]byte, benchRecordSize)
-	rand.Read(value)
-	var wg sync.WaitGroup
-	wg.Add(n)
-	for i := 0; i < n; i++ {
-		cl.Produce(context.Background(), &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				t.Error(err)
-			}
-			wg.Done()
-		})
-	}
-	wg.Wait()
-}

@@ -101,8 +101,6 @@ type Broker struct {
 	metricsAt string
 }
 
-type tpKeyT = klog.TopicPartition
-
 // InterBrokerDial is how this broker's controller dials other brokers:
 // the dialer WithDialer set, speaking the inter-broker listener's
 // security protocol (TLS, SASL) when it has one.

@@ -58,9 +58,8 @@ type cluster struct {
 	isrChanged map[coord.TopicPartition]struct{}
 
 	alterMu      sync.Mutex
-	alterTo      *brokerClient // to the controller, for AlterPartition
-	alterQueue   []alterItem   // proposals waiting for the next request
-	alterSending bool          // a goroutine is sending alterQueue
+	alterQueue   []alterItem // proposals waiting for the next request
+	alterSending bool        // a goroutine is sending alterQueue
 }
 
 // BrokerEpoch returns the broker's current registration epoch (-1 before

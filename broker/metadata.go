@@ -426,16 +426,6 @@ func (m *metadata) topicLocked(name string, n int) *topicMeta {
 	return t
 }
 
-func (m *metadata) setPartition(topic string, p int32, pm partitionMeta) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	t := m.topicLocked(topic, int(p)+1)
-	if pm.LeaderEpoch >= t.Partitions[p].LeaderEpoch {
-		t.Partitions[p] = pm
-	}
-	m.notifyLocked()
-}
-
 func (m *metadata) setTopicConfigs(topic string, configs map[string]string, partitions int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

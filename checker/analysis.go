@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/isrlab/isrlab/history"
 )
@@ -957,17 +956,6 @@ func sorted(ps ...int64) []int64 {
 // fmtNanos prints a history time (nanoseconds from the start) as seconds.
 func fmtNanos(ns int64) string {
 	return strconv.FormatFloat(float64(ns)/1e9, 'f', -1, 64) + " s"
-}
-
-// summary returns a one-line description of anomaly counts, in a fixed order.
-func (v *Verdict) summary() string {
-	var parts []string
-	for _, n := range AnomalyNames {
-		if c := v.Anomalies[n]; c > 0 {
-			parts = append(parts, fmt.Sprintf("%s=%d", n, c))
-		}
-	}
-	return strings.Join(parts, " ")
 }
 
 // gone reports whether a value is missing from a complete drain of its

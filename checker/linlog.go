@@ -231,15 +231,6 @@ func sameValue(inv *pending, value int64) byte {
 	return 0
 }
 
-// size returns the bytes the log holds.
-func (l *linLog) size() int {
-	n := len(l.cur)
-	for _, c := range l.chunks {
-		n += len(c)
-	}
-	return n
-}
-
 // events calls fn for every event, in order, freeing each chunk once it is
 // read; the log is empty afterwards.
 func (l *linLog) events(fn func(*linEvent)) {

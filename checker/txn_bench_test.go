@@ -21,13 +21,12 @@ func txnSynth(ops int, partitions int, seed uint64) []history.Op {
 		tx int // -1: a control record
 	}
 	type txn struct {
-		proc     int
-		inv      []history.MicroOp
-		done     []history.MicroOp
-		n        int // sends to make
-		abort    bool
-		first    map[int32]int64 // partition -> first offset
-		commitAt int64
+		proc  int
+		inv   []history.MicroOp
+		done  []history.MicroOp
+		n     int // sends to make
+		abort bool
+		first map[int32]int64 // partition -> first offset
 	}
 	logs := make([][]slot, partitions)
 	status := []int8{} // per txn: 0 open, 1 committed, 2 aborted

@@ -21,13 +21,6 @@ func fencedCode(e *kerr.Error, version, since int16) int16 {
 	return e.Code
 }
 
-func code(e *kerr.Error) int16 {
-	if e == nil {
-		return 0
-	}
-	return e.Code
-}
-
 // producerIDAndEpoch is the producer an InitProducerId (v3+, KIP-360)
 // says it was.
 type producerIDAndEpoch struct {

@@ -93,20 +93,14 @@ func (s *countingSink) Write(op *history.Op) error {
 	return nil
 }
 
-// runChecked runs the workload open makes, recording to a fresh history,
-// to its end or for runFor (when not 0), drains it, checks the history
-// and fails the test unless it is valid.
-func runChecked(t *testing.T, runFor time.Duration, open func(*history.Recorder) (runner, error)) ([]history.Op, *checker.Verdict) {
-	t.Helper()
-	return runCheckedUntil(t, runFor, nil, open)
-}
-
-// runCheckedUntil is runChecked that also stops the run as soon as
-// enough(counts) holds, counts being the completed ops so far by
-// "f/type" (e.g. "crash/info", "commit/ok"): the run lasts until it has
-// done what the test asserts, at most runFor. The history must be valid,
-// or invalid only by anomalies of the kinds tolerated names (a client's
-// own, known, which the caller then reports).
+// runCheckedUntil runs the workload open makes, recording to a fresh
+// history, to its end or for runFor (when not 0), stopping it as soon as
+// enough(counts) holds (when enough is not nil), counts being the
+// completed ops so far by "f/type" (e.g. "crash/info", "commit/ok"): the
+// run lasts until it has done what the test asserts. It then drains the
+// workload and checks the history, which must be valid, or invalid only
+// by anomalies of the kinds tolerated names (a client's own, known,
+// which the caller then reports).
 func runCheckedUntil(t *testing.T, runFor time.Duration, enough func(counts map[string]int) bool, open func(*history.Recorder) (runner, error), tolerated ...string) ([]history.Op, *checker.Verdict) {
 	t.Helper()
 	sink := &countingSink{counts: map[string]int{}, enough: enough, reached: make(chan struct{})}
