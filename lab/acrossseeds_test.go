@@ -29,7 +29,7 @@ func TestAcrossSeedsExpect(t *testing.T) {
 	clean := &checker.Verdict{Valid: checker.Valid, Anomalies: map[string]int64{}}
 	lossy := &checker.Verdict{Valid: checker.Invalid, Anomalies: map[string]int64{"lost-write": 3}}
 	for _, v := range []*checker.Verdict{clean, lossy} {
-		if j := e.Judge(v, false); j.Outcome != Met {
+		if j := e.Judge(v); j.Outcome != Met {
 			t.Errorf("one run judged on a claim across seeds: %+v", j)
 		}
 	}
@@ -38,7 +38,7 @@ func TestAcrossSeedsExpect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j := sc.Expect.Judge(&checker.Verdict{Valid: checker.Invalid, Anomalies: map[string]int64{"duplicate": 1}}, false); j.Outcome != NotMet {
+	if j := sc.Expect.Judge(&checker.Verdict{Valid: checker.Invalid, Anomalies: map[string]int64{"duplicate": 1}}); j.Outcome != NotMet {
 		t.Errorf("per-run condition not judged: %+v", j)
 	}
 	if got := sc.Expect.PerRun().String(); got != "duplicate 0" {

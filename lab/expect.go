@@ -429,12 +429,12 @@ func (j Judgement) setIn(o *results.Outcome) {
 	o.Outcome, o.Expect, o.Reasons, o.Measured = j.Outcome.String(), j.Expect, j.Reasons, j.Measured
 }
 
-// Judge compares a verdict with the expectation. An incomplete run (cut
-// short by a signal) is never Met: what was recorded is judged, and what
-// would have been needed to meet the expectation is undecided. Claims
-// across seeds are not judged: one run can neither meet nor miss a claim
-// about a set (JudgeSeeds does).
-func (e Expect) Judge(v *checker.Verdict, incomplete bool) Judgement {
+// Judge compares a verdict with the expectation, as if the run had run
+// its course; Judgement.settle then accounts for how it went (cut short,
+// its workload stopped early, a fault not set up). Claims across seeds
+// are not judged: one run can neither meet nor miss a claim about a set
+// (JudgeSeeds does).
+func (e Expect) Judge(v *checker.Verdict) Judgement {
 	j := Judgement{Expect: e.String()}
 	fail := func(format string, a ...any) {
 		j.Outcome = NotMet
@@ -475,14 +475,7 @@ func (e Expect) Judge(v *checker.Verdict, incomplete bool) Judgement {
 			fail("expected unavailability %s, got %.1fs", c, got.Seconds())
 		}
 	}
-	if j.Outcome == NotMet {
-		return j
-	}
-	if incomplete {
-		undecided = true
-		j.Reasons = append(j.Reasons, "the run was cut short")
-	}
-	if undecided {
+	if undecided && j.Outcome != NotMet {
 		j.Outcome = Undecided
 	}
 	return j

@@ -274,7 +274,7 @@ func fakeRuns(lost map[int64]int64, notSetUp int64) func(context.Context, Scenar
 		if n := lost[sc.Seed]; n > 0 && sc.Workload.Acks == "1" {
 			v.Valid, v.Anomalies[checker.LostWrite] = checker.Invalid, n
 		}
-		j := sc.Expect.Judge(v, false)
+		j := sc.Expect.Judge(v)
 		if sc.Seed == notSetUp {
 			j = Judgement{Outcome: NotSetUp, Expect: sc.Expect.String(), Reasons: []string{"kill: its condition did not hold within 10s"}}
 		}

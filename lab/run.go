@@ -240,7 +240,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (res Result, err error) {
 	if serr != nil {
 		o.Log.Warn("series", "err", serr)
 	}
-	res.Judgement = sc.Expect.judgeSeries(sc.Expect.Judge(v, res.Incomplete), ser)
+	res.Judgement = sc.Expect.judgeSeries(sc.Expect.Judge(v), ser)
 	sc.measureWaits(&res.Judgement, waited)
 	end := runEnd{incomplete: res.Incomplete, failedFaults: failedFaults, workloadErr: workloadErr}
 	if notSetUp != nil {
@@ -982,11 +982,12 @@ func (j Judgement) settle(e string, end runEnd) Judgement {
 		return Judgement{Outcome: NotSetUp, Expect: e,
 			Reasons: append([]string{"a fault could not be injected, so the story did not happen"}, end.failedFaults...)}
 	}
-	if end.incomplete && j.Outcome == NotMet && !j.found {
-		// Cut short: an anomaly found stands, but a loss, an outage or a
-		// churn the run was still to show, or a bound its last moments
+	if end.incomplete && !j.found {
+		// Cut short: what was recorded was judged, and an anomaly found
+		// stands, but neither a met expectation nor a loss, an outage or
+		// a churn the run was still to show, or a bound its last moments
 		// may have crossed (operations cut off look like an outage), was
-		// not put to the test.
+		// put to the test.
 		j.Outcome = Undecided
 		j.Reasons = append(j.Reasons, "the run was cut short")
 	}

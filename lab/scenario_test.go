@@ -416,7 +416,7 @@ func TestJudge(t *testing.T) {
 		{"incomplete-valid", Expect{}, clean, true, Undecided},
 		{"incomplete-invalid", Expect{}, lossy, true, NotMet},
 	} {
-		if j := tc.e.Judge(tc.v, tc.incomplete); j.Outcome != tc.want {
+		if j := tc.e.Judge(tc.v).settle(tc.e.String(), runEnd{incomplete: tc.incomplete}); j.Outcome != tc.want {
 			t.Errorf("%s: %v (%v), want %v", tc.name, j.Outcome, j.Reasons, tc.want)
 		}
 	}
@@ -481,7 +481,7 @@ func TestSettle(t *testing.T) {
 		{"not set up", Expect{}, lossy, runEnd{notSetUp: "could not set up: ISR never reached 1 member"}, NotSetUp, "could not set up"},
 		{"ran its course", expect("expect: {anomalies: {redelivered: \">0\"}}"), clean, runEnd{}, NotMet, "expected redelivered >0, got 0"},
 	} {
-		j := tc.e.Judge(tc.v, tc.end.incomplete).settle(tc.e.String(), tc.end)
+		j := tc.e.Judge(tc.v).settle(tc.e.String(), tc.end)
 		if j.Outcome != tc.want || !slices.ContainsFunc(j.Reasons, func(r string) bool { return strings.Contains(r, tc.reason) }) {
 			t.Errorf("%s: %v %q, want %v with a reason containing %q", tc.name, j.Outcome, j.Reasons, tc.want, tc.reason)
 		}

@@ -72,16 +72,16 @@ func TestJudgeSeries(t *testing.T) {
 		{"no-broker-metrics-locks", expect("expect: {read-lock-wait: \"<500\"}"), noBrokers, Undecided},
 		{"no-broker-metrics-throughput-only", expect("expect: {throughput: {during-faults: \"<0.5x\"}}"), noBrokers, Met},
 	} {
-		j := tc.e.judgeSeries(tc.e.Judge(noOps, false), tc.s)
+		j := tc.e.judgeSeries(tc.e.Judge(noOps), tc.s)
 		if j.Outcome != tc.want {
 			t.Errorf("%s: %v (%v), want %v", tc.name, j.Outcome, j.Reasons, tc.want)
 		}
 	}
 	lock := expect("expect: {read-lock-wait: \"<500\"}")
-	if j := lock.judgeSeries(lock.Judge(noOps, false), collapse); !slices.Contains(j.Reasons, "expected read-lock-wait <500, got 16775 ms/s during the faults (all brokers)") {
+	if j := lock.judgeSeries(lock.Judge(noOps), collapse); !slices.Contains(j.Reasons, "expected read-lock-wait <500, got 16775 ms/s during the faults (all brokers)") {
 		t.Errorf("read-lock-wait reasons: %q", j.Reasons)
 	}
-	j := mitigated.judgeSeries(mitigated.Judge(noOps, false), collapse)
+	j := mitigated.judgeSeries(mitigated.Judge(noOps), collapse)
 	if r := strings.Join(j.Reasons, "; "); !strings.Contains(r, "got 0.40x (40000/s against a baseline of 100000/s)") || !strings.Contains(r, "got 30 during the faults") || !strings.Contains(r, "collateral-isr-drops 0, got 12") {
 		t.Errorf("reasons: %s", r)
 	}
@@ -95,7 +95,7 @@ func TestJudgeSeries(t *testing.T) {
 	both := expect("expect: {valid: false, anomalies: {lost-write: \">0\"}, unavailability: \"<25s\"}")
 	v := &checker.Verdict{Valid: checker.Invalid, Anomalies: map[string]int64{"lost-write": 7}}
 	v.Unavailability.MaxWindow = 18.4
-	if j := both.Judge(v, false); j.Outcome != Met || j.Measured["lost-write"] != 7 || j.Measured["unavailability"] != 18.4 {
+	if j := both.Judge(v); j.Outcome != Met || j.Measured["lost-write"] != 7 || j.Measured["unavailability"] != 18.4 {
 		t.Errorf("%v: measured %v", j.Outcome, j.Measured)
 	}
 	if s := incident.String(); s != "throughput during faults <0.5x, throughput after heal >=0.9x, isr-shrinks >=10, collateral-isr-drops >0" {

@@ -315,7 +315,7 @@ func TestShardAndMerge(t *testing.T) {
 		r, err := fakeRunDirs(lost)(context.Background(), sc, o)
 		if sc.Name == "across/safe/leader-kill/seed-3" {
 			r.Verdict.Valid, r.Verdict.Anomalies[checker.LostWrite] = checker.Invalid, 2
-			r.Judgement = sc.Expect.PerRun().Judge(r.Verdict, false)
+			r.Judgement = sc.Expect.PerRun().Judge(r.Verdict)
 		}
 		return r, err
 	}

@@ -173,7 +173,7 @@ func measuredIn(sc Scenario, run SeedRun) map[string]float64 {
 	if o, err := results.ReadOutcome(fsys); err == nil {
 		ser = o.Series
 	}
-	return sc.Expect.judgeSeries(sc.Expect.Judge(v, false), ser).Measured
+	return sc.Expect.judgeSeries(sc.Expect.Judge(v), ser).Measured
 }
 
 // MissedRun is a run of a record that did not meet its expectation.

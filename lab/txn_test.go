@@ -135,7 +135,7 @@ func TestTxnScenarioValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := &checker.Verdict{Valid: checker.Valid, Anomalies: map[string]int64{checker.G0: 2, checker.AbortedRead: 1}}
-	j := sc.Expect.Judge(v, false)
+	j := sc.Expect.Judge(v)
 	if j.Outcome != NotMet || !strings.Contains(strings.Join(j.Reasons, ";"), "G0 0, got 2") || !strings.Contains(strings.Join(j.Reasons, ";"), "G1a 0, got 1") {
 		t.Errorf("judgement %+v", j)
 	}
@@ -193,7 +193,7 @@ func txnWorkloadOnKfake(t *testing.T, name string) {
 	if v.Stats.Txn == nil || v.Stats.Txn.OK == 0 || v.Stats.Txn.Fail == 0 {
 		t.Fatalf("txn stats %+v", v.Stats.Txn)
 	}
-	if j := sc.Expect.Judge(v, false); j.Outcome != Met {
+	if j := sc.Expect.Judge(v); j.Outcome != Met {
 		t.Errorf("expectation %s: %v (%v); anomalies %v", j.Expect, j.Outcome, j.Reasons, v.Anomalies)
 	}
 	t.Logf("%s: anomalies %v", name, v.Anomalies)
