@@ -114,10 +114,16 @@ func TestStalledFollowerIsReported(t *testing.T) {
 		t.Fatalf("stalled gauge %v before the stall", g)
 	}
 
+	// A new topic's ISR is full in metadata from its creation, before the
+	// follower has taken its LeaderAndIsr, so hold the partition once the
+	// follower has a fetcher for it.
 	fs := tc.brokers[b].fetchers
-	if !fs.Hold("stall", 0, time.Now().Add(time.Hour)) {
-		t.Fatal("the follower fetches nothing")
-	}
+	proctest.Eventually(t, 10*time.Second, "the follower fetches the partition", func() error {
+		if !fs.Hold("stall", 0, time.Now().Add(time.Hour)) {
+			return fmt.Errorf("in no fetcher of broker %d", b)
+		}
+		return nil
+	})
 	proctest.Eventually(t, 10*time.Second, "the leader reports the stalled follower", func() error {
 		if g := gauge(); g != 1 {
 			return fmt.Errorf("gauge %v", g)
