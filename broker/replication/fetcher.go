@@ -49,10 +49,11 @@ type Fetchers struct {
 type fetchPart struct {
 	p           *partition.Partition
 	leaderEpoch int32
-	truncating  bool  // truncate before fetching again
-	probeEpoch  int32 // epoch to ask about while truncating (KIP-279 iteration)
-	delayUntil  time.Time
-	lag         int64 // leader HW minus our LEO at the last fetch (FetcherLagMetrics)
+	truncating  bool      // truncate before fetching again
+	probeEpoch  int32     // epoch to ask about while truncating (KIP-279 iteration)
+	delayUntil  time.Time // a failed attempt's backoff
+	heldUntil   time.Time // Hold's delay, which no failure shortens
+	lag         int64     // leader HW minus our LEO at the last fetch (FetcherLagMetrics)
 
 	// Why the partition is not fetching, for the WARN the fetcher logs
 	// rather than leave it idle in silence.
@@ -255,7 +256,8 @@ func (fs *Fetchers) Has(topic string, idx int32) bool {
 
 // Hold delays the next fetch of topic/idx until until (the zero time: now)
 // and reports whether a fetcher has the partition: how a test stops one
-// partition's fetching without a fault.
+// partition's fetching without a fault. A failed fetch's backoff does not
+// end the hold; a new Add (a new leader or epoch) does.
 func (fs *Fetchers) Hold(topic string, idx int32, until time.Time) bool {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
@@ -264,10 +266,15 @@ func (fs *Fetchers) Hold(topic string, idx int32, until time.Time) bool {
 		return false
 	}
 	f.mu.Lock()
-	fp.delayUntil = until
+	fp.heldUntil = until
 	f.mu.Unlock()
 	f.poke()
 	return true
+}
+
+// waiting reports whether fp is backing off or held at now.
+func (fp *fetchPart) waiting(now time.Time) bool {
+	return now.Before(fp.delayUntil) || now.Before(fp.heldUntil)
 }
 
 // findLocked returns the fetcher that has t and t's fetch state (nil, nil
@@ -355,7 +362,7 @@ func (f *fetcher) run(ctx context.Context) {
 			continue
 		}
 		for t, fp := range parts {
-			if fp.truncating && !time.Now().Before(fp.delayUntil) {
+			if fp.truncating && !fp.waiting(time.Now()) {
 				if err := f.truncate(ctx, t, fp); err != nil && ctx.Err() == nil {
 					f.fail(t, fp, fmt.Errorf("truncation: %w", err), "an OffsetForLeaderEpoch answer from the leader")
 				}
@@ -558,7 +565,7 @@ func (f *fetcher) fetchOnce(ctx context.Context) error {
 	sent := map[tp]*fetchPart{}
 	now := time.Now()
 	for t, fp := range parts {
-		if fp.truncating || now.Before(fp.delayUntil) {
+		if fp.truncating || fp.waiting(now) {
 			continue
 		}
 		i, ok := byTopic[t.topic]
