@@ -101,6 +101,26 @@ func startCorruptBroker(t *testing.T) *corruptBroker {
 			b.values[r.Record.Offset] = string(r.Record.Value)
 		}
 	}
+	// EndTxn answers once PrepareAbort is written; the abort marker, and
+	// with it the transaction index's entry, follows (as Kafka's). The
+	// marker is in t/0 when its last stable offset reaches its high
+	// watermark.
+	proctest.Eventually(t, 30*time.Second, "the aborted transaction's marker in t/0", func() error {
+		hw, err := adm.ListEndOffsets(ctx, "t")
+		if err != nil {
+			return err
+		}
+		lso, err := adm.ListCommittedOffsets(ctx, "t")
+		if err != nil {
+			return err
+		}
+		h, _ := hw.Lookup("t", 0)
+		l, _ := lso.Lookup("t", 0)
+		if h.Err != nil || l.Err != nil || l.Offset != h.Offset {
+			return fmt.Errorf("last stable offset %d (%v), high watermark %d (%v)", l.Offset, l.Err, h.Offset, h.Err)
+		}
+		return nil
+	})
 	return b
 }
 
