@@ -274,6 +274,15 @@ func TestTransactionVersion2(t *testing.T) {
 		t.Errorf("EndTxn sent %d times", n)
 	}
 
+	// EndTxn answers once PrepareCommit is written; the markers and the
+	// CompleteCommit record follow.
+	proctest.Eventually(t, 30*time.Second, "CompleteCommit described", func() error {
+		s, err := describeTxn(ctx, p, "tv2-1")
+		if err == nil && (s.State != "CompleteCommit" || s.ProducerEpoch != 3) {
+			err = fmt.Errorf("state %s epoch %d", s.State, s.ProducerEpoch)
+		}
+		return err
+	})
 	var got []string
 	for _, s := range txnStates(t, tc)["tv2-1"] {
 		if len(got) == 0 || got[len(got)-1] != s {
