@@ -265,11 +265,10 @@ func TestReassignUnderLoad(t *testing.T) {
 	if res, err := adm.AlterPartitionAssignments(ctx, req); err != nil || res.Error() != nil {
 		t.Fatalf("alter reassignments: %v %v", err, res.Error())
 	}
+	// waitReassigned wants the leader among the new replicas: broker 1
+	// handed over (a metadata read after it could reach a broker that has
+	// not yet had the controller's update).
 	waitReassigned(t, cl, "ra", 0, []int32{2, 3}, 30*time.Second)
-	md, _ := metadataOf(cl, "ra")
-	if md[0].leader == 1 {
-		t.Fatalf("broker 1 still leads after leaving: %+v", md[0])
-	}
 	proctest.Eventually(t, 10*time.Second, "broker 1 deleted its replica", func() error {
 		if _, ok := tc.brokers[1].logs.Get("ra", 0); ok {
 			return errors.New("broker 1 still has ra-0")

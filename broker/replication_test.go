@@ -168,10 +168,17 @@ func TestPausedFollowerLeavesAndRejoinsISR(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer all.Close()
-	err = all.ProduceSync(ctx, &kgo.Record{Topic: "lag", Value: []byte("x")}).FirstErr()
-	if !errors.Is(err, kerr.NotEnoughReplicas) {
-		t.Fatalf("acks=all with ISR of one: err = %v, want NOT_ENOUGH_REPLICAS", err)
-	}
+	// The metadata can show the shrink before the leader has applied it
+	// (the controller's answer and its metadata update travel apart); a
+	// produce in between waits on the paused follower.
+	proctest.Eventually(t, 30*time.Second, "acks=all refused with an ISR of one", func() error {
+		ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel2()
+		if err := all.ProduceSync(ctx2, &kgo.Record{Topic: "lag", Value: []byte("x")}).FirstErr(); !errors.Is(err, kerr.NotEnoughReplicas) {
+			return fmt.Errorf("err = %v, want NOT_ENOUGH_REPLICAS", err)
+		}
+		return nil
+	})
 	// This client bootstraps from the leader alone: the paused broker would
 	// only cost it connection timeouts.
 	one, err := kgo.NewClient(kgo.SeedBrokers(c.BrokerAddrs[leader]), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())

@@ -382,8 +382,16 @@ func TestTxnCoordinatorFailover(t *testing.T) {
 		}
 		return err
 	})
-	fr, err = fc.RequestWith(ctx, admin)
-	if err != nil || fr.Coordinators[0].ErrorCode != 0 || fr.Coordinators[0].NodeID == old {
-		t.Fatalf("coordinator after failover: %v %+v (old %d)", err, fr, old)
-	}
+	// FindCoordinator answers from the metadata of whichever broker it
+	// reaches, which may not yet have the new leader of the id's partition.
+	proctest.Eventually(t, 30*time.Second, "FindCoordinator names the new coordinator", func() error {
+		fr, err := fc.RequestWith(ctx, admin)
+		if err != nil {
+			return err
+		}
+		if c := fr.Coordinators[0]; c.ErrorCode != 0 || c.NodeID == old {
+			return fmt.Errorf("coordinator %d (%v), old %d", c.NodeID, kerr.ErrorForCode(c.ErrorCode), old)
+		}
+		return nil
+	})
 }
