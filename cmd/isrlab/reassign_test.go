@@ -134,16 +134,21 @@ func TestTopicsReassign(t *testing.T) {
 		}
 		return nil
 	})
-	code, out = runCLI(t, append([]string{"topics", "describe", "--topic", "mv", "--json"}, bs...)...)
-	var js []topicJSON
-	if code != 0 || json.Unmarshal([]byte(out), &js) != nil {
-		t.Fatalf("describe: exit %d\n%s", code, out)
-	}
-	for _, p := range js[0].Partitions {
-		if !slices.Equal(p.Replicas, proposed.Partitions[p.Partition].Replicas) {
-			t.Fatalf("partition %d replicas %v, planned %v", p.Partition, p.Replicas, proposed.Partitions[p.Partition].Replicas)
+	// --verify asks the controller; describe may reach a broker whose
+	// metadata has not yet had the controller's update.
+	proctest.Eventually(t, 30*time.Second, "describe shows the planned replicas", func() error {
+		code, out = runCLI(t, append([]string{"topics", "describe", "--topic", "mv", "--json"}, bs...)...)
+		var js []topicJSON
+		if code != 0 || json.Unmarshal([]byte(out), &js) != nil || len(js) != 1 {
+			return fmt.Errorf("describe: exit %d\n%s", code, out)
 		}
-	}
+		for _, p := range js[0].Partitions {
+			if !slices.Equal(p.Replicas, proposed.Partitions[p.Partition].Replicas) {
+				return fmt.Errorf("partition %d replicas %v, planned %v", p.Partition, p.Replicas, proposed.Partitions[p.Partition].Replicas)
+			}
+		}
+		return nil
+	})
 	if code, out = runCLI(t, append([]string{"topics", "reassign", "--list"}, bs...)...); code != 0 || !strings.Contains(out, "No partition reassignments found.") {
 		t.Fatalf("list: exit %d\n%s", code, out)
 	}
