@@ -719,15 +719,19 @@ func startHog(binary string, n int) (*hog, error) {
 		started <- nil
 		var rep hogReport
 		left := n
-		account := func(e exit) {
+		account := func(e exit, killed bool) {
 			left--
 			rep.cpu += e.state.UserTime() + e.state.SystemTime()
+			// A process that exited on its own ended early, even if its
+			// exit is read only after the sweep (ours are killed).
+			if !killed || e.state.Exited() {
+				rep.early = append(rep.early, fmt.Sprintf("busy process %d of %d ended after %v (%v)", e.i+1, n, time.Since(began).Round(time.Second), e.state))
+			}
 		}
 		for {
 			select {
 			case e := <-exits:
-				account(e)
-				rep.early = append(rep.early, fmt.Sprintf("busy process %d of %d ended after %v (%v)", e.i+1, n, time.Since(began).Round(time.Second), e.state))
+				account(e, false)
 				continue
 			case <-h.quit:
 			}
@@ -735,7 +739,7 @@ func startHog(binary string, n int) (*hog, error) {
 		}
 		kill()
 		for left > 0 {
-			account(<-exits)
+			account(<-exits, true)
 		}
 		h.done <- rep
 	}()
