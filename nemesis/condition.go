@@ -201,6 +201,7 @@ func (w *waiter) arm(now time.Duration, c *compose.Cluster, v View, ok bool, int
 // what it saw in w.last.
 func (w *waiter) holds(c *compose.Cluster, v View, ok bool, f facts, names []string) bool {
 	cd := w.cond
+	prev := w.last
 	w.last = ""
 	if cd.After != "" {
 		if _, done := f.injected[cd.After]; !done {
@@ -216,7 +217,10 @@ func (w *waiter) holds(c *compose.Cluster, v View, ok bool, f facts, names []str
 		return true
 	}
 	if !ok {
-		w.last = "no cluster state seen"
+		// A failed read leaves the state last seen the last seen.
+		if w.last = "no cluster state seen"; strings.HasPrefix(prev, "last seen: ") {
+			w.last = prev
+		}
 		return false
 	}
 	p, found := v.Partitions[cd.Partition]

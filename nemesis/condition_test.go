@@ -18,10 +18,14 @@ type timeline struct {
 	clk   *fakeClock
 	at    []time.Duration
 	views []PartitionView
+	lost  time.Duration // from then on no state is read (0: never)
 }
 
 func (tl *timeline) state() (View, bool) {
 	now := tl.clk.now.Sub(time.Unix(0, 0))
+	if tl.lost > 0 && now >= tl.lost {
+		return View{}, false
+	}
 	cur := -1
 	for i, a := range tl.at {
 		if now >= a {
@@ -105,6 +109,20 @@ func TestConditionNotSetUp(t *testing.T) {
 	want := "1s ok start-test-fault|5s info not-set-up|5s ok stop-test-fault"
 	if g := strings.Join(got, "|"); g != want {
 		t.Errorf("got  %s\nwant %s", g, want)
+	}
+}
+
+// TestConditionNotSetUpSaysLastSeen: reads of the cluster's state that
+// fail late in the wait leave the reason naming the state last seen.
+func TestConditionNotSetUpSaysLastSeen(t *testing.T) {
+	clk := &fakeClock{now: time.Unix(0, 0)}
+	tl := &timeline{clk: clk, at: []time.Duration{0}, views: []PartitionView{{Leader: 1, ISR: []int32{1, 2}}}, lost: 4 * time.Second}
+	_, err := played(t, tl, []Event{
+		{At: 2 * time.Second, Action: ActStart, Key: 1, Fault: fault("b1"), When: &Condition{Partition: "t/0", ISRSize: intp(1), Within: 3e9}},
+	})
+	var nsu *NotSetUpError
+	if !errors.As(err, &nsu) || !strings.Contains(nsu.Error(), "last seen: leader 1, ISR [1 2]") {
+		t.Fatalf("err = %v, want a NotSetUpError naming the state last seen", err)
 	}
 }
 
