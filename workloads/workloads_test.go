@@ -242,8 +242,11 @@ func TestQueueWorkloadWithCrashes(t *testing.T) {
 			m, rec := recorder()
 			// Processing a poll's records (1 ms each) outlasts the
 			// auto-commit interval, so auto-commit covers records still
-			// being processed.
-			cfg := Config{Topic: "queue", Partitions: 2, Producers: 2, Consumers: 2, Sends: 400, SendInterval: 4 * time.Millisecond,
+			// being processed. A member's life (250 ms on average)
+			// starts at its first records, after the group's join: the
+			// run (1000 sends by two producers, 4 ms apart: 2 s) leaves
+			// a loaded machine's join time to spare.
+			cfg := Config{Topic: "queue", Partitions: 2, Producers: 2, Consumers: 2, Sends: 1000, SendInterval: 4 * time.Millisecond,
 				ManualCommit: manual, CrashEvery: 250 * time.Millisecond, PollTimeout: 100 * time.Millisecond, Seed: 3,
 				ProcessingTime: time.Millisecond, AutoCommitInterval: 100 * time.Millisecond}
 			w, err := NewQueue(cfg, rec, c.ListenAddrs())
@@ -266,8 +269,8 @@ func TestQueueWorkloadWithCrashes(t *testing.T) {
 			if crashes == 0 || rebalances == 0 {
 				t.Errorf("crashes %d, rebalances %d: the workload did not exercise restarts", crashes, rebalances)
 			}
-			if v.Stats.ReadValues != 400 {
-				t.Errorf("read %d distinct values, want 400", v.Stats.ReadValues)
+			if v.Stats.ReadValues != cfg.Sends {
+				t.Errorf("read %d distinct values, want %d", v.Stats.ReadValues, cfg.Sends)
 			}
 			if v.Delivery == nil || len(v.Delivery.Groups) != 1 || v.Delivery.Groups[0].Processed == 0 || v.Delivery.Groups[0].Commits == 0 {
 				t.Fatalf("delivery %+v: want processed records and commits of one group", v.Delivery)
