@@ -198,6 +198,13 @@ func (r *run) create() error {
 	if err := os.MkdirAll(st.NSDir, 0o755); err != nil {
 		return fmt.Errorf("netns dir: %w", err)
 	}
+	// Only /run/netns is `ip netns`'s (a directory of the run's own
+	// would only be left a mount point).
+	if st.NSDir == DefaultNSDir {
+		if err := shareNSDir(st.NSDir); err != nil {
+			return err
+		}
+	}
 	for _, n := range st.Topology.Nodes {
 		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 			return fmt.Errorf("node dir %s: %w", n.Name, err)

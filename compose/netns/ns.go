@@ -41,6 +41,38 @@ func ParseNSName(name string) (run string, ok bool) {
 	return run, true
 }
 
+// shareNSDir makes dir a shared mount point of its own before any
+// namespace is bound under it, as `ip netns add` makes /run/netns the
+// first time. Otherwise the first `ip netns add` on the host while a run
+// is up bind-mounts the directory over itself with the run's namespaces
+// inside: the originals, underneath, can then be neither unmounted nor
+// removed by path (EBUSY). An flock on the directory keeps two runs from
+// both upgrading it (the second would hide the first's namespaces).
+func shareNSDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("netns dir: %w", err)
+	}
+	defer d.Close()
+	if err := unix.Flock(int(d.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("lock netns dir %s: %w", dir, err)
+	}
+	defer unix.Flock(int(d.Fd()), unix.LOCK_UN) //nolint:errcheck // closing unlocks too
+	for upgraded := false; ; upgraded = true {
+		err := unix.Mount("", dir, "none", unix.MS_SHARED|unix.MS_REC, "")
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EINVAL) || upgraded {
+			return fmt.Errorf("make netns dir %s a shared mount: %w", dir, err)
+		}
+		// EINVAL: not a mount point yet.
+		if err := unix.Mount(dir, dir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind netns dir %s over itself: %w", dir, err)
+		}
+	}
+}
+
 // createNS creates a new network namespace and bind-mounts it at path. It
 // runs on a locked thread that never returns to the runtime's pool, so no
 // goroutine is left inside the new namespace. On failure it removes what it
@@ -81,6 +113,9 @@ func removeNS(path string) error {
 		return fmt.Errorf("unmount netns %s: %w", path, err)
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if errors.Is(err, syscall.EBUSY) {
+			return fmt.Errorf("remove netns file %s: %w (its directory was bind-mounted over itself after the namespace was made, as the first `ip netns add` on a host does: the namespace underneath is out of reach until that mount goes, and with it every namespace made since)", path, err)
+		}
 		return fmt.Errorf("remove netns file %s: %w", path, err)
 	}
 	return nil
