@@ -41,14 +41,18 @@ func faultfsMounts(ms []mountinfo.Mount) []MountInfo {
 
 // ManualRunID is the run id of a daemon started by hand without one: it
 // names the daemon's pid, and CleanStale counts it alive while that pid is.
+// A process that owns several mounts (a test's) may name each
+// ManualRunID(pid)+"-"+name: alive while pid runs, too.
 func ManualRunID(pid int) string { return "manual-" + strconv.Itoa(pid) }
 
-// manualAlive reports whether id is a ManualRunID whose process runs.
+// manualAlive reports whether id is a ManualRunID, or one with a name
+// after it, whose process runs.
 func manualAlive(id string) bool {
 	s, ok := strings.CutPrefix(id, "manual-")
 	if !ok {
 		return false
 	}
+	s, _, _ = strings.Cut(s, "-")
 	pid, err := strconv.Atoi(s)
 	if err != nil || pid <= 0 {
 		return false

@@ -114,7 +114,7 @@ func (d *daemon) wait(t *testing.T) error {
 }
 
 func TestDaemonStopsOnSIGTERM(t *testing.T) {
-	run := fmt.Sprintf("term-%d", os.Getpid())
+	run := ManualRunID(os.Getpid()) + "-term"
 	d := startDaemon(t, run)
 	if err := os.WriteFile(filepath.Join(d.mnt, "f"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
@@ -158,6 +158,8 @@ func TestDaemonStopsOnSIGTERM(t *testing.T) {
 }
 
 func TestKilledDaemonCleaned(t *testing.T) {
+	// Not a ManualRunID: CleanStale is to find this one dead (another
+	// package's `isrlab clean` at this moment would only do it first).
 	run := fmt.Sprintf("kill-%d", os.Getpid())
 	d := startDaemon(t, run)
 	if err := d.cmd.Process.Kill(); err != nil {
@@ -278,7 +280,7 @@ func TestPowerLoss(t *testing.T) {
 
 // TestRemountOverStale mounts again where a killed daemon left its mount.
 func TestRemountOverStale(t *testing.T) {
-	run := fmt.Sprintf("stale-%d", os.Getpid())
+	run := ManualRunID(os.Getpid()) + "-stale"
 	d := startDaemon(t, run)
 	if err := os.WriteFile(filepath.Join(d.mnt, "kept"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)

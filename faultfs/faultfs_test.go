@@ -54,7 +54,7 @@ func mountMode(t testing.TB, mode PassthroughMode) (*FS, string, string) {
 			t.Fatal(err)
 		}
 	}
-	f, err := Mount(Options{Backing: backing, Mount: mnt, RunID: "test-" + strconv.Itoa(os.Getpid()), Seed: 1, Passthrough: mode})
+	f, err := Mount(Options{Backing: backing, Mount: mnt, RunID: ManualRunID(os.Getpid()) + "-test", Seed: 1, Passthrough: mode})
 	if err != nil {
 		t.Fatalf("mount: %v", err)
 	}
@@ -665,10 +665,13 @@ func TestArgs(t *testing.T) {
 
 func TestManualRunAlive(t *testing.T) {
 	for id, alive := range map[string]bool{
-		ManualRunID(os.Getpid()): true,
-		ManualRunID(1 << 30):     false, // above pid_max
-		"manual-x":               false,
-		"run-1":                  false,
+		ManualRunID(os.Getpid()):         true,
+		ManualRunID(os.Getpid()) + "-b1": true,
+		ManualRunID(1 << 30):             false, // above pid_max
+		ManualRunID(1<<30) + "-b1":       false,
+		"manual-x":                       false,
+		"manual--1":                      false,
+		"run-1":                          false,
 	} {
 		if got := manualAlive(id); got != alive {
 			t.Errorf("manualAlive(%q) = %v, want %v", id, got, alive)

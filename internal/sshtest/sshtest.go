@@ -413,7 +413,7 @@ func (h *Hosts) Faultfs(t testing.TB, cfg *ssh.Config, node string) (sock, notes
 			t.Fatal(err)
 		}
 	}
-	daemon := exec.Command(h.Bin, faultfs.Args(faultfs.Options{Backing: backing, Mount: n.DataDir, RunID: "sshtest-" + node, Seed: 1}, sock)...)
+	daemon := exec.Command(h.Bin, faultfs.Args(faultfs.Options{Backing: backing, Mount: n.DataDir, RunID: faultfs.ManualRunID(os.Getpid()) + "-sshtest-" + node, Seed: 1}, sock)...)
 	daemon.Stderr = os.Stderr
 	if err := daemon.Start(); err != nil {
 		t.Fatal(err)
