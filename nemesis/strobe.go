@@ -80,7 +80,10 @@ func RunStrobe(ctx context.Context, cfg StrobeConfig) error {
 		if on {
 			skew = off
 		}
-		set(ctx, skew) //nolint:errcheck // a broker that is down now is switched on the next tick
+		// Not cancelled with ctx: a switch cut off mid-request could
+		// still reach the broker after the final 0 (it comes on another
+		// connection) and leave it skewed. The client's timeout bounds it.
+		set(context.WithoutCancel(ctx), skew) //nolint:errcheck // a broker that is down now is switched on the next tick
 	}
 }
 
