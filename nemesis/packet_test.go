@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -26,6 +27,10 @@ func (l *lab) udpEchoes(t *testing.T, node string, n int) []string {
 	t.Helper()
 	conn := l.udpConn(t, node)
 	defer conn.Close()
+	// Every answer (duplicates too) waits in the socket until read.
+	if err := conn.(*net.UDPConn).SetReadBuffer(4 << 20); err != nil {
+		t.Fatal(err)
+	}
 	for i := range n {
 		if _, err := fmt.Fprintf(conn, "datagram %04d %s", i, strings.Repeat(".", 64)); err != nil {
 			t.Fatal(err)

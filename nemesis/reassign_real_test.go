@@ -47,7 +47,7 @@ func TestReassignFaultOnRealCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := &LiveResolver{Cluster: c}
-	settled := func(want func([]int32) error) func() error {
+	settled := func(want func(PartitionView) error) func() error {
 		return func() error {
 			ras, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"t": {0: {}}})
 			if err != nil {
@@ -64,14 +64,13 @@ func TestReassignFaultOnRealCluster(t *testing.T) {
 			if p.Leader < 0 || len(p.Replicas) == 0 || len(p.ISR) != len(p.Replicas) {
 				return fmt.Errorf("t/0 %+v", p)
 			}
-			return want(p.Replicas)
+			return want(p)
 		}
 	}
 	var before []int32
 	var leader int32
-	proctest.Eventually(t, 30*time.Second, "t/0 fully replicated", settled(func(rs []int32) error {
-		v, _ := res.View(ctx, []string{"t"})
-		before, leader = rs, v.Partitions["t/0"].Leader
+	proctest.Eventually(t, 30*time.Second, "t/0 fully replicated", settled(func(p PartitionView) error {
+		before, leader = p.Replicas, p.Leader
 		return nil
 	}))
 	produce := func(what string) {
@@ -100,9 +99,9 @@ func TestReassignFaultOnRealCluster(t *testing.T) {
 	if len(moves) != 1 || slices.Contains(moves[0].To, leader) || !slices.Equal(moves[0].From, before) {
 		t.Fatalf("moves %+v (leader %d, replicas %v)", moves, leader, before)
 	}
-	proctest.Eventually(t, 60*time.Second, "t/0 moved off its leader", settled(func(rs []int32) error {
-		if !slices.Equal(rs, moves[0].To) {
-			return fmt.Errorf("replicas %v, want %v", rs, moves[0].To)
+	proctest.Eventually(t, 60*time.Second, "t/0 moved off its leader", settled(func(p PartitionView) error {
+		if !slices.Equal(p.Replicas, moves[0].To) {
+			return fmt.Errorf("replicas %v, want %v", p.Replicas, moves[0].To)
 		}
 		return nil
 	}))
@@ -110,9 +109,9 @@ func TestReassignFaultOnRealCluster(t *testing.T) {
 	if err := n.Heal(ctx, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	proctest.Eventually(t, 60*time.Second, "t/0 moved back", settled(func(rs []int32) error {
-		if !slices.Equal(rs, before) {
-			return fmt.Errorf("replicas %v, want %v", rs, before)
+	proctest.Eventually(t, 60*time.Second, "t/0 moved back", settled(func(p PartitionView) error {
+		if !slices.Equal(p.Replicas, before) {
+			return fmt.Errorf("replicas %v, want %v", p.Replicas, before)
 		}
 		return nil
 	}))
