@@ -33,7 +33,7 @@ workload:
   consumers: 1
   send.interval: 5ms
   delivery.timeout: 30s
-duration: 28s
+duration: 33s
 faults:
   - kind: partition
     topology: follower-leader
@@ -43,7 +43,7 @@ faults:
   - kind: kill
     nodes: [leader:isrlab/0]
     at: 10s
-    heal.after: 10s
+    heal.after: 15s
 `
 
 // TestCLIRunAndClean drives isrlab as a user would against hosts it
@@ -121,7 +121,7 @@ func TestCLIRunAndClean(t *testing.T) {
 
 	// A run killed while its partition holds.
 	crash := filepath.Join(dir, "crash.yaml")
-	os.WriteFile(crash, []byte(strings.Replace(strings.Replace(scenario, "duration: 28s", "duration: 60s", 1),
+	os.WriteFile(crash, []byte(strings.Replace(strings.Replace(scenario, "duration: 33s", "duration: 60s", 1),
 		"    heal.after: 6s\n", "", 1)), 0o644)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
