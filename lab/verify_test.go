@@ -351,47 +351,36 @@ func TestVerifyHog(t *testing.T) {
 	}
 }
 
-// busyChild reports whether a child of this process has used CPU time
-// (/proc/PID/stat: its parent, and user and system ticks).
-func busyChild() bool {
+// anyChild reports whether a child of this process matches: its name and
+// the fields of /proc/PID/stat after it (f[1] is the parent, f[11] and
+// f[12] user and system ticks). A child not yet reaped counts.
+func anyChild(match func(comm string, f []string) bool) bool {
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, st := range stats {
 		b, err := os.ReadFile(st)
 		if err != nil {
 			continue
 		}
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
+		i, j := strings.LastIndexByte(string(b), ')'), strings.IndexByte(string(b), '(')
+		if i < 0 || j < 0 || j > i {
 			continue
 		}
-		f := strings.Fields(string(b[i+1:]))
-		// f[1] is the parent, f[11] and f[12] utime and stime.
-		if len(f) > 12 && f[1] == strconv.Itoa(os.Getpid()) && (f[11] != "0" || f[12] != "0") {
+		if f := strings.Fields(string(b[i+1:])); len(f) > 12 && f[1] == strconv.Itoa(os.Getpid()) && match(string(b[j+1:i]), f) {
 			return true
 		}
 	}
 	return false
 }
 
+// busyChild reports whether a child of this process has used CPU time.
+func busyChild() bool {
+	return anyChild(func(_ string, f []string) bool { return f[11] != "0" || f[12] != "0" })
+}
+
 // childNamed reports whether a process named comm is a child of this
 // process, reaped or not.
 func childNamed(comm string) bool {
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, st := range stats {
-		b, err := os.ReadFile(st)
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(b), ')')
-		j := strings.IndexByte(string(b), '(')
-		if i < 0 || j < 0 || j > i {
-			continue
-		}
-		if f := strings.Fields(string(b[i+1:])); len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) && string(b[j+1:i]) == comm {
-			return true
-		}
-	}
-	return false
+	return anyChild(func(c string, _ []string) bool { return c == comm })
 }
 
 func TestBusyProcesses(t *testing.T) {
