@@ -218,7 +218,8 @@ func (w *waiter) holds(c *compose.Cluster, v View, ok bool, f facts, names []str
 	}
 	if !ok {
 		// A failed read leaves the state last seen the last seen.
-		if w.last = "no cluster state seen"; strings.HasPrefix(prev, "last seen: ") {
+		w.last = "no cluster state seen"
+		if strings.HasPrefix(prev, "last seen: ") {
 			w.last = prev
 		}
 		return false

@@ -227,19 +227,27 @@ func (l *lab) udpDelivery(t *testing.T, node string, count int) float64 {
 			got++
 		}
 	}
-	// Answers a stall held past a batch's reads wait in the socket: read
-	// them until none comes for a second.
+	// Answers a stall held past a batch's reads wait in the socket.
+	readUntilIdle(t, conn, func([]byte) { got++ })
+	return float64(min(got, count)) / float64(count)
+}
+
+// readUntilIdle reads datagrams from conn, handing each to got, until
+// none comes for a second.
+func readUntilIdle(t *testing.T, conn net.Conn, got func([]byte)) {
+	t.Helper()
+	buf := make([]byte, 2048)
 	for {
 		conn.SetReadDeadline(time.Now().Add(time.Second))
-		if _, err := conn.Read(buf); err != nil {
-			if isTimeout(err) {
-				break
-			}
+		k, err := conn.Read(buf)
+		if isTimeout(err) {
+			return
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
-		got++
+		got(buf[:k])
 	}
-	return float64(min(got, count)) / float64(count)
 }
 
 // sendRate sends n bytes from the client to node's sink and returns the

@@ -37,18 +37,8 @@ func (l *lab) udpEchoes(t *testing.T, node string, n int) []string {
 		}
 	}
 	var got []string
-	buf := make([]byte, 2048)
-	for {
-		conn.SetReadDeadline(time.Now().Add(time.Second))
-		k, err := conn.Read(buf)
-		if isTimeout(err) {
-			return got
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, string(buf[:k]))
-	}
+	readUntilIdle(t, conn, func(b []byte) { got = append(got, string(b)) })
+	return got
 }
 
 // snmp reads a counter of node's namespace (/proc/net/snmp, e.g. Udp

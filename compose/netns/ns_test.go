@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/isrlab/isrlab/internal/mountinfo"
 )
 
 // ipNetnsAdd does to dir what the first `ip netns add` on a host does to
@@ -30,11 +32,11 @@ func ipNetnsAdd(t *testing.T, dir string) {
 // unmountAll detaches every mount at or under dir, innermost first.
 func unmountAll(dir string) {
 	for range 10 {
-		b, _ := os.ReadFile("/proc/self/mountinfo")
+		ms, _ := mountinfo.Read()
 		var under []string
-		for _, l := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(l); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
-				under = append(under, f[4])
+		for _, m := range ms {
+			if m.MountPoint == dir || strings.HasPrefix(m.MountPoint, dir+"/") {
+				under = append(under, m.MountPoint)
 			}
 		}
 		if len(under) == 0 {
